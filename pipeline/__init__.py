@@ -1,0 +1,1 @@
+"""The memory pipeline's domain: pure decisions, ports and their adapters. No Celery here."""

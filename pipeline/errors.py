@@ -1,0 +1,53 @@
+"""One error tree. Retries are decided by type, never by matching message strings.
+
+    PipelineError
+    ├── TransientError          retry with backoff and jitter (timeouts, 429, 5xx, lost leases)
+    │   ├── RateLimited         carries the provider's Retry-After, honoured by the retry
+    │   └── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
+    ├── PermanentError          fail the run at once with this reason (auth, bad request)
+    │   └── ConfigurationError  a missing SDK, key or setting; the message says how to fix it
+    └── InvalidInput            bad input from a caller: a clear what/where/why, never retried
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Root of every error the pipeline raises on purpose."""
+
+
+class TransientError(PipelineError):
+    """Worth retrying: the same call may succeed later."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimited(TransientError):
+    """The provider said 429; ``retry_after`` holds its Retry-After in seconds, if it gave one."""
+
+
+class InvalidLLMAnswer(TransientError):
+    """The model's answer did not parse or did not match its schema. Never read as 'nothing'."""
+
+
+class PermanentError(PipelineError):
+    """Retrying cannot help; the run fails at once with this reason."""
+
+
+class ConfigurationError(PermanentError):
+    """A missing optional SDK, key or setting. The message says what to install or set."""
+
+
+class InvalidInput(PipelineError, ValueError):
+    """A caller passed bad input. The message names the field and the reason."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class LeaseLost(TransientError):
+    """Another worker took over this run or scope; this one must stop without side effects."""

@@ -1,0 +1,47 @@
+"""The LLM port: one structured call, validated against its pydantic answer model.
+
+Real providers send ``system`` and ``prompt``; the offline and scripted providers read the
+structured ``inputs`` the prompt was built from, so they never parse prose. Every adapter
+raises from ``pipeline.errors`` only: ``RateLimited``/``TransientError`` for timeouts, 429 and
+5xx, ``InvalidLLMAnswer`` for an answer that does not validate, ``PermanentError`` for auth
+and bad requests.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class LLMRequest(Generic[T]):
+    operation: str                 # "extract_facts", "decide_facts", "extract_reflections", "consolidate"
+    model: str
+    system: str
+    prompt: str
+    response_model: type[T]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class LLMResponse(Generic[T]):
+    parsed: T
+    model: str
+    provider: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    raw: str = ""
+
+
+class LLM(abc.ABC):
+    provider: str = "abstract"
+
+    @abc.abstractmethod
+    def complete(self, request: LLMRequest[T]) -> LLMResponse[T]:
+        """One call; the answer is validated against ``request.response_model``."""

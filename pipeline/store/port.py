@@ -1,0 +1,338 @@
+"""The store port (SPEC §7): repository methods, with no query dicts leaking into the domain.
+
+Two adapters implement it, ``sqlite.py`` (the embedded default) and ``mongo.py`` (production),
+and one contract test suite (``tests/pipeline/store/test_contract.py``) runs unchanged against
+both. Every method documented as *atomic* must stay correct when many processes (SQLite) or
+threads (Mongo) race on it.
+
+Conventions:
+- every "now" is passed in by the caller (the clock port), never read inside the store;
+- every query carries ``agent_id``;
+- methods that apply an effect of a formation run are idempotent on the run id, so a stage
+  rerun after a crash applies nothing twice.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from schemas.documents import (
+    AgentSettings,
+    CachedContext,
+    ConsolidatedBlob,
+    Fact,
+    FormationRun,
+    Reflection,
+    RejectedEvent,
+    SessionState,
+    StageRecord,
+    StoredMessage,
+)
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What happened to one message on ingest."""
+
+    status: Literal["accepted", "duplicate"]
+    seq: int | None
+    session: SessionState
+
+
+@dataclass(frozen=True)
+class ClaimRule:
+    """When a claim may be taken, evaluated *inside* the store's atomic operation.
+
+    Built by ``pipeline.trigger``; the adapter only translates it. A claim is taken when the
+    session has no live claim (none, or its lease expired and the run is no longer active)
+    and, counted over messages after ``claimed_through``:
+    - ``messages_since >= min_messages``, and
+    - ``messages_since >= message_interval`` or ``tokens_since >= token_interval``
+      (either may be None, meaning "no such condition", both None meaning "no threshold"), and
+    - if ``idle_before`` is set, ``last_activity_at <= idle_before`` (the cold rule).
+    """
+
+    min_messages: int
+    message_interval: int | None = None
+    token_interval: float | None = None
+    idle_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FactCandidate:
+    """A fact as the search side needs it: id, text and vector (for the local search)."""
+
+    fact_id: str
+    scope: str
+    user_id: str | None
+    content: str
+    embedding: list[float] | None
+    formed_at: datetime
+
+
+@dataclass
+class ForgetCounts:
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class Store(abc.ABC):
+    """Repository methods for every collection of §7."""
+
+    # ------------------------------------------------------------------ lifecycle ----------
+    @abc.abstractmethod
+    def create_indexes(self) -> list[str]:
+        """Create every index (unique keys included), idempotently. Returns their names."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    # ------------------------------------------------------------------ agents -------------
+    @abc.abstractmethod
+    def get_agent_settings(self, agent_id: str) -> AgentSettings:
+        """The agent's toggles; an unknown agent gets the defaults of §1 (nothing is written)."""
+
+    @abc.abstractmethod
+    def put_agent_settings(self, settings: AgentSettings) -> None:
+        """Register or replace an agent's settings."""
+
+    # ------------------------------------------------------------------ ingest -------------
+    @abc.abstractmethod
+    def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
+        """Store one message and update its session's trigger state, atomically.
+
+        - A duplicate ``event_id`` or (``session_id``, ``message_id``) changes nothing except the
+          session's ``duplicates`` counter, and returns ``status="duplicate"``.
+        - An accepted message gets the next per-session ``seq``; the session's ``last_seq``,
+          ``messages_since``, ``tokens_since`` (by ``message.weighted_tokens``), ``users``,
+          ``max_tier``, ``preview`` and ``last_activity_at`` (the max of old and ``now``) move
+          with it. A crash half way must leave either nothing or a state that a redelivery of
+          the same message completes (the message must never end up stored without a seq).
+        """
+
+    @abc.abstractmethod
+    def record_rejection(self, rejected: RejectedEvent) -> None:
+        """Keep a rejected event with its raw payload and structured errors."""
+
+    @abc.abstractmethod
+    def list_rejections(self, limit: int = 100) -> list[RejectedEvent]: ...
+
+    @abc.abstractmethod
+    def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
+        """Messages with ``seq_from <= seq <= seq_to``, ordered by ``created_at`` then seq."""
+
+    @abc.abstractmethod
+    def count_messages(self, session_id: str) -> int: ...
+
+    # ------------------------------------------------------------------ sessions -----------
+    @abc.abstractmethod
+    def get_session(self, session_id: str) -> SessionState | None: ...
+
+    @abc.abstractmethod
+    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None: ...
+
+    @abc.abstractmethod
+    def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
+        """Ids of sessions idle since ``idle_before`` with ``>= min_messages`` unclaimed messages
+        and no live claim. Candidates only: the claim itself re-checks atomically."""
+
+    # ------------------------------------------------------------------ claims & runs -------
+    @abc.abstractmethod
+    def try_claim(
+        self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
+    ) -> FormationRun | None:
+        """Atomically claim the unclaimed range of a session for a new run, if ``rule`` holds.
+
+        On success: the session's ``claimed_through`` becomes its ``last_seq``, its
+        ``messages_since`` / ``tokens_since`` drop to 0, ``active_run_id`` / ``lease_expires_at``
+        are set, and ``run`` is stored with ``seq_from = old claimed_through + 1``,
+        ``seq_to = last_seq``, ``status="claimed"``, the lease, and the session's users, group
+        flag and tier filled in. Returns the stored run. Exactly one of any number of racing
+        callers wins a given range; the others get None.
+        """
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> FormationRun | None: ...
+
+    @abc.abstractmethod
+    def update_run_fields(self, run_id: str, **fields: object) -> None:
+        """Set top-level run fields (status, scopes_enabled, models, error, totals, ...)."""
+
+    @abc.abstractmethod
+    def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
+        """Extend a claimed/running run's lease (and the session's). False if the run is no
+        longer active (done, dead, failed) so the caller must stop."""
+
+    @abc.abstractmethod
+    def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
+        """Mark a stage running (attempts + 1, started_at) unless it is already done; return
+        the stage record as it now stands (a done stage is returned unchanged)."""
+
+    @abc.abstractmethod
+    def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
+        """Store a stage's output and mark it done, only if it is not done yet. True if this
+        call completed it, False if it was already done (the caller then reuses the stored
+        output and applies nothing)."""
+
+    @abc.abstractmethod
+    def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None: ...
+
+    @abc.abstractmethod
+    def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
+        """Mark the run done, advance the session ``watermark`` to ``max(watermark, seq_to)``,
+        release the session's claim (if this run holds it), and bump the version stamps of
+        ``changed_scope_keys`` of the run's agent. Idempotent: False if already done."""
+
+    @abc.abstractmethod
+    def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
+        """Mark a run ``failed`` (to be retried by the stale-run sweep) or ``dead`` (only an
+        operator's replay picks it up), with its reason, and release the session's claim.
+        The run's messages stay stored and unformed."""
+
+    @abc.abstractmethod
+    def reopen_run(self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False) -> FormationRun | None:
+        """Take over a failed, dead or lease-expired run: status ``claimed``, attempts + 1 (or 1
+        when ``reset_attempts``), a new lease, and the session's claim pointed at it again if
+        the session has no other live claim. None if the run is done, or its session is held by
+        another live run (then it is retried later)."""
+
+    @abc.abstractmethod
+    def find_stale_runs(self, now: datetime, limit: int) -> list[FormationRun]:
+        """Runs ``claimed``/``running`` whose lease expired, and ``failed`` runs."""
+
+    @abc.abstractmethod
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+    ) -> list[FormationRun]:
+        """Newest first."""
+
+    # ------------------------------------------------------------------ facts --------------
+    @abc.abstractmethod
+    def insert_fact(self, fact: Fact) -> tuple[bool, str]:
+        """Insert unless a fact with the same (agent, scope key, hash) or the same ``fact_id``
+        exists. Returns (inserted, id of the fact that now holds that text)."""
+
+    @abc.abstractmethod
+    def update_fact(
+        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
+        embedding_model: str | None, run_id: str, now: datetime,
+    ) -> bool:
+        """UPDATE effect: new content, ``version`` + 1, previous text appended to ``history``
+        (with ``run_id``). No-op (False) if ``run_id`` already updated this fact, if the fact is
+        retired, or if the new hash already exists in its scope key."""
+
+    @abc.abstractmethod
+    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
+        """DELETE effect: set ``retired_at`` unless already retired."""
+
+    @abc.abstractmethod
+    def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...
+
+    @abc.abstractmethod
+    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None: ...
+
+    @abc.abstractmethod
+    def search_candidates(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None
+    ) -> list[FactCandidate]:
+        """Every live (not retired) fact of the agent in these scope keys, with its embedding
+        when ``embedding_model`` matches (``None``: any model, embedding omitted). The local
+        search caches the result per (agent, scope keys), invalidated by the scope stamps."""
+
+    @abc.abstractmethod
+    def recent_facts(
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int
+    ) -> list[Fact]:
+        """Live facts formed at or after ``since``, newest first, at most ``limit``."""
+
+    @abc.abstractmethod
+    def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
+        """``access_count`` + 1 and ``last_accessed_at`` = now on each hit."""
+
+    @abc.abstractmethod
+    def list_facts(
+        self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    def count_facts(self, agent_id: str, scope_key: str) -> int: ...
+
+    @abc.abstractmethod
+    def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
+        """Batches of live facts whose ``embedding_model`` is not ``not_model``."""
+
+    @abc.abstractmethod
+    def set_fact_embedding(self, fact_id: str, embedding: list[float], model: str) -> None: ...
+
+    # ------------------------------------------------------------------ reflections --------
+    @abc.abstractmethod
+    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
+        """Insert those whose ``reflection_id`` is new; returns how many were new."""
+
+    @abc.abstractmethod
+    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
+        """Buffered reflections, oldest first."""
+
+    @abc.abstractmethod
+    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]: ...
+
+    @abc.abstractmethod
+    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
+        """Exactly these, if not yet absorbed: ``absorbed``, ``absorbed_at``, ``consolidated_into``."""
+
+    @abc.abstractmethod
+    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]: ...
+
+    # ------------------------------------------------------------------ consolidated -------
+    @abc.abstractmethod
+    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None: ...
+
+    @abc.abstractmethod
+    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
+        """Compare-and-set on ``version``: write ``blob`` only if the stored version is
+        ``expected_version`` (0 = no blob yet). False if another consolidation got there."""
+
+    @abc.abstractmethod
+    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+        """A named lease (one consolidation per scope key, ...): True if ``holder`` now holds it
+        (free, expired, or already held by ``holder``)."""
+
+    @abc.abstractmethod
+    def release_lease(self, name: str, holder: str) -> None: ...
+
+    # ------------------------------------------------------------------ versions & cache ----
+    @abc.abstractmethod
+    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None: ...
+
+    @abc.abstractmethod
+    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        """Current stamp per scope key (0 when never bumped)."""
+
+    @abc.abstractmethod
+    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None: ...
+
+    @abc.abstractmethod
+    def put_cached_context(self, cached: CachedContext) -> None: ...
+
+    # ------------------------------------------------------------------ erasure ------------
+    @abc.abstractmethod
+    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+        """Delete everything of a user (under one agent, or all): user facts (history with
+        them), user reflections and blobs, the user's messages (and the message text of
+        sessions they were in), run records and rejected events that name them, context
+        caches, and their id in session user lists. Returns counts per collection."""
+
+    @abc.abstractmethod
+    def dump_all(self) -> dict[str, list[dict]]:
+        """Every stored document/row as plain dicts, per collection: for audits and tests
+        (forget-user scans it for leftovers)."""

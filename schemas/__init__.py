@@ -1,0 +1,1 @@
+"""Pydantic models: events, stored documents, LLM structured outputs and settings."""

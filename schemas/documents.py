@@ -1,0 +1,209 @@
+"""Stored documents (SPEC §5, §7): what the store port reads and writes.
+
+Every timestamp is timezone-aware UTC. Ids are opaque strings. A *scope key* is a computed,
+never-NULL string that identifies one memory scope inside an agent: ``agent``,
+``user:<user_id>`` or ``session:<session_id>``. Every unique key and every query also carries
+the ``agent_id``, so ids that contain ``:`` cannot collide across scopes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Scope = Literal["agent", "user", "session"]
+FactScope = Literal["agent", "user"]
+RunStatus = Literal["claimed", "running", "done", "failed", "dead"]
+StageName = Literal[
+    "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"
+]
+STAGES: tuple[str, ...] = (
+    "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish",
+)
+
+
+def scope_key(scope: Scope, *, user_id: str | None = None, session_id: str | None = None) -> str:
+    """The computed key of a scope inside one agent (never NULL, see SPEC §7)."""
+    if scope == "agent":
+        return "agent"
+    if scope == "user":
+        if not user_id:
+            raise ValueError("a user scope key needs user_id")
+        return f"user:{user_id}"
+    if not session_id:
+        raise ValueError("a session scope key needs session_id")
+    return f"session:{session_id}"
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class AgentSettings(_Doc):
+    """Per-agent toggles (§1, §3). Unknown agents get these defaults."""
+
+    agent_id: str
+    name: str | None = None
+    user_memory_enabled: bool = True
+    agent_memory_enabled: bool = True
+    updated_at: datetime | None = None
+
+
+class StoredMessage(_Doc):
+    agent_id: str
+    session_id: str
+    message_id: str
+    event_id: str
+    seq: int | None = None  # per-session ingest sequence number, assigned atomically
+    role: str
+    sender_id: str | None = None
+    sender_name: str | None = None
+    content: str
+    created_at: datetime
+    ingested_at: datetime
+    weighted_tokens: float = 0.0
+    session_users: list[str] = Field(default_factory=list)
+    user_tier: int = 0
+    preview: bool = False
+    agent_name: str | None = None
+
+
+class SessionState(_Doc):
+    """Trigger state of one session (§4), kept atomically by the store."""
+
+    session_id: str
+    agent_id: str
+    last_seq: int = 0                 # highest ingest sequence number assigned
+    claimed_through: int = 0          # highest seq owned by any run (active, done or dead)
+    watermark: int = 0                # highest seq formed by a finished run
+    messages_since: int = 0           # accepted messages after claimed_through
+    tokens_since: float = 0.0         # their weighted tokens
+    last_activity_at: datetime | None = None
+    active_run_id: str | None = None  # the run that holds the session's claim, if any
+    lease_expires_at: datetime | None = None
+    users: list[str] = Field(default_factory=list)  # every human seen in the session
+    max_tier: int = 0
+    preview: bool = False
+    ended_at: datetime | None = None
+    duplicates: int = 0               # duplicate events seen (counted, no effect)
+
+
+class LLMUsage(_Doc):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class StageRecord(_Doc):
+    status: Literal["pending", "running", "done", "failed", "skipped"] = "pending"
+    output: dict[str, Any] | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+    attempts: int = 0
+    usage: LLMUsage = Field(default_factory=LLMUsage)
+    error: str | None = None
+
+
+class FormationRun(_Doc):
+    """One triggered formation (§5): inputs, every stage's output, usage and errors."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    seq_from: int
+    seq_to: int
+    reason: Literal["threshold", "cold", "session_end", "replay", "manual"]
+    status: RunStatus = "claimed"
+    lease_expires_at: datetime | None = None
+    attempts: int = 1
+    created_at: datetime
+    finished_at: datetime | None = None
+    # inputs fixed at claim time / by the first stage
+    user_ids: list[str] = Field(default_factory=list)
+    group_chat: bool = False
+    scopes_enabled: list[str] = Field(default_factory=list)
+    models: dict[str, str] = Field(default_factory=dict)
+    tier: int = 0
+    stages: dict[str, StageRecord] = Field(default_factory=dict)
+    error: str | None = None
+    totals: dict[str, Any] = Field(default_factory=dict)
+
+
+class FactHistoryEntry(_Doc):
+    content: str
+    version: int
+    changed_at: datetime
+    run_id: str | None = None
+
+
+class Fact(_Doc):
+    fact_id: str
+    agent_id: str
+    scope: FactScope
+    user_id: str | None = None
+    scope_key: str
+    content: str
+    hash: str                          # normalized-text hash, unique per (agent, scope key)
+    embedding: list[float] | None = None
+    embedding_model: str | None = None
+    source_session_id: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+    source_run_id: str | None = None
+    formed_at: datetime
+    updated_at: datetime | None = None
+    version: int = 1
+    history: list[FactHistoryEntry] = Field(default_factory=list)
+    retired_at: datetime | None = None
+    retired_by: str | None = None
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+
+
+class Reflection(_Doc):
+    reflection_id: str
+    agent_id: str
+    scope: Scope
+    user_id: str | None = None
+    session_id: str | None = None
+    scope_key: str
+    content: str
+    source_session_id: str | None = None
+    source_run_id: str | None = None
+    formed_at: datetime
+    absorbed: bool = False
+    absorbed_at: datetime | None = None
+    consolidated_into: int | None = None  # the blob version that absorbed it
+
+
+class ConsolidatedBlob(_Doc):
+    agent_id: str
+    scope: Scope
+    scope_key: str
+    user_id: str | None = None
+    session_id: str | None = None
+    consolidated_content: str = ""
+    word_limit: int
+    version: int = 0
+    last_consolidated_at: datetime | None = None
+
+
+class RejectedEvent(_Doc):
+    rejection_id: str
+    event_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    raw: str                      # the raw payload, as received (JSON text or repr)
+    errors: list[dict[str, str]]  # [{field, reason}]
+    received_at: datetime
+
+
+class CachedContext(_Doc):
+    session_id: str
+    user_id: str                  # "" when no user (never NULL in a key)
+    agent_id: str
+    xml: str
+    built_at: datetime
+    versions: dict[str, int] = Field(default_factory=dict)  # scope key -> stamp when built

@@ -1,0 +1,1 @@
+"""Celery lives here and only here: the app, its configuration and thin task modules."""

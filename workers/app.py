@@ -1,0 +1,93 @@
+"""The Celery app: broker and backend from settings, one queue per kind of work, routing.
+
+Start a worker the way a user would::
+
+    celery -A workers.app worker -Q ingest -c 4 --pool prefork -E
+    celery -A workers.app worker -Q formation,consolidation --pool threads -c 32 -E
+    celery -A workers.app worker -Q maintenance -c 1 -E
+    celery -A workers.app beat -s .runtime/celerybeat-schedule
+
+For the embedded in-process worker (``make demo``) set ``MEMORY_BROKER_URL=memory://``.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from pipeline import names
+from schemas.settings import get_settings
+
+TASK_MODULES = ["workers.ingest", "workers.formation", "workers.consolidation", "workers.maintenance"]
+
+
+def _route(prefix_queue: dict[str, str]):
+    def route(name, args, kwargs, options, task=None, **kw):
+        queue = prefix_queue.get(name)
+        return {"queue": queue} if queue else None
+
+    return route
+
+
+ROUTES = {
+    names.TASK_INGEST_EVENT: names.QUEUE_INGEST,
+    names.TASK_INGEST_BATCH: names.QUEUE_INGEST,
+    names.TASK_NOOP: names.QUEUE_INGEST,
+    names.TASK_EXTRACT_FACTS: names.QUEUE_FORMATION,
+    names.TASK_EMBED_FACTS: names.QUEUE_FORMATION,
+    names.TASK_DECIDE_FACTS: names.QUEUE_FORMATION,
+    names.TASK_EXTRACT_REFLECTIONS: names.QUEUE_FORMATION,
+    names.TASK_CONSOLIDATE: names.QUEUE_FORMATION,
+    names.TASK_FINISH: names.QUEUE_FORMATION,
+    names.TASK_CONSOLIDATE_SCOPE: names.QUEUE_CONSOLIDATION,
+    names.TASK_SWEEP_COLD: names.QUEUE_MAINTENANCE,
+    names.TASK_RETRY_STALE: names.QUEUE_MAINTENANCE,
+}
+
+
+def create_app() -> Celery:
+    settings = get_settings()
+    # Task modules are imported by the worker (``include``); producers send tasks by name.
+    app = Celery(
+        "memory", broker=settings.broker_url, backend=settings.result_backend, include=TASK_MODULES
+    )
+    transport_options = {"visibility_timeout": settings.broker_visibility_timeout_s}
+    if settings.broker_url.startswith("memory://"):
+        # the in-process broker polls; a short interval keeps a chain hop near 10 ms
+        transport_options["polling_interval"] = 0.01
+    app.conf.update(
+        task_queues=[Queue(q) for q in names.QUEUES],
+        task_default_queue=names.QUEUE_INGEST,
+        task_routes=(_route(ROUTES),),
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        # every task is idempotent, so a task is acked only after it ran, and a task whose
+        # worker died is redelivered
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_soft_time_limit=settings.task_soft_time_limit_s,
+        task_time_limit=settings.task_time_limit_s,
+        # task events for Flower
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        broker_transport_options=transport_options,
+        result_backend_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+        enable_utc=True,
+    )
+    try:
+        import beat_schedule
+
+        app.conf.beat_schedule = beat_schedule.build_schedule(settings)
+    except ImportError:  # pragma: no cover - the module ships with the project
+        pass
+    return app
+
+
+app = create_app()

@@ -1,0 +1,80 @@
+"""Clients built once per worker process and injected into tasks (STYLE: arq's on_startup).
+
+Celery's ``worker_process_init`` signal resets them in each forked child, so no connection
+is shared across a fork; the first task of a process builds them lazily.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+
+from celery.signals import worker_process_init, worker_process_shutdown
+
+from pipeline.clock import Clock
+from schemas.settings import Settings, get_settings
+
+
+@dataclass
+class Deps:
+    settings: Settings
+
+    @cached_property
+    def clock(self) -> Clock:
+        return Clock()
+
+    @cached_property
+    def store(self):
+        from pipeline.store import open_store
+
+        return open_store(self.settings)
+
+    @cached_property
+    def llm(self):
+        from pipeline.llm import open_llm
+
+        return open_llm(self.settings)
+
+    @cached_property
+    def embedder(self):
+        from pipeline.embeddings import open_embedder
+
+        return open_embedder(self.settings)
+
+    @cached_property
+    def search(self):
+        from pipeline.search import open_search
+
+        return open_search(self.store, self.settings)
+
+
+_lock = threading.Lock()
+_deps: Deps | None = None
+
+
+def get_deps() -> Deps:
+    global _deps
+    with _lock:
+        if _deps is None:
+            _deps = Deps(get_settings())
+        return _deps
+
+
+def set_deps(deps: Deps | None) -> None:
+    """Inject ready-made clients (the in-process demo worker and tests do this)."""
+    global _deps
+    with _lock:
+        _deps = deps
+
+
+@worker_process_init.connect
+def _reset_in_child(**_: object) -> None:
+    set_deps(None)
+
+
+@worker_process_shutdown.connect
+def _close(**_: object) -> None:
+    deps = _deps
+    if deps is not None and "store" in deps.__dict__:
+        deps.store.close()
