@@ -24,6 +24,8 @@ TASK_EXTRACT_REFLECTIONS = "memory.extract_reflections"
 TASK_CONSOLIDATE = "memory.consolidate"
 TASK_CONSOLIDATE_SCOPE = "memory.consolidate_scope"
 TASK_FINISH = "memory.finish"
+# consolidates the leftover buffers of an ended session that has nothing left to form
+TASK_CONSOLIDATE_SESSION = "memory.consolidate_session"
 TASK_SWEEP_COLD = "memory.sweep_cold_sessions"
 TASK_RETRY_STALE = "memory.retry_stale_runs"
 TASK_NOOP = "memory.noop"
