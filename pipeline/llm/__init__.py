@@ -1,0 +1,36 @@
+"""LLM providers: OpenAI, Gemini, the offline rules and the scripted fake, behind one port."""
+
+from __future__ import annotations
+
+from pipeline.errors import ConfigurationError
+from pipeline.llm.port import LLM, LLMRequest, LLMResponse
+from schemas.settings import Settings
+
+__all__ = ["LLM", "LLMRequest", "LLMResponse", "open_llm"]
+
+
+def open_llm(settings: Settings) -> LLM:
+    """The LLM of ``settings.resolved_llm_provider()``.
+
+    An explicit ``MEMORY_LLM_PROVIDER`` wins; else a Gemini key, then an OpenAI key, then the
+    offline rules. Network providers are wrapped in the concurrency cap of
+    ``MEMORY_LLM_MAX_CONCURRENCY`` (shared by every worker through Redis when the broker is Redis).
+    """
+    provider = settings.resolved_llm_provider()
+    if provider == "offline":
+        from pipeline.llm.offline import OfflineLLM
+
+        return OfflineLLM(settings)
+    if provider == "openai":
+        from pipeline.llm.openai import OpenAILLM
+
+        llm: LLM = OpenAILLM.from_settings(settings)
+    elif provider == "gemini":
+        from pipeline.llm.gemini import GeminiLLM
+
+        llm = GeminiLLM.from_settings(settings)
+    else:
+        raise ConfigurationError(f"MEMORY_LLM_PROVIDER: unknown provider {provider!r} (openai, gemini or offline)")
+    from pipeline.llm.limits import limit_concurrency
+
+    return limit_concurrency(llm, settings)
