@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     sweep_batch_size: int = 200
     claim_lease_s: int = 600
     max_run_attempts: int = 5
+    # how often beat retries runs whose lease expired (and failed runs)
+    retry_stale_interval_s: int = 120
 
     # --- ingest (§3) -----------------------------------------------------------------------
     max_message_bytes: int = 32 * 1024

@@ -1,0 +1,30 @@
+"""The periodic schedule of ``celery beat`` (SPEC §9). Nothing else is hidden in it:
+
+- the cold-session sweep, every ``MEMORY_SWEEP_INTERVAL_S`` (10 minutes by default);
+- the retry of runs whose lease expired (and of failed runs), every
+  ``MEMORY_RETRY_STALE_INTERVAL_S``.
+
+Both tasks go to the ``maintenance`` queue (routing in ``workers/app.py``). Each entry expires
+after one interval, so a backlog of sweeps never piles up behind a stopped maintenance worker.
+"""
+
+from __future__ import annotations
+
+from pipeline import names
+from schemas.settings import Settings
+
+
+def build_schedule(settings: Settings) -> dict:
+    """The ``beat_schedule`` mapping for the Celery app."""
+    return {
+        "sweep-cold-sessions": {
+            "task": names.TASK_SWEEP_COLD,
+            "schedule": float(settings.sweep_interval_s),
+            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.sweep_interval_s)},
+        },
+        "retry-stale-runs": {
+            "task": names.TASK_RETRY_STALE,
+            "schedule": float(settings.retry_stale_interval_s),
+            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.retry_stale_interval_s)},
+        },
+    }

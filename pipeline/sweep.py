@@ -1,0 +1,105 @@
+"""Beat's two jobs (SPEC §4, §9): the cold-session sweep and the retry of stale runs.
+
+Both return the ids of the runs to start; the maintenance task sends the first stage for each.
+Both are safe to run twice at once: every claim and every reopen is atomic in the store, so two
+sweeps racing on one session claim its range once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pipeline.store.port import Store
+from pipeline.trigger import cold_rule
+from schemas.documents import FormationRun
+from schemas.settings import Settings
+
+log = logging.getLogger("memory.sweep")
+
+# A bound on batches per sweep, so one sweep always ends even if candidates keep coming back.
+MAX_BATCHES = 100
+
+
+def new_run(session_id: str, agent_id: str, reason: str, now: datetime) -> FormationRun:
+    """A run to be claimed; the store fills in its range, users and lease."""
+    return FormationRun(
+        run_id=uuid.uuid4().hex,
+        agent_id=agent_id,
+        session_id=session_id,
+        seq_from=0,
+        seq_to=0,
+        reason=reason,
+        created_at=now,
+    )
+
+
+@dataclass
+class SweepResult:
+    run_ids: list[str] = field(default_factory=list)
+    candidates: int = 0
+    lost: int = 0  # candidates another claimer got first (or no longer cold)
+
+
+def sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> SweepResult:
+    """Claim every session idle for ``cold_after_s`` with ``min_messages_to_form`` unformed
+    messages, in batches of ``sweep_batch_size``, with the cold rule re-checked atomically."""
+    rule = cold_rule(settings, now)
+    result = SweepResult()
+    seen: set[str] = set()
+    for _ in range(MAX_BATCHES):
+        batch = store.find_cold_sessions(rule.idle_before, settings.min_messages_to_form, settings.sweep_batch_size)
+        fresh = [sid for sid in batch if sid not in seen]
+        if not fresh:
+            break
+        for session_id in fresh:
+            seen.add(session_id)
+            result.candidates += 1
+            session = store.get_session(session_id)
+            if session is None:
+                result.lost += 1
+                continue
+            run = store.try_claim(
+                session_id, rule, new_run(session_id, session.agent_id, "cold", now), now, settings.claim_lease_s
+            )
+            if run is None:
+                result.lost += 1
+            else:
+                result.run_ids.append(run.run_id)
+        if len(batch) < settings.sweep_batch_size:
+            break
+    if result.candidates:
+        log.info("cold sweep: %d candidates, %d claimed", result.candidates, len(result.run_ids))
+    return result
+
+
+@dataclass
+class RetryResult:
+    run_ids: list[str] = field(default_factory=list)   # reopened, to be started again
+    dead: list[str] = field(default_factory=list)      # attempts exhausted
+    held: list[str] = field(default_factory=list)      # session held by another live run: later
+
+
+def exhausted_reason(attempts: int, error: str | None) -> str:
+    return f"exhausted {attempts} attempts: {error or 'lease expired'}"
+
+
+def retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryResult:
+    """Reopen runs whose lease expired and failed runs, within ``max_run_attempts``; a run that
+    has used them all is marked ``dead`` with its last error (only an operator replays it)."""
+    result = RetryResult()
+    for run in store.find_stale_runs(now, settings.sweep_batch_size):
+        if run.attempts >= settings.max_run_attempts:
+            store.fail_run(run.run_id, exhausted_reason(run.attempts, run.error), now, dead=True)
+            result.dead.append(run.run_id)
+            continue
+        reopened = store.reopen_run(run.run_id, now, settings.claim_lease_s)
+        if reopened is None:
+            result.held.append(run.run_id)
+        else:
+            result.run_ids.append(reopened.run_id)
+    if result.run_ids or result.dead:
+        log.info("stale runs: %d reopened, %d dead", len(result.run_ids), len(result.dead))
+    return result

@@ -1,0 +1,31 @@
+"""Beat's tasks (maintenance queue): thin wrappers around ``pipeline.sweep``."""
+
+from __future__ import annotations
+
+from pipeline import names, sweep
+from workers.app import app
+from workers.base import MemoryTask
+from workers.deps import get_deps
+
+
+def _start(run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+
+
+@app.task(base=MemoryTask, name=names.TASK_SWEEP_COLD, bind=True)
+def sweep_cold_sessions(self) -> dict:
+    """Claim every cold session and start a formation run for each."""
+    deps = get_deps()
+    result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
+    _start(result.run_ids)
+    return {"claimed": len(result.run_ids), "candidates": result.candidates}
+
+
+@app.task(base=MemoryTask, name=names.TASK_RETRY_STALE, bind=True)
+def retry_stale_runs(self) -> dict:
+    """Restart runs whose lease expired (or that failed), within the bounded attempts."""
+    deps = get_deps()
+    result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
+    _start(result.run_ids)
+    return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
