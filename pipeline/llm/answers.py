@@ -27,7 +27,7 @@ def parse_answer(raw: str | None, response_model: type[T], *, provider: str, mod
     except ValidationError as exc:
         raise InvalidLLMAnswer(
             f"{provider} model {model} answered outside the {response_model.__name__} schema: "
-            f"{_summary(exc)}; answer began {raw[:_EXCERPT]!r}"
+            f"{describe_validation_error(exc)}; answer began {raw[:_EXCERPT]!r}"
         ) from exc
 
 
@@ -46,7 +46,8 @@ def _strip_fence(raw: str) -> str:
     return text
 
 
-def _summary(exc: ValidationError) -> str:
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first few schema errors, as 'field: message' parts."""
     errors = exc.errors()
     parts = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in errors[:3]]
     more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
