@@ -1,0 +1,251 @@
+"""Throwaway servers for integration tests and benchmarks: a real ``redis-server`` on a free
+port and real ``celery worker`` processes, always cleaned up by their owner.
+
+Nothing here is used in production; docker-compose runs the real stack.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_server_path() -> str | None:
+    return shutil.which("redis-server")
+
+
+class RedisServer:
+    """A ``redis-server`` with no persistence, in its own directory, on a free port."""
+
+    def __init__(self, workdir: Path, *, databases: int = 256) -> None:
+        binary = redis_server_path()
+        if binary is None:
+            raise FileNotFoundError(
+                "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
+            )
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.log_file = self.workdir / "redis.log"
+        self._log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(
+            [
+                binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+                "--databases", str(databases), "--protected-mode", "no",
+            ],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self._wait_ready()
+
+    @property
+    def base_url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def url(self, db: int = 0) -> str:
+        return f"{self.base_url}/{db}"
+
+    def client(self, db: int = 0):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, socket_timeout=10, socket_connect_timeout=5)
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {self.log_file.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer PING on port {self.port} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def __enter__(self) -> "RedisServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class WorkerProcess:
+    """A real ``celery -A workers.app worker`` subprocess in its own process group.
+
+    ``stop()`` asks for a warm shutdown (SIGTERM) and kills what is left; ``kill(sig)`` sends a
+    signal to the main process only (crash tests), ``kill_group`` to it and its pool children.
+    """
+
+    def __init__(
+        self,
+        *,
+        broker_url: str,
+        result_backend: str,
+        store_url: str,
+        log_file: Path,
+        queues: Iterable[str] = ("ingest",),
+        pool: str = "prefork",
+        concurrency: int = 2,
+        app: str = "workers.app",
+        loglevel: str = "INFO",
+        hostname: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Iterable[str] = (),
+        events: bool = True,
+        cwd: Path | None = None,
+    ) -> None:
+        self.broker_url = broker_url
+        self.result_backend = result_backend
+        self.store_url = store_url
+        self.log_file = Path(log_file)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.queues = list(queues)
+        self.hostname = hostname or f"w{free_port()}@%h"
+        self.loglevel = loglevel
+        env = dict(os.environ)
+        env.update(
+            {
+                "MEMORY_BROKER_URL": broker_url,
+                "MEMORY_RESULT_BACKEND": result_backend,
+                "MEMORY_STORE_URL": store_url,
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+                ),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(extra_env or {})
+        self.env = env
+        cmd = [
+            sys.executable, "-m", "celery", "-A", app, "worker",
+            "-Q", ",".join(self.queues), "--pool", pool, "-c", str(concurrency),
+            "-n", self.hostname, "-l", loglevel, "--without-gossip", "--without-mingle",
+        ]
+        if events:
+            cmd.append("-E")
+        cmd.extend(extra_args)
+        self.cmd = cmd
+        self._log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(
+            cmd, cwd=str(cwd or REPO_ROOT), env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def is_alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 90.0) -> "WorkerProcess":
+        """Until the worker logs "ready." (or answers a ping when its log level hides that)."""
+        deadline = time.monotonic() + timeout
+        next_ping = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if not self.is_alive():
+                raise RuntimeError(
+                    f"celery worker exited with {self.proc.returncode} before it was ready; "
+                    f"log {self.log_file}:\n{self.log_text()[-4000:]}"
+                )
+            if " ready." in self.log_text():
+                return self
+            if time.monotonic() >= next_ping:
+                next_ping = time.monotonic() + 1.0
+                if self.ping():
+                    return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"celery worker not ready within {timeout:.0f} s; log:\n{self.log_text()[-4000:]}")
+
+    def ping(self, timeout: float = 1.0) -> bool:
+        from celery import Celery
+
+        probe = Celery("probe", broker=self.broker_url)
+        try:
+            replies = probe.control.ping(timeout=timeout)
+        except Exception:  # noqa: BLE001 - not reachable yet means "not ready"
+            return False
+        finally:
+            probe.close()
+        host = self.hostname.split("@")[0]
+        return any(name.split("@")[0] == host for reply in replies for name in reply)
+
+    def wait_for_log(self, text: str, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log_text():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def child_pids(self) -> list[int]:
+        """Pids of the pool processes (Linux /proc)."""
+        path = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        try:
+            return [int(p) for p in path.read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            return []
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the main worker process only."""
+        if self.is_alive():
+            os.kill(self.pid, sig)
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """Warm shutdown, then SIGKILL to whatever of the process group is left."""
+        if self.is_alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill_group(signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if not self._log.closed:
+            self._log.close()
+        return self.proc.returncode
