@@ -1,0 +1,141 @@
+"""What a conversation may see, the memory-context XML, and when a cached context is stale
+(SPEC §1, §6). Pure: the service reads the store and hands plain data in.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from xml.sax.saxutils import escape
+
+from schemas.documents import AgentSettings, CachedContext, scope_key
+from schemas.settings import Settings
+
+#: key of the visibility fingerprint inside ``CachedContext.versions`` (no scope key has "~")
+VIEW_KEY = "~view"
+_SECTION = {"agent": "AgentMemory", "user": "UserMemory", "session": "SessionMemory"}
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """The scopes one (agent, session, user) may see, after toggles and the group-chat rule."""
+
+    group_chat: bool
+    #: memory sections shown in the context, in order (agent, user, session)
+    context_scope_keys: tuple[str, ...]
+    #: fact scopes visible here (FIFO and search_facts): agent and/or this user
+    fact_scope_keys: tuple[str, ...]
+    show_facts: bool
+    search_offered: bool
+
+    def fingerprint(self) -> int:
+        """Changes whenever what the context may show changes (toggles, group chat)."""
+        return zlib.crc32(repr((self.context_scope_keys, self.fact_scope_keys, self.show_facts)).encode())
+
+
+def is_group_chat(session_users: Iterable[str], user_id: str | None) -> bool:
+    """More than one human: the stored session users plus the asking user."""
+    humans = {u for u in session_users if u}
+    if user_id:
+        humans.add(user_id)
+    return len(humans) > 1
+
+
+def visibility(
+    settings: Settings, agent: AgentSettings, *, session_id: str, user_id: str | None,
+    session_users: Iterable[str],
+) -> Visibility:
+    """Apply §1: agent/user toggles, the group-chat rule, and the global toggles."""
+    group = is_group_chat(session_users, user_id)
+    facts: list[str] = []
+    if agent.agent_memory_enabled:
+        facts.append(scope_key("agent"))
+    if agent.user_memory_enabled and user_id and not group:
+        facts.append(scope_key("user", user_id=user_id))
+    shown: tuple[str, ...] = ()
+    if settings.always_in_context:
+        shown = (*facts, scope_key("session", session_id=session_id))
+    return Visibility(
+        group_chat=group,
+        context_scope_keys=shown,
+        fact_scope_keys=tuple(facts),
+        show_facts=settings.always_in_context and settings.facts_fifo and bool(facts),
+        search_offered=settings.rag and (agent.agent_memory_enabled or agent.user_memory_enabled),
+    )
+
+
+# --------------------------------------------------------------------------- rendering ------
+@dataclass(frozen=True)
+class ScopeMemory:
+    scope_key: str
+    consolidated: str
+    reflections: Sequence[str]
+
+
+@dataclass(frozen=True)
+class FactLine:
+    scope: str
+    content: str
+    formed_at: datetime
+
+
+def format_age(formed_at: datetime, now: datetime) -> str:
+    """``12m ago``, ``5h ago``, ``3d ago`` (floored; a future time counts as now)."""
+    seconds = max(0, int((now - formed_at).total_seconds()))
+    if seconds < 3600:
+        return f"{seconds // 60}m ago"
+    if seconds < 86400:
+        return f"{seconds // 3600}h ago"
+    return f"{seconds // 86400}d ago"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_context(scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime) -> str:
+    """The ``<MemoryContext>`` block; empty sections are left out, and "" when all are."""
+    parts: list[str] = []
+    for memory in scopes:
+        inner: list[str] = []
+        if memory.consolidated.strip():
+            inner.append(f"    <Consolidated>{escape(memory.consolidated.strip())}</Consolidated>")
+        lines = [f"    - {escape(_one_line(r))}" for r in memory.reflections if r.strip()]
+        if lines:
+            inner.append("    <RecentReflections>\n" + "\n".join(lines) + "\n    </RecentReflections>")
+        if inner:
+            tag = _SECTION[memory.scope_key.split(":", 1)[0]]
+            parts.append(f"  <{tag}>\n" + "\n".join(inner) + f"\n  </{tag}>")
+    if facts:
+        lines = [
+            f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.formed_at, now)})"
+            for f in facts
+        ]
+        parts.append("  <Facts>\n" + "\n".join(lines) + "\n  </Facts>")
+    if not parts:
+        return ""
+    return "<MemoryContext>\n" + "\n".join(parts) + "\n</MemoryContext>"
+
+
+def fifo_since(settings: Settings, now: datetime) -> datetime:
+    """The oldest ``formed_at`` the <Facts> section shows."""
+    return now - timedelta(days=settings.facts_fifo_max_age_days)
+
+
+# --------------------------------------------------------------------------- cache ----------
+def cache_versions(view: Visibility, stamps: Mapping[str, int]) -> dict[str, int]:
+    """What a cached context is valid for: the stamps of the scopes it shows, and the view."""
+    keys = set(view.context_scope_keys) | set(view.fact_scope_keys)
+    versions = {key: int(stamps.get(key, 0)) for key in sorted(keys)}
+    versions[VIEW_KEY] = view.fingerprint()
+    return versions
+
+
+def is_fresh(cached: CachedContext | None, versions: Mapping[str, int], now: datetime, ttl_s: float) -> bool:
+    """A cached context serves only within its TTL and while no stamp it depends on moved."""
+    if cached is None:
+        return False
+    age = (now - cached.built_at).total_seconds()
+    return 0 <= age < ttl_s and dict(cached.versions) == dict(versions)

@@ -1,0 +1,172 @@
+"""Score scales, BM25, typo tolerance and Reciprocal Rank Fusion (SPEC §6). Pure.
+
+Every search implementation reports its scores on these scales, so one set of thresholds
+(settings, per embedding model) holds everywhere:
+
+- semantic score = (1 + cosine) / 2, the scale Atlas reports for cosine vector indexes;
+- text score = BM25 with k1 = 1.2, b = 0.75 in the form Lucene (hence Atlas Search) computes:
+  ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
+  a query term also matches vocabulary terms one edit away (Damerau: insert, delete,
+  substitute, transpose), weighted ``1 - edits / min(len)`` like Lucene's fuzzy query;
+- fusion = weighted Reciprocal Rank Fusion with 1-based ranks: ``sum(w / (k + rank))``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+K1 = 1.2
+B = 0.75
+#: query terms shorter than this match exactly only (a typo in "cat" is another word)
+FUZZY_MIN_LENGTH = 4
+#: typo tolerance: at most this many edits, and the first letter must match (Atlas prefixLength 1)
+FUZZY_MAX_EDITS = 1
+FUZZY_PREFIX_LENGTH = 1
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens, the way Atlas's ``lucene.standard`` analyzer splits text."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+# --------------------------------------------------------------------------- semantic -------
+def semantic_score(cosine: float | np.ndarray) -> float | np.ndarray:
+    """(1 + cosine) / 2: 1 for the same direction, 0.5 for orthogonal, 0 for opposite."""
+    return (1.0 + cosine) / 2.0
+
+
+# --------------------------------------------------------------------------- BM25 -----------
+def bm25_idf(n_docs: int, doc_freq: int) -> float:
+    """Lucene's always-positive BM25 idf."""
+    return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+def bm25_term_score(
+    tf: float | np.ndarray, doc_len: float | np.ndarray, avg_len: float, idf: float,
+    k1: float = K1, b: float = B,
+) -> float | np.ndarray:
+    """One term's BM25 contribution to a document (vectorized over documents)."""
+    norm = k1 * (1.0 - b + b * (doc_len / avg_len if avg_len > 0 else 1.0))
+    return idf * tf / (tf + norm)
+
+
+# --------------------------------------------------------------------------- typos ----------
+def edit_distance(a: str, b: str, limit: int = FUZZY_MAX_EDITS) -> int:
+    """Optimal-string-alignment distance (Damerau with adjacent transpositions), or
+    ``limit + 1`` as soon as it is known to exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] | None = None
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if prev2 is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1] if prev[-1] <= limit else limit + 1
+
+
+def deletion_keys(term: str) -> set[str]:
+    """The term and every string one deletion away: two terms within one edit share a key."""
+    keys = {term}
+    keys.update(term[:i] + term[i + 1:] for i in range(len(term)))
+    return keys
+
+
+def fuzzy_eligible(term: str) -> bool:
+    return len(term) >= FUZZY_MIN_LENGTH and not term.isdigit()
+
+
+def fuzzy_weight(query_term: str, term: str, edits: int) -> float:
+    """How much a fuzzy match counts: 1 for the exact term, ``1 - edits / min(len)`` otherwise."""
+    if edits == 0:
+        return 1.0
+    return max(0.0, 1.0 - edits / min(len(query_term), len(term)))
+
+
+def fuzzy_matches(query_term: str, vocabulary_keys: Mapping[str, Iterable[str]]) -> dict[str, float]:
+    """Vocabulary terms matching ``query_term`` (itself included when present) and their weights.
+
+    ``vocabulary_keys`` maps each deletion key to the vocabulary terms that produce it.
+    """
+    found: dict[str, float] = {}
+    candidates: set[str] = set(vocabulary_keys.get(query_term, ()))
+    if fuzzy_eligible(query_term):
+        for key in deletion_keys(query_term):
+            candidates.update(vocabulary_keys.get(key, ()))
+    for term in candidates:
+        if term == query_term:
+            found[term] = 1.0
+            continue
+        if not fuzzy_eligible(query_term) or term[:FUZZY_PREFIX_LENGTH] != query_term[:FUZZY_PREFIX_LENGTH]:
+            continue
+        edits = edit_distance(query_term, term)
+        if edits <= FUZZY_MAX_EDITS:
+            found[term] = fuzzy_weight(query_term, term, edits)
+    return found
+
+
+# --------------------------------------------------------------------------- fusion ---------
+@dataclass(frozen=True)
+class Fused:
+    fact_id: str
+    score: float
+    ranks: dict[str, int]        # signal -> 1-based rank in that signal's list
+    scores: dict[str, float]     # signal -> that signal's own score
+
+
+def rrf(
+    rankings: Mapping[str, Sequence[tuple[str, float]]],
+    *,
+    k: float,
+    weights: Mapping[str, float] | None = None,
+    min_score: float | None = None,
+) -> list[Fused]:
+    """Fuse best-first lists of (id, score) per signal. Best first; ties by id for stability.
+
+    ``weights`` defaults to 1 per signal; ``min_score`` None keeps everything.
+    """
+    fused: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    scores: dict[str, dict[str, float]] = {}
+    for signal, ranked in rankings.items():
+        weight = 1.0 if weights is None else weights.get(signal, 1.0)
+        for rank, (fact_id, score) in enumerate(ranked, start=1):
+            fused[fact_id] = fused.get(fact_id, 0.0) + weight / (k + rank)
+            ranks.setdefault(fact_id, {})[signal] = rank
+            scores.setdefault(fact_id, {})[signal] = score
+    out = [
+        Fused(fact_id, value, ranks[fact_id], scores[fact_id])
+        for fact_id, value in fused.items()
+        if min_score is None or value >= min_score
+    ]
+    out.sort(key=lambda f: (-f.score, f.fact_id))
+    return out
+
+
+def passes(score: float, threshold: float | None) -> bool:
+    return threshold is None or score >= threshold
+
+
+def merge_best(lists: Iterable[Sequence[Fused]]) -> list[Fused]:
+    """Merge several queries' fused lists by id, keeping each id's best entry; best first."""
+    best: dict[str, Fused] = {}
+    for fused in lists:
+        for item in fused:
+            held = best.get(item.fact_id)
+            if held is None or item.score > held.score:
+                best[item.fact_id] = item
+    return sorted(best.values(), key=lambda f: (-f.score, f.fact_id))
