@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.conversation import humans, is_group_chat, message_inputs
+from pipeline.errors import InvalidInput
+from pipeline.llm.port import LLMRequest
+from schemas.documents import StoredMessage
 
 
 class ExtractedFact(BaseModel):
@@ -20,3 +26,112 @@ class FactsAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     facts: list[ExtractedFact]
+
+
+# --- prompt builder ---------------------------------------------------------------------------
+
+OPERATION = "extract_facts"
+
+_SYSTEM = """\
+You extract FACTS for the long-term memory of a chat agent.
+
+A fact is one atomic, objective statement that answers a who / what / where / when question,
+for example "Alice's email is alice@example.com" or "The Mars Festival takes place on 2026-06-14
+in Tucson". Every fact you return must be:
+- atomic: one piece of information; split compound statements;
+- objective: stated by a participant as true, not an opinion, guess or joke;
+- enduring: still true in a month or more;
+- specific: it names its subject and carries a concrete value (a name, place, number, date,
+  email, URL, amount); never "the user", "they" or "it" where a name is known;
+- searchable and self-contained: understandable with no conversation around it, fine to
+  forget until someone searches for it;
+- written in the third person, at most {word_limit} words, in the language of the conversation.
+
+These are NOT facts; leave them out:
+- preferences, habits, rules and behaviour ("prefers short answers", "always wants Spanish"):
+  another stage keeps those as reflections;
+- the current context and ephemeral state ("is tired today", "is on the train now",
+  what is being asked right now);
+- opinions, feelings and small talk, questions, greetings, thanks;
+- anything the assistant only suggested or asked, unless the user confirmed it.
+
+Resolve relative dates ("next Friday") against the message timestamps and write the date.
+Return each fact at most once. Return an empty list when the conversation holds no fact.
+"""
+
+_SCOPE_RULES = {
+    "user": '- "user": a fact about {who} (the one human in this chat): identity, contacts, '
+    "family, work, places, dates, possessions, personal history.",
+    "agent": '- "agent": a fact true for every user of this agent: shared projects, events, '
+    "organisations, places, plans and the state of the world discussed here.",
+}
+
+
+def fact_scopes(messages: Sequence[StoredMessage], *, user_scope: bool, agent_scope: bool) -> list[str]:
+    """The fact scopes an extraction may use: ``user`` only when enabled and not a group chat."""
+    scopes = []
+    if user_scope and not is_group_chat(messages):
+        scopes.append("user")
+    if agent_scope:
+        scopes.append("agent")
+    return scopes
+
+
+def build_facts_request(
+    conversation_text: str,
+    messages: Sequence[StoredMessage],
+    *,
+    user_scope: bool,
+    agent_scope: bool,
+    agent_name: str | None,
+    user_names: Mapping[str, str],
+    model: str,
+    word_limit: int = 30,
+) -> LLMRequest[FactsAnswer]:
+    """The ``extract_facts`` call for one claimed message range (SPEC §5.1).
+
+    ``conversation_text`` is ``pipeline.conversation.render_conversation(messages)``;
+    ``user_scope``/``agent_scope`` are the agent's toggles; ``user_names`` maps user id -> name.
+    User scope is offered only when enabled and ``messages`` are not a group chat (checked
+    here too, from the messages). Raises ``InvalidInput`` when no scope is left: the caller
+    skips the call then (use ``fact_scopes`` to know beforehand).
+
+    ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the allowed fact
+    scopes), ``group_chat``, ``agent_name``, ``user_names``, ``word_limit``.
+    """
+    scopes = fact_scopes(messages, user_scope=user_scope, agent_scope=agent_scope)
+    if not scopes:
+        raise InvalidInput("scopes", "no fact scope is enabled for this conversation; skip the extract_facts call")
+    group = is_group_chat(messages)
+    people = [user_names.get(u) or u for u in humans(messages)]
+    who = people[0] if len(people) == 1 else "the user"
+    allowed = "\n".join(_SCOPE_RULES[s].format(who=who) for s in scopes)
+    if "user" not in scopes:
+        why = "this is a group chat" if group else "user memory is off for this agent"
+        allowed += f'\n- Never use scope "user" ({why}): leave out facts that are only about one person.'
+    if "agent" not in scopes:
+        allowed += '\n- Never use scope "agent" (agent memory is off): leave out facts that are not about the user.'
+    agent_line = f"The agent is called {agent_name}." if agent_name else "The agent has no display name."
+    people_line = ", ".join(people) if people else "no named human"
+    prompt = (
+        f"{agent_line}\nHumans in this conversation: {people_line}"
+        f"{' (a group chat)' if group else ''}.\n\n"
+        f"Scopes you may use:\n{allowed}\n\n"
+        f"Conversation:\n<conversation>\n{conversation_text}\n</conversation>\n\n"
+        f"Return the facts of this conversation, each with its scope."
+    )
+    return LLMRequest(
+        operation=OPERATION,
+        model=model,
+        system=_SYSTEM.format(word_limit=word_limit),
+        prompt=prompt,
+        response_model=FactsAnswer,
+        inputs={
+            "messages": message_inputs(messages, user_names),
+            "scopes": scopes,
+            "group_chat": group,
+            "agent_name": agent_name,
+            "user_names": dict(user_names),
+            "word_limit": word_limit,
+        },
+    )
