@@ -1,0 +1,216 @@
+"""Local fact search for SQLite and plain MongoDB (SPEC §7): exact cosine and BM25 in-process.
+
+The candidates of one (agent, scope key, embedding model) are loaded once through
+``Store.search_candidates`` into a *segment*: a float32 matrix of unit vectors and an inverted
+index with a deletion-key vocabulary for typo-tolerant terms. Segments are cached in-process
+and rebuilt as soon as the scope's version stamp moves (``Store.get_scope_versions``), so a
+formation, a retirement or an erasure is seen by the next search. A search over several
+scope keys (agent + user) scores every segment and merges; BM25 statistics are those of the
+union of the segments, i.e. of exactly the pre-filtered candidates.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.search import scoring
+from pipeline.search.port import FactSearch, Hit
+from pipeline.store.port import Store
+
+#: cached segments kept per process (least recently used goes first)
+DEFAULT_MAX_SEGMENTS = 256
+
+
+@dataclass
+class Segment:
+    """One scope key's live facts of one agent, indexed for both signals."""
+
+    ids: list[str]
+    formed_at: np.ndarray                      # float seconds, for stable tie-breaks (newest first)
+    matrix: np.ndarray                         # (n, dim) float32 unit rows; zero rows lack a vector
+    has_vector: np.ndarray                     # (n,) bool
+    doc_len: np.ndarray                        # (n,) float32 token counts
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]   # term -> (doc indices, term freqs)
+    keys: dict[str, list[str]] = field(default_factory=dict)  # deletion key -> vocabulary terms
+    embedding_model: str | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def build(cls, candidates: Sequence, embedding_model: str | None) -> "Segment":
+        ids = [c.fact_id for c in candidates]
+        dim = next((len(c.embedding) for c in candidates if c.embedding), 0)
+        matrix = np.zeros((len(candidates), dim), dtype=np.float32)
+        has_vector = np.zeros(len(candidates), dtype=bool)
+        postings_lists: dict[str, tuple[list[int], list[int]]] = {}
+        doc_len = np.zeros(len(candidates), dtype=np.float32)
+        for row, cand in enumerate(candidates):
+            if cand.embedding is not None and len(cand.embedding) == dim and dim:
+                matrix[row] = cand.embedding
+                has_vector[row] = True
+            tokens = scoring.tokenize(cand.content)
+            doc_len[row] = len(tokens)
+            for term, tf in Counter(tokens).items():
+                docs, tfs = postings_lists.setdefault(term, ([], []))
+                docs.append(row)
+                tfs.append(tf)
+        if dim:
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            np.divide(matrix, norms, out=matrix, where=norms > 0)
+        postings = {
+            term: (np.asarray(docs, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
+            for term, (docs, tfs) in postings_lists.items()
+        }
+        keys: dict[str, list[str]] = {}
+        for term in postings:
+            if scoring.fuzzy_eligible(term):
+                for key in scoring.deletion_keys(term):
+                    keys.setdefault(key, []).append(term)
+            else:
+                keys.setdefault(term, []).append(term)
+        formed = np.asarray([c.formed_at.timestamp() for c in candidates], dtype=np.float64)
+        return cls(ids, formed, matrix, has_vector, doc_len, postings, keys, embedding_model)
+
+
+class LocalFactSearch(FactSearch):
+    """Exact, vectorized search over the store's pre-filtered candidates."""
+
+    def __init__(self, store: Store, *, cache: bool = True, max_segments: int = DEFAULT_MAX_SEGMENTS) -> None:
+        self._store = store
+        self._cache_enabled = cache
+        self._max_segments = max_segments
+        self._segments: OrderedDict[tuple[str, str, str | None], tuple[int, Segment]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
+
+    # ----------------------------------------------------------------- segments ------------
+    def _segment(self, agent_id: str, key: str, model: str | None, stamp: int, *, any_model: bool = False) -> Segment:
+        cache_key = (agent_id, key, model)
+        with self._lock:
+            if any_model:
+                # text search needs every live fact, which any fresh segment of the scope holds
+                for (a, k, m), (held_stamp, segment) in reversed(self._segments.items()):
+                    if a == agent_id and k == key and held_stamp == stamp:
+                        self._segments.move_to_end((a, k, m))
+                        return segment
+            held = self._segments.get(cache_key)
+            if held is not None and held[0] == stamp:
+                self._segments.move_to_end(cache_key)
+                return held[1]
+            build_lock = self._build_locks.setdefault(cache_key, threading.Lock())
+        with build_lock:  # one build per segment, even when many threads miss at once
+            with self._lock:
+                held = self._segments.get(cache_key)
+                if held is not None and held[0] == stamp:
+                    return held[1]
+            segment = Segment.build(self._store.search_candidates(agent_id, [key], model), model)
+            if self._cache_enabled:
+                with self._lock:
+                    self._segments[cache_key] = (stamp, segment)
+                    self._segments.move_to_end(cache_key)
+                    while len(self._segments) > self._max_segments:
+                        self._segments.popitem(last=False)
+            return segment
+
+    def _segments_for(self, agent_id: str, scope_keys: Sequence[str], model: str | None, any_model: bool) -> list[Segment]:
+        keys = list(dict.fromkeys(scope_keys))
+        if not keys:
+            return []
+        stamps = self._store.get_scope_versions(agent_id, keys)
+        return [self._segment(agent_id, k, model, int(stamps.get(k, 0)), any_model=any_model) for k in keys]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._segments.clear()
+
+    # ----------------------------------------------------------------- semantic ------------
+    def semantic(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
+        vector: Sequence[float], limit: int, min_score: float | None,
+    ) -> list[Hit]:
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        if norm == 0 or limit <= 0:
+            return []
+        query = query / norm
+        pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
+        for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
+            if segment.matrix.shape[1] != query.shape[0] or not segment.has_vector.any():
+                continue  # another model's dimension: never compared
+            scores = scoring.semantic_score(segment.matrix @ query)
+            scores = np.where(segment.has_vector, scores, -1.0)
+            # rows without a vector sit at -1, below every real score (0..1)
+            top = _top(scores, limit, 0.0 if min_score is None else min_score)
+            pools.append((top, scores[top], segment))
+        return _merge(pools, limit)
+
+    # ----------------------------------------------------------------- text ----------------
+    def text(
+        self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
+        min_score: float | None,
+    ) -> list[Hit]:
+        terms = list(dict.fromkeys(scoring.tokenize(query)))
+        if not terms or limit <= 0:
+            return []
+        segments = self._segments_for(agent_id, scope_keys, None, any_model=True)
+        n_docs = sum(s.size for s in segments)
+        if n_docs == 0:
+            return []
+        avg_len = float(sum(float(s.doc_len.sum()) for s in segments)) / n_docs
+        # every query term's matching vocabulary, per segment, then df over the union
+        matches = [[scoring.fuzzy_matches(t, s.keys) for s in segments] for t in terms]
+        doc_freq: dict[str, int] = Counter()
+        for index, segment in enumerate(segments):
+            for term in {term for per_term in matches for term in per_term[index]}:
+                doc_freq[term] += len(segment.postings[term][0])
+        pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
+        for index, segment in enumerate(segments):
+            total = np.zeros(segment.size, dtype=np.float32)
+            for per_term in matches:
+                found = per_term[index]
+                if not found:
+                    continue
+                # a query term counts once per document: its best-matching variant
+                best = np.zeros(segment.size, dtype=np.float32)
+                for term, weight in found.items():
+                    docs, tfs = segment.postings[term]
+                    idf = scoring.bm25_idf(n_docs, doc_freq[term])
+                    contrib = weight * scoring.bm25_term_score(tfs, segment.doc_len[docs], avg_len, idf)
+                    np.maximum.at(best, docs, contrib.astype(np.float32))
+                total += best
+            touched = np.flatnonzero(total > 0)
+            if touched.size == 0:
+                continue
+            top = touched[_top(total[touched], limit, min_score)]
+            pools.append((top, total[top], segment))
+        return _merge(pools, limit)
+
+
+def _top(scores: np.ndarray, limit: int, min_score: float | None) -> np.ndarray:
+    """Indices of the ``limit`` best scores passing ``min_score`` (unordered)."""
+    if min_score is not None:
+        candidates = np.flatnonzero(scores >= min_score)
+        scores_c = scores[candidates]
+    else:
+        candidates = np.arange(scores.shape[0])
+        scores_c = scores
+    if candidates.size > limit:
+        part = np.argpartition(-scores_c, limit - 1)[:limit]
+        candidates = candidates[part]
+    return candidates
+
+
+def _merge(pools: list[tuple[np.ndarray, np.ndarray, Segment]], limit: int) -> list[Hit]:
+    rows: list[tuple[float, float, str]] = []
+    for indices, scores, segment in pools:
+        for i, s in zip(indices.tolist(), scores.tolist()):
+            rows.append((s, segment.formed_at[i], segment.ids[i]))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))  # best, then newest, then id
+    return [Hit(fact_id, float(score)) for score, _, fact_id in rows[:limit]]
