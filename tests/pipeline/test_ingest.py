@@ -1,0 +1,264 @@
+"""Ingest of producer events on the SQLite store (SPEC §3, §4)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pipeline.clock import FrozenClock
+from pipeline.errors import TransientError
+from pipeline.ingest import ingest_raw_event, ingest_raw_events
+from pipeline.store.sqlite import SQLiteStore
+from schemas.settings import Settings
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+SETTINGS = Settings()
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(str(tmp_path / "memory.db"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def clock():
+    return FrozenClock(T0)
+
+
+def message(n: int, *, session="s1", role="user", content=None, event_id=None, message_id=None,
+            created_at=None, sender="u1", **extra) -> dict:
+    msg = {
+        "message_id": message_id or f"m{n}",
+        "role": role,
+        "content": content if content is not None else f"message number {n}",
+        "created_at": (created_at or T0 + timedelta(seconds=n)).isoformat(),
+    }
+    if role == "user":
+        msg["sender_id"] = sender
+    event = {
+        "type": "message.added", "schema_version": 1, "event_id": event_id or f"e-{session}-{n}",
+        "agent_id": "agent-1", "session_id": session, "message": msg, "session_users": [sender],
+    }
+    event.update(extra)
+    return event
+
+
+def ended(session="s1", event_id=None) -> dict:
+    return {"type": "session.ended", "event_id": event_id or f"end-{session}", "agent_id": "agent-1", "session_id": session}
+
+
+def ingest(raw, store, clock):
+    return ingest_raw_event(raw, store, SETTINGS, clock)
+
+
+def test_valid_message_is_stored_with_sequence_number_and_weighted_tokens(store, clock):
+    result = ingest(message(1, content="x" * 90), store, clock)
+    assert (result.status, result.seq, result.run) == ("accepted", 1, None)
+    [stored] = store.get_messages("s1", 1, 1)
+    assert stored.weighted_tokens == pytest.approx(20.0)
+    assert stored.event_id == "e-s1-1" and stored.sender_id == "u1"
+    session = store.get_session("s1")
+    assert (session.last_seq, session.messages_since, session.users) == (1, 1, ["u1"])
+
+
+def test_duplicate_event_id_is_counted_and_changes_nothing(store, clock):
+    ingest(message(1), store, clock)
+    again = ingest(message(1), store, clock)
+    assert again.status == "duplicate"
+    assert store.count_messages("s1") == 1
+    session = store.get_session("s1")
+    assert (session.duplicates, session.messages_since) == (1, 1)
+
+
+def test_duplicate_session_and_message_id_under_a_new_event_id_is_a_duplicate(store, clock):
+    ingest(message(1), store, clock)
+    again = ingest(message(1, event_id="another-event"), store, clock)
+    assert again.status == "duplicate"
+    assert store.count_messages("s1") == 1
+
+
+def test_out_of_order_messages_are_all_accepted_and_read_back_in_created_at_order(store, clock):
+    for n in (3, 1, 2):
+        assert ingest(message(n), store, clock).status == "accepted"
+    stored = store.get_messages("s1", 1, 3)
+    assert [m.message_id for m in stored] == ["m1", "m2", "m3"]
+    assert sorted(m.seq for m in stored) == [1, 2, 3]
+    assert {m.message_id: m.seq for m in stored}["m3"] == 1  # seq follows arrival
+
+
+def test_oversize_content_is_rejected_with_its_size_and_not_stored(store, clock):
+    raw = message(1, content="é" * (16 * 1024 + 1))  # 2 bytes each: one byte over 32 KiB
+    result = ingest(raw, store, clock)
+    assert result.status == "rejected"
+    assert result.errors[0]["field"] == "message.content"
+    assert "32768" in result.errors[0]["reason"]
+    assert store.count_messages("s1") == 0
+    [rejected] = store.list_rejections()
+    assert json.loads(rejected.raw) == raw
+
+
+def test_malformed_json_is_rejected_with_the_raw_text_kept(store, clock):
+    raw = '{"type": "message.added", "event_id": "e1",'
+    result = ingest(raw, store, clock)
+    assert result.status == "rejected"
+    [rejected] = store.list_rejections()
+    assert rejected.raw == raw
+    assert rejected.errors[0]["field"] == "<event>"
+    assert "not JSON" in rejected.errors[0]["reason"]
+
+
+def test_missing_fields_are_each_named_in_the_rejection(store, clock):
+    raw = message(1)
+    del raw["session_id"]
+    del raw["message"]["content"]
+    result = ingest(raw, store, clock)
+    assert result.status == "rejected"
+    fields = {e["field"] for e in result.errors}
+    assert fields == {"session_id", "message.content"}
+    [rejected] = store.list_rejections()
+    assert rejected.event_id == "e-s1-1"
+    assert rejected.agent_id == "agent-1"
+    assert {e["field"] for e in rejected.errors} == fields
+
+
+def test_unknown_role_is_rejected_naming_the_role_field(store, clock):
+    result = ingest(message(1, role="narrator"), store, clock)
+    assert result.status == "rejected"
+    assert [e["field"] for e in result.errors] == ["message.role"]
+    assert store.get_session("s1") is None
+
+
+def test_a_batch_with_bad_events_stores_every_good_one(store, clock):
+    oversize = message(2, content="x" * (40 * 1024))
+    batch = [message(1), "not json at all", oversize, 42, message(3), message(1)]
+    out = ingest_raw_events(batch, store, SETTINGS, clock)
+    assert [r.status for r in out.results] == ["accepted", "rejected", "rejected", "rejected", "accepted", "duplicate"]
+    assert out.error is None and out.next_index == len(batch)
+    assert out.counts() == {"accepted": 2, "duplicate": 1, "rejected": 3}
+    assert store.count_messages("s1") == 2
+    raws = sorted(r.raw for r in store.list_rejections())
+    assert raws == sorted(["not json at all", json.dumps(oversize, ensure_ascii=False), "42"])
+
+
+def test_45_messages_claim_one_threshold_run_over_the_whole_range(store, clock):
+    runs = []
+    for n in range(1, 46):
+        result = ingest(message(n, role="assistant", content="ok"), store, clock)
+        if result.run:
+            runs.append((n, result.run))
+    assert len(runs) == 1
+    n, run = runs[0]
+    assert n == 45
+    assert (run.reason, run.status, run.seq_from, run.seq_to) == ("threshold", "claimed", 1, 45)
+    assert len(run.run_id) == 32
+    assert store.get_run(run.run_id).seq_to == 45
+    session = store.get_session("s1")
+    assert (session.claimed_through, session.messages_since, session.active_run_id) == (45, 0, run.run_id)
+
+
+def test_four_long_user_messages_claim_on_weighted_tokens(store, clock):
+    results = [ingest(message(n, content="y" * 1688), store, clock) for n in range(1, 5)]
+    assert [r.run is not None for r in results] == [False, False, False, True]
+    assert results[-1].run.seq_to == 4
+
+
+def test_long_assistant_messages_do_not_claim_at_the_same_length(store, clock):
+    results = [ingest(message(n, role="assistant", content="y" * 1688), store, clock) for n in range(1, 5)]
+    assert all(r.run is None for r in results)
+
+
+def test_session_end_claims_whatever_is_unformed(store, clock):
+    ingest(message(1), store, clock)
+    ingest(message(2), store, clock)
+    result = ingest(ended(), store, clock)
+    assert result.status == "accepted"
+    assert (result.run.reason, result.run.seq_from, result.run.seq_to) == ("session_end", 1, 2)
+    assert store.get_session("s1").ended_at == T0
+    again = ingest(ended(event_id="end-again"), store, clock)
+    assert again.run is None
+
+
+def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
+    for n in range(1, 46):
+        ingest(message(n, role="assistant", content="ok"), store, clock)
+    store.finish_run(store.get_session("s1").active_run_id, T0, {}, [])
+    result = ingest(ended(), store, clock)
+    assert result.run is None
+    assert result.ended_without_run
+
+
+def test_message_arriving_after_its_session_ended_is_claimed_by_the_session_end_rule(store, clock):
+    ingest(message(1), store, clock)
+    first = ingest(ended(), store, clock).run
+    store.finish_run(first.run_id, T0, {}, [])
+    late = ingest(message(2), store, clock)
+    assert (late.run.reason, late.run.seq_from, late.run.seq_to) == ("session_end", 2, 2)
+
+
+def test_redelivered_message_claims_when_a_crash_left_a_due_session_unclaimed(store, clock):
+    from pipeline.ingest import to_stored_message
+    from schemas.events import parse_event
+
+    for n in range(1, 46):  # stored, but the worker died before claiming
+        event = parse_event(message(n), max_message_bytes=SETTINGS.max_message_bytes)
+        store.ingest_message(to_stored_message(event, T0), T0)
+    redelivered = ingest(message(45), store, clock)
+    assert redelivered.status == "duplicate"
+    assert (redelivered.run.seq_from, redelivered.run.seq_to) == (1, 45)
+
+
+def test_no_claim_is_attempted_while_the_rule_does_not_hold(store, clock):
+    class CountingStore(SQLiteStore):
+        claims = 0
+
+        def try_claim(self, *args, **kwargs):
+            CountingStore.claims += 1
+            return super().try_claim(*args, **kwargs)
+
+    counting = CountingStore(store.db.path)
+    for n in range(1, 45):
+        ingest(message(n, role="assistant", content="ok"), counting, clock)
+    assert CountingStore.claims == 0
+    ingest(message(45, role="assistant", content="ok"), counting, clock)
+    assert CountingStore.claims == 1
+    counting.close()
+
+
+class FlakyStore(SQLiteStore):
+    """Fails the n-th ingest like a store that went away, then recovers."""
+
+    def __init__(self, path, fail_at):
+        super().__init__(path)
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def ingest_message(self, message, now):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise TransientError("store unavailable")
+        return super().ingest_message(message, now)
+
+
+def test_transient_store_error_stops_the_batch_where_it_can_resume(tmp_path, clock):
+    flaky = FlakyStore(str(tmp_path / "flaky.db"), fail_at=2)
+    batch = [message(1), message(2), message(3)]
+    out = ingest_raw_events(batch, flaky, SETTINGS, clock)
+    assert [r.status for r in out.results] == ["accepted"]
+    assert isinstance(out.error, TransientError) and out.next_index == 1
+    rest = ingest_raw_events(batch[out.next_index:], flaky, SETTINGS, clock)
+    assert rest.counts() == {"accepted": 2, "duplicate": 0, "rejected": 0}
+    assert flaky.count_messages("s1") == 3
+    flaky.close()
+
+
+def test_session_end_before_any_message_says_the_session_is_not_known_yet(store, clock):
+    early = ingest(ended(), store, clock)
+    assert (early.status, early.run, early.session_unknown, early.ended_without_run) == ("accepted", None, True, False)
+    ingest(message(1), store, clock)
+    redelivered = ingest(ended(), store, clock)
+    assert redelivered.session_unknown is False
+    assert (redelivered.run.reason, redelivered.run.seq_to) == ("session_end", 1)
