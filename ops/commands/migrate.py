@@ -1,0 +1,75 @@
+"""``memoryctl migrate-v1``: migrate the previous system's collections (dry run by default)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pipeline.errors import ConfigurationError
+from schemas.settings import get_settings
+
+MONGO_TIMEOUT_MS = 10_000
+
+
+def open_source_db(url: str, db_name: str | None):
+    """The source database, read-only by use (``find`` only), with bounded timeouts."""
+    from pymongo import MongoClient
+
+    client = MongoClient(
+        url, serverSelectionTimeoutMS=MONGO_TIMEOUT_MS, connectTimeoutMS=MONGO_TIMEOUT_MS,
+        socketTimeoutMS=60_000,
+    )
+    if db_name:
+        return client[db_name]
+    default = client.get_default_database(default=None)
+    if default is None:
+        raise ConfigurationError("migrate-v1: give --source-db or put the database name in --source-url")
+    return default
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ops.migrate_v1 import SourceCollections, migrate
+    from pipeline.clock import Clock
+
+    settings = get_settings()
+    db = open_source_db(args.source_url, args.source_db)
+    collections = SourceCollections(args.sessions_collection, args.users_collection, args.agents_collection)
+    store = embedder = None
+    if args.apply:
+        from pipeline.embeddings import open_embedder
+        from pipeline.store import open_store
+
+        store, embedder = open_store(settings), open_embedder(settings)
+    try:
+        planned, written = migrate(
+            db, store, embedder, settings, Clock().now(), collections=collections, apply=args.apply
+        )
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        print(json.dumps({"apply": args.apply, "planned": planned, "written": written}, sort_keys=True))
+        return 0
+    print("migrate-v1 " + ("(applied)" if args.apply else "(dry run: nothing written; --apply to write)"))
+    for name, count in planned.items():
+        print(f"  {name:<50} {count:>8}")
+    for name, count in sorted((written or {}).items()):
+        print(f"  {name:<50} {count:>8}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "migrate-v1",
+        help="migrate the previous memory system's collections (dry run unless --apply)",
+        description="Reads memory_sessions, memory_user and memory_agent (never writes them) and "
+        "maps them as SPEC §9 says into the store of MEMORY_STORE_URL.",
+    )
+    p.add_argument("--source-url", required=True, help="MongoDB URL of the previous system")
+    p.add_argument("--source-db", help="its database (default: the one named in the URL)")
+    p.add_argument("--sessions-collection", default="memory_sessions")
+    p.add_argument("--users-collection", default="memory_user")
+    p.add_argument("--agents-collection", default="memory_agent")
+    p.add_argument("--apply", action="store_true", help="write (default: dry run, counts only)")
+    p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
+    p.set_defaults(func=_run)
