@@ -60,7 +60,13 @@ def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
     elif result.ended_without_run and result.session_id:
         deps = get_deps()
         session = deps.store.get_session(result.session_id)
-        if session is not None:
+        # a live run of this session consolidates at its own end (it sees ended_at); asking
+        # now would consolidate before that run's reflections exist
+        live = (
+            session is not None and session.active_run_id is not None
+            and session.lease_expires_at is not None and session.lease_expires_at > deps.clock.now()
+        )
+        if session is not None and not live:
             _send(
                 names.TASK_CONSOLIDATE_SESSION,
                 {"agent_id": session.agent_id, "session_id": session.session_id},
