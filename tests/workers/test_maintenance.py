@@ -1,0 +1,80 @@
+"""Beat's schedule and the maintenance tasks: each claimed or reopened run is started by name."""
+
+from __future__ import annotations
+
+import pytest
+
+import beat_schedule
+from pipeline import names
+from pipeline.clock import FrozenClock
+from pipeline.ingest import ingest_raw_event
+from pipeline.store import open_store
+from schemas.settings import Settings
+from workers import maintenance
+from workers.app import app
+from workers.deps import Deps, set_deps
+
+
+def test_beat_runs_the_sweep_and_the_stale_retry_and_nothing_else():
+    schedule = beat_schedule.build_schedule(Settings(sweep_interval_s=600, retry_stale_interval_s=90))
+    assert {entry["task"]: entry["schedule"] for entry in schedule.values()} == {
+        names.TASK_SWEEP_COLD: 600.0,
+        names.TASK_RETRY_STALE: 90.0,
+    }
+    assert all(entry["options"]["queue"] == names.QUEUE_MAINTENANCE for entry in schedule.values())
+
+
+def test_the_celery_app_carries_the_schedule():
+    assert {e["task"] for e in app.conf.beat_schedule.values()} == {names.TASK_SWEEP_COLD, names.TASK_RETRY_STALE}
+
+
+@pytest.fixture
+def deps(tmp_path):
+    settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", claim_lease_s=60, max_run_attempts=2)
+    d = Deps(settings)
+    d.__dict__["clock"] = FrozenClock()
+    d.store.create_indexes()
+    set_deps(d)
+    yield d
+    set_deps(None)
+    d.store.close()
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
+    return calls
+
+
+def _say(deps, session_id, n):
+    for i in range(n):
+        ingest_raw_event({
+            "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
+            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hello there",
+                        "created_at": deps.clock.now().isoformat()},
+        }, deps.store, deps.settings, deps.clock)
+
+
+def test_the_sweep_task_starts_the_first_stage_of_each_claimed_run(deps, sent):
+    _say(deps, "cold", 4)
+    _say(deps, "short", 2)
+    deps.clock.advance(minutes=10)
+    assert maintenance.sweep_cold_sessions() == {"claimed": 1, "candidates": 1}
+    [run] = deps.store.list_runs(session_id="cold")
+    assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run.run_id})]
+
+
+def test_the_retry_task_restarts_stale_runs_and_buries_exhausted_ones(deps, sent):
+    _say(deps, "s1", 4)
+    deps.clock.advance(minutes=10)
+    maintenance.sweep_cold_sessions()
+    [run] = deps.store.list_runs(session_id="s1")
+    sent.clear()
+    deps.clock.advance(minutes=2)
+    assert maintenance.retry_stale_runs() == {"reopened": 1, "dead": 0, "held": 0}
+    assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run.run_id})]
+    deps.clock.advance(minutes=2)
+    assert maintenance.retry_stale_runs() == {"reopened": 0, "dead": 1, "held": 0}
+    assert deps.store.get_run(run.run_id).status == "dead"
+    assert len(sent) == 1
