@@ -188,6 +188,10 @@ class ConsolidatedBlob(_Doc):
     word_limit: int
     version: int = 0
     last_consolidated_at: datetime | None = None
+    # the reflection ids merged into this version, and who merged them: a rerun after a crash
+    # between saving the blob and marking them absorbed only marks them, never merges twice
+    absorbing_ids: list[str] = Field(default_factory=list)
+    last_run_id: str | None = None
 
 
 class RejectedEvent(_Doc):

@@ -1,0 +1,156 @@
+"""The consolidate fan-out, one consolidate_scope per due scope key, and the session-end
+consolidation that has no run (SPEC §5.5). Plain functions; Celery lives in ``workers/``.
+
+Fan-in is store-based, not a chord: each ``consolidate_scope`` completes its own stage record
+(``consolidate_scope:<i>``, ``i`` the key's position in the due list, so no user id ever
+becomes part of a field name), then ``scopes_done`` tells whoever sees every one done to send
+``finish``. Two of them may both see it and both send it; ``finish`` is idempotent. This needs
+no result backend, survives a worker crash (a redelivered task re-checks the records) and
+leaves every scope's outcome on the run record.
+
+Crash safety of one merge: the blob is saved (compare-and-set on its version) together with
+``absorbing_ids`` and ``last_run_id``; only then are exactly those ids marked absorbed. A rerun
+first completes a pending absorption, and a blob already written by the same holder is never
+merged again. A failed merge changes nothing: the buffer stays.
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import TransientError
+from pipeline.formation import consolidation as rules
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage, stage_output
+from pipeline.formation.scopes import plan_from_dict, plan_scopes
+from pipeline.formation.stages import EXTRACT_FACTS
+from pipeline.llm.models import tier_model
+from pipeline.prompts.consolidation import build_consolidation_request
+from schemas.documents import ConsolidatedBlob, FormationRun
+
+CONSOLIDATE = "consolidate"
+
+
+class ScopeBusy(TransientError):
+    """Another consolidation holds this scope key's lease; try again later."""
+
+
+def scope_stage(index: int) -> str:
+    return f"consolidate_scope:{index}"
+
+
+def consolidate(run_id: str, deps: Deps) -> StageResult | None:
+    """Which scope keys are due: over their threshold, or (session ended) holding a reflection
+    of this session. Output ``due`` (ordered keys), ``session_end``, ``model``."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        store, settings = deps.store, deps.settings
+        extracted = stage_output(run, EXTRACT_FACTS)
+        keys = list(plan_from_dict(extracted["plan"]).reflection_keys.values())
+        counts = store.count_unabsorbed(run.agent_id, keys)
+        thresholds = {s: settings.consolidation_threshold(s) for s in ("agent", "user", "session")}
+        due = rules.due_by_threshold({k: counts.get(k, 0) for k in keys}, thresholds)
+        session = store.get_session(run.session_id)
+        ended = bool(session and session.ended_at is not None) or run.reason == "session_end"
+        if ended:
+            buffers = {k: store.unabsorbed_reflections(run.agent_id, k) for k in keys}
+            due += rules.due_at_session_end(buffers, run.session_id)
+        return {"due": rules.merge_order(due), "session_end": ended, "model": extracted["models"]["tier"],
+                "unabsorbed": counts}
+
+    return run_stage(deps, run_id, CONSOLIDATE, compute)
+
+
+def pending_scopes(run: FormationRun) -> list[int]:
+    """Indexes of due scope keys whose consolidate_scope stage is not done yet."""
+    due = stage_output(run, CONSOLIDATE)["due"]
+    return [i for i in range(len(due)) if (run.stages.get(scope_stage(i)) or _NOT_DONE).status != "done"]
+
+
+def scopes_done(deps: Deps, run_id: str) -> bool:
+    return not pending_scopes(load_run(deps.store, run_id))
+
+
+def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None:
+    """Merge one due scope key of the run, under its lease, with the run's tier model."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        out = stage_output(run, CONSOLIDATE)
+        return merge_scope(deps, run.agent_id, out["due"][index], model=out["model"], holder=run.run_id,
+                           usage=usage)
+
+    return run_stage(deps, run_id, scope_stage(index), compute)
+
+
+def skip_scope(run_id: str, index: int, reason: str, deps: Deps) -> StageResult | None:
+    """Give a scope up for this run (its lease stayed busy): the buffer stays for the next one."""
+    return run_stage(deps, run_id, scope_stage(index), lambda run, usage: {"status": "skipped", "reason": reason})
+
+
+def merge_scope(deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage) -> dict:
+    """One consolidation of one scope key; idempotent for ``holder`` (a run id, or the
+    session-end holder). Raises ``ScopeBusy`` when another holder has the lease."""
+    store, settings = deps.store, deps.settings
+    lease = f"consolidate:{agent_id}:{key}"
+    if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
+        raise ScopeBusy(f"consolidation of {agent_id}/{key} is held by another worker", retry_after=1.0)
+    try:
+        now = deps.clock.now()
+        blob = store.get_blob(agent_id, key)
+        if blob is not None and blob.absorbing_ids:
+            store.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
+        if blob is not None and blob.last_run_id == holder:
+            return {"scope_key": key, "status": "already_merged", "version": blob.version,
+                    "absorbed": len(blob.absorbing_ids)}
+        buffer = store.unabsorbed_reflections(agent_id, key)
+        ids = rules.snapshot_ids(buffer)
+        if not ids:
+            return {"scope_key": key, "status": "nothing_to_merge", "version": blob.version if blob else 0,
+                    "absorbed": 0}
+        scope = rules.scope_of_key(key)
+        current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
+        limit = settings.word_limit(scope)  # type: ignore[arg-type]
+        texts = [r.content for r in buffer if r.reflection_id in set(ids)]
+        merge = rules.merge_within_limit(
+            deps.llm,
+            lambda excess: build_consolidation_request(scope, current, texts, word_limit=limit, model=model,
+                                                       excess_words=excess),
+            version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
+        )
+        usage.add_counts(merge.usage)
+        first = buffer[0]
+        saved = store.save_blob(ConsolidatedBlob(
+            agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
+            consolidated_content=merge.content, word_limit=limit, version=version + 1,
+            last_consolidated_at=now, absorbing_ids=ids, last_run_id=holder,
+        ), expected_version=version)
+        if not saved:
+            raise TransientError(f"blob {agent_id}/{key} moved past version {version} during the merge")
+        store.mark_absorbed(ids, version + 1, now)
+        store.bump_scope_versions(agent_id, [key])
+        return {"scope_key": key, "status": "merged", "version": version + 1, "absorbed": len(ids),
+                "words": merge.words, "attempts": merge.attempts, "over_limit_answers": merge.over_limit_answers}
+    finally:
+        store.release_lease(lease, holder)
+
+
+def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict]:
+    """Session end with nothing left to form: merge every scope key holding an unabsorbed
+    reflection of this session, with the session's tier model. Idempotent."""
+    store = deps.store
+    session = store.get_session(session_id)
+    if session is None:
+        return []
+    plan = plan_scopes(store.get_agent_settings(agent_id), session_id, session.users, len(session.users) > 1)
+    keys = list(plan.reflection_keys.values())
+    buffers = {k: store.unabsorbed_reflections(agent_id, k) for k in keys}
+    model = tier_model(deps.settings, session.max_tier, session.preview)
+    results = []
+    for key in rules.merge_order(rules.due_at_session_end(buffers, session_id)):
+        results.append(merge_scope(deps, agent_id, key, model=model, holder=f"session_end:{session_id}",
+                                   usage=Usage()))
+    return results
+
+
+class _NotDone:
+    status = "pending"
+
+
+_NOT_DONE = _NotDone()

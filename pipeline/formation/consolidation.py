@@ -1,0 +1,94 @@
+"""Consolidation decisions (SPEC §5.5): which scopes are due, and a merge that never ends over
+its word limit. Pure, apart from the LLM port handed to ``merge_within_limit``.
+
+- Due after a run: every enabled scope key whose unabsorbed count is >= its threshold.
+- Due at session end: every scope key holding >= 1 unabsorbed reflection from that session,
+  whatever the thresholds.
+- The merged blob is ``VERSION: n`` (the stored version + 1) and its sections; an answer over
+  the word limit is asked again with the excess stated, and after the bounded retries the
+  consolidation fails (transient): nothing is stored and the buffer stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.errors import TransientError
+from pipeline.llm.port import LLM, LLMRequest
+from pipeline.prompts.consolidation import ConsolidationAnswer, blob_words, render_blob
+from schemas.documents import Reflection
+
+
+class OverWordLimit(TransientError):
+    """Every attempt came back over the word limit; the buffer is left untouched."""
+
+
+def scope_of_key(key: str) -> str:
+    return "agent" if key == "agent" else key.split(":", 1)[0]
+
+
+def due_by_threshold(counts: Mapping[str, int], thresholds: Mapping[str, int]) -> list[str]:
+    """Scope keys whose unabsorbed count reached the threshold of their scope, in given order."""
+    return [key for key, n in counts.items() if n >= thresholds[scope_of_key(key)] and n > 0]
+
+
+def due_at_session_end(buffers: Mapping[str, Iterable[Reflection]], session_id: str) -> list[str]:
+    """Scope keys holding at least one unabsorbed reflection formed in ``session_id``."""
+    return [
+        key for key, items in buffers.items()
+        if any(r.source_session_id == session_id and not r.absorbed for r in items)
+    ]
+
+
+def merge_order(keys: Iterable[str]) -> list[str]:
+    """Distinct keys, agent first, then users, then sessions (stable, for stage numbering)."""
+    rank = {"agent": 0, "user": 1, "session": 2}
+    return sorted(dict.fromkeys(keys), key=lambda k: (rank.get(scope_of_key(k), 3), k))
+
+
+@dataclass
+class Merge:
+    content: str
+    version: int
+    words: int
+    attempts: int
+    over_limit_answers: list[int] = field(default_factory=list)  # excess of each rejected answer
+    usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+
+
+def merge_within_limit(
+    llm: LLM,
+    build: Callable[[int | None], LLMRequest[ConsolidationAnswer]],
+    *,
+    version: int,
+    word_limit: int,
+    max_length_retries: int,
+) -> Merge:
+    """Ask for the merge, then again with the excess stated, at most ``1 + max_length_retries``
+    times. Returns the rendered blob of ``version`` within ``word_limit``, or raises
+    ``OverWordLimit``; LLM errors propagate unchanged (the caller retries them)."""
+    merge = Merge("", version, 0, 0)
+    excess: int | None = None
+    for _ in range(1 + max_length_retries):
+        response = llm.complete(build(excess))
+        merge.attempts += 1
+        merge.usage["calls"] += 1
+        merge.usage["input_tokens"] += response.input_tokens
+        merge.usage["output_tokens"] += response.output_tokens
+        sections = response.parsed.sections
+        words = blob_words(version, sections)
+        if words <= word_limit:
+            merge.content, merge.words = render_blob(version, sections), words
+            return merge
+        excess = words - word_limit
+        merge.over_limit_answers.append(excess)
+    raise OverWordLimit(
+        f"consolidation answer stayed over the word limit of {word_limit} after {merge.attempts} "
+        f"attempt(s) (excess {merge.over_limit_answers}); nothing stored, the buffer is kept"
+    )
+
+
+def snapshot_ids(reflections: Sequence[Reflection]) -> list[str]:
+    """The ids a consolidation absorbs: exactly those read before the merge."""
+    return [r.reflection_id for r in reflections if not r.absorbed]

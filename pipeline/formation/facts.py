@@ -1,0 +1,74 @@
+"""Which extracted facts a run keeps (SPEC §1, §5.1). Pure.
+
+- A fact over the word limit is dropped and counted, never cut.
+- A user-scoped fact in a group chat (or with user memory off) is dropped and counted, never
+  re-scoped to the agent.
+- Empty texts and repeats inside one answer (same scope, same normalized-text hash) go too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from pipeline.formation.scopes import ScopePlan
+from pipeline.prompts.facts import ExtractedFact
+from pipeline.text import text_hash, word_count
+
+
+@dataclass(frozen=True)
+class NewFact:
+    """A fact this run formed, before dedup: ``index`` is stable across reruns."""
+
+    index: int
+    text: str
+    scope: str
+    scope_key: str
+    hash: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NewFact:
+        return cls(**{k: data[k] for k in ("index", "text", "scope", "scope_key", "hash")})
+
+
+@dataclass
+class FactFilter:
+    kept: list[NewFact] = field(default_factory=list)
+    over_limit: int = 0
+    scope_not_allowed: int = 0   # user facts in a group chat or with user memory off, ...
+    repeated: int = 0
+    empty: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "kept": len(self.kept), "over_limit": self.over_limit,
+            "scope_not_allowed": self.scope_not_allowed, "repeated": self.repeated,
+            "empty": self.empty,
+        }
+
+
+def filter_facts(extracted: Iterable[ExtractedFact], plan: ScopePlan, word_limit: int) -> FactFilter:
+    """Keep the facts this run may form, in answer order, numbered from 0."""
+    result = FactFilter()
+    seen: set[tuple[str, str]] = set()
+    for fact in extracted:
+        text = " ".join(fact.text.split())
+        if not text:
+            result.empty += 1
+            continue
+        if fact.scope not in plan.fact_scopes:
+            result.scope_not_allowed += 1
+            continue
+        if word_count(text) > word_limit:
+            result.over_limit += 1
+            continue
+        digest = text_hash(text)
+        if (fact.scope, digest) in seen:
+            result.repeated += 1
+            continue
+        seen.add((fact.scope, digest))
+        result.kept.append(NewFact(len(result.kept), text, fact.scope, plan.key(fact.scope), digest))
+    return result

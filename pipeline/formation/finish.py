@@ -1,0 +1,127 @@
+"""finish: close a run and decide what comes next (SPEC §4, §5.6).
+
+- ``finish_run`` advances the session watermark, releases the claim and bumps the version
+  stamps of every scope key the run changed; the run's totals are recorded with it.
+- Then the trigger is checked again: messages that arrived during the run may already be due
+  (threshold rule), and a session that ended meanwhile has its remainder claimed with the
+  session-end rule, or, with nothing left to form, its leftover buffers consolidated.
+
+Idempotent: the totals are stored as the stage's output before the run is closed, and a rerun
+(redelivery after a crash) closes nothing twice; the re-check is itself atomic in the store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pipeline import trigger
+from pipeline.formation.consolidate_stages import CONSOLIDATE, scope_stage
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, renew, run_stage
+from pipeline.formation.stages import DECIDE_FACTS, EXTRACT_FACTS, EXTRACT_REFLECTIONS
+from schemas.documents import FormationRun
+
+FINISH = "finish"
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """What the caller must send after finish: a new run, or a session consolidation."""
+
+    run_id: str | None = None
+    consolidate_session: tuple[str, str] | None = None  # (agent_id, session_id)
+
+
+def run_totals(run: FormationRun) -> dict:
+    """Tokens, calls, fact actions, reflections per scope, dropped items and timings."""
+    tokens = {"input": 0, "output": 0, "embedding": 0}
+    calls, timings = 0, {}
+    for name, record in run.stages.items():
+        calls += record.usage.calls
+        tokens["input"] += record.usage.input_tokens
+        tokens["output"] += record.usage.output_tokens
+        if record.duration_ms is not None:
+            timings[name] = record.duration_ms
+    out = {name: (run.stages.get(name).output or {}) if run.stages.get(name) else {}
+           for name in (EXTRACT_FACTS, "embed_facts", DECIDE_FACTS, EXTRACT_REFLECTIONS, CONSOLIDATE)}
+    tokens["embedding"] = out["embed_facts"].get("input_tokens", 0)
+    dropped_facts = out[EXTRACT_FACTS].get("dropped", {})
+    refl_counts = out[EXTRACT_REFLECTIONS].get("counts", {})
+    due = out[CONSOLIDATE].get("due", [])
+    merged = {}
+    for i, key in enumerate(due):
+        record = run.stages.get(scope_stage(i))
+        merged[key] = (record.output or {}).get("status") if record else None
+    return {
+        "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
+        "llm_calls": calls,
+        "facts": {**out[DECIDE_FACTS].get("counts", {}), "extracted": len(out[EXTRACT_FACTS].get("facts", []))},
+        "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
+        "dropped_over_limit": {
+            "facts": dropped_facts.get("over_limit", 0),
+            "reflections": refl_counts.get("over_limit", 0),
+            "fact_updates": out[DECIDE_FACTS].get("update_over_limit", 0),
+        },
+        "dropped_other": {
+            "facts_scope_not_allowed": dropped_facts.get("scope_not_allowed", 0),
+            "reflections_scope_not_allowed": refl_counts.get("scope_not_allowed", 0),
+            "reflections_repeating_facts": refl_counts.get("repeats_fact", 0),
+        },
+        "consolidated": merged,
+        "timings_ms": timings,
+    }
+
+
+def changed_scope_keys(run: FormationRun) -> list[str]:
+    keys: set[str] = set()
+    decide = run.stages.get(DECIDE_FACTS)
+    for effect in ((decide.output or {}).get("effects", []) if decide else []):
+        if effect.get("scope_key"):
+            keys.add(effect["scope_key"])
+    refl = run.stages.get(EXTRACT_REFLECTIONS)
+    keys.update(r["scope_key"] for r in ((refl.output or {}).get("reflections", []) if refl else []))
+    cons = run.stages.get(CONSOLIDATE)
+    keys.update((cons.output or {}).get("due", []) if cons else [])
+    return sorted(keys)
+
+
+def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
+    """Close the run (once) and return what to start next."""
+    store = deps.store
+    run = load_run(store, run_id)
+    if run.status == "done":  # closed already: a redelivery only repeats the (atomic) re-check
+        return None, next_step(deps, run)
+    if not renew(deps, run_id):
+        return None, NextStep()
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        return {"totals": run_totals(load_run(store, run_id)), "changed": changed_scope_keys(run)}
+
+    def apply(run: FormationRun, output: dict) -> None:
+        store.finish_run(run_id, deps.clock.now(), output["totals"], output["changed"])
+
+    result = run_stage(deps, run_id, FINISH, compute, apply)
+    if result is None:
+        return None, NextStep()
+    return result, next_step(deps, load_run(store, run_id))
+
+
+def next_step(deps: Deps, run: FormationRun) -> NextStep:
+    store, settings, now = deps.store, deps.settings, deps.clock.now()
+    session = store.get_session(run.session_id)
+    if session is None:
+        return NextStep()
+    ended = session.ended_at is not None
+    rule = trigger.session_end_rule() if ended else trigger.threshold_rule(settings)
+    if trigger.rule_holds(rule, session):
+        claimed = store.try_claim(run.session_id, rule, FormationRun(
+            run_id=uuid.uuid4().hex, agent_id=run.agent_id, session_id=run.session_id, seq_from=0,
+            seq_to=0, reason="session_end" if ended else "threshold", created_at=now,
+        ), now, settings.claim_lease_s)
+        if claimed is not None:
+            return NextStep(run_id=claimed.run_id)
+    cons = run.stages.get(CONSOLIDATE)
+    consolidated_at_end = bool(cons and (cons.output or {}).get("session_end"))
+    if ended and not consolidated_at_end and session.last_seq <= session.claimed_through:
+        return NextStep(consolidate_session=(run.agent_id, run.session_id))
+    return NextStep()

@@ -1,0 +1,136 @@
+"""How every formation stage runs, idempotently (SPEC §5).
+
+``run_stage`` is the one shape of a stage:
+
+1. renew the run's lease; if the run is no longer active (taken over, finished, dead) stop
+   quietly and apply nothing;
+2. ``start_stage``; a stage already ``done`` reuses its stored output (no LLM call);
+3. otherwise ``compute`` (LLM / embedder calls) and ``complete_stage`` with the output, the
+   token usage and the timings. The output is stored *before* any effect, so a rerun never
+   asks the LLM again for a decision that may already be half applied;
+4. ``apply`` the output's effects. Every effect is idempotent on the run id (deterministic
+   fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
+   after a crash at any point applies nothing twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pipeline.clock import Clock
+from pipeline.embeddings.port import Embedder
+from pipeline.errors import PermanentError
+from pipeline.llm.port import LLM, LLMResponse
+from pipeline.search.port import FactSearch
+from pipeline.store.port import Store
+from schemas.documents import FormationRun, LLMUsage, StageRecord
+from schemas.settings import Settings
+
+
+class Deps(Protocol):
+    """What a stage needs; ``workers.deps.Deps`` is one, tests build their own."""
+
+    settings: Settings
+    store: Store
+    llm: LLM
+    embedder: Embedder
+    search: FactSearch
+    clock: Clock
+
+
+class RunNotFound(PermanentError):
+    """A task names a run the store does not hold."""
+
+
+class StageMissing(PermanentError):
+    """A stage needs the output of an earlier one that is not done: the chain is broken."""
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, response: LLMResponse) -> LLMResponse:
+        self.calls += 1
+        self.input_tokens += response.input_tokens
+        self.output_tokens += response.output_tokens
+        return response
+
+    def add_counts(self, counts: dict[str, int]) -> None:
+        self.calls += counts.get("calls", 0)
+        self.input_tokens += counts.get("input_tokens", 0)
+        self.output_tokens += counts.get("output_tokens", 0)
+
+    def record(self) -> LLMUsage:
+        return LLMUsage(calls=self.calls, input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+
+
+@dataclass
+class StageResult:
+    run: FormationRun
+    output: dict[str, Any]
+    reused: bool                       # the stage was already done: stored output, no LLM call
+    record: StageRecord | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Compute = Callable[[FormationRun, Usage], dict[str, Any]]
+Apply = Callable[[FormationRun, dict[str, Any]], None]
+
+
+def load_run(store: Store, run_id: str) -> FormationRun:
+    run = store.get_run(run_id)
+    if run is None:
+        raise RunNotFound(f"formation run {run_id!r} does not exist")
+    return run
+
+
+def renew(deps: Deps, run_id: str) -> bool:
+    """Extend the run's lease; False means the run was taken over or finished: stop quietly."""
+    return deps.store.renew_run_lease(run_id, deps.clock.now(), deps.settings.claim_lease_s)
+
+
+def run_stage(
+    deps: Deps, run_id: str, stage: str, compute: Compute, apply: Apply | None = None,
+) -> StageResult | None:
+    """Run one stage of one run (see the module docstring). None when the run is not active."""
+    store = deps.store
+    if not renew(deps, run_id):
+        return None
+    run = load_run(store, run_id)
+    record = store.start_stage(run_id, stage, deps.clock.now())
+    if record.status == "done":
+        output = record.output or {}
+        if apply is not None:
+            apply(run, output)
+        return StageResult(run, output, reused=True, record=record)
+    started = time.perf_counter()
+    usage = Usage()
+    output = compute(run, usage)
+    done = StageRecord(
+        status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
+        duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
+        usage=usage.record(),
+    )
+    reused = False
+    if not store.complete_stage(run_id, stage, done):
+        # a concurrent delivery completed it first: its output is the one that counts
+        done = load_run(store, run_id).stages[stage]
+        output, reused = done.output or {}, True
+    if apply is not None:
+        apply(run, output)
+    return StageResult(run, output, reused=reused, record=done)
+
+
+def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:
+    """The stored output of an earlier stage; a missing one is a broken chain, not 'nothing'."""
+    record = run.stages.get(stage)
+    if record is None or record.status != "done" or record.output is None:
+        raise StageMissing(f"run {run.run_id}: stage {stage} has no stored output (status "
+                          f"{record.status if record else 'missing'})")
+    return record.output

@@ -1,0 +1,81 @@
+"""Which memory scopes a formation run may write (SPEC §1). Pure.
+
+- ``user`` scope: the agent's ``user_memory_enabled`` is on and the session has exactly one
+  human. A group chat forms no user-scoped memory at all.
+- ``agent`` scope: the agent's ``agent_memory_enabled`` is on.
+- ``session`` scope: reflections only, always formed, whatever the toggles.
+- Facts use ``user`` and ``agent`` only; with neither enabled the facts LLM call is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from schemas.documents import AgentSettings, scope_key
+
+REFLECTION_ORDER = ("agent", "user", "session")
+
+
+@dataclass(frozen=True)
+class ScopePlan:
+    agent_id: str
+    session_id: str
+    user_id: str | None          # the one human of a one-to-one chat, else None
+    group_chat: bool
+    fact_scopes: tuple[str, ...]        # subset of ("agent", "user"), in that order
+    reflection_scopes: tuple[str, ...]  # subset of REFLECTION_ORDER, "session" always
+
+    @property
+    def extract_facts(self) -> bool:
+        """False when both agent toggles are off (or only user scope is on in a group chat)."""
+        return bool(self.fact_scopes)
+
+    def key(self, scope: str) -> str:
+        return scope_key(scope, user_id=self.user_id, session_id=self.session_id)  # type: ignore[arg-type]
+
+    @property
+    def reflection_keys(self) -> dict[str, str]:
+        """scope -> scope key, in hierarchical order."""
+        return {scope: self.key(scope) for scope in self.reflection_scopes}
+
+    @property
+    def enabled(self) -> list[str]:
+        """Every enabled scope name, as recorded on the run's ``scopes_enabled``."""
+        return list(self.reflection_scopes)
+
+
+def plan_scopes(
+    agent: AgentSettings, session_id: str, user_ids: Sequence[str], group_chat: bool
+) -> ScopePlan:
+    """The scopes one run may form, from the agent's toggles and the session's humans."""
+    humans = list(dict.fromkeys(u for u in user_ids if u))
+    group = group_chat or len(humans) > 1
+    user_id = humans[0] if len(humans) == 1 and not group else None
+    user_on = agent.user_memory_enabled and user_id is not None
+    agent_on = agent.agent_memory_enabled
+    facts = tuple(s for s, on in (("agent", agent_on), ("user", user_on)) if on)
+    reflections = tuple(
+        s for s, on in (("agent", agent_on), ("user", user_on), ("session", True)) if on
+    )
+    return ScopePlan(
+        agent_id=agent.agent_id, session_id=session_id, user_id=user_id, group_chat=group,
+        fact_scopes=facts, reflection_scopes=reflections,
+    )
+
+
+def plan_to_dict(plan: ScopePlan) -> dict:
+    return {
+        "agent_id": plan.agent_id, "session_id": plan.session_id, "user_id": plan.user_id,
+        "group_chat": plan.group_chat, "fact_scopes": list(plan.fact_scopes),
+        "reflection_scopes": list(plan.reflection_scopes),
+    }
+
+
+def plan_from_dict(data: dict) -> ScopePlan:
+    """The plan a run recorded in its first stage (later stages never re-read the toggles)."""
+    return ScopePlan(
+        agent_id=data["agent_id"], session_id=data["session_id"], user_id=data.get("user_id"),
+        group_chat=bool(data["group_chat"]), fact_scopes=tuple(data["fact_scopes"]),
+        reflection_scopes=tuple(data["reflection_scopes"]),
+    )

@@ -1,0 +1,218 @@
+"""The fact and reflection stages of a formation run, each a plain function (run_id, deps).
+
+Each returns a ``StageResult`` (None when the run is no longer active) and is idempotent:
+see ``pipeline.formation.runner``. Models: the fast model for extract_facts and
+decide_facts, the tier model for extract_reflections (and consolidation), both chosen in
+the first stage and recorded on the run with the scopes it may form.
+"""
+
+from __future__ import annotations
+
+from pipeline.conversation import humans, render_conversation
+from pipeline.errors import InvalidInput
+from pipeline.formation import dedup
+from pipeline.formation.facts import NewFact, filter_facts
+from pipeline.formation.reflections import NewReflection, filter_reflections
+from pipeline.formation.runner import Deps, StageResult, Usage, run_stage, stage_output
+from pipeline.formation.scopes import plan_from_dict, plan_scopes, plan_to_dict
+from pipeline.llm.models import fast_model, tier_model
+from pipeline.prompts.dedup import build_dedup_request
+from pipeline.prompts.facts import build_facts_request
+from pipeline.prompts.reflections import build_reflections_request
+from schemas.documents import Fact, FormationRun, Reflection
+
+EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
+EXTRACT_REFLECTIONS = "extract_reflections"
+
+
+def _names(messages) -> dict[str, str]:
+    return {m.sender_id: m.sender_name for m in messages if m.sender_id and m.sender_name}
+
+
+def _agent_name(agent, messages) -> str | None:
+    return agent.name or next((m.agent_name for m in messages if m.agent_name), None)
+
+
+def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
+    """Plan the run's scopes and models, then extract, filter and number its facts."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        store, settings = deps.store, deps.settings
+        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        agent = store.get_agent_settings(run.agent_id)
+        session = store.get_session(run.session_id)
+        plan = plan_scopes(agent, run.session_id, [*run.user_ids, *humans(messages)], run.group_chat)
+        models = {
+            "fast": fast_model(settings),
+            "tier": tier_model(settings, run.tier, bool(session and session.preview)),
+        }
+        store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models)
+        output = {"plan": plan_to_dict(plan), "models": models, "facts": [], "dropped": {},
+                  "message_ids": [m.message_id for m in messages], "skipped": None}
+        if not messages:
+            output["skipped"] = "no messages in the claimed range"
+            return output
+        try:
+            request = build_facts_request(
+                render_conversation(messages, _names(messages)), messages,
+                user_scope="user" in plan.fact_scopes, agent_scope="agent" in plan.fact_scopes,
+                agent_name=_agent_name(agent, messages), user_names=_names(messages),
+                model=models["fast"], word_limit=settings.fact_word_limit,
+            )
+        except InvalidInput as exc:  # no fact scope left (both toggles off, ...): no LLM call
+            output["skipped"] = str(exc)
+            return output
+        answer = usage.add(deps.llm.complete(request)).parsed
+        kept = filter_facts(answer.facts, plan, settings.fact_word_limit)
+        output["facts"] = [f.to_dict() for f in kept.kept]
+        output["dropped"] = kept.counts()
+        return output
+
+    return run_stage(deps, run_id, EXTRACT_FACTS, compute)
+
+
+def _facts(run: FormationRun) -> list[NewFact]:
+    return [NewFact.from_dict(f) for f in stage_output(run, EXTRACT_FACTS)["facts"]]
+
+
+def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
+    """One batched embedding call for all new facts."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        facts = _facts(run)
+        model = deps.embedder.model
+        if not facts:
+            return {"model": model, "vectors": [], "input_tokens": 0}
+        result = deps.embedder.embed([f.text for f in facts])
+        return {"model": result.model, "dim": result.dim, "vectors": result.vectors,
+                "input_tokens": result.input_tokens}
+
+    return run_stage(deps, run_id, EMBED_FACTS, compute)
+
+
+def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
+    """Dedup: exact hashes, candidates through the search port, one batched LLM call, effects."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        store, settings = deps.store, deps.settings
+        facts = _facts(run)
+        embedded = stage_output(run, EMBED_FACTS)
+        vectors = dict(zip((f.index for f in facts), embedded["vectors"]))
+        model = stage_output(run, EXTRACT_FACTS)["models"]["fast"]
+        exact = {}
+        for f in facts:
+            found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
+            if found is not None:
+                exact[f.index] = found.fact_id
+        batch, decided = dedup.DedupBatch(), {}
+        if settings.facts_dedup:
+            open_facts = [f for f in facts if f.index not in exact]
+            candidates = dedup.gather_candidates(
+                deps.search, lambda ids: {x.fact_id: x.content for x in store.get_facts(ids) if x.retired_at is None},
+                run.agent_id, open_facts, vectors, embedded["model"],
+                min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates,
+            )
+            batch = dedup.build_batch(open_facts, candidates)
+            if batch:
+                request = build_dedup_request(batch.texts, batch.candidates, model=model,
+                                              word_limit=settings.fact_word_limit)
+                decided = dedup.validate(usage.add(deps.llm.complete(request)).parsed, batch)
+        resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
+                                 dedup_enabled=settings.facts_dedup)
+        updates = [d for d in resolved.decisions if d.action == "UPDATE"]
+        update_vectors: dict[str, list[float]] = {}
+        if updates:
+            result = deps.embedder.embed([d.text or "" for d in updates])
+            update_vectors = {str(d.index): v for d, v in zip(updates, result.vectors)}
+        return {
+            "decisions": [d.to_dict() for d in resolved.decisions],
+            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions),
+            "update_vectors": update_vectors,
+            "embedding_model": embedded["model"],
+            "counts": dedup.action_counts(resolved.decisions),
+            "update_over_limit": resolved.update_over_limit,
+            "llm_items": len(batch.indexes),
+        }
+
+    def apply(run: FormationRun, output: dict) -> None:
+        _apply_fact_effects(deps, run, output)
+
+    return run_stage(deps, run_id, DECIDE_FACTS, compute, apply)
+
+
+def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
+    store, now = deps.store, deps.clock.now()
+    plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
+    vectors = stage_output(run, EMBED_FACTS)["vectors"]
+    message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
+    model = output["embedding_model"]
+    for effect in output["effects"]:
+        if effect["op"] == "retire":
+            store.retire_fact(effect["fact_id"], now, run.run_id)
+        elif effect["op"] == "update":
+            store.update_fact(
+                effect["fact_id"], content=effect["text"], hash=effect["hash"],
+                embedding=output["update_vectors"].get(str(effect["index"])), embedding_model=model,
+                run_id=run.run_id, now=now,
+            )
+        else:
+            store.insert_fact(Fact(
+                fact_id=effect["fact_id"], agent_id=run.agent_id, scope=effect["scope"],
+                user_id=plan.user_id if effect["scope"] == "user" else None,
+                scope_key=effect["scope_key"], content=effect["text"], hash=effect["hash"],
+                embedding=vectors[effect["index"]], embedding_model=model,
+                source_session_id=run.session_id, source_message_ids=message_ids,
+                source_run_id=run.run_id, formed_at=now,
+            ))
+    keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
+    if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
+        store.bump_scope_versions(run.agent_id, keys)
+
+
+def formed_fact_texts(run: FormationRun) -> list[str]:
+    """Texts of the facts this run formed (added, or merged by an UPDATE)."""
+    return [e["text"] for e in stage_output(run, DECIDE_FACTS)["effects"] if e["op"] in ("insert", "update")]
+
+
+def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
+    """Hierarchical reflections, aware of the blobs, the buffers and this run's facts."""
+
+    def compute(run: FormationRun, usage: Usage) -> dict:
+        store, settings = deps.store, deps.settings
+        extracted = stage_output(run, EXTRACT_FACTS)
+        plan = plan_from_dict(extracted["plan"])
+        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        if not messages:
+            return {"reflections": [], "counts": {}, "skipped": "no messages in the claimed range"}
+        blobs, buffers = {}, {}
+        for scope, key in plan.reflection_keys.items():
+            blob = store.get_blob(run.agent_id, key)
+            blobs[scope] = blob.consolidated_content if blob else ""
+            buffers[scope] = [r.content for r in store.unabsorbed_reflections(run.agent_id, key)]
+        new_facts = [f["text"] for f in extracted["facts"]] + formed_fact_texts(run)
+        request = build_reflections_request(
+            render_conversation(messages, _names(messages)), messages,
+            scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
+            new_facts=list(dict.fromkeys(new_facts)), model=extracted["models"]["tier"],
+            word_limit=settings.reflection_word_limit,
+        )
+        answer = usage.add(deps.llm.complete(request)).parsed
+        kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)
+        return {"reflections": [r.to_dict() for r in kept.kept], "counts": kept.counts()}
+
+    def apply(run: FormationRun, output: dict) -> None:
+        plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
+        now = deps.clock.now()
+        items = [NewReflection.from_dict(r) for r in output["reflections"]]
+        deps.store.insert_reflections([
+            Reflection(
+                reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
+                user_id=plan.user_id if r.scope == "user" else None,
+                session_id=run.session_id if r.scope == "session" else None,
+                scope_key=r.scope_key, content=r.text, source_session_id=run.session_id,
+                source_run_id=run.run_id, formed_at=now,
+            )
+            for r in items
+        ])
+
+    return run_stage(deps, run_id, EXTRACT_REFLECTIONS, compute, apply)
