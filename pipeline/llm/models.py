@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from schemas.settings import Settings
 
-OFFLINE_MODEL = "offline-rules"
+OFFLINE_MODEL = "offline-rules-v1"  # the name the offline provider reports (pipeline.llm.offline.MODEL)
 
 _FIELDS = {
     # provider: (fast, free, premium) setting names
