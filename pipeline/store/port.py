@@ -64,7 +64,12 @@ class ClaimRule:
 
 @dataclass(frozen=True)
 class FactCandidate:
-    """A fact as the search side needs it: id, text and vector (for the local search)."""
+    """A fact as the search side needs it: id, text and vector (for the local search).
+
+    ``embedding`` may be a read-only float32 sequence rather than a ``list`` (adapters load
+    100k of these at once): it supports ``len``, indexing, iteration, truth value, ``==``
+    against a list, and ``np.asarray`` without a per-element copy.
+    """
 
     fact_id: str
     scope: str

@@ -1,0 +1,183 @@
+"""Rules both store adapters share: how a message moves a session, when a claim rule holds,
+what a freshly claimed run looks like, and how embeddings and timestamps are encoded.
+
+Pure functions over the documents of ``schemas.documents``; the adapters only decide how to
+make them atomic (a SQLite write transaction, or conditional Mongo updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+import numpy as np
+
+from pipeline.store.port import ClaimRule
+from schemas.documents import FormationRun, SessionState, StoredMessage
+
+ACTIVE_RUN_STATUSES = ("claimed", "running")
+
+# Extra collections beside pipeline.names.COLLECTIONS: named leases, and the persisted
+# context cache (one document per (session, user), so no user id ever becomes a field name).
+LEASES = "leases"
+CONTEXTS = "contexts"
+
+
+def utc(value: datetime) -> datetime:
+    """Every stored time is timezone-aware UTC (naive input is read as UTC)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def ts(value: datetime | None) -> str | None:
+    """Fixed-width ISO text, so that text order is time order (SQLite columns)."""
+    if value is None:
+        return None
+    return utc(value).isoformat(timespec="microseconds")
+
+
+def lease_until(now: datetime, lease_s: float) -> datetime:
+    return utc(now) + timedelta(seconds=lease_s)
+
+
+def pack_embedding(vector: list[float] | None) -> bytes | None:
+    """float32 bytes: a 384-dim vector takes 1.5 KiB instead of ~8 KiB of JSON."""
+    if vector is None:
+        return None
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+class Float32Vector(Sequence):
+    """A read-only float32 vector that reads like a list of floats (``len``, indexing,
+    iteration, truth value, ``==`` against a list) and converts to numpy without a copy per
+    element (``np.asarray``). Search candidates carry these: 100k of them load in a fraction of
+    the time (and memory) that lists of Python floats would take."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __len__(self) -> int:
+        return self._array.shape[0]
+
+    def __getitem__(self, index):
+        item = self._array[index]
+        return item.tolist()
+
+    def __iter__(self):
+        return iter(self._array.tolist())
+
+    def __bool__(self) -> bool:
+        return self._array.shape[0] > 0
+
+    def __array__(self, dtype=None, copy=None):
+        return self._array if dtype is None else self._array.astype(dtype)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Float32Vector, np.ndarray, list, tuple)):
+            return self._array.tolist() == np.asarray(other, dtype=np.float32).tolist()
+        return NotImplemented
+
+    __hash__ = None  # mutable-looking sequences are unhashable, like lists
+
+    def __repr__(self) -> str:
+        return f"Float32Vector({self._array.tolist()!r})"
+
+    def __reduce__(self):
+        return (Float32Vector, (self._array.copy(),))
+
+    def tolist(self) -> list[float]:
+        return self._array.tolist()
+
+
+def unpack_embedding(blob: bytes | None) -> Float32Vector | None:
+    """A read-only float32 vector over the stored bytes."""
+    if blob is None:
+        return None
+    return Float32Vector(np.frombuffer(blob, dtype=np.float32))
+
+
+def embedding_list(blob: bytes | None) -> list[float] | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist()
+
+
+def humans_of(message: StoredMessage) -> list[str]:
+    """The humans a message tells about: the session's users, and the sender of a user turn."""
+    humans = list(message.session_users)
+    if message.role == "user" and message.sender_id and message.sender_id not in humans:
+        humans.append(message.sender_id)
+    return humans
+
+
+def apply_message(session: SessionState, message: StoredMessage, now: datetime) -> SessionState:
+    """The session state after accepting ``message`` (it gets seq ``last_seq + 1``)."""
+    users = list(session.users)
+    for user in humans_of(message):
+        if user not in users:
+            users.append(user)
+    last = session.last_activity_at
+    now = utc(now)
+    return session.model_copy(
+        update={
+            "last_seq": session.last_seq + 1,
+            "messages_since": session.messages_since + 1,
+            "tokens_since": session.tokens_since + float(message.weighted_tokens),
+            "users": users,
+            "max_tier": max(session.max_tier, message.user_tier),
+            "preview": session.preview or message.preview,
+            "last_activity_at": now if last is None or utc(last) < now else last,
+        }
+    )
+
+
+def new_session(message: StoredMessage) -> SessionState:
+    return SessionState(session_id=message.session_id, agent_id=message.agent_id)
+
+
+def rule_holds(session: SessionState, rule: ClaimRule) -> bool:
+    """The claim rule of ``ClaimRule`` over the counters after ``claimed_through``."""
+    if session.last_seq <= session.claimed_through:
+        return False  # nothing unclaimed: an empty range is never claimed
+    if session.messages_since < rule.min_messages:
+        return False
+    conditions = []
+    if rule.message_interval is not None:
+        conditions.append(session.messages_since >= rule.message_interval)
+    if rule.token_interval is not None:
+        conditions.append(session.tokens_since >= rule.token_interval)
+    if conditions and not any(conditions):
+        return False
+    if rule.idle_before is not None:
+        if session.last_activity_at is None or utc(session.last_activity_at) > utc(rule.idle_before):
+            return False
+    return True
+
+
+def claimed_run(session: SessionState, run: FormationRun, now: datetime, lease_s: float) -> FormationRun:
+    """``run`` as stored by a successful claim of the session's unclaimed range."""
+    # The tier picks the reflection model: pro for a premium user or a preview session (§5.4).
+    tier = max(session.max_tier, 1 if session.preview else 0)
+    return run.model_copy(
+        update={
+            "agent_id": session.agent_id,
+            "session_id": session.session_id,
+            "seq_from": session.claimed_through + 1,
+            "seq_to": session.last_seq,
+            "status": "claimed",
+            "lease_expires_at": lease_until(now, lease_s),
+            "user_ids": list(session.users),
+            "group_chat": len(session.users) > 1,
+            "tier": tier,
+        }
+    )
+
+
+def after_claim(session: SessionState, run: FormationRun) -> SessionState:
+    return session.model_copy(
+        update={
+            "claimed_through": session.last_seq,
+            "messages_since": 0,
+            "tokens_since": 0.0,
+            "active_run_id": run.run_id,
+            "lease_expires_at": run.lease_expires_at,
+        }
+    )

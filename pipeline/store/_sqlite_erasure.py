@@ -1,0 +1,140 @@
+"""SQLite store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``SQLiteStore``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from pipeline.store import _common as c
+from pipeline.store._sqlite_db import TABLES
+from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
+
+
+def _in(values: list[str]) -> str:
+    return ", ".join("?" for _ in values) or "NULL"
+
+
+class ErasureMixin:
+    db: "object"
+
+    def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
+        """session id -> agent id of every session the user was in."""
+        agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+        rows = conn.execute(
+            f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE EXISTS "
+            f"(SELECT 1 FROM json_each(doc, '$.users') WHERE value = ?) {agent_clause} "
+            f"UNION SELECT session_id, agent_id FROM {self.db.t('messages')} WHERE sender_id = ? {agent_clause}",
+            (user_id, *args, user_id, *args),
+        ).fetchall()
+        return dict(rows)
+
+    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+        t = self.db.t
+        user_key = scope_key("user", user_id=user_id)
+        counts: dict[str, int] = {}
+        with self.db.write() as conn:
+            sessions = self._user_sessions(conn, user_id, agent_id)
+            sids = list(sessions)
+            session_keys = [scope_key("session", session_id=sid) for sid in sids]
+            agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+
+            counts["facts"] = conn.execute(
+                f"DELETE FROM {t('facts')} WHERE scope_key = ? {agent_clause}", (user_key, *agent_args),
+            ).rowcount
+            for table in ("reflections", "consolidated"):
+                counts[table] = conn.execute(
+                    f"DELETE FROM {t(table)} WHERE (scope_key = ? {agent_clause}) "
+                    f"OR (scope_key IN ({_in(session_keys)}) AND agent_id IN ({_in(list(sessions.values()))}))",
+                    (user_key, *agent_args, *session_keys, *sessions.values()),
+                ).rowcount
+
+            # The user's own messages go; every other message of their sessions loses its text.
+            removed = conn.execute(
+                f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args),
+            ).rowcount
+            scrubbed = 0
+            for rowid, doc in conn.execute(
+                f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(sids)})", sids,
+            ).fetchall():
+                message = StoredMessage.model_validate_json(doc)
+                message = message.model_copy(update={
+                    "content": "", "session_users": [u for u in message.session_users if u != user_id],
+                })
+                conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?", (message.model_dump_json(), rowid))
+                scrubbed += 1
+            counts["messages"] = removed + scrubbed
+
+            runs = 0
+            for run_id, doc in conn.execute(f"SELECT run_id, doc FROM {t('runs')}").fetchall():
+                run = FormationRun.model_validate_json(doc)
+                if (agent_id is None or run.agent_id == agent_id) and (user_id in run.user_ids or run.session_id in sessions):
+                    conn.execute(f"DELETE FROM {t('runs')} WHERE run_id = ?", (run_id,))
+                    runs += 1
+            counts["runs"] = runs
+
+            needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}
+            rejected = 0
+            for rid, doc in conn.execute(f"SELECT rejection_id, doc FROM {t('rejected')}").fetchall():
+                event = RejectedEvent.model_validate_json(doc)
+                if agent_id is not None and event.agent_id not in (None, agent_id):
+                    continue
+                if any(n in doc or n in event.raw for n in needles):
+                    conn.execute(f"DELETE FROM {t('rejected')} WHERE rejection_id = ?", (rid,))
+                    rejected += 1
+            counts["rejected"] = rejected
+
+            context_agent = ""
+            if agent_id:
+                context_agent = " AND json_extract(doc, '$.agent_id') = ?"
+            counts["contexts"] = conn.execute(
+                f"DELETE FROM {t('contexts')} WHERE (user_id = ?{context_agent}) OR session_id IN ({_in(sids)})",
+                (user_id, *agent_args, *sids),
+            ).rowcount
+
+            touched = 0
+            for sid in sids:
+                row = conn.execute(f"SELECT doc FROM {t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
+                if row is None:
+                    continue
+                session = SessionState.model_validate_json(row[0])
+                if user_id in session.users:
+                    self._put_session(conn, session.model_copy(
+                        update={"users": [u for u in session.users if u != user_id]}))
+                    touched += 1
+            counts["sessions"] = touched
+
+            # The stamp of the user's scope names the user: drop it, and move the agent and
+            # session stamps instead so that every cache built over the erased data is stale.
+            agents = {agent_id} if agent_id else {
+                a for (a,) in conn.execute(
+                    f"SELECT agent_id FROM {t('scope_versions')} WHERE scope_key = ?", (user_key,)).fetchall()
+            } | set(sessions.values())
+            counts["scope_versions"] = conn.execute(
+                f"DELETE FROM {t('scope_versions')} WHERE scope_key = ? {agent_clause}", (user_key, *agent_args),
+            ).rowcount
+            for agent in agents:
+                keys = ["agent"] + [scope_key("session", session_id=s) for s, a in sessions.items() if a == agent]
+                self._bump(conn, agent, keys)
+            counts["leases"] = conn.execute(
+                f"DELETE FROM {t('leases')} WHERE instr(name, ?) > 0", (user_id,),
+            ).rowcount
+        return counts
+
+    def dump_all(self) -> dict[str, list[dict]]:
+        conn = self.db.conn()
+        out: dict[str, list[dict]] = {}
+        for table in TABLES:
+            cur = conn.execute(f"SELECT * FROM {self.db.t(table)}")
+            names = [d[0] for d in cur.description]
+            rows = []
+            for row in cur.fetchall():
+                record = dict(zip(names, row))
+                if "doc" in record:
+                    data = json.loads(record.pop("doc"))
+                    if table == "facts":
+                        data["embedding"] = c.embedding_list(record.get("embedding"))
+                    rows.append(data)
+                else:
+                    rows.append(record)
+            out[table] = rows
+        return out

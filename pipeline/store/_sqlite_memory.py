@@ -1,0 +1,330 @@
+"""SQLite store, memory side: facts, reflections, consolidated blobs, leases, scope version
+stamps and the context cache. Mixed into ``SQLiteStore``; ``self.db`` is its ``Database``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from pipeline.store import _common as c
+from pipeline.store.port import FactCandidate
+from schemas.documents import CachedContext, ConsolidatedBlob, Fact, FactHistoryEntry, Reflection
+
+_FACT_COLUMNS = "fact_id, doc, embedding"
+
+
+def _qmarks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def fact_from_row(doc: str, embedding: bytes | None) -> Fact:
+    data = json.loads(doc)
+    data["embedding"] = c.embedding_list(embedding)
+    return Fact.model_validate(data)
+
+
+class MemoryMixin:
+    db: "object"
+
+    # ------------------------------------------------------------------ facts --------------
+    def _fact_values(self, fact: Fact) -> tuple:
+        return (
+            fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
+            fact.content, c.pack_embedding(fact.embedding), fact.embedding_model,
+            c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
+        )
+
+    def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
+        columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
+                   "embedding_model, formed_at, retired_at, doc")
+        if insert:
+            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(12))})",
+                         self._fact_values(fact))
+            return
+        values = self._fact_values(fact)
+        sets = ", ".join(f"{name.strip()} = ?" for name in columns.split(",")[1:])
+        conn.execute(f"UPDATE {self.db.t('facts')} SET {sets} WHERE fact_id = ?", (*values[1:], values[0]))
+
+    def _fact(self, conn: sqlite3.Connection, fact_id: str) -> Fact | None:
+        row = conn.execute(f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE fact_id = ?",
+                           (fact_id,)).fetchone()
+        return fact_from_row(*row) if row else None
+
+    def insert_fact(self, fact: Fact) -> tuple[bool, str]:
+        with self.db.write() as conn:
+            row = conn.execute(
+                f"SELECT fact_id FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ?",
+                (fact.agent_id, fact.scope_key, fact.hash),
+            ).fetchone()
+            if row:
+                return False, row[0]
+            if self._fact(conn, fact.fact_id) is not None:
+                return False, fact.fact_id
+            self._put_fact(conn, fact, insert=True)
+            return True, fact.fact_id
+
+    def update_fact(
+        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
+        embedding_model: str | None, run_id: str, now: datetime,
+    ) -> bool:
+        with self.db.write() as conn:
+            fact = self._fact(conn, fact_id)
+            if fact is None or fact.retired_at is not None:
+                return False
+            if any(entry.run_id == run_id for entry in fact.history):
+                return False
+            clash = conn.execute(
+                f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
+                "AND fact_id != ?", (fact.agent_id, fact.scope_key, hash, fact_id),
+            ).fetchone()
+            if clash:
+                return False
+            entry = FactHistoryEntry(content=fact.content, version=fact.version, changed_at=c.utc(now), run_id=run_id)
+            self._put_fact(conn, fact.model_copy(update={
+                "content": content, "hash": hash, "embedding": embedding, "embedding_model": embedding_model,
+                "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(now),
+            }), insert=False)
+            return True
+
+    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
+        with self.db.write() as conn:
+            fact = self._fact(conn, fact_id)
+            if fact is None or fact.retired_at is not None:
+                return False
+            self._put_fact(conn, fact.model_copy(update={"retired_at": c.utc(now), "retired_by": run_id}), insert=False)
+            return True
+
+    def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
+        ids = list(dict.fromkeys(fact_ids))
+        found: dict[str, Fact] = {}
+        conn = self.db.conn()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for fact_id, doc, emb in conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM {self.db.t('facts')} WHERE fact_id IN ({_qmarks(chunk)})", chunk,
+            ):
+                found[fact_id] = fact_from_row(doc, emb)
+        return [found[i] for i in ids if i in found]
+
+    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
+        row = self.db.conn().execute(
+            f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ?",
+            (agent_id, scope_key, hash),
+        ).fetchone()
+        return fact_from_row(*row) if row else None
+
+    def search_candidates(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None
+    ) -> list[FactCandidate]:
+        if not scope_keys:
+            return []
+        rows = self.db.conn().execute(
+            f"SELECT fact_id, scope, user_id, content, formed_at, embedding_model, embedding "
+            f"FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN ({_qmarks(scope_keys)}) "
+            "AND retired_at IS NULL",
+            (agent_id, *scope_keys),
+        ).fetchall()
+        parse = datetime.fromisoformat
+        unpack = c.unpack_embedding
+        return [
+            FactCandidate(fid, scope, user, content,
+                          unpack(emb) if embedding_model is not None and model == embedding_model else None,
+                          parse(formed))
+            for fid, scope, user, content, formed, model, emb in rows
+        ]
+
+    def recent_facts(self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int) -> list[Fact]:
+        if not scope_keys:
+            return []
+        rows = self.db.conn().execute(
+            f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN "
+            f"({_qmarks(scope_keys)}) AND retired_at IS NULL AND formed_at >= ? "
+            "ORDER BY formed_at DESC, rowid DESC LIMIT ?",
+            (agent_id, *scope_keys, c.ts(since), limit),
+        ).fetchall()
+        return [fact_from_row(doc, emb) for doc, emb in rows]
+
+    def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
+        with self.db.write() as conn:
+            for fact_id in dict.fromkeys(fact_ids):
+                fact = self._fact(conn, fact_id)
+                if fact is not None:
+                    self._put_fact(conn, fact.model_copy(update={
+                        "access_count": fact.access_count + 1, "last_accessed_at": c.utc(now),
+                    }), insert=False)
+
+    def list_facts(
+        self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        where, args = ["agent_id = ?"], [agent_id]
+        if scope_key is not None:
+            where.append("scope_key = ?")
+            args.append(scope_key)
+        if not include_retired:
+            where.append("retired_at IS NULL")
+        rows = self.db.conn().execute(
+            f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE {' AND '.join(where)} "
+            "ORDER BY formed_at DESC, rowid DESC LIMIT ?",
+            (*args, -1 if limit is None else limit),
+        ).fetchall()
+        return [fact_from_row(doc, emb) for doc, emb in rows]
+
+    def count_facts(self, agent_id: str, scope_key: str) -> int:
+        return self.db.conn().execute(
+            f"SELECT COUNT(*) FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND retired_at IS NULL",
+            (agent_id, scope_key),
+        ).fetchone()[0]
+
+    def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
+        # Keyset pagination on fact_id, so facts re-embedded meanwhile do not shift the pages.
+        after = ""
+        while True:
+            where = "retired_at IS NULL AND (embedding_model IS NULL OR embedding_model != ?) AND fact_id > ?"
+            args: list[object] = [not_model, after]
+            if agent_id is not None:
+                where += " AND agent_id = ?"
+                args.append(agent_id)
+            rows = self.db.conn().execute(
+                f"SELECT {_FACT_COLUMNS} FROM {self.db.t('facts')} WHERE {where} ORDER BY fact_id LIMIT ?",
+                (*args, batch),
+            ).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            yield [fact_from_row(doc, emb) for _, doc, emb in rows]
+
+    def set_fact_embedding(self, fact_id: str, embedding: list[float], model: str) -> None:
+        with self.db.write() as conn:
+            fact = self._fact(conn, fact_id)
+            if fact is not None:
+                self._put_fact(conn, fact.model_copy(update={"embedding": list(embedding), "embedding_model": model}),
+                               insert=False)
+
+    # ------------------------------------------------------------------ reflections --------
+    def _put_reflection(self, conn: sqlite3.Connection, r: Reflection, verb: str = "INSERT OR REPLACE") -> int:
+        cur = conn.execute(
+            f"{verb} INTO {self.db.t('reflections')} (reflection_id, agent_id, scope_key, absorbed, formed_at, doc) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (r.reflection_id, r.agent_id, r.scope_key, int(r.absorbed), c.ts(r.formed_at), r.model_dump_json()),
+        )
+        return cur.rowcount
+
+    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
+        with self.db.write() as conn:
+            return sum(self._put_reflection(conn, r, "INSERT OR IGNORE") for r in reflections)
+
+    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('reflections')} WHERE agent_id = ? AND scope_key = ? AND absorbed = 0 "
+            "ORDER BY formed_at, rowid LIMIT ?",
+            (agent_id, scope_key, -1 if limit is None else limit),
+        ).fetchall()
+        return [Reflection.model_validate_json(doc) for (doc,) in rows]
+
+    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        counts = {key: 0 for key in scope_keys}
+        if not scope_keys:
+            return counts
+        rows = self.db.conn().execute(
+            f"SELECT scope_key, COUNT(*) FROM {self.db.t('reflections')} WHERE agent_id = ? AND absorbed = 0 "
+            f"AND scope_key IN ({_qmarks(scope_keys)}) GROUP BY scope_key",
+            (agent_id, *scope_keys),
+        ).fetchall()
+        counts.update(dict(rows))
+        return counts
+
+    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
+        marked = 0
+        with self.db.write() as conn:
+            for rid in dict.fromkeys(reflection_ids):
+                row = conn.execute(f"SELECT doc FROM {self.db.t('reflections')} WHERE reflection_id = ?",
+                                   (rid,)).fetchone()
+                if row is None:
+                    continue
+                r = Reflection.model_validate_json(row[0])
+                if r.absorbed:
+                    continue
+                self._put_reflection(conn, r.model_copy(update={
+                    "absorbed": True, "absorbed_at": c.utc(now), "consolidated_into": blob_version,
+                }))
+                marked += 1
+        return marked
+
+    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]:
+        extra = "" if include_absorbed else " AND absorbed = 0"
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('reflections')} WHERE agent_id = ? AND scope_key = ?{extra} "
+            "ORDER BY formed_at, rowid", (agent_id, scope_key),
+        ).fetchall()
+        return [Reflection.model_validate_json(doc) for (doc,) in rows]
+
+    # ------------------------------------------------------------------ consolidated -------
+    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:
+        row = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('consolidated')} WHERE agent_id = ? AND scope_key = ?", (agent_id, scope_key),
+        ).fetchone()
+        return ConsolidatedBlob.model_validate_json(row[0]) if row else None
+
+    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
+        table = self.db.t("consolidated")
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT version FROM {table} WHERE agent_id = ? AND scope_key = ?",
+                               (blob.agent_id, blob.scope_key)).fetchone()
+            if (row[0] if row else 0) != expected_version:
+                return False
+            conn.execute(f"INSERT OR REPLACE INTO {table} (agent_id, scope_key, version, doc) VALUES (?, ?, ?, ?)",
+                         (blob.agent_id, blob.scope_key, blob.version, blob.model_dump_json()))
+            return True
+
+    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+        table = self.db.t("leases")
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT holder, expires_at FROM {table} WHERE name = ?", (name,)).fetchone()
+            if row and row[0] != holder and row[1] > c.ts(now):
+                return False
+            conn.execute(f"INSERT OR REPLACE INTO {table} (name, holder, expires_at) VALUES (?, ?, ?)",
+                         (name, holder, c.ts(c.lease_until(now, ttl_s))))
+            return True
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self.db.write() as conn:
+            conn.execute(f"DELETE FROM {self.db.t('leases')} WHERE name = ? AND holder = ?", (name, holder))
+
+    # ------------------------------------------------------------------ versions & cache ----
+    def _bump(self, conn: sqlite3.Connection, agent_id: str, scope_keys: Sequence[str]) -> None:
+        for key in dict.fromkeys(scope_keys):
+            conn.execute(
+                f"INSERT INTO {self.db.t('scope_versions')} (agent_id, scope_key, version) VALUES (?, ?, 1) "
+                "ON CONFLICT (agent_id, scope_key) DO UPDATE SET version = version + 1",
+                (agent_id, key),
+            )
+
+    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None:
+        with self.db.write() as conn:
+            self._bump(conn, agent_id, scope_keys)
+
+    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        versions = {key: 0 for key in scope_keys}
+        if scope_keys:
+            rows = self.db.conn().execute(
+                f"SELECT scope_key, version FROM {self.db.t('scope_versions')} WHERE agent_id = ? "
+                f"AND scope_key IN ({_qmarks(scope_keys)})", (agent_id, *scope_keys),
+            ).fetchall()
+            versions.update(dict(rows))
+        return versions
+
+    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:
+        row = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('contexts')} WHERE session_id = ? AND user_id = ?", (session_id, user_id),
+        ).fetchone()
+        return CachedContext.model_validate_json(row[0]) if row else None
+
+    def put_cached_context(self, cached: CachedContext) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self.db.t('contexts')} (session_id, user_id, doc) VALUES (?, ?, ?)",
+                (cached.session_id, cached.user_id, cached.model_dump_json()),
+            )

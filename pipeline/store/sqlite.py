@@ -1,0 +1,350 @@
+"""The embedded store (SPEC §7): one SQLite file, WAL mode, safe across threads and processes.
+
+Every atomic method is one ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_db``), so a
+read-modify-write in Python is as atomic as a conditional update on a server. Documents are
+kept as JSON with the queried columns beside them; embeddings as float32 bytes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+from pipeline.errors import ConfigurationError
+from pipeline.store import _common as c
+from pipeline.store._sqlite_db import Database
+from pipeline.store._sqlite_erasure import ErasureMixin
+from pipeline.store._sqlite_memory import MemoryMixin
+from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from schemas.documents import (
+    AgentSettings,
+    FormationRun,
+    RejectedEvent,
+    SessionState,
+    StageRecord,
+    StoredMessage,
+)
+
+
+class SQLiteStore(MemoryMixin, ErasureMixin, Store):
+    def __init__(self, path: str, prefix: str = "memory2_") -> None:
+        self.db = Database(path, prefix)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "memory2_") -> "SQLiteStore":
+        """``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``."""
+        if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+            raise ConfigurationError(f"store URL {url!r}: expected sqlite:///path/to/memory.db")
+        return cls(url[len("sqlite:///"):], prefix=prefix)
+
+    def create_indexes(self) -> list[str]:
+        return self.db.create_schema()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ agents -------------
+    def get_agent_settings(self, agent_id: str) -> AgentSettings:
+        row = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('agents')} WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        return AgentSettings.model_validate_json(row[0]) if row else AgentSettings(agent_id=agent_id)
+
+    def put_agent_settings(self, settings: AgentSettings) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self.db.t('agents')} (agent_id, doc) VALUES (?, ?)",
+                (settings.agent_id, settings.model_dump_json()),
+            )
+
+    # ------------------------------------------------------------------ ingest -------------
+    def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
+        messages = self.db.t("messages")
+        with self.db.write() as conn:
+            duplicate = conn.execute(
+                f"SELECT session_id FROM {messages} WHERE event_id = ? "
+                f"UNION ALL SELECT session_id FROM {messages} WHERE session_id = ? AND message_id = ? "
+                "LIMIT 1",
+                (message.event_id, message.session_id, message.message_id),
+            ).fetchone()
+            if duplicate:
+                session = self._session(conn, duplicate[0]) or c.new_session(message)
+                session = session.model_copy(update={"duplicates": session.duplicates + 1})
+                self._put_session(conn, session)
+                return IngestOutcome(status="duplicate", seq=None, session=session)
+            session = c.apply_message(self._session(conn, message.session_id) or c.new_session(message), message, now)
+            stored = message.model_copy(update={"seq": session.last_seq})
+            conn.execute(
+                f"INSERT INTO {messages} (event_id, session_id, message_id, agent_id, seq, sender_id, "
+                "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
+                 stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()),
+            )
+            self._put_session(conn, session)
+            return IngestOutcome(status="accepted", seq=stored.seq, session=session)
+
+    def record_rejection(self, rejected: RejectedEvent) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self.db.t('rejected')} (rejection_id, received_at, doc) VALUES (?, ?, ?)",
+                (rejected.rejection_id, c.ts(rejected.received_at), rejected.model_dump_json()),
+            )
+
+    def list_rejections(self, limit: int = 100) -> list[RejectedEvent]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('rejected')} ORDER BY received_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [RejectedEvent.model_validate_json(doc) for (doc,) in rows]
+
+    def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('messages')} WHERE session_id = ? AND seq BETWEEN ? AND ? "
+            "ORDER BY created_at, seq",
+            (session_id, seq_from, seq_to),
+        ).fetchall()
+        return [StoredMessage.model_validate_json(doc) for (doc,) in rows]
+
+    def count_messages(self, session_id: str) -> int:
+        return self.db.conn().execute(
+            f"SELECT COUNT(*) FROM {self.db.t('messages')} WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+
+    # ------------------------------------------------------------------ sessions -----------
+    def _session(self, conn: sqlite3.Connection, session_id: str) -> SessionState | None:
+        row = conn.execute(
+            f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return SessionState.model_validate_json(row[0]) if row else None
+
+    def _put_session(self, conn: sqlite3.Connection, s: SessionState) -> None:
+        conn.execute(
+            f"INSERT OR REPLACE INTO {self.db.t('sessions')} (session_id, agent_id, last_activity_at, "
+            "unclaimed, active_run_id, doc) VALUES (?, ?, ?, ?, ?, ?)",
+            (s.session_id, s.agent_id, c.ts(s.last_activity_at), s.last_seq - s.claimed_through,
+             s.active_run_id, s.model_dump_json()),
+        )
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        return self._session(self.db.conn(), session_id)
+
+    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None:
+        with self.db.write() as conn:
+            session = self._session(conn, session_id)
+            if session is None:
+                return None
+            if session.ended_at is None:
+                session = session.model_copy(update={"ended_at": c.utc(now)})
+                self._put_session(conn, session)
+            return session
+
+    def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
+        rows = self.db.conn().execute(
+            f"SELECT session_id FROM {self.db.t('sessions')} WHERE active_run_id IS NULL "
+            "AND last_activity_at <= ? AND unclaimed >= ? AND unclaimed > 0 "
+            "ORDER BY last_activity_at LIMIT ?",
+            (c.ts(idle_before), min_messages, limit),
+        ).fetchall()
+        return [sid for (sid,) in rows]
+
+    # ------------------------------------------------------------------ claims & runs -------
+    def _run(self, conn: sqlite3.Connection, run_id: str) -> FormationRun | None:
+        row = conn.execute(f"SELECT doc FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
+        return FormationRun.model_validate_json(row[0]) if row else None
+
+    def _put_run(self, conn: sqlite3.Connection, run: FormationRun) -> None:
+        conn.execute(
+            f"INSERT OR REPLACE INTO {self.db.t('runs')} (run_id, agent_id, session_id, status, "
+            "lease_expires_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (run.run_id, run.agent_id, run.session_id, run.status, c.ts(run.lease_expires_at),
+             c.ts(run.created_at), run.model_dump_json()),
+        )
+
+    def _claim_holder(self, conn: sqlite3.Connection, session: SessionState) -> FormationRun | None:
+        """The run that holds the session's claim, if it is still claimed/running (even with
+        an expired lease: a stale run is taken over by ``reopen_run``, never skipped)."""
+        if session.active_run_id is None:
+            return None
+        holder = self._run(conn, session.active_run_id)
+        return holder if holder is not None and holder.status in c.ACTIVE_RUN_STATUSES else None
+
+    def try_claim(
+        self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
+    ) -> FormationRun | None:
+        with self.db.write() as conn:
+            session = self._session(conn, session_id)
+            if session is None or self._claim_holder(conn, session) is not None:
+                return None
+            if not c.rule_holds(session, rule):
+                return None
+            if self._run(conn, run.run_id) is not None:
+                return None  # a run id is used once
+            stored = c.claimed_run(session, run, now, lease_s)
+            self._put_run(conn, stored)
+            self._put_session(conn, c.after_claim(session, stored))
+            return stored
+
+    def get_run(self, run_id: str) -> FormationRun | None:
+        return self._run(self.db.conn(), run_id)
+
+    def _modify_run(self, run_id: str, change) -> object:
+        """Apply ``change(conn, run)`` to a run inside one write transaction. ``change`` returns
+        (new run or None to keep, result)."""
+        with self.db.write() as conn:
+            run = self._run(conn, run_id)
+            if run is None:
+                raise KeyError(f"run {run_id!r} does not exist")
+            updated, result = change(conn, run)
+            if updated is not None:
+                self._put_run(conn, updated)
+            return result
+
+    def update_run_fields(self, run_id: str, **fields: object) -> None:
+        unknown = set(fields) - set(FormationRun.model_fields)
+        if unknown:
+            raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
+
+        def change(conn, run):
+            data = run.model_dump()
+            data.update(fields)
+            return FormationRun.model_validate(data), None
+
+        self._modify_run(run_id, change)
+
+    def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
+        def change(conn, run):
+            if run.status not in c.ACTIVE_RUN_STATUSES:
+                return None, False
+            until = c.lease_until(now, lease_s)
+            session = self._session(conn, run.session_id)
+            if session is not None and session.active_run_id == run_id:
+                self._put_session(conn, session.model_copy(update={"lease_expires_at": until}))
+            return run.model_copy(update={"lease_expires_at": until}), True
+
+        return self._modify_run(run_id, change)
+
+    def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
+        def change(conn, run):
+            record = run.stages.get(stage) or StageRecord()
+            if record.status == "done":
+                return None, record
+            record = record.model_copy(update={
+                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now),
+                "error": None,
+            })
+            status = "running" if run.status == "claimed" else run.status
+            return run.model_copy(update={"stages": {**run.stages, stage: record}, "status": status}), record
+
+        return self._modify_run(run_id, change)
+
+    def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
+        def change(conn, run):
+            current = run.stages.get(stage)
+            if current is not None and current.status == "done":
+                return None, False
+            done = record.model_copy(update={
+                "status": "done",
+                "attempts": max(record.attempts, current.attempts if current else 0),
+                "started_at": record.started_at or (current.started_at if current else None),
+            })
+            return run.model_copy(update={"stages": {**run.stages, stage: done}}), True
+
+        return self._modify_run(run_id, change)
+
+    def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:
+        def change(conn, run):
+            record = run.stages.get(stage) or StageRecord()
+            if record.status == "done":
+                return None, None
+            record = record.model_copy(update={"status": "failed", "error": error, "finished_at": c.utc(now)})
+            return run.model_copy(update={"stages": {**run.stages, stage: record}}), None
+
+        self._modify_run(run_id, change)
+
+    def _release(self, conn: sqlite3.Connection, run: FormationRun, watermark: bool) -> None:
+        session = self._session(conn, run.session_id)
+        if session is None:
+            return
+        update: dict = {}
+        if watermark:
+            update["watermark"] = max(session.watermark, run.seq_to)
+        if session.active_run_id == run.run_id:
+            update.update(active_run_id=None, lease_expires_at=None)
+        if update:
+            self._put_session(conn, session.model_copy(update=update))
+
+    def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
+        def change(conn, run):
+            if run.status == "done":
+                return None, False
+            self._release(conn, run, watermark=True)
+            self._bump(conn, run.agent_id, changed_scope_keys)
+            return run.model_copy(update={
+                "status": "done", "finished_at": c.utc(now), "totals": dict(totals),
+                "lease_expires_at": None, "error": None,
+            }), True
+
+        return self._modify_run(run_id, change)
+
+    def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
+        def change(conn, run):
+            if run.status == "done":
+                return None, None
+            self._release(conn, run, watermark=False)
+            return run.model_copy(update={
+                "status": "dead" if dead else "failed", "error": error, "lease_expires_at": None,
+                "finished_at": c.utc(now),
+            }), None
+
+        self._modify_run(run_id, change)
+
+    def reopen_run(
+        self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False
+    ) -> FormationRun | None:
+        def change(conn, run):
+            if run.status == "done":
+                return None, None
+            if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None \
+                    and c.utc(run.lease_expires_at) > c.utc(now):
+                return None, None  # its worker still holds a live lease
+            session = self._session(conn, run.session_id)
+            holder = self._claim_holder(conn, session) if session is not None else None
+            if holder is not None and holder.run_id != run_id:
+                return None, None
+            until = c.lease_until(now, lease_s)
+            reopened = run.model_copy(update={
+                "status": "claimed", "attempts": 1 if reset_attempts else run.attempts + 1,
+                "lease_expires_at": until, "finished_at": None,
+            })
+            if session is not None:
+                self._put_session(conn, session.model_copy(update={"active_run_id": run_id, "lease_expires_at": until}))
+            return reopened, reopened
+
+        try:
+            return self._modify_run(run_id, change)
+        except KeyError:
+            return None
+
+    def find_stale_runs(self, now: datetime, limit: int) -> list[FormationRun]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('runs')} WHERE (status IN ('claimed', 'running') AND "
+            "lease_expires_at < ?) OR status = 'failed' ORDER BY created_at LIMIT ?",
+            (c.ts(now), limit),
+        ).fetchall()
+        return [FormationRun.model_validate_json(doc) for (doc,) in rows]
+
+    def list_runs(
+        self, *, status: str | None = None, agent_id: str | None = None,
+        session_id: str | None = None, limit: int = 50,
+    ) -> list[FormationRun]:
+        where, args = [], []
+        for column, value in (("status", status), ("agent_id", agent_id), ("session_id", session_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t('runs')} {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [FormationRun.model_validate_json(doc) for (doc,) in rows]

@@ -1,0 +1,287 @@
+"""The store contract, part 2: agents, facts, reflections, blobs, leases, version stamps,
+the context cache and erasure. Runs unchanged against every adapter."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.store.port import ClaimRule
+from pipeline.text import text_hash
+from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent
+from tests.support.documents import T0, at, fact, message, reflection, run
+
+
+# ---------------------------------------------------------------------- agents -------------
+def test_unknown_agent_gets_the_defaults_and_nothing_is_written(store):
+    settings = store.get_agent_settings("new-agent")
+    assert (settings.user_memory_enabled, settings.agent_memory_enabled) == (True, True)
+    assert store.dump_all()["agents"] == []
+
+
+def test_agent_settings_are_replaced_by_the_latest_put(store):
+    store.put_agent_settings(AgentSettings(agent_id="a1", name="Bot", user_memory_enabled=False))
+    store.put_agent_settings(AgentSettings(agent_id="a1", name="Bot 2", agent_memory_enabled=False))
+    got = store.get_agent_settings("a1")
+    assert (got.name, got.user_memory_enabled, got.agent_memory_enabled) == ("Bot 2", True, False)
+
+
+# ---------------------------------------------------------------------- facts --------------
+def test_insert_fact_roundtrips_with_its_embedding(store):
+    assert store.insert_fact(fact("f1", "Alice lives in Lyon", user="u1", embedding=[0.5, -0.25, 1.0])) == (True, "f1")
+    (got,) = store.get_facts(["f1"])
+    assert (got.content, got.scope, got.scope_key, got.user_id) == ("Alice lives in Lyon", "user", "user:u1", "u1")
+    assert got.embedding == [0.5, -0.25, 1.0] and got.embedding_model == "m1"
+    assert got.formed_at == T0 and got.version == 1
+
+
+def test_same_hash_in_the_same_scope_key_returns_the_existing_fact(store):
+    store.insert_fact(fact("f1", "Alice lives in Lyon", user="u1"))
+    assert store.insert_fact(fact("f2", "alice lives in  LYON.", user="u1")) == (False, "f1")
+    assert store.insert_fact(fact("f1", "Something else", user="u1")) == (False, "f1")
+    assert store.insert_fact(fact("f3", "Alice lives in Lyon", user="u2")) == (True, "f3")
+    assert store.insert_fact(fact("f4", "Alice lives in Lyon", agent="a2", user="u1")) == (True, "f4")
+    assert store.count_facts("a1", "user:u1") == 1
+
+
+def test_find_fact_by_hash(store):
+    store.insert_fact(fact("f1", "The office is in Paris"))
+    assert store.find_fact_by_hash("a1", "agent", text_hash("the office is in paris")).fact_id == "f1"
+    assert store.find_fact_by_hash("a1", "user:u1", text_hash("the office is in paris")) is None
+
+
+def test_update_fact_keeps_history_and_applies_once_per_run(store):
+    store.insert_fact(fact("f1", "Alice works at Acme", user="u1", embedding=[1.0, 0.0]))
+    new = "Alice works at Globex"
+    kwargs = dict(content=new, hash=text_hash(new), embedding=[0.0, 1.0], embedding_model="m1", now=at(5))
+    assert store.update_fact("f1", run_id="r1", **kwargs) is True
+    assert store.update_fact("f1", run_id="r1", **kwargs) is False
+    (got,) = store.get_facts(["f1"])
+    assert (got.content, got.version, got.embedding, got.hash) == (new, 2, [0.0, 1.0], text_hash(new))
+    assert [(h.content, h.version, h.run_id, h.changed_at) for h in got.history] == [
+        ("Alice works at Acme", 1, "r1", at(5))]
+    assert store.find_fact_by_hash("a1", "user:u1", text_hash(new)).fact_id == "f1"
+
+
+def test_update_fact_refuses_a_retired_fact_and_a_hash_taken_in_the_scope(store):
+    store.insert_fact(fact("f1", "A is 1"))
+    store.insert_fact(fact("f2", "B is 2"))
+    taken = dict(content="B is 2", hash=text_hash("B is 2"), embedding=None, embedding_model=None, now=at(1))
+    assert store.update_fact("f1", run_id="r1", **taken) is False
+    assert store.retire_fact("f2", at(2), "r1") is True
+    new = dict(content="B is 3", hash=text_hash("B is 3"), embedding=None, embedding_model=None, now=at(3))
+    assert store.update_fact("f2", run_id="r2", **new) is False
+    assert store.update_fact("missing", run_id="r2", **new) is False
+
+
+def test_retired_facts_leave_context_search_and_lists(store):
+    store.insert_fact(fact("f1", "Old budget is 10", embedding=[1.0, 0.0]))
+    store.insert_fact(fact("f2", "New budget is 20", embedding=[0.0, 1.0]))
+    assert store.retire_fact("f1", at(1), "r9") is True
+    assert store.retire_fact("f1", at(2), "r9") is False
+    (got,) = store.get_facts(["f1"])
+    assert (got.retired_at, got.retired_by) == (at(1), "r9")
+    assert [c.fact_id for c in store.search_candidates("a1", ["agent"], "m1")] == ["f2"]
+    assert [f.fact_id for f in store.recent_facts("a1", ["agent"], T0, 10)] == ["f2"]
+    assert [f.fact_id for f in store.list_facts("a1")] == ["f2"]
+    assert sorted(f.fact_id for f in store.list_facts("a1", include_retired=True)) == ["f1", "f2"]
+    assert store.count_facts("a1", "agent") == 1
+
+
+def test_search_candidates_filter_by_agent_scope_and_model(store):
+    store.insert_fact(fact("f1", "agent fact", embedding=[0.5, 0.5]))
+    store.insert_fact(fact("f2", "user fact", user="u1", embedding=[0.25, 0.75]))
+    store.insert_fact(fact("f3", "other user", user="u2", embedding=[1.0, 0.0]))
+    store.insert_fact(fact("f4", "other agent", agent="a2", embedding=[1.0, 0.0]))
+    store.insert_fact(fact("f5", "old model", embedding=[1.0, 0.0], model="m0"))
+    cands = {c.fact_id: c for c in store.search_candidates("a1", ["agent", "user:u1"], "m1")}
+    assert sorted(cands) == ["f1", "f2", "f5"]
+    assert cands["f2"].embedding == [0.25, 0.75] and len(cands["f2"].embedding) == 2
+    assert np.asarray(cands["f1"].embedding).tolist() == [0.5, 0.5]
+    assert cands["f5"].embedding is None
+    assert (cands["f2"].scope, cands["f2"].user_id, cands["f2"].content) == ("user", "u1", "user fact")
+    assert cands["f1"].formed_at == T0
+    assert all(c.embedding is None for c in store.search_candidates("a1", ["agent"], None))
+    assert store.search_candidates("a1", [], "m1") == []
+
+
+def test_recent_facts_newest_first_since_and_limited(store):
+    for i in range(5):
+        store.insert_fact(fact(f"f{i}", f"fact {i}", formed=at(i * 60)))
+    assert [f.fact_id for f in store.recent_facts("a1", ["agent"], at(60), 3)] == ["f4", "f3", "f2"]
+    assert [f.fact_id for f in store.list_facts("a1", "agent", limit=2)] == ["f4", "f3"]
+
+
+def test_record_fact_access_counts_each_hit(store):
+    store.insert_fact(fact("f1", "x is y"))
+    store.record_fact_access(["f1"], at(1))
+    store.record_fact_access(["f1", "missing"], at(2))
+    (got,) = store.get_facts(["f1"])
+    assert (got.access_count, got.last_accessed_at) == (2, at(2))
+
+
+def test_reembed_batches_cover_every_live_fact_of_other_models(store):
+    for i in range(5):
+        store.insert_fact(fact(f"f{i}", f"fact {i}", embedding=[float(i)], model="old"))
+    store.insert_fact(fact("g1", "already new", embedding=[1.0], model="new"))
+    store.insert_fact(fact("g2", "no vector yet"))
+    store.insert_fact(fact("h1", "other agent", agent="a2", embedding=[1.0], model="old"))
+    store.retire_fact("f4", at(1), "r1")
+    seen = []
+    for batch in store.iter_facts_for_reembed("a1", "new", 2):
+        assert len(batch) <= 2
+        for f in batch:
+            seen.append(f.fact_id)
+            store.set_fact_embedding(f.fact_id, [0.5, 0.5], "new")
+    assert sorted(seen) == ["f0", "f1", "f2", "f3", "g2"]
+    assert list(store.iter_facts_for_reembed("a1", "new", 2)) == []
+    assert store.get_facts(["f0"])[0].embedding == [0.5, 0.5]
+    assert [f.fact_id for batch in store.iter_facts_for_reembed(None, "new", 10) for f in batch] == ["h1"]
+
+
+def test_get_facts_keeps_the_requested_order_and_skips_unknown_ids(store):
+    for i in range(3):
+        store.insert_fact(fact(f"f{i}", f"fact {i}"))
+    assert [f.fact_id for f in store.get_facts(["f2", "zz", "f0"])] == ["f2", "f0"]
+
+
+# ---------------------------------------------------------------------- reflections --------
+def test_insert_reflections_is_idempotent_by_id(store):
+    batch = [reflection("r1", "likes tea", formed=at(1)), reflection("r2", "short answers", formed=at(2))]
+    assert store.insert_reflections(batch) == 2
+    assert store.insert_reflections([batch[0], reflection("r3", "Spanish", formed=at(3))]) == 1
+    assert [r.reflection_id for r in store.unabsorbed_reflections("a1", "user:u1")] == ["r1", "r2", "r3"]
+    assert [r.reflection_id for r in store.unabsorbed_reflections("a1", "user:u1", limit=2)] == ["r1", "r2"]
+
+
+def test_mark_absorbed_marks_exactly_those_ids(store):
+    store.insert_reflections([reflection(f"r{i}", f"item {i}", formed=at(i)) for i in range(4)])
+    store.insert_reflections([reflection("s1", "session goal", scope="session", user=None)])
+    assert store.mark_absorbed(["r0", "r2", "missing"], 3, at(10)) == 2
+    assert store.mark_absorbed(["r0"], 4, at(11)) == 0
+    assert [r.reflection_id for r in store.unabsorbed_reflections("a1", "user:u1")] == ["r1", "r3"]
+    absorbed = {r.reflection_id: r for r in store.list_reflections("a1", "user:u1")}
+    assert (absorbed["r0"].absorbed, absorbed["r0"].absorbed_at, absorbed["r0"].consolidated_into) == (True, at(10), 3)
+    assert sorted(r.reflection_id for r in store.list_reflections("a1", "user:u1", include_absorbed=False)) == [
+        "r1", "r3"]
+    assert store.count_unabsorbed("a1", ["user:u1", "session:s1", "agent"]) == {
+        "user:u1": 2, "session:s1": 1, "agent": 0}
+
+
+# ---------------------------------------------------------------------- blobs & leases -----
+def _blob(version: int, text: str) -> ConsolidatedBlob:
+    return ConsolidatedBlob(agent_id="a1", scope="user", scope_key="user:u1", user_id="u1",
+                            consolidated_content=text, word_limit=300, version=version,
+                            last_consolidated_at=at(version))
+
+
+def test_save_blob_is_compare_and_set_on_version(store):
+    assert store.get_blob("a1", "user:u1") is None
+    assert store.save_blob(_blob(1, "VERSION: 1"), expected_version=0) is True
+    assert store.save_blob(_blob(1, "VERSION: 1 (racer)"), expected_version=0) is False
+    assert store.save_blob(_blob(2, "VERSION: 2"), expected_version=1) is True
+    assert store.save_blob(_blob(3, "VERSION: 3"), expected_version=1) is False
+    got = store.get_blob("a1", "user:u1")
+    assert (got.version, got.consolidated_content, got.last_consolidated_at) == (2, "VERSION: 2", at(2))
+
+
+def test_lease_is_held_by_one_holder_until_released_or_expired(store):
+    assert store.acquire_lease("consolidate:a1:user:u1", "w1", at(0), 30) is True
+    assert store.acquire_lease("consolidate:a1:user:u1", "w2", at(10), 30) is False
+    assert store.acquire_lease("consolidate:a1:user:u1", "w1", at(10), 30) is True
+    assert store.acquire_lease("consolidate:a1:user:u1", "w2", at(41), 30) is True
+    store.release_lease("consolidate:a1:user:u1", "w1")  # not the holder: no effect
+    assert store.acquire_lease("consolidate:a1:user:u1", "w3", at(42), 30) is False
+    store.release_lease("consolidate:a1:user:u1", "w2")
+    assert store.acquire_lease("consolidate:a1:user:u1", "w3", at(43), 30) is True
+
+
+# ---------------------------------------------------------------------- versions & cache ----
+def test_scope_versions_start_at_zero_and_count_bumps_per_agent(store):
+    assert store.get_scope_versions("a1", ["agent", "user:u1"]) == {"agent": 0, "user:u1": 0}
+    store.bump_scope_versions("a1", ["agent", "user:u1"])
+    store.bump_scope_versions("a1", ["agent"])
+    assert store.get_scope_versions("a1", ["agent", "user:u1"]) == {"agent": 2, "user:u1": 1}
+    assert store.get_scope_versions("a2", ["agent"]) == {"agent": 0}
+
+
+def test_context_cache_is_kept_per_session_and_user(store):
+    assert store.get_cached_context("s1", "u.1$") is None
+    first = CachedContext(session_id="s1", user_id="u.1$", agent_id="a1", xml="<MemoryContext/>", built_at=at(1),
+                          versions={"agent": 1, "user:u.1$": 2})
+    store.put_cached_context(first)
+    store.put_cached_context(first.model_copy(update={"user_id": "", "xml": "<x/>"}))
+    store.put_cached_context(first.model_copy(update={"xml": "<MemoryContext>v2</MemoryContext>", "built_at": at(2)}))
+    got = store.get_cached_context("s1", "u.1$")
+    assert (got.xml, got.built_at, got.versions) == ("<MemoryContext>v2</MemoryContext>", at(2),
+                                                     {"agent": 1, "user:u.1$": 2})
+    assert store.get_cached_context("s1", "").xml == "<x/>"
+
+
+# ---------------------------------------------------------------------- erasure ------------
+def _populate(store, user: str, other: str) -> None:
+    secret = f"my passport number is P-{user}"
+    store.ingest_message(message(1, session="s-gone", user=user, content=secret), at(1))
+    store.ingest_message(message(2, session="s-gone", role="assistant", users=[user],
+                                 content="noted your passport P-xyz"), at(2))
+    store.ingest_message(message(1, session="s-kept", user=other, content=f"I am {other}"), at(1))
+    store.try_claim("s-gone", ClaimRule(min_messages=1), run("r-gone", session="s-gone"), at(3), 60)
+    store.try_claim("s-kept", ClaimRule(min_messages=1), run("r-kept", session="s-kept"), at(3), 60)
+    store.insert_fact(fact("f-gone", f"{user} holds passport P-1", user=user))
+    store.insert_fact(fact("f-kept", f"{other} likes jazz", user=other))
+    store.insert_fact(fact("f-agent", "The festival budget is 50k"))
+    store.insert_reflections([
+        reflection("x-gone", "wants brevity", user=user), reflection("x-kept", "wants detail", user=other),
+        reflection("x-sess", "pin the passport form", scope="session", user=None, session="s-gone"),
+    ])
+    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key=f"user:{user}", user_id=user,
+                                     consolidated_content="VERSION: 1", word_limit=300, version=1), 0)
+    store.bump_scope_versions("a1", [f"user:{user}", f"user:{other}"])
+    store.put_cached_context(CachedContext(session_id="s-gone", user_id=user, agent_id="a1", xml="<x/>",
+                                           built_at=at(5), versions={f"user:{user}": 1}))
+    store.put_cached_context(CachedContext(session_id="s-kept", user_id=other, agent_id="a1", xml="<y/>",
+                                           built_at=at(5)))
+    store.record_rejection(RejectedEvent(rejection_id="rej-gone", raw=json.dumps({"sender_id": user}),
+                                         errors=[{"field": "x", "reason": "y"}], received_at=at(6)))
+    store.record_rejection(RejectedEvent(rejection_id="rej-kept", raw=json.dumps({"sender_id": other}),
+                                         errors=[{"field": "x", "reason": "y"}], received_at=at(6)))
+    store.acquire_lease(f"consolidate:a1:user:{user}", "w1", at(7), 30)
+
+
+@pytest.mark.parametrize("user", ["user-7f3a", "odd.user$id"])
+def test_forget_user_removes_everything_of_that_user_and_nothing_of_others(store, user):
+    other = "other-9c1d"
+    _populate(store, user, other)
+    before = store.dump_all()
+    counts = store.forget_user(user)
+    assert counts["facts"] == 1 and counts["reflections"] == 2 and counts["consolidated"] == 1
+    dump = json.dumps(store.dump_all(), default=str)
+    for leftover in (user, f"my passport number is P-{user}", "noted your passport", "pin the passport form"):
+        assert leftover not in dump
+    after = store.dump_all()
+    assert [f["fact_id"] for f in after["facts"]] == [f["fact_id"] for f in before["facts"] if f["fact_id"] != "f-gone"]
+    assert [r["reflection_id"] for r in after["reflections"]] == ["x-kept"]
+    assert store.get_messages("s-kept", 1, 1)[0].content == f"I am {other}"
+    assert store.get_run("r-kept") is not None and store.get_run("r-gone") is None
+    assert store.get_cached_context("s-kept", other).xml == "<y/>"
+    assert [r.rejection_id for r in store.list_rejections()] == ["rej-kept"]
+    assert store.get_scope_versions("a1", [f"user:{other}"]) == {f"user:{other}": 1}
+    assert store.get_session("s-kept").users == [other]
+    assert store.get_session("s-gone").users == []
+
+
+def test_forget_user_under_one_agent_keeps_their_memory_of_other_agents(store):
+    store.insert_fact(fact("f1", "u1 fact at a1", user="u1"))
+    store.insert_fact(fact("f2", "u1 fact at a2", user="u1", agent="a2"))
+    store.insert_reflections([reflection("x1", "r at a1"), reflection("x2", "r at a2", agent="a2")])
+    store.forget_user("u1", agent_id="a1")
+    assert store.list_facts("a1") == [] and [f.fact_id for f in store.list_facts("a2")] == ["f2"]
+    assert [r.reflection_id for r in store.list_reflections("a2", "user:u1")] == ["x2"]
+
+
+def test_forget_user_makes_caches_of_the_agent_stale(store):
+    store.bump_scope_versions("a1", ["agent", "user:u1"])
+    store.forget_user("u1")
+    assert store.get_scope_versions("a1", ["agent"]) == {"agent": 2}
