@@ -113,3 +113,14 @@ def test_fault_rates_with_unknown_kinds_or_over_one_are_refused():
         ScriptedLLM(fault_rates={"meteor": 0.1})
     with pytest.raises(ValueError, match="more than 1"):
         ScriptedLLM(fault_rates={"transient": 0.8, "invalid": 0.4})
+
+
+def test_a_fixed_latency_is_slept_on_every_call(monkeypatch):
+    from pipeline.llm import scripted
+
+    slept = []
+    monkeypatch.setattr(scripted.time, "sleep", slept.append)
+    llm = ScriptedLLM(latency_s=0.2).on("*", FACTS)
+    llm.complete(_request())
+    llm.complete(_request("consolidate"))
+    assert slept == [0.2, 0.2]
