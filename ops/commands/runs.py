@@ -1,0 +1,104 @@
+"""``memoryctl runs``, ``replay-failed`` and ``reembed``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from schemas.settings import get_settings
+
+
+def _store():
+    from pipeline.store import open_store
+
+    return open_store(get_settings())
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from ops.runs import format_run, list_run_summaries
+
+    store = _store()
+    try:
+        rows = list_run_summaries(
+            store, status=args.status, agent_id=args.agent, session_id=args.session, limit=args.limit
+        )
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(rows, sort_keys=True))
+    else:
+        for row in rows:
+            print(format_run(row))
+        print(f"{len(rows)} run(s)")
+    return 0
+
+
+def send_first_stage(run_id: str) -> None:
+    from pipeline import names
+    from workers.app import app
+
+    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ops.runs import replay_failed
+    from pipeline.clock import Clock
+
+    settings = get_settings()
+    store = _store()
+    try:
+        result = replay_failed(
+            store, Clock().now(), settings.claim_lease_s, send_first_stage,
+            agent_id=args.agent, run_ids=args.run or None, limit=args.limit,
+        )
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(f"replayed {len(result['replayed'])} run(s), skipped {len(result['skipped'])}")
+        for run_id in result["replayed"]:
+            print(f"  {run_id}")
+    return 0
+
+
+def _reembed(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ops.runs import reembed
+    from pipeline.embeddings import open_embedder
+
+    store, embedder = _store(), open_embedder(get_settings())
+    try:
+        with tqdm(desc=f"re-embedding with {embedder.model}", unit="fact", disable=args.json) as bar:
+            count = reembed(store, embedder, agent_id=args.agent, batch=args.batch, progress=bar.update)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"reembedded": count, "model": embedder.model}))
+    else:
+        print(f"re-embedded {count} fact(s) with {embedder.model}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list formation runs: status, stage timings, tokens and errors")
+    p.add_argument("--status", choices=["claimed", "running", "done", "failed", "dead"])
+    p.add_argument("--agent")
+    p.add_argument("--session")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(func=_runs)
+
+    p = sub.add_parser("replay-failed", help="re-enqueue failed and dead runs (attempts reset)")
+    p.add_argument("--agent", help="only this agent's runs")
+    p.add_argument("--run", action="append", help="only this run id (repeatable)")
+    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_replay)
+
+    p = sub.add_parser("reembed", help="re-embed facts whose embedding model is not the current one")
+    p.add_argument("--agent", help="only this agent's facts")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_reembed)

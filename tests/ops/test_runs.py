@@ -1,0 +1,153 @@
+"""runs, replay-failed, reembed and agent settings through memoryctl."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ops import cli
+from ops import runs as runs_module
+from ops.commands import agents as agents_command
+from ops.commands import runs as runs_command
+from pipeline import sweep
+from pipeline.clock import FrozenClock
+from pipeline.embeddings.hashing import HashingEmbedder
+from pipeline.ingest import ingest_raw_event
+from pipeline.store import open_store
+from pipeline.text import text_hash
+from schemas.documents import Fact, LLMUsage, StageRecord
+from schemas.settings import Settings
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch) -> Settings:
+    settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", embedding_provider="hashing",
+                        hashing_embedding_dim=32)
+    for module in (runs_command, agents_command):
+        monkeypatch.setattr(module, "get_settings", lambda: settings)
+    return settings
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def store(settings):
+    store = open_store(settings)
+    store.create_indexes()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    monkeypatch.setattr(runs_command, "send_first_stage", calls.append)
+    return calls
+
+
+def _cold_run(store, settings, clock, session_id: str) -> str:
+    for i in range(4):
+        ingest_raw_event({
+            "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
+            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hello",
+                        "created_at": clock.now().isoformat()},
+        }, store, settings, clock)
+    clock.advance(minutes=10)
+    [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
+    return run_id
+
+
+def test_runs_lists_status_stage_timings_tokens_and_errors(store, settings, clock, capsys):
+    run_id = _cold_run(store, settings, clock, "s1")
+    now = clock.now()
+    store.start_stage(run_id, "extract_facts", now)
+    store.complete_stage(run_id, "extract_facts", StageRecord(
+        status="done", output={"facts": []}, started_at=now, finished_at=now, duration_ms=812.5,
+        attempts=1, usage=LLMUsage(calls=1, input_tokens=1200, output_tokens=85),
+    ))
+    store.start_stage(run_id, "embed_facts", now)
+    store.fail_stage(run_id, "embed_facts", "embedding service unavailable", now)
+    store.fail_run(run_id, "embedding service unavailable", now, dead=False)
+
+    assert cli.main(["runs", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["run_id"] == run_id and row["status"] == "failed" and row["reason"] == "cold"
+    assert row["stages"]["extract_facts"]["ms"] == 812.5
+    assert row["tokens"] == {"input": 1200, "output": 85, "calls": 1}
+    assert row["stages"]["embed_facts"]["error"] == "embedding service unavailable"
+    assert row["error"] == "embedding service unavailable"
+
+    assert cli.main(["runs", "--status", "failed"]) == 0
+    text = capsys.readouterr().out
+    assert run_id in text and "812.5 ms" in text and "tokens in/out 1200/85" in text
+    assert "1 run(s)" in text
+
+
+def test_replay_failed_reopens_failed_and_dead_runs_and_starts_them(store, settings, clock, started, capsys):
+    failed = _cold_run(store, settings, clock, "s-failed")
+    dead = _cold_run(store, settings, clock, "s-dead")
+    done = _cold_run(store, settings, clock, "s-done")
+    live = _cold_run(store, settings, clock, "s-live")
+    store.update_run_fields(dead, attempts=5)
+    store.fail_run(failed, "timeout", clock.now(), dead=False)
+    store.fail_run(dead, "exhausted 5 attempts: timeout", clock.now(), dead=True)
+    store.finish_run(done, clock.now(), {}, [])
+
+    assert cli.main(["replay-failed", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert sorted(result["replayed"]) == sorted([failed, dead])
+    assert sorted(started) == sorted([failed, dead])
+    for run_id in (failed, dead):
+        run = store.get_run(run_id)
+        assert (run.status, run.attempts) == ("claimed", 1)
+    assert store.get_run(done).status == "done" and store.get_run(live).status == "claimed"
+    # nothing left to replay
+    assert cli.main(["replay-failed", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] == []
+
+
+def test_replay_failed_can_target_one_run(store, settings, clock, started, capsys):
+    first = _cold_run(store, settings, clock, "s1")
+    second = _cold_run(store, settings, clock, "s2")
+    for run_id in (first, second):
+        store.fail_run(run_id, "boom", clock.now(), dead=True)
+    assert cli.main(["replay-failed", "--run", second]) == 0
+    assert "replayed 1 run(s)" in capsys.readouterr().out
+    assert started == [second] and store.get_run(first).status == "dead"
+
+
+def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings, clock, capsys):
+    old = HashingEmbedder(16)
+    texts = [f"fact number {i} about lamps" for i in range(70)]
+    vectors = old.embed(texts)
+    for i, (text, vector) in enumerate(zip(texts, vectors.vectors)):
+        store.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1" if i % 2 else "a2", scope="agent", scope_key="agent",
+                               content=text, hash=text_hash(text), embedding=vector,
+                               embedding_model=old.model, formed_at=clock.now()))
+    assert cli.main(["reembed", "--agent", "a1", "--batch", "16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"reembedded": 35, "model": "hashing-32"}
+    a1 = store.search_candidates("a1", ["agent"], "hashing-32")
+    assert len(a1) == 35 and all(len(c.embedding) == 32 for c in a1)
+    assert all(c.embedding is None for c in store.search_candidates("a2", ["agent"], "hashing-32"))
+    assert runs_module.reembed(store, HashingEmbedder(32)) == 35  # a2's facts now
+    assert runs_module.reembed(store, HashingEmbedder(32)) == 0
+
+
+def test_agent_settings_are_set_and_shown_through_the_cli(store, capsys):
+    assert cli.main(["agent", "show", "agent-9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["user_memory_enabled"] is True  # defaults, nothing written
+    assert cli.main(["agent", "set", "agent-9", "--name", "Juniper", "--user-memory", "off"]) == 0
+    assert "user-memory=off agent-memory=on" in capsys.readouterr().out
+    assert cli.main(["agent", "set", "agent-9", "--agent-memory", "off"]) == 0
+    capsys.readouterr()
+    settings = store.get_agent_settings("agent-9")
+    assert (settings.name, settings.user_memory_enabled, settings.agent_memory_enabled) == ("Juniper", False, False)
+
+
+def test_an_agent_toggle_must_be_on_or_off():
+    with pytest.raises(SystemExit):
+        cli.main(["agent", "set", "agent-9", "--user-memory", "maybe"])
