@@ -1,0 +1,1 @@
+"""The bundled sample conversation of ``make demo``."""
