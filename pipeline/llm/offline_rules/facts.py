@@ -1,0 +1,61 @@
+"""extract_facts by rule: user sentences that carry a specific entity become facts.
+
+- Only what humans wrote is read (the assistant's own suggestions are not facts).
+- A sentence is skipped when it is a question, small talk, an opinion, ephemeral ("today",
+  "right now"), a preference or rule ("I prefer", "always", "please"), or a request
+  ("can you", "let's", "I need"): those are reflections or nothing.
+- Compounds are split where a new subject starts ("..., and my email is x").
+- It must carry an entity: a number, date, email, URL, amount or a capitalised proper noun.
+- First-person sentences are about the speaker: scope ``user``, rewritten in the third person
+  with the speaker's name ("My email is x" -> "Alice's email is x"). Other sentences are
+  about the shared world: scope ``agent``. A sentence whose scope is not allowed is dropped,
+  never re-scoped.
+- Over the word limit: dropped, not cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.llm.offline_rules import language as lang
+from pipeline.text import normalize, word_count
+
+
+def fact_sentence(sentence: str, speaker: str | None = None) -> bool:
+    """Whether a sentence reads as a fact (entity-bearing, not a preference, request or chatter)."""
+    if lang.is_question(sentence):
+        return False
+    if lang.introduced_name(sentence, speaker):
+        return True
+    if lang.is_small_talk(sentence):
+        return False
+    for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL):
+        if markers.search(sentence):
+            return False
+    return lang.has_entity(sentence)
+
+
+def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
+    scopes = set(inputs.get("scopes") or ())
+    limit = int(inputs.get("word_limit") or word_limit)
+    facts: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for message in inputs.get("messages") or ():
+        if message.get("role") != "user":
+            continue
+        name = message.get("sender_name")
+        for sentence in (c for s in lang.sentences(message.get("content") or "") for c in lang.clauses(s)):
+            name = name or lang.introduced_name(sentence)
+            if not fact_sentence(sentence, name):
+                continue
+            about_speaker = bool(lang.FIRST_PERSON.search(sentence))
+            scope = "user" if about_speaker else "agent"
+            if scope not in scopes:
+                continue
+            text = lang.strip_end(lang.third_person(sentence, name) if about_speaker else sentence)
+            key = normalize(text)
+            if not text or key in seen or word_count(text) > limit:
+                continue
+            seen.add(key)
+            facts.append({"text": text, "scope": scope})
+    return {"facts": facts}

@@ -1,0 +1,241 @@
+"""The small amount of English the offline rules understand: sentences, markers, entities,
+first -> third person, and a token similarity. Deterministic, standard library only."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pipeline.text import normalize
+
+# --- sentences ---------------------------------------------------------------------------------
+
+_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
+_GREETING = re.compile(
+    r"^(?:(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening))(?:\s+[A-Z][\w-]*)?"
+    r"|ok|okay|sure|great|yes|yeah|no|well|so|also|btw|oh|anyway|thanks|thank you)\s*[,!.:;-]+\s*",
+    re.IGNORECASE,
+)
+_SMALL_TALK = re.compile(
+    r"^(?:hi|hello|hey|thanks|thank you|ok|okay|sure|great|cool|nice|sounds|yes|yeah|no|lol|bye|good (?:night|bye))\b",
+    re.IGNORECASE,
+)
+
+
+def sentences(content: str) -> list[str]:
+    """The sentences of a message, greetings and fillers stripped from their start."""
+    out = []
+    for piece in _SPLIT.split(content):
+        text = " ".join(piece.split())
+        previous = None
+        while text and text != previous:
+            previous = text
+            text = _GREETING.sub("", text, count=1).strip()
+        if text:
+            out.append(text[0].upper() + text[1:])
+    return out
+
+
+_AND_SUBJECT = re.compile(r",?\s+(?:and|but)\s+(?=(?:I|I'm|I've|my|we|our|he|she|they|his|her|their)\b)")
+
+
+def clauses(sentence: str) -> list[str]:
+    """Split "X and I live in Y" style compounds where a new subject starts a clause."""
+    parts = [p.strip() for p in _AND_SUBJECT.split(sentence) if p.strip()]
+    return [p[0].upper() + p[1:] for p in parts]
+
+
+def strip_end(text: str) -> str:
+    return text.rstrip(" .!;,:")
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?")
+
+
+def is_small_talk(sentence: str) -> bool:
+    return bool(_SMALL_TALK.match(sentence)) or len(sentence.split()) < 3
+
+
+# --- markers (lower-cased, word-bounded) ---------------------------------------------------------
+
+
+def _markers(*patterns: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(patterns) + r")\b", re.IGNORECASE)
+
+
+RULE = _markers(
+    r"always", r"never", r"prefers?", r"preferred", r"favou?rite", r"i (?:really )?(?:like|love|enjoy|hate|dislike)",
+    r"don't ever", r"do not ever", r"from now on", r"call me", r"i'd rather", r"i would rather",
+)
+WANT = _markers(r"i want(?! to)", r"i'd like(?! to)", r"i would like(?! to)")
+REQUEST = _markers(
+    r"can you", r"could you", r"would you", r"will you", r"let's", r"let us", r"i need", r"help me",
+    r"i want to", r"i'd like to", r"i would like to", r"please", r"remind me", r"i'm looking for",
+    r"i am looking for",
+)
+PROJECT = _markers(
+    r"projects?", r"plans?", r"planned", r"planning", r"milestones?", r"launch(?:es|ed|ing)?", r"deadlines?",
+    r"releases?", r"roadmap", r"budget", r"schedule[sd]?", r"decided", r"agreed", r"we'll", r"we will",
+    r"our team", r"the team", r"festival", r"conference", r"events?", r"meetings?", r"sprints?", r"venue",
+    r"kick-?off", r"phase",
+)
+OPINION = _markers(r"i think", r"i feel", r"i believe", r"in my opinion", r"i guess", r"maybe", r"probably",
+                   r"i hope", r"i wonder")
+EPHEMERAL = _markers(r"here is", r"here's", r"here are", r"today", r"tonight", r"right now", r"at the moment", r"this morning", r"this afternoon",
+                     r"this evening", r"just now", r"i'm tired", r"i am tired", r"i'm hungry", r"on my way")
+NEGATION = _markers(r"not", r"no longer", r"isn't", r"aren't", r"wasn't", r"doesn't", r"don't", r"never",
+                    r"cancell?ed", r"called off")
+FIRST_PERSON = _markers(r"i", r"i'm", r"i've", r"i'll", r"i'd", r"my", r"me", r"mine", r"myself")
+
+# --- entities -----------------------------------------------------------------------------------
+
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+URL = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+_MONTH_WORD = re.compile(rf"^{_MONTH}$", re.IGNORECASE)
+_DATE = re.compile(rf"\b{_MONTH}\.?\s+\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}\b|\b(?:in|since|until|by)\s+"
+                   rf"(?:january|february|march|april|june|july|august|september|october|november|december)\b",
+                   re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
+_NOT_PROPER = {"I", "I'm", "I've", "I'll", "I'd", "OK"}
+
+
+def _word(token: str) -> str:
+    return token.strip("\"'()[]{}.,!?;:")
+
+
+def has_entity(sentence: str) -> bool:
+    """A name, number, date, email, URL, amount, or a capitalised proper noun after the first word."""
+    if EMAIL.search(sentence) or URL.search(sentence) or _DIGIT.search(sentence) or _DATE.search(sentence):
+        return True
+    words = [_word(t) for t in sentence.split()[1:]]
+    return any(w[:1].isupper() and w not in _NOT_PROPER for w in words if w)
+
+
+# --- first -> third person -----------------------------------------------------------------------
+
+_NAME_INTRO = re.compile(r"^(?:my name is|i am|i'm|this is)\s+([A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)(.*)$", re.IGNORECASE)
+_MODALS = {"can", "could", "will", "would", "should", "must", "might", "may", "shall", "did", "was", "had",
+           "can't", "couldn't", "won't", "wouldn't", "shouldn't", "didn't", "wasn't", "hadn't",
+           # common irregular past forms stay as they are
+           "got", "went", "met", "bought", "left", "began", "grew", "made", "took", "saw", "came", "became",
+           "lost", "won", "ran", "said", "told", "found", "sold", "wrote", "spent", "built", "taught", "felt",
+           "kept", "knew", "gave", "drove", "flew", "moved", "read", "put", "set", "cut", "let", "hurt", "quit"}
+_IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "'m": "is",
+              "are": "is", "be": "is"}
+_ADVERB = r"(?:(also|still|just|recently|now|often|usually|really|currently|mostly|never|always|sometimes|rarely)\s+)?"
+_I_VERB = re.compile(rf"\bI\s+{_ADVERB}([A-Za-z']+)")
+
+
+def introduced_name(sentence: str, known: str | None = None) -> str | None:
+    """``Alice`` from "My name is Alice" / "I'm Alice" (a capitalised name only).
+
+    "I'm X" counts only when X is the speaker's known name or no name is known, so that
+    "I'm Canadian" from Alice is not read as a name."""
+    match = _NAME_INTRO.match(strip_end(sentence))
+    if not match or not match.group(1)[:1].isupper():
+        return None
+    said = match.group(0).lower()
+    if known and not said.startswith("my name is"):
+        if match.group(1).split()[0].casefold() != known.split()[0].casefold():
+            return None
+    return match.group(1)
+
+
+def _conjugate(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if lower in _MODALS or (lower.endswith("ed") and not lower.endswith("eed")):
+        return verb
+    if re.search(r"(?:s|sh|ch|x|z|o)$", lower):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", lower):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(sentence: str, name: str | None) -> str:
+    """First person -> third person, e.g. "My email is x" -> "Alice's email is x"."""
+    subject = name or "the user"
+    possessive = f"{name}'s" if name else "the user's"
+    intro = _NAME_INTRO.match(strip_end(sentence))
+    if intro and introduced_name(sentence, name):
+        rest = intro.group(2)
+        if not rest.strip():
+            return f"The user's name is {intro.group(1)}"
+        if re.match(r"^\s*,\s*(?:an?|the)\s", rest):
+            return f"{intro.group(1)} is {rest.strip().lstrip(',').strip()}"
+    text = re.sub(r"\bI'm\b", f"{subject} is", sentence)
+    text = re.sub(r"\bI am\b", f"{subject} is", text)
+    text = re.sub(r"\bI've\b", f"{subject} has", text)
+    text = re.sub(r"\bI'll\b", f"{subject} will", text)
+    text = re.sub(r"\bI'd\b", f"{subject} would", text)
+
+    def verb(match: re.Match[str]) -> str:
+        adverb = f"{match.group(1)} " if match.group(1) else ""
+        return f"{subject} {adverb}{_conjugate(match.group(2))}"
+
+    text = _I_VERB.sub(verb, text)
+    text = re.sub(r"\bI\b", subject, text)
+    text = re.sub(r"\bmy\b", possessive, text, flags=re.IGNORECASE)
+    text = re.sub(r"\bmine\b", possessive, text, flags=re.IGNORECASE)
+    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bme\b", subject, text, flags=re.IGNORECASE)
+    return text[0].upper() + text[1:] if text else text
+
+
+# --- similarity ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Similarity:
+    jaccard: float        # token Jaccard over normalized words
+    prefix: int           # leading words in common
+    value_changed: bool   # the differing words hold a value (number, email, URL, date, name)
+    negation_differs: bool  # one says "not"/"no longer"/"cancelled" and the other does not
+    equal: bool           # equal once normalized
+
+
+@lru_cache(maxsize=8192)
+def _profile(text: str) -> tuple[tuple[tuple[str, bool], ...], frozenset[str], bool, str]:
+    """(tokens with their value flag, token set, negated, normalized) of a text, cached:
+    consolidation compares every new line with every kept one."""
+    tokens = []
+    for position, raw in enumerate(text.split()):
+        word = _word(raw)
+        if not word:
+            continue
+        value = bool(
+            _DIGIT.search(word) or "@" in word or URL.match(word) or _MONTH_WORD.match(word)
+            or (position > 0 and word[:1].isupper() and word not in _NOT_PROPER)
+        )
+        tokens.append((word.casefold(), value))
+    return tuple(tokens), frozenset(w for w, _ in tokens), bool(NEGATION.search(text)), normalize(text)
+
+
+def similarity(a: str, b: str) -> Similarity:
+    ta, sa, na, norm_a = _profile(a)
+    tb, sb, nb, norm_b = _profile(b)
+    union = sa | sb
+    jaccard = len(sa & sb) / len(union) if union else 1.0
+    prefix = 0
+    for (wa, _), (wb, _) in zip(ta, tb):
+        if wa != wb:
+            break
+        prefix += 1
+    differing = sa ^ sb
+    value_changed = any(v for w, v in ta + tb if w in differing)
+    return Similarity(jaccard, prefix, value_changed, na != nb, norm_a == norm_b)
+
+
+def repeats(text: str, others: list[str], threshold: float = 0.8) -> bool:
+    """``text`` says what one of ``others`` already says (equal, or nearly the same words)."""
+    for other in others:
+        sim = similarity(text, other)
+        if sim.equal or (sim.jaccard >= threshold and not sim.value_changed):
+            return True
+    return False

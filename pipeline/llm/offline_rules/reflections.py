@@ -1,0 +1,84 @@
+"""extract_reflections by rule: each user sentence goes to at most one level.
+
+Checked in this order, on what humans wrote:
+1. rules and preferences ("I prefer", "always", "never", "I like", "I want", "call me") -> user;
+2. requests and intents ("can you", "let's", "I need", "help me", "please", "I want to") ->
+   session;
+3. statements about projects, plans, milestones and shared decisions ("we decided", "launch",
+   "budget", "deadline") that are not already a fact sentence -> agent;
+and every URL a human shares is pinned at session level.
+A reflection is dropped when its level is not formed (never re-scoped), when it has more words
+than the limit, or when it repeats a new fact, a buffered reflection or a blob line of its
+level. The most recent ones are kept: at most ``_KEEP`` per level.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.llm.offline_rules import language as lang
+from pipeline.llm.offline_rules.facts import fact_sentence
+from pipeline.prompts.consolidation import parse_blob
+from pipeline.text import word_count
+
+_KEEP = {"agent": 8, "user": 8, "session": 5}
+
+
+def _level(sentence: str) -> str | None:
+    if lang.is_small_talk(sentence):
+        return None
+    if lang.RULE.search(sentence) or lang.WANT.search(sentence):
+        return "user"
+    if lang.REQUEST.search(sentence):
+        return "session"
+    if lang.PROJECT.search(sentence) and not lang.is_question(sentence) and not fact_sentence(sentence):
+        return "agent"
+    return None
+
+
+def _phrase(level: str, sentence: str, name: str | None) -> str:
+    who = name or "The user"
+    first_person = bool(lang.FIRST_PERSON.search(sentence))
+    if level == "session" and not sentence.lower().startswith("i "):
+        return f"{who} requested: {lang.strip_end(sentence)}"
+    if first_person:
+        return lang.strip_end(lang.third_person(sentence, name))
+    if level == "user":
+        return f"{who} asks: {lang.strip_end(sentence)}"
+    return lang.strip_end(sentence)
+
+
+def _known(inputs: dict[str, Any], level: str) -> list[str]:
+    known = list(inputs.get("new_facts") or ())
+    known += list((inputs.get("unabsorbed") or {}).get(level) or ())
+    blob = (inputs.get("blobs") or {}).get(level) or ""
+    for section in parse_blob(blob)[1]:
+        known += section.bullets
+    return known
+
+
+def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
+    levels = set(inputs.get("scopes") or ()) | {"session"}
+    limit = int(inputs.get("word_limit") or word_limit)
+    found: dict[str, list[str]] = {"agent": [], "user": [], "session": []}
+    for message in inputs.get("messages") or ():
+        if message.get("role") != "user":
+            continue
+        name = message.get("sender_name")
+        for sentence in lang.sentences(message.get("content") or ""):
+            name = name or lang.introduced_name(sentence)
+            level = _level(sentence)
+            if level is not None:
+                found[level].append(_phrase(level, sentence, name))
+            for url in lang.URL.findall(sentence):
+                found["session"].append(f"Pinned link shared by {name or 'the user'}: {lang.strip_end(url)}")
+    answer: dict[str, list[str]] = {}
+    for level, texts in found.items():
+        kept: list[str] = []
+        if level in levels:
+            known = _known(inputs, level)
+            for text in texts:
+                if word_count(text) <= limit and not lang.repeats(text, known + kept):
+                    kept.append(text)
+        answer[level] = kept[-_KEEP[level]:]
+    return answer

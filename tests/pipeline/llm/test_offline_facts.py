@@ -1,0 +1,136 @@
+"""Offline extract_facts: specific, enduring statements become facts; the rest does not."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pipeline.conversation import render_conversation
+from pipeline.llm.offline import OfflineLLM
+from pipeline.prompts.facts import FactsAnswer, build_facts_request
+from schemas.documents import StoredMessage
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def chat(*lines: tuple[str, str], users: dict[str, str] | None = None) -> list[StoredMessage]:
+    """Messages from (sender, text); sender "bot" is the assistant, others are user ids."""
+    users = users if users is not None else {"u1": "Alice"}
+    return [
+        StoredMessage(
+            agent_id="a1", session_id="s1", message_id=f"m{i}", event_id=f"e{i}", seq=i,
+            role="assistant" if sender == "bot" else "user",
+            sender_id=None if sender == "bot" else sender,
+            sender_name=None if sender == "bot" else users.get(sender),
+            content=text, created_at=T0 + timedelta(minutes=i), ingested_at=T0,
+            session_users=list(users), agent_name="Mars Bot" if sender == "bot" else None,
+        )
+        for i, (sender, text) in enumerate(lines)
+    ]
+
+
+def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> list[tuple[str, str]]:
+    request = build_facts_request(
+        render_conversation(messages), messages, user_scope=user_scope, agent_scope=agent_scope,
+        agent_name="Mars Bot", user_names=user_names or {}, model="fast",
+    )
+    response = OfflineLLM().complete(request)
+    assert isinstance(response.parsed, FactsAnswer)
+    return [(f.text, f.scope) for f in response.parsed.facts]
+
+
+@pytest.mark.parametrize(
+    ("line", "facts"),
+    [
+        ("My email is alice@example.com.", [("Alice's email is alice@example.com", "user")]),
+        ("I'm Alice.", [("The user's name is Alice", "user")]),
+        ("I live in Denver and my phone number is 555-0142.",
+         [("Alice lives in Denver", "user"), ("Alice's phone number is 555-0142", "user")]),
+        ("I work at NASA as a flight engineer since 2019.",
+         [("Alice works at NASA as a flight engineer since 2019", "user")]),
+        ("My daughter Emma was born on March 3, 2015.", [("Alice's daughter Emma was born on March 3, 2015", "user")]),
+        ("The Mars Festival budget is $50,000.", [("The Mars Festival budget is $50,000", "agent")]),
+        ("The festival takes place in Tucson on June 14.", [("The festival takes place in Tucson on June 14", "agent")]),
+        ("Our website is https://marsfest.example.org.", [("Our website is https://marsfest.example.org", "agent")]),
+        # not facts: preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
+        ("I prefer short answers in Spanish.", []),
+        ("Please always call me Ali from now on.", []),
+        ("I like Italian food.", []),
+        ("Can you send the agenda to Bob?", []),
+        ("Let's meet with Carla at 3pm.", []),
+        ("What is the budget for 2026?", []),
+        ("Hello! Thanks so much!", []),
+        ("I think the venue in Tucson is too small.", []),
+        ("I'm in Paris today for 2 days.", []),
+        ("Sounds good to me.", []),
+        ("the weather is nice and sunny", []),
+    ],
+)
+def test_sentences_with_specific_entities_become_facts_and_the_rest_does_not(line, facts):
+    assert extract(chat(("u1", line))) == facts
+
+
+def test_assistant_messages_are_not_read_as_facts():
+    assert extract(chat(("bot", "The Mars Festival budget is $80,000."))) == []
+
+
+def test_a_name_the_user_introduces_is_used_when_the_event_carries_none():
+    messages = chat(("u1", "My name is Priya Raman. My email is priya@example.com."), users={"u1": ""})
+    assert extract(messages) == [
+        ("The user's name is Priya Raman", "user"), ("Priya Raman's email is priya@example.com", "user"),
+    ]
+
+
+def test_the_name_map_names_a_user_when_the_event_does_not():
+    messages = chat(("u1", "My email is bo@example.com."), users={"u1": ""})
+    assert extract(messages, user_names={"u1": "Bo"}) == [("Bo's email is bo@example.com", "user")]
+
+
+def test_without_any_name_the_fact_is_about_the_user():
+    messages = chat(("u1", "My email is x@example.com."), users={"u1": ""})
+    assert extract(messages) == [("The user's email is x@example.com", "user")]
+
+
+PLANTED = (
+    ("u1", "Hi there! I'm Alice."),
+    ("bot", "Hello Alice, welcome to the Mars Festival planning chat."),
+    ("u1", "My email is alice@example.com. I prefer short answers."),
+    ("u1", "The Mars Festival budget is $50,000."),
+    ("u1", "Can you draft the sponsor letter?"),
+)
+
+
+@pytest.mark.parametrize(
+    ("user_scope", "agent_scope", "scopes"),
+    [(True, True, {"user", "agent"}), (False, True, {"agent"}), (True, False, {"user"})],
+)
+def test_only_enabled_scopes_are_extracted_and_nothing_is_rescoped(user_scope, agent_scope, scopes):
+    facts = extract(chat(*PLANTED), user_scope=user_scope, agent_scope=agent_scope)
+    expected = {
+        ("The user's name is Alice", "user"), ("Alice's email is alice@example.com", "user"),
+        ("The Mars Festival budget is $50,000", "agent"),
+    }
+    assert set(facts) == {f for f in expected if f[1] in scopes}
+
+
+def test_a_group_chat_yields_no_user_facts():
+    messages = chat(
+        ("u1", "My email is alice@example.com."),
+        ("u2", "I live in Boston."),
+        ("u2", "The venue deposit of $5,000 is due on May 2."),
+        users={"u1": "Alice", "u2": "Bob"},
+    )
+    assert extract(messages) == [("The venue deposit of $5,000 is due on May 2", "agent")]
+
+
+def test_a_fact_over_the_word_limit_is_dropped_not_cut():
+    long_line = ("The Mars Festival main stage will host the Tucson Youth Orchestra, the Phoenix Jazz Collective "
+                 "and twelve further regional bands across three long evenings in the desert park north of town.")
+    assert extract(chat(("u1", long_line))) == []
+
+
+def test_a_fact_said_twice_is_returned_once():
+    assert extract(chat(("u1", "My email is a@example.com."), ("u1", "my email is a@example.com"))) == [
+        ("Alice's email is a@example.com", "user"),
+    ]

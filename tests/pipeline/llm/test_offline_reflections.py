@@ -1,0 +1,122 @@
+"""Offline extract_reflections: agent, user and session levels by rule, none repeating what is known."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pipeline.conversation import render_conversation
+from pipeline.llm.offline import OfflineLLM
+from pipeline.prompts.reflections import ReflectionsAnswer, build_reflections_request
+from pipeline.text import word_count
+from schemas.documents import StoredMessage
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+ALL = ["agent", "user", "session"]
+
+
+def chat(*lines: tuple[str, str], users: dict[str, str] | None = None) -> list[StoredMessage]:
+    users = users if users is not None else {"u1": "Alice"}
+    return [
+        StoredMessage(
+            agent_id="a1", session_id="s1", message_id=f"m{i}", event_id=f"e{i}", seq=i,
+            role="assistant" if sender == "bot" else "user", sender_id=None if sender == "bot" else sender,
+            sender_name=None if sender == "bot" else users.get(sender), content=text,
+            created_at=T0 + timedelta(minutes=i), ingested_at=T0, session_users=list(users),
+        )
+        for i, (sender, text) in enumerate(lines)
+    ]
+
+
+def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) -> ReflectionsAnswer:
+    request = build_reflections_request(
+        render_conversation(messages), messages, scopes=scopes, blobs=blobs or {}, unabsorbed=unabsorbed or {},
+        new_facts=list(new_facts), model="tier",
+    )
+    parsed = OfflineLLM().complete(request).parsed
+    assert isinstance(parsed, ReflectionsAnswer)
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("line", "level", "text"),
+    [
+        ("I prefer short answers.", "user", "Alice prefers short answers"),
+        ("Please always answer in Spanish.", "user", "Alice asks: Please always answer in Spanish"),
+        ("I never want emojis in replies.", "user", "Alice never wants emojis in replies"),
+        ("I like detailed budgets with sources.", "user", "Alice likes detailed budgets with sources"),
+        ("Can you draft the sponsor letter?", "session", "Alice requested: Can you draft the sponsor letter?"),
+        ("Let's focus on the catering plan first.", "session", "Alice requested: Let's focus on the catering plan first"),
+        ("I need the venue shortlist by the end of this chat.", "session",
+         "Alice needs the venue shortlist by the end of this chat"),
+        ("We decided to move the launch online.", "agent", "We decided to move the launch online"),
+        ("The team agreed that volunteers get free passes.", "agent",
+         "The team agreed that volunteers get free passes"),
+    ],
+)
+def test_each_kind_of_statement_goes_to_its_level(line, level, text):
+    answer = reflect(chat(("u1", line)))
+    assert getattr(answer, level) == [text]
+    assert sum(len(getattr(answer, other)) for other in ALL if other != level) == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Hello there!", "Thanks, that helps.", "The Mars Festival budget is $50,000.", "What is the plan?"],
+)
+def test_chatter_questions_and_plain_facts_are_not_reflections(line):
+    assert reflect(chat(("u1", line))) == ReflectionsAnswer(agent=[], user=[], session=[])
+
+
+def test_a_shared_link_is_pinned_for_the_session():
+    answer = reflect(chat(("u1", "The sponsor deck is at https://example.com/deck.pdf.")))
+    assert answer.session == ["Pinned link shared by Alice: https://example.com/deck.pdf"]
+
+
+MIXED = (
+    ("u1", "We decided to move the launch online."),
+    ("u1", "I prefer short answers."),
+    ("u1", "Can you draft the sponsor letter?"),
+)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "formed"),
+    [(ALL, {"agent", "user", "session"}), (["user", "session"], {"user", "session"}),
+     (["agent", "session"], {"agent", "session"}), ([], {"session"})],
+)
+def test_disabled_levels_stay_empty_and_session_is_always_formed(scopes, formed):
+    answer = reflect(chat(*MIXED), scopes)
+    assert {level for level in ALL if getattr(answer, level)} == formed
+
+
+def test_a_group_chat_forms_no_user_reflections():
+    messages = chat(*MIXED, ("u2", "I prefer long answers."), users={"u1": "Alice", "u2": "Bob"})
+    answer = reflect(messages)
+    assert answer.user == []
+    assert answer.agent and answer.session
+
+
+def test_nothing_repeats_a_new_fact_a_buffered_reflection_or_a_blob_line():
+    messages = chat(*MIXED, ("u1", "I like detailed budgets."))
+    answer = reflect(
+        messages,
+        blobs={"user": "VERSION: 1\n[PREFERENCES]\n- Alice prefers short answers"},
+        unabsorbed={"session": ["Alice requested: can you draft the sponsor letter"]},
+        new_facts=["We decided to move the launch online"],
+    )
+    assert answer == ReflectionsAnswer(agent=[], user=["Alice likes detailed budgets"], session=[])
+
+
+def test_every_reflection_fits_the_word_limit():
+    long_rule = "I prefer " + " ".join(["very"] * 40) + " short answers."
+    answer = reflect(chat(("u1", long_rule), ("u1", "I prefer answers in French.")))
+    assert answer.user == ["Alice prefers answers in French"]
+    assert all(word_count(r) <= 35 for level in ALL for r in getattr(answer, level))
+
+
+def test_only_the_most_recent_session_intents_are_kept():
+    messages = chat(*[("u1", f"Can you check the vendor number {i} quote?") for i in range(9)])
+    assert reflect(messages).session[-1] == "Alice requested: Can you check the vendor number 8 quote?"
+    assert len(reflect(messages).session) == 5
