@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
+from tests.support.mongo_emulation import emulated_database
 
-ADAPTERS = ["sqlite"]
+ADAPTERS = ["sqlite", "mongo"]
 
 
 def open_adapter(kind: str, tmp_path):
     if kind == "sqlite":
         return SQLiteStore.from_url(f"sqlite:///{tmp_path / 'memory.db'}", prefix="memory2_")
+    if kind == "mongo":
+        return MongoStore(emulated_database(), prefix="memory2_")
     raise ValueError(kind)
 
 

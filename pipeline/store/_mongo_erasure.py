@@ -1,0 +1,79 @@
+"""Mongo store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``MongoStore``."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pipeline.names import COLLECTIONS
+from pipeline.store import _common as c
+from schemas.documents import scope_key
+
+_ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS)
+
+
+class MongoErasureMixin:
+    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+        scoped = {"agent_id": agent_id} if agent_id else {}
+        user_key = scope_key("user", user_id=user_id)
+        col = self.col
+        sessions: dict[str, str] = {
+            d["_id"]: d["agent_id"] for d in col("sessions").find({"users": user_id, **scoped}, {"agent_id": 1})}
+        for d in col("messages").find({"sender_id": user_id, **scoped}, {"session_id": 1, "agent_id": 1}):
+            sessions[d["session_id"]] = d["agent_id"]
+        sids = list(sessions)
+        session_keys = [scope_key("session", session_id=s) for s in sids]
+        agents_of_sessions = sorted(set(sessions.values()))
+        counts: dict[str, int] = {}
+
+        counts["facts"] = col("facts").delete_many({"scope_key": user_key, **scoped}).deleted_count
+        for name in ("reflections", "consolidated"):
+            counts[name] = col(name).delete_many({"$or": [
+                {"scope_key": user_key, **scoped},
+                {"scope_key": {"$in": session_keys}, "agent_id": {"$in": agents_of_sessions}},
+            ]}).deleted_count
+
+        # The user's own messages go; every other message of their sessions loses its text.
+        removed = col("messages").delete_many({"sender_id": user_id, **scoped}).deleted_count
+        scrubbed = col("messages").update_many(
+            {"session_id": {"$in": sids}}, {"$set": {"content": ""}, "$pull": {"session_users": user_id}},
+        ).matched_count
+        counts["messages"] = removed + scrubbed
+        counts["runs"] = col("runs").delete_many(
+            {"$or": [{"user_ids": user_id}, {"session_id": {"$in": sids}}], **scoped}).deleted_count
+
+        needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}
+        doomed = []
+        for d in col("rejected").find({}):
+            if agent_id is not None and d.get("agent_id") not in (None, agent_id):
+                continue
+            text = json.dumps(d, default=str, ensure_ascii=False)
+            if any(n in text or n in d.get("raw", "") for n in needles):
+                doomed.append(d["_id"])
+        counts["rejected"] = col("rejected").delete_many({"_id": {"$in": doomed}}).deleted_count if doomed else 0
+
+        counts["contexts"] = col(c.CONTEXTS).delete_many(
+            {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": sids}}]}).deleted_count
+        counts["sessions"] = col("sessions").update_many(
+            {"_id": {"$in": sids}, "users": user_id}, {"$pull": {"users": user_id}}).modified_count
+
+        # The stamp of the user's scope names the user: drop it, and move the agent and
+        # session stamps instead so that every cache built over the erased data is stale.
+        stamped = {d["agent_id"] for d in col("scope_versions").find({"scope_key": user_key, **scoped}, {"agent_id": 1})}
+        counts["scope_versions"] = col("scope_versions").delete_many({"scope_key": user_key, **scoped}).deleted_count
+        agents = ({agent_id} if agent_id else stamped) | set(sessions.values())
+        for agent in agents:
+            keys = ["agent"] + [scope_key("session", session_id=s) for s, a in sessions.items() if a == agent]
+            self.bump_scope_versions(agent, keys)
+        counts["leases"] = col(c.LEASES).delete_many({"_id": {"$regex": re.escape(user_id)}}).deleted_count
+        return counts
+
+    def dump_all(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for name in _ALL:
+            docs = []
+            for d in self.col(name).find({}):
+                d["_id"] = str(d["_id"])
+                docs.append(d)
+            out[name] = docs
+        return out

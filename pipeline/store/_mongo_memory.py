@@ -1,0 +1,234 @@
+"""Mongo store, memory side: facts, reflections, consolidated blobs, leases, scope version
+stamps and the context cache. Mixed into ``MongoStore``.
+
+Embeddings are stored as arrays of doubles, the shape Atlas ``$vectorSearch`` indexes. No user
+id is ever a field name (ids may hold ``.`` or ``$``): the context cache keeps its version
+stamps as a list of ``{k, v}`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+import numpy as np
+from pymongo import ASCENDING, DESCENDING
+
+from pipeline.store import _common as c
+from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.port import FactCandidate
+from schemas.documents import CachedContext, ConsolidatedBlob, Fact, FactHistoryEntry, Reflection
+
+_CAS_ATTEMPTS = 50
+_NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
+_OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
+
+
+class MongoMemoryMixin:
+    # ------------------------------------------------------------------ facts --------------
+    def insert_fact(self, fact: Fact) -> tuple[bool, str]:
+        facts = self.col("facts")
+        try:
+            facts.insert_one(to_doc(fact, fact.fact_id))
+            return True, fact.fact_id
+        except DuplicateKeyError:
+            holder = facts.find_one({"agent_id": fact.agent_id, "scope_key": fact.scope_key, "hash": fact.hash},
+                                    {"_id": 1})
+            return False, holder["_id"] if holder else fact.fact_id
+
+    def update_fact(
+        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
+        embedding_model: str | None, run_id: str, now: datetime,
+    ) -> bool:
+        facts = self.col("facts")
+        for _ in range(_CAS_ATTEMPTS):
+            fact = from_doc(Fact, facts.find_one({"_id": fact_id}))
+            if fact is None or fact.retired_at is not None:
+                return False
+            if any(entry.run_id == run_id for entry in fact.history):
+                return False
+            entry = FactHistoryEntry(content=fact.content, version=fact.version, changed_at=c.utc(now), run_id=run_id)
+            try:
+                result = facts.update_one(
+                    {"_id": fact_id, "version": fact.version, "retired_at": None},
+                    {"$set": {"content": content, "hash": hash,
+                              "embedding": None if embedding is None else [float(x) for x in embedding],
+                              "embedding_model": embedding_model, "updated_at": c.utc(now)},
+                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()}},
+                )
+            except DuplicateKeyError:
+                return False  # the new text already exists in this scope
+            if result.matched_count:
+                return True
+        return False
+
+    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
+        result = self.col("facts").update_one(
+            {"_id": fact_id, "retired_at": None}, {"$set": {"retired_at": c.utc(now), "retired_by": run_id}})
+        return result.matched_count == 1
+
+    def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
+        ids = list(dict.fromkeys(fact_ids))
+        found = {d["_id"]: from_doc(Fact, d) for d in self.col("facts").find({"_id": {"$in": ids}})}
+        return [found[i] for i in ids if i in found]
+
+    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
+        return from_doc(Fact, self.col("facts").find_one({"agent_id": agent_id, "scope_key": scope_key, "hash": hash}))
+
+    def search_candidates(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None
+    ) -> list[FactCandidate]:
+        if not scope_keys:
+            return []
+        projection = {"_id": 1, "scope": 1, "user_id": 1, "content": 1, "formed_at": 1, "embedding_model": 1}
+        if embedding_model is not None:
+            projection["embedding"] = 1
+        docs = self.col("facts").find(
+            {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}, "retired_at": None}, projection)
+        out = []
+        for d in docs:
+            vector = d.get("embedding") if embedding_model is not None and d.get("embedding_model") == embedding_model else None
+            out.append(FactCandidate(
+                d["_id"], d["scope"], d.get("user_id"), d["content"],
+                None if vector is None else c.Float32Vector(np.asarray(vector, dtype=np.float32)),
+                c.utc(d["formed_at"]),
+            ))
+        return out
+
+    def recent_facts(self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int) -> list[Fact]:
+        docs = self.col("facts").find(
+            {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}, "retired_at": None,
+             "formed_at": {"$gte": c.utc(since)}}, sort=_NEWEST, limit=limit)
+        return [from_doc(Fact, d) for d in docs]
+
+    def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
+        self.col("facts").update_many({"_id": {"$in": list(dict.fromkeys(fact_ids))}},
+                                      {"$inc": {"access_count": 1}, "$set": {"last_accessed_at": c.utc(now)}})
+
+    def list_facts(
+        self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        query: dict = {"agent_id": agent_id}
+        if scope_key is not None:
+            query["scope_key"] = scope_key
+        if not include_retired:
+            query["retired_at"] = None
+        docs = self.col("facts").find(query, sort=_NEWEST, limit=limit or 0)
+        return [from_doc(Fact, d) for d in docs]
+
+    def count_facts(self, agent_id: str, scope_key: str) -> int:
+        return self.col("facts").count_documents({"agent_id": agent_id, "scope_key": scope_key, "retired_at": None})
+
+    def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
+        after = ""
+        while True:
+            query: dict = {"retired_at": None, "embedding_model": {"$ne": not_model}, "_id": {"$gt": after}}
+            if agent_id is not None:
+                query["agent_id"] = agent_id
+            docs = list(self.col("facts").find(query, sort=[("_id", ASCENDING)], limit=batch))
+            if not docs:
+                return
+            after = docs[-1]["_id"]
+            yield [from_doc(Fact, d) for d in docs]
+
+    def set_fact_embedding(self, fact_id: str, embedding: list[float], model: str) -> None:
+        self.col("facts").update_one({"_id": fact_id}, {"$set": {
+            "embedding": [float(x) for x in embedding], "embedding_model": model}})
+
+    # ------------------------------------------------------------------ reflections --------
+    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
+        new = 0
+        for r in reflections:
+            try:
+                self.col("reflections").insert_one(to_doc(r, r.reflection_id))
+                new += 1
+            except DuplicateKeyError:
+                pass  # already stored by an earlier attempt of the same stage
+        return new
+
+    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
+        docs = self.col("reflections").find({"agent_id": agent_id, "scope_key": scope_key, "absorbed": False},
+                                            sort=_OLDEST, limit=limit or 0)
+        return [from_doc(Reflection, d) for d in docs]
+
+    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        col = self.col("reflections")
+        return {key: col.count_documents({"agent_id": agent_id, "scope_key": key, "absorbed": False})
+                for key in scope_keys}
+
+    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
+        result = self.col("reflections").update_many(
+            {"_id": {"$in": list(dict.fromkeys(reflection_ids))}, "absorbed": False},
+            {"$set": {"absorbed": True, "absorbed_at": c.utc(now), "consolidated_into": blob_version}},
+        )
+        return result.modified_count
+
+    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]:
+        query: dict = {"agent_id": agent_id, "scope_key": scope_key}
+        if not include_absorbed:
+            query["absorbed"] = False
+        return [from_doc(Reflection, d) for d in self.col("reflections").find(query, sort=_OLDEST)]
+
+    # ------------------------------------------------------------------ consolidated -------
+    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:
+        return from_doc(ConsolidatedBlob, self.col("consolidated").find_one({"agent_id": agent_id, "scope_key": scope_key}))
+
+    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
+        col = self.col("consolidated")
+        if expected_version == 0:
+            try:
+                col.insert_one(to_doc(blob))
+                return True
+            except DuplicateKeyError:
+                return False
+        result = col.update_one({"agent_id": blob.agent_id, "scope_key": blob.scope_key, "version": expected_version},
+                                {"$set": to_doc(blob)})
+        return result.matched_count == 1
+
+    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+        try:
+            self.col("leases").find_one_and_update(
+                {"_id": name, "$or": [{"holder": holder}, {"expires_at": {"$lte": c.utc(now)}}]},
+                {"$set": {"holder": holder, "expires_at": c.lease_until(now, ttl_s)}}, upsert=True,
+            )
+            return True
+        except DuplicateKeyError:
+            return False  # held by another holder whose lease is live
+
+    def release_lease(self, name: str, holder: str) -> None:
+        self.col("leases").delete_one({"_id": name, "holder": holder})
+
+    # ------------------------------------------------------------------ versions & cache ----
+    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None:
+        col = self.col("scope_versions")
+        for key in dict.fromkeys(scope_keys):
+            for attempt in range(2):
+                try:
+                    col.update_one({"agent_id": agent_id, "scope_key": key}, {"$inc": {"version": 1}}, upsert=True)
+                    break
+                except DuplicateKeyError:
+                    if attempt:  # two first bumps raced on the upsert: the retry updates
+                        raise
+
+    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        versions = {key: 0 for key in scope_keys}
+        for d in self.col("scope_versions").find({"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}}):
+            versions[d["scope_key"]] = d["version"]
+        return versions
+
+    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:
+        doc = self.col("contexts").find_one({"session_id": session_id, "user_id": user_id})
+        if doc is None:
+            return None
+        doc["versions"] = {pair["k"]: pair["v"] for pair in doc.get("versions", [])}
+        return from_doc(CachedContext, doc)
+
+    def put_cached_context(self, cached: CachedContext) -> None:
+        doc = to_doc(cached)
+        doc["versions"] = [{"k": k, "v": v} for k, v in cached.versions.items()]
+        key = {"session_id": cached.session_id, "user_id": cached.user_id}
+        try:
+            self.col("contexts").replace_one(key, doc, upsert=True)
+        except DuplicateKeyError:
+            self.col("contexts").replace_one(key, doc)  # a concurrent first write won the upsert

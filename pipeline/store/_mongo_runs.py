@@ -1,0 +1,141 @@
+"""Mongo store, formation runs: stages, leases, take-over of stale runs. Mixed into ``MongoStore``.
+
+Stage records live under ``stages.<stage name>``; stage names are fixed identifiers, never
+user data, so they are safe as field names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pymongo import DESCENDING, ReturnDocument
+
+from pipeline.store import _common as c
+from pipeline.store._mongo_codec import from_doc
+from schemas.documents import STAGES, FormationRun, StageRecord
+
+
+def _stage_field(stage: str) -> str:
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    return f"stages.{stage}"
+
+
+class MongoRunsMixin:
+    def get_run(self, run_id: str) -> FormationRun | None:
+        return from_doc(FormationRun, self.col("runs").find_one({"_id": run_id}))
+
+    def _require_run(self, run_id: str) -> FormationRun:
+        run = self.get_run(run_id)
+        if run is None:
+            raise KeyError(f"run {run_id!r} does not exist")
+        return run
+
+    def update_run_fields(self, run_id: str, **fields: object) -> None:
+        unknown = set(fields) - set(FormationRun.model_fields)
+        if unknown:
+            raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
+        run = self._require_run(run_id)
+        checked = FormationRun.model_validate({**run.model_dump(), **fields})
+        values = checked.model_dump(include=set(fields))
+        self.col("runs").update_one({"_id": run_id}, {"$set": values})
+
+    def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
+        until = c.lease_until(now, lease_s)
+        run = self.col("runs").find_one_and_update(
+            {"_id": run_id, "status": {"$in": list(c.ACTIVE_RUN_STATUSES)}},
+            {"$set": {"lease_expires_at": until}},
+        )
+        if run is None:
+            return False
+        self.col("sessions").update_one({"_id": run["session_id"], "active_run_id": run_id},
+                                        {"$set": {"lease_expires_at": until}})
+        return True
+
+    def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
+        field = _stage_field(stage)
+        runs = self.col("runs")
+        doc = runs.find_one_and_update(
+            {"_id": run_id, f"{field}.status": {"$ne": "done"}},
+            {"$set": {f"{field}.status": "running", f"{field}.started_at": c.utc(now), f"{field}.error": None},
+             "$inc": {f"{field}.attempts": 1}},
+            return_document=ReturnDocument.AFTER,
+        )
+        if doc is None:
+            return self._require_run(run_id).stages[stage]
+        runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": "running"}})
+        return from_doc(FormationRun, doc).stages[stage]
+
+    def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
+        field = _stage_field(stage)
+        values = record.model_dump(exclude={"attempts"})
+        values["status"] = "done"
+        update: dict = {"$set": {f"{field}.{k}": v for k, v in values.items() if k != "started_at" or v is not None},
+                        "$max": {f"{field}.attempts": record.attempts}}
+        result = self.col("runs").update_one({"_id": run_id, f"{field}.status": {"$ne": "done"}}, update)
+        if result.matched_count == 0:
+            self._require_run(run_id)
+            return False
+        return True
+
+    def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:
+        field = _stage_field(stage)
+        self.col("runs").update_one(
+            {"_id": run_id, f"{field}.status": {"$ne": "done"}},
+            {"$set": {f"{field}.status": "failed", f"{field}.error": error, f"{field}.finished_at": c.utc(now)}},
+        )
+
+    def reopen_run(
+        self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False
+    ) -> FormationRun | None:
+        runs, sessions = self.col("runs"), self.col("sessions")
+        doc = runs.find_one({"_id": run_id})
+        run = from_doc(FormationRun, doc)
+        if run is None or run.status == "done":
+            return None
+        now = c.utc(now)
+        if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None and run.lease_expires_at > now:
+            return None  # its worker still holds a live lease
+        session = self.get_session(run.session_id)
+        if doc.get("_claim_pending"):
+            if session is None or session.active_run_id != run_id:
+                runs.delete_one({"_id": run_id, "_claim_pending": True})  # it never got its range
+                return None
+        if session is not None and session.active_run_id not in (None, run_id):
+            if self._holder(session) is not None:
+                return None  # another live run holds the session; retried later
+        until = c.lease_until(now, lease_s)
+        if session is not None:
+            taken = sessions.find_one_and_update(
+                {"_id": run.session_id, "active_run_id": session.active_run_id},
+                {"$set": {"active_run_id": run_id, "lease_expires_at": until}},
+            )
+            if taken is None:
+                return None  # the session moved meanwhile
+        attempts = 1 if reset_attempts else run.attempts + 1
+        reopened = runs.find_one_and_update(
+            {"_id": run_id, "status": run.status, "attempts": run.attempts},
+            {"$set": {"status": "claimed", "attempts": attempts, "lease_expires_at": until, "finished_at": None},
+             "$unset": {"_claim_pending": ""}},
+            return_document=ReturnDocument.AFTER,
+        )
+        return from_doc(FormationRun, reopened)
+
+    def find_stale_runs(self, now: datetime, limit: int) -> list[FormationRun]:
+        docs = self.col("runs").find(
+            {"$or": [
+                {"status": {"$in": list(c.ACTIVE_RUN_STATUSES)}, "lease_expires_at": {"$lt": c.utc(now)}},
+                {"status": "failed"},
+            ]},
+            sort=[("created_at", 1), ("_id", 1)], limit=limit,
+        )
+        return [from_doc(FormationRun, d) for d in docs]
+
+    def list_runs(
+        self, *, status: str | None = None, agent_id: str | None = None,
+        session_id: str | None = None, limit: int = 50,
+    ) -> list[FormationRun]:
+        query = {k: v for k, v in (("status", status), ("agent_id", agent_id), ("session_id", session_id))
+                 if v is not None}
+        docs = self.col("runs").find(query, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit)
+        return [from_doc(FormationRun, d) for d in docs]

@@ -1,0 +1,288 @@
+"""The production store (SPEC §7): MongoDB through pymongo, no transactions needed.
+
+Atomicity comes from single-document conditional updates (``find_one_and_update`` with a
+filter that states the precondition) and unique indexes (``DuplicateKeyError`` means "someone
+else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no JavaScript.
+
+Ingest without a transaction (crash-safe, redelivery completes it):
+1. insert the message *without* ``seq`` (unique ``event_id`` and (``session_id``,
+   ``message_id``) reject duplicates);
+2. assign the seq with a compare-and-set on the session's ``last_seq`` that also records
+   (event id, seq) in the session's short ``recent`` list, guarded by "this event id is not
+   in ``recent`` yet", so a seq is assigned to an event at most once;
+3. set ``seq`` on the message.
+A redelivery that hits the duplicate key on a message still lacking its seq finds the seq in
+``recent`` (crash after 2) or does step 2 itself (crash after 1), then does step 3. Between
+2 and 3 a claim may already cover the new seq; the formation stage reads the range later.
+
+Claims: a run document is inserted first, marked ``_claim_pending``; then a compare-and-set
+on the session (unchanged ``last_seq``/``claimed_through``, no holder) takes the range; then
+the mark is removed. A crash in between leaves a pending run that ``reopen_run`` either
+adopts (the session points at it) or deletes (it never got the range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+
+from pipeline.errors import ConfigurationError
+from pipeline.store import _common as c
+from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store._mongo_erasure import MongoErasureMixin
+from pipeline.store._mongo_memory import MongoMemoryMixin
+from pipeline.store._mongo_runs import MongoRunsMixin
+from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage
+
+RECENT_KEEP = 64        # (event id, seq) pairs kept per session to complete interrupted ingests
+CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
+
+TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000}
+
+_A, _D = ASCENDING, DESCENDING
+# (collection, [(field, direction)], name, unique)
+INDEXES: tuple[tuple[str, list, str, bool], ...] = (
+    ("messages", [("event_id", _A)], "event_id_unique", True),
+    ("messages", [("session_id", _A), ("message_id", _A)], "session_message_unique", True),
+    ("messages", [("session_id", _A), ("seq", _A)], "session_seq", False),
+    ("messages", [("sender_id", _A)], "sender", False),
+    ("sessions", [("active_run_id", _A), ("last_activity_at", _A)], "cold", False),
+    ("sessions", [("users", _A)], "users", False),
+    ("runs", [("status", _A), ("lease_expires_at", _A)], "status_lease", False),
+    ("runs", [("session_id", _A), ("created_at", _D)], "session_created", False),
+    ("runs", [("agent_id", _A), ("created_at", _D)], "agent_created", False),
+    ("runs", [("created_at", _D)], "created", False),
+    ("runs", [("user_ids", _A)], "users", False),
+    ("facts", [("agent_id", _A), ("scope_key", _A), ("hash", _A)], "agent_scope_hash_unique", True),
+    ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("formed_at", _D)], "agent_scope_live_formed", False),
+    ("facts", [("embedding_model", _A), ("_id", _A)], "embedding_model", False),
+    ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
+    ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
+    ("rejected", [("received_at", _D)], "received", False),
+    ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
+    ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
+    ("contexts", [("user_id", _A)], "user", False),
+)
+
+
+class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
+    def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
+        self.database = database
+        self.prefix = prefix
+        self._client = client
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = "memory2_") -> "MongoStore":
+        """``mongodb://host/db`` or ``mongodb+srv://...``; the database name comes from the URL
+        (``memory`` when it names none)."""
+        from pymongo import MongoClient
+        from pymongo.uri_parser import parse_uri
+
+        try:
+            name = parse_uri(url).get("database") or "memory"
+        except Exception as exc:  # pymongo raises several types for a malformed URI
+            raise ConfigurationError(f"MEMORY_STORE_URL is not a valid MongoDB URL: {exc}") from exc
+        client = MongoClient(url, tz_aware=True, **TIMEOUTS_MS)
+        return cls(client[name], prefix=prefix, client=client)
+
+    def col(self, name: str):
+        return self.database[f"{self.prefix}{name}"]
+
+    def create_indexes(self) -> list[str]:
+        names = []
+        for collection, keys, name, unique in INDEXES:
+            names.append(f"{self.prefix}{collection}.{self.col(collection).create_index(keys, name=name, unique=unique)}")
+        return names
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    # ------------------------------------------------------------------ agents -------------
+    def get_agent_settings(self, agent_id: str) -> AgentSettings:
+        return from_doc(AgentSettings, self.col("agents").find_one({"_id": agent_id})) or AgentSettings(agent_id=agent_id)
+
+    def put_agent_settings(self, settings: AgentSettings) -> None:
+        self.col("agents").replace_one({"_id": settings.agent_id}, to_doc(settings, settings.agent_id), upsert=True)
+
+    # ------------------------------------------------------------------ ingest -------------
+    def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
+        messages = self.col("messages")
+        doc = to_doc(message, exclude={"seq"})
+        try:
+            result = messages.insert_one(doc)
+            inserted = True
+            key = {"_id": result.inserted_id}
+            stored = message
+        except DuplicateKeyError:
+            inserted = False
+            existing = messages.find_one({"event_id": message.event_id}) or messages.find_one(
+                {"session_id": message.session_id, "message_id": message.message_id})
+            if existing is None:
+                raise  # the unique key that refused us is gone again (erased meanwhile)
+            key = {"_id": existing["_id"]}
+            stored = from_doc(StoredMessage, existing)
+            if existing.get("seq") is not None:
+                session = self._count_duplicate(stored.session_id)
+                return IngestOutcome(status="duplicate", seq=None, session=session)
+        seq, session, assigned_here = self._assign_seq(stored, now)
+        messages.update_one(key, {"$set": {"seq": seq}})
+        if inserted or (assigned_here and stored.event_id == message.event_id):
+            return IngestOutcome(status="accepted", seq=seq, session=session)
+        return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
+
+    def _count_duplicate(self, session_id: str) -> SessionState:
+        doc = self.col("sessions").find_one_and_update(
+            {"_id": session_id}, {"$inc": {"duplicates": 1}}, return_document=ReturnDocument.AFTER)
+        return from_doc(SessionState, doc)
+
+    def _assign_seq(self, message: StoredMessage, now: datetime) -> tuple[int, SessionState, bool]:
+        """Step 2 of the ingest: the message's seq, the session after it, and whether this call
+        assigned it (False: an earlier, interrupted delivery already had)."""
+        sessions = self.col("sessions")
+        for _ in range(CAS_ATTEMPTS):
+            doc = sessions.find_one({"_id": message.session_id})
+            if doc is None:
+                fresh = to_doc(c.new_session(message), message.session_id)
+                fresh["recent"] = []
+                try:
+                    sessions.insert_one(fresh)
+                except DuplicateKeyError:
+                    pass
+                continue
+            for entry in doc.get("recent", []):
+                if entry["e"] == message.event_id:
+                    return entry["s"], from_doc(SessionState, doc), False
+            before = from_doc(SessionState, doc)
+            after = c.apply_message(before, message, now)
+            update: dict = {
+                "$set": {"last_seq": after.last_seq, "last_activity_at": after.last_activity_at},
+                "$inc": {"messages_since": 1, "tokens_since": float(message.weighted_tokens)},
+                "$max": {"max_tier": after.max_tier},
+                "$push": {"recent": {"$each": [{"e": message.event_id, "s": after.last_seq}], "$slice": -RECENT_KEEP}},
+            }
+            if after.preview:
+                update["$set"]["preview"] = True
+            humans = c.humans_of(message)
+            if humans:
+                update["$addToSet"] = {"users": {"$each": humans}}
+            new = sessions.find_one_and_update(
+                {"_id": message.session_id, "last_seq": before.last_seq, "recent.e": {"$ne": message.event_id}},
+                update, return_document=ReturnDocument.AFTER,
+            )
+            if new is not None:
+                return after.last_seq, from_doc(SessionState, new), True
+        raise RuntimeError(f"ingest: session {message.session_id!r} kept changing; gave up after {CAS_ATTEMPTS} tries")
+
+    def record_rejection(self, rejected: RejectedEvent) -> None:
+        self.col("rejected").replace_one({"_id": rejected.rejection_id}, to_doc(rejected, rejected.rejection_id), upsert=True)
+
+    def list_rejections(self, limit: int = 100) -> list[RejectedEvent]:
+        docs = self.col("rejected").find({}, sort=[("received_at", _D), ("_id", _D)], limit=limit)
+        return [from_doc(RejectedEvent, d) for d in docs]
+
+    def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
+        docs = self.col("messages").find(
+            {"session_id": session_id, "seq": {"$gte": seq_from, "$lte": seq_to}},
+            sort=[("created_at", _A), ("seq", _A)],
+        )
+        return [from_doc(StoredMessage, d) for d in docs]
+
+    def count_messages(self, session_id: str) -> int:
+        return self.col("messages").count_documents({"session_id": session_id})
+
+    # ------------------------------------------------------------------ sessions -----------
+    def get_session(self, session_id: str) -> SessionState | None:
+        return from_doc(SessionState, self.col("sessions").find_one({"_id": session_id}))
+
+    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None:
+        sessions = self.col("sessions")
+        sessions.update_one({"_id": session_id, "ended_at": None}, {"$set": {"ended_at": c.utc(now)}})
+        return self.get_session(session_id)
+
+    def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
+        docs = self.col("sessions").find(
+            {"active_run_id": None, "last_activity_at": {"$lte": c.utc(idle_before)},
+             "messages_since": {"$gte": max(1, min_messages)}},
+            {"_id": 1}, sort=[("last_activity_at", _A)], limit=limit,
+        )
+        return [d["_id"] for d in docs]
+
+    # ------------------------------------------------------------------ claims --------------
+    def _holder(self, session: SessionState) -> FormationRun | None:
+        if session.active_run_id is None:
+            return None
+        holder = self.get_run(session.active_run_id)
+        return holder if holder is not None and holder.status in c.ACTIVE_RUN_STATUSES else None
+
+    def try_claim(
+        self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
+    ) -> FormationRun | None:
+        sessions, runs = self.col("sessions"), self.col("runs")
+        for _ in range(CAS_ATTEMPTS):
+            session = self.get_session(session_id)
+            if session is None:
+                return None
+            if session.active_run_id is not None and self._holder(session) is None:
+                # The holder finished or failed without releasing (a crash): free the claim.
+                sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
+                                    {"$set": {"active_run_id": None, "lease_expires_at": None}})
+                continue
+            if session.active_run_id is not None or not c.rule_holds(session, rule):
+                return None
+            stored = c.claimed_run(session, run, now, lease_s)
+            pending = to_doc(stored, stored.run_id)
+            pending["_claim_pending"] = True
+            try:
+                runs.insert_one(pending)
+            except DuplicateKeyError:
+                return None  # a run id is used once
+            won = sessions.find_one_and_update(
+                {"_id": session_id, "last_seq": session.last_seq, "claimed_through": session.claimed_through,
+                 "active_run_id": None},
+                {"$set": {"claimed_through": session.last_seq, "messages_since": 0, "tokens_since": 0.0,
+                          "active_run_id": stored.run_id, "lease_expires_at": stored.lease_expires_at}},
+            )
+            if won is None:
+                runs.delete_one({"_id": stored.run_id, "_claim_pending": True})
+                continue  # the session moved: re-read and re-check the rule
+            runs.update_one({"_id": stored.run_id}, {"$unset": {"_claim_pending": ""}})
+            return stored
+        return None
+
+    def _release(self, run: FormationRun, *, watermark: bool) -> None:
+        sessions = self.col("sessions")
+        if watermark:
+            sessions.update_one({"_id": run.session_id}, {"$max": {"watermark": run.seq_to}})
+        sessions.update_one({"_id": run.session_id, "active_run_id": run.run_id},
+                            {"$set": {"active_run_id": None, "lease_expires_at": None}})
+
+    def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
+        run = self._require_run(run_id)
+        if run.status == "done":
+            self._release(run, watermark=True)  # completes a finish interrupted after its flip
+            return False
+        # Effects first, then the flip: a crash in between leaves a stale run whose rerun
+        # repeats only idempotent steps (a second stamp bump merely invalidates caches).
+        self._release(run, watermark=True)
+        self.bump_scope_versions(run.agent_id, changed_scope_keys)
+        flipped = self.col("runs").find_one_and_update(
+            {"_id": run_id, "status": {"$ne": "done"}},
+            {"$set": {"status": "done", "finished_at": c.utc(now), "totals": dict(totals),
+                      "lease_expires_at": None, "error": None}},
+        )
+        return flipped is not None
+
+    def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
+        run = self._require_run(run_id)
+        if run.status == "done":
+            return
+        self._release(run, watermark=False)
+        self.col("runs").update_one(
+            {"_id": run_id, "status": {"$ne": "done"}},
+            {"$set": {"status": "dead" if dead else "failed", "error": error, "lease_expires_at": None,
+                      "finished_at": c.utc(now)}},
+        )
