@@ -1,0 +1,130 @@
+"""Formation tasks: extract_facts -> embed_facts -> decide_facts -> extract_reflections ->
+consolidate (fan-out to consolidate_scope, see ``workers.consolidation``) -> finish.
+
+Thin by design: each task loads nothing itself, calls one stage function of
+``pipeline.formation`` with the run id, and hands on to the next task by name. Every stage is
+idempotent, so a redelivery (acks_late) or a retry reruns it safely.
+
+Errors, decided by type (``pipeline.errors``):
+- ``TransientError`` (timeouts, 429 with Retry-After, 5xx, invalid LLM answers, a busy lease):
+  retried with backoff and jitter by ``MemoryTask.retry_transient``; when the bounded retries
+  are used up the run is marked ``failed`` with the reason, and the stale-run sweep reopens it
+  until ``max_run_attempts``, then it is dead;
+- ``PermanentError`` (auth, bad request, a broken chain): the run is ``dead`` at once;
+- anything else is a bug: the run is marked ``failed`` (so the sweep retries it, bounded) and
+  the exception is re-raised for Flower.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pipeline import names
+from pipeline.errors import PermanentError, TransientError
+from pipeline.formation import consolidate_stages, stages
+from pipeline.formation.finish import finish as finish_run
+from pipeline.formation.runner import RunNotFound
+from workers.app import app
+from workers.base import MemoryTask
+from workers.deps import get_deps
+
+log = logging.getLogger("memory.formation")
+
+
+def send(name: str, **kwargs: Any) -> None:
+    app.send_task(name, kwargs=kwargs, ignore_result=True)
+
+
+def guarded(task, run_id: str, stage: str, fn: Callable[[Any], Any],
+            on_exhausted: Callable[[Any, TransientError], Any] | None = None) -> Any:
+    """Run ``fn(deps)`` with the error policy of the module docstring. Returns its result, or
+    None when the run was failed (the chain stops here)."""
+    deps = get_deps()
+    try:
+        return fn(deps)
+    except RunNotFound as exc:
+        log.error("%s: %s", stage, exc)
+        return None
+    except PermanentError as exc:
+        _fail(deps, run_id, stage, exc, dead=True)
+        return None
+    except TransientError as exc:
+        _fail_stage(deps, run_id, stage, exc)
+        if task.request.retries < deps.settings.task_max_retries:
+            task.retry_transient(exc)  # raises celery's Retry
+        if on_exhausted is not None:
+            return on_exhausted(deps, exc)
+        _fail(deps, run_id, stage, exc, dead=False, retries=task.request.retries)
+        return None
+    except Exception as exc:
+        _fail(deps, run_id, stage, exc, dead=False)
+        raise
+
+
+def _fail_stage(deps, run_id: str, stage: str, exc: Exception) -> None:
+    try:
+        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
+    except KeyError:  # the run is gone; nothing to record
+        pass
+
+
+def _fail(deps, run_id: str, stage: str, exc: Exception, *, dead: bool, retries: int | None = None) -> None:
+    after = f" after {retries} retries" if retries is not None else ""
+    reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
+    log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
+    _fail_stage(deps, run_id, stage, exc)
+    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)
+
+
+def _stage_task(name: str, stage: str, fn, next_task: str):
+    def run(self, run_id: str) -> dict | None:
+        result = guarded(self, run_id, stage, lambda deps: fn(run_id, deps))
+        if result is None:
+            return None
+        send(next_task, run_id=run_id)
+        return {"stage": stage, "reused": result.reused}
+
+    run.__name__ = stage
+    run.__doc__ = f"The {stage} stage of one formation run; hands on to {next_task}."
+    return app.task(base=MemoryTask, name=name, bind=True)(run)
+
+
+extract_facts = _stage_task(names.TASK_EXTRACT_FACTS, "extract_facts", stages.extract_facts, names.TASK_EMBED_FACTS)
+embed_facts = _stage_task(names.TASK_EMBED_FACTS, "embed_facts", stages.embed_facts, names.TASK_DECIDE_FACTS)
+decide_facts = _stage_task(names.TASK_DECIDE_FACTS, "decide_facts", stages.decide_facts,
+                           names.TASK_EXTRACT_REFLECTIONS)
+extract_reflections = _stage_task(names.TASK_EXTRACT_REFLECTIONS, "extract_reflections",
+                                  stages.extract_reflections, names.TASK_CONSOLIDATE)
+
+
+@app.task(base=MemoryTask, name=names.TASK_CONSOLIDATE, bind=True)
+def consolidate(self, run_id: str) -> dict | None:
+    """Decide the due scope keys and fan out one consolidate_scope each (finish when none)."""
+    result = guarded(self, run_id, "consolidate", lambda deps: consolidate_stages.consolidate(run_id, deps))
+    if result is None:
+        return None
+    due = result.output["due"]
+    pending = guarded(self, run_id, "consolidate",
+                      lambda deps: consolidate_stages.pending_scopes(deps.store.get_run(run_id)))
+    for index in pending or []:
+        send(names.TASK_CONSOLIDATE_SCOPE, run_id=run_id, index=index, scope_key=due[index])
+    if not pending:
+        send(names.TASK_FINISH, run_id=run_id)
+    return {"due": due, "sent": pending}
+
+
+@app.task(base=MemoryTask, name=names.TASK_FINISH, bind=True)
+def finish(self, run_id: str) -> dict | None:
+    """Close the run, then start the next one or the session's leftover consolidation."""
+    outcome = guarded(self, run_id, "finish", lambda deps: finish_run(run_id, deps))
+    if outcome is None:
+        return None
+    _, step = outcome
+    if step.run_id:
+        send(names.TASK_EXTRACT_FACTS, run_id=step.run_id)
+    if step.consolidate_session:
+        agent_id, session_id = step.consolidate_session
+        send(names.TASK_CONSOLIDATE_SESSION, agent_id=agent_id, session_id=session_id)
+    return {"next_run": step.run_id, "consolidate_session": bool(step.consolidate_session)}
