@@ -1,0 +1,80 @@
+"""``memoryctl create-indexes``: every index of the store, idempotently (SPEC §7).
+
+On MongoDB with ``MEMORY_ATLAS_SEARCH`` on, the Atlas Search and Vector Search index
+definitions are created too. Running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from pipeline.errors import ConfigurationError
+from schemas.settings import get_settings
+
+
+def open_store(settings):
+    from pipeline.store import open_store as _open
+
+    return _open(settings)
+
+
+def _search_indexes(store, settings) -> list[str]:
+    try:
+        atlas = importlib.import_module("pipeline.search.atlas")
+    except ImportError as exc:
+        raise ConfigurationError(
+            "MEMORY_ATLAS_SEARCH is on, but this installation has no Atlas search support "
+            f"(pipeline.search.atlas cannot be imported: {exc}); the regular indexes were created"
+        ) from exc
+    created = atlas.create_search_indexes(store, settings)
+    return [str(name) for name in (created or [])]
+
+
+def _create(args: argparse.Namespace) -> int:
+    from pipeline.store.mongo import MongoStore
+
+    settings = get_settings()
+    store = open_store(settings)
+    try:
+        kind = "mongo" if isinstance(store, MongoStore) else "sqlite"
+        names = store.create_indexes()
+        search: list[str] | None = None
+        note = None
+        if settings.atlas_search and kind == "mongo":
+            try:
+                search = _search_indexes(store, settings)
+            except ConfigurationError:
+                _report(args, kind, names, None, None)
+                raise
+        elif settings.atlas_search:
+            note = "MEMORY_ATLAS_SEARCH is on but the store is SQLite: no search indexes to create"
+    finally:
+        store.close()
+    _report(args, kind, names, search, note)
+    return 0
+
+
+def _report(args, kind: str, names: list[str], search: list[str] | None, note: str | None) -> None:
+    if args.json:
+        print(json.dumps({"store": kind, "indexes": names, "search_indexes": search, "note": note}, sort_keys=True))
+        return
+    print(f"{len(names)} indexes on the {kind} store:")
+    for name in names:
+        print(f"  {name}")
+    if search is not None:
+        print(f"{len(search)} Atlas search indexes:")
+        for name in search:
+            print(f"  {name}")
+    if note:
+        print(note, file=sys.stderr)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "create-indexes", help="create every store index (and Atlas search indexes when enabled), idempotently",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=_create)
