@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.llm.offline_rules.language import repeats, similarity
+from pipeline.llm.offline_rules.language import repeats, same_slot, similarity
 from pipeline.prompts.consolidation import BlobSection, blob_words, section_name
 from pipeline.text import word_count
 
@@ -55,6 +55,8 @@ def _section_for(scope: str, text: str) -> str:
 
 def _same_subject(new: str, old: str) -> bool:
     sim = similarity(new, old)
+    if sim.value_changed and same_slot(new, old):
+        return True
     return (sim.prefix >= 3 and (sim.value_changed or sim.negation_differs or sim.jaccard >= 0.5)) or (
         sim.prefix >= 2 and sim.jaccard >= 0.6
     )

@@ -6,7 +6,8 @@ Per candidate, in this order:
   one, which is retired, and the new one is added.
 - NONE when they are equal once normalized, or share at least 75% of their words and differ
   in no value (number, email, URL, date, name): already known.
-- UPDATE when they share their subject (three leading words, or two and half their words)
+- UPDATE when they share their subject (three leading words, or two and half their words, or
+  the same subject filling the same slot: where it lives, where it works, when it takes place)
   and a value changed: the new text replaces the old one (newer wins).
 - ADD otherwise.
 Across candidates, NONE beats DELETE beats UPDATE beats ADD; ties go to the most similar.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.llm.offline_rules.language import Similarity, similarity
+from pipeline.llm.offline_rules.language import Similarity, same_slot, similarity
 
 _RANK = {"NONE": 3, "DELETE": 2, "UPDATE": 1, "ADD": 0}
 
@@ -33,7 +34,7 @@ def classify(new: str, existing: str) -> str:
         return "DELETE"
     if sim.equal or (sim.jaccard >= 0.75 and not sim.value_changed):
         return "NONE"
-    if sim.value_changed and _same_subject(sim):
+    if sim.value_changed and (_same_subject(sim) or same_slot(new, existing)):
         return "UPDATE"
     return "ADD"
 

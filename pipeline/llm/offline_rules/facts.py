@@ -5,7 +5,9 @@
   "right now"), a preference or rule ("I prefer", "always", "please"), or a request
   ("can you", "let's", "I need"): those are reflections or nothing.
 - Compounds are split where a new subject starts ("..., and my email is x").
-- It must carry an entity: a number, date, email, URL, amount or a capitalised proper noun.
+- An imperative ("Send the draft to ...") is a request, not a fact.
+- It must carry an entity (a number, date, email, URL, amount or a capitalised proper noun)
+  and a verb: a fragment ("Lumen Beam, our new lamp") is not a statement.
 - First-person sentences are about the speaker: scope ``user``, rewritten in the third person
   with the speaker's name ("My email is x" -> "Alice's email is x"). Other sentences are
   about the shared world: scope ``agent``. A sentence whose scope is not allowed is dropped,
@@ -29,10 +31,12 @@ def fact_sentence(sentence: str, speaker: str | None = None) -> bool:
         return True
     if lang.is_small_talk(sentence):
         return False
+    if lang.IMPERATIVE.match(sentence):
+        return False
     for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL):
         if markers.search(sentence):
             return False
-    return lang.has_entity(sentence)
+    return lang.has_entity(sentence) and bool(lang.VERB.search(sentence))
 
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:

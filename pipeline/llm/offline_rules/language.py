@@ -14,7 +14,7 @@ from pipeline.text import normalize
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _GREETING = re.compile(
     r"^(?:(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening))(?:\s+[A-Z][\w-]*)?"
-    r"|ok|okay|sure|great|yes|yeah|no|well|so|also|btw|oh|anyway|thanks|thank you)\s*[,!.:;-]+\s*",
+    r"|ok|okay|sure|great|yes|yeah|no|well|so|also|btw|by the way|oh|anyway|thanks|thank you)\s*[,!.:;-]+\s*",
     re.IGNORECASE,
 )
 _SMALL_TALK = re.compile(
@@ -23,8 +23,12 @@ _SMALL_TALK = re.compile(
 )
 
 
+# "Quick update about me: ...", "One correction: ..." (a short lead-in without a value)
+_LEAD_IN = re.compile(r"^([A-Za-z' ]{1,40}):\s+(?=\S+(?:\s+\S+){3})")
+
+
 def sentences(content: str) -> list[str]:
-    """The sentences of a message, greetings and fillers stripped from their start."""
+    """The sentences of a message, greetings, fillers and short lead-ins stripped from their start."""
     out = []
     for piece in _SPLIT.split(content):
         text = " ".join(piece.split())
@@ -32,18 +36,23 @@ def sentences(content: str) -> list[str]:
         while text and text != previous:
             previous = text
             text = _GREETING.sub("", text, count=1).strip()
+            lead = _LEAD_IN.match(text)
+            if lead and len(lead.group(1).split()) <= 4:
+                text = text[lead.end():]
         if text:
             out.append(text[0].upper() + text[1:])
     return out
 
 
-_AND_SUBJECT = re.compile(r",?\s+(?:and|but)\s+(?=(?:I|I'm|I've|my|we|our|he|she|they|his|her|their)\b)")
+_AND_SUBJECT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|our|he|she|they|his|her|their)\b)")
+_IF_YOU = re.compile(r",?\s+if (?:you|we)\b.*$", re.IGNORECASE)
 
 
 def clauses(sentence: str) -> list[str]:
-    """Split "X and I live in Y" style compounds where a new subject starts a clause."""
-    parts = [p.strip() for p in _AND_SUBJECT.split(sentence) if p.strip()]
-    return [p[0].upper() + p[1:] for p in parts]
+    """Split "X and I live in Y" style compounds where a new subject starts a clause, and drop
+    a trailing "if you need ..." that only addresses the assistant."""
+    parts = [_IF_YOU.sub("", p).strip() for p in _AND_SUBJECT.split(sentence)]
+    return [p[0].upper() + p[1:] for p in parts if p]
 
 
 def strip_end(text: str) -> str:
@@ -70,6 +79,12 @@ RULE = _markers(
     r"don't ever", r"do not ever", r"from now on", r"call me", r"i'd rather", r"i would rather",
 )
 WANT = _markers(r"i want(?! to)", r"i'd like(?! to)", r"i would like(?! to)")
+# An imperative at the start of a sentence ("Send the draft to ...") is a request too.
+IMPERATIVE = re.compile(
+    r"^(?:send|make|book|add|remind|check|draft|write|call|email|tell|ask|keep|use|put|give|share|schedule|"
+    r"order|prepare|update|create|find|note|list|plan|move|set|don't|do not)\b",
+    re.IGNORECASE,
+)
 REQUEST = _markers(
     r"can you", r"could you", r"would you", r"will you", r"let's", r"let us", r"i need", r"help me",
     r"i want to", r"i'd like to", r"i would like to", r"please", r"remind me", r"i'm looking for",
@@ -83,8 +98,18 @@ PROJECT = _markers(
 )
 OPINION = _markers(r"i think", r"i feel", r"i believe", r"in my opinion", r"i guess", r"maybe", r"probably",
                    r"i hope", r"i wonder")
-EPHEMERAL = _markers(r"here is", r"here's", r"here are", r"today", r"tonight", r"right now", r"at the moment", r"this morning", r"this afternoon",
+EPHEMERAL = _markers(r"here is", r"here's", r"here are", r"this week", r"next week", r"tomorrow", r"yesterday",
+                     r"today", r"tonight", r"right now", r"at the moment", r"this morning", r"this afternoon",
                      r"this evening", r"just now", r"i'm tired", r"i am tired", r"i'm hungry", r"on my way")
+# Something that reads as a verb: a fact is a statement, not a fragment ("Lumen Beam, our lamp").
+VERB = _markers(
+    r"is", r"are", r"was", r"were", r"am", r"be", r"been", r"has", r"have", r"had", r"will", r"would", r"can",
+    r"could", r"should", r"must", r"may", r"might", r"shall", r"does", r"do", r"did", r"i", r"we", r"\w+'s",
+    r"\w+'re", r"\w+ed", r"\w+es", r"needs", r"takes", r"lives", r"works", r"ships", r"starts", r"ends", r"costs",
+    r"opens", r"runs", r"holds", r"gets", r"owns", r"uses", r"wants", r"leads", r"joins", r"hosts", r"includes",
+    r"begins", r"arrives", r"pays", r"seats", r"fits", r"comes", r"sits", r"speaks", r"knows", r"plays",
+    r"sells", r"builds", r"helps", r"meets", r"brings", r"keeps", r"makes",
+)
 NEGATION = _markers(r"not", r"no longer", r"isn't", r"aren't", r"wasn't", r"doesn't", r"don't", r"never",
                     r"cancell?ed", r"called off")
 FIRST_PERSON = _markers(r"i", r"i'm", r"i've", r"i'll", r"i'd", r"my", r"me", r"mine", r"myself")
@@ -230,6 +255,30 @@ def similarity(a: str, b: str) -> Similarity:
     differing = sa ^ sb
     value_changed = any(v for w, v in ta + tb if w in differing)
     return Similarity(jaccard, prefix, value_changed, na != nb, norm_a == norm_b)
+
+
+# Statements that fill one slot of their subject: a newer one replaces the older one.
+_SLOTS = {
+    "location": re.compile(r"\b(?:lives|lived|live|moved|moves|relocated|is based|resides|resided)\b", re.I),
+    "employer": re.compile(r"\b(?:works|worked|work|joined|is employed)\b", re.I),
+    "schedule": re.compile(
+        r"\b(?:is on|takes place|moves from|moves to|moved from|moved to|is scheduled|was moved|"
+        r"is postponed|was postponed|is rescheduled|was rescheduled)\b", re.I),
+}
+
+
+def same_slot(a: str, b: str) -> bool:
+    """Both say where/for whom/when the same subject is ("Maya lives in Lisbon", "Maya moved to
+    Porto"): the subject is what precedes the slot's verb, equal or one extending the other."""
+    for pattern in _SLOTS.values():
+        ma, mb = pattern.search(a), pattern.search(b)
+        if not (ma and mb):
+            continue
+        sa, sb = normalize(a[: ma.start()]).split(), normalize(b[: mb.start()]).split()
+        short, long_ = sorted((sa, sb), key=len)
+        if short and long_[: len(short)] == short and (len(short) >= 2 or short == long_):
+            return True
+    return False
 
 
 def repeats(text: str, others: list[str], threshold: float = 0.8) -> bool:

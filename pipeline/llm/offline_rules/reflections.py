@@ -2,8 +2,8 @@
 
 Checked in this order, on what humans wrote:
 1. rules and preferences ("I prefer", "always", "never", "I like", "I want", "call me") -> user;
-2. requests and intents ("can you", "let's", "I need", "help me", "please", "I want to") ->
-   session;
+2. requests and intents ("can you", "let's", "I need", "help me", "please", "I want to", an
+   imperative such as "Send the draft ...") -> session;
 3. statements about projects, plans, milestones and shared decisions ("we decided", "launch",
    "budget", "deadline") that are not already a fact sentence -> agent;
 and every URL a human shares is pinned at session level.
@@ -14,6 +14,7 @@ level. The most recent ones are kept: at most ``_KEEP`` per level.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pipeline.llm.offline_rules import language as lang
@@ -22,6 +23,7 @@ from pipeline.prompts.consolidation import parse_blob
 from pipeline.text import word_count
 
 _KEEP = {"agent": 8, "user": 8, "session": 5}
+_FIRST_PERSON_START = re.compile(r"^(?:i|i'm|i've|i'll|i'd|my)\b", re.IGNORECASE)
 
 
 def _level(sentence: str) -> str | None:
@@ -29,7 +31,7 @@ def _level(sentence: str) -> str | None:
         return None
     if lang.RULE.search(sentence) or lang.WANT.search(sentence):
         return "user"
-    if lang.REQUEST.search(sentence):
+    if lang.REQUEST.search(sentence) or lang.IMPERATIVE.match(sentence):
         return "session"
     if lang.PROJECT.search(sentence) and not lang.is_question(sentence) and not fact_sentence(sentence):
         return "agent"
@@ -39,7 +41,7 @@ def _level(sentence: str) -> str | None:
 def _phrase(level: str, sentence: str, name: str | None) -> str:
     who = name or "The user"
     first_person = bool(lang.FIRST_PERSON.search(sentence))
-    if level == "session" and not sentence.lower().startswith("i "):
+    if level == "session" and not _FIRST_PERSON_START.match(sentence):
         return f"{who} requested: {lang.strip_end(sentence)}"
     if first_person:
         return lang.strip_end(lang.third_person(sentence, name))

@@ -27,6 +27,9 @@ def decide(new_facts, candidates):
         ("The Mars Festival budget is $65,000", "The Mars Festival budget is $50,000", "UPDATE"),
         ("Alice lives in Boston", "Alice lives in Denver", "UPDATE"),
         ("The festival takes place on June 21", "The festival takes place on June 14", "UPDATE"),
+        ("Maya Chen moved from Lisbon to Porto last weekend", "Maya Chen lives in Lisbon", "UPDATE"),
+        ("Alice joined Google in 2024", "Alice works at NASA", "UPDATE"),
+        ("The launch event was moved to March 21", "The launch event is on March 14 in Lisbon", "UPDATE"),
         # a contradiction retires the old fact
         ("The Mars Festival is no longer in Tucson", "The Mars Festival is in Tucson", "DELETE"),
         ("Alice is not vegan", "Alice is vegan", "DELETE"),
@@ -34,6 +37,8 @@ def decide(new_facts, candidates):
         ("Alice works at NASA", "Alice lives in Denver", "ADD"),
         ("Bob's email is bob@example.com", "Alice's email is alice@example.com", "ADD"),
         ("Alice has two dogs", "Alice has two kids", "ADD"),
+        ("Bob moved to Porto", "Alice lives in Lisbon", "ADD"),
+        ("Alice's sister lives in Porto", "Alice lives in Lisbon", "ADD"),
     ],
 )
 def test_one_candidate_decides_by_similarity(new, existing, action):
