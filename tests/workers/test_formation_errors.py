@@ -1,0 +1,139 @@
+"""The error policy of the formation tasks: transient errors retry with backoff honouring
+Retry-After, exhausted retries fail the run (to be retried by the sweep), permanent errors kill
+it at once with the reason, and a lease that stays busy skips the scope without losing it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline" / "formation"))
+
+from pipeline.formation import consolidate_stages as cs, stages  # noqa: E402
+from pipeline.llm.scripted import Fault  # noqa: E402
+from workers import deps as worker_deps  # noqa: E402
+from workers.base import MemoryTask  # noqa: E402
+from pipeline import names  # noqa: E402
+from workers import consolidation as worker_consolidation, formation as worker_formation  # noqa: E402
+from workers.consolidation import consolidate_scope  # noqa: E402
+from workers.formation import guarded  # noqa: E402
+
+from formation_helpers import ALICE_CHAT, facts, make_env, merge_all, reflections  # noqa: E402
+
+
+class Retried(Exception):
+    def __init__(self, countdown: float) -> None:
+        super().__init__(countdown)
+        self.countdown = countdown
+
+
+class FakeTask:
+    """The parts of a bound Celery task the error policy uses; retry() records its countdown."""
+
+    retry_delay = MemoryTask.retry_delay
+    retry_transient = MemoryTask.retry_transient
+
+    def __init__(self, retries: int = 0) -> None:
+        self.request = SimpleNamespace(retries=retries, id="t-1")
+
+    def retry(self, exc, countdown, max_retries):
+        raise Retried(countdown)
+
+
+@pytest.fixture
+def injected(tmp_path):
+    """The formation stage fakes, injected as the worker's clients."""
+    env = make_env(tmp_path)
+    worker_deps.set_deps(env)
+    yield env
+    worker_deps.set_deps(None)
+    env.store.close()
+
+
+def _run(env, fault=None):
+    if fault is not None:
+        env.llm.on("extract_facts", fault, times=1)
+    env.llm.on("extract_facts", facts(("user", "Alice's email is alice@example.com")))
+    return env.new_run(ALICE_CHAT)
+
+
+def test_a_429_is_retried_no_sooner_than_its_retry_after(injected):
+    run_id = _run(injected, Fault("rate_limit", retry_after=42.0))
+    with pytest.raises(Retried) as retried:
+        guarded(FakeTask(), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
+    assert retried.value.countdown >= 42.0
+    assert injected.store.get_run(run_id).stages["extract_facts"].status == "failed"
+    assert injected.store.get_run(run_id).status in ("claimed", "running")
+
+
+@pytest.mark.parametrize("kind", ["timeout", "server_error", "invalid_json", "schema_violation"])
+def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(injected, kind):
+    run_id = _run(injected, Fault(kind))
+    with pytest.raises(Retried) as retried:
+        guarded(FakeTask(retries=2), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
+    assert 2.0 <= retried.value.countdown <= 4.0  # 2 ** retries, with jitter in its upper half
+    injected.llm.rules.insert(0, type(injected.llm.rules[0])("extract_facts", Fault(kind), times=1))
+    exhausted = FakeTask(retries=injected.settings.task_max_retries)
+    assert guarded(exhausted, run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
+    run = injected.store.get_run(run_id)
+    assert run.status == "failed"
+    assert run.error.startswith("extract_facts: ") and "retries" in run.error
+
+
+def test_a_permanent_error_kills_the_run_at_once_with_its_reason(injected):
+    run_id = _run(injected, Fault("permanent"))
+    assert guarded(FakeTask(), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
+    run = injected.store.get_run(run_id)
+    assert run.status == "dead"
+    assert "401" in run.error and "extract_facts" in run.error
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Tasks handed on, recorded instead of published."""
+    out = []
+    monkeypatch.setattr(worker_formation, "send", lambda name, **kw: out.append((name, kw)))
+    monkeypatch.setattr(worker_consolidation, "send", lambda name, **kw: out.append((name, kw)))
+    return out
+
+
+def test_each_stage_task_hands_on_to_the_next_by_name(injected, sent):
+    run_id = _run(injected)
+    injected.llm.on("extract_reflections", reflections())
+    chain = [worker_formation.extract_facts, worker_formation.embed_facts, worker_formation.decide_facts,
+             worker_formation.extract_reflections, worker_formation.consolidate, worker_formation.finish]
+    for task in chain:
+        task.apply(kwargs={"run_id": run_id}).get()
+    assert [name for name, _ in sent] == [names.TASK_EMBED_FACTS, names.TASK_DECIDE_FACTS,
+                                          names.TASK_EXTRACT_REFLECTIONS, names.TASK_CONSOLIDATE, names.TASK_FINISH]
+    assert injected.store.get_run(run_id).status == "done"
+
+
+def test_a_dead_run_hands_nothing_on(injected, sent):
+    run_id = _run(injected, Fault("permanent"))
+    assert worker_formation.extract_facts.apply(kwargs={"run_id": run_id}).get() is None
+    assert sent == [] and injected.store.get_run(run_id).status == "dead"
+
+
+def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected, sent):
+    env = injected
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(user=["a likes x", "a likes y", "a likes z", "a likes w"]))
+    env.llm.on("consolidate", merge_all)
+    run_id = env.new_run(ALICE_CHAT)
+    env.through_reflections(run_id)
+    assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
+    assert env.store.acquire_lease("consolidate:agent-1:user:u-1", "someone-else", env.clock.now(), 300)
+    task = FakeTask(retries=0)
+    with pytest.raises(Retried):
+        guarded(task, run_id, "consolidate_scope:0", lambda d: cs.consolidate_scope(run_id, 0, d))
+    result = consolidate_scope.apply(kwargs={"run_id": run_id, "index": 0},
+                                     retries=env.settings.task_max_retries).get()
+    assert result["status"] == "skipped"
+    assert cs.scopes_done(env, run_id)
+    assert sent == [(names.TASK_FINISH, {"run_id": run_id})]
+    assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
+    assert env.store.get_run(run_id).status not in ("failed", "dead")
