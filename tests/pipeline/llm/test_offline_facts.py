@@ -53,7 +53,15 @@ def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> 
         ("The Mars Festival budget is $50,000.", [("The Mars Festival budget is $50,000", "agent")]),
         ("The festival takes place in Tucson on June 14.", [("The festival takes place in Tucson on June 14", "agent")]),
         ("Our website is https://marsfest.example.org.", [("Our website is https://marsfest.example.org", "agent")]),
-        # not facts: preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
+        ("Quick update about me: I moved from Lisbon to Porto in 2025.",
+         [("Alice moved from Lisbon to Porto in 2025", "user")]),
+        ("My work email is a@lumen.example if you need to send me anything.",
+         [("Alice's work email is a@lumen.example", "user")]),
+        ("I live in Lisbon, so I can visit venues in person this week.", [("Alice lives in Lisbon", "user")]),
+        ("By the way, our total budget is 12,000 euros.", [("Our total budget is 12,000 euros", "agent")]),
+        # not facts: fragments, imperatives, preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
+        ("Lumen Beam, our new smart desk lamp.", []),
+        ("Send the draft to maya.chen@lumenlabs.example.", []),
         ("I prefer short answers in Spanish.", []),
         ("Please always call me Ali from now on.", []),
         ("I like Italian food.", []),
