@@ -111,9 +111,10 @@ class Database:
 
     def conn(self) -> sqlite3.Connection:
         if self._memory:
-            if self._memory_conn is None:
-                self._memory_conn = self._connect()
-            return self._memory_conn
+            with self._memory_lock:
+                if self._memory_conn is None:
+                    self._memory_conn = _LockedConnection(self._connect(), self._memory_lock)
+                return self._memory_conn
         local = self._local
         # A connection must never cross a fork: a child process opens its own.
         if getattr(local, "pid", None) != os.getpid():
@@ -173,3 +174,38 @@ class Database:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield None
+
+
+class _Result:
+    """The fully fetched result of one statement, read after the lock is released."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.description = cursor.description
+        self.rowcount = cursor.rowcount
+        self._rows = cursor.fetchall() if cursor.description else []
+
+    def fetchone(self):
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class _LockedConnection:
+    """``:memory:`` has one connection for every thread: each statement runs under the lock
+    (a write transaction holds it throughout), so no thread reads another's uncommitted rows."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._conn = conn
+        self._lock = lock
+
+    def execute(self, sql: str, args: tuple | list = ()) -> _Result:
+        with self._lock:
+            return _Result(self._conn.execute(sql, args))
+
+    def close(self) -> None:
+        self._conn.close()

@@ -79,14 +79,14 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         """``mongodb://host/db`` or ``mongodb+srv://...``; the database name comes from the URL
         (``memory`` when it names none)."""
         from pymongo import MongoClient
-        from pymongo.uri_parser import parse_uri
+        from pymongo.errors import ConfigurationError as MongoConfigurationError
+        from pymongo.errors import InvalidURI
 
         try:
-            name = parse_uri(url).get("database") or "memory"
-        except Exception as exc:  # pymongo raises several types for a malformed URI
-            raise ConfigurationError(f"MEMORY_STORE_URL is not a valid MongoDB URL: {exc}") from exc
-        client = MongoClient(url, tz_aware=True, **TIMEOUTS_MS)
-        return cls(client[name], prefix=prefix, client=client)
+            client = MongoClient(url, tz_aware=True, **TIMEOUTS_MS)
+        except (InvalidURI, MongoConfigurationError, ValueError) as exc:
+            raise ConfigurationError(f"MEMORY_STORE_URL is not a usable MongoDB URL: {exc}") from exc
+        return cls(client.get_default_database("memory"), prefix=prefix, client=client)
 
     def col(self, name: str):
         return self.database[f"{self.prefix}{name}"]
@@ -128,9 +128,10 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             if existing.get("seq") is not None:
                 session = self._count_duplicate(stored.session_id)
                 return IngestOutcome(status="duplicate", seq=None, session=session)
-        seq, session, assigned_here = self._assign_seq(stored, now)
+        seq, session, _ = self._assign_seq(stored, now)
         messages.update_one(key, {"$set": {"seq": seq}})
-        if inserted or (assigned_here and stored.event_id == message.event_id):
+        # A redelivery of the same event that completes the interrupted ingest is its acceptance.
+        if inserted or stored.event_id == message.event_id:
             return IngestOutcome(status="accepted", seq=seq, session=session)
         return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
 

@@ -1,6 +1,7 @@
 """Claims and exact-duplicate facts under real concurrency (SPEC §4, §5.3).
 
-SQLite: 8 processes on one database file. Mongo: 8 threads on the locked emulation. Whatever
+SQLite: 8 processes on one database file. Both adapters (the ``store`` fixture): 8 threads,
+Mongo on the locked emulation. Whatever
 the interleaving, every message belongs to exactly one run's range: no overlap, no gap.
 """
 
@@ -12,11 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.store.mongo import MongoStore
 from pipeline.store.port import ClaimRule
 from pipeline.store.sqlite import SQLiteStore
 from tests.support.documents import at, fact, message, run
-from tests.support.mongo_emulation import emulated_database
 
 WORKERS = 8
 MESSAGES_EACH = 15
@@ -87,9 +86,7 @@ def test_processes_racing_ingest_and_claims_on_sqlite_form_each_message_exactly_
     _assert_ranges_tile_the_session(store)
 
 
-def test_threads_racing_ingest_and_claims_on_mongo_form_each_message_exactly_once():
-    store = MongoStore(emulated_database())
-    store.create_indexes()
+def test_threads_racing_ingest_and_claims_form_each_message_exactly_once(store):
     barrier = threading.Barrier(WORKERS)
     with ThreadPoolExecutor(WORKERS) as pool:
         won = list(pool.map(lambda w: _ingest_and_claim(store, w, barrier.wait), range(WORKERS)))
@@ -126,9 +123,7 @@ def test_processes_racing_one_claim_on_sqlite_have_exactly_one_winner(ten_messag
     assert len(SQLiteStore(ten_messages).list_runs()) == 1
 
 
-def test_threads_racing_one_claim_on_mongo_have_exactly_one_winner():
-    store = MongoStore(emulated_database())
-    store.create_indexes()
+def test_threads_racing_one_claim_have_exactly_one_winner(store):
     for n in range(1, 11):
         store.ingest_message(message(n), at(n))
     barrier = threading.Barrier(WORKERS)
@@ -153,9 +148,7 @@ def test_processes_racing_the_same_fact_on_sqlite_store_it_once(tmp_path):
     assert [f.fact_id for f in SQLiteStore(path).list_facts("a1")] == inserted
 
 
-def test_threads_racing_the_same_fact_on_mongo_store_it_once():
-    store = MongoStore(emulated_database())
-    store.create_indexes()
+def test_threads_racing_the_same_fact_store_it_once(store):
     barrier = threading.Barrier(WORKERS)
 
     def insert(w):

@@ -1,0 +1,101 @@
+"""What only the Mongo adapter must handle: a crash between the single-document steps of an
+ingest, a claim or a finish (no transactions). Each test leaves the collections exactly as
+such a crash would, then checks that the next call completes the work without a double count.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.store import _common as c
+from pipeline.store.mongo import MongoStore
+from pipeline.store.port import ClaimRule
+from schemas.documents import StoredMessage
+from tests.support.documents import at, message, run
+from tests.support.mongo_emulation import emulated_database
+
+ANY = ClaimRule(min_messages=1)
+
+
+@pytest.fixture
+def store():
+    opened = MongoStore(emulated_database())
+    opened.create_indexes()
+    return opened
+
+
+def _crash_after_insert(store, m: StoredMessage) -> None:
+    store.col("messages").insert_one(m.model_dump(exclude={"seq"}))
+
+
+def test_redelivery_completes_a_message_stored_without_seq(store):
+    store.ingest_message(message(1), at(1))
+    _crash_after_insert(store, message(2))
+    assert store.get_messages("s1", 1, 10)[-1].message_id == "m1"  # not yet readable by seq
+    again = store.ingest_message(message(2), at(2))
+    assert (again.status, again.seq) == ("accepted", 2)
+    session = store.get_session("s1")
+    assert (session.last_seq, session.messages_since, session.duplicates) == (2, 2, 0)
+    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]
+
+
+def test_redelivery_after_the_seq_was_assigned_does_not_count_twice(store):
+    store.ingest_message(message(1), at(1))
+    _crash_after_insert(store, message(2))
+    store._assign_seq(message(2), at(2))  # the session moved; the crash hit before step 3
+    store.ingest_message(message(3), at(3))  # another message arrives meanwhile
+    again = store.ingest_message(message(2), at(4))
+    assert again.seq == 2
+    session = store.get_session("s1")
+    assert (session.last_seq, session.messages_since) == (3, 3)
+    assert sorted(m.seq for m in store.get_messages("s1", 1, 3)) == [1, 2, 3]
+    assert store.ingest_message(message(2), at(5)).status == "duplicate"
+
+
+def test_a_claim_pending_run_that_never_got_its_range_is_dropped_by_reopen(store):
+    store.ingest_message(message(1), at(1))
+    orphan = c.claimed_run(store.get_session("s1"), run("orphan"), at(2), 60)
+    doc = orphan.model_dump()
+    doc.update(_id="orphan", _claim_pending=True)
+    store.col("runs").insert_one(doc)
+    assert [r.run_id for r in store.find_stale_runs(at(100), 10)] == ["orphan"]
+    assert store.reopen_run("orphan", at(100), 60) is None
+    assert store.get_run("orphan") is None
+    assert store.try_claim("s1", ANY, run("r2"), at(101), 60).seq_from == 1
+
+
+def test_a_claim_pending_run_that_holds_the_session_is_adopted_by_reopen(store):
+    store.ingest_message(message(1), at(1))
+    won = store.try_claim("s1", ANY, run("r1"), at(2), 60)
+    store.col("runs").update_one({"_id": "r1"}, {"$set": {"_claim_pending": True}})  # crash before unmarking
+    reopened = store.reopen_run("r1", at(100), 60)
+    assert (reopened.seq_from, reopened.seq_to, reopened.attempts) == (won.seq_from, won.seq_to, 2)
+    assert "_claim_pending" not in store.col("runs").find_one({"_id": "r1"})
+
+
+def test_a_session_left_pointing_at_a_finished_run_is_freed_by_the_next_claim(store):
+    store.ingest_message(message(1), at(1))
+    store.try_claim("s1", ANY, run("r1"), at(2), 60)
+    store.col("runs").update_one({"_id": "r1"}, {"$set": {"status": "dead"}})  # crash before the release
+    store.ingest_message(message(2), at(3))
+    assert store.try_claim("s1", ANY, run("r2"), at(4), 60).seq_from == 2
+
+
+def test_finish_repeated_after_a_crash_completes_the_release(store):
+    store.ingest_message(message(1), at(1))
+    store.try_claim("s1", ANY, run("r1"), at(2), 60)
+    store.col("runs").update_one({"_id": "r1"}, {"$set": {"status": "done"}})  # flipped, session untouched
+    assert store.finish_run("r1", at(3), {}, []) is False
+    session = store.get_session("s1")
+    assert (session.watermark, session.active_run_id) == (1, None)
+
+
+def test_no_user_id_becomes_a_field_name(store):
+    from schemas.documents import CachedContext
+
+    odd = "user.with$dots"
+    store.put_cached_context(CachedContext(session_id="s1", user_id=odd, agent_id="a1", xml="<x/>", built_at=at(1),
+                                           versions={f"user:{odd}": 3}))
+    doc = store.col("contexts").find_one({"user_id": odd})
+    assert doc["versions"] == [{"k": f"user:{odd}", "v": 3}]
+    assert store.get_cached_context("s1", odd).versions == {f"user:{odd}": 3}
