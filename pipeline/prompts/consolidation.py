@@ -32,6 +32,9 @@ _VERSION = re.compile(r"^\s*VERSION:\s*(\d+)\s*$")
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*$")
 _BULLET = re.compile(r"^\s*[-*•]\s*(.*)$")
 UNTITLED = "NOTES"   # where parse_blob puts lines found before any section header
+# A provider's note on who wrote the blob (the offline rules add one). It is not memory: the
+# consolidation prompt leaves it out, so it always speaks of the latest writer only.
+SOURCE_SECTION = "SOURCE"
 
 
 def _clean(text: str) -> str:
@@ -144,9 +147,13 @@ def build_consolidation_request(
     an over-long answer, ``excess_words`` is how many words that answer had too many; the
     prompt states it.
 
-    ``inputs``: ``scope``, ``current_blob``, ``current_version``, ``current_sections``
-    (``[{"name", "bullets"}]`` from ``parse_blob``), ``reflections``, ``word_limit``,
-    ``excess_words``.
+    The blob is shown in its rendered form, without its ``SOURCE`` note (see
+    ``SOURCE_SECTION``); a blob that was not written by ``render_blob`` is shown as
+    ``parse_blob`` reads it.
+
+    ``inputs``: ``scope``, ``current_blob`` (as given), ``current_version``,
+    ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
+    ``reflections``, ``word_limit``, ``excess_words``.
     """
     if scope not in _SCOPE_WORDS:
         raise InvalidInput("scope", f"unknown scope {scope!r}; expected agent, user or session")
@@ -154,10 +161,12 @@ def build_consolidation_request(
         raise InvalidInput("word_limit", f"must be positive, got {word_limit}")
     if excess_words is not None and excess_words < 1:
         raise InvalidInput("excess_words", f"must be positive when given, got {excess_words}")
-    version, sections = parse_blob(current_blob or "")
+    version, parsed = parse_blob(current_blob or "")
+    sections = [s for s in parsed if s.name != SOURCE_SECTION]
+    shown = render_blob(version, sections) if sections else ""
     listed = "\n".join(f"{i}. {_clean(r)}" for i, r in enumerate(reflections, 1)) or "(none)"
     prompt = (
-        f"CURRENT BLOB:\n{(current_blob or '').strip() or '(empty: this is the first consolidation)'}\n\n"
+        f"CURRENT BLOB:\n{shown or '(empty: this is the first consolidation)'}\n\n"
         f"NEW REFLECTIONS (oldest first):\n{listed}\n\n"
         f"Return the consolidated sections, at most {word_limit} words in all."
     )

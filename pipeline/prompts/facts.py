@@ -103,7 +103,8 @@ def build_facts_request(
     if not scopes:
         raise InvalidInput("scopes", "no fact scope is enabled for this conversation; skip the extract_facts call")
     group = is_group_chat(messages)
-    people = [user_names.get(u) or u for u in humans(messages)]
+    spoken = {m.sender_id: m.sender_name for m in messages if m.sender_id and (m.sender_name or "").strip()}
+    people = [user_names.get(u) or spoken.get(u) or u for u in humans(messages)]
     who = people[0] if len(people) == 1 else "the user"
     allowed = "\n".join(_SCOPE_RULES[s].format(who=who) for s in scopes)
     if "user" not in scopes:

@@ -16,10 +16,9 @@ import re
 from typing import Any
 
 from pipeline.llm.offline_rules.language import repeats, same_slot, similarity
-from pipeline.prompts.consolidation import BlobSection, blob_words, section_name
+from pipeline.prompts.consolidation import SOURCE_SECTION, BlobSection, blob_words, section_name
 from pipeline.text import word_count
 
-SOURCE_SECTION = "SOURCE"
 SOURCE_NOTE = "Formed by the offline rules provider (offline-rules-v1), not by a language model."
 
 # (section, keywords) per scope, first match wins; the last entry is the default.
@@ -74,7 +73,7 @@ def consolidate(inputs: dict[str, Any]) -> dict[str, Any]:
     age = 0
     for section in inputs.get("current_sections") or ():
         name = section_name(section["name"])
-        if name == SOURCE_SECTION:
+        if name == SOURCE_SECTION:  # the builder leaves it out; inputs written by hand may not
             continue
         lines = sections.setdefault(name, [])
         for bullet in section["bullets"]:

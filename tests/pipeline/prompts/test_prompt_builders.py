@@ -73,6 +73,14 @@ def test_facts_system_prompt_states_each_criterion_of_a_fact(one_to_one, criteri
     assert criterion in facts_request(one_to_one).system
 
 
+def test_facts_prompt_names_the_humans_from_the_map_or_the_events(one_to_one):
+    built = build_facts_request(render_conversation(one_to_one), one_to_one, user_scope=True, agent_scope=True,
+                                agent_name=None, user_names={}, model="m")
+    assert "Humans in this conversation: Alice." in built.prompt
+    assert '"user": a fact about Alice' in built.prompt
+    assert "The agent has no display name." in built.prompt
+
+
 def test_group_chat_facts_prompt_says_why_user_scope_is_absent(group_chat):
     assert "group chat" in facts_request(group_chat).prompt
 
@@ -212,6 +220,20 @@ def test_a_consolidation_retry_states_the_excess(excess, limit):
     built = build_consolidation_request("session", CURRENT, ["x"], word_limit=limit, model="m", excess_words=excess)
     assert f"{excess} word(s) over the limit of {limit}" in built.prompt
     assert built.inputs["excess_words"] == excess
+
+
+def test_a_providers_source_note_is_not_shown_as_memory_to_merge():
+    blob = CURRENT + "\n[SOURCE]\n- Formed by the offline rules provider (offline-rules-v1), not by a language model."
+    built = build_consolidation_request("user", blob, ["x"], word_limit=300, model="m")
+    assert CURRENT in built.prompt
+    assert "[SOURCE]" not in built.prompt and "offline rules provider" not in built.prompt
+    assert [s["name"] for s in built.inputs["current_sections"]] == ["PREFERENCES", "GOALS"]
+    assert built.inputs["current_blob"] == blob
+
+
+def test_a_blob_from_the_previous_system_is_shown_in_the_blob_format():
+    built = build_consolidation_request("user", "Alice likes tea.\nAlice has a cat.", ["x"], word_limit=300, model="m")
+    assert "VERSION: 0\n[NOTES]\n- Alice likes tea.\n- Alice has a cat." in built.prompt
 
 
 def test_a_first_consolidation_says_the_blob_is_empty():
