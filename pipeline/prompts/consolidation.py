@@ -92,6 +92,14 @@ def parse_blob(text: str) -> tuple[int, list[BlobSection]]:
     return version, [BlobSection(name=name, bullets=bullets) for name, bullets in sections.items()]
 
 
+def blob_memory(text: str) -> str:
+    """A stored blob as a model is shown it: in the blob format, without its ``SOURCE`` note;
+    "" when it holds no section."""
+    version, parsed = parse_blob(text or "")
+    sections = [s for s in parsed if s.name != SOURCE_SECTION]
+    return render_blob(version, sections) if sections else ""
+
+
 def blob_words(version: int, sections: Sequence[BlobSection]) -> int:
     """The words of the rendered blob, the VERSION line and headers included."""
     return word_count(render_blob(version, sections))
@@ -163,7 +171,7 @@ def build_consolidation_request(
         raise InvalidInput("excess_words", f"must be positive when given, got {excess_words}")
     version, parsed = parse_blob(current_blob or "")
     sections = [s for s in parsed if s.name != SOURCE_SECTION]
-    shown = render_blob(version, sections) if sections else ""
+    shown = blob_memory(current_blob)
     listed = "\n".join(f"{i}. {_clean(r)}" for i, r in enumerate(reflections, 1)) or "(none)"
     prompt = (
         f"CURRENT BLOB:\n{shown or '(empty: this is the first consolidation)'}\n\n"

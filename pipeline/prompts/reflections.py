@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.conversation import is_group_chat, message_inputs
 from pipeline.errors import InvalidInput
 from pipeline.llm.port import LLMRequest
+from pipeline.prompts.consolidation import blob_memory
 from schemas.documents import StoredMessage
 
 
@@ -79,20 +80,23 @@ def build_reflections_request(
     new_facts: Sequence[str],
     model: str,
     word_limit: int = 35,
+    user_names: Mapping[str, str] | None = None,
 ) -> LLMRequest[ReflectionsAnswer]:
     """The ``extract_reflections`` call (SPEC §5.4), hierarchical agent -> user -> session.
 
     ``scopes`` lists the enabled levels among agent/user/session; ``user`` is dropped in a
     group chat and ``session`` is always formed (see ``reflection_levels``). ``blobs`` maps a
     level to its current consolidated blob text, ``unabsorbed`` a level to its buffered
-    reflections, ``new_facts`` the texts of the facts this run formed. Levels that are not
-    formed are left out of the prompt and of ``inputs``.
+    reflections, ``new_facts`` the texts of the facts this run formed, ``user_names`` user id
+    -> name for users the events do not name. Levels that are not formed are left out of the
+    prompt and of ``inputs``; blobs are shown without a provider's ``SOURCE`` note.
 
     ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the formed levels,
     in order), ``group_chat``, ``blobs``, ``unabsorbed``, ``new_facts``, ``word_limit``.
     """
     levels = reflection_levels(messages, scopes)
-    kept_blobs = {s: blobs[s] for s in levels if (blobs.get(s) or "").strip()}
+    kept_blobs = {s: blob_memory(blobs.get(s) or "") for s in levels}
+    kept_blobs = {s: text for s, text in kept_blobs.items() if text}
     kept_buffer = {s: [r for r in unabsorbed.get(s, ())] for s in levels if unabsorbed.get(s)}
     sections = []
     for level in levels:
@@ -121,7 +125,7 @@ def build_reflections_request(
         prompt=prompt,
         response_model=ReflectionsAnswer,
         inputs={
-            "messages": message_inputs(messages),
+            "messages": message_inputs(messages, user_names),
             "scopes": levels,
             "group_chat": is_group_chat(messages),
             "blobs": kept_blobs,
