@@ -23,6 +23,8 @@ _SMALL_TALK = re.compile(
 )
 
 
+_TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
+
 # "Quick update about me: ...", "One correction: ..." (a short lead-in without a value)
 _LEAD_IN = re.compile(r"^([A-Za-z' ]{1,40}):\s+(?=\S+(?:\s+\S+){3})")
 
@@ -30,6 +32,7 @@ _LEAD_IN = re.compile(r"^([A-Za-z' ]{1,40}):\s+(?=\S+(?:\s+\S+){3})")
 def sentences(content: str) -> list[str]:
     """The sentences of a message, greetings, fillers and short lead-ins stripped from their start."""
     out = []
+    content = content.translate(_TYPOGRAPHIC)
     for piece in _SPLIT.split(content):
         text = " ".join(piece.split())
         previous = None
@@ -44,7 +47,7 @@ def sentences(content: str) -> list[str]:
     return out
 
 
-_AND_SUBJECT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|our|he|she|they|his|her|their)\b)")
+_AND_SUBJECT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?i:I|I'm|I've|my|we|our|he|she|they|his|her|their)\b)")
 _IF_YOU = re.compile(r",?\s+if (?:you|we)\b.*$", re.IGNORECASE)
 
 
@@ -152,7 +155,7 @@ _MODALS = {"can", "could", "will", "would", "should", "must", "might", "may", "s
 _IRREGULAR = {"am": "is", "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "'m": "is",
               "are": "is", "be": "is"}
 _ADVERB = r"(?:(also|still|just|recently|now|often|usually|really|currently|mostly|never|always|sometimes|rarely)\s+)?"
-_I_VERB = re.compile(rf"\bI\s+{_ADVERB}([A-Za-z']+)")
+_I_VERB = re.compile(rf"\b[Ii]\s+{_ADVERB}([A-Za-z']+)")
 
 
 def introduced_name(sentence: str, known: str | None = None) -> str | None:
@@ -194,18 +197,19 @@ def third_person(sentence: str, name: str | None) -> str:
             return f"The user's name is {intro.group(1)}"
         if re.match(r"^\s*,\s*(?:an?|the)\s", rest):
             return f"{intro.group(1)} is {rest.strip().lstrip(',').strip()}"
-    text = re.sub(r"\bI'm\b", f"{subject} is", sentence)
-    text = re.sub(r"\bI am\b", f"{subject} is", text)
-    text = re.sub(r"\bI've\b", f"{subject} has", text)
-    text = re.sub(r"\bI'll\b", f"{subject} will", text)
-    text = re.sub(r"\bI'd\b", f"{subject} would", text)
+    # chat is often lower case: "i'm", "i live" are the pronoun too
+    text = re.sub(r"\bI'm\b", f"{subject} is", sentence, flags=re.IGNORECASE)
+    text = re.sub(r"\bI am\b", f"{subject} is", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bI've\b", f"{subject} has", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bI'll\b", f"{subject} will", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bI'd\b", f"{subject} would", text, flags=re.IGNORECASE)
 
     def verb(match: re.Match[str]) -> str:
         adverb = f"{match.group(1)} " if match.group(1) else ""
         return f"{subject} {adverb}{_conjugate(match.group(2))}"
 
     text = _I_VERB.sub(verb, text)
-    text = re.sub(r"\bI\b", subject, text)
+    text = re.sub(r"\bI\b", subject, text, flags=re.IGNORECASE)
     text = re.sub(r"\bmy\b", possessive, text, flags=re.IGNORECASE)
     text = re.sub(r"\bmine\b", possessive, text, flags=re.IGNORECASE)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.IGNORECASE)

@@ -58,6 +58,7 @@ def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> 
         ("My work email is a@lumen.example if you need to send me anything.",
          [("Alice's work email is a@lumen.example", "user")]),
         ("I live in Lisbon, so I can visit venues in person this week.", [("Alice lives in Lisbon", "user")]),
+        ("i’m Alice and i live in Porto.", [("The user's name is Alice", "user"), ("Alice lives in Porto", "user")]),
         ("By the way, our total budget is 12,000 euros.", [("Our total budget is 12,000 euros", "agent")]),
         # not facts: fragments, imperatives, preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
         ("Lumen Beam, our new smart desk lamp.", []),
