@@ -53,6 +53,9 @@ def create_app() -> Celery:
         "memory", broker=settings.broker_url, backend=settings.result_backend, include=TASK_MODULES
     )
     transport_options = {"visibility_timeout": settings.broker_visibility_timeout_s}
+    if settings.broker_url.startswith("redis://"):
+        # kombu's Redis transport, closed against losing a popped message when Redis crashes
+        app.conf.broker_transport = "workers.transport:Transport"
     if settings.broker_url.startswith("memory://"):
         # the in-process broker polls; a short interval keeps a chain hop near 10 ms
         transport_options["polling_interval"] = 0.01

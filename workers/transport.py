@@ -1,0 +1,64 @@
+"""The Redis broker transport, closed against two ways a broker crash loses or stops work.
+
+kombu's Redis transport takes a message with BRPOP and records it as unacked in a second
+round trip. When Redis dies between the two (seen in the broker-outage scenario of
+``ops.bench.reliability``: the append-only file ends on the RPOP), the stock transport drops a
+message the broker no longer holds: an event the producer was told is accepted is lost.
+Here the consumer waits for the broker to come back and records the delivery then, so the
+message is redelivered by the visibility timeout like any other if the worker later drops it.
+
+Closing a channel after the connection is gone makes the stock transport raise
+``AttributeError`` while it restores unacked messages, and the worker exits ("Unrecoverable
+error"). Those messages are still in Redis's unacked hash, so the visibility-timeout sweep
+restores them later; the restore at close is skipped instead of crashing the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kombu.transport import redis as _redis
+from kombu.transport import virtual
+
+log = logging.getLogger("memory.broker")
+
+
+class QoS(_redis.QoS):
+    #: how long a popped message waits for the broker to come back before it is delivered
+    #: without its unacked record
+    record_patience_s = 60.0
+
+    def append(self, message, delivery_tag):
+        deadline = time.monotonic() + self.record_patience_s
+        delay = 0.05
+        while True:
+            try:
+                return super().append(message, delivery_tag)
+            except self.channel.connection_errors as exc:
+                if time.monotonic() >= deadline:
+                    log.error("broker gone for %.0f s while recording a delivery as unacked (%s); delivering it without that record",
+                              self.record_patience_s, exc)
+                    return virtual.QoS.append(self, message, delivery_tag)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def restore_unacked(self, client=None):
+        try:
+            super().restore_unacked(client)
+        except (AttributeError, *self.channel.connection_errors) as exc:
+            # the unacked hash still holds them: the visibility-timeout sweep restores them
+            log.warning("broker connection gone; unacked messages are left to the visibility timeout (%s)", exc)
+            self._delivered.clear()
+
+
+class Channel(_redis.Channel):
+    QoS = QoS
+
+
+class Transport(_redis.Transport):
+    Channel = Channel
+
+
+#: the value of Celery's ``broker_transport`` for a ``redis://`` broker URL
+REDIS_TRANSPORT = "workers.transport:Transport"
