@@ -52,13 +52,18 @@ def _section_for(scope: str, text: str) -> str:
     return _SECTIONS[scope][-1][0]
 
 
+# "Alice requested: ...", "Alice asks: ...", "Pinned link shared by Alice: ...": the subject
+# is what follows, not the shared lead-in.
+_LEAD = re.compile(r"^[^:]{1,60}\b(?:requested|asks|asked|shared by [^:]+):\s*", re.IGNORECASE)
+
+
 def _same_subject(new: str, old: str) -> bool:
+    """A newer line about what an older one says: it replaces it (newer wins)."""
+    new, old = _LEAD.sub("", new), _LEAD.sub("", old)
     sim = similarity(new, old)
     if sim.value_changed and same_slot(new, old):
         return True
-    return (sim.prefix >= 3 and (sim.value_changed or sim.negation_differs or sim.jaccard >= 0.5)) or (
-        sim.prefix >= 2 and sim.jaccard >= 0.6
-    )
+    return (sim.prefix >= 2 and sim.jaccard >= 0.6) or (sim.prefix >= 4 and sim.value_changed)
 
 
 def _margin(limit: int) -> int:

@@ -6,7 +6,8 @@ Per candidate, in this order:
   one, which is retired, and the new one is added.
 - NONE when they are equal once normalized, or share at least 75% of their words and differ
   in no value (number, email, URL, date, name): already known.
-- UPDATE when they share their subject (three leading words, or two and half their words, or
+- UPDATE when they share their subject (four leading words, or three and 40% of their words,
+  or two and half their words, or
   the same subject filling the same slot: where it lives, where it works, when it takes place)
   and a value changed: the new text replaces the old one (newer wins).
 - ADD otherwise.
@@ -24,7 +25,8 @@ _RANK = {"NONE": 3, "DELETE": 2, "UPDATE": 1, "ADD": 0}
 
 
 def _same_subject(sim: Similarity) -> bool:
-    return sim.prefix >= 3 or (sim.prefix >= 2 and sim.jaccard >= 0.5)
+    # A two-word name plus "is" already makes three leading words: ask for shared words too.
+    return sim.prefix >= 4 or (sim.prefix >= 3 and sim.jaccard >= 0.4) or (sim.prefix >= 2 and sim.jaccard >= 0.5)
 
 
 def classify(new: str, existing: str) -> str:

@@ -80,6 +80,19 @@ def test_newer_information_replaces_the_line_about_the_same_subject(old, new):
     assert new in bullets(sections) and "Alice likes cats" in bullets(sections)
 
 
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Maya Chen requested: Can you draft the press invitation?", "Maya Chen requested: Send the draft to maya@x.example"),
+        ("Maya Chen prefers Slack for updates", "Maya Chen prefers short answers"),
+        ("Pinned link shared by Maya: https://a.example/deck", "Pinned link shared by Maya: https://a.example/budget"),
+    ],
+)
+def test_lines_that_only_share_a_lead_in_or_a_name_both_stay(older, newer):
+    scope = "session" if ":" in older else "user"
+    assert sorted(bullets(consolidate(scope, "", [older, newer]))) == sorted([older, newer])
+
+
 def test_nothing_is_invented():
     blob = "VERSION: 2\n[PREFERENCES]\n- Alice prefers short answers"
     reflections = ["Alice likes cats", "Alice wants to learn Rust"]

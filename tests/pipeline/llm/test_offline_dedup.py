@@ -38,6 +38,7 @@ def decide(new_facts, candidates):
         ("Bob's email is bob@example.com", "Alice's email is alice@example.com", "ADD"),
         ("Alice has two dogs", "Alice has two kids", "ADD"),
         ("Bob moved to Porto", "Alice lives in Lisbon", "ADD"),
+        ("Maya Chen is vegetarian", "Maya Chen is the product manager at Lumen Labs", "ADD"),
         ("Alice's sister lives in Porto", "Alice lives in Lisbon", "ADD"),
     ],
 )
