@@ -7,7 +7,9 @@ make them atomic (a SQLite write transaction, or conditional Mongo updates).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 import numpy as np
 
@@ -49,28 +51,34 @@ class Float32Vector(Sequence):
     """A read-only float32 vector that reads like a list of floats (``len``, indexing,
     iteration, truth value, ``==`` against a list) and converts to numpy without a copy per
     element (``np.asarray``). Search candidates carry these: 100k of them load in a fraction of
-    the time (and memory) that lists of Python floats would take."""
+    the time (and memory) that lists of Python floats would take. It may be one row of a
+    matrix shared by a whole batch of candidates (the row is sliced only when read)."""
 
-    __slots__ = ("_array",)
+    __slots__ = ("_base", "_row")
 
-    def __init__(self, array: np.ndarray) -> None:
-        self._array = array
+    def __init__(self, base: np.ndarray, row: int = -1) -> None:
+        self._base = base
+        self._row = row
+
+    @property
+    def _array(self) -> np.ndarray:
+        return self._base if self._row < 0 else self._base[self._row]
 
     def __len__(self) -> int:
-        return self._array.shape[0]
+        return self._base.shape[-1]
 
     def __getitem__(self, index):
-        item = self._array[index]
-        return item.tolist()
+        return self._array[index].tolist()
 
     def __iter__(self):
         return iter(self._array.tolist())
 
     def __bool__(self) -> bool:
-        return self._array.shape[0] > 0
+        return self._base.shape[-1] > 0
 
     def __array__(self, dtype=None, copy=None):
-        return self._array if dtype is None else self._array.astype(dtype)
+        array = self._array
+        return array if dtype is None else array.astype(dtype)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Float32Vector, np.ndarray, list, tuple)):
@@ -87,6 +95,38 @@ class Float32Vector(Sequence):
 
     def tolist(self) -> list[float]:
         return self._array.tolist()
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small acyclic objects: 100k
+    candidates otherwise trigger dozens of full-heap passes for nothing to collect."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def unpack_embeddings(blobs: list[bytes | None]) -> list[Float32Vector | None]:
+    """Vectors over many stored blobs at once: one matrix when they share a dimension."""
+    sizes = {len(b) for b in blobs if b is not None}
+    if len(sizes) != 1:
+        return [unpack_embedding(b) for b in blobs]
+    size = sizes.pop()
+    present = [b for b in blobs if b is not None]
+    matrix = np.frombuffer(b"".join(present), dtype=np.float32).reshape(len(present), size // 4)
+    out: list[Float32Vector | None] = []
+    row = 0
+    for blob in blobs:
+        if blob is None:
+            out.append(None)
+        else:
+            out.append(Float32Vector(matrix, row))
+            row += 1
+    return out
 
 
 def unpack_embedding(blob: bytes | None) -> Float32Vector | None:

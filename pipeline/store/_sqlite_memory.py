@@ -127,13 +127,13 @@ class MemoryMixin:
             (agent_id, *scope_keys),
         ).fetchall()
         parse = datetime.fromisoformat
-        unpack = c.unpack_embedding
-        return [
-            FactCandidate(fid, scope, user, content,
-                          unpack(emb) if embedding_model is not None and model == embedding_model else None,
-                          parse(formed))
-            for fid, scope, user, content, formed, model, emb in rows
-        ]
+        with c.no_gc():
+            vectors = c.unpack_embeddings(
+                [row[6] if embedding_model is not None and row[5] == embedding_model else None for row in rows])
+            return [
+                FactCandidate(fid, scope, user, content, vector, parse(formed))
+                for (fid, scope, user, content, formed, _, _), vector in zip(rows, vectors)
+            ]
 
     def recent_facts(self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int) -> list[Fact]:
         if not scope_keys:
