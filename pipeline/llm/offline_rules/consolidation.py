@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from pipeline.llm.offline_rules.language import repeats, same_slot, similarity
@@ -57,9 +58,14 @@ def _section_for(scope: str, text: str) -> str:
 _LEAD = re.compile(r"^[^:]{1,60}\b(?:requested|asks|asked|shared by [^:]+):\s*", re.IGNORECASE)
 
 
+@lru_cache(maxsize=8192)
+def _without_lead(text: str) -> str:
+    return _LEAD.sub("", text)
+
+
 def _same_subject(new: str, old: str) -> bool:
     """A newer line about what an older one says: it replaces it (newer wins)."""
-    new, old = _LEAD.sub("", new), _LEAD.sub("", old)
+    new, old = _without_lead(new), _without_lead(old)
     sim = similarity(new, old)
     if sim.value_changed and same_slot(new, old):
         return True

@@ -271,14 +271,24 @@ _SLOTS = {
 }
 
 
+@lru_cache(maxsize=8192)
+def _slot_subjects(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    found = []
+    for slot, pattern in _SLOTS.items():
+        match = pattern.search(text)
+        if match:
+            found.append((slot, tuple(normalize(text[: match.start()]).split())))
+    return tuple(found)
+
+
 def same_slot(a: str, b: str) -> bool:
     """Both say where/for whom/when the same subject is ("Maya lives in Lisbon", "Maya moved to
     Porto"): the subject is what precedes the slot's verb, equal or one extending the other."""
-    for pattern in _SLOTS.values():
-        ma, mb = pattern.search(a), pattern.search(b)
-        if not (ma and mb):
+    slots_b = dict(_slot_subjects(b))
+    for slot, sa in _slot_subjects(a):
+        sb = slots_b.get(slot)
+        if sb is None:
             continue
-        sa, sb = normalize(a[: ma.start()]).split(), normalize(b[: mb.start()]).split()
         short, long_ = sorted((sa, sb), key=len)
         if short and long_[: len(short)] == short and (len(short) >= 2 or short == long_):
             return True
