@@ -4,8 +4,9 @@ Per candidate, in this order:
 - DELETE when the two share their subject (two leading words, half their words) and exactly
   one of them is negated ("not", "no longer", "cancelled"): the new fact contradicts the old
   one, which is retired, and the new one is added.
-- NONE when they are equal once normalized, or share at least 75% of their words and differ
-  in no value (number, email, URL, date, name): already known.
+- NONE when they are equal once normalized, or differ in no value (number, email, URL, date,
+  name) and share at least 75% of their words or one's words are all in the other: already
+  known.
 - UPDATE when they share their subject (four leading words, or three and 40% of their words,
   or two and half their words, or
   the same subject filling the same slot: where it lives, where it works, when it takes place)
@@ -34,7 +35,7 @@ def classify(new: str, existing: str) -> str:
     sim = similarity(new, existing)
     if sim.negation_differs and sim.prefix >= 2 and sim.jaccard >= 0.5:
         return "DELETE"
-    if sim.equal or (sim.jaccard >= 0.75 and not sim.value_changed):
+    if sim.equal or (not sim.value_changed and (sim.jaccard >= 0.75 or sim.nested)):
         return "NONE"
     if sim.value_changed and (_same_subject(sim) or same_slot(new, existing)):
         return "UPDATE"

@@ -14,7 +14,8 @@ from pipeline.text import normalize
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _GREETING = re.compile(
     r"^(?:(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening))(?:\s+[A-Z][\w-]*)?"
-    r"|ok|okay|sure|great|yes|yeah|no|well|so|also|btw|by the way|oh|anyway|thanks|thank you)\s*[,!.:;-]+\s*",
+    r"|ok|okay|sure|great|yes|yeah|no|well|so|also|btw|by the way|oh|anyway|thanks|thank you|actually|sorry"
+    r"|just to confirm|to confirm|as i said|as mentioned|again|fyi|(?:just a |quick )?reminder)\s*[,!.:;-]+\s*",
     re.IGNORECASE,
 )
 _SMALL_TALK = re.compile(
@@ -227,6 +228,7 @@ class Similarity:
     value_changed: bool   # the differing words hold a value (number, email, URL, date, name)
     negation_differs: bool  # one says "not"/"no longer"/"cancelled" and the other does not
     equal: bool           # equal once normalized
+    nested: bool          # the words of one are all among the words of the other
 
 
 @lru_cache(maxsize=8192)
@@ -258,7 +260,7 @@ def similarity(a: str, b: str) -> Similarity:
         prefix += 1
     differing = sa ^ sb
     value_changed = any(v for w, v in ta + tb if w in differing)
-    return Similarity(jaccard, prefix, value_changed, na != nb, norm_a == norm_b)
+    return Similarity(jaccard, prefix, value_changed, na != nb, norm_a == norm_b, sa <= sb or sb <= sa)
 
 
 # Statements that fill one slot of their subject: a newer one replaces the older one.

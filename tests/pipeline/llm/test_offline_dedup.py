@@ -22,8 +22,11 @@ def decide(new_facts, candidates):
         ("alice's EMAIL is  alice@example.com", "Alice's email is alice@example.com", "NONE"),
         ("Alice's email address is alice@example.com", "Alice's email is alice@example.com", "NONE"),
         ("The Mars Festival takes place in Tucson", "The Mars Festival takes place in Tucson", "NONE"),
+        ("Alice's email is still alice@example.com", "Alice's email is alice@example.com", "NONE"),
+        ("Alice lives in Denver", "Alice lives in Denver with her two cats and her partner", "NONE"),
         # the same subject with a changed value: newer wins
         ("Alice's email is alice@new.example.com", "Alice's email is alice@example.com", "UPDATE"),
+        ("Alice's email is now alice@new.example.com", "Alice's email is alice@example.com", "UPDATE"),
         ("The Mars Festival budget is $65,000", "The Mars Festival budget is $50,000", "UPDATE"),
         ("Alice lives in Boston", "Alice lives in Denver", "UPDATE"),
         ("The festival takes place on June 21", "The festival takes place on June 14", "UPDATE"),

@@ -59,6 +59,8 @@ def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> 
          [("Alice's work email is a@lumen.example", "user")]),
         ("I live in Lisbon, so I can visit venues in person this week.", [("Alice lives in Lisbon", "user")]),
         ("i’m Alice and i live in Porto.", [("The user's name is Alice", "user"), ("Alice lives in Porto", "user")]),
+        ("Actually, my email is now alice@new.example.com.", [("Alice's email is now alice@new.example.com", "user")]),
+        ("Just to confirm, my email is alice@example.com.", [("Alice's email is alice@example.com", "user")]),
         ("By the way, our total budget is 12,000 euros.", [("Our total budget is 12,000 euros", "agent")]),
         # not facts: fragments, imperatives, preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
         ("Lumen Beam, our new smart desk lamp.", []),
