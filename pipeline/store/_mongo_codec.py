@@ -3,6 +3,7 @@ timezone-aware UTC (BSON keeps milliseconds), and the duplicate-key error of pym
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -11,7 +12,42 @@ from pymongo.errors import DuplicateKeyError
 
 T = TypeVar("T", bound=BaseModel)
 
-__all__ = ["DuplicateKeyError", "from_doc", "to_doc"]
+__all__ = ["DuplicateKeyError", "escape_key", "escape_keys", "from_doc", "to_doc", "unescape_keys"]
+
+# Free-form maps (stage outputs, run totals) may be keyed by scope keys such as
+# ``user:<id>``, and ids may hold ``.`` or ``$``, which MongoDB field names must not. Such keys
+# are percent-encoded on the way in and decoded on the way out; every other key is unchanged.
+_ESCAPES = (("%", "%25"), (".", "%2E"), ("$", "%24"))
+
+
+def escape_key(key: str) -> str:
+    for raw, code in _ESCAPES:
+        key = key.replace(raw, code)
+    return key
+
+
+_CODE = re.compile("%(25|2E|24)")
+_DECODE = {code[1:]: raw for raw, code in _ESCAPES}
+
+
+def _unescape_key(key: str) -> str:
+    return key if "%" not in key else _CODE.sub(lambda m: _DECODE[m.group(1)], key)
+
+
+def escape_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {escape_key(str(k)): escape_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_keys(v) for v in value]
+    return value
+
+
+def unescape_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_unescape_key(k): unescape_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unescape_keys(v) for v in value]
+    return value
 
 
 def to_doc(model: BaseModel, _id: Any = None, *, exclude: set[str] | None = None) -> dict:

@@ -1,7 +1,8 @@
 """Mongo store, formation runs: stages, leases, take-over of stale runs. Mixed into ``MongoStore``.
 
-Stage records live under ``stages.<stage name>``; stage names are fixed identifiers, never
-user data, so they are safe as field names.
+Stage records live under ``stages.<stage name>``. Free-form maps (stage outputs, totals,
+models) have their keys escaped (``_mongo_codec.escape_keys``): a scope key that names a user
+may hold ``.`` or ``$``.
 """
 
 from __future__ import annotations
@@ -11,19 +12,23 @@ from datetime import datetime
 from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import from_doc
-from schemas.documents import STAGES, FormationRun, StageRecord
+from pipeline.store._mongo_codec import escape_key, escape_keys, from_doc, unescape_keys
+from schemas.documents import FormationRun, StageRecord
 
 
 def _stage_field(stage: str) -> str:
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-    return f"stages.{stage}"
+    if not stage:
+        raise ValueError("a stage needs a name")
+    return f"stages.{escape_key(stage)}"
+
+
+def run_from(doc: dict | None) -> FormationRun | None:
+    return None if doc is None else from_doc(FormationRun, unescape_keys(doc))
 
 
 class MongoRunsMixin:
     def get_run(self, run_id: str) -> FormationRun | None:
-        return from_doc(FormationRun, self.col("runs").find_one({"_id": run_id}))
+        return run_from(self.col("runs").find_one({"_id": run_id}))
 
     def _require_run(self, run_id: str) -> FormationRun:
         run = self.get_run(run_id)
@@ -37,7 +42,7 @@ class MongoRunsMixin:
             raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
         run = self._require_run(run_id)
         checked = FormationRun.model_validate({**run.model_dump(), **fields})
-        values = checked.model_dump(include=set(fields))
+        values = escape_keys(checked.model_dump(include=set(fields)))
         self.col("runs").update_one({"_id": run_id}, {"$set": values})
 
     def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
@@ -64,11 +69,11 @@ class MongoRunsMixin:
         if doc is None:
             return self._require_run(run_id).stages[stage]
         runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": "running"}})
-        return from_doc(FormationRun, doc).stages[stage]
+        return run_from(doc).stages[stage]
 
     def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
         field = _stage_field(stage)
-        values = record.model_dump(exclude={"attempts"})
+        values = escape_keys(record.model_dump(exclude={"attempts"}))
         values["status"] = "done"
         update: dict = {"$set": {f"{field}.{k}": v for k, v in values.items() if k != "started_at" or v is not None},
                         "$max": {f"{field}.attempts": record.attempts}}
@@ -90,7 +95,7 @@ class MongoRunsMixin:
     ) -> FormationRun | None:
         runs, sessions = self.col("runs"), self.col("sessions")
         doc = runs.find_one({"_id": run_id})
-        run = from_doc(FormationRun, doc)
+        run = run_from(doc)
         if run is None or run.status == "done":
             return None
         now = c.utc(now)
@@ -119,7 +124,7 @@ class MongoRunsMixin:
              "$unset": {"_claim_pending": ""}},
             return_document=ReturnDocument.AFTER,
         )
-        return from_doc(FormationRun, reopened)
+        return run_from(reopened)
 
     def find_stale_runs(self, now: datetime, limit: int) -> list[FormationRun]:
         docs = self.col("runs").find(
@@ -129,7 +134,7 @@ class MongoRunsMixin:
             ]},
             sort=[("created_at", 1), ("_id", 1)], limit=limit,
         )
-        return [from_doc(FormationRun, d) for d in docs]
+        return [run_from(d) for d in docs]
 
     def list_runs(
         self, *, status: str | None = None, agent_id: str | None = None,
@@ -138,4 +143,4 @@ class MongoRunsMixin:
         query = {k: v for k, v in (("status", status), ("agent_id", agent_id), ("session_id", session_id))
                  if v is not None}
         docs = self.col("runs").find(query, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit)
-        return [from_doc(FormationRun, d) for d in docs]
+        return [run_from(d) for d in docs]

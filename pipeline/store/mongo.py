@@ -30,7 +30,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from pipeline.errors import ConfigurationError
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
@@ -235,7 +235,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             if session.active_run_id is not None or not c.rule_holds(session, rule):
                 return None
             stored = c.claimed_run(session, run, now, lease_s)
-            pending = to_doc(stored, stored.run_id)
+            pending = escape_keys(to_doc(stored, stored.run_id))
             pending["_claim_pending"] = True
             try:
                 runs.insert_one(pending)
@@ -272,7 +272,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         self.bump_scope_versions(run.agent_id, changed_scope_keys)
         flipped = self.col("runs").find_one_and_update(
             {"_id": run_id, "status": {"$ne": "done"}},
-            {"$set": {"status": "done", "finished_at": c.utc(now), "totals": dict(totals),
+            {"$set": {"status": "done", "finished_at": c.utc(now), "totals": escape_keys(dict(totals)),
                       "lease_expires_at": None, "error": None}},
         )
         return flipped is not None

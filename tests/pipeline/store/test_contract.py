@@ -321,3 +321,21 @@ def test_list_runs_filters_and_orders_newest_first(store):
     assert [r.run_id for r in store.list_runs(agent_id="a2")] == ["r2"]
     assert [r.run_id for r in store.list_runs(session_id="s1")] == ["r1"]
     assert [r.run_id for r in store.list_runs(limit=1)] == ["r2"]
+
+
+def test_free_form_outputs_and_totals_keep_keys_that_hold_dots_and_dollars(store, claimed):
+    odd = "user:first.last$1"
+    store.start_stage("r1", "consolidate_scope:0", at(11))
+    store.complete_stage("r1", "consolidate_scope:0", StageRecord(output={"merged": {odd: 2}, "scope_key": odd}))
+    store.update_run_fields("r1", models={"gpt-5.1": "tier.1"})
+    store.finish_run("r1", at(12), {"consolidated": {odd: "merged"}}, [odd])
+    done = store.get_run("r1")
+    assert done.stages["consolidate_scope:0"].output == {"merged": {odd: 2}, "scope_key": odd}
+    assert done.totals == {"consolidated": {odd: "merged"}} and done.models == {"gpt-5.1": "tier.1"}
+    assert store.get_scope_versions("a1", [odd]) == {odd: 1}
+
+
+def test_create_indexes_is_idempotent_and_names_the_indexes(store):
+    first = store.create_indexes()
+    assert store.create_indexes() == first
+    assert any("hash" in name for name in first)

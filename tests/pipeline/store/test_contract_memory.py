@@ -285,3 +285,11 @@ def test_forget_user_makes_caches_of_the_agent_stale(store):
     store.bump_scope_versions("a1", ["agent", "user:u1"])
     store.forget_user("u1")
     assert store.get_scope_versions("a1", ["agent"]) == {"agent": 2}
+
+
+def test_search_candidates_of_mixed_dimensions_keep_each_vector(store):
+    store.insert_fact(fact("f1", "short vector", embedding=[0.5, 0.5]))
+    store.insert_fact(fact("f2", "long vector", embedding=[0.25, 0.5, 1.0]))
+    store.insert_fact(fact("f3", "no vector"))
+    cands = {c.fact_id: c.embedding for c in store.search_candidates("a1", ["agent"], "m1")}
+    assert cands == {"f1": [0.5, 0.5], "f2": [0.25, 0.5, 1.0], "f3": None}
