@@ -1,0 +1,168 @@
+"""Formation benchmark: ``python -m ops.bench.formation [--json] [--latency 0.2] [--sessions 32]``.
+
+A real ``redis-server``, one real worker process (threads pool, every formation queue) built by
+``ops.bench.formation_app`` with a scripted LLM of fixed latency L per call, SQLite, the
+hashing embedder. Each formation has one fact that updates a seeded one (a dedup LLM call) and
+four session reflections (a consolidation); every stage is its own task.
+
+- ``overhead_ratio``: median wall time of a formation run alone (claim to finish) divided by
+  L x the sequential LLM calls the fake answered on its critical path (extract_facts,
+  decide_facts, extract_reflections, then the longest consolidate_scope). Aim: <= 1.05.
+- ``concurrency_efficiency``: throughput of N sessions forming at once on that one worker
+  divided by the ideal (all N in one critical-path time). Aim: >= 0.8.
+- ``llm_calls_per_formation``, ``tokens_per_formation`` (median over runs).
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ops.bench.formation_app import fact_text
+from ops.procs import RedisServer, WorkerProcess
+from pipeline.embeddings.hashing import HashingEmbedder
+from pipeline.store.sqlite import SQLiteStore
+from pipeline.text import text_hash
+from schemas.documents import Fact, FormationRun
+from schemas.settings import Settings
+
+AGENT = "bench-agent"
+QUEUES = ("ingest", "formation", "consolidation")
+
+
+def seed(store: SQLiteStore, users: list[str], dim: int) -> None:
+    """One user fact per session user, which the formation's new fact will update."""
+    embedder = HashingEmbedder(dim)
+    texts = [fact_text(u, "example.com") for u in users]
+    vectors = embedder.embed(texts).vectors
+    for user, text, vector in zip(users, texts, vectors):
+        store.insert_fact(Fact(
+            fact_id=f"seed-{user}", agent_id=AGENT, scope="user", user_id=user, scope_key=f"user:{user}",
+            content=text, hash=text_hash(text), embedding=vector, embedding_model=embedder.model,
+            formed_at=_now(),
+        ))
+
+
+def _now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def events(session_id: str, user: str) -> list[dict]:
+    from workers.producer import message_event, session_ended_event
+
+    rows = [("user", f"My email address is {user}@example.org now."), ("assistant", "Noted."),
+            ("user", "Can you plan the next steps?"), ("assistant", "Here they are.")]
+    out = [message_event(agent_id=AGENT, session_id=session_id, role=role, content=text,
+                         sender_id=user if role == "user" else None, session_users=[user])
+           for role, text in rows]
+    return out + [session_ended_event(agent_id=AGENT, session_id=session_id)]
+
+
+def wait_done(store: SQLiteStore, sessions: list[str], timeout: float) -> list[FormationRun]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [r for s in sessions for r in store.list_runs(session_id=s)]
+        if any(r.status in ("failed", "dead") for r in runs):
+            raise RuntimeError(f"a run failed: {[(r.run_id, r.error) for r in runs if r.error]}")
+        if len(runs) >= len(sessions) and all(r.status == "done" for r in runs):
+            return runs
+        time.sleep(0.05)
+    raise TimeoutError(f"formation of {len(sessions)} sessions not done within {timeout} s")
+
+
+def critical_calls(run: FormationRun) -> int:
+    """Sequential LLM calls: the chain's stages, plus the longest of the parallel scopes."""
+    chain = sum(run.stages[s].usage.calls for s in ("extract_facts", "decide_facts", "extract_reflections"))
+    scopes = [r.usage.calls for n, r in run.stages.items() if n.startswith("consolidate_scope:")]
+    return chain + max(scopes, default=0)
+
+
+def wall_s(run: FormationRun) -> float:
+    return (run.finished_at - run.created_at).total_seconds()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per LLM call (L)")
+    parser.add_argument("--sessions", type=int, default=32, help="sessions forming at once")
+    parser.add_argument("--alone", type=int, default=5, help="formations run one at a time")
+    args = parser.parse_args(argv)
+    say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr))
+    with tempfile.TemporaryDirectory(prefix="bench-formation-") as tmp:
+        tmp_path = Path(tmp)
+        redis = RedisServer(tmp_path / "redis")
+        db = tmp_path / "memory.db"
+        store = SQLiteStore(str(db))
+        store.create_indexes()
+        settings = Settings(_env_file=None)
+        alone = [f"alone-{i}" for i in range(args.alone)]
+        together = [f"together-{i}" for i in range(args.sessions)]
+        seed(store, [f"u-{s}" for s in alone + together], settings.hashing_embedding_dim)
+        worker = WorkerProcess(
+            broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
+            log_file=tmp_path / "worker.log", queues=QUEUES, pool="threads",
+            concurrency=max(16, 2 * args.sessions), app="ops.bench.formation_app", loglevel="WARNING",
+            extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
+                       "BENCH_LLM_LATENCY_S": str(args.latency)},
+        )
+        try:
+            worker.wait_ready()
+            from ops.bench._harness import producer_app
+            from workers.producer import CeleryPublisher, publish_messages
+
+            publisher = CeleryPublisher(app=producer_app(redis.url(0)))
+            solo_runs = []
+            for session in alone:
+                publish_messages(events(session, f"u-{session}"), publisher=publisher)
+                solo_runs += wait_done(store, [session], 60)
+                say(f"alone {session}: {wall_s(solo_runs[-1]) * 1000:.0f} ms")
+            started = time.monotonic()
+            publish_messages([e for s in together for e in events(s, f"u-{s}")], publisher=publisher)
+            group_runs = wait_done(store, together, 300)
+            publisher.close()
+        except Exception:
+            print(worker.log_text()[-3000:], file=sys.stderr)
+            raise
+        finally:
+            worker.stop()
+            store_runs = store.list_runs(agent_id=AGENT, limit=1000)
+            store.close()
+            redis.stop()
+    calls = [critical_calls(r) for r in solo_runs]
+    overhead = statistics.median(wall_s(r) / (args.latency * c) for r, c in zip(solo_runs, calls))
+    critical = statistics.median(args.latency * critical_calls(r) for r in group_runs)
+    makespan = max(r.finished_at for r in group_runs) - min(r.created_at for r in group_runs)
+    efficiency = critical / makespan.total_seconds()
+    dedup_calls = min(r.stages["decide_facts"].usage.calls for r in store_runs)
+    consolidations = min(sum(1 for n in r.stages if n.startswith("consolidate_scope:")) for r in store_runs)
+    result = {
+        "latency_s": args.latency,
+        "formations_alone": len(solo_runs),
+        "sessions_at_once": args.sessions,
+        "overhead_ratio": round(overhead, 4),
+        "median_formation_ms": round(statistics.median(wall_s(r) for r in solo_runs) * 1000, 1),
+        "critical_path_llm_calls": statistics.median(calls),
+        "concurrency_efficiency": round(efficiency, 4),
+        "makespan_s": round(makespan.total_seconds(), 3),
+        "llm_calls_per_formation": statistics.median(r.totals["llm_calls"] for r in store_runs),
+        "tokens_per_formation": statistics.median(r.totals["tokens"]["total"] for r in store_runs),
+        "min_dedup_llm_calls": dedup_calls,
+        "min_consolidations": consolidations,
+    }
+    say(f"overhead_ratio {result['overhead_ratio']} (aim <= 1.05), "
+        f"concurrency_efficiency {result['concurrency_efficiency']} (aim >= 0.8)")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
