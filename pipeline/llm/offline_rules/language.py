@@ -90,7 +90,7 @@ IMPERATIVE = re.compile(
     re.IGNORECASE,
 )
 REQUEST = _markers(
-    r"can you", r"could you", r"would you", r"will you", r"let's", r"let us", r"i need", r"help me",
+    r"can you", r"could you", r"would you", r"will you", r"let's", r"let us", r"i need", r"we need", r"help me",
     r"i want to", r"i'd like to", r"i would like to", r"please", r"remind me", r"i'm looking for",
     r"i am looking for",
 )

@@ -6,7 +6,7 @@ Checked in this order, on what humans wrote:
    imperative such as "Send the draft ...") -> session;
 3. statements about projects, plans, milestones and shared decisions ("we decided", "launch",
    "budget", "deadline") that are not already a fact sentence -> agent;
-and every URL a human shares is pinned at session level.
+and every URL a human shares outside a request is pinned at session level.
 A reflection is dropped when its level is not formed (never re-scoped), when it has more words
 than the limit, or when it repeats a new fact, a buffered reflection or a blob line of its
 level. The most recent ones are kept: at most ``_KEEP`` per level.
@@ -72,6 +72,8 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             level = _level(sentence)
             if level is not None:
                 found[level].append(_phrase(level, sentence, name))
+            if level == "session":
+                continue  # the request itself already carries its links
             for url in lang.URL.findall(sentence):
                 found["session"].append(f"Pinned link shared by {name or 'the user'}: {lang.strip_end(url)}")
     answer: dict[str, list[str]] = {}

@@ -48,6 +48,8 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
         ("I like detailed budgets with sources.", "user", "Alice likes detailed budgets with sources"),
         ("Can you draft the sponsor letter?", "session", "Alice requested: Can you draft the sponsor letter?"),
         ("Let's focus on the catering plan first.", "session", "Alice requested: Let's focus on the catering plan first"),
+        ("Today we need a checklist for the venue visit.", "session",
+         "Alice requested: Today we need a checklist for the venue visit"),
         ("I need the venue shortlist by the end of this chat.", "session",
          "Alice needs the venue shortlist by the end of this chat"),
         ("Send the press kit to the partners.", "session", "Alice requested: Send the press kit to the partners"),
@@ -75,6 +77,11 @@ def test_chatter_questions_and_plain_facts_are_not_reflections(line):
 def test_a_shared_link_is_pinned_for_the_session():
     answer = reflect(chat(("u1", "The sponsor deck is at https://example.com/deck.pdf.")))
     assert answer.session == ["Pinned link shared by Alice: https://example.com/deck.pdf"]
+
+
+def test_a_link_inside_a_request_is_kept_once_with_the_request():
+    answer = reflect(chat(("u1", "Please pin the venue map https://example.com/map for this chat.")))
+    assert answer.session == ["Alice requested: Please pin the venue map https://example.com/map for this chat"]
 
 
 MIXED = (
