@@ -85,10 +85,12 @@ class MongoRunsMixin:
 
     def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:
         field = _stage_field(stage)
-        self.col("runs").update_one(
+        result = self.col("runs").update_one(
             {"_id": run_id, f"{field}.status": {"$ne": "done"}},
             {"$set": {f"{field}.status": "failed", f"{field}.error": error, f"{field}.finished_at": c.utc(now)}},
         )
+        if result.matched_count == 0:
+            self._require_run(run_id)
 
     def reopen_run(
         self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False

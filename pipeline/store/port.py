@@ -9,7 +9,9 @@ Conventions:
 - every "now" is passed in by the caller (the clock port), never read inside the store;
 - every query carries ``agent_id``;
 - methods that apply an effect of a formation run are idempotent on the run id, so a stage
-  rerun after a crash applies nothing twice.
+  rerun after a crash applies nothing twice;
+- methods that change a run raise ``KeyError`` for an unknown run id (``renew_run_lease``
+  returns False and ``reopen_run`` None instead).
 """
 
 from __future__ import annotations

@@ -221,7 +221,10 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 self._put_session(conn, session.model_copy(update={"lease_expires_at": until}))
             return run.model_copy(update={"lease_expires_at": until}), True
 
-        return self._modify_run(run_id, change)
+        try:
+            return self._modify_run(run_id, change)
+        except KeyError:
+            return False  # a run that is gone is no longer active either
 
     def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
         def change(conn, run):

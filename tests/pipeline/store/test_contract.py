@@ -339,3 +339,25 @@ def test_create_indexes_is_idempotent_and_names_the_indexes(store):
     first = store.create_indexes()
     assert store.create_indexes() == first
     assert any("hash" in name for name in first)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.update_run_fields("missing", totals={}),
+        lambda s: s.start_stage("missing", "extract_facts", T0),
+        lambda s: s.complete_stage("missing", "extract_facts", StageRecord()),
+        lambda s: s.fail_stage("missing", "extract_facts", "x", T0),
+        lambda s: s.finish_run("missing", T0, {}, []),
+        lambda s: s.fail_run("missing", "x", T0, dead=True),
+    ],
+)
+def test_effects_on_a_missing_run_raise_key_error(store, call):
+    with pytest.raises(KeyError):
+        call(store)
+
+
+def test_a_missing_run_has_no_lease_to_renew_and_nothing_to_reopen(store):
+    assert store.renew_run_lease("missing", T0, 60) is False
+    assert store.reopen_run("missing", T0, 60) is None
+    assert store.get_run("missing") is None
