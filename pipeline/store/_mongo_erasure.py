@@ -54,8 +54,10 @@ class MongoErasureMixin:
 
         counts["contexts"] = col(c.CONTEXTS).delete_many(
             {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": sids}}]}).deleted_count
+        # ``recent`` holds event ids, which a platform may derive from user ids: it only
+        # serves to complete an interrupted ingest, so it is cleared with the user's data.
         counts["sessions"] = col("sessions").update_many(
-            {"_id": {"$in": sids}, "users": user_id}, {"$pull": {"users": user_id}}).modified_count
+            {"_id": {"$in": sids}}, {"$pull": {"users": user_id}, "$set": {"recent": []}}).matched_count
 
         # The stamp of the user's scope names the user: drop it, and move the agent and
         # session stamps instead so that every cache built over the erased data is stale.
