@@ -56,14 +56,36 @@ def _now():
 
 
 def events(session_id: str, user: str) -> list[dict]:
-    from workers.producer import message_event, session_ended_event
+    from workers.producer import message_event
 
     rows = [("user", f"My email address is {user}@example.org now."), ("assistant", "Noted."),
             ("user", "Can you plan the next steps?"), ("assistant", "Here they are.")]
-    out = [message_event(agent_id=AGENT, session_id=session_id, role=role, content=text,
-                         sender_id=user if role == "user" else None, session_users=[user])
-           for role, text in rows]
-    return out + [session_ended_event(agent_id=AGENT, session_id=session_id)]
+    return [message_event(agent_id=AGENT, session_id=session_id, role=role, content=text,
+                          sender_id=user if role == "user" else None, session_users=[user])
+            for role, text in rows]
+
+
+def start_formations(store: SQLiteStore, app, sessions: list[str], lease_s: float) -> None:
+    """Wait until every session's messages are ingested, then claim them all and start their
+    chains together, so that the sessions form at once (ingest is not what is measured)."""
+    from pipeline import names, trigger
+
+    deadline = time.monotonic() + 120
+    while any((store.get_session(s) is None or store.get_session(s).last_seq < 4) for s in sessions):
+        if time.monotonic() > deadline:
+            raise TimeoutError("messages were not ingested within 120 s")
+        time.sleep(0.05)
+    runs = []
+    for session in sessions:
+        run = store.try_claim(session, trigger.session_end_rule(), FormationRun(
+            run_id=f"run-{session}", agent_id=AGENT, session_id=session, seq_from=0, seq_to=0,
+            reason="manual", created_at=_now(),
+        ), _now(), lease_s)
+        if run is None:
+            raise RuntimeError(f"session {session} could not be claimed")
+        runs.append(run)
+    for run in runs:
+        app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run.run_id}, ignore_result=True)
 
 
 def wait_done(store: SQLiteStore, sessions: list[str], timeout: float) -> list[FormationRun]:
@@ -119,15 +141,21 @@ def main(argv: list[str] | None = None) -> int:
             from ops.bench._harness import producer_app
             from workers.producer import CeleryPublisher, publish_messages
 
-            publisher = CeleryPublisher(app=producer_app(redis.url(0)))
+            app = producer_app(redis.url(0))
+            publisher = CeleryPublisher(app=app)
+            publish_messages([e for s in alone + together for e in events(s, f"u-{s}")], publisher=publisher)
             solo_runs = []
             for session in alone:
-                publish_messages(events(session, f"u-{session}"), publisher=publisher)
+                start_formations(store, app, [session], settings.claim_lease_s)
                 solo_runs += wait_done(store, [session], 60)
-                say(f"alone {session}: {wall_s(solo_runs[-1]) * 1000:.0f} ms")
-            started = time.monotonic()
-            publish_messages([e for s in together for e in events(s, f"u-{s}")], publisher=publisher)
+                run = solo_runs[-1]
+                stages_ms = {n: round(r.duration_ms or 0) for n, r in run.stages.items()}
+                say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages {stages_ms}")
+            start_formations(store, app, together, settings.claim_lease_s)
             group_runs = wait_done(store, together, 300)
+            say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
+                statistics.median(wall_s(r) for r in group_runs) * 1000,
+                statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
             publisher.close()
         except Exception:
             print(worker.log_text()[-3000:], file=sys.stderr)
