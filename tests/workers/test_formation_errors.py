@@ -137,3 +137,21 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     assert sent == [(names.TASK_FINISH, {"run_id": run_id})]
     assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
     assert env.store.get_run(run_id).status not in ("failed", "dead")
+
+
+def test_consolidate_fans_out_per_due_scope_and_the_last_scope_sends_finish(injected, sent):
+    env = injected
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(user=[f"Alice likes {x}" for x in "abcd"],
+                                                  session=[f"Alice asked {x}" for x in "abcd"]))
+    env.llm.on("consolidate", merge_all)
+    run_id = env.new_run(ALICE_CHAT)
+    env.through_reflections(run_id)
+    worker_formation.consolidate.apply(kwargs={"run_id": run_id}).get()
+    fanned = [kw for name, kw in sent if name == names.TASK_CONSOLIDATE_SCOPE]
+    assert [(kw["index"], kw["scope_key"]) for kw in fanned] == [(0, "user:u-1"), (1, f"session:{env.store.get_run(run_id).session_id}")]
+    sent.clear()
+    consolidate_scope.apply(kwargs=fanned[1]).get()
+    assert sent == []  # one scope still pending: no finish yet
+    consolidate_scope.apply(kwargs=fanned[0]).get()
+    assert sent == [(names.TASK_FINISH, {"run_id": run_id})]
