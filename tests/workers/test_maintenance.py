@@ -78,3 +78,29 @@ def test_the_retry_task_restarts_stale_runs_and_buries_exhausted_ones(deps, sent
     assert maintenance.retry_stale_runs() == {"reopened": 0, "dead": 1, "held": 0}
     assert deps.store.get_run(run.run_id).status == "dead"
     assert len(sent) == 1
+
+
+def test_a_task_sent_by_name_reaches_only_its_own_queue(monkeypatch):
+    from schemas.settings import get_settings
+    from workers.app import create_app
+
+    monkeypatch.setenv("MEMORY_BROKER_URL", "memory://routing-test")
+    monkeypatch.setenv("MEMORY_RESULT_BACKEND", "cache+memory://")
+    get_settings.cache_clear()
+    try:
+        routed = create_app()
+    finally:
+        get_settings.cache_clear()
+    expected = {names.TASK_SWEEP_COLD: names.QUEUE_MAINTENANCE, names.TASK_EXTRACT_FACTS: names.QUEUE_FORMATION,
+                names.TASK_CONSOLIDATE_SESSION: names.QUEUE_CONSOLIDATION, names.TASK_INGEST_EVENT: names.QUEUE_INGEST}
+    with routed.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in routed.amqp.queues.values():
+            queue.bind(channel).declare()
+            queue.bind(channel).purge()
+        for task, queue in expected.items():
+            routed.send_task(task, kwargs={"run_id": "r1"}, connection=conn)
+            depths = {q: channel.queue_declare(queue=q, passive=True).message_count for q in names.QUEUES}
+            assert depths == {q: int(q == queue) for q in names.QUEUES}, task
+            routed.amqp.queues[queue].bind(channel).purge()
+    routed.close()
