@@ -12,8 +12,9 @@ Ingest without a transaction (crash-safe, redelivery completes it):
    in ``recent`` yet", so a seq is assigned to an event at most once;
 3. set ``seq`` on the message.
 A redelivery that hits the duplicate key on a message still lacking its seq finds the seq in
-``recent`` (crash after 2) or does step 2 itself (crash after 1), then does step 3. Between
-2 and 3 a claim may already cover the new seq; the formation stage reads the range later.
+``recent`` (crash after 2: it reports a duplicate, the seq was already counted) or does step 2
+itself (crash after 1: it reports the acceptance), then does step 3. Between 2 and 3 a claim
+may already cover the new seq; the formation stage reads the range later.
 
 Claims: a run document is inserted first, marked ``_claim_pending``; then a compare-and-set
 on the session (unchanged ``last_seq``/``claimed_through``, no holder) takes the range; then
@@ -111,14 +112,10 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     # ------------------------------------------------------------------ ingest -------------
     def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
         messages = self.col("messages")
-        doc = to_doc(message, exclude={"seq"})
         try:
-            result = messages.insert_one(doc)
-            inserted = True
-            key = {"_id": result.inserted_id}
+            key = {"_id": messages.insert_one(to_doc(message, exclude={"seq"})).inserted_id}
             stored = message
         except DuplicateKeyError:
-            inserted = False
             existing = messages.find_one({"event_id": message.event_id}) or messages.find_one(
                 {"session_id": message.session_id, "message_id": message.message_id})
             if existing is None:
@@ -126,12 +123,12 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             key = {"_id": existing["_id"]}
             stored = from_doc(StoredMessage, existing)
             if existing.get("seq") is not None:
-                session = self._count_duplicate(stored.session_id)
-                return IngestOutcome(status="duplicate", seq=None, session=session)
-        seq, session, _ = self._assign_seq(stored, now)
+                return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
+        seq, session, assigned_here = self._assign_seq(stored, now)
         messages.update_one(key, {"$set": {"seq": seq}})
-        # A redelivery of the same event that completes the interrupted ingest is its acceptance.
-        if inserted or stored.event_id == message.event_id:
+        # Whoever assigns the seq accepts the message: exactly one caller per message, even when
+        # deliveries race or a redelivery completes an interrupted ingest.
+        if assigned_here:
             return IngestOutcome(status="accepted", seq=seq, session=session)
         return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
 

@@ -159,3 +159,19 @@ def test_threads_racing_the_same_fact_store_it_once(store):
         results = list(pool.map(insert, range(WORKERS)))
     inserted = [fact_id for ok, fact_id in results if ok]
     assert len(inserted) == 1 and {fact_id for _, fact_id in results} == set(inserted)
+
+
+def test_threads_delivering_the_same_event_accept_it_once(store):
+    barrier = threading.Barrier(WORKERS)
+
+    def deliver(_):
+        barrier.wait()
+        return store.ingest_message(message(1), at(1))
+
+    store.ingest_message(message(0), at(0))
+    with ThreadPoolExecutor(WORKERS) as pool:
+        outcomes = list(pool.map(deliver, range(WORKERS)))
+    assert sorted(o.status for o in outcomes) == ["accepted"] + ["duplicate"] * (WORKERS - 1)
+    session = store.get_session("s1")
+    assert (session.last_seq, session.messages_since, session.duplicates) == (2, 2, WORKERS - 1)
+    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]
