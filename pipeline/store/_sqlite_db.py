@@ -82,7 +82,7 @@ class Database:
         self._memory = path == ":memory:"
         self._memory_lock = threading.RLock()
         self._memory_conn: sqlite3.Connection | None = None
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[int, sqlite3.Connection]] = []
         self._all_lock = threading.Lock()
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(path))
@@ -106,7 +106,7 @@ class Database:
             # Memory-mapped reads load 100k search candidates (with their vectors) ~3x faster.
             conn.execute(f"PRAGMA mmap_size={1 << 30}")
         with self._all_lock:
-            self._all.append(conn)
+            self._all.append((os.getpid(), conn))
         return conn
 
     def conn(self) -> sqlite3.Connection:
@@ -149,7 +149,9 @@ class Database:
     def close(self) -> None:
         with self._all_lock:
             conns, self._all = self._all, []
-        for conn in conns:
+        for pid, conn in conns:
+            if pid != os.getpid():
+                continue  # inherited through a fork: the parent still owns it
             try:
                 conn.close()
             except sqlite3.ProgrammingError:
