@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     search_semantic_weight: float = 1.0
     search_text_weight: float = 1.0
     search_default_top_k: int = 10
+    # Per embedding model overrides of the above, e.g.
+    # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
+    # (keys: semantic, text, rrf, rrf_k, semantic_weight, text_weight).
+    search_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # --- consolidation (§5.5) --------------------------------------------------------------
     consolidation_threshold_agent: int = 10

@@ -86,12 +86,12 @@ class LocalFactSearch(FactSearch):
         self._store = store
         self._cache_enabled = cache
         self._max_segments = max_segments
-        self._segments: OrderedDict[tuple[str, str, str | None], tuple[int, Segment]] = OrderedDict()
+        self._segments: OrderedDict[tuple[str, str, str | None], tuple[tuple[int, int], Segment]] = OrderedDict()
         self._lock = threading.Lock()
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
 
     # ----------------------------------------------------------------- segments ------------
-    def _segment(self, agent_id: str, key: str, model: str | None, stamp: int, *, any_model: bool = False) -> Segment:
+    def _segment(self, agent_id: str, key: str, model: str | None, stamp: tuple[int, int], *, any_model: bool = False) -> Segment:
         cache_key = (agent_id, key, model)
         with self._lock:
             if any_model:
@@ -123,8 +123,10 @@ class LocalFactSearch(FactSearch):
         keys = list(dict.fromkeys(scope_keys))
         if not keys:
             return []
-        stamps = self._store.get_scope_versions(agent_id, keys)
-        return [self._segment(agent_id, k, model, int(stamps.get(k, 0)), any_model=any_model) for k in keys]
+        stamps = self._store.get_scope_versions(agent_id, list(dict.fromkeys([*keys, "agent"])))
+        return [
+            self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model) for k in keys
+        ]
 
     def clear(self) -> None:
         with self._lock:
@@ -191,6 +193,12 @@ class LocalFactSearch(FactSearch):
             top = touched[_top(total[touched], limit, min_score)]
             pools.append((top, total[top], segment))
         return _merge(pools, limit)
+
+
+def _token(key: str, stamps: dict[str, int]) -> tuple[int, int]:
+    """A segment's validity: its own stamp, and for user scopes also the agent's stamp, which
+    an erasure moves (a user's stamp is dropped on erasure and may count up to old values)."""
+    return int(stamps.get(key, 0)), int(stamps.get("agent", 0)) if key != "agent" else 0
 
 
 def _top(scores: np.ndarray, limit: int, min_score: float | None) -> np.ndarray:

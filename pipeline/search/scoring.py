@@ -4,6 +4,7 @@ Every search implementation reports its scores on these scales, so one set of th
 (settings, per embedding model) holds everywhere:
 
 - semantic score = (1 + cosine) / 2, the scale Atlas reports for cosine vector indexes;
+- text terms are case-folded words without stopwords, Snowball-stemmed;
 - text score = BM25 with k1 = 1.2, b = 0.75 in the form Lucene (hence Atlas Search) computes:
   ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
   a query term also matches vocabulary terms one edit away (Damerau: insert, delete,
@@ -18,8 +19,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+import snowballstemmer
 
 K1 = 1.2
 B = 0.75
@@ -31,10 +34,30 @@ FUZZY_PREFIX_LENGTH = 1
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+#: function words dropped before BM25: in a question ("what did she say about ...") they
+#: match every chatty fact and drown the content words (the Atlas analyzer drops the same)
+STOPWORDS = frozenset("""
+a an the and or but if of at by for with about to from in on into is are was were be been
+being do does did have has had i you he she it we they me him her them my your his its our
+their what which who whom this that these those am will would should can could not no so
+than too very just there here when where why how all any both each few more most other some
+such only own same s t don now
+""".split())
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Snowball (Porter2) English stem: "paintings", "painted" and "painting" meet."""
+    return _stemmer.stemWord(word)
+
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens, the way Atlas's ``lucene.standard`` analyzer splits text."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    """Index terms: NFKC, case-folded word tokens, stopwords dropped, stemmed (the same chain
+    as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return [stem(w) for w in words if w not in STOPWORDS]
 
 
 # --------------------------------------------------------------------------- semantic -------

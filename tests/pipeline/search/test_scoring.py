@@ -78,8 +78,18 @@ def test_fuzzy_matches_finds_terms_one_edit_away(query_term, vocabulary, expecte
     assert scoring.fuzzy_matches(query_term, keys) == pytest.approx(expected)
 
 
-def test_tokenize_lowercases_and_splits_on_non_word_characters():
-    assert scoring.tokenize("Alice's e-mail: ALICE@Example.com!") == ["alice", "s", "e", "mail", "alice", "example", "com"]
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("Alice's e-mail: ALICE@Example.com!", ["alic", "e", "mail", "alic", "exampl", "com"]),
+        ("What did she paint?", ["paint"]),                    # question words are stopwords
+        ("She painted paintings", ["paint", "paint"]),          # stems meet
+        ("Ｆｕｌｌ width", ["full", "width"]),                   # NFKC
+        ("the of and", []),
+    ],
+)
+def test_tokenize_casefolds_drops_stopwords_and_stems(text, terms):
+    assert scoring.tokenize(text) == terms
 
 
 def test_rrf_uses_one_based_ranks_and_k():

@@ -1,0 +1,194 @@
+"""Evidence recall of ``search_facts`` on LoCoMo (semantic, text and hybrid).
+
+    python -m ops.bench.locomo_retrieval --data ../shared/data/locomo/dev.json --json
+
+Setup: each conversation is its own agent; each dialog turn is one agent-scoped fact whose
+content is ``[<session date>] <speaker>: <text>`` plus ``[image: <caption>]`` when the turn
+shares an image. Its embedding is that of its retrieval text: the content joined to its
+provenance (the date and the two turns before it in its session). Only the turns are indexed (never ``observation``, ``session_summary`` or
+``event_summary``). Facts are embedded by the offline local model. Each question with
+evidence is searched with top_k 10 through the production ranking code
+(``pipeline.retrieval.rank_query`` over ``LocalFactSearch``), with thresholds off (pure
+ranking) and with the production thresholds (``*_thresholded``). Recall of a question is
+the share of its evidence turns in the top k; "overall" counts every question once.
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline.embeddings import open_embedder
+from pipeline.embeddings.local import MODEL_NAME as LOCAL_MODEL
+from pipeline.retrieval import Thresholds, rank_query
+from pipeline.search.local import LocalFactSearch
+from pipeline.store.sqlite import SQLiteStore
+from pipeline.text import text_hash
+from schemas.documents import Fact
+from schemas.settings import Settings
+
+MODES = {"hybrid": ("semantic", "text"), "semantic": ("semantic",), "text": ("text",)}
+TOP_K = 10
+#: turns of the source excerpt embedded with a fact (the ones just before it)
+EXCERPT_TURNS = 2
+#: the RRF k chosen for the offline model (through settings, see README "Reading memory")
+LOCAL_MODEL_RRF_K = 10
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+
+
+def parse_session_date(text: str) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` -> an aware datetime (UTC, as the data has no zone)."""
+    m = _DATE.search(text)
+    if not m:
+        raise ValueError(f"unreadable session date {text!r}")
+    hour, minute, half, day, month, year = m.groups()
+    hour = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    month_no = datetime.strptime(month[:3], "%b").month
+    return datetime(int(year), month_no, int(day), hour, int(minute), tzinfo=timezone.utc)
+
+
+def turn_content(date: str, turn: dict) -> str:
+    """The fact of one turn: its date, speaker and text, and the caption of a shared image."""
+    text = f"[{date}] {turn['speaker']}: {turn['text']}"
+    caption = turn.get("blip_caption")
+    if caption:
+        text += f" [image: {caption}]"
+    return text
+
+
+def retrieval_text(date: str, excerpt: list[dict], turn: dict) -> str:
+    """What is embedded: the fact joined to its provenance, i.e. its date and the source
+    excerpt (the turns just before it in the same session, which a reply answers)."""
+    lead = "".join(f"{t['speaker']}: {t['text']}\n" for t in excerpt)
+    return f"[{date}] {lead}" + turn_content(date, turn).split("] ", 1)[1]
+
+
+def conversation_turns(conversation: dict) -> list[tuple[str, str, str, datetime]]:
+    """(dia_id, content, retrieval text, formed_at) of every turn of every session with turns."""
+    out = []
+    sessions = sorted(
+        (int(k.split("_")[1]), k) for k, v in conversation.items()
+        if re.fullmatch(r"session_\d+", k) and isinstance(v, list) and v
+    )
+    for number, key in sessions:
+        date = conversation.get(f"{key}_date_time", "")
+        formed = parse_session_date(date)
+        turns = conversation[key]
+        for i, turn in enumerate(turns):
+            excerpt = turns[max(0, i - EXCERPT_TURNS):i]
+            out.append((turn["dia_id"], turn_content(date, turn), retrieval_text(date, excerpt, turn), formed))
+    return out
+
+
+def evidence_ids(raw: list[str]) -> list[str]:
+    """Evidence ids, with the data's few joined entries (``"D8:6; D9:17"``) split."""
+    ids: list[str] = []
+    for item in raw:
+        ids.extend(part for part in re.split(r"[;,\s]+", item) if part)
+    return list(dict.fromkeys(ids))
+
+
+def _summary(rows: list[tuple[int, float, float]]) -> dict:
+    by_cat: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for cat, r5, r10 in rows:
+        by_cat[cat].append((r5, r10))
+
+    def avg(values: list[tuple[float, float]], i: int) -> float:
+        return round(sum(v[i] for v in values) / len(values), 4) if values else 0.0
+
+    every = [(r5, r10) for _, r5, r10 in rows]
+    return {
+        "recall@5": avg(every, 0), "recall@10": avg(every, 1), "questions": len(rows),
+        "by_category": {
+            str(c): {"recall@5": avg(v, 0), "recall@10": avg(v, 1), "questions": len(v)}
+            for c, v in sorted(by_cat.items())
+        },
+    }
+
+
+def run(data: Path, settings: Settings) -> dict:
+    conversations = json.loads(data.read_text())
+    embedder = open_embedder(settings)
+    production = Thresholds.from_settings(settings, embedder.model)
+    variants = {"": production.off(), "_thresholded": production}
+    # for comparison: the same ranking with the §10 default k (60)
+    default_k = Thresholds(None, None, None, 60, production.semantic_weight, production.text_weight)
+    rows: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(str(Path(tmp) / "locomo.db"))
+        store.create_indexes()
+        search = LocalFactSearch(store)
+        for conv in conversations:
+            agent = f"locomo-{conv['sample_id']}"
+            turns = conversation_turns(conv["conversation"])
+            vectors = embedder.embed([text for _, _, text, _ in turns]).vectors
+            for (dia_id, content, _, formed), vector in zip(turns, vectors):
+                store.insert_fact(Fact(
+                    fact_id=f"{agent}:{dia_id}", agent_id=agent, scope="agent", scope_key="agent",
+                    content=content, hash=text_hash(f"{dia_id} {content}"), embedding=vector,
+                    embedding_model=embedder.model, formed_at=formed,
+                ))
+            store.bump_scope_versions(agent, ["agent"])
+            questions = [q for q in conv["qa"] if q.get("evidence")]
+            qvectors = embedder.embed([q["question"] for q in questions]).vectors
+            for q, qvec in zip(questions, qvectors):
+                wanted = {f"{agent}:{e}" for e in evidence_ids(q["evidence"])}
+                for mode, signals in MODES.items():
+                    for suffix, limits in variants.items():
+                        fused, _ = rank_query(
+                            search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, limits, signals,
+                        )
+                        found = [f.fact_id for f in fused]
+                        r5 = len(wanted & set(found[:5])) / len(wanted)
+                        r10 = len(wanted & set(found[:10])) / len(wanted)
+                        rows[mode + suffix].append((int(q["category"]), r5, r10))
+                fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, default_k)
+                found = [f.fact_id for f in fused]
+                rows["hybrid_k60"].append((
+                    int(q["category"]), len(wanted & set(found[:5])) / len(wanted), len(wanted & set(found)) / len(wanted),
+                ))
+        store.close()
+    out = {key: _summary(rows[key]) for key in (m + s for s in ("", "_thresholded") for m in MODES)}
+    out["hybrid_k60"] = _summary(rows["hybrid_k60"])
+    out["setup"] = {
+        "conversations": len(conversations), "embedding_model": embedder.model, "top_k": TOP_K,
+        "rrf_k": production.rrf_k, "weights": {"semantic": production.semantic_weight, "text": production.text_weight},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"locomo_retrieval: --data {args.data}: no such file", file=sys.stderr)
+        return 2
+    settings = Settings(embedding_provider="local")
+    if not settings.search_by_model:  # MEMORY_SEARCH_BY_MODEL wins when set
+        settings = settings.model_copy(update={"search_by_model": {
+            LOCAL_MODEL: {"rrf_k": LOCAL_MODEL_RRF_K},
+        }})
+    result = run(args.data, settings)
+    if not args.json:
+        for key in ("hybrid", "semantic", "text", "hybrid_thresholded", "semantic_thresholded", "text_thresholded", "hybrid_k60"):
+            r = result[key]
+            print(f"{key:22s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

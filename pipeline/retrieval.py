@@ -1,0 +1,236 @@
+"""``search_facts``: the agent's hybrid fact search (SPEC §6).
+
+1 to 3 queries run in parallel. Each runs a semantic and a text branch, both pre-filtered to
+the scope keys this (agent, user, session) may see, each cut by its production threshold,
+then fused by weighted RRF (1-based ranks, k from settings) and cut by the RRF threshold.
+The queries' lists are merged by fact id, best first. Every hit's access is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline import context
+from pipeline.clock import Clock
+from pipeline.embeddings.port import Embedder
+from pipeline.errors import InvalidInput
+from pipeline.search import scoring
+from pipeline.search.port import FactSearch, Hit
+from pipeline.store.port import Store
+from schemas.settings import Settings
+
+MAX_QUERIES = 3
+MAX_TOP_K = 50
+#: each branch returns this many candidates per wanted result before fusion
+BRANCH_DEPTH = 5
+MIN_BRANCH_LIMIT = 50
+
+_pool = ThreadPoolExecutor(max_workers=MAX_QUERIES, thread_name_prefix="search_facts")
+
+TOOL_NAME = "search_facts"
+
+
+def tool_definition() -> dict[str, Any]:
+    """The JSON-schema tool definition served to agents that have memory enabled."""
+    return {
+        "name": TOOL_NAME,
+        "description": (
+            "Search your long-term memory of facts about this user and about your own work "
+            "(names, numbers, dates, emails, decisions). Use it when the answer may have been "
+            "said in an earlier conversation. Give 1 to 3 short queries phrased differently."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {
+                    "anyOf": [
+                        {"type": "string", "minLength": 1},
+                        {"type": "array", "items": {"type": "string", "minLength": 1},
+                         "minItems": 1, "maxItems": MAX_QUERIES},
+                    ],
+                    "description": "One query, or up to 3 alternative phrasings searched in parallel.",
+                },
+                "top_k": {
+                    "type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": 10,
+                    "description": "Results per query.",
+                },
+                "debug": {
+                    "type": "boolean", "default": False,
+                    "description": "Add timings and scores of each stage (for operators).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Scores below these do not count; None switches one off (pure ranking)."""
+
+    semantic: float | None
+    text: float | None
+    rrf: float | None
+    rrf_k: float
+    semantic_weight: float = 1.0
+    text_weight: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, embedding_model: str | None = None) -> "Thresholds":
+        """The production thresholds, with the overrides of ``search_by_model[embedding_model]``."""
+        values: dict[str, float] = {
+            "semantic": settings.search_semantic_threshold,
+            "text": settings.search_text_threshold,
+            "rrf": settings.search_rrf_threshold,
+            "rrf_k": settings.search_rrf_k,
+            "semantic_weight": settings.search_semantic_weight,
+            "text_weight": settings.search_text_weight,
+        }
+        overrides = settings.search_by_model.get(embedding_model or "", {})
+        unknown = set(overrides) - set(values)
+        if unknown:
+            raise InvalidInput(
+                f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]", f"unknown keys {sorted(unknown)}; use {sorted(values)}"
+            )
+        values.update(overrides)
+        return cls(**values)
+
+    def off(self) -> "Thresholds":
+        return Thresholds(None, None, None, self.rrf_k, self.semantic_weight, self.text_weight)
+
+
+def normalize_queries(query: str | Sequence[str]) -> list[str]:
+    """1 to 3 non-blank strings (a bare string is one query); duplicates are searched once."""
+    queries = [query] if isinstance(query, str) else list(query) if isinstance(query, (list, tuple)) else None
+    if queries is None:
+        raise InvalidInput("query", f"expected a string or a list of 1 to 3 strings, got {type(query).__name__}")
+    if not all(isinstance(q, str) for q in queries):
+        raise InvalidInput("query", "every query must be a string")
+    queries = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
+    if not 1 <= len(queries) <= MAX_QUERIES:
+        raise InvalidInput("query", f"give 1 to {MAX_QUERIES} non-empty queries, got {len(queries)}")
+    return queries
+
+
+def _check_top_k(top_k: int) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidInput("top_k", f"expected an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    return top_k
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def rank_query(
+    search: FactSearch, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
+    text: str, vector: Sequence[float] | None, top_k: int, limits: Thresholds,
+    signals: Sequence[str] = ("semantic", "text"),
+) -> tuple[list[scoring.Fused], dict[str, Any]]:
+    """One query: its branches (``signals``), thresholds, then RRF; best ``top_k`` first."""
+    limit = max(MIN_BRANCH_LIMIT, BRANCH_DEPTH * top_k)
+    t0 = time.perf_counter()
+    semantic: list[Hit] = []
+    if vector is not None and "semantic" in signals:
+        semantic = search.semantic(agent_id, scope_keys, embedding_model, vector, limit, limits.semantic)
+    t1 = time.perf_counter()
+    lexical: list[Hit] = []
+    if "text" in signals:
+        lexical = search.text(agent_id, scope_keys, text, limit, limits.text)
+    t2 = time.perf_counter()
+    fused = scoring.rrf(
+        {"semantic": [(h.fact_id, h.score) for h in semantic], "text": [(h.fact_id, h.score) for h in lexical]},
+        k=limits.rrf_k, weights={"semantic": limits.semantic_weight, "text": limits.text_weight},
+        min_score=limits.rrf,
+    )[:top_k]
+    info = {
+        "query": text,
+        "timings_ms": {
+            "semantic": round((t1 - t0) * 1000, 3), "text": round((t2 - t1) * 1000, 3), "fuse": _ms(t2),
+        },
+        "semantic": [{"id": h.fact_id, "score": round(h.score, 6)} for h in semantic[:top_k]],
+        "text": [{"id": h.fact_id, "score": round(h.score, 6)} for h in lexical[:top_k]],
+        "fused": [{"id": f.fact_id, "score": round(f.score, 6), "ranks": f.ranks} for f in fused],
+    }
+    return fused, info
+
+
+def search_facts(
+    *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
+    agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
+    debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
+) -> list[dict[str, Any]] | dict[str, Any]:
+    """Results ``[{id, content, scope, formed_at, age, score}]``, best first.
+
+    With ``debug`` the answer is ``{"results": [...], "debug": {...}}`` with every stage's
+    timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
+    """
+    start = time.perf_counter()
+    queries = normalize_queries(query)
+    top_k = _check_top_k(top_k)
+    timings: dict[str, Any] = {}
+
+    t = time.perf_counter()
+    session = store.get_session(session_id)
+    view = context.visibility(
+        settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
+        session_users=session.users if session else (),
+    )
+    scope_keys = view.fact_scope_keys if view.search_offered else ()
+    timings["visibility"] = _ms(t)
+
+    vectors: list[Sequence[float] | None] = [None] * len(queries)
+    model = embedder.model if embedder is not None else ""
+    if scope_keys and embedder is not None:
+        t = time.perf_counter()
+        vectors = list(embedder.embed(queries).vectors)
+        timings["embed"] = _ms(t)
+    limits = thresholds or Thresholds.from_settings(settings, model)
+
+    t = time.perf_counter()
+    per_query: list[tuple[list[scoring.Fused], dict[str, Any]]] = []
+    if scope_keys:
+        args = [(search, agent_id, scope_keys, model, q, v, top_k, limits) for q, v in zip(queries, vectors)]
+        if len(args) == 1:
+            per_query = [rank_query(*args[0])]
+        else:
+            per_query = list(_pool.map(lambda a: rank_query(*a), args))
+    merged = scoring.merge_best(fused for fused, _ in per_query)
+    timings["search"] = _ms(t)
+
+    t = time.perf_counter()
+    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
+    now = clock.now()
+    results: list[dict[str, Any]] = []
+    for item in merged:
+        fact = facts.get(item.fact_id)
+        # defence in depth: a stale index never shows a retired, erased or foreign fact
+        if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
+            continue
+        results.append({
+            "id": fact.fact_id, "content": fact.content, "scope": fact.scope,
+            "formed_at": fact.formed_at.isoformat(), "age": context.format_age(fact.formed_at, now),
+            "score": round(item.score, 6),
+        })
+    timings["fetch"] = _ms(t)
+
+    if track_access and results:
+        t = time.perf_counter()
+        store.record_fact_access([r["id"] for r in results], now)
+        timings["access"] = _ms(t)
+    timings["total"] = _ms(start)
+    if not debug:
+        return results
+    return {
+        "results": results,
+        "debug": {
+            "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
+            "offered": view.search_offered, "embedding_model": model,
+            "thresholds": limits.__dict__, "timings_ms": timings, "queries": [info for _, info in per_query],
+        },
+    }
