@@ -1,0 +1,221 @@
+"""Ingest throughput on a real Redis and a real Celery worker: ``python -m ops.bench.ingest --json``.
+
+One run measures every path with the same number of producer processes and events:
+
+- ``events_per_s``: ``publish_messages`` batches of 100, from the first publish until the store
+  holds all N messages;
+- ``raw_redis_per_s``: one Redis connection per producer, non-pipelined ``LPUSH`` of the same
+  JSON payloads (the ceiling of any Redis-brokered path); ``ratio`` = events / raw;
+- ``single_events_per_s``: one event per queue message (``publish_message``), until stored;
+- ``noop_task_per_s``: a task that does nothing, on the same worker and broker, until the
+  queue is drained and nothing is left unacked; ``single_ratio`` = single / noop.
+
+The worker is ``celery -A workers.app worker -Q ingest --pool prefork -c 2`` on a SQLite store in
+a temporary directory. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ops.procs import RedisServer, WorkerProcess
+
+BATCH = 100
+RAW_KEY = "bench:raw"
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def message_fields(path: str, index: int, sessions: int) -> dict[str, Any]:
+    """Keyword fields of ``publish_message`` for event ``index`` of a path."""
+    user = f"u{index % 7}"
+    return {
+        "agent_id": "bench-agent",
+        "session_id": f"{path}-s{index % sessions}",
+        "role": "user" if index % 2 == 0 else "assistant",
+        "sender_id": user if index % 2 == 0 else None,
+        "session_users": [user],
+        "message_id": f"{path}-m{index}",
+        "event_id": f"{path}-e{index}",
+        "created_at": (T0 + timedelta(seconds=index)).isoformat(),
+        "content": f"Message {index}: the launch review moved to Thursday at 10:00, room B{index % 40}.",
+    }
+
+
+def _app_for(broker_url: str, backend_url: str):
+    os.environ["MEMORY_BROKER_URL"] = broker_url
+    os.environ["MEMORY_RESULT_BACKEND"] = backend_url
+    from schemas.settings import get_settings
+
+    get_settings.cache_clear()
+    from workers.app import create_app
+
+    return create_app()
+
+
+def produce(mode: str, broker_url: str, backend_url: str, items: list[dict[str, Any]], barrier, done) -> None:
+    """One producer process: connect, wait for the start signal, publish ``items``."""
+    from pipeline import names
+    from workers.producer import CeleryPublisher, message_event, publish_message, publish_messages
+
+    if mode == "raw":
+        import redis
+
+        client = redis.Redis.from_url(broker_url, socket_timeout=10, socket_connect_timeout=5)
+        payloads = [json.dumps(message_event(**fields)) for fields in items]
+        client.ping()
+        barrier.wait()
+        for payload in payloads:
+            client.lpush(RAW_KEY, payload)
+    else:
+        publisher = CeleryPublisher(_app_for(broker_url, backend_url))
+        publisher._get_producer().connection.ensure_connection(max_retries=3)
+        barrier.wait()
+        if mode == "batch":
+            for start in range(0, len(items), BATCH):
+                publish_messages(items[start:start + BATCH], publisher=publisher)
+        elif mode == "single":
+            for fields in items:
+                publish_message(publisher=publisher, **fields)
+        elif mode == "noop":
+            for _ in items:
+                publisher._send(names.TASK_NOOP, {})
+        publisher.close()
+    done.put(time.perf_counter())
+
+
+def _run_producers(mode: str, broker_url: str, backend_url: str, chunks: list[list[dict]], finished) -> float:
+    """Start the producers, release them together, wait until ``finished()``; seconds elapsed."""
+    ctx = mp.get_context("spawn")  # the parent holds broker threads: never fork it
+    barrier = ctx.Barrier(len(chunks) + 1)
+    done = ctx.Queue()
+    procs = [
+        ctx.Process(target=produce, args=(mode, broker_url, backend_url, chunk, barrier, done), daemon=True)
+        for chunk in chunks
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        barrier.wait(timeout=120)
+        start = time.perf_counter()
+        while not finished(done, len(procs)):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                raise RuntimeError(f"a {mode} producer failed: exit codes {[p.exitcode for p in procs]}")
+            time.sleep(0.02)
+        return time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+
+
+def until_stored(store, path: str, sessions: int, n: int, timeout: float):
+    """A ``finished`` predicate: the store holds ``n`` messages of this path's sessions."""
+    ids = [f"{path}-s{i}" for i in range(sessions)]
+    deadline = time.monotonic() + timeout
+
+    def finished(done, count) -> bool:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path}: the store did not hold {n} messages within {timeout:.0f} s")
+        return sum(store.count_messages(s) for s in ids) >= n
+
+    return finished
+
+
+def measure(
+    events: int, producers: int, sessions: int, concurrency: int, timeout: float, *, app: str = "workers.app", log=print
+) -> dict[str, Any]:
+    from pipeline.store.sqlite import SQLiteStore
+
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp_name:
+        tmp = Path(tmp_name)
+        db = tmp / "memory.db"
+        with RedisServer(tmp / "redis", databases=4) as redis_server:
+            broker, backend = redis_server.url(0), redis_server.url(1)
+            client = redis_server.client(0)
+            store = SQLiteStore(str(db))
+            worker = WorkerProcess(
+                broker_url=broker, result_backend=backend, store_url=f"sqlite:///{db}",
+                log_file=tmp / "worker.log", queues=("ingest",), pool="prefork",
+                concurrency=concurrency, loglevel="WARNING", app=app,
+            )
+            try:
+                worker.wait_ready()
+
+                def split(path: str) -> list[list[dict]]:
+                    items = [message_fields(path, i, sessions) for i in range(events)]
+                    return [items[p::producers] for p in range(producers)]
+
+                def stored(path: str):
+                    return until_stored(store, path, sessions, events, timeout)
+
+                def drained(done, count) -> bool:
+                    # acks_late: a task leaves "unacked" only once it has run
+                    if done.qsize() < count:
+                        return False
+                    return client.llen("ingest") == 0 and client.hlen("unacked") == 0
+
+                def producers_done(done, count) -> bool:
+                    return done.qsize() >= count
+
+                # warm the worker's processes (imports, store connections) before timing
+                warm = [[message_fields("warm", i, 1)] for i in range(producers)]
+                _run_producers("single", broker, backend, warm, until_stored(store, "warm", 1, producers, 120))
+                results: dict[str, float] = {}
+                log(f"batched path: {events} events, {producers} producers, batches of {BATCH}")
+                results["events"] = events / _run_producers("batch", broker, backend, split("batch"), stored("batch"))
+                log("raw LPUSH path")
+                results["raw"] = events / _run_producers("raw", broker, backend, split("raw"), producers_done)
+                client.delete(RAW_KEY)
+                log("single-event path")
+                results["single"] = events / _run_producers("single", broker, backend, split("single"), stored("single"))
+                log("no-op task path")
+                results["noop"] = events / _run_producers("noop", broker, backend, split("noop"), drained)
+            finally:
+                worker.stop()
+                store.close()
+    return {
+        "events": events,
+        "producers": producers,
+        "worker": f"prefork -c {concurrency}",
+        "events_per_s": round(results["events"], 1),
+        "raw_redis_per_s": round(results["raw"], 1),
+        "ratio": round(results["events"] / results["raw"], 3),
+        "single_events_per_s": round(results["single"], 1),
+        "noop_task_per_s": round(results["noop"], 1),
+        "single_ratio": round(results["single"] / results["noop"], 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.bench.ingest", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000, help="events per path (default 10000)")
+    parser.add_argument("--producers", type=int, default=4, help="producer processes on every path (default 4)")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions the events spread over (default 50)")
+    parser.add_argument("--concurrency", type=int, default=2, help="worker pool size (default 2)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds each path may take")
+    parser.add_argument("--app", default="workers.app", help="Celery app module of the worker")
+    parser.add_argument("--json", action="store_true", help="print only progress lines and the JSON result")
+    args = parser.parse_args(argv)
+    log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    result = measure(
+        args.events, args.producers, args.sessions, args.concurrency, args.timeout, app=args.app, log=log
+    )
+    if not args.json:
+        for key, value in result.items():
+            print(f"{key:>20}: {value}")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
