@@ -11,13 +11,16 @@ four session reflections (a consolidation); every stage is its own task.
 - ``concurrency_efficiency``: throughput of N sessions forming at once on that one worker
   divided by the ideal (all N in one critical-path time). Aim: >= 0.8.
 - ``llm_calls_per_formation``, ``tokens_per_formation`` (median over runs).
-The last line is one JSON object.
+The last line is one JSON object. ``BENCH_TRACE=1`` also prints, for a few of the concurrent
+runs, when each stage started (ms after the first claim) and how long it took: the gaps between
+stages are the task hops (queueing, dispatch, bookkeeping).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -156,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
                 statistics.median(wall_s(r) for r in group_runs) * 1000,
                 statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
+            if os.environ.get("BENCH_TRACE"):
+                t0 = min(r.created_at for r in group_runs)
+                for r in sorted(group_runs, key=lambda r: r.created_at)[:: max(1, len(group_runs) // 6)]:
+                    say(r.run_id, [(n, round((x.started_at - t0).total_seconds() * 1000),
+                                    round(x.duration_ms or 0)) for n, x in r.stages.items()])
             publisher.close()
         except Exception:
             print(worker.log_text()[-3000:], file=sys.stderr)
