@@ -1,0 +1,23 @@
+"""Fact search: one port, the implementation chosen by the store (SPEC §7).
+
+- Mongo store with ``MEMORY_ATLAS_SEARCH=true``: ``AtlasFactSearch`` ($vectorSearch, $search);
+- otherwise (SQLite, plain MongoDB): ``LocalFactSearch``, exact and in-process.
+"""
+
+from __future__ import annotations
+
+from pipeline.search.port import FactSearch, Hit
+from pipeline.store.port import Store
+from schemas.settings import Settings
+
+__all__ = ["FactSearch", "Hit", "open_search"]
+
+
+def open_search(store: Store, settings: Settings) -> FactSearch:
+    if settings.atlas_search and hasattr(store, "col"):
+        from pipeline.search.atlas import AtlasFactSearch
+
+        return AtlasFactSearch.from_store(store)
+    from pipeline.search.local import LocalFactSearch
+
+    return LocalFactSearch(store)

@@ -1,0 +1,184 @@
+"""Atlas fact search (SPEC §7): ``$vectorSearch`` and ``$search`` over the Mongo facts collection.
+
+Both branches pre-filter inside the search stage, never after it:
+- ``$vectorSearch.filter``: ``agent_id`` ==, ``scope_key`` $in the visible keys,
+  ``embedding_model`` == the query's model, ``retired_at`` == null;
+- ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``retired_at`` (null) and ``in``
+  on ``scope_key``, beside a fuzzy ``text`` clause (one edit, first letter fixed, like the
+  local search) on ``content``, analysed by the same chain as ``scoring.tokenize``
+  (standard tokenizer, lower case, the same stopwords, Snowball English stemming).
+
+Scores are the ones Atlas reports: ``vectorSearchScore`` of a cosine index is (1 + cos) / 2,
+``searchScore`` is Lucene BM25. Every path a filter uses is declared in the index definitions
+emitted here (``memoryctl create-indexes`` creates them through ``create_search_indexes``);
+``tests/pipeline/search/test_atlas_search.py`` checks the built pipelines against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.search import scoring
+from pipeline.search.port import FactSearch, Hit
+
+VECTOR_INDEX = "memory_facts_vector"
+SEARCH_INDEX = "memory_facts_text"
+EMBEDDING_PATH = "embedding"
+CONTENT_PATH = "content"
+ANALYZER = "memoryText"
+#: every path either index is filtered on (the vector index declares each as ``filter``)
+FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", "retired_at")
+#: ANN breadth: candidates examined per wanted result (Atlas recommends 10-20x)
+CANDIDATES_PER_RESULT = 20
+MAX_CANDIDATES = 10_000
+QUERY_TIMEOUT_MS = 5_000
+
+SEARCH_ANALYZER: dict[str, Any] = {
+    "name": ANALYZER,
+    "tokenizer": {"type": "standard"},
+    "tokenFilters": [
+        {"type": "icuNormalizer", "normalizationForm": "nfkc"},
+        {"type": "lowercase"},
+        {"type": "stopword", "tokens": sorted(scoring.STOPWORDS), "ignoreCase": True},
+        {"type": "snowballStemming", "stemmerName": "english"},
+    ],
+}
+
+
+def vector_index_definition(dim: int) -> dict[str, Any]:
+    """The ``vectorSearch`` index: cosine over ``embedding`` plus every filter path."""
+    if not isinstance(dim, int) or dim <= 0:
+        raise ValueError(f"vector index: numDimensions must be a positive integer, got {dim!r}")
+    return {
+        "name": VECTOR_INDEX,
+        "type": "vectorSearch",
+        "definition": {
+            "fields": [
+                {"type": "vector", "path": EMBEDDING_PATH, "numDimensions": dim, "similarity": "cosine"},
+                *({"type": "filter", "path": path} for path in FILTER_PATHS),
+            ],
+        },
+    }
+
+
+def search_index_definition() -> dict[str, Any]:
+    """The ``search`` index: analysed ``content`` and the filter paths indexed for ``equals``/``in``."""
+    fields: dict[str, Any] = {CONTENT_PATH: {"type": "string", "analyzer": ANALYZER}}
+    for path in FILTER_PATHS:
+        fields[path] = {"type": "date"} if path == "retired_at" else {"type": "token"}
+    return {
+        "name": SEARCH_INDEX,
+        "type": "search",
+        "definition": {
+            "analyzer": ANALYZER,
+            "analyzers": [SEARCH_ANALYZER],
+            "mappings": {"dynamic": False, "fields": fields},
+        },
+    }
+
+
+def vector_pipeline(
+    agent_id: str, scope_keys: Sequence[str], embedding_model: str, vector: Sequence[float],
+    limit: int, min_score: float | None,
+) -> list[dict[str, Any]]:
+    pipeline: list[dict[str, Any]] = [
+        {"$vectorSearch": {
+            "index": VECTOR_INDEX,
+            "path": EMBEDDING_PATH,
+            "queryVector": [float(x) for x in vector],
+            "numCandidates": min(MAX_CANDIDATES, max(limit * CANDIDATES_PER_RESULT, 100)),
+            "limit": limit,
+            "filter": {"$and": [
+                {"agent_id": {"$eq": agent_id}},
+                {"scope_key": {"$in": list(scope_keys)}},
+                {"embedding_model": {"$eq": embedding_model}},
+                {"retired_at": {"$eq": None}},
+            ]},
+        }},
+        {"$project": {"_id": 0, "fact_id": 1, "score": {"$meta": "vectorSearchScore"}}},
+    ]
+    if min_score is not None:
+        pipeline.append({"$match": {"score": {"$gte": min_score}}})
+    return pipeline
+
+
+def text_pipeline(
+    agent_id: str, scope_keys: Sequence[str], query: str, limit: int, min_score: float | None,
+) -> list[dict[str, Any]]:
+    pipeline: list[dict[str, Any]] = [
+        {"$search": {
+            "index": SEARCH_INDEX,
+            "compound": {
+                "must": [{"text": {
+                    "query": query, "path": CONTENT_PATH,
+                    "fuzzy": {
+                        "maxEdits": scoring.FUZZY_MAX_EDITS,
+                        "prefixLength": scoring.FUZZY_PREFIX_LENGTH,
+                        "maxExpansions": 50,
+                    },
+                }}],
+                "filter": [
+                    {"equals": {"path": "agent_id", "value": agent_id}},
+                    {"in": {"path": "scope_key", "value": list(scope_keys)}},
+                    {"equals": {"path": "retired_at", "value": None}},
+                ],
+            },
+        }},
+        {"$limit": limit},
+        {"$project": {"_id": 0, "fact_id": 1, "score": {"$meta": "searchScore"}}},
+    ]
+    if min_score is not None:
+        pipeline.append({"$match": {"score": {"$gte": min_score}}})
+    return pipeline
+
+
+class AtlasFactSearch(FactSearch):
+    """Runs the pipelines above on the facts collection (Atlas or ``mongodb-atlas-local``)."""
+
+    def __init__(self, facts_collection) -> None:
+        self._facts = facts_collection
+
+    @classmethod
+    def from_store(cls, store) -> "AtlasFactSearch":
+        return cls(store.col("facts"))
+
+    def _run(self, pipeline: list[dict[str, Any]]) -> list[Hit]:
+        docs = self._facts.aggregate(pipeline, maxTimeMS=QUERY_TIMEOUT_MS)
+        return [Hit(str(d["fact_id"]), float(d["score"])) for d in docs]
+
+    def semantic(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
+        vector: Sequence[float], limit: int, min_score: float | None,
+    ) -> list[Hit]:
+        if not scope_keys or limit <= 0:
+            return []
+        return self._run(vector_pipeline(agent_id, scope_keys, embedding_model, vector, limit, min_score))
+
+    def text(
+        self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
+        min_score: float | None,
+    ) -> list[Hit]:
+        if not scope_keys or limit <= 0 or not query.strip():
+            return []
+        return self._run(text_pipeline(agent_id, scope_keys, query, limit, min_score))
+
+
+def create_search_indexes(store, settings) -> list[str]:
+    """Create, or update in place, the vector and search indexes on the facts collection,
+    for the configured embedder's dimension. Idempotent. Returns what was done per index."""
+    from pymongo.operations import SearchIndexModel
+
+    from pipeline.embeddings import open_embedder
+
+    facts = store.col("facts")
+    existing = {ix["name"] for ix in facts.list_search_indexes()}
+    done = []
+    for spec in (vector_index_definition(open_embedder(settings).dim), search_index_definition()):
+        if spec["name"] in existing:
+            facts.update_search_index(spec["name"], spec["definition"])
+            done.append(f"{facts.name}.{spec['name']} (updated)")
+        else:
+            facts.create_search_index(SearchIndexModel(definition=spec["definition"], name=spec["name"], type=spec["type"]))
+            done.append(f"{facts.name}.{spec['name']} (created)")
+    return done
