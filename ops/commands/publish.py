@@ -195,6 +195,22 @@ def _replay(args: argparse.Namespace) -> int:
     return 1 if report.missing else 0
 
 
+def _rejected(args: argparse.Namespace) -> int:
+    store = _store()
+    try:
+        rows = store.list_rejections(limit=args.limit)
+    finally:
+        store.close()
+    for r in rows:
+        if args.json:
+            print(r.model_dump_json())
+            continue
+        reasons = "; ".join(f"{e.get('field')}: {e.get('reason')}" for e in r.errors)
+        raw = r.raw if len(r.raw) <= 160 else r.raw[:157] + "..."
+        print(f"{r.received_at:%Y-%m-%d %H:%M:%S} event={r.event_id} session={r.session_id}\n  {reasons}\n  raw: {raw}")
+    return 0
+
+
 # ---------------------------------------------------------------------- register
 def register(sub) -> None:
     p = sub.add_parser("publish", help="publish one message.added event (fire-and-forget)")
@@ -226,3 +242,8 @@ def register(sub) -> None:
     r.add_argument("--wait", action="store_true", help="wait until the store shows every outcome")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds --wait may take (default 300)")
     r.set_defaults(func=_replay)
+
+    j = sub.add_parser("rejected", help="list rejected events, newest first, with their reasons")
+    j.add_argument("--limit", type=int, default=20)
+    j.add_argument("--json", action="store_true", help="one JSON document per line, raw payload included")
+    j.set_defaults(func=_rejected)

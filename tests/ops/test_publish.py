@@ -147,3 +147,14 @@ def test_end_session_command_sends_a_session_ended_event(monkeypatch, capsys):
 def test_replay_of_a_missing_file_is_a_clear_error(tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "nope.jsonl")]) == 2
     assert "is not a readable file" in capsys.readouterr().err
+
+
+def test_rejected_command_lists_rejections_with_field_and_reason(tmp_path, monkeypatch, capsys):
+    db = str(tmp_path / "memory.db")
+    store = SQLiteStore(db)
+    ingest_raw_events([event(1, role="narrator")], store, Settings(), FrozenClock(T0))
+    store.close()
+    monkeypatch.setattr(publish_cmd, "_store", lambda: SQLiteStore(db))
+    assert cli.main(["rejected"]) == 0
+    out = capsys.readouterr().out
+    assert "event=e1 session=s1" in out and "message.role:" in out and '"narrator"' in out
