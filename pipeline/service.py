@@ -1,0 +1,362 @@
+"""The ``MemoryService`` facade (SPEC §6): what an agent runtime calls.
+
+    service = MemoryService("agent-1")
+    xml = service.get_memory_context("session-9", "alice")        # inject into the prompt
+    hits = service.search_facts("Alice's email", "alice", "session-9")
+    service.maybe_form_memories("session-9", [{"message_id": "m1", "role": "user",
+                                "sender_id": "alice", "content": "..."}])
+
+Every method is synchronous and thread-safe; each has an ``a``-prefixed coroutine twin
+(``await service.aget_memory_context(...)``) that runs it in a worker thread
+(``asyncio.to_thread``), so an event loop is never blocked by the store.
+
+Clients (store, search, embedder, publisher, clock) are built lazily from settings, or
+injected (tests, or a runtime that already holds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any
+
+from pipeline import context, retrieval
+from pipeline.clock import Clock
+from pipeline.errors import InvalidInput
+from pipeline.publisher import Publisher
+from pipeline.store.port import Store
+from pipeline.sweep import new_run
+from pipeline.text import word_count
+from pipeline.trigger import cold_rule
+from schemas.documents import CachedContext, scope_key
+from schemas.events import SCHEMA_VERSION, MessageAdded, Rejection, parse_event
+from schemas.settings import Settings, get_settings
+
+#: at most this many buffered reflections per scope are shown (the newest)
+MAX_RECENT_REFLECTIONS = 20
+_EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
+_MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
+
+
+def _default_run_starter(run_id: str) -> None:
+    """Start a claimed run's chain on the worker queues (Celery lives in ``workers/``)."""
+    from pipeline import names
+    from workers.app import app
+
+    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+
+
+class MemoryService:
+    """Memory of one agent: read its context, search its facts, hand it conversation events."""
+
+    def __init__(
+        self, agent_id: str, *, settings: Settings | None = None, store: Store | None = None,
+        search=None, embedder=None, publisher: Publisher | None = None, clock: Clock | None = None,
+        run_starter: Callable[[str], None] | None = None,
+    ) -> None:
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise InvalidInput("agent_id", "must be a non-empty string")
+        self.agent_id = agent_id
+        self.settings = settings or get_settings()
+        self.clock = clock or Clock()
+        self._given = {"store": store, "search": search, "embedder": embedder, "publisher": publisher}
+        self._run_starter = run_starter or _default_run_starter
+        self._declared: dict[str, set[str]] = {}   # session -> humans declared at start
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- clients -------------
+    @cached_property
+    def store(self) -> Store:
+        if self._given["store"] is not None:
+            return self._given["store"]
+        from pipeline.store import open_store
+
+        return open_store(self.settings)
+
+    @cached_property
+    def search(self):
+        if self._given["search"] is not None:
+            return self._given["search"]
+        from pipeline.search import open_search
+
+        return open_search(self.store, self.settings)
+
+    @cached_property
+    def embedder(self):
+        if self._given["embedder"] is not None:
+            return self._given["embedder"]
+        from pipeline.embeddings import open_embedder
+
+        return open_embedder(self.settings)
+
+    @cached_property
+    def publisher(self) -> Publisher:
+        if self._given["publisher"] is not None:
+            return self._given["publisher"]
+        from workers.producer import CeleryPublisher
+
+        return CeleryPublisher()
+
+    # ----------------------------------------------------------------- visibility ----------
+    def _declared_users(self, session_id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._declared.get(session_id, ()))
+
+    def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
+        session = self.store.get_session(session_id)
+        users = [*(session.users if session else ()), *self._declared_users(session_id)]
+        return context.visibility(
+            self.settings, self.store.get_agent_settings(self.agent_id),
+            session_id=session_id, user_id=user_id, session_users=users,
+        )
+
+    # ----------------------------------------------------------------- context -------------
+    def get_memory_context(self, session_id: str, user_id: str | None, force_refresh: bool = False) -> str:
+        """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows).
+
+        Served from the session's cache while it is younger than the TTL and no version
+        stamp of a scope it shows has moved; otherwise (or with ``force_refresh``) rebuilt
+        and cached again.
+        """
+        _require("session_id", session_id)
+        view = self._view(session_id, user_id)
+        if not view.context_scope_keys:
+            return ""  # master toggle off
+        now = self.clock.now()
+        keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
+        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys))
+        if not force_refresh:
+            cached = self.store.get_cached_context(session_id, user_id or "")
+            if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
+                cached, versions, now, self.settings.context_cache_ttl_s
+            ):
+                return cached.xml
+        xml = self._build_context(view, now)
+        self.store.put_cached_context(CachedContext(
+            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
+            built_at=now, versions=versions,
+        ))
+        return xml
+
+    def _build_context(self, view: context.Visibility, now: datetime) -> str:
+        scopes = []
+        for key in view.context_scope_keys:
+            blob = self.store.get_blob(self.agent_id, key)
+            buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            scopes.append(context.ScopeMemory(
+                key, blob.consolidated_content if blob else "",
+                [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
+            ))
+        facts = []
+        if view.show_facts:
+            for fact in self.store.recent_facts(
+                self.agent_id, view.fact_scope_keys, context.fifo_since(self.settings, now),
+                self.settings.facts_fifo_limit,
+            ):
+                facts.append(context.FactLine(fact.scope, fact.content, fact.formed_at))
+        return context.render_context(scopes, facts, now)
+
+    # ----------------------------------------------------------------- search --------------
+    def search_facts(
+        self, query: str | Sequence[str], user_id: str | None, session_id: str, top_k: int = 10,
+        debug: bool = False,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The ``search_facts`` tool: ``[{id, content, scope, formed_at, age, score}]`` best
+        first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty when the tool
+        is not offered here (rag off, or both memory toggles off)."""
+        _require("session_id", session_id)
+        return retrieval.search_facts(
+            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
+            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
+            query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
+        )
+
+    def tool_definition(self, user_id: str | None, session_id: str) -> dict[str, Any] | None:
+        """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
+        return retrieval.tool_definition() if self._view(session_id, user_id).search_offered else None
+
+    # ----------------------------------------------------------------- events --------------
+    def maybe_form_memories(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *,
+        session_users: Sequence[str] | None = None, user_tier: int = 0, preview: bool = False,
+        agent_name: str | None = None,
+    ) -> int:
+        """Publish the conversation's new messages; the ingest workers decide whether a
+        formation is due (§4), so this never waits for one. Each message is a dict with
+        ``message_id``, ``role``, ``content``, ``sender_id`` (for user messages),
+        optionally ``sender_name`` and ``created_at``. Event ids derive from the message ids,
+        so publishing the same message twice is harmless. Every message is validated first:
+        one bad message rejects the call before anything is published. Returns how many
+        events were published."""
+        _require("session_id", session_id)
+        users = list(session_users) if session_users is not None else self._declared_users(session_id)
+        events = [
+            self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
+            for i, m in enumerate(messages)
+        ]
+        if not events:
+            return 0
+        self.publisher.publish(events)
+        return len(events)
+
+    def _message_event(
+        self, session_id: str, index: int, message: Mapping[str, Any], users: list[str],
+        tier: int, preview: bool, agent_name: str | None,
+    ) -> dict[str, Any]:
+        if not isinstance(message, Mapping):
+            raise InvalidInput(f"messages[{index}]", f"expected a dict, got {type(message).__name__}")
+        unknown = set(message) - _MESSAGE_FIELDS
+        if unknown:
+            raise InvalidInput(f"messages[{index}]", f"unknown field(s) {sorted(unknown)}; allowed {sorted(_MESSAGE_FIELDS)}")
+        body = dict(message)
+        body.setdefault("created_at", self.clock.now())
+        if isinstance(body["created_at"], datetime):
+            body["created_at"] = body["created_at"].isoformat()
+        if not body.get("message_id"):
+            raise InvalidInput(f"messages[{index}].message_id", "required (it makes re-publishing idempotent)")
+        event = {
+            "type": "message.added", "schema_version": SCHEMA_VERSION,
+            "event_id": self._event_id("message", session_id, str(body["message_id"])),
+            "agent_id": self.agent_id, "session_id": session_id, "message": body,
+            "session_users": users, "user_tier": tier, "preview": preview,
+        }
+        if agent_name is not None:
+            event["agent_name"] = agent_name
+        parsed = parse_event(event, max_message_bytes=self.settings.max_message_bytes)
+        if isinstance(parsed, Rejection):
+            raise InvalidInput(f"messages[{index}]", parsed.summary())
+        assert isinstance(parsed, MessageAdded)
+        return event
+
+    def _event_id(self, kind: str, session_id: str, key: str) -> str:
+        return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
+
+    def on_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
+        """Remember the session's humans (so the group-chat rule holds before its first
+        message is stored) and warm each user's context cache."""
+        _require("session_id", session_id)
+        humans = {u for u in user_ids if isinstance(u, str) and u}
+        with self._lock:
+            self._declared.setdefault(session_id, set()).update(humans)
+        for user in sorted(humans) or [None]:
+            self.get_memory_context(session_id, user)
+
+    def on_session_end(self, session_id: str) -> None:
+        """Publish ``session.ended``: the workers form what is left and consolidate."""
+        _require("session_id", session_id)
+        now = self.clock.now()
+        self.publisher.publish([{
+            "type": "session.ended", "schema_version": SCHEMA_VERSION,
+            "event_id": self._event_id("ended", session_id, ""), "agent_id": self.agent_id,
+            "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
+        }])
+        with self._lock:
+            self._declared.pop(session_id, None)
+
+    def process_cold_session(self, session_id: str) -> str | None:
+        """Form a cold session now instead of waiting for the sweep: claim its unformed range
+        with the cold rule (atomically, exactly as beat's sweep does, so the two never both
+        win) and start the run's chain. Returns the run id, or None when the session is not
+        cold, has too few unformed messages, or another claim holds it."""
+        _require("session_id", session_id)
+        session = self.store.get_session(session_id)
+        if session is None or session.agent_id != self.agent_id:
+            return None
+        now = self.clock.now()
+        run = self.store.try_claim(
+            session_id, cold_rule(self.settings, now), new_run(session_id, self.agent_id, "cold", now), now,
+            self.settings.claim_lease_s,
+        )
+        if run is None:
+            return None
+        self._run_starter(run.run_id)
+        return run.run_id
+
+    # ----------------------------------------------------------------- stats ---------------
+    def _scope_keys(self, user_id: str | None, session_id: str | None) -> list[tuple[str, str]]:
+        keys = [("agent", scope_key("agent"))]
+        if user_id:
+            keys.append(("user", scope_key("user", user_id=user_id)))
+        if session_id:
+            keys.append(("session", scope_key("session", session_id=session_id)))
+        return keys
+
+    def get_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Per scope: words of its blob, reflection counts, fact counts and timestamps."""
+        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
+        for scope, key in self._scope_keys(user_id, session_id):
+            blob = self.store.get_blob(self.agent_id, key)
+            reflections = self.store.list_reflections(self.agent_id, key)
+            unabsorbed = [r for r in reflections if not r.absorbed]
+            entry: dict[str, Any] = {
+                "scope": scope,
+                "blob_words": word_count(blob.consolidated_content) if blob else 0,
+                "blob_version": blob.version if blob else 0,
+                "last_consolidated_at": _iso(blob.last_consolidated_at if blob else None),
+                "reflections": len(reflections),
+                "reflections_unabsorbed": len(unabsorbed),
+                "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
+                "last_reflection_at": _iso(max((r.formed_at for r in reflections), default=None)),
+            }
+            if scope != "session":
+                newest = self.store.list_facts(self.agent_id, key, limit=1)
+                entry["facts"] = self.store.count_facts(self.agent_id, key)
+                entry["last_fact_at"] = _iso(newest[0].formed_at if newest else None)
+            out["scopes"][key] = entry
+        return out
+
+    def get_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Per scope: buffered reflections against the consolidation threshold, the blob's
+        words against its limit, and whether a consolidation is due."""
+        keys = self._scope_keys(user_id, session_id)
+        counts = self.store.count_unabsorbed(self.agent_id, [k for _, k in keys])
+        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
+        for scope, key in keys:
+            blob = self.store.get_blob(self.agent_id, key)
+            buffered = int(counts.get(key, 0))
+            threshold = self.settings.consolidation_threshold(scope)  # type: ignore[arg-type]
+            out["scopes"][key] = {
+                "scope": scope, "buffered": buffered, "threshold": threshold, "due": buffered >= threshold,
+                "blob_words": word_count(blob.consolidated_content) if blob else 0,
+                "word_limit": self.settings.word_limit(scope),  # type: ignore[arg-type]
+                "blob_version": blob.version if blob else 0,
+            }
+        return out
+
+    # ----------------------------------------------------------------- asyncio -------------
+    async def aget_memory_context(self, session_id: str, user_id: str | None, force_refresh: bool = False) -> str:
+        return await asyncio.to_thread(self.get_memory_context, session_id, user_id, force_refresh)
+
+    async def asearch_facts(self, query, user_id, session_id, top_k: int = 10, debug: bool = False):
+        return await asyncio.to_thread(self.search_facts, query, user_id, session_id, top_k, debug)
+
+    async def amaybe_form_memories(self, session_id: str, messages, **kwargs) -> int:
+        return await asyncio.to_thread(self.maybe_form_memories, session_id, messages, **kwargs)
+
+    async def aon_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.on_session_start, session_id, user_ids)
+
+    async def aon_session_end(self, session_id: str) -> None:
+        await asyncio.to_thread(self.on_session_end, session_id)
+
+    async def aprocess_cold_session(self, session_id: str) -> str | None:
+        return await asyncio.to_thread(self.process_cold_session, session_id)
+
+    async def aget_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_memory_stats, user_id, session_id)
+
+    async def aget_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_consolidation_status, user_id, session_id)
+
+
+def _require(field: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, "must be a non-empty string")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,307 @@
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from pipeline.clock import FrozenClock
+from pipeline.embeddings.hashing import HashingEmbedder
+from pipeline.errors import InvalidInput
+from pipeline.publisher import Publisher
+from pipeline.service import MemoryService
+from pipeline.store.sqlite import SQLiteStore
+from schemas.documents import AgentSettings, ConsolidatedBlob
+from schemas.settings import Settings
+from tests.support.documents import T0, fact, message, reflection
+
+EMB = HashingEmbedder(64)
+
+
+class RecordingPublisher(Publisher):
+    def __init__(self):
+        self.events = []
+
+    def publish(self, events):
+        self.events.extend(events)
+        return len(events)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(str(tmp_path / "memory.db"))
+    s.create_indexes()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def clock():
+    return FrozenClock(T0 + timedelta(days=1))
+
+
+def _service(store, clock, **settings):
+    publisher = RecordingPublisher()
+    started = []
+    service = MemoryService(
+        "a1", settings=Settings(_env_file=None, **settings), store=store, embedder=EMB,
+        publisher=publisher, clock=clock, run_starter=started.append,
+    )
+    return service, publisher, started
+
+
+def _fact(store, fid, content, *, user=None, agent="a1", hours_ago=0.0, clock_now=T0 + timedelta(days=1)):
+    f = fact(fid, content, agent=agent, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
+             formed=clock_now - timedelta(hours=hours_ago))
+    store.insert_fact(f)
+    store.bump_scope_versions(agent, [f.scope_key])
+    return f
+
+
+def _blob(store, key, text, scope, user=None, session=None, agent="a1"):
+    store.save_blob(ConsolidatedBlob(agent_id=agent, scope=scope, scope_key=key, user_id=user, session_id=session,
+                                     consolidated_content=text, word_limit=300, version=1), expected_version=0)
+    store.bump_scope_versions(agent, [key])
+
+
+@pytest.fixture
+def memory(store):
+    _blob(store, "agent", "VERSION: 1\nMars project is on track.", "agent")
+    _blob(store, "user:u1", "Alice prefers short answers.", "user", user="u1")
+    store.insert_reflections([
+        reflection("r1", "Alice wants Spanish <replies>", scope="user", user="u1"),
+        reflection("r2", "Planning the venue today", scope="session", session="s1"),
+        reflection("r3", "Bob hates mornings", scope="user", user="u2"),
+    ])
+    store.bump_scope_versions("a1", ["user:u1", "session:s1", "user:u2"])
+    _fact(store, "f1", "Mars Festival budget is $50,000", hours_ago=72)
+    _fact(store, "f2", "Alice's email is alice@example.com", user="u1", hours_ago=1)
+    _fact(store, "f3", "Bob's phone is 555-0100", user="u2", hours_ago=2)
+    _fact(store, "x1", "Other agent secret budget", agent="a2", hours_ago=1)
+    return store
+
+
+def test_context_shows_each_scope_and_the_newest_visible_facts(memory, clock):
+    service, _, _ = _service(memory, clock)
+    xml = service.get_memory_context("s1", "u1")
+    assert xml.startswith("<MemoryContext>") and xml.endswith("</MemoryContext>")
+    assert "<Consolidated>VERSION: 1\nMars project is on track.</Consolidated>" in xml
+    assert "- Alice wants Spanish &lt;replies&gt;" in xml
+    assert "<SessionMemory>" in xml and "- Planning the venue today" in xml
+    facts = xml[xml.index("<Facts>"):]
+    assert facts.index("[user] Alice's email is alice@example.com (1h ago)") < facts.index(
+        "[agent] Mars Festival budget is $50,000 (3d ago)")
+    assert "Bob" not in xml and "Other agent" not in xml
+
+
+def test_group_chat_context_has_no_user_memory(memory, clock):
+    memory.ingest_message(message(1, session="s1", user="u1", users=["u1", "u2"]), T0)
+    service, _, _ = _service(memory, clock)
+    xml = service.get_memory_context("s1", "u1")
+    assert "<UserMemory>" not in xml and "alice@example.com" not in xml and "Spanish" not in xml
+    assert "Mars Festival budget" in xml
+
+
+def test_users_declared_at_session_start_make_a_group_chat_before_any_message(memory, clock):
+    service, _, _ = _service(memory, clock)
+    service.on_session_start("s9", ["u1", "u2"])
+    assert "alice@example.com" not in service.get_memory_context("s9", "u1")
+    assert service.search_facts("Alice email", "u1", "s9") == [] or all(
+        r["scope"] == "agent" for r in service.search_facts("Alice email", "u1", "s9"))
+
+
+@pytest.mark.parametrize(
+    ("settings", "toggles", "absent", "present"),
+    [
+        ({"always_in_context": False}, {}, ["<MemoryContext>"], []),
+        ({"facts_fifo": False}, {}, ["<Facts>"], ["<AgentMemory>", "<UserMemory>"]),
+        ({}, {"user_memory_enabled": False}, ["<UserMemory>", "[user]"], ["<AgentMemory>", "[agent]"]),
+        ({}, {"agent_memory_enabled": False}, ["<AgentMemory>", "[agent]"], ["<UserMemory>", "[user]"]),
+        ({}, {"agent_memory_enabled": False, "user_memory_enabled": False}, ["<Facts>", "<UserMemory>"], ["<SessionMemory>"]),
+    ],
+)
+def test_toggles_remove_their_sections(memory, clock, settings, toggles, absent, present):
+    memory.put_agent_settings(AgentSettings(agent_id="a1", **toggles))
+    service, _, _ = _service(memory, clock, **settings)
+    xml = service.get_memory_context("s1", "u1")
+    for text in absent:
+        assert text not in xml
+    for text in present:
+        assert text in xml
+
+
+def test_fifo_shows_at_most_the_limit_within_the_age_and_never_retired(store, clock):
+    for i in range(45):
+        _fact(store, f"n{i}", f"numbered fact {i:02d}", hours_ago=i)
+    _fact(store, "old", "too old fact", hours_ago=24 * 8)
+    store.retire_fact("n0", clock.now(), "run-x")
+    store.bump_scope_versions("a1", ["agent"])
+    service, _, _ = _service(store, clock)
+    lines = [l for l in service.get_memory_context("s1", "u1").splitlines() if l.startswith("  - [")]
+    assert len(lines) == 40
+    assert lines[0].startswith("  - [agent] numbered fact 01") and "numbered fact 40" in lines[-1]
+    assert not any("too old" in l or "fact 00" in l for l in lines)
+
+
+def test_cached_context_is_served_until_a_shown_scope_moves(memory, clock):
+    service, _, _ = _service(memory, clock)
+    first = service.get_memory_context("s1", "u1")
+    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    assert service.get_memory_context("s1", "u1") == first           # cached
+    assert "Late fact" in service.get_memory_context("s1", "u1", force_refresh=True)
+    memory.insert_fact(fact("later", "Later fact", formed=clock.now()))
+    memory.bump_scope_versions("a1", ["agent"])                         # a formation finished
+    assert "Later fact" in service.get_memory_context("s1", "u1")
+
+
+def test_cached_context_expires_after_the_ttl(memory, clock):
+    service, _, _ = _service(memory, clock)
+    service.get_memory_context("s1", "u1")
+    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    clock.advance(seconds=299)
+    assert "Late fact" not in service.get_memory_context("s1", "u1")
+    clock.advance(seconds=2)
+    assert "Late fact" in service.get_memory_context("s1", "u1")
+
+
+def test_cached_context_persists_across_service_instances(memory, clock):
+    _service(memory, clock)[0].get_memory_context("s1", "u1")
+    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    assert "Late fact" not in _service(memory, clock)[0].get_memory_context("s1", "u1")
+
+
+def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
+    service, _, _ = _service(memory, clock)
+    results = service.search_facts(["alice email", "festival budget"], "u1", "s1", top_k=5)
+    assert {r["id"] for r in results} == {"f1", "f2"}
+    assert set(results[0]) == {"id", "content", "scope", "formed_at", "age", "score"}
+    assert results == sorted(results, key=lambda r: -r["score"])
+    by_id = {r["id"]: r for r in results}
+    assert by_id["f2"]["age"] == "1h ago" and by_id["f2"]["scope"] == "user"
+    stored = {f.fact_id: f for f in memory.get_facts(["f1", "f2", "f3"])}
+    assert stored["f1"].access_count == 1 and stored["f2"].last_accessed_at == clock.now()
+    assert stored["f3"].access_count == 0
+
+
+def test_search_tolerates_typos(memory, clock):
+    # three facts give BM25 scores far below the production 1.5 (idf is tiny): lower it here
+    service, _, _ = _service(memory, clock, search_text_threshold=0.1)
+    assert [r["id"] for r in service.search_facts("festivl budgte", "u1", "s1")][:1] == ["f1"]
+
+
+def test_search_debug_reports_each_stage(memory, clock):
+    service, _, _ = _service(memory, clock)
+    answer = service.search_facts("alice email", "u1", "s1", debug=True)
+    debug = answer["debug"]
+    assert {"visibility", "embed", "search", "fetch", "total"} <= set(debug["timings_ms"])
+    assert debug["scope_keys"] == ["agent", "user:u1"]
+    assert debug["queries"][0]["fused"][0]["id"] == answer["results"][0]["id"] == "f2"
+    assert debug["thresholds"]["rrf_k"] == 60
+
+
+def test_search_is_not_offered_without_rag_or_memory(memory, clock):
+    service, _, _ = _service(memory, clock, rag=False)
+    assert service.tool_definition("u1", "s1") is None
+    assert service.search_facts("alice", "u1", "s1") == []
+    memory.put_agent_settings(AgentSettings(agent_id="a1", agent_memory_enabled=False, user_memory_enabled=False))
+    service, _, _ = _service(memory, clock)
+    assert service.tool_definition("u1", "s1") is None
+
+
+def test_tool_definition_is_a_json_schema_with_one_to_three_queries(memory, clock):
+    tool = _service(memory, clock)[0].tool_definition("u1", "s1")
+    assert tool["name"] == "search_facts"
+    query = tool["parameters"]["properties"]["query"]
+    assert {"type": "string", "minLength": 1} in query["anyOf"]
+    assert any(o.get("maxItems") == 3 for o in query["anyOf"])
+    assert tool["parameters"]["required"] == ["query"]
+
+
+@pytest.mark.parametrize(
+    ("query", "top_k", "field"),
+    [([], 10, "query"), (["a", "b", "c", "d"], 10, "query"), ("   ", 10, "query"), (42, 10, "query"),
+     ("ok", 0, "top_k"), ("ok", 51, "top_k"), ("ok", True, "top_k")],
+)
+def test_search_rejects_bad_input_with_the_field_named(memory, clock, query, top_k, field):
+    with pytest.raises(InvalidInput) as info:
+        _service(memory, clock)[0].search_facts(query, "u1", "s1", top_k=top_k)
+    assert info.value.field == field
+
+
+def test_maybe_form_memories_publishes_validated_idempotent_events(store, clock):
+    service, publisher, _ = _service(store, clock)
+    msgs = [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "My email is a@b.c"},
+            {"message_id": "m2", "role": "assistant", "content": "Noted."}]
+    assert service.maybe_form_memories("s1", msgs, session_users=["u1"]) == 2
+    assert service.maybe_form_memories("s1", msgs[:1], session_users=["u1"]) == 1
+    events = publisher.events
+    assert [e["type"] for e in events] == ["message.added"] * 3
+    assert events[0]["event_id"] == events[2]["event_id"] != events[1]["event_id"]
+    assert events[0]["agent_id"] == "a1" and events[0]["session_users"] == ["u1"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1]"),
+        ({"message_id": "m2", "role": "user", "sender_id": "u1", "content": "x", "colour": "red"}, "messages[1]"),
+        ({"role": "assistant", "content": "no id"}, "messages[1].message_id"),
+        ("just text", "messages[1]"),
+    ],
+)
+def test_one_bad_message_publishes_nothing(store, clock, bad, field):
+    service, publisher, _ = _service(store, clock)
+    good = {"message_id": "m1", "role": "assistant", "content": "fine"}
+    with pytest.raises(InvalidInput) as info:
+        service.maybe_form_memories("s1", [good, bad])
+    assert info.value.field == field and publisher.events == []
+
+
+def test_session_end_publishes_session_ended(store, clock):
+    service, publisher, _ = _service(store, clock)
+    service.on_session_end("s1")
+    assert publisher.events[0]["type"] == "session.ended"
+    assert publisher.events[0]["session_id"] == "s1" and publisher.events[0]["agent_id"] == "a1"
+
+
+def test_process_cold_session_claims_once_and_starts_the_run(store, clock):
+    for n in range(1, 5):
+        store.ingest_message(message(n, session="s1"), T0)
+    service, _, started = _service(store, clock)
+    run_id = service.process_cold_session("s1")
+    assert run_id is not None and started == [run_id]
+    assert store.get_run(run_id).reason == "cold"
+    assert service.process_cold_session("s1") is None and started == [run_id]
+
+
+def test_process_cold_session_leaves_a_warm_session_alone(store, clock):
+    for n in range(1, 5):
+        store.ingest_message(message(n, session="s1"), clock.now())
+    service, _, started = _service(store, clock)
+    assert service.process_cold_session("s1") is None and started == []
+    assert service.process_cold_session("unknown") is None
+
+
+def test_stats_and_consolidation_status_count_per_scope(memory, clock):
+    service, _, _ = _service(memory, clock)
+    stats = service.get_memory_stats(user_id="u1", session_id="s1")["scopes"]
+    assert stats["agent"]["facts"] == 1 and stats["user:u1"]["facts"] == 1
+    assert stats["user:u1"]["reflections_unabsorbed"] == 1 and stats["agent"]["blob_words"] == 7
+    assert "facts" not in stats["session:s1"]
+    status = service.get_consolidation_status(user_id="u1", session_id="s1")["scopes"]
+    assert status["user:u1"] == {
+        "scope": "user", "buffered": 1, "threshold": 4, "due": False, "blob_words": 4, "word_limit": 300,
+        "blob_version": 1,
+    }
+    assert status["session:s1"]["buffered"] == 1 and status["agent"]["threshold"] == 10
+
+
+def test_async_variants_give_the_same_answers(memory, clock):
+    service, _, _ = _service(memory, clock)
+
+    async def main():
+        return await asyncio.gather(
+            service.aget_memory_context("s1", "u1"), service.asearch_facts("alice email", "u1", "s1"),
+        )
+
+    xml, results = asyncio.run(main())
+    assert xml == service.get_memory_context("s1", "u1")
+    assert results[0]["id"] == "f2"
