@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per LLM call (L)")
     parser.add_argument("--sessions", type=int, default=32, help="sessions forming at once")
     parser.add_argument("--alone", type=int, default=5, help="formations run one at a time")
+    parser.add_argument("--pool", default="threads", help="worker pool (threads: I/O-bound stages)")
+    parser.add_argument("--concurrency", type=int, default=0, help="worker slots (default 2 x sessions)")
     args = parser.parse_args(argv)
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr))
     with tempfile.TemporaryDirectory(prefix="bench-formation-") as tmp:
@@ -134,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         seed(store, [f"u-{s}" for s in alone + together], settings.hashing_embedding_dim)
         worker = WorkerProcess(
             broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
-            log_file=tmp_path / "worker.log", queues=QUEUES, pool="threads",
-            concurrency=max(16, 2 * args.sessions), app="ops.bench.formation_app", loglevel="WARNING",
+            log_file=tmp_path / "worker.log", queues=QUEUES, pool=args.pool,
+            concurrency=args.concurrency or max(16, 2 * args.sessions), app="ops.bench.formation_app", loglevel="WARNING",
             extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
                        "BENCH_LLM_LATENCY_S": str(args.latency)},
         )
