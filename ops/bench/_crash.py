@@ -1,0 +1,222 @@
+"""Crash scenario (issue: reliability §1) and its control.
+
+Real Redis, real prefork workers on every queue, SQLite, the offline LLM and the hashing
+embedder. A worker is SIGKILLed inside each stage, at a kill point armed through
+``ops.bench._deps.HookedStore``: the process that reaches the point (after the stage's write)
+reports itself and sleeps, and is killed there. Even kills take the pool process only (the
+pool replaces it and the broker redelivers at once: acks_late + reject_on_worker_lost); odd
+kills take the whole worker, and a fresh one finishes (redelivery after the visibility
+timeout). The harness plays beat: it sends the stale-run retry every few seconds.
+
+A kill is *confirmed* when the marker names a process, that process is gone after the kill,
+and the run record shows the stage started (attempts >= 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import time
+from pathlib import Path
+
+from ops.bench._audit import audit
+from ops.bench._deps import stage_category
+from ops.bench._harness import (
+    ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
+)
+from ops.bench._workload import end_event, plan_sessions, session_events
+from pipeline import names
+
+# (stage, store method after which the process is killed): a partial effect, or a completed
+# stage record whose hand-on was never sent
+POINTS = (
+    ("extract_facts", "update_run_fields"),
+    ("embed_facts", "complete_stage"),
+    ("decide_facts", "insert_fact"),
+    ("extract_reflections", "insert_reflections"),
+    ("consolidate", "save_blob"),
+    ("finish", "complete_stage"),
+    ("extract_facts", "complete_stage"),
+    ("embed_facts", "start_stage"),
+    ("decide_facts", "complete_stage"),
+    ("extract_reflections", "complete_stage"),
+    ("consolidate", "mark_absorbed"),
+    ("finish", "finish_run"),
+)
+CONTROL_POINTS = (("decide_facts", "insert_fact"), ("decide_facts", "complete_stage"))
+
+SCENARIO_SETTINGS = dict(
+    broker_visibility_timeout_s=3, claim_lease_s=15, llm_provider="offline", embedding_provider="hashing",
+    formation_message_interval=4, formation_token_interval=10**6, min_messages_to_form=4,
+    consolidation_threshold_session=2, consolidation_threshold_user=2, consolidation_threshold_agent=3,
+    task_max_retries=4, task_retry_backoff_max_s=2, max_run_attempts=10,
+)
+
+
+class _Cluster:
+    """One worker at a time on every queue, restarted by the harness when it kills it."""
+
+    def __init__(self, workdir: Path, broker_url: str, store_url: str, env: dict[str, str]) -> None:
+        self.workdir, self.broker_url, self.store_url, self.env = workdir, broker_url, store_url, env
+        self.generation = 0
+        self.unexpected_exits = 0
+        self.logs: list[Path] = []
+        self.worker = self._start()
+
+    def _start(self):
+        log = self.workdir / f"worker-{self.generation}.log"
+        self.logs.append(log)
+        return start_worker(broker_url=self.broker_url, store_url=self.store_url, log_file=log,
+                            queues=ALL_QUEUES, app="ops.bench._worker_app", env=self.env, concurrency=2)
+
+    def replace_after_kill(self) -> None:
+        self.worker.kill_group(signal.SIGKILL)
+        self.worker.stop(timeout=1)
+        self.generation += 1
+        self.worker = self._start()
+
+    def ensure_alive(self) -> None:
+        if not self.worker.is_alive():
+            self.unexpected_exits += 1
+            self.worker.stop(timeout=1)
+            self.generation += 1
+            self.worker = self._start()
+
+    def log_text(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.logs if p.exists())
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+
+def _open_store(path: Path):
+    from pipeline.store.sqlite import SQLiteStore
+
+    return SQLiteStore(str(path))
+
+
+def run_crash(
+    workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
+    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_timeout_s: float = 120.0,
+) -> dict:
+    """Run the scenario and return its figures (see ``ops.bench._audit.audit``)."""
+    from workers.producer import CeleryPublisher
+
+    workdir = Path(workdir)
+    hooks = workdir / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    db_path = workdir / "memory.db"
+    store = _open_store(db_path)
+    store.create_indexes()
+    redis = PersistentRedis(workdir / "redis")
+    env = {**worker_env(**SCENARIO_SETTINGS), "RELIABILITY_MODE": "hooks,sloppy" if control else "hooks",
+           "RELIABILITY_DIR": str(hooks)}
+    cluster = None
+    try:
+        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
+        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
+        publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
+        plan = plan_sessions(rng, sessions, prefix=f"crash{seed}")
+        queue = list(plan)
+
+        def publish_next(count: int) -> int:
+            sent = 0
+            while queue and sent < count:
+                s = queue.pop(0)
+                events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
+                                        messages=messages)
+                publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
+                sent += 1
+            return sent
+
+        per_kill = max(1, sessions // (kills + 1))
+        kill_log: list[dict] = []
+        for k in range(kills):
+            stage, method = points[k % len(points)]
+            (hooks / "arm.json").write_text(json.dumps({"id": k, "stage": stage, "after": method}))
+            marker_path = hooks / f"fired-{k}.json"
+            publish_next(per_kill)
+            fired = wait_until(marker_path.exists, timeout=fire_timeout_s, interval=0.05)
+            while not fired and queue:
+                publish_next(1)
+                fired = wait_until(marker_path.exists, timeout=fire_timeout_s, interval=0.05)
+            if not fired:
+                (hooks / "arm.json").unlink(missing_ok=True)
+                kill_log.append({"id": k, "stage": stage, "after": method, "fired": False, "confirmed": False})
+                continue
+            marker = json.loads(marker_path.read_text())
+            whole_worker = k % 2 == 1
+            if whole_worker:
+                cluster.replace_after_kill()
+            else:
+                os.kill(marker["pid"], signal.SIGKILL)
+            gone = wait_until(lambda: not pid_alive(marker["pid"]), timeout=10)
+            run = store.get_run(marker["run_id"])
+            record = run.stages.get(marker["stage"]) if run else None
+            confirmed = bool(gone and record is not None and record.attempts >= 1)
+            kill_log.append({**marker, "after": method, "fired": True, "whole_worker": whole_worker,
+                             "stage_status_after_kill": record.status if record else None, "confirmed": confirmed})
+            cluster.ensure_alive()
+        (hooks / "arm.json").unlink(missing_ok=True)
+        while queue:
+            publish_next(len(queue))
+
+        settled = _settle(cluster, app, redis, store, settle_timeout_s)
+        figures = audit(store)
+        killed = {k["pid"] for k in kill_log if k.get("fired")}
+        text = cluster.log_text()
+        # pool processes that died and were not killed by the harness, and workers that stopped
+        lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
+        figures.update(
+            kills_attempted=kills,
+            kills_fired=sum(1 for k in kill_log if k["fired"]),
+            kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),
+            kills_by_stage=_by_stage(kill_log),
+            sessions=sessions,
+            settled=settled,
+            worker_crashes=cluster.unexpected_exits + len(lost_children) + text.count("Unrecoverable error"),
+            kill_log=kill_log,
+        )
+        return figures
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        redis.stop()
+        store.close()
+
+
+def _by_stage(kill_log: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for k in kill_log:
+        if k["confirmed"]:
+            key = stage_category(k["stage"])
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, timeout_s: float) -> bool:
+    """Until every session is formed and nothing is queued, playing beat's stale-run retry."""
+    deadline = time.monotonic() + timeout_s
+    next_retry = 0.0
+    while time.monotonic() < deadline:
+        cluster.ensure_alive()
+        if time.monotonic() >= next_retry:
+            app.send_task(names.TASK_RETRY_STALE, kwargs={}, ignore_result=True)
+            next_retry = time.monotonic() + 4.0
+        if queues_idle(redis.client(0)) and _all_formed(store):
+            time.sleep(1.0)  # a finish may still hand on a consolidate_session
+            if queues_idle(redis.client(0)) and _all_formed(store):
+                return True
+        time.sleep(0.5)
+    return False
+
+
+def _all_formed(store) -> bool:
+    """No run is active, and every message of every session is in a claimed range."""
+    if any(r.status in ("claimed", "running", "failed") for r in store.list_runs(limit=100_000)):
+        return False
+    return all(s.get("claimed_through", 0) >= s.get("last_seq", 0) for s in store.dump_all().get("sessions", []))
