@@ -20,6 +20,10 @@ from pipeline.store.port import FactCandidate
 from schemas.documents import CachedContext, ConsolidatedBlob, Fact, FactHistoryEntry, Reflection
 
 _CAS_ATTEMPTS = 50
+# ``live: true`` marks a fact that is not retired. The unique (agent, scope key, hash) index is
+# partial on it, so that a retired fact never blocks its text from being formed again; a
+# partial index can filter on ``live: true`` but not on ``retired_at: null``.
+LIVE = "live"
 _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
 _OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
 
@@ -28,13 +32,21 @@ class MongoMemoryMixin:
     # ------------------------------------------------------------------ facts --------------
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:
         facts = self.col("facts")
-        try:
-            facts.insert_one(to_doc(fact, fact.fact_id))
-            return True, fact.fact_id
-        except DuplicateKeyError:
-            holder = facts.find_one({"agent_id": fact.agent_id, "scope_key": fact.scope_key, "hash": fact.hash},
-                                    {"_id": 1})
-            return False, holder["_id"] if holder else fact.fact_id
+        doc = to_doc(fact, fact.fact_id)
+        doc[LIVE] = fact.retired_at is None
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                facts.insert_one(doc)
+                return True, fact.fact_id
+            except DuplicateKeyError:
+                holder = facts.find_one({"agent_id": fact.agent_id, "scope_key": fact.scope_key, "hash": fact.hash,
+                                         LIVE: True}, {"_id": 1})
+                if holder is not None:
+                    return False, holder["_id"]
+                if facts.find_one({"_id": fact.fact_id}, {"_id": 1}) is not None:
+                    return False, fact.fact_id  # a rerun of this very insert
+                # The live holder was retired in between: its text is free again.
+        raise RuntimeError(f"insert_fact: the text of {fact.fact_id!r} kept changing hands; gave up")
 
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
@@ -64,7 +76,8 @@ class MongoMemoryMixin:
 
     def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
         result = self.col("facts").update_one(
-            {"_id": fact_id, "retired_at": None}, {"$set": {"retired_at": c.utc(now), "retired_by": run_id}})
+            {"_id": fact_id, "retired_at": None},
+            {"$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False}})
         return result.matched_count == 1
 
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
@@ -73,7 +86,8 @@ class MongoMemoryMixin:
         return [found[i] for i in ids if i in found]
 
     def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
-        return from_doc(Fact, self.col("facts").find_one({"agent_id": agent_id, "scope_key": scope_key, "hash": hash}))
+        return from_doc(Fact, self.col("facts").find_one(
+            {"agent_id": agent_id, "scope_key": scope_key, "hash": hash, "retired_at": None}))
 
     def search_candidates(
         self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None

@@ -51,7 +51,8 @@ _TABLES: tuple[tuple[str, str], ...] = (
     ("leases", "name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TEXT NOT NULL"),
 )
 
-# (index name suffix, table, columns, unique)
+# (index name suffix, table, columns, unique). A unique key that holds only some rows says so
+# in _PARTIAL.
 _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("messages_event_id", "messages", "event_id", True),
     ("messages_session_message", "messages", "session_id, message_id", True),
@@ -68,6 +69,10 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
 )
+
+# Only live facts hold their text exclusively: a retired fact must not block the same text
+# from being formed again later (it is a new fact then, and the retired one stays as it was).
+_PARTIAL = {"facts_scope_hash": "retired_at IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
@@ -168,7 +173,12 @@ class Database:
             for suffix, table, columns, unique in _INDEXES:
                 name = f"{self.prefix}{suffix}"
                 kind = "UNIQUE INDEX" if unique else "INDEX"
-                conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns})')
+                where = f" WHERE {_PARTIAL[suffix]}" if suffix in _PARTIAL else ""
+                existing = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
+                                        (name,)).fetchone()
+                if existing and where and not existing[0].endswith(where):
+                    conn.execute(f'DROP INDEX "{name}"')  # a file made before the key became partial
+                conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
         return names
 

@@ -55,8 +55,8 @@ class MemoryMixin:
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:
         with self.db.write() as conn:
             row = conn.execute(
-                f"SELECT fact_id FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ?",
-                (fact.agent_id, fact.scope_key, fact.hash),
+                f"SELECT fact_id FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
+                "AND retired_at IS NULL", (fact.agent_id, fact.scope_key, fact.hash),
             ).fetchone()
             if row:
                 return False, row[0]
@@ -77,7 +77,7 @@ class MemoryMixin:
                 return False
             clash = conn.execute(
                 f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
-                "AND fact_id != ?", (fact.agent_id, fact.scope_key, hash, fact_id),
+                "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, hash, fact_id),
             ).fetchone()
             if clash:
                 return False
@@ -110,8 +110,8 @@ class MemoryMixin:
 
     def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
         row = self.db.conn().execute(
-            f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ?",
-            (agent_id, scope_key, hash),
+            f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
+            "AND retired_at IS NULL", (agent_id, scope_key, hash),
         ).fetchone()
         return fact_from_row(*row) if row else None
 

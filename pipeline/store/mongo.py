@@ -33,7 +33,7 @@ from pipeline.errors import ConfigurationError
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc
 from pipeline.store._mongo_erasure import MongoErasureMixin
-from pipeline.store._mongo_memory import MongoMemoryMixin
+from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store.port import ClaimRule, IngestOutcome, Store
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage
@@ -69,6 +69,10 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
 )
 
 
+# Unique indexes that hold only some documents: (collection, name) -> partialFilterExpression.
+PARTIAL = {("facts", "agent_scope_hash_unique"): {LIVE: True}}
+
+
 class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
         self.database = database
@@ -93,10 +97,25 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return self.database[f"{self.prefix}{name}"]
 
     def create_indexes(self) -> list[str]:
+        self._mark_live_facts()
         names = []
         for collection, keys, name, unique in INDEXES:
-            names.append(f"{self.prefix}{collection}.{self.col(collection).create_index(keys, name=name, unique=unique)}")
+            options: dict = {"name": name, "unique": unique}
+            partial = PARTIAL.get((collection, name))
+            if partial is not None:
+                options["partialFilterExpression"] = partial
+                existing = self.col(collection).index_information().get(name)
+                if existing is not None and existing.get("partialFilterExpression") != partial:
+                    # Made before the key became partial: same name, other options, so rebuild it.
+                    self.col(collection).drop_index(name)
+            names.append(f"{self.prefix}{collection}.{self.col(collection).create_index(keys, **options)}")
         return names
+
+    def _mark_live_facts(self) -> None:
+        """Facts stored before the ``live`` flag existed get it, so the partial key holds them."""
+        facts = self.col("facts")
+        facts.update_many({LIVE: {"$exists": False}, "retired_at": None}, {"$set": {LIVE: True}})
+        facts.update_many({LIVE: {"$exists": False}}, {"$set": {LIVE: False}})
 
     def close(self) -> None:
         if self._client is not None:

@@ -224,8 +224,10 @@ class Store(abc.ABC):
     # ------------------------------------------------------------------ facts --------------
     @abc.abstractmethod
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:
-        """Insert unless a fact with the same (agent, scope key, hash) or the same ``fact_id``
-        exists. Returns (inserted, id of the fact that now holds that text)."""
+        """Insert unless a live fact with the same (agent, scope key, hash) or the same
+        ``fact_id`` exists. Returns (inserted, id of the fact that now holds that text). A
+        retired fact never blocks its text: that text comes back as a new fact, and the retired
+        one stays as it was. Racing inserts of one text leave one live fact."""
 
     @abc.abstractmethod
     def update_fact(
@@ -234,7 +236,7 @@ class Store(abc.ABC):
     ) -> bool:
         """UPDATE effect: new content, ``version`` + 1, previous text appended to ``history``
         (with ``run_id``). No-op (False) if ``run_id`` already updated this fact, if the fact is
-        retired, or if the new hash already exists in its scope key."""
+        retired, or if the new hash already exists in a live fact of its scope key."""
 
     @abc.abstractmethod
     def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
@@ -244,7 +246,8 @@ class Store(abc.ABC):
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...
 
     @abc.abstractmethod
-    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None: ...
+    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
+        """The live fact holding that text (a retired one is no longer known)."""
 
     @abc.abstractmethod
     def search_candidates(

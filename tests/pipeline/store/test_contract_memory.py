@@ -76,6 +76,44 @@ def test_update_fact_refuses_a_retired_fact_and_a_hash_taken_in_the_scope(store)
     assert store.update_fact("missing", run_id="r2", **new) is False
 
 
+def test_a_retired_fact_does_not_block_its_text_from_coming_back_as_a_new_fact(store):
+    paris, berlin = "Alice lives in Paris", "Alice lives in Berlin"
+    store.insert_fact(fact("f-paris", paris, user="u1"))
+    store.insert_fact(fact("f-berlin", berlin, user="u1"))
+    assert store.retire_fact("f-paris", at(1), "r-move") is True
+    assert store.find_fact_by_hash("a1", "user:u1", text_hash(paris)) is None
+    assert store.retire_fact("f-berlin", at(2), "r-back") is True
+    assert store.insert_fact(fact("f-paris-again", paris, user="u1", formed=at(2))) == (True, "f-paris-again")
+    assert store.insert_fact(fact("f-paris-3", "alice lives in PARIS", user="u1")) == (False, "f-paris-again")
+    assert [f.fact_id for f in store.list_facts("a1", "user:u1")] == ["f-paris-again"]
+    assert store.find_fact_by_hash("a1", "user:u1", text_hash(paris)).fact_id == "f-paris-again"
+    (old,) = store.get_facts(["f-paris"])
+    assert (old.content, old.retired_at, old.retired_by) == (paris, at(1), "r-move")
+    assert sorted(f.fact_id for f in store.list_facts("a1", include_retired=True)) == [
+        "f-berlin", "f-paris", "f-paris-again"]
+
+
+def test_a_rerun_of_an_insert_applies_nothing_twice_even_after_its_fact_was_retired(store):
+    text = "The launch is on March 3"
+    store.insert_fact(fact("f1", text))
+    store.retire_fact("f1", at(1), "r1")
+    assert store.insert_fact(fact("f2", text)) == (True, "f2")
+    assert store.insert_fact(fact("f2", text)) == (False, "f2")
+    store.retire_fact("f2", at(2), "r2")
+    assert store.insert_fact(fact("f2", text)) == (False, "f2")
+    assert store.list_facts("a1") == [] and store.get_facts(["f2"])[0].retired_at == at(2)
+
+
+def test_update_fact_may_take_the_text_of_a_retired_fact(store):
+    store.insert_fact(fact("f1", "The budget is 10"))
+    store.insert_fact(fact("f2", "The budget is 20"))
+    store.retire_fact("f1", at(1), "r1")
+    back = dict(content="The budget is 10", hash=text_hash("The budget is 10"), embedding=None,
+                embedding_model=None, now=at(2))
+    assert store.update_fact("f2", run_id="r2", **back) is True
+    assert store.find_fact_by_hash("a1", "agent", text_hash("The budget is 10")).fact_id == "f2"
+
+
 def test_retired_facts_leave_context_search_and_lists(store):
     store.insert_fact(fact("f1", "Old budget is 10", embedding=[1.0, 0.0]))
     store.insert_fact(fact("f2", "New budget is 20", embedding=[0.0, 1.0]))

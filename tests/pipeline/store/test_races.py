@@ -161,6 +161,22 @@ def test_threads_racing_the_same_fact_store_it_once(store):
     assert len(inserted) == 1 and {fact_id for _, fact_id in results} == set(inserted)
 
 
+def test_threads_racing_the_text_of_a_retired_fact_bring_it_back_once(store):
+    store.insert_fact(fact("f-old", "The launch is on March 3"))
+    store.retire_fact("f-old", at(1), "r1")
+    barrier = threading.Barrier(WORKERS)
+
+    def insert(w):
+        barrier.wait()
+        return store.insert_fact(fact(f"f{w}", "The launch is on March 3"))
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(insert, range(WORKERS)))
+    inserted = [fact_id for ok, fact_id in results if ok]
+    assert len(inserted) == 1 and {fact_id for _, fact_id in results} == set(inserted)
+    assert [f.fact_id for f in store.list_facts("a1")] == inserted
+
+
 def test_threads_delivering_the_same_event_accept_it_once(store):
     barrier = threading.Barrier(WORKERS)
 
