@@ -1,0 +1,171 @@
+"""``make demo``: the whole job on the embedded default, in one process, in under a minute.
+
+- a fresh SQLite store in ``.runtime/demo.db``;
+- an in-process Celery worker (``memory://`` broker, ``cache+memory://`` backend) running the
+  real tasks: ingest, the formation chain, consolidation;
+- the offline LLM and the offline local embedder, or the provider of a key that is set
+  (``OPENAI_API_KEY`` / ``GEMINI_API_KEY``);
+- the bundled sample (``ops/demo_data/launch_planning.jsonl``: a product launch planned over
+  four sessions, one of them a group chat) replayed through the producer API, session by
+  session, with a progress bar;
+- then the facts, reflections, consolidated blobs, each run's stage timings, the assembled
+  memory context and a ``search_facts`` answer are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "demo_data" / "launch_planning.jsonl"
+RUNTIME = Path(".runtime")
+SETTLE_POLLS = 3
+POLL_S = 0.05
+
+
+def load_events(path: Path) -> list[dict]:
+    events = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    return events
+
+
+def sessions_in_order(events: Sequence[dict]) -> list[tuple[str, list[dict]]]:
+    """Events grouped per session, sessions in order of first appearance."""
+    grouped: dict[str, list[dict]] = {}
+    for event in events:
+        grouped.setdefault(event["session_id"], []).append(event)
+    return list(grouped.items())
+
+
+def _configure_environment(db_path: Path) -> None:
+    """Must run before ``workers.app`` is imported: the app reads its broker at import."""
+    os.environ["MEMORY_STORE_URL"] = f"sqlite:///{db_path.resolve()}"
+    os.environ["MEMORY_BROKER_URL"] = "memory://localhost/"
+    os.environ["MEMORY_RESULT_BACKEND"] = "cache+memory://"
+    from schemas.settings import get_settings
+
+    get_settings.cache_clear()
+
+
+def _fresh_db(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+
+
+def _queued(app) -> int:
+    from kombu.exceptions import ChannelError
+
+    from pipeline import names
+
+    total = 0
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        for queue in names.QUEUES:
+            try:
+                total += channel.queue_declare(queue=queue, passive=True).message_count
+            except ChannelError:
+                pass  # a queue nobody declared yet holds nothing
+    return total
+
+
+def _formed(store, session_ids: Sequence[str]) -> bool:
+    for session_id in session_ids:
+        session = store.get_session(session_id)
+        if session is None or session.active_run_id is not None or session.claimed_through < session.last_seq:
+            return False
+    return all(run.status in ("done", "failed", "dead") for run in store.list_runs(limit=1000))
+
+
+def wait_until_idle(app, store, session_ids: Sequence[str], timeout_s: float) -> bool:
+    """True once every session is formed, no run is active and the worker has been idle for
+    a few polls in a row (consolidation tasks run after a run is done)."""
+    from celery.worker import state as worker_state
+
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while time.monotonic() < deadline:
+        busy = _queued(app) or worker_state.active_requests or worker_state.reserved_requests
+        quiet = 0 if busy or not _formed(store, session_ids) else quiet + 1
+        if quiet >= SETTLE_POLLS:
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
+def replay(events: Sequence[dict], publisher, *, on_event: Callable[[], None], settle: Callable[[list[str]], None]) -> None:
+    """Publish each session's messages one by one through the producer API, end the session
+    (the sample's own session.ended, or one made here), and let it settle before the next."""
+    from workers.producer import end_session
+
+    done: list[str] = []
+    for session_id, session_events in sessions_in_order(events):
+        ended = False
+        agent_id = session_events[0]["agent_id"]
+        for event in session_events:
+            if event.get("type") == "session.ended":
+                ended = True
+            publisher.publish_one(event)
+            on_event()
+        if not ended:
+            end_session(agent_id, session_id, publisher=publisher)
+        done.append(session_id)
+        settle(done)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="a JSONL file of events")
+    parser.add_argument("--db", type=Path, default=RUNTIME / "demo.db", help="the SQLite file (recreated)")
+    parser.add_argument("--timeout", type=float, default=45.0, help="seconds to wait for each session")
+    args = parser.parse_args(argv)
+
+    events = load_events(args.data)
+    _fresh_db(args.db)
+    _configure_environment(args.db)
+
+    from celery.contrib.testing.worker import start_worker
+    from tqdm import tqdm
+
+    from ops.demo_report import print_report
+    from pipeline import names
+    from workers.app import app
+    from workers.deps import get_deps
+    from workers.producer import CeleryPublisher
+
+    deps = get_deps()
+    settings = deps.settings
+    deps.store.create_indexes()
+    print(f"store: {settings.store_url}")
+    print(f"llm: {settings.resolved_llm_provider()}   embedder: {deps.embedder.model}")
+    started = time.monotonic()
+    late: list[str] = []
+    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING",
+                      queues=list(names.QUEUES), shutdown_timeout=30):
+        publisher = CeleryPublisher(app)
+        with tqdm(total=len(events), desc="replaying sample", unit="event", file=sys.stdout) as bar:
+            def settle(session_ids: list[str]) -> None:
+                if not wait_until_idle(app, deps.store, session_ids, args.timeout):
+                    late.append(session_ids[-1])
+
+            replay(events, publisher, on_event=bar.update, settle=settle)
+        publisher.close()
+    elapsed = time.monotonic() - started
+    if late:
+        print(f"warning: sessions still forming after {args.timeout:.0f} s: {', '.join(late)}")
+    print_report(deps, events, elapsed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``make demo`` end to end: the real tasks on an in-process worker, the bundled sample, the
+offline LLM and the hashing embedder; every section of the report is printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ops.demo import DATA, load_events, sessions_in_order
+from ops.procs import REPO_ROOT
+
+
+def test_the_bundled_sample_is_a_valid_multi_session_conversation_with_a_group_chat():
+    from schemas.events import Rejection, parse_event
+
+    events = load_events(DATA)
+    assert not [e for e in events if isinstance(parse_event(e, max_message_bytes=32 * 1024), Rejection)]
+    messages = [e for e in events if e["type"] == "message.added"]
+    sessions = sessions_in_order(events)
+    assert 40 <= len(messages) <= 80
+    assert 3 <= len(sessions) <= 4
+    assert any(len(evts[0]["session_users"]) > 1 for _, evts in sessions)
+
+
+def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    env = {k: v for k, v in env.items() if not k.startswith("MEMORY_")}
+    env.update({"MEMORY_EMBEDDING_PROVIDER": "hashing", "PYTHONPATH": str(REPO_ROOT)})
+    db = tmp_path / "demo.db"
+    result = subprocess.run(
+        [sys.executable, "-m", "ops.demo", "--db", str(db)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+    )
+    out = result.stdout
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "llm: offline" in out and "embedder: hashing-384" in out
+    assert "replaying sample" in result.stdout + result.stderr
+    assert "warning: sessions still forming" not in out
+    for section in (
+        "=== Facts of agent-juniper",
+        "=== Reflections of agent-juniper",
+        "=== Consolidated memory of agent-juniper",
+        "=== Formation runs (stage timings)",
+        "=== Memory context for user-maya in s3-maya-followup",
+        "=== search_facts('Where does Maya live now?')",
+    ):
+        assert section in out, f"missing {section!r} in:\n{out[-3000:]}"
+    runs_section = out.split("=== Formation runs (stage timings)")[1].split("=== Memory context")[0]
+    assert runs_section.count(" done ") >= 4 and "extract_facts" in runs_section and " ms" in runs_section
+    assert "<" in out.split("=== Memory context for user-maya")[1]  # the XML block
+    assert "63 messages in 4 sessions formed" in out
+    assert db.exists()
+    # the demo's store is fresh each run: a second run forms the same number of runs
+    again = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert again.stdout.split("=== Formation runs")[1].count(" done ") == runs_section.count(" done ")
