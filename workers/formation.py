@@ -102,13 +102,17 @@ extract_reflections = _stage_task(names.TASK_EXTRACT_REFLECTIONS, "extract_refle
 @app.task(base=MemoryTask, name=names.TASK_CONSOLIDATE, bind=True)
 def consolidate(self, run_id: str) -> dict | None:
     """Decide the due scope keys and fan out one consolidate_scope each (finish when none)."""
-    result = guarded(self, run_id, "consolidate", lambda deps: consolidate_stages.consolidate(run_id, deps))
-    if result is None:
+    def fan_out(deps):
+        result = consolidate_stages.consolidate(run_id, deps)
+        if result is None:
+            return None
+        return result.output["due"], consolidate_stages.pending_scopes(deps.store.get_run(run_id))
+
+    outcome = guarded(self, run_id, "consolidate", fan_out)
+    if outcome is None:
         return None
-    due = result.output["due"]
-    pending = guarded(self, run_id, "consolidate",
-                      lambda deps: consolidate_stages.pending_scopes(deps.store.get_run(run_id)))
-    for index in pending or []:
+    due, pending = outcome
+    for index in pending:
         send(names.TASK_CONSOLIDATE_SCOPE, run_id=run_id, index=index, scope_key=due[index])
     if not pending:
         send(names.TASK_FINISH, run_id=run_id)

@@ -61,7 +61,8 @@ def consolidate(run_id: str, deps: Deps) -> StageResult | None:
 def pending_scopes(run: FormationRun) -> list[int]:
     """Indexes of due scope keys whose consolidate_scope stage is not done yet."""
     due = stage_output(run, CONSOLIDATE)["due"]
-    return [i for i in range(len(due)) if (run.stages.get(scope_stage(i)) or _NOT_DONE).status != "done"]
+    done = {name for name, record in run.stages.items() if record.status == "done"}
+    return [i for i in range(len(due)) if scope_stage(i) not in done]
 
 
 def scopes_done(deps: Deps, run_id: str) -> bool:
@@ -147,10 +148,3 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
         results.append(merge_scope(deps, agent_id, key, model=model, holder=f"session_end:{session_id}",
                                    usage=Usage()))
     return results
-
-
-class _NotDone:
-    status = "pending"
-
-
-_NOT_DONE = _NotDone()
