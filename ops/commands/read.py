@@ -1,0 +1,98 @@
+"""``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (SPEC §6).
+
+    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--json]
+    memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug] [--json]
+    memoryctl stats   --agent a1 [--user u1] [--session s1] [--json]
+    memoryctl status  --agent a1 [--user u1] [--session s1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from schemas.settings import get_settings
+
+
+def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+    from pipeline.service import MemoryService
+
+    service = MemoryService(args.agent, settings=get_settings())
+    try:
+        return work(service)
+    finally:
+        if "store" in service.__dict__:
+            service.store.close()
+
+
+def _context(args: argparse.Namespace) -> int:
+    xml = _with_service(args, lambda s: s.get_memory_context(args.session, args.user, force_refresh=args.force_refresh))
+    if args.json:
+        print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
+    else:
+        print(xml or "(empty context: nothing to show for this agent, session and user)")
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    query = args.query[0] if len(args.query) == 1 else args.query
+    answer = _with_service(args, lambda s: s.search_facts(query, args.user, args.session, args.top_k, args.debug))
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    results = answer["results"] if args.debug else answer
+    if not results:
+        print("no facts found")
+    for r in results:
+        print(f"{r['score']:.4f}  [{r['scope']}] {r['content']}  ({r['age']}, {r['id']})")
+    if args.debug:
+        print(json.dumps(answer["debug"], indent=2))
+    return 0
+
+
+def _table(title: str, payload: dict) -> None:
+    print(f"{title} of agent {payload['agent_id']}")
+    for key, row in payload["scopes"].items():
+        print(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k != "scope"))
+
+
+def _stats(args: argparse.Namespace) -> int:
+    payload = _with_service(args, lambda s: s.get_memory_stats(user_id=args.user, session_id=args.session))
+    print(json.dumps(payload)) if args.json else _table("memory", payload)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    payload = _with_service(args, lambda s: s.get_consolidation_status(user_id=args.user, session_id=args.session))
+    print(json.dumps(payload)) if args.json else _table("consolidation status", payload)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def common(parser: argparse.ArgumentParser, *, session_required: bool) -> None:
+        parser.add_argument("--agent", required=True, help="agent id")
+        parser.add_argument("--session", required=session_required, help="session id")
+        parser.add_argument("--user", help="user id (omit for no user)")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("context", help="the memory-context XML the agent gets before its reply")
+    common(p, session_required=True)
+    p.add_argument("--force-refresh", action="store_true", help="rebuild instead of reading the cache")
+    p.set_defaults(func=_context)
+
+    p = sub.add_parser("search", help="run search_facts as the agent would")
+    common(p, session_required=True)
+    p.add_argument("-q", "--query", action="append", required=True, help="a query; repeat for up to 3")
+    p.add_argument("--top-k", type=int, default=10, help="results per query (1-50)")
+    p.add_argument("--debug", action="store_true", help="add timings and scores of each stage")
+    p.set_defaults(func=_search)
+
+    p = sub.add_parser("stats", help="words, reflections and facts per scope, with timestamps")
+    common(p, session_required=False)
+    p.set_defaults(func=_stats)
+
+    p = sub.add_parser("status", help="consolidation buffers against their thresholds")
+    common(p, session_required=False)
+    p.set_defaults(func=_status)

@@ -1,0 +1,65 @@
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from ops.cli import main
+from pipeline.embeddings.hashing import HashingEmbedder
+from pipeline.store.sqlite import SQLiteStore
+from pipeline.text import text_hash
+from schemas.documents import Fact
+from schemas.settings import get_settings
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "memory.db"
+    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{path}")
+    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "hashing")
+    monkeypatch.setenv("MEMORY_SEARCH_TEXT_THRESHOLD", "0")
+    get_settings.cache_clear()
+    store = SQLiteStore(str(path))
+    store.create_indexes()
+    emb = HashingEmbedder(384)
+    content = "Mars Festival budget is $50,000"
+    store.insert_fact(Fact(
+        fact_id="f1", agent_id="a1", scope="agent", scope_key="agent", content=content, hash=text_hash(content),
+        embedding=emb.embed([content]).vectors[0], embedding_model=emb.model,
+        formed_at=datetime.now(timezone.utc),
+    ))
+    store.bump_scope_versions("a1", ["agent"])
+    store.close()
+    yield path
+    get_settings.cache_clear()
+
+
+def test_context_json_holds_the_xml(db, capsys):
+    assert main(["context", "--agent", "a1", "--session", "s1", "--user", "u1", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert "[agent] Mars Festival budget is $50,000 (0m ago)" in payload["context"]
+
+
+def test_search_json_lists_results(db, capsys):
+    assert main(["search", "--agent", "a1", "--session", "s1", "--user", "u1", "-q", "festival budget", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in results] == ["f1"]
+
+
+def test_search_text_output_and_debug(db, capsys):
+    assert main(["search", "--agent", "a1", "--session", "s1", "-q", "budget", "-q", "festival", "--debug"]) == 0
+    out = capsys.readouterr().out
+    assert "[agent] Mars Festival budget is $50,000" in out and '"timings_ms"' in out
+
+
+def test_bad_top_k_is_a_clear_error(db, capsys):
+    assert main(["search", "--agent", "a1", "--session", "s1", "-q", "x", "--top-k", "0"]) == 2
+    assert "top_k" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["stats", "status"])
+def test_stats_and_status_json_cover_the_requested_scopes(db, capsys, command):
+    assert main([command, "--agent", "a1", "--user", "u1", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload["scopes"]) == {"agent", "user:u1"}
+    if command == "stats":
+        assert payload["scopes"]["agent"]["facts"] == 1
