@@ -31,9 +31,10 @@ ASSISTANT_LINES = (
 
 def session_events(
     rng: random.Random, *, agent_id: str, session_id: str, users: list[str], messages: int,
-    start: datetime | None = None, tag: str = "",
+    start: datetime | None = None, tag: str = "", injections: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """``message.added`` events of one session (user and assistant turns), in order."""
+    """``message.added`` events of one session (user and assistant turns), in order; with
+    ``injections``, every other user turn is one of them (prompt-injection text)."""
     start = start or datetime(2026, 3, 1, tzinfo=timezone.utc)
     out = []
     for n in range(messages):
@@ -43,7 +44,9 @@ def session_events(
             "city": rng.choice(CITIES), "year": rng.choice((2019, 2021, 2023, 2024)), "project": rng.choice(PROJECTS),
             "budget": rng.choice((20, 35, 50, 80)), "day": rng.randint(1, 28), "other": rng.choice(NAMES),
         }
-        if speaker:
+        if speaker and injections and n % 4 == 2:
+            role, content = "user", rng.choice(injections)
+        elif speaker:
             role, content = "user", rng.choice(USER_LINES).format(**fill)
         else:
             role, content = "assistant", rng.choice(ASSISTANT_LINES).format(**fill)
