@@ -167,7 +167,8 @@ def ingest_message(event: MessageAdded, store: Store, settings: Settings, now: d
     else:
         rule, reason = trigger.threshold_rule(settings), "threshold"
     run = None
-    if trigger.rule_holds(rule, session):
+    # a session whose claim is held cannot be claimed: skip the write the store would refuse
+    if session.active_run_id is None and trigger.rule_holds(rule, session):
         run = _claim(
             store, settings, agent_id=event.agent_id, session_id=event.session_id, rule=rule,
             reason=reason, now=now,

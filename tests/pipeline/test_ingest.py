@@ -262,3 +262,24 @@ def test_session_end_before_any_message_says_the_session_is_not_known_yet(store,
     redelivered = ingest(ended(), store, clock)
     assert redelivered.session_unknown is False
     assert (redelivered.run.reason, redelivered.run.seq_to) == ("session_end", 1)
+
+
+def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clock):
+    class CountingStore(SQLiteStore):
+        claims = 0
+
+        def try_claim(self, *args, **kwargs):
+            CountingStore.claims += 1
+            return super().try_claim(*args, **kwargs)
+
+    counting = CountingStore(str(tmp_path / "counting.db"))
+    for n in range(1, 46):
+        ingest(message(n, role="assistant", content="ok"), counting, clock)
+    assert CountingStore.claims == 1  # the 45th message claimed 1..45; that run is still live
+    results = [ingest(message(n, role="assistant", content="ok"), counting, clock) for n in range(46, 100)]
+    assert CountingStore.claims == 1 and all(r.run is None for r in results)
+    held = counting.get_session("s1").active_run_id
+    counting.finish_run(held, T0, {}, [])
+    after = ingest(message(100, role="assistant", content="ok"), counting, clock)
+    assert (after.run.seq_from, after.run.seq_to) == (46, 100)
+    counting.close()
