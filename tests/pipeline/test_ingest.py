@@ -1,4 +1,4 @@
-"""Ingest of producer events on the SQLite store (SPEC §3, §4)."""
+"""Ingest of producer events (SPEC §3, §4), on the SQLite store and on the Mongo adapter."""
 
 from __future__ import annotations
 
@@ -17,9 +17,16 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 SETTINGS = Settings()
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(str(tmp_path / "memory.db"))
+@pytest.fixture(params=["sqlite", "mongo"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = SQLiteStore(str(tmp_path / "memory.db"))
+    else:
+        from pipeline.store.mongo import MongoStore
+        from tests.support.mongo_emulation import emulated_database
+
+        s = MongoStore(emulated_database())
+        s.create_indexes()
     yield s
     s.close()
 
@@ -211,7 +218,7 @@ def test_redelivered_message_claims_when_a_crash_left_a_due_session_unclaimed(st
     assert (redelivered.run.seq_from, redelivered.run.seq_to) == (1, 45)
 
 
-def test_no_claim_is_attempted_while_the_rule_does_not_hold(store, clock):
+def test_no_claim_is_attempted_while_the_rule_does_not_hold(tmp_path, clock):
     class CountingStore(SQLiteStore):
         claims = 0
 
@@ -219,7 +226,7 @@ def test_no_claim_is_attempted_while_the_rule_does_not_hold(store, clock):
             CountingStore.claims += 1
             return super().try_claim(*args, **kwargs)
 
-    counting = CountingStore(store.db.path)
+    counting = CountingStore(str(tmp_path / "counting.db"))
     for n in range(1, 45):
         ingest(message(n, role="assistant", content="ok"), counting, clock)
     assert CountingStore.claims == 0
