@@ -7,12 +7,21 @@ import re
 
 from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
+from pipeline.store._mongo_codec import escape_keys, to_doc
+from pipeline.store._mongo_runs import run_from
 from schemas.documents import scope_key
 
 _ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS)
 
 
 class MongoErasureMixin:
+    def _humans(self, session_id: str) -> set[str | None]:
+        """Every human of a session: its user list and the senders of its user turns."""
+        doc = self.col("sessions").find_one({"_id": session_id}, {"users": 1})
+        humans = set(doc.get("users", [])) if doc else set()
+        humans.update(self.col("messages").distinct("sender_id", {"session_id": session_id, "role": "user"}))
+        return humans
+
     def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
         scoped = {"agent_id": agent_id} if agent_id else {}
         user_key = scope_key("user", user_id=user_id)
@@ -22,25 +31,39 @@ class MongoErasureMixin:
         for d in col("messages").find({"sender_id": user_id, **scoped}, {"session_id": 1, "agent_id": 1}):
             sessions[d["session_id"]] = d["agent_id"]
         sids = list(sessions)
-        session_keys = [scope_key("session", session_id=s) for s in sids]
-        agents_of_sessions = sorted(set(sessions.values()))
+        # One-to-one sessions go whole; group sessions keep what the others said and formed.
+        solo = {sid: agent for sid, agent in sessions.items() if c.sole_human(user_id, self._humans(sid))}
+        group = [sid for sid in sids if sid not in solo]
         counts: dict[str, int] = {}
 
         counts["facts"] = col("facts").delete_many({"scope_key": user_key, **scoped}).deleted_count
         for name in ("reflections", "consolidated"):
             counts[name] = col(name).delete_many({"$or": [
                 {"scope_key": user_key, **scoped},
-                {"scope_key": {"$in": session_keys}, "agent_id": {"$in": agents_of_sessions}},
+                *({"scope_key": scope_key("session", session_id=sid), "agent_id": agent} for sid, agent in solo.items()),
             ]}).deleted_count
 
-        # The user's own messages go; every other message of their sessions loses its text.
         removed = col("messages").delete_many({"sender_id": user_id, **scoped}).deleted_count
-        scrubbed = col("messages").update_many(
-            {"session_id": {"$in": sids}}, {"$set": {"content": ""}, "$pull": {"session_users": user_id}},
+        removed += col("messages").delete_many({"session_id": {"$in": list(solo)}}).deleted_count
+        removed += col("messages").update_many(
+            {"session_id": {"$in": group}, "session_users": user_id}, {"$pull": {"session_users": user_id}},
         ).matched_count
-        counts["messages"] = removed + scrubbed
-        counts["runs"] = col("runs").delete_many(
-            {"$or": [{"user_ids": user_id}, {"session_id": {"$in": sids}}], **scoped}).deleted_count
+        counts["messages"] = removed
+
+        # Runs that name the user quote them: finished ones go, and so does every run of a
+        # one-to-one session; an unfinished run of a group session is emptied and failed, so
+        # its range is formed again for the others.
+        runs = col("runs").delete_many({"$or": [
+            {"session_id": {"$in": list(solo)}}, {"user_ids": user_id, "status": "done"}], **scoped}).deleted_count
+        for doc in col("runs").find({"user_ids": user_id, **scoped}):
+            run = run_from(doc)
+            col("sessions").update_one({"_id": run.session_id, "active_run_id": run.run_id},
+                                       {"$set": {"active_run_id": None, "lease_expires_at": None}})
+            scrubbed = escape_keys(to_doc(c.forgotten_from_run(run, user_id), run.run_id))
+            if doc.get("_claim_pending"):
+                scrubbed["_claim_pending"] = True  # still for reopen_run to adopt or drop
+            runs += col("runs").replace_one({"_id": run.run_id, "status": {"$ne": "done"}}, scrubbed).matched_count
+        counts["runs"] = runs
 
         needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}
         doomed = []
@@ -56,8 +79,13 @@ class MongoErasureMixin:
             {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": sids}}]}).deleted_count
         # ``recent`` holds event ids, which a platform may derive from user ids: it only
         # serves to complete an interrupted ingest, so it is cleared with the user's data.
+        # In a group session only the entries that name the user go: the others may still be
+        # needed to complete an interrupted ingest of someone else's message.
         counts["sessions"] = col("sessions").update_many(
-            {"_id": {"$in": sids}}, {"$pull": {"users": user_id}, "$set": {"recent": []}}).matched_count
+            {"_id": {"$in": list(solo)}}, {"$pull": {"users": user_id}, "$set": {"recent": []}}).matched_count
+        counts["sessions"] += col("sessions").update_many(
+            {"_id": {"$in": group}},
+            {"$pull": {"users": user_id, "recent": {"e": {"$regex": re.escape(user_id)}}}}).matched_count
 
         # The stamp of the user's scope names the user: drop it, and move the agent and
         # session stamps instead so that every cache built over the erased data is stale.

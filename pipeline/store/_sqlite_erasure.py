@@ -28,6 +28,15 @@ class ErasureMixin:
         ).fetchall()
         return dict(rows)
 
+    def _humans(self, conn: sqlite3.Connection, session_id: str) -> set[str | None]:
+        """Every human of a session: its user list and the senders of its user turns."""
+        row = conn.execute(f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (session_id,)).fetchone()
+        humans = set(SessionState.model_validate_json(row[0]).users) if row else set()
+        humans.update(sender for (sender,) in conn.execute(
+            f"SELECT DISTINCT sender_id FROM {self.db.t('messages')} WHERE session_id = ? "
+            "AND json_extract(doc, '$.role') = 'user'", (session_id,)).fetchall())
+        return humans
+
     def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
         t = self.db.t
         user_key = scope_key("user", user_id=user_id)
@@ -35,7 +44,9 @@ class ErasureMixin:
         with self.db.write() as conn:
             sessions = self._user_sessions(conn, user_id, agent_id)
             sids = list(sessions)
-            session_keys = [scope_key("session", session_id=sid) for sid in sids]
+            # One-to-one sessions go whole; group sessions keep what the others said and formed.
+            solo = {sid: agent for sid, agent in sessions.items() if c.sole_human(user_id, self._humans(conn, sid))}
+            group = [sid for sid in sids if sid not in solo]
             agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
 
             counts["facts"] = conn.execute(
@@ -43,33 +54,48 @@ class ErasureMixin:
             ).rowcount
             for table in ("reflections", "consolidated"):
                 counts[table] = conn.execute(
-                    f"DELETE FROM {t(table)} WHERE (scope_key = ? {agent_clause}) "
-                    f"OR (scope_key IN ({_in(session_keys)}) AND agent_id IN ({_in(list(sessions.values()))}))",
-                    (user_key, *agent_args, *session_keys, *sessions.values()),
+                    f"DELETE FROM {t(table)} WHERE scope_key = ? {agent_clause}", (user_key, *agent_args),
                 ).rowcount
+                for sid, agent in solo.items():
+                    counts[table] += conn.execute(
+                        f"DELETE FROM {t(table)} WHERE scope_key = ? AND agent_id = ?",
+                        (scope_key("session", session_id=sid), agent),
+                    ).rowcount
 
-            # The user's own messages go; every other message of their sessions loses its text.
             removed = conn.execute(
                 f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args),
             ).rowcount
-            scrubbed = 0
+            removed += conn.execute(
+                f"DELETE FROM {t('messages')} WHERE session_id IN ({_in(list(solo))})", list(solo),
+            ).rowcount
             for rowid, doc in conn.execute(
-                f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(sids)})", sids,
+                f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(group)})", group,
             ).fetchall():
                 message = StoredMessage.model_validate_json(doc)
-                message = message.model_copy(update={
-                    "content": "", "session_users": [u for u in message.session_users if u != user_id],
-                })
-                conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?", (message.model_dump_json(), rowid))
-                scrubbed += 1
-            counts["messages"] = removed + scrubbed
+                if user_id in message.session_users:
+                    message = message.model_copy(
+                        update={"session_users": [u for u in message.session_users if u != user_id]})
+                    conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?",
+                                 (message.model_dump_json(), rowid))
+                    removed += 1
+            counts["messages"] = removed
 
+            # Runs that name the user quote them: finished ones go, and so does every run of a
+            # one-to-one session; an unfinished run of a group session is emptied and failed,
+            # so its range is formed again for the others.
             runs = 0
             for run_id, doc in conn.execute(f"SELECT run_id, doc FROM {t('runs')}").fetchall():
                 run = FormationRun.model_validate_json(doc)
-                if (agent_id is None or run.agent_id == agent_id) and (user_id in run.user_ids or run.session_id in sessions):
+                if agent_id is not None and run.agent_id != agent_id:
+                    continue
+                if run.session_id in solo or (user_id in run.user_ids and run.status == "done"):
                     conn.execute(f"DELETE FROM {t('runs')} WHERE run_id = ?", (run_id,))
-                    runs += 1
+                elif user_id in run.user_ids:
+                    self._release(conn, run, watermark=False)
+                    self._put_run(conn, c.forgotten_from_run(run, user_id))
+                else:
+                    continue
+                runs += 1
             counts["runs"] = runs
 
             needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}

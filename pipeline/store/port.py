@@ -338,9 +338,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
         """Delete everything of a user (under one agent, or all): user facts (history with
-        them), user reflections and blobs, the user's messages (and the message text of
-        sessions they were in), run records and rejected events that name them, context
-        caches, and their id in session user lists. Returns counts per collection."""
+        them), user reflections and blobs, the user's messages, rejected events that name them,
+        context caches, and their id in session user lists. A session where they were the only
+        human goes whole (messages, session memory, runs); a group session keeps the others'
+        and the assistant's messages and its session memory, loses its finished runs that name
+        the user, and an unfinished one is emptied and failed, to be formed again without them.
+        Other users' data is untouched. Returns counts per collection."""
 
     @abc.abstractmethod
     def dump_all(self) -> dict[str, list[dict]]:

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.store.port import ClaimRule
 from pipeline.text import text_hash
-from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent
+from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent, StageRecord
 from tests.support.documents import T0, at, fact, message, reflection, run
 
 
@@ -331,3 +331,65 @@ def test_search_candidates_of_mixed_dimensions_keep_each_vector(store):
     store.insert_fact(fact("f3", "no vector"))
     cands = {c.fact_id: c.embedding for c in store.search_candidates("a1", ["agent"], "m1")}
     assert cands == {"f1": [0.5, 0.5], "f2": [0.25, 0.5, 1.0], "f3": None}
+
+
+def _group_chat(store, gone: str, other: str) -> None:
+    both = [gone, other]
+    store.ingest_message(message(1, session="s-grp", user=gone, users=both, content="I will bring the cake KIWI-7"), at(1))
+    store.ingest_message(message(2, session="s-grp", user=other, users=both, content="I bring the projector"), at(2))
+    store.ingest_message(message(3, session="s-grp", role="assistant", users=both, content="Great, see you both"), at(3))
+    store.try_claim("s-grp", ClaimRule(min_messages=1), run("r-grp-done", session="s-grp"), at(4), 60)
+    store.finish_run("r-grp-done", at(4), {}, [])
+    store.ingest_message(message(4, session="s-grp", user=other, users=both, content="The picnic is at noon"), at(5))
+    store.try_claim("s-grp", ClaimRule(min_messages=1), run("r-grp-live", session="s-grp"), at(6), 60)
+    store.start_stage("r-grp-live", "extract_facts", at(6))
+    store.complete_stage("r-grp-live", "extract_facts", StageRecord(
+        status="done", output={"facts": [{"text": "brings the cake KIWI-7"}]}, started_at=at(6), finished_at=at(6)))
+    store.ingest_message(message(1, session="s-solo", user=gone, content="My PIN is 4417-LYNX"), at(1))
+    store.ingest_message(message(2, session="s-solo", role="assistant", users=[gone], content="Stored 4417-LYNX"), at(2))
+    store.insert_reflections([
+        reflection("x-grp", "The group plans a picnic", scope="session", user=None, session="s-grp"),
+        reflection("x-solo", "Pin the PIN 4417-LYNX", scope="session", user=None, session="s-solo"),
+    ])
+    for session in ("s-grp", "s-solo"):
+        store.save_blob(ConsolidatedBlob(agent_id="a1", scope="session", scope_key=f"session:{session}",
+                                         consolidated_content=f"VERSION: 1\n[{session}]", word_limit=200, version=1), 0)
+
+
+def test_forget_user_in_a_group_chat_keeps_what_the_others_said_and_the_group_memory(store):
+    gone, other = "user-7f3a", "other-9c1d"
+    _group_chat(store, gone, other)
+    store.forget_user(gone)
+    dump = json.dumps(store.dump_all(), default=str)
+    for leftover in (gone, "KIWI-7", "4417-LYNX"):
+        assert leftover not in dump
+    kept = store.get_messages("s-grp", 1, 10)
+    assert [(m.role, m.content) for m in kept] == [
+        ("user", "I bring the projector"), ("assistant", "Great, see you both"), ("user", "The picnic is at noon")]
+    assert all(m.session_users == [other] for m in kept)
+    assert store.get_session("s-grp").users == [other]
+    assert [r.reflection_id for r in store.list_reflections("a1", "session:s-grp")] == ["x-grp"]
+    assert store.get_blob("a1", "session:s-grp").consolidated_content == "VERSION: 1\n[s-grp]"
+
+
+def test_forget_user_deletes_a_one_to_one_session_whole_replies_included(store):
+    gone, other = "user-7f3a", "other-9c1d"
+    _group_chat(store, gone, other)
+    counts = store.forget_user(gone)
+    assert store.count_messages("s-solo") == 0 and store.get_session("s-solo").users == []
+    assert store.list_reflections("a1", "session:s-solo") == [] and store.get_blob("a1", "session:s-solo") is None
+    assert counts["messages"] >= 3 and counts["reflections"] == 1 and counts["consolidated"] == 1
+
+
+def test_forget_user_deletes_finished_group_runs_and_reforms_an_unfinished_one_without_them(store):
+    gone, other = "user-7f3a", "other-9c1d"
+    _group_chat(store, gone, other)
+    store.forget_user(gone)
+    assert store.get_run("r-grp-done") is None
+    live = store.get_run("r-grp-live")
+    assert (live.status, live.user_ids, live.stages, live.group_chat) == ("failed", [other], {}, True)
+    assert store.get_session("s-grp").active_run_id is None
+    assert [r.run_id for r in store.find_stale_runs(at(7), 10)] == ["r-grp-live"]
+    reopened = store.reopen_run("r-grp-live", at(7), 60)
+    assert (reopened.status, reopened.seq_from, reopened.seq_to) == ("claimed", 4, 4)
+    assert store.get_session("s-grp").active_run_id == "r-grp-live"
