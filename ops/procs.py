@@ -174,7 +174,10 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def wait_ready(self, timeout: float = 90.0) -> "WorkerProcess":
-        """Until the worker logs "ready." (or answers a ping when its log level hides that)."""
+        """Until the worker logs "ready." (or answers a ping when its log level hides that).
+
+        A ping opens broker connections in this process: start producer processes after it
+        with the ``spawn`` start method, never ``fork``."""
         deadline = time.monotonic() + timeout
         next_ping = time.monotonic() + 2.0
         while time.monotonic() < deadline:
