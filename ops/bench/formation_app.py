@@ -20,7 +20,6 @@ from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
 from pipeline.prompts.dedup import DecisionsAnswer, FactDecision
 from pipeline.prompts.facts import ExtractedFact, FactsAnswer
 from pipeline.prompts.reflections import ReflectionsAnswer
-from pipeline.search.local import LocalFactSearch
 from schemas.settings import get_settings
 from workers.app import app
 
@@ -64,8 +63,6 @@ def bench_llm(latency_s: float) -> ScriptedLLM:
 def _install(**_: object) -> None:
     deps = worker_deps.Deps(get_settings())
     deps.__dict__["llm"] = bench_llm(float(os.environ.get("BENCH_LLM_LATENCY_S", "0.2")))
-    # the bench runs on SQLite, whose search is always the local one
-    deps.__dict__["search"] = LocalFactSearch(deps.store)
     worker_deps.set_deps(deps)
 
 
