@@ -22,7 +22,9 @@ from schemas.documents import (
     StageRecord,
     scope_key,
 )
+from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
+from tests.support.mongo_emulation import emulated_database
 
 GONE = "user-7f3a-forgetme"
 KEPT = "user-0b2c-staying"
@@ -114,9 +116,24 @@ def _populate(store, settings, clock) -> None:
                                                xml=f"<Memory>{user}</Memory>", built_at=now))
 
 
+def _open(kind: str, settings):
+    if kind == "sqlite":
+        return open_store(settings)
+    return MongoStore(emulated_database(), prefix=settings.collection_prefix)
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def store(request, settings, clock):
+    store = _open(request.param, settings)
+    store.create_indexes()
+    _populate(store, settings, clock)
+    yield store
+    store.close()
+
+
 @pytest.fixture
-def store(settings, clock):
-    store = open_store(settings)
+def sqlite_store(settings, clock):
+    store = _open("sqlite", settings)
     store.create_indexes()
     _populate(store, settings, clock)
     yield store
@@ -173,7 +190,7 @@ def test_a_missing_user_or_agent_is_refused(store, bad):
         forget_user(store, *bad)
 
 
-def test_the_command_prints_counts_and_verifies(store, settings, monkeypatch, capsys):
+def test_the_command_prints_counts_and_verifies(sqlite_store, settings, monkeypatch, capsys):
     monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

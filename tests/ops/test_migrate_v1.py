@@ -6,7 +6,6 @@ import copy
 import json
 from datetime import datetime, timezone
 
-import mongomock_ng
 import pytest
 from bson import ObjectId
 
@@ -15,7 +14,9 @@ from ops.commands import migrate as migrate_command
 from ops.migrate_v1 import SourceCollections, migrate, plan_migration
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store import open_store
+from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
+from tests.support.mongo_emulation import emulated_database
 
 NOW = datetime(2026, 2, 1, tzinfo=timezone.utc)
 IDS = {name: ObjectId() for name in (
@@ -69,7 +70,7 @@ def _agents() -> list[dict]:
 
 @pytest.fixture
 def legacy():
-    db = mongomock_ng.MongoClient()["legacy"]
+    db = emulated_database("legacy")
     db["memory_sessions"].insert_many(_sessions())
     db["memory_user"].insert_many(_users())
     db["memory_agent"].insert_many(_agents())
@@ -81,9 +82,9 @@ def settings(tmp_path) -> Settings:
     return Settings(store_url=f"sqlite:///{tmp_path / 'target.db'}", embedding_provider="hashing")
 
 
-@pytest.fixture
-def store(settings):
-    store = open_store(settings)
+@pytest.fixture(params=["sqlite", "mongo"])
+def store(request, settings):
+    store = open_store(settings) if request.param == "sqlite" else MongoStore(emulated_database(), prefix="memory2_")
     store.create_indexes()
     yield store
     store.close()
@@ -171,7 +172,7 @@ def test_a_second_apply_writes_nothing_new_and_the_source_is_never_touched(legac
 
 
 def test_source_collection_names_are_options(store, settings):
-    db = mongomock_ng.MongoClient()["legacy"]
+    db = emulated_database("legacy")
     db["old_mem"].insert_many(_sessions())
     names = SourceCollections(sessions="old_mem", users="nothing_u", agents="nothing_a")
     planned, _ = migrate(db, store, None, settings, NOW, collections=names)

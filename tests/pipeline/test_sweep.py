@@ -12,7 +12,9 @@ from pipeline import sweep
 from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
+from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
+from tests.support.mongo_emulation import emulated_database
 
 
 @pytest.fixture
@@ -25,12 +27,27 @@ def clock() -> FrozenClock:
     return FrozenClock()
 
 
+@pytest.fixture(params=["sqlite", "mongo"])
+def handles(request, settings):
+    """A factory of store handles on one database (each like another worker's client)."""
+    opened = []
+    database = emulated_database() if request.param == "mongo" else None
+
+    def open_handle():
+        handle = open_store(settings) if database is None else MongoStore(database, prefix=settings.collection_prefix)
+        opened.append(handle)
+        return handle
+
+    yield open_handle
+    for handle in opened:
+        handle.close()
+
+
 @pytest.fixture
-def store(settings):
-    store = open_store(settings)
+def store(handles):
+    store = handles()
     store.create_indexes()
-    yield store
-    store.close()
+    return store
 
 
 def say(store, settings, clock, session_id: str, n: int, *, agent_id: str = "agent-1", start: int = 0) -> None:
@@ -84,12 +101,12 @@ def test_the_sweep_works_through_every_batch(store, settings, clock):
     assert sorted(store.get_run(r).session_id for r in result.run_ids) == [f"s{i}" for i in range(8)]
 
 
-def test_two_sweeps_at_once_claim_each_range_once(store, settings, clock):
+def test_two_sweeps_at_once_claim_each_range_once(store, handles, settings, clock):
     for i in range(30):
         say(store, settings, clock, f"s{i}", 4)
     clock.advance(minutes=10)
     small = settings.model_copy(update={"sweep_batch_size": 7})
-    stores = [open_store(small) for _ in range(2)]
+    stores = [handles() for _ in range(2)]
     results: list[sweep.SweepResult] = []
     barrier = threading.Barrier(2)
 
@@ -102,8 +119,6 @@ def test_two_sweeps_at_once_claim_each_range_once(store, settings, clock):
         t.start()
     for t in threads:
         t.join(timeout=60)
-    for s in stores:
-        s.close()
     run_ids = [r for result in results for r in result.run_ids]
     sessions = [store.get_run(r).session_id for r in run_ids]
     assert len(results) == 2
