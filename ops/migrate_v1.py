@@ -18,7 +18,6 @@ only ever read (``find``).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,8 +29,6 @@ from pipeline.store.port import Store
 from pipeline.text import text_hash
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, scope_key
 from schemas.settings import Settings
-
-log = logging.getLogger("memory.migrate_v1")
 
 EMBED_BATCH = 64
 
@@ -237,5 +234,6 @@ def migrate(
     plan = plan_migration(*read_source(db, collections), settings=settings, now=now)
     if not apply:
         return plan.counts(), None
-    assert store is not None and embedder is not None
+    if store is None or embedder is None:
+        raise ValueError("migrate(apply=True) needs a target store and an embedder")
     return plan.counts(), apply_plan(plan, store, embedder)

@@ -8,7 +8,6 @@ import beat_schedule
 from pipeline import names
 from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event
-from pipeline.store import open_store
 from schemas.settings import Settings
 from workers import maintenance
 from workers.app import app
