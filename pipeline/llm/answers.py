@@ -19,16 +19,22 @@ _EXCERPT = 200
 
 
 def parse_answer(raw: str | None, response_model: type[T], *, provider: str, model: str) -> T:
-    """Validate ``raw`` JSON against ``response_model``; raise ``InvalidLLMAnswer`` with an excerpt."""
+    """Validate ``raw`` JSON against ``response_model``; raise ``InvalidLLMAnswer`` saying where.
+
+    The answer itself stays out of the error's message: it holds conversation text, and the
+    message reaches logs above DEBUG (Celery logs each retry's reason at INFO). Its beginning
+    is kept on the error as ``excerpt`` for whoever debugs it deliberately."""
     if raw is None or not raw.strip():
         raise InvalidLLMAnswer(f"{provider} model {model} returned an empty answer for {response_model.__name__}")
     try:
         return response_model.model_validate_json(_strip_fence(raw))
     except ValidationError as exc:
-        raise InvalidLLMAnswer(
+        error = InvalidLLMAnswer(
             f"{provider} model {model} answered outside the {response_model.__name__} schema: "
-            f"{describe_validation_error(exc)}; answer began {raw[:_EXCERPT]!r}"
-        ) from exc
+            f"{describe_validation_error(exc)} ({len(raw)} characters)"
+        )
+        error.excerpt = raw[:_EXCERPT]
+        raise error from exc
 
 
 def estimate_tokens(text: str) -> int:
