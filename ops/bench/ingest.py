@@ -30,6 +30,7 @@ from typing import Any
 from ops.procs import RedisServer, WorkerProcess
 
 BATCH = 100
+PATHS = ("batch", "raw", "single", "noop")
 RAW_KEY = "bench:raw"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -132,7 +133,8 @@ def until_stored(store, path: str, sessions: int, n: int, timeout: float):
 
 
 def measure(
-    events: int, producers: int, sessions: int, concurrency: int, timeout: float, *, app: str = "workers.app", log=print
+    events: int, producers: int, sessions: int, concurrency: int, timeout: float, *, rounds: int = 2,
+    app: str = "workers.app", log=print,
 ) -> dict[str, Any]:
     from pipeline.store.sqlite import SQLiteStore
 
@@ -151,13 +153,6 @@ def measure(
             try:
                 worker.wait_ready()
 
-                def split(path: str) -> list[list[dict]]:
-                    items = [message_fields(path, i, sessions) for i in range(events)]
-                    return [items[p::producers] for p in range(producers)]
-
-                def stored(path: str):
-                    return until_stored(store, path, sessions, events, timeout)
-
                 def drained(done, count) -> bool:
                     # acks_late: a task leaves "unacked" only once it has run
                     if done.qsize() < count:
@@ -170,16 +165,25 @@ def measure(
                 # warm the worker's processes (imports, store connections) before timing
                 warm = [[message_fields("warm", i, 1)] for i in range(producers)]
                 _run_producers("single", broker, backend, warm, until_stored(store, "warm", 1, producers, 120))
-                results: dict[str, float] = {}
-                log(f"batched path: {events} events, {producers} producers, batches of {BATCH}")
-                results["events"] = events / _run_producers("batch", broker, backend, split("batch"), stored("batch"))
-                log("raw LPUSH path")
-                results["raw"] = events / _run_producers("raw", broker, backend, split("raw"), producers_done)
-                client.delete(RAW_KEY)
-                log("single-event path")
-                results["single"] = events / _run_producers("single", broker, backend, split("single"), stored("single"))
-                log("no-op task path")
-                results["noop"] = events / _run_producers("noop", broker, backend, split("noop"), drained)
+                # The paths take turns, round after round, so a change of load on the machine
+                # weighs on every path alike; each path still handles all N events.
+                elapsed = dict.fromkeys(PATHS, 0.0)
+                bounds = [events * r // rounds for r in range(rounds + 1)]
+                for r in range(rounds):
+                    lo, hi = bounds[r], bounds[r + 1]
+                    for path in PATHS:
+                        log(f"round {r + 1}/{rounds}: {path} path, events {lo}..{hi - 1}, {producers} producers")
+                        items = [message_fields(path, i, sessions) for i in range(lo, hi)]
+                        chunks = [items[p::producers] for p in range(producers)]
+                        finished = {
+                            "batch": until_stored(store, "batch", sessions, hi, timeout),
+                            "single": until_stored(store, "single", sessions, hi, timeout),
+                            "raw": producers_done,
+                            "noop": drained,
+                        }[path]
+                        elapsed[path] += _run_producers(path, broker, backend, chunks, finished)
+                    client.delete(RAW_KEY)
+                results = {path: events / seconds for path, seconds in elapsed.items()}
             finally:
                 worker.stop()
                 store.close()
@@ -187,9 +191,10 @@ def measure(
         "events": events,
         "producers": producers,
         "worker": f"prefork -c {concurrency}",
-        "events_per_s": round(results["events"], 1),
+        "rounds": rounds,
+        "events_per_s": round(results["batch"], 1),
         "raw_redis_per_s": round(results["raw"], 1),
-        "ratio": round(results["events"] / results["raw"], 3),
+        "ratio": round(results["batch"] / results["raw"], 3),
         "single_events_per_s": round(results["single"], 1),
         "noop_task_per_s": round(results["noop"], 1),
         "single_ratio": round(results["single"] / results["noop"], 3),
@@ -203,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=50, help="sessions the events spread over (default 50)")
     parser.add_argument("--concurrency", type=int, default=2, help="worker pool size (default 2)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds each path may take")
+    parser.add_argument("--rounds", type=int, default=2, help="turns the paths take, N/rounds events each (default 2)")
     parser.add_argument("--app", default="workers.app", help="Celery app module of the worker")
     parser.add_argument("--json", action="store_true", help="print only progress lines and the JSON result")
     args = parser.parse_args(argv)
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     result = measure(
-        args.events, args.producers, args.sessions, args.concurrency, args.timeout, app=args.app, log=log
+        args.events, args.producers, args.sessions, args.concurrency, args.timeout, rounds=args.rounds, app=args.app, log=log
     )
     if not args.json:
         for key, value in result.items():
