@@ -8,8 +8,9 @@
 - ``sloppy``: ``SloppyStore``, the control: ``insert_fact`` and ``insert_reflections`` ignore
   their idempotency keys (fresh ids, a salted hash), as a store without them would.
 - ``faults``: ``fault_llm``: the offline rules behind a ``ScriptedLLM`` that injects
-  transient errors and invalid or schema-violating answers at ``RELIABILITY_FAULTS`` rates and
-  makes decide_facts name ids outside its candidates; every call is logged to
+  transient errors and invalid or schema-violating answers at ``RELIABILITY_FAULTS`` rates,
+  answers cut off mid-way (``truncated``), and decide_facts answers naming ids outside their
+  candidates (``outside``); every call is logged to
   ``<RELIABILITY_DIR>/llm-<pid>.log`` so the harness can count what was injected.
 - ``hostile``: the same, plus answers that try to put memory in scopes the run does not allow.
 """
@@ -119,6 +120,7 @@ def fault_llm(settings, directory: str | Path, spec: str, *, hostile: bool = Fal
     rates = _parse_rates(spec)
     seed = int(rates.pop("seed", 0)) ^ os.getpid()
     outside = rates.pop("outside", 0.0)
+    truncated = rates.pop("truncated", 0.0)
     offline = OfflineLLM(settings)
     llm = ScriptedLLM(fault_rates={k: v for k, v in rates.items() if v > 0}, seed=seed)
     import random
@@ -138,6 +140,12 @@ def fault_llm(settings, directory: str | Path, spec: str, *, hostile: bool = Fal
             tag = "outside"
         if hostile:
             tag = _hostile(request.operation, data) or tag
+        if rng.random() < truncated:
+            # an answer cut off mid-way (a max-tokens stop): invalid JSON that carries memory text
+            text = json.dumps(data)
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(f"{request.operation} fault:truncated\n")
+            return text[: max(1, len(text) // 2)]
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(f"{request.operation} {tag}\n")
         return data

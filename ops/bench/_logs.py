@@ -1,0 +1,90 @@
+"""Log hygiene and hostile events through a real worker (issue: reliability §4 and §5).
+
+Workers run at INFO with fake provider keys in their environment, on conversations that carry
+a distinctive marker, with provider faults (including answers cut off mid-way, which carry
+memory text) and a bounded sample of hostile events sent straight onto the ingest queue.
+Figures: log lines that reveal a key or the marker (``leaks``), rejections recorded against
+those expected, accepted hostile events stored, and worker crashes.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from ops.bench._checks import log_leaks_above_debug
+from ops.bench._crash import SCENARIO_SETTINGS, _Cluster, _open_store, _settle
+from ops.bench._deps import injected_counts
+from ops.bench._fuzz import KINDS, fuzzed_event
+from ops.bench._harness import PersistentRedis, crash_lines, producer_app, worker_env
+from ops.bench._workload import end_event, plan_sessions, session_events
+from pipeline import names
+
+FAKE_KEYS = {"OPENAI_API_KEY": "sk-proj-FAKEKEYreliability0000000000000000", "GEMINI_API_KEY": "AIzaFAKEKEYreliability000000000000000"}
+
+
+def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: int = 0,
+                    faults: str = "transient=0.15,invalid=0.1,truncated=0.25") -> dict:
+    from workers.producer import CeleryPublisher
+
+    workdir = Path(workdir)
+    calls_dir = workdir / "llm"
+    calls_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    marker = f"quokka-zanzibar-{seed}-7731"
+    db_path = workdir / "memory.db"
+    store = _open_store(db_path)
+    store.create_indexes()
+    redis = PersistentRedis(workdir / "redis")
+    env = {**worker_env(**SCENARIO_SETTINGS), **FAKE_KEYS, "RELIABILITY_MODE": "faults",
+           "RELIABILITY_DIR": str(calls_dir), "RELIABILITY_FAULTS": f"{faults},seed={seed}"}
+    cluster = None
+    try:
+        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
+        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
+        publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
+        expected_rejects, accepted = 0, []
+        kinds = [k for k in KINDS if k != "not_utf8"]  # a queue message is JSON: bytes cannot travel
+        for n in range(fuzz):
+            f = fuzzed_event(rng, rng.choice(kinds), "agent-0", f"fz{seed}-{n}", n)
+            raw = f.raw
+            if isinstance(raw, dict) and isinstance(raw.get("message"), dict) and isinstance(raw["message"].get("content"), str):
+                raw["message"]["content"] += f" {marker}"
+                if f.expect == "accept":
+                    f = f.__class__(f.kind, f.expect, raw, f.session_id, f.message_id, raw["message"]["content"])
+            app.send_task(names.TASK_INGEST_EVENT, kwargs={"event": raw}, ignore_result=True)
+            expected_rejects += f.expect == "reject"
+            if f.expect == "accept":
+                accepted.append(f)
+        for f in accepted:  # their sessions end too, so that every message forms
+            app.send_task(names.TASK_INGEST_EVENT, kwargs={"event": end_event(f.raw["agent_id"], f.session_id)},
+                          ignore_result=True)
+        for s in plan_sessions(rng, sessions, prefix=f"logs{seed}"):
+            events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
+                                    messages=8, tag=f" {marker}")
+            publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
+        settled = _settle(cluster, app, redis, store, 120)
+        text = cluster.log_text()
+        leaks = log_leaks_above_debug(text.splitlines(), [marker, *FAKE_KEYS.values()])
+        stored_ok = sum(
+            1 for f in accepted
+            if [m.content for m in store.get_messages(f.session_id, 1, 10**9)] == [f.content]
+        )
+        return {
+            "settled": settled,
+            "events_fuzzed": fuzz,
+            "rejections_expected": expected_rejects,
+            "rejections_recorded": len(store.list_rejections(limit=100_000)),
+            "hostile_accepted_stored": stored_ok,
+            "hostile_accepted_expected": len(accepted),
+            "log_lines": len(text.splitlines()),
+            "faults_injected": {k.split(":", 1)[1]: v for k, v in injected_counts(calls_dir).items() if k.startswith("fault:")},
+            "leaks": len(leaks),
+            "leak_sample": [line[:300] for line in leaks[:3]],
+            "worker_crashes": cluster.unexpected_exits + len([l for l in crash_lines(text) if "Unrecoverable" in l]),
+        }
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        redis.stop()
+        store.close()
