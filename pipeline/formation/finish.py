@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pipeline import trigger
 from pipeline.formation.consolidate_stages import CONSOLIDATE, scope_stage
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, renew, run_stage
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
 from pipeline.formation.stages import DECIDE_FACTS, EXTRACT_FACTS, EXTRACT_REFLECTIONS
 from schemas.documents import FormationRun
 
@@ -91,11 +91,10 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     run = load_run(store, run_id)
     if run.status == "done":  # closed already: a redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run)
-    if not renew(deps, run_id):
-        return None, NextStep()
 
     def compute(run: FormationRun, usage: Usage) -> dict:
-        return {"totals": run_totals(load_run(store, run_id)), "changed": changed_scope_keys(run)}
+        # ``run`` is as begin_stage left it: every earlier stage, and this one running
+        return {"totals": run_totals(run), "changed": changed_scope_keys(run)}
 
     def apply(run: FormationRun, output: dict) -> None:
         store.finish_run(run_id, deps.clock.now(), output["totals"], output["changed"])
@@ -103,7 +102,8 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     result = run_stage(deps, run_id, FINISH, compute, apply)
     if result is None:
         return None, NextStep()
-    return result, next_step(deps, load_run(store, run_id))
+    # next_step reads the session, agent and consolidate output, which closing did not change
+    return result, next_step(deps, result.run)
 
 
 def next_step(deps: Deps, run: FormationRun) -> NextStep:

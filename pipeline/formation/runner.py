@@ -2,9 +2,9 @@
 
 ``run_stage`` is the one shape of a stage:
 
-1. renew the run's lease; if the run is no longer active (taken over, finished, dead) stop
-   quietly and apply nothing;
-2. ``start_stage``; a stage already ``done`` reuses its stored output (no LLM call);
+1. renew the run's lease and ``start_stage`` (one ``Store.begin_stage``); if the run is no
+   longer active (taken over, finished, dead) stop quietly and apply nothing;
+2. a stage already ``done`` reuses its stored output (no LLM call);
 3. otherwise ``compute`` (LLM / embedder calls) and ``complete_stage`` with the output, the
    token usage and the timings. The output is stored *before* any effect, so a rerun never
    asks the LLM again for a decision that may already be half applied;
@@ -100,10 +100,10 @@ def run_stage(
 ) -> StageResult | None:
     """Run one stage of one run (see the module docstring). None when the run is not active."""
     store = deps.store
-    if not renew(deps, run_id):
+    begun = store.begin_stage(run_id, stage, deps.clock.now(), deps.settings.claim_lease_s)
+    if begun is None:
         return None
-    run = load_run(store, run_id)
-    record = store.start_stage(run_id, stage, deps.clock.now())
+    run, record = begun
     if record.status == "done":
         output = record.output or {}
         if apply is not None:

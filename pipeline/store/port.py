@@ -178,6 +178,18 @@ class Store(abc.ABC):
         """Mark a stage running (attempts + 1, started_at) unless it is already done; return
         the stage record as it now stands (a done stage is returned unchanged)."""
 
+    def begin_stage(
+        self, run_id: str, stage: str, now: datetime, lease_s: float
+    ) -> tuple[FormationRun, StageRecord] | None:
+        """``renew_run_lease`` then ``start_stage``: None when the run is no longer active (or
+        gone), else the run as it now stands (this stage's record included) and that record.
+        Adapters may do it in one round trip; this default takes three."""
+        if not self.renew_run_lease(run_id, now, lease_s):
+            return None
+        record = self.start_stage(run_id, stage, now)
+        run = self.get_run(run_id)
+        return None if run is None else (run, record)
+
     @abc.abstractmethod
     def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
         """Store a stage's output and mark it done, only if it is not done yet. True if this

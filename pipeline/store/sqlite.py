@@ -3,6 +3,10 @@
 Every atomic method is one ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_db``), so a
 read-modify-write in Python is as atomic as a conditional update on a server. Documents are
 kept as JSON with the queried columns beside them; embeddings as float32 bytes.
+
+The hot path of a formation stage (``begin_stage``, ``complete_stage``) patches the run
+document in place with SQLite's ``json_set`` (one stage record, the lease, the status) instead
+of parsing and rewriting the whole run, whose stored stage outputs grow with every stage.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
+
+from pydantic import TypeAdapter
 
 from pipeline.errors import ConfigurationError
 from pipeline.store import _common as c
@@ -25,6 +31,20 @@ from schemas.documents import (
     StageRecord,
     StoredMessage,
 )
+
+
+_DATETIME = TypeAdapter(datetime)
+
+
+def _json_time(value: datetime) -> str:
+    """A time as pydantic writes it inside a document (for ``json_set`` patches)."""
+    return _DATETIME.dump_json(c.utc(value)).decode()
+
+
+def _stage_path(stage: str) -> str:
+    if '"' in stage:
+        raise ValueError(f"stage name {stage!r} must not contain a double quote")
+    return f'$.stages."{stage}"'
 
 
 class SQLiteStore(MemoryMixin, ErasureMixin, Store):
@@ -226,6 +246,42 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         except KeyError:
             return False  # a run that is gone is no longer active either
 
+    def begin_stage(
+        self, run_id: str, stage: str, now: datetime, lease_s: float
+    ) -> tuple[FormationRun, StageRecord] | None:
+        """Renew the lease and start the stage in one write transaction, patching the run and
+        the session in place (their documents are not rewritten)."""
+        path = _stage_path(stage)
+        runs = self.db.t("runs")
+        with self.db.write() as conn:
+            run = self._run(conn, run_id)
+            if run is None or run.status not in c.ACTIVE_RUN_STATUSES:
+                return None
+            until = c.lease_until(now, lease_s)
+            conn.execute(
+                f"UPDATE {self.db.t('sessions')} SET doc = json_set(doc, '$.lease_expires_at', json(?)) "
+                "WHERE session_id = ? AND active_run_id = ?", (_json_time(until), run.session_id, run_id),
+            )
+            record = run.stages.get(stage) or StageRecord()
+            if record.status == "done":
+                conn.execute(
+                    f"UPDATE {runs} SET lease_expires_at = ?, doc = json_set(doc, '$.lease_expires_at', json(?)) "
+                    "WHERE run_id = ?", (c.ts(until), _json_time(until), run_id),
+                )
+                return run.model_copy(update={"lease_expires_at": until}), record
+            record = record.model_copy(update={
+                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now), "error": None,
+            })
+            status = "running" if run.status == "claimed" else run.status
+            conn.execute(
+                f"UPDATE {runs} SET status = ?, lease_expires_at = ?, doc = json_set(doc, '$.status', ?, "
+                "'$.lease_expires_at', json(?), ?, json(?)) WHERE run_id = ?",
+                (status, c.ts(until), status, _json_time(until), path, record.model_dump_json(), run_id),
+            )
+            return run.model_copy(update={
+                "stages": {**run.stages, stage: record}, "status": status, "lease_expires_at": until,
+            }), record
+
     def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
         def change(conn, run):
             record = run.stages.get(stage) or StageRecord()
@@ -241,18 +297,23 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         return self._modify_run(run_id, change)
 
     def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
-        def change(conn, run):
-            current = run.stages.get(stage)
+        path = _stage_path(stage)
+        runs = self.db.t("runs")
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT json_extract(doc, ?) FROM {runs} WHERE run_id = ?", (path, run_id)).fetchone()
+            if row is None:
+                raise KeyError(f"run {run_id!r} does not exist")
+            current = StageRecord.model_validate_json(row[0]) if row[0] is not None else None
             if current is not None and current.status == "done":
-                return None, False
+                return False
             done = record.model_copy(update={
                 "status": "done",
                 "attempts": max(record.attempts, current.attempts if current else 0),
                 "started_at": record.started_at or (current.started_at if current else None),
             })
-            return run.model_copy(update={"stages": {**run.stages, stage: done}}), True
-
-        return self._modify_run(run_id, change)
+            conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)) WHERE run_id = ?",
+                         (path, done.model_dump_json(), run_id))
+            return True
 
     def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:
         def change(conn, run):

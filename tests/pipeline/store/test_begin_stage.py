@@ -1,0 +1,68 @@
+"""Store.begin_stage (lease renewal and start_stage in one step) and the in-place stage patches
+of the SQLite adapter: the same outcomes as the separate calls, on both adapters."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.store.port import ClaimRule
+from schemas.documents import StageRecord
+from tests.support.documents import at, message, run
+
+ANY = ClaimRule(min_messages=1)
+
+
+@pytest.fixture
+def claimed(store):
+    for n in (1, 2, 3):
+        store.ingest_message(message(n), at(n))
+    return store.try_claim("s1", ANY, run("r1"), at(10), 60)
+
+
+def test_begin_stage_renews_the_lease_and_starts_the_stage(store, claimed):
+    begun_run, record = store.begin_stage("r1", "extract_facts", at(30), 60)
+    assert (record.status, record.attempts, record.started_at) == ("running", 1, at(30))
+    assert (begun_run.status, begun_run.lease_expires_at) == ("running", at(90))
+    assert begun_run.stages["extract_facts"] == record
+    stored = store.get_run("r1")
+    assert stored.stages["extract_facts"] == record
+    assert (stored.status, stored.lease_expires_at) == ("running", at(90))
+    assert store.get_session("s1").lease_expires_at == at(90)
+
+
+def test_begin_stage_counts_attempts_and_returns_a_done_stage_unchanged(store, claimed):
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    assert store.begin_stage("r1", "extract_facts", at(12), 60)[1].attempts == 2
+    assert store.complete_stage("r1", "extract_facts", StageRecord(output={"facts": ["x"]})) is True
+    begun_run, record = store.begin_stage("r1", "extract_facts", at(40), 60)
+    assert (record.status, record.output, record.attempts) == ("done", {"facts": ["x"]}, 2)
+    assert begun_run.lease_expires_at == at(100) and store.get_run("r1").lease_expires_at == at(100)
+
+
+def test_begin_stage_on_a_finished_or_unknown_run_starts_nothing(store, claimed):
+    store.finish_run("r1", at(20), {}, [])
+    assert store.begin_stage("r1", "embed_facts", at(21), 60) is None
+    assert "embed_facts" not in store.get_run("r1").stages
+    assert store.begin_stage("nope", "embed_facts", at(21), 60) is None
+
+
+def test_stage_patches_keep_every_other_stage_and_field_intact(store, claimed):
+    store.update_run_fields("r1", models={"fast": "m"}, scopes_enabled=["user"])
+    vectors = [[0.1, -2.5e-07, 3.0], [1e-30, 0.0, -1.0]]
+    store.begin_stage("r1", "embed_facts", at(11), 60)
+    store.complete_stage("r1", "embed_facts", StageRecord(output={"vectors": vectors, "text": "café \"x\""},
+                                                          duration_ms=1.5))
+    store.begin_stage("r1", "consolidate_scope:0", at(12), 60)
+    store.complete_stage("r1", "consolidate_scope:0", StageRecord(output={"status": "merged"}))
+    stored = store.get_run("r1")
+    assert stored.models == {"fast": "m"} and stored.scopes_enabled == ["user"]
+    assert stored.stages["embed_facts"].output == {"vectors": vectors, "text": "café \"x\""}
+    assert stored.stages["embed_facts"].duration_ms == 1.5
+    assert list(stored.stages) == ["embed_facts", "consolidate_scope:0"]
+    assert stored.stages["consolidate_scope:0"].output == {"status": "merged"}
+    assert store.list_runs(status="running")[0].run_id == "r1"
+
+
+def test_complete_stage_of_an_unknown_run_raises_key_error(store, claimed):
+    with pytest.raises(KeyError):
+        store.complete_stage("nope", "embed_facts", StageRecord(output={}))
