@@ -7,16 +7,22 @@ message the broker no longer holds: an event the producer was told is accepted i
 Here the consumer waits for the broker to come back and records the delivery then, so the
 message is redelivered by the visibility timeout like any other if the worker later drops it.
 
-Closing a channel after the connection is gone makes the stock transport raise
-``AttributeError`` while it restores unacked messages, and the worker exits ("Unrecoverable
-error"). Those messages are still in Redis's unacked hash, so the visibility-timeout sweep
-restores them later; the restore at close is skipped instead of crashing the worker.
+Closing a channel after the connection is gone, or acking a message on such a channel, makes
+the stock transport raise ``AttributeError``, and the worker exits ("Unrecoverable error").
+Those messages are still in Redis's unacked hash, so the visibility-timeout sweep restores
+them later: the restore at close is skipped and the ack reported as a connection error.
+
+What no client can close: Redis may execute and persist a pop, then stop (SIGTERM or SIGKILL)
+before it sends the reply. The message is then neither queued nor unacked. Only a pop that
+moves the message atomically into a processing list on the server would survive that.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+
+import redis
 
 from kombu.transport import redis as _redis
 from kombu.transport import virtual
@@ -42,6 +48,14 @@ class QoS(_redis.QoS):
                     return virtual.QoS.append(self, message, delivery_tag)
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    def ack(self, delivery_tag):
+        try:
+            super().ack(delivery_tag)
+        except AttributeError as exc:
+            # acked on a channel closed by a broker loss: report it as the connection error it
+            # is (kombu logs "Couldn't ack" and goes on); the visibility timeout redelivers
+            raise redis.exceptions.ConnectionError(f"channel closed before the ack: {exc}") from exc
 
     def restore_unacked(self, client=None):
         try:
