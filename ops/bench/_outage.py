@@ -1,11 +1,14 @@
 """Broker outage (issue: reliability §6): Redis with ``--appendonly yes --appendfsync always``
-is killed and restarted in the middle of ingest. Every publish the producer was told succeeded
+is restarted in the middle of ingest: stopped (SIGTERM, as ``docker restart`` does) or, with
+``crash=True``, SIGKILLed. Every publish the producer was told succeeded
 must end up stored; every other publish must have raised a clear error.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import signal
 import threading
 import time
 from pathlib import Path
@@ -19,8 +22,63 @@ from pipeline.errors import TransientError
 AGENT = "agent-outage"
 
 
+def _aof_commands(directory: Path) -> list[list[bytes]]:
+    """Every command of the append-only file, in order (RESP arrays of bulk strings)."""
+    cmds: list[list[bytes]] = []
+    for path in sorted((directory / "appendonlydir").glob("*.incr.aof")):
+        data, i = path.read_bytes(), 0
+        while i < len(data):
+            if data[i:i + 1] != b"*":
+                i = data.find(b"\n", i) + 1 or len(data)
+                continue
+            j = data.find(b"\r\n", i)
+            count, i, args = int(data[i + 1:j]), j + 2, []
+            for _ in range(count):
+                j = data.find(b"\r\n", i)
+                size, i = int(data[i + 1:j]), j + 2
+                args.append(data[i:i + size])
+                i += size + 2
+            cmds.append(args)
+    return cmds
+
+
+def unanswered_pops(directory: Path, queue: bytes = b"ingest") -> set[str]:
+    """Event ids whose pop Redis wrote to its append-only file while no delivery record
+    (the consumer's ZADD of its tag) followed before the server stopped: pops it never
+    answered, or whose answer was lost with the connection. A new server lifetime starts its
+    writes with SELECT."""
+    import base64
+    from collections import deque
+
+    def ids(raw: bytes) -> tuple[str, str]:
+        message = json.loads(raw)
+        body = json.loads(base64.b64decode(message["body"]))
+        return body[1]["event"]["event_id"], message["properties"]["delivery_tag"]
+
+    pending: dict[str, str] = {}   # delivery tag -> event id, popped in this lifetime
+    out: dict[str, str] = {}       # the same, popped in a lifetime that ended before its record
+    items: deque = deque()
+    for cmd in _aof_commands(directory):
+        op = cmd[0].upper()
+        if op == b"SELECT":
+            out.update(pending)
+            pending.clear()
+        elif op == b"LPUSH" and cmd[1] == queue:
+            items.extendleft(cmd[2:])
+        elif op == b"RPUSH" and cmd[1] == queue:
+            items.extend(cmd[2:])
+        elif op == b"RPOP" and cmd[1] == queue and items:
+            event_id, tag = ids(items.pop())
+            pending[tag] = event_id
+        elif op == b"ZADD" and cmd[1] == b"unacked_index":
+            # a consumer that got the reply records it, after the restart if need be
+            pending.pop(cmd[-1].decode(), None)
+            out.pop(cmd[-1].decode(), None)
+    return set(out.values())
+
+
 def run_broker_outage(
-    workdir: Path, *, events: int = 300, sessions: int = 6, downtimes: tuple[float, ...] = (1.5, 6.0),
+    workdir: Path, *, events: int = 300, sessions: int = 6, downtimes: tuple[float, ...] = (1.5, 6.0), crash: bool = False,
     publish_gap_s: float = 0.01, seed: int = 0, drain_timeout_s: float = 60.0,
 ) -> dict:
     from pipeline.store.sqlite import SQLiteStore
@@ -67,7 +125,7 @@ def run_broker_outage(
         for k, down_for_s in enumerate(downtimes):
             done = events * (k + 1) // (len(downtimes) + 1)
             wait_until(lambda: len(told_accepted) + len(errors) + len(other_exceptions) >= done, timeout=60)
-            redis.restart(down_for_s=down_for_s)
+            redis.restart(down_for_s=down_for_s, sig=signal.SIGKILL if crash else signal.SIGTERM)
         producer.join(timeout=300)
         publisher.close()
         drained = wait_until(lambda: queues_idle(redis.client(0), ("ingest",)), timeout=drain_timeout_s, interval=0.25)
@@ -78,6 +136,7 @@ def run_broker_outage(
         finally:
             store.close()
         lost = sorted(set(told_accepted) - stored)
+        unanswered = unanswered_pops(redis.workdir)
         return {
             "publish_calls": events,
             "told_accepted": len(told_accepted),
@@ -86,8 +145,12 @@ def run_broker_outage(
             "stored": len(stored & set(told_accepted)),
             "lost": len(lost),
             "lost_sample": lost[:5],
+            # lost because Redis persisted their pop and stopped before it answered it
+            "lost_to_unanswered_pops": len(set(lost) & unanswered),
+            "lost_unexplained": len(set(lost) - unanswered),
             "error_sample": errors[:2] + other_exceptions[:2],
             "redis_restarts": redis.restarts,
+            "restart_signal": "SIGKILL" if crash else "SIGTERM",
             "drained": drained,
             "worker_crashes": supervisor.crashes,
             "worker_crash_reasons": supervisor.reasons(),
