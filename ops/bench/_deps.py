@@ -54,6 +54,13 @@ class HookedStore(_Wrapper):
         self._maybe_fire("start_stage")
         return record
 
+    def begin_stage(self, run_id, stage, now, lease_s):
+        # lease renewal and start_stage in one call: the kill point is still "start_stage"
+        self._local.current = (run_id, stage)
+        begun = self._inner.begin_stage(run_id, stage, now, lease_s)
+        self._maybe_fire("start_stage")
+        return begun
+
     def __getattr__(self, name: str):
         attr = getattr(self._inner, name)
         if not callable(attr) or name.startswith(("get_", "list_", "find_", "count_", "search_", "recent_", "dump_", "unabsorbed")):
