@@ -172,6 +172,8 @@ def run_crash(
         # pool processes that died and were not killed by the harness, and workers that stopped
         lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
         figures.update(
+            messages_published=sessions * messages,
+            messages_not_ingested=sessions * messages - figures["messages"],
             kills_attempted=kills,
             kills_fired=sum(1 for k in kill_log if k["fired"]),
             kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),

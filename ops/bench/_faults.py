@@ -85,6 +85,7 @@ def run_faults(
         empty = silently_empty(runs)
         figures.update(
             settled=settled,
+            messages_not_ingested=sessions * messages - figures["messages"],
             llm_calls=sum(counts.values()),
             faults_injected={k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("fault:")},
             outside_ids_injected=counts.get("outside", 0),

@@ -2,7 +2,8 @@
 
 It is ``workers.app`` with two changes that only the reliability harness needs:
 - abandoned messages are looked for every second (kombu's default sweep runs about every
-  100 s), so a redelivery after a killed worker shows up within the scenario;
+  100 s), and the sweep's mutex expires after 5 s, so a redelivery after a killed worker
+  shows up within the scenario;
 - when ``RELIABILITY_MODE`` is set, each pool process gets the bench dependencies of
   ``ops.bench._deps`` (kill-point hooks, fault injection, or the idempotency-off control).
 """
@@ -20,6 +21,9 @@ app.conf.broker_transport_options = {
     **(app.conf.broker_transport_options or {}),
     "unacked_restore_interval": 1,
     "unacked_restore_throttle": 1,
+    # the harness SIGKILLs workers, one of them possibly while it holds the restore mutex;
+    # kombu's default keeps that mutex (and so every redelivery) for 300 s
+    "unacked_mutex_expire": 5,
 }
 
 

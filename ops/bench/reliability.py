@@ -72,7 +72,8 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         (workdir / name).mkdir(parents=True, exist_ok=True)
 
     s["crash"] = run_crash(workdir / "crash", sessions=sizes["crash_sessions"], kills=sizes["kills"], seed=seed)
-    _say("crash", s["crash"], ["kills_confirmed", "kills_attempted", "formations_completed", "messages_unformed",
+    _say("crash", s["crash"], ["kills_confirmed", "kills_attempted", "formations_completed", "messages_not_ingested",
+                               "messages_unformed",
                                "duplicate_facts", "lost_reflections", "stuck_runs", "dead_runs", "leaks", "settled"])
     s["control"] = run_crash(workdir / "control", sessions=sizes["control_sessions"], kills=sizes["control_kills"],
                              seed=seed + 1, control=True, points=CONTROL_POINTS, settle_timeout_s=60)
@@ -99,8 +100,8 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
     _say("logs", s["logs"], ["log_lines", "leaks", "events_fuzzed", "rejections_recorded", "rejections_expected",
                              "worker_crashes"])
     s["outage"] = run_broker_outage(workdir / "outage", events=sizes["outage_events"], seed=seed)
-    _say("outage", s["outage"], ["publish_calls", "told_accepted", "clear_errors", "stored", "lost",
-                                 "redis_restarts", "worker_crashes"])
+    _say("outage", s["outage"], ["restart_signal", "publish_calls", "told_accepted", "clear_errors", "stored",
+                                 "lost", "lost_to_unanswered_pops", "redis_restarts", "worker_crashes"])
     exposures = compose_exposures(load_compose(REPO / "docker-compose.yml"))
     print(f"{'compose':<10} exposures={exposures}", flush=True)
 
@@ -127,6 +128,7 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "sessions": sizes["crash_sessions"] + sizes["fault_sessions"] + sizes["hostile_sessions"],
         # further losses and duplicates, zero when healthy
         "lost_facts": sum(f["lost_facts"] for f in formed),
+        "messages_not_ingested": sum(f["messages_not_ingested"] for f in formed),
         "duplicate_reflections": sum(f["duplicate_reflections"] for f in formed),
         "dead_runs": sum(f["dead_runs"] for f in formed),
         "silently_empty_runs": s["faults"]["silently_empty"],
@@ -135,6 +137,8 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "race_losses": s["races"]["lost"],
         "fuzz_misclassified": s["fuzz"]["misclassified"],
         "broker_outage_lost": s["outage"]["lost"],
+        "broker_outage_lost_to_unanswered_pops": s["outage"]["lost_to_unanswered_pops"],
+        "broker_outage_restart": s["outage"]["restart_signal"],
         "broker_outage_told_accepted": s["outage"]["told_accepted"],
         "broker_outage_clear_errors": s["outage"]["clear_errors"],
         "compose_exposures": len(exposures),
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(report, sort_keys=False))
     healthy = all(report[k] == 0 for k in (
         "messages_unformed", "duplicate_facts", "lost_reflections", "stuck_runs", "worker_crashes", "leaks",
-        "lost_facts", "duplicate_reflections", "race_duplicates", "race_losses", "broker_outage_lost",
+        "lost_facts", "messages_not_ingested", "duplicate_reflections", "race_duplicates", "race_losses", "broker_outage_lost",
         "silently_empty_runs", "outside_candidate_effects", "fuzz_misclassified")) and report["control_sees_duplicates"]
     return 0 if healthy else 1
 

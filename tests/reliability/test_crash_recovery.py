@@ -20,6 +20,7 @@ def test_a_worker_killed_inside_each_stage_loses_and_duplicates_nothing(tmp_path
     assert figures["kills_confirmed"] == 6, figures["kill_log"]
     assert figures["settled"], summary
     assert figures["formations_completed"] == figures["runs"] > 0, summary
+    assert figures["messages_not_ingested"] == 0, summary
     assert (figures["stuck_runs"], figures["dead_runs"], figures["messages_unformed"]) == (0, 0, 0), figures["samples"]
     assert (figures["duplicate_facts"], figures["duplicate_reflections"]) == (0, 0), summary
     assert (figures["lost_reflections"], figures["lost_facts"], figures["leaks"]) == (0, 0, 0), figures["samples"]

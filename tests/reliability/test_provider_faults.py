@@ -23,6 +23,7 @@ def test_transient_invalid_and_out_of_candidate_answers_leave_every_run_formed_o
     assert figures["formations_completed"] + figures["dead_runs"] == figures["runs"] > 0
     assert all(reason for reason in figures["dead_reasons"]), "a dead run must say why"
     assert (figures["stuck_runs"], figures["messages_unformed"] if not figures["dead_runs"] else 0) == (0, 0)
+    assert figures["messages_not_ingested"] == 0, _summary(figures)
     assert figures["silently_empty"] == 0, figures["samples"]["silently_empty"]
     assert figures["outside_effects"] == 0
     assert (figures["duplicate_facts"], figures["duplicate_reflections"]) == (0, 0), _summary(figures)
