@@ -120,6 +120,13 @@ class Store(abc.ABC):
           the same message completes (the message must never end up stored without a seq).
         """
 
+    def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
+        """``ingest_message`` for each message in order, one outcome each: a message that
+        repeats an earlier one of the same batch is a duplicate of it. Adapters may store the
+        whole batch at once (atomically: all or nothing); this default stores them one by one,
+        so a ``TransientError`` may leave a prefix stored (a redelivery sees it as duplicates)."""
+        return [self.ingest_message(message, now) for message in messages]
+
     @abc.abstractmethod
     def record_rejection(self, rejected: RejectedEvent) -> None:
         """Keep a rejected event with its raw payload and structured errors."""

@@ -80,29 +80,48 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
 
     # ------------------------------------------------------------------ ingest -------------
     def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
-        messages = self.db.t("messages")
+        return self.ingest_messages([message], now)[0]
+
+    def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
+        """The whole batch in one write transaction (all or nothing): a transaction costs far
+        more than a message. Sessions are read once and written once per batch; duplicates
+        are found by the unique keys, rows of this batch included."""
+        table = self.db.t("messages")
+        sessions: dict[str, SessionState] = {}
+        outcomes: list[IngestOutcome] = []
         with self.db.write() as conn:
-            duplicate = conn.execute(
-                f"SELECT session_id FROM {messages} WHERE event_id = ? "
-                f"UNION ALL SELECT session_id FROM {messages} WHERE session_id = ? AND message_id = ? "
-                "LIMIT 1",
-                (message.event_id, message.session_id, message.message_id),
-            ).fetchone()
-            if duplicate:
-                session = self._session(conn, duplicate[0]) or c.new_session(message)
-                session = session.model_copy(update={"duplicates": session.duplicates + 1})
+
+            def session_of(session_id: str, message: StoredMessage) -> SessionState:
+                if session_id not in sessions:
+                    sessions[session_id] = self._session(conn, session_id) or c.new_session(message)
+                return sessions[session_id]
+
+            for message in messages:
+                duplicate = conn.execute(
+                    f"SELECT session_id FROM {table} WHERE event_id = ? "
+                    f"UNION ALL SELECT session_id FROM {table} WHERE session_id = ? AND message_id = ? "
+                    "LIMIT 1",
+                    (message.event_id, message.session_id, message.message_id),
+                ).fetchone()
+                if duplicate:
+                    session = session_of(duplicate[0], message)
+                    session = session.model_copy(update={"duplicates": session.duplicates + 1})
+                    sessions[duplicate[0]] = session
+                    outcomes.append(IngestOutcome(status="duplicate", seq=None, session=session))
+                    continue
+                session = c.apply_message(session_of(message.session_id, message), message, now)
+                sessions[message.session_id] = session
+                stored = message.model_copy(update={"seq": session.last_seq})
+                conn.execute(
+                    f"INSERT INTO {table} (event_id, session_id, message_id, agent_id, seq, sender_id, "
+                    "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
+                     stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()),
+                )
+                outcomes.append(IngestOutcome(status="accepted", seq=stored.seq, session=session))
+            for session in sessions.values():
                 self._put_session(conn, session)
-                return IngestOutcome(status="duplicate", seq=None, session=session)
-            session = c.apply_message(self._session(conn, message.session_id) or c.new_session(message), message, now)
-            stored = message.model_copy(update={"seq": session.last_seq})
-            conn.execute(
-                f"INSERT INTO {messages} (event_id, session_id, message_id, agent_id, seq, sender_id, "
-                "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
-                 stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()),
-            )
-            self._put_session(conn, session)
-            return IngestOutcome(status="accepted", seq=stored.seq, session=session)
+        return outcomes
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
         with self.db.write() as conn:
