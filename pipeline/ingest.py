@@ -33,8 +33,8 @@ from typing import Any, Literal
 from pipeline import trigger
 from pipeline.clock import Clock
 from pipeline.errors import TransientError
-from pipeline.store.port import ClaimRule, Store
-from schemas.documents import FormationRun, RejectedEvent, StoredMessage
+from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage
 from schemas.events import MessageAdded, Rejection, SessionEnded, parse_event
 from schemas.settings import Settings
 
@@ -159,24 +159,60 @@ def _claim(
     return store.try_claim(session_id, rule, run, now, settings.claim_lease_s)
 
 
-def ingest_message(event: MessageAdded, store: Store, settings: Settings, now: datetime) -> IngestResult:
-    outcome = store.ingest_message(to_stored_message(event, now), now)
-    session = outcome.session
+def _claim_if_due(
+    event: MessageAdded, session: SessionState, store: Store, settings: Settings, now: datetime
+) -> FormationRun | None:
+    """Claim ``event``'s session when its rule holds on ``session``, the state the store
+    returned after ingesting: the session-end rule once the session ended, else the threshold."""
     if session.ended_at is not None:
         rule, reason = trigger.session_end_rule(), "session_end"
     else:
         rule, reason = trigger.threshold_rule(settings), "threshold"
-    run = None
     # a session whose claim is held cannot be claimed: skip the write the store would refuse
     if session.active_run_id is None and trigger.rule_holds(rule, session):
-        run = _claim(
+        return _claim(
             store, settings, agent_id=event.agent_id, session_id=event.session_id, rule=rule,
             reason=reason, now=now,
         )
+    return None
+
+
+def _message_result(event: MessageAdded, outcome: IngestOutcome, run: FormationRun | None) -> IngestResult:
     return IngestResult(
         status=outcome.status, event_id=event.event_id, kind=event.type,
         session_id=event.session_id, seq=outcome.seq, run=run,
     )
+
+
+def ingest_message(event: MessageAdded, store: Store, settings: Settings, now: datetime) -> IngestResult:
+    outcome = store.ingest_message(to_stored_message(event, now), now)
+    return _message_result(event, outcome, _claim_if_due(event, outcome.session, store, settings, now))
+
+
+def ingest_messages(
+    events: Sequence[MessageAdded], store: Store, settings: Settings, now: datetime
+) -> tuple[list[IngestResult], TransientError | None]:
+    """Store consecutive messages with one ``Store.ingest_messages``, then claim each session
+    they touched once, on its state after its last message of the batch (the run is reported
+    on that message's result). The counters only grow within a batch, so a rule that held on
+    any message of it holds on the last one too; the run then covers the batch's messages after
+    the threshold as well. Returns the results and, when the store failed transiently, the
+    error: the results then cover only the events that need no retry."""
+    try:
+        outcomes = store.ingest_messages([to_stored_message(e, now) for e in events], now)
+    except TransientError as exc:
+        return [], exc
+    last = {event.session_id: i for i, event in enumerate(events)}
+    runs: dict[int, FormationRun] = {}
+    for i in sorted(last.values()):
+        try:
+            run = _claim_if_due(events[i], outcomes[i].session, store, settings, now)
+        except TransientError as exc:
+            # events from i on are retried: stored, they come back as duplicates and claim then
+            return [_message_result(e, o, runs.get(j)) for j, (e, o) in enumerate(zip(events[:i], outcomes))], exc
+        if run is not None:
+            runs[i] = run
+    return [_message_result(e, o, runs.get(j)) for j, (e, o) in enumerate(zip(events, outcomes))], None
 
 
 def end_session(event: SessionEnded, store: Store, settings: Settings, now: datetime) -> IngestResult:
@@ -200,8 +236,13 @@ def ingest_raw_event(raw: Any, store: Store, settings: Settings, clock: Clock) -
 
     Raises ``TransientError`` only when the store is unavailable; bad input never raises.
     """
-    now = clock.now()
     event = parse_event(raw, max_message_bytes=settings.max_message_bytes)
+    return _ingest_parsed(raw, event, store, settings, clock.now())
+
+
+def _ingest_parsed(
+    raw: Any, event: MessageAdded | SessionEnded | Rejection, store: Store, settings: Settings, now: datetime
+) -> IngestResult:
     if isinstance(event, Rejection):
         return record_rejection(raw, event, store, now)
     if isinstance(event, MessageAdded):
@@ -210,15 +251,32 @@ def ingest_raw_event(raw: Any, store: Store, settings: Settings, clock: Clock) -
 
 
 def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clock: Clock) -> BatchResult:
-    """Ingest a batch, each event on its own: a bad event is rejected and the rest go on.
+    """Ingest a batch: a bad event is rejected and the rest go on.
+
+    Each run of consecutive valid messages is stored in one store call (``ingest_messages``)
+    and then claims once per session; rejections and session ends are handled one at a time in
+    their place, so a session end sees every message before it and none after it.
 
     A transient store error stops the batch (``BatchResult.error``); ingest is idempotent, so
     the caller retries from ``next_index``.
     """
+    parsed = [parse_event(raw, max_message_bytes=settings.max_message_bytes) for raw in raws]
     results: list[IngestResult] = []
-    for index, raw in enumerate(raws):
+    index = 0
+    while index < len(raws):
+        end = index
+        while end < len(raws) and isinstance(parsed[end], MessageAdded):
+            end += 1
+        if end > index:
+            done, error = ingest_messages(parsed[index:end], store, settings, clock.now())
+            results.extend(done)
+            if error is not None:
+                return BatchResult(results=results, error=error, next_index=index + len(done))
+            index = end
+            continue
         try:
-            results.append(ingest_raw_event(raw, store, settings, clock))
+            results.append(_ingest_parsed(raws[index], parsed[index], store, settings, clock.now()))
         except TransientError as exc:
             return BatchResult(results=results, error=exc, next_index=index)
+        index += 1
     return BatchResult(results=results, next_index=len(raws))

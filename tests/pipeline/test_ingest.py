@@ -236,30 +236,108 @@ def test_no_claim_is_attempted_while_the_rule_does_not_hold(tmp_path, clock):
 
 
 class FlakyStore(SQLiteStore):
-    """Fails the n-th ingest like a store that went away, then recovers."""
+    """Fails the n-th ingest call (one message or a batch of them) like a store that went
+    away, then recovers. ``SQLiteStore.ingest_message`` goes through ``ingest_messages``."""
 
     def __init__(self, path, fail_at):
         super().__init__(path)
         self.calls = 0
         self.fail_at = fail_at
 
-    def ingest_message(self, message, now):
+    def ingest_messages(self, messages, now):
         self.calls += 1
         if self.calls == self.fail_at:
             raise TransientError("store unavailable")
-        return super().ingest_message(message, now)
+        return super().ingest_messages(messages, now)
 
 
 def test_transient_store_error_stops_the_batch_where_it_can_resume(tmp_path, clock):
     flaky = FlakyStore(str(tmp_path / "flaky.db"), fail_at=2)
-    batch = [message(1), message(2), message(3)]
+    batch = [message(1), "not json", message(2), message(3)]  # the rejection splits the messages
     out = ingest_raw_events(batch, flaky, SETTINGS, clock)
-    assert [r.status for r in out.results] == ["accepted"]
-    assert isinstance(out.error, TransientError) and out.next_index == 1
+    assert [r.status for r in out.results] == ["accepted", "rejected"]
+    assert isinstance(out.error, TransientError) and out.next_index == 2
+    assert flaky.count_messages("s1") == 1  # the failed call stored none of its messages
     rest = ingest_raw_events(batch[out.next_index:], flaky, SETTINGS, clock)
     assert rest.counts() == {"accepted": 2, "duplicate": 0, "rejected": 0}
     assert flaky.count_messages("s1") == 3
+    assert len(flaky.list_rejections()) == 1
     flaky.close()
+
+
+class ClaimFailsOnceStore(SQLiteStore):
+    """The store goes away once, at the first claim."""
+
+    failed = False
+
+    def try_claim(self, *args, **kwargs):
+        if not self.failed:
+            self.failed = True
+            raise TransientError("store unavailable")
+        return super().try_claim(*args, **kwargs)
+
+
+def test_a_claim_that_fails_in_a_batch_resumes_at_its_sessions_last_event_and_claims_then(tmp_path, clock):
+    flaky = ClaimFailsOnceStore(str(tmp_path / "flaky.db"))
+    batch = [message(n, session="a", role="assistant", content="ok") for n in range(1, 46)]
+    batch += [message(1, session="b"), message(2, session="b")]
+    out = ingest_raw_events(batch, flaky, SETTINGS, clock)
+    assert isinstance(out.error, TransientError) and out.next_index == 44  # session a's last event
+    assert [r.status for r in out.results] == ["accepted"] * 44
+    assert flaky.count_messages("a") == 45 and flaky.count_messages("b") == 2
+    rest = ingest_raw_events(batch[out.next_index:], flaky, SETTINGS, clock)
+    assert [r.status for r in rest.results] == ["duplicate"] * 3
+    [run] = rest.runs
+    assert (run.session_id, run.seq_from, run.seq_to) == ("a", 1, 45)
+    flaky.close()
+
+
+def test_a_batch_claims_a_due_session_once_and_reports_the_run_on_its_last_event(store, clock):
+    batch = [message(n, session=s, role="assistant", content="ok") for n in range(1, 61) for s in ("a", "b")]
+    batch = batch[:-1]  # a: 60 messages, b: 59
+    out = ingest_raw_events(batch, store, SETTINGS, clock)
+    assert out.counts() == {"accepted": 119, "duplicate": 0, "rejected": 0}
+    with_runs = [(i, r.run) for i, r in enumerate(out.results) if r.run is not None]
+    assert [(i, run.session_id, run.seq_from, run.seq_to) for i, run in with_runs] == [
+        (117, "b", 1, 59), (118, "a", 1, 60),
+    ]
+    assert store.get_session("a").active_run_id == with_runs[1][1].run_id
+
+
+def test_a_session_end_inside_a_batch_sees_the_messages_before_it_and_none_after(store, clock):
+    batch = [message(1), message(2), ended(), message(3)]
+    out = ingest_raw_events(batch, store, SETTINGS, clock)
+    assert [r.status for r in out.results] == ["accepted"] * 4
+    end_run = out.results[2].run
+    assert (end_run.reason, end_run.seq_from, end_run.seq_to) == ("session_end", 1, 2)
+    assert out.results[3].run is None  # the session is held by the end's run
+    assert store.get_session("s1").last_seq == 3
+
+
+def test_a_batch_gives_the_results_and_state_of_one_by_one_ingest(tmp_path, clock):
+    def mixed():
+        yield message(1)
+        yield message(2, session="s2")
+        yield message(1)  # duplicate event id within the batch
+        yield message(3, message_id="m2", event_id="fresh")  # duplicate (session, message id)
+        yield "{broken"
+        yield message(4, content="z" * 1688)
+        yield from (message(n, session="s2", role="assistant", content="ok") for n in range(3, 50))
+        yield message(5)
+
+    stores = [SQLiteStore(str(tmp_path / f"{name}.db")) for name in ("batch", "single")]
+    batched = ingest_raw_events(list(mixed()), stores[0], SETTINGS, clock).results
+    single = [ingest(raw, stores[1], clock) for raw in mixed()]
+    assert [(r.status, r.seq, r.session_id) for r in batched] == [(r.status, r.seq, r.session_id) for r in single]
+    assert [(r.run.session_id, r.run.seq_to) for r in batched if r.run] == [("s2", 48)]
+    assert [(r.run.session_id, r.run.seq_to) for r in single if r.run] == [("s2", 45)]
+    for session_id in ("s1", "s2"):
+        a, b = (s.get_session(session_id) for s in stores)
+        assert (a.last_seq, a.duplicates, a.users, a.last_activity_at) == (b.last_seq, b.duplicates, b.users, b.last_activity_at)
+        assert [m.model_dump() for m in stores[0].get_messages(session_id, 1, 99)] == \
+            [m.model_dump() for m in stores[1].get_messages(session_id, 1, 99)]
+    for s in stores:
+        s.close()
 
 
 def test_session_end_before_any_message_says_the_session_is_not_known_yet(store, clock):
