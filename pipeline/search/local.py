@@ -7,11 +7,18 @@ and rebuilt as soon as the scope's version stamp moves (``Store.get_scope_versio
 formation, a retirement or an erasure is seen by the next search. A search over several
 scope keys (agent + user) scores every segment and merges; BM25 statistics are those of the
 union of the segments, i.e. of exactly the pre-filtered candidates.
+
+A rebuild of a big segment (>= ``BACKGROUND_REBUILD_MIN`` facts, seconds at 100k) runs in the
+background while the stale segment keeps answering, so a formation never stalls a search;
+hits are always re-read from the store by ``search_facts``, which drops any fact retired,
+erased or out of scope meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +31,11 @@ from pipeline.store.port import Store
 
 #: cached segments kept per process (least recently used goes first)
 DEFAULT_MAX_SEGMENTS = 256
+#: a stale segment at least this big keeps serving while it is rebuilt in the background
+#: (a rebuild costs seconds at 100k facts); smaller ones are rebuilt before answering
+BACKGROUND_REBUILD_MIN = 20_000
+
+log = logging.getLogger("memory.search")
 
 
 @dataclass
@@ -46,21 +58,26 @@ class Segment:
     @classmethod
     def build(cls, candidates: Sequence, embedding_model: str | None) -> "Segment":
         ids = [c.fact_id for c in candidates]
-        dim = next((len(c.embedding) for c in candidates if c.embedding), 0)
+        with_vec = [i for i, c in enumerate(candidates) if c.embedding is not None and len(c.embedding)]
+        dim = len(candidates[with_vec[0]].embedding) if with_vec else 0
+        with_vec = [i for i in with_vec if len(candidates[i].embedding) == dim]
         matrix = np.zeros((len(candidates), dim), dtype=np.float32)
         has_vector = np.zeros(len(candidates), dtype=bool)
+        if with_vec:
+            matrix[with_vec] = np.stack([np.asarray(candidates[i].embedding, dtype=np.float32) for i in with_vec])
+            has_vector[with_vec] = True
         postings_lists: dict[str, tuple[list[int], list[int]]] = {}
         doc_len = np.zeros(len(candidates), dtype=np.float32)
+        tokenize = scoring.tokenize
         for row, cand in enumerate(candidates):
-            if cand.embedding is not None and len(cand.embedding) == dim and dim:
-                matrix[row] = cand.embedding
-                has_vector[row] = True
-            tokens = scoring.tokenize(cand.content)
+            tokens = tokenize(cand.content)
             doc_len[row] = len(tokens)
             for term, tf in Counter(tokens).items():
-                docs, tfs = postings_lists.setdefault(term, ([], []))
-                docs.append(row)
-                tfs.append(tf)
+                entry = postings_lists.get(term)
+                if entry is None:
+                    postings_lists[term] = entry = ([], [])
+                entry[0].append(row)
+                entry[1].append(tf)
         if dim:
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             np.divide(matrix, norms, out=matrix, where=norms > 0)
@@ -82,42 +99,80 @@ class Segment:
 class LocalFactSearch(FactSearch):
     """Exact, vectorized search over the store's pre-filtered candidates."""
 
-    def __init__(self, store: Store, *, cache: bool = True, max_segments: int = DEFAULT_MAX_SEGMENTS) -> None:
+    def __init__(
+        self, store: Store, *, cache: bool = True, max_segments: int = DEFAULT_MAX_SEGMENTS,
+        background_min: int = BACKGROUND_REBUILD_MIN,
+    ) -> None:
         self._store = store
         self._cache_enabled = cache
         self._max_segments = max_segments
         self._segments: OrderedDict[tuple[str, str, str | None], tuple[tuple[int, int], Segment]] = OrderedDict()
         self._lock = threading.Lock()
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
+        self._refreshing: set[tuple[str, str, str | None]] = set()
+        self._background_min = background_min
 
     # ----------------------------------------------------------------- segments ------------
     def _segment(self, agent_id: str, key: str, model: str | None, stamp: tuple[int, int], *, any_model: bool = False) -> Segment:
-        cache_key = (agent_id, key, model)
+        """The scope's segment at ``stamp``. ``any_model``: text search needs every live fact,
+        which a segment of any model holds. A big stale segment keeps serving while its
+        successor is built in the background (hits are re-read from the store, so a retired
+        or erased fact never shows); small ones are rebuilt at once."""
         with self._lock:
-            if any_model:
-                # text search needs every live fact, which any fresh segment of the scope holds
-                for (a, k, m), (held_stamp, segment) in reversed(self._segments.items()):
-                    if a == agent_id and k == key and held_stamp == stamp:
-                        self._segments.move_to_end((a, k, m))
-                        return segment
-            held = self._segments.get(cache_key)
-            if held is not None and held[0] == stamp:
-                self._segments.move_to_end(cache_key)
-                return held[1]
+            held_keys = sorted(
+                (ck for ck in self._segments if ck[0] == agent_id and ck[1] == key and (any_model or ck[2] == model)),
+                key=lambda ck: ck[2] != model,
+            )
+            for ck in held_keys:
+                if self._segments[ck][0] == stamp:
+                    self._segments.move_to_end(ck)
+                    return self._segments[ck][1]
+            stale_key = held_keys[0] if held_keys else None
+            if stale_key is not None and self._segments[stale_key][1].size >= self._background_min:
+                if stale_key not in self._refreshing:
+                    self._refreshing.add(stale_key)
+                    threading.Thread(
+                        target=self._refresh, args=(stale_key, stamp), name="segment-refresh", daemon=True,
+                    ).start()
+                return self._segments[stale_key][1]
+            cache_key = stale_key or (agent_id, key, model)
             build_lock = self._build_locks.setdefault(cache_key, threading.Lock())
         with build_lock:  # one build per segment, even when many threads miss at once
             with self._lock:
                 held = self._segments.get(cache_key)
                 if held is not None and held[0] == stamp:
                     return held[1]
-            segment = Segment.build(self._store.search_candidates(agent_id, [key], model), model)
-            if self._cache_enabled:
-                with self._lock:
-                    self._segments[cache_key] = (stamp, segment)
-                    self._segments.move_to_end(cache_key)
-                    while len(self._segments) > self._max_segments:
-                        self._segments.popitem(last=False)
-            return segment
+            return self._build(cache_key, stamp)
+
+    def _build(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> Segment:
+        agent_id, key, model = cache_key
+        segment = Segment.build(self._store.search_candidates(agent_id, [key], model), model)
+        if self._cache_enabled:
+            with self._lock:
+                self._segments[cache_key] = (stamp, segment)
+                self._segments.move_to_end(cache_key)
+                while len(self._segments) > self._max_segments:
+                    self._segments.popitem(last=False)
+        return segment
+
+    def _refresh(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> None:
+        try:
+            self._build(cache_key, stamp)
+        except Exception:  # the stale segment keeps serving; the next search tries again
+            log.exception("rebuilding the search segment %s failed", cache_key)
+        finally:
+            with self._lock:
+                self._refreshing.discard(cache_key)
+
+    def wait_for_refreshes(self, timeout_s: float = 60.0) -> bool:
+        """Block until no background rebuild runs (benchmarks and tests). False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._refreshing:
+                    return True
+            time.sleep(0.01)
+        return False
 
     def _segments_for(self, agent_id: str, scope_keys: Sequence[str], model: str | None, any_model: bool) -> list[Segment]:
         keys = list(dict.fromkeys(scope_keys))

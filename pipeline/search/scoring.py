@@ -57,7 +57,8 @@ def tokenize(text: str) -> list[str]:
     """Index terms: NFKC, case-folded word tokens, stopwords dropped, stemmed (the same chain
     as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
     words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-    return [stem(w) for w in words if w not in STOPWORDS]
+    # words only: codes, numbers and ids ("ref42", "2023") stay as they are
+    return [stem(w) if w.isalpha() else w for w in words if w not in STOPWORDS]
 
 
 # --------------------------------------------------------------------------- semantic -------

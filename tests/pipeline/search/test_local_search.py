@@ -110,3 +110,15 @@ def test_equal_scores_break_ties_newest_first(store):
     hits = LocalFactSearch(store).semantic("a", ["agent"], "m", _unit(0, 0, 1), 2, None)
     assert [h.fact_id for h in hits] == ["g2", "g1"]
     assert math.isclose(hits[0].score, hits[1].score)
+
+
+def test_a_big_stale_segment_serves_while_it_is_rebuilt_in_the_background(store):
+    search = LocalFactSearch(store, background_min=1)
+    assert [h.fact_id for h in search.text("a", ["agent"], "budget", 10, None)] == ["f1"]
+    store.add("a", "agent", "f9", "New budget line", _unit(0, 0, 1))
+    store.bump("a", "agent")
+    first = [h.fact_id for h in search.text("a", ["agent"], "budget", 10, None)]
+    assert "f1" in first  # answered at once, from the stale segment or the new one
+    assert search.wait_for_refreshes(10)
+    assert {h.fact_id for h in search.text("a", ["agent"], "budget", 10, None)} == {"f1", "f9"}
+    assert {h.fact_id for h in search.semantic("a", ["agent"], "m", _unit(0, 0, 1), 1, None)} == {"f9"}

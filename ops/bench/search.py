@@ -1,0 +1,304 @@
+"""Latency of ``search_facts`` and of the memory context at 100k facts per agent.
+
+    python -m ops.bench.search --facts 100000 --json [--store sqlite|mongo|both]
+
+The target agent holds ``--facts`` facts visible to (agent, user U0): agent-scoped ones plus
+U0's own; they sit among at least 3x as many others (the same agent's other users, and two
+other agents with as many facts each), so the pre-filter has real work to do.
+
+- Texts are synthetic sentences over a 5,000-word vocabulary. Vectors are random unit vectors
+  (384 dimensions; no model runs), and each query's vector is a noisy copy of one fact's
+  vector (cosine ~0.9) or, for a quarter of them, unrelated. The embedder is a lookup table,
+  and its time is excluded anyway.
+- Queries are distinct, three content words of one visible fact; a third carry a typo.
+- Production thresholds are on. Result caches are off (every query is new and the context
+  figures force a rebuild); the search index cache (segments per scope) is on, built once
+  before timing (its build time is reported).
+- search p50/p95: the whole ``MemoryService.search_facts`` (visibility, both branches, RRF,
+  fetching the facts, access tracking) minus embedding time.
+- context p50/p95: ``get_memory_context`` served from the cache, and rebuilt
+  (``force_refresh``), over several sessions.
+
+On the Mongo path the store is the in-memory emulation of ``tests/support`` (mongomock):
+its figures show the local search over the Mongo adapter, not a real server's latency, and
+other agents' facts carry no vectors there (the emulation keeps documents as Python lists).
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.clock import FrozenClock
+from pipeline.embeddings.port import Embedder, Embeddings
+from pipeline.service import MemoryService
+from pipeline.text import text_hash
+from schemas.documents import ConsolidatedBlob, Fact, Reflection
+from schemas.settings import Settings
+
+DIM = 384
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+TARGET = "agent-0"
+USER = "U0"
+OTHER_USERS = 9
+BATCH = 5_000
+
+
+class LookupEmbedder(Embedder):
+    """Query vectors prepared in advance: no model time in the figures."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.model, self.dim, self.table = f"bench-random-{DIM}", DIM, table
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        return Embeddings([self.table.get(t, self.table[""]).tolist() for t in texts], self.model, self.dim)
+
+
+def _vocabulary(rng: random.Random, n: int = 5000) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ra", "te", "sun", "vel", "dor", "pan", "gri", "tho", "bex", "qua", "ni", "zor",
+                 "fel", "ash", "orn", "lin", "mur"]
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _layout(n_target: int) -> list[tuple[str, str, int]]:
+    """(agent, scope key, count): the target's visible facts, then at least 3x as many others."""
+    user_facts = max(1, n_target // 50)
+    rows = [(TARGET, "agent", n_target - user_facts), (TARGET, f"user:{USER}", user_facts)]
+    rows += [(TARGET, f"user:U{i}", user_facts) for i in range(1, OTHER_USERS + 1)]
+    for agent in ("agent-1", "agent-2"):
+        rows += [(agent, "agent", n_target - user_facts), (agent, f"user:{USER}", user_facts)]
+    others = sum(c for a, k, c in rows[2:])
+    if others < 2 * n_target:  # at least 3x in all
+        rows.append(("agent-3", "agent", 2 * n_target - others))
+    return rows
+
+
+def _facts(layout, words, rng, nrng, *, vectors_for_others: bool):
+    serial = 0
+    for agent, key, count in layout:
+        for start in range(0, count, BATCH):
+            size = min(BATCH, count - start)
+            with_vectors = agent == TARGET and key in ("agent", f"user:{USER}") or vectors_for_others
+            vecs = _unit(nrng, size) if with_vectors else None
+            batch = []
+            for i in range(size):
+                serial += 1
+                content = " ".join(rng.choice(words) for _ in range(rng.randint(6, 12))) + f" ref{serial}"
+                scope = "agent" if key == "agent" else "user"
+                batch.append((Fact(
+                    fact_id=f"f{serial}", agent_id=agent, scope=scope, user_id=key[5:] if scope == "user" else None,
+                    scope_key=key, content=content, hash=text_hash(content),
+                    embedding_model=f"bench-random-{DIM}" if with_vectors else None,
+                    formed_at=NOW - timedelta(minutes=rng.randint(0, 60 * 24 * 30)),
+                ), None if vecs is None else vecs[i]))
+            yield batch
+
+
+def _load_sqlite(store, batches) -> None:
+    from pipeline.store import _common as c
+
+    for batch in batches:
+        with store.db.write() as conn:
+            for fact, vec in batch:
+                values = list(store._fact_values(fact))
+                values[7] = None if vec is None else vec.astype(np.float32).tobytes()
+                conn.execute(
+                    f"INSERT INTO {store.db.t('facts')} (fact_id, agent_id, scope_key, hash, scope, user_id, content, "
+                    "embedding, embedding_model, formed_at, retired_at, doc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    values,
+                )
+    del c
+
+
+def _load_mongo(store, batches) -> None:
+    from pipeline.store._mongo_codec import to_doc
+    from pipeline.store._mongo_memory import LIVE
+
+    for batch in batches:
+        docs = []
+        for fact, vec in batch:
+            doc = to_doc(fact, fact.fact_id)
+            doc["embedding"] = None if vec is None else vec.tolist()
+            doc[LIVE] = True
+            docs.append(doc)
+        store.col("facts").insert_many(docs)
+
+
+def _memory(store) -> None:
+    """Blobs and buffered reflections for the scopes the context shows."""
+    for key, scope, user, session in [("agent", "agent", None, None), (f"user:{USER}", "user", USER, None)] + [
+        (f"session:s{i}", "session", None, f"s{i}") for i in range(20)
+    ]:
+        store.save_blob(ConsolidatedBlob(
+            agent_id=TARGET, scope=scope, scope_key=key, user_id=user, session_id=session,
+            consolidated_content="VERSION: 1\n" + " ".join(["memory"] * 150), word_limit=1200, version=1,
+        ), expected_version=0)
+        store.insert_reflections([Reflection(
+            reflection_id=f"r-{key}-{i}", agent_id=TARGET, scope=scope, user_id=user, session_id=session,
+            scope_key=key, content=f"reflection {i} about {key}", formed_at=NOW,
+        ) for i in range(3)])
+    store.bump_scope_versions(TARGET, ["agent", f"user:{USER}", *(f"session:s{i}" for i in range(20))])
+
+
+def _queries(store, words, rng, nrng, n: int) -> tuple[list[str], dict[str, np.ndarray]]:
+    visible = store.search_candidates(TARGET, ["agent", f"user:{USER}"], f"bench-random-{DIM}")
+    table: dict[str, np.ndarray] = {"": _unit(nrng, 1)[0]}
+    queries: list[str] = []
+    while len(queries) < n:
+        cand = rng.choice(visible)
+        terms = [w for w in cand.content.split() if not w.startswith("ref")]
+        picked = rng.sample(terms, min(3, len(terms)))
+        if len(queries) % 3 == 0:  # a typo: two inner letters swapped
+            w = picked[0]
+            i = rng.randint(1, len(w) - 3)
+            picked[0] = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+        text = " ".join(picked)
+        if text in table:
+            continue
+        base = np.asarray(cand.embedding, dtype=np.float32)
+        if len(queries) % 4 == 3:
+            vec = _unit(nrng, 1)[0]
+        else:
+            vec = base + 0.45 * _unit(nrng, 1)[0]
+            vec /= np.linalg.norm(vec)
+        table[text] = vec
+        queries.append(text)
+    return queries, table
+
+
+def _search_stage(service: MemoryService, query: str) -> dict:
+    """The search stage of ``search_facts`` on the service's store, without fetch and access."""
+    from pipeline.retrieval import Thresholds, rank_query
+
+    limits = Thresholds.from_settings(service.settings, service.embedder.model)
+    vector = service.embedder.embed([query]).vectors[0]
+    t = time.perf_counter()
+    fused, info = rank_query(service.search, TARGET, ["agent", f"user:{USER}"], service.embedder.model,
+                             query, vector, 10, limits)
+    return {"results": fused, "debug": {"timings_ms": {"search": (time.perf_counter() - t) * 1000}, "queries": [info]}}
+
+
+def _pct(values: list[float]) -> dict[str, float]:
+    arr = np.asarray(values)
+    return {"p50": round(float(np.percentile(arr, 50)), 3), "p95": round(float(np.percentile(arr, 95)), 3)}
+
+
+def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
+    rng, nrng = random.Random(seed), np.random.default_rng(seed)
+    words = _vocabulary(rng)
+    layout = _layout(n_facts)
+    tmp = tempfile.TemporaryDirectory()
+    t0 = time.perf_counter()
+    if kind == "sqlite":
+        from pipeline.store.sqlite import SQLiteStore
+
+        store = SQLiteStore(str(Path(tmp.name) / "bench.db"))
+        store.create_indexes()
+        _load_sqlite(store, _facts(layout, words, rng, nrng, vectors_for_others=True))
+    else:
+        from pipeline.store.mongo import MongoStore
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.support.mongo_emulation import emulated_database
+
+        store = MongoStore(emulated_database())
+        # the emulation checks unique indexes by scanning: load first, index afterwards
+        _load_mongo(store, _facts(layout, words, rng, nrng, vectors_for_others=False))
+        store.create_indexes()
+    _memory(store)
+    load_s = time.perf_counter() - t0
+    queries, table = _queries(store, words, rng, nrng, n_queries)
+    clock = FrozenClock(NOW)
+    service = MemoryService(TARGET, settings=Settings(_env_file=None), store=store,
+                            embedder=LookupEmbedder(table), clock=clock)
+    t0 = time.perf_counter()
+    service.search_facts("warm up the index", USER, "s0")  # builds the cached segments
+    build_s = time.perf_counter() - t0
+
+    # On the emulation, fetching hits and recording access scan every document in Python
+    # (seconds at 300k): time the search stage there (stamps, both branches, RRF) and keep the
+    # full call for SQLite, whose figures are end to end.
+    stage = "total" if kind == "sqlite" else "search"
+    search_ms, hits, semantic_hits = [], [], 0
+    for q in queries:
+        if kind == "sqlite":
+            answer = service.search_facts(q, USER, "s0", debug=True)
+        else:
+            answer = _search_stage(service, q)
+        timings = answer["debug"]["timings_ms"]
+        search_ms.append(timings[stage] - (timings.get("embed", 0.0) if stage == "total" else 0.0))
+        hits.append(len(answer["results"]))
+        semantic_hits += bool(answer["debug"]["queries"][0]["semantic"])
+
+    uncached, cached = [], []
+    sessions = [f"s{i}" for i in range(20)]
+    for round_ in range(5 if kind == "sqlite" else 1):
+        for s in sessions:
+            t = time.perf_counter()
+            service.get_memory_context(s, USER, force_refresh=True)
+            uncached.append((time.perf_counter() - t) * 1000)
+            for _ in range(3):
+                t = time.perf_counter()
+                service.get_memory_context(s, USER)
+                cached.append((time.perf_counter() - t) * 1000)
+    xml = service.get_memory_context("s0", USER)
+    store.close()
+    tmp.cleanup()
+    return {
+        "timed": "search_facts end to end minus embedding" if kind == "sqlite"
+        else "search stage only (scope stamps, semantic, text, RRF), no fetch/access on the emulation",
+        "facts_total": sum(c for _, _, c in layout),
+        "facts_visible": sum(c for a, k, c in layout if a == TARGET and k in ("agent", f"user:{USER}")),
+        "queries": len(queries), "typo_queries": (len(queries) + 2) // 3,
+        "load_s": round(load_s, 1), "index_build_s": round(build_s, 2),
+        "search_ms": _pct(search_ms),
+        "context_cached_ms": _pct(cached), "context_uncached_ms": _pct(uncached),
+        "mean_results": round(float(np.mean(hits)), 2), "queries_with_semantic_hits": semantic_hits,
+        "context_facts_shown": xml.count("\n  - ["),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--facts", type=int, default=100_000, help="facts visible to the target agent and user")
+    parser.add_argument("--queries", type=int, default=300, help="distinct queries")
+    parser.add_argument("--store", choices=["sqlite", "mongo", "both"], default="both")
+    parser.add_argument("--mongo-facts", type=int, default=None,
+                        help="facts for the Mongo emulation (default: --facts); it loads ~3k docs/s")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if args.facts < 100 or args.queries < 10:
+        print("search bench: --facts must be >= 100 and --queries >= 10", file=sys.stderr)
+        return 2
+    out: dict = {"facts": args.facts, "vectors": f"random unit, {DIM} dims", "thresholds": "production"}
+    for kind in (["sqlite", "mongo"] if args.store == "both" else [args.store]):
+        n = args.facts if kind == "sqlite" else (args.mongo_facts or args.facts)
+        out[kind] = bench(kind, n, args.queries, args.seed)
+        if not args.json:
+            print(kind, json.dumps(out[kind]))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
