@@ -243,5 +243,9 @@ class _LockedConnection:
         with self._lock:
             return _Result(self._conn.execute(sql, args))
 
+    def executemany(self, sql: str, rows) -> _Result:
+        with self._lock:
+            return _Result(self._conn.executemany(sql, rows))
+
     def close(self) -> None:
         self._conn.close()

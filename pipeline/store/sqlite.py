@@ -11,8 +11,9 @@ of parsing and rewriting the whole run, whose stored stage outputs grow with eve
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pydantic import TypeAdapter
@@ -34,6 +35,11 @@ from schemas.documents import (
 
 
 _DATETIME = TypeAdapter(datetime)
+_IN_CHUNK = 500  # keys per lookup query of a batch
+
+
+def _chunks(items: Sequence, size: int) -> list[Sequence]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _json_time(value: datetime) -> str:
@@ -84,43 +90,56 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
 
     def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
         """The whole batch in one write transaction (all or nothing): a transaction costs far
-        more than a message. Sessions are read once and written once per batch; duplicates
-        are found by the unique keys, rows of this batch included."""
+        more than a message. The stored keys and sessions the batch names are read with a few
+        queries, the batch is applied in order in memory (a message that repeats one of the
+        batch is a duplicate of it), and the rows are written at the end."""
         table = self.db.t("messages")
-        sessions: dict[str, SessionState] = {}
         outcomes: list[IngestOutcome] = []
+        rows: list[tuple] = []
         with self.db.write() as conn:
+            # the session of each stored message whose event id / (session, message id) the batch names
+            by_event: dict[str, str] = {}
+            by_key: set[tuple[str, str]] = set()
+            for chunk in _chunks(messages, _IN_CHUNK):
+                by_event.update(conn.execute(
+                    f"SELECT event_id, session_id FROM {table} WHERE event_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([m.event_id for m in chunk]),),
+                ).fetchall())
+                by_key.update(conn.execute(
+                    f"SELECT m.session_id, m.message_id FROM json_each(?) AS k JOIN {table} AS m "
+                    "ON m.session_id = json_extract(k.value, '$[0]') AND m.message_id = json_extract(k.value, '$[1]')",
+                    (json.dumps([[m.session_id, m.message_id] for m in chunk]),),
+                ).fetchall())
+            stored_sessions = self._sessions(conn, {m.session_id for m in messages} | set(by_event.values()))
+            sessions: dict[str, SessionState] = {}  # those the batch changed, as they now stand
 
             def session_of(session_id: str, message: StoredMessage) -> SessionState:
                 if session_id not in sessions:
-                    sessions[session_id] = self._session(conn, session_id) or c.new_session(message)
+                    sessions[session_id] = stored_sessions.get(session_id) or c.new_session(message)
                 return sessions[session_id]
 
             for message in messages:
-                duplicate = conn.execute(
-                    f"SELECT session_id FROM {table} WHERE event_id = ? "
-                    f"UNION ALL SELECT session_id FROM {table} WHERE session_id = ? AND message_id = ? "
-                    "LIMIT 1",
-                    (message.event_id, message.session_id, message.message_id),
-                ).fetchone()
-                if duplicate:
-                    session = session_of(duplicate[0], message)
+                key = (message.session_id, message.message_id)
+                stored_in = by_event.get(message.event_id) or (message.session_id if key in by_key else None)
+                if stored_in is not None:
+                    session = session_of(stored_in, message)
                     session = session.model_copy(update={"duplicates": session.duplicates + 1})
-                    sessions[duplicate[0]] = session
+                    sessions[stored_in] = session
                     outcomes.append(IngestOutcome(status="duplicate", seq=None, session=session))
                     continue
                 session = c.apply_message(session_of(message.session_id, message), message, now)
                 sessions[message.session_id] = session
+                by_event[message.event_id] = message.session_id
+                by_key.add(key)
                 stored = message.model_copy(update={"seq": session.last_seq})
-                conn.execute(
-                    f"INSERT INTO {table} (event_id, session_id, message_id, agent_id, seq, sender_id, "
-                    "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
-                     stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()),
-                )
+                rows.append((stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
+                             stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()))
                 outcomes.append(IngestOutcome(status="accepted", seq=stored.seq, session=session))
-            for session in sessions.values():
-                self._put_session(conn, session)
+            conn.executemany(
+                f"INSERT INTO {table} (event_id, session_id, message_id, agent_id, seq, sender_id, "
+                "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows,
+            )
+            self._put_sessions(conn, sessions.values())
         return outcomes
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
@@ -157,12 +176,28 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         return SessionState.model_validate_json(row[0]) if row else None
 
     def _put_session(self, conn: sqlite3.Connection, s: SessionState) -> None:
-        conn.execute(
+        self._put_sessions(conn, [s])
+
+    def _put_sessions(self, conn: sqlite3.Connection, sessions: Iterable[SessionState]) -> None:
+        conn.executemany(
             f"INSERT OR REPLACE INTO {self.db.t('sessions')} (session_id, agent_id, last_activity_at, "
             "unclaimed, active_run_id, doc) VALUES (?, ?, ?, ?, ?, ?)",
-            (s.session_id, s.agent_id, c.ts(s.last_activity_at), s.last_seq - s.claimed_through,
-             s.active_run_id, s.model_dump_json()),
+            [(s.session_id, s.agent_id, c.ts(s.last_activity_at), s.last_seq - s.claimed_through,
+              s.active_run_id, s.model_dump_json()) for s in sessions],
         )
+
+    def _sessions(self, conn: sqlite3.Connection, session_ids: set[str]) -> dict[str, SessionState]:
+        """The stored ones of these sessions, by id."""
+        ids = sorted(session_ids)
+        found: dict[str, SessionState] = {}
+        for chunk in _chunks(ids, _IN_CHUNK):
+            for (doc,) in conn.execute(
+                f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(chunk),),
+            ).fetchall():
+                session = SessionState.model_validate_json(doc)
+                found[session.session_id] = session
+        return found
 
     def get_session(self, session_id: str) -> SessionState | None:
         return self._session(self.db.conn(), session_id)

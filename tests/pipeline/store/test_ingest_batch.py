@@ -89,3 +89,12 @@ def test_a_sqlite_batch_that_fails_half_way_stores_nothing(tmp_path):
     assert store.get_session("s1").last_seq == 1
     assert store.ingest_messages([message(2), message(3)], at(3))[-1].seq == 3
     store.close()
+
+
+def test_an_in_memory_sqlite_store_ingests_a_batch_like_a_file(tmp_path):
+    memory, on_disk = SQLiteStore(":memory:"), SQLiteStore(str(tmp_path / "memory.db"))
+    outcomes = [s.ingest_messages(mixed_batch(), at(50)) for s in (memory, on_disk)]
+    assert outcome_rows(outcomes[0]) == outcome_rows(outcomes[1])
+    assert state(memory) == state(on_disk)
+    for s in (memory, on_disk):
+        s.close()
