@@ -69,6 +69,18 @@ def tool_definition() -> dict[str, Any]:
     }
 
 
+def retrieval_text(content: str, *, excerpt: Sequence[str] = (), date: str | None = None) -> str:
+    """What to embed for a fact: the fact joined to its provenance, i.e. the date it was said
+    and the source excerpt (the messages just before its source message, which it answers).
+
+    A bare fact ("Caroline: I went to the support group yesterday") loses the question it
+    answers and its time; joining them back lifted LoCoMo evidence recall@10 of the hybrid
+    search from 0.69 to 0.76 (README, "Reading memory"). The fact's content is unchanged.
+    """
+    lead = "".join(f"{line.strip()}\n" for line in excerpt if line.strip())
+    return (f"[{date}] " if date else "") + lead + content
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """Scores below these do not count; None switches one off (pure ranking)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pipeline.embeddings import open_embedder
 from pipeline.embeddings.local import MODEL_NAME as LOCAL_MODEL
-from pipeline.retrieval import Thresholds, rank_query
+from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
@@ -58,18 +58,14 @@ def parse_session_date(text: str) -> datetime:
 
 def turn_content(date: str, turn: dict) -> str:
     """The fact of one turn: its date, speaker and text, and the caption of a shared image."""
-    text = f"[{date}] {turn['speaker']}: {turn['text']}"
-    caption = turn.get("blip_caption")
-    if caption:
-        text += f" [image: {caption}]"
-    return text
+    return f"[{date}] {_turn_line(turn)}"
 
 
-def retrieval_text(date: str, excerpt: list[dict], turn: dict) -> str:
-    """What is embedded: the fact joined to its provenance, i.e. its date and the source
-    excerpt (the turns just before it in the same session, which a reply answers)."""
-    lead = "".join(f"{t['speaker']}: {t['text']}\n" for t in excerpt)
-    return f"[{date}] {lead}" + turn_content(date, turn).split("] ", 1)[1]
+def _turn_line(turn: dict) -> str:
+    line = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        line += f" [image: {turn['blip_caption']}]"
+    return line
 
 
 def conversation_turns(conversation: dict) -> list[tuple[str, str, str, datetime]]:
@@ -85,7 +81,8 @@ def conversation_turns(conversation: dict) -> list[tuple[str, str, str, datetime
         turns = conversation[key]
         for i, turn in enumerate(turns):
             excerpt = turns[max(0, i - EXCERPT_TURNS):i]
-            out.append((turn["dia_id"], turn_content(date, turn), retrieval_text(date, excerpt, turn), formed))
+            text = retrieval_text(_turn_line(turn), excerpt=[f"{t['speaker']}: {t['text']}" for t in excerpt], date=date)
+            out.append((turn["dia_id"], turn_content(date, turn), text, formed))
     return out
 
 

@@ -238,13 +238,15 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     # (seconds at 300k): time the search stage there (stamps, both branches, RRF) and keep the
     # full call for SQLite, whose figures are end to end.
     stage = "total" if kind == "sqlite" else "search"
-    search_ms, hits, semantic_hits = [], [], 0
+    search_ms, hits, semantic_hits, stages = [], [], 0, {}
     for q in queries:
         if kind == "sqlite":
             answer = service.search_facts(q, USER, "s0", debug=True)
         else:
             answer = _search_stage(service, q)
         timings = answer["debug"]["timings_ms"]
+        for name, value in [*timings.items(), *answer["debug"]["queries"][0].get("timings_ms", {}).items()]:
+            stages.setdefault(name, []).append(value)
         search_ms.append(timings[stage] - (timings.get("embed", 0.0) if stage == "total" else 0.0))
         hits.append(len(answer["results"]))
         semantic_hits += bool(answer["debug"]["queries"][0]["semantic"])
@@ -272,6 +274,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
         "load_s": round(load_s, 1), "index_build_s": round(build_s, 2),
         "search_ms": _pct(search_ms),
         "context_cached_ms": _pct(cached), "context_uncached_ms": _pct(uncached),
+        "search_stage_p50_ms": {k: round(float(np.median(v)), 3) for k, v in stages.items()},
         "mean_results": round(float(np.mean(hits)), 2), "queries_with_semantic_hits": semantic_hits,
         "context_facts_shown": xml.count("\n  - ["),
     }

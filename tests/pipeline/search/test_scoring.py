@@ -129,3 +129,17 @@ def test_merge_best_keeps_the_best_entry_per_id_best_first():
 @pytest.mark.parametrize(("score", "threshold", "ok"), [(0.65, 0.65, True), (0.64, 0.65, False), (0.1, None, True)])
 def test_passes_is_inclusive_and_none_means_no_threshold(score, threshold, ok):
     assert scoring.passes(score, threshold) is ok
+
+
+@pytest.mark.parametrize(
+    ("excerpt", "date", "expected"),
+    [
+        ((), None, "Alice: fine"),
+        (("Bob: how was it?", "  "), "8 May, 2023", "[8 May, 2023] Bob: how was it?\nAlice: fine"),
+        (("a", "b"), None, "a\nb\nAlice: fine"),
+    ],
+)
+def test_retrieval_text_joins_a_fact_to_its_date_and_source_excerpt(excerpt, date, expected):
+    from pipeline.retrieval import retrieval_text
+
+    assert retrieval_text("Alice: fine", excerpt=excerpt, date=date) == expected
