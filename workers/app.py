@@ -74,9 +74,10 @@ def create_app() -> Celery:
         task_ignore_result=True,
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
-        # task events for Flower
+        # task events for Flower; it learns of each task from the worker's task-received
+        # event, so no task-sent event (one more broker publish on every hand-on)
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        task_send_sent_event=False,
         task_track_started=True,
         broker_transport_options=transport_options,
         result_backend_transport_options=transport_options,

@@ -88,9 +88,6 @@ def changed_scope_keys(run: FormationRun) -> list[str]:
 def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     """Close the run (once) and return what to start next."""
     store = deps.store
-    run = load_run(store, run_id)
-    if run.status == "done":  # closed already: a redelivery only repeats the (atomic) re-check
-        return None, next_step(deps, run)
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         # ``run`` is as begin_stage left it: every earlier stage, and this one running
@@ -100,8 +97,9 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
         store.finish_run(run_id, deps.clock.now(), output["totals"], output["changed"])
 
     result = run_stage(deps, run_id, FINISH, compute, apply)
-    if result is None:
-        return None, NextStep()
+    if result is None:  # not active: unknown (RunNotFound), or closed already, when a
+        run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
+        return None, next_step(deps, run) if run.status == "done" else NextStep()
     # next_step reads the session, agent and consolidate output, which closing did not change
     return result, next_step(deps, result.run)
 
