@@ -4,8 +4,9 @@
 - ``stuck_runs``: runs still ``claimed``/``running``/``failed`` (``dead`` ones are counted
   apart: they keep a recorded reason and only an operator's replay picks them up);
 - ``messages_unformed``: stored messages inside no ``done`` run's range;
-- ``duplicate_facts``: extra facts with the same (agent, scope key, normalized-text hash),
-  plus the same run's UPDATE applied twice to one fact;
+- ``duplicate_facts``: extra facts with the same (agent, scope key, normalized-text hash), or
+  more facts from a run than it planned to insert, plus the same run's UPDATE applied twice
+  to one fact;
 - ``duplicate_reflections``: extra reflections of one run with the same text in one scope key;
 - ``lost_reflections``: reflections a done run's extract_reflections stage produced that are
   not stored, plus reflections marked absorbed into a blob version that was never saved;
@@ -53,6 +54,16 @@ def audit(store) -> dict[str, Any]:
     for fact in facts:
         runs_in_history = Counter(h.run_id for h in fact.history if h.run_id)
         double_updates += sum(n - 1 for n in runs_in_history.values() if n > 1)
+    # the same insert effect applied twice shows as more facts from a run than it planned
+    # (even when a later run has since merged the copies into different texts)
+    planned: dict[str, int] = {}
+    for run in done_runs:
+        decide = run.stages.get("decide_facts")
+        planned[run.run_id] = sum(1 for e in ((decide.output or {}).get("effects", []) if decide else [])
+                                  if e.get("op") == "insert")
+    from_run = Counter(f.source_run_id for f in facts if f.source_run_id in planned)
+    applied_twice = sum(max(0, n - planned[run_id]) for run_id, n in from_run.items())
+    dup_facts = max(dup_facts, applied_twice)
     refl_key = Counter((r.agent_id, r.scope_key, r.source_run_id, normalize(r.content)) for r in reflections)
     dup_refl = sum(n - 1 for n in refl_key.values() if n > 1)
 

@@ -92,6 +92,13 @@ class _Cluster:
         self.worker.stop()
 
 
+def publish_session(publisher, events: list, end: dict) -> None:
+    """In two batches, as a live chat arrives: the first half forms while the rest comes in."""
+    half = len(events) // 2
+    publisher.publish_batch(events[:half])
+    publisher.publish_batch(events[half:] + [end])
+
+
 def _open_store(path: Path):
     from pipeline.store.sqlite import SQLiteStore
 
@@ -120,7 +127,8 @@ def run_crash(
         cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
         app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
         publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
-        plan = plan_sessions(rng, sessions, prefix=f"crash{seed}")
+        # the control gives every session its own agent, so no later dedup merges the copies away
+        plan = plan_sessions(rng, sessions, prefix=f"crash{seed}", agents=sessions if control else 2)
         queue = list(plan)
 
         def publish_next(count: int) -> int:
@@ -129,7 +137,7 @@ def run_crash(
                 s = queue.pop(0)
                 events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                         messages=messages)
-                publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
+                publish_session(publisher, events, end_event(s["agent_id"], s["session_id"]))
                 sent += 1
             return sent
 

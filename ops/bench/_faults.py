@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 
 from ops.bench._audit import audit
-from ops.bench._crash import SCENARIO_SETTINGS, _Cluster, _open_store, _settle
+from ops.bench._crash import SCENARIO_SETTINGS, _Cluster, _open_store, _settle, publish_session
 from ops.bench._deps import injected_counts
 from ops.bench._fuzz import INJECTIONS
 from ops.bench._harness import PersistentRedis, producer_app, worker_env
@@ -76,7 +76,7 @@ def run_faults(
         for s in plan_sessions(rng, sessions, prefix=f"faults{seed}", group_every=3 if hostile else 5):
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=messages, injections=INJECTIONS if hostile else ())
-            publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
+            publish_session(publisher, events, end_event(s["agent_id"], s["session_id"]))
         settled = _settle(cluster, app, redis, store, settle_timeout_s)
         figures = audit(store)
         runs = store.list_runs(limit=100_000)

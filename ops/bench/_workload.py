@@ -47,7 +47,10 @@ def session_events(
         if speaker and injections and n % 4 == 2:
             role, content = "user", rng.choice(injections)
         elif speaker:
-            role, content = "user", rng.choice(USER_LINES).format(**fill)
+            # every session opens with the user's contact line: a user met again under the same
+            # agent brings dedup candidates, hence decide_facts calls
+            line = USER_LINES[0] if n == 0 else rng.choice(USER_LINES)
+            role, content = "user", line.format(**fill)
         else:
             role, content = "assistant", rng.choice(ASSISTANT_LINES).format(**fill)
         message: dict[str, Any] = {

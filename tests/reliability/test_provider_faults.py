@@ -16,7 +16,8 @@ def _summary(figures: dict) -> dict:
 
 
 def test_transient_invalid_and_out_of_candidate_answers_leave_every_run_formed_once(tmp_path, needs_redis):
-    figures = run_faults(tmp_path, sessions=6, seed=21, faults="transient=0.3,invalid=0.1,outside=0.5")
+    # 8 sessions, 2 agents, 3 recurring users: some user meets the same agent twice
+    figures = run_faults(tmp_path, sessions=8, seed=21, faults="transient=0.3,invalid=0.1,outside=0.5")
     injected = figures["faults_injected"]
     assert sum(injected.values()) >= 5 and figures["outside_ids_injected"] >= 1, _summary(figures)
     assert figures["settled"], _summary(figures)
