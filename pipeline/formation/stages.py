@@ -8,6 +8,10 @@ the first stage and recorded on the run with the scopes it may form.
 
 from __future__ import annotations
 
+import base64
+
+import numpy as np
+
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup
@@ -71,6 +75,29 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     return run_stage(deps, run_id, EXTRACT_FACTS, compute)
 
 
+def pack_vectors(vectors) -> str:
+    """Vectors as base64 float32 bytes for the run record: a 384-dim vector takes 2 KB there
+    instead of up to 8 KB of JSON floats, which every later stage would parse again (the
+    facts keep float32 vectors too)."""
+    if not len(vectors):
+        return ""
+    return base64.b64encode(np.asarray(vectors, dtype=np.float32).tobytes()).decode("ascii")
+
+
+def unpack_vectors(value, dim: int) -> list[list[float]]:
+    """The vectors ``pack_vectors`` stored (a list of lists is a record stored before)."""
+    if isinstance(value, list):
+        return value
+    if not value:
+        return []
+    return np.frombuffer(base64.b64decode(value), dtype=np.float32).reshape(-1, dim).tolist()
+
+
+def _fact_vectors(run: FormationRun) -> list[list[float]]:
+    embedded = stage_output(run, EMBED_FACTS)
+    return unpack_vectors(embedded["vectors"], embedded.get("dim", 0))
+
+
 def _facts(run: FormationRun) -> list[NewFact]:
     return [NewFact.from_dict(f) for f in stage_output(run, EXTRACT_FACTS)["facts"]]
 
@@ -84,7 +111,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         if not facts:
             return {"model": model, "vectors": [], "input_tokens": 0}
         result = deps.embedder.embed([f.text for f in facts])
-        return {"model": result.model, "dim": result.dim, "vectors": result.vectors,
+        return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors),
                 "input_tokens": result.input_tokens}
 
     return run_stage(deps, run_id, EMBED_FACTS, compute)
@@ -97,7 +124,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         facts = _facts(run)
         embedded = stage_output(run, EMBED_FACTS)
-        vectors = dict(zip((f.index for f in facts), embedded["vectors"]))
+        vectors = dict(zip((f.index for f in facts), _fact_vectors(run)))
         model = stage_output(run, EXTRACT_FACTS)["models"]["fast"]
         exact = {}
         for f in facts:
@@ -120,10 +147,10 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
                                  dedup_enabled=settings.facts_dedup)
         updates = [d for d in resolved.decisions if d.action == "UPDATE"]
-        update_vectors: dict[str, list[float]] = {}
+        update_vectors: dict[str, str] = {}
         if updates:
             result = deps.embedder.embed([d.text or "" for d in updates])
-            update_vectors = {str(d.index): v for d, v in zip(updates, result.vectors)}
+            update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
             "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions),
@@ -143,7 +170,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
     store, now = deps.store, deps.clock.now()
     plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
-    vectors = stage_output(run, EMBED_FACTS)["vectors"]
+    vectors = _fact_vectors(run)
     message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
     model = output["embedding_model"]
     for effect in output["effects"]:
@@ -152,7 +179,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
         elif effect["op"] == "update":
             store.update_fact(
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
-                embedding=output["update_vectors"].get(str(effect["index"])), embedding_model=model,
+                embedding=_update_vector(output, effect["index"]), embedding_model=model,
                 run_id=run.run_id, now=now,
             )
         else:
@@ -167,6 +194,13 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
     keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
     if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
         store.bump_scope_versions(run.agent_id, keys)
+
+
+def _update_vector(output: dict, index: int) -> list[float] | None:
+    value = output["update_vectors"].get(str(index))
+    if value is None or isinstance(value, list):
+        return value
+    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
 
 
 def formed_fact_texts(run: FormationRun) -> list[str]:
