@@ -1,7 +1,7 @@
 """Reliability report: crash, provider-fault, hostile-provider, race, hostile-input, log and
 broker-outage scenarios on real Redis and real Celery workers, with SQLite.
 
-    python -m ops.bench.reliability --json          # about 4-5 minutes on 2 cores
+    python -m ops.bench.reliability --json          # about 3 minutes on 2 cores
     python -m ops.bench.reliability --json --quick  # smaller sizes, about 2 minutes
 
 Prints one line per scenario, then one JSON object as the last line. The loss, duplicate,
