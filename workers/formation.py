@@ -106,7 +106,10 @@ def consolidate(self, run_id: str) -> dict | None:
         result = consolidate_stages.consolidate(run_id, deps)
         if result is None:
             return None
-        return result.output["due"], consolidate_stages.pending_scopes(deps.store.get_run(run_id))
+        due = result.output["due"]
+        if not result.reused:  # decided just now: no scope of it can have run yet
+            return due, list(range(len(due)))
+        return due, consolidate_stages.pending_scopes(deps.store.get_run(run_id))
 
     outcome = guarded(self, run_id, "consolidate", fan_out)
     if outcome is None:
