@@ -33,8 +33,20 @@ from workers.deps import get_deps
 log = logging.getLogger("memory.formation")
 
 
+class Sent:
+    """What ``send`` gets back: the task id only. Results are ignored, so the stock
+    ``AsyncResult`` would only build a result backend for nothing, one per worker thread
+    (a Redis client and pool each) the first time that thread hands on."""
+
+    __slots__ = ("id", "ignored")
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self.ignored = True
+
+
 def send(name: str, **kwargs: Any) -> None:
-    app.send_task(name, kwargs=kwargs, ignore_result=True)
+    app.send_task(name, kwargs=kwargs, ignore_result=True, result_cls=Sent)
 
 
 def guarded(task, run_id: str, stage: str, fn: Callable[[Any], Any],
