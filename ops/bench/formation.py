@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per LLM call (L)")
     parser.add_argument("--sessions", type=int, default=32, help="sessions forming at once")
     parser.add_argument("--alone", type=int, default=5, help="formations run one at a time")
+    parser.add_argument("--warmup", type=int, default=-1,
+                        help="sessions formed at once, unmeasured, before the measured batch (default: --sessions)")
     parser.add_argument("--pool", default="threads", help="worker pool (threads: I/O-bound stages)")
     parser.add_argument("--concurrency", type=int, default=0, help="worker slots (default 2 x sessions)")
     args = parser.parse_args(argv)
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(_env_file=None)
         alone = [f"alone-{i}" for i in range(args.alone)]
         together = [f"together-{i}" for i in range(args.sessions)]
-        seed(store, [f"u-{s}" for s in alone + together], settings.hashing_embedding_dim)
+        warmup = [f"warmup-{i}" for i in range(args.sessions if args.warmup < 0 else args.warmup)]
+        seed(store, [f"u-{s}" for s in alone + warmup + together], settings.hashing_embedding_dim)
         worker = WorkerProcess(
             broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
             log_file=tmp_path / "worker.log", queues=QUEUES, pool=args.pool,
@@ -170,13 +173,17 @@ def main(argv: list[str] | None = None) -> int:
 
             app = producer_app(redis.url(0))
             publisher = CeleryPublisher(app=app)
-            publish_messages([e for s in alone + together for e in events(s, f"u-{s}")], publisher=publisher)
+            publish_messages([e for s in alone + warmup + together for e in events(s, f"u-{s}")],
+                             publisher=publisher)
             solo_runs = []
             for session in alone:
                 start_formations(store, app, [session], settings.claim_lease_s)
                 solo_runs += wait_done(store, [session], 60)
                 run = solo_runs[-1]
                 say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages (start ms after claim, ms) {trace(run)}")
+            if warmup:  # a long-lived worker's pool threads exist already, each with its connections
+                start_formations(store, app, warmup, settings.claim_lease_s)
+                wait_done(store, warmup, 300)
             cpu_before = cpu_s(worker.pid)
             first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
             group_runs = wait_done(store, together, 300)
