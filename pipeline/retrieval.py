@@ -8,6 +8,7 @@ The queries' lists are merged by fact id, best first. Every hit's access is reco
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ from typing import Any
 from pipeline import context
 from pipeline.clock import Clock
 from pipeline.embeddings.port import Embedder
-from pipeline.errors import InvalidInput
+from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
@@ -32,6 +33,7 @@ MIN_BRANCH_LIMIT = 50
 _pool = ThreadPoolExecutor(max_workers=MAX_QUERIES, thread_name_prefix="search_facts")
 
 TOOL_NAME = "search_facts"
+log = logging.getLogger("memory.search")
 
 
 def tool_definition() -> dict[str, Any]:
@@ -201,9 +203,16 @@ def search_facts(
 
     vectors: list[Sequence[float] | None] = [None] * len(queries)
     model = embedder.model if embedder is not None else ""
+    embed_error: str | None = None
     if scope_keys and embedder is not None:
         t = time.perf_counter()
-        vectors = list(embedder.embed(queries).vectors)
+        try:
+            vectors = list(embedder.embed(queries).vectors)
+        except TransientError as exc:
+            # the embedding provider is down or slow: answer from the text branch alone
+            # rather than failing the agent's tool call
+            embed_error = f"{type(exc).__name__}: {exc}"
+            log.warning("search_facts: embedding failed, text search only: %s", embed_error)
         timings["embed"] = _ms(t)
     limits = thresholds or Thresholds.from_settings(settings, model)
 
@@ -245,7 +254,7 @@ def search_facts(
         "results": results,
         "debug": {
             "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
-            "offered": view.search_offered, "embedding_model": model,
+            "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error,
             "thresholds": limits.__dict__, "timings_ms": timings, "queries": [info for _, info in per_query],
         },
     }

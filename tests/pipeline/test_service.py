@@ -305,3 +305,21 @@ def test_async_variants_give_the_same_answers(memory, clock):
     xml, results = asyncio.run(main())
     assert xml == service.get_memory_context("s1", "u1")
     assert results[0]["id"] == "f2"
+
+
+class DownEmbedder:
+    model, dim = EMB.model, EMB.dim
+
+    def embed(self, texts):
+        from pipeline.errors import TransientError
+
+        raise TransientError("embedding provider timed out")
+
+
+def test_search_falls_back_to_text_when_the_embedder_is_down(memory, clock):
+    service = MemoryService("a1", settings=Settings(_env_file=None, search_text_threshold=0.1), store=memory,
+                            embedder=DownEmbedder(), clock=clock)
+    answer = service.search_facts("festival budget", "u1", "s1", debug=True)
+    assert [r["id"] for r in answer["results"]] == ["f1"]
+    assert "timed out" in answer["debug"]["embed_error"]
+    assert answer["debug"]["queries"][0]["semantic"] == []
