@@ -10,6 +10,7 @@ from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, ConsolidatedBlob
+from schemas.events import SessionEnded, parse_event
 from schemas.settings import Settings
 from tests.support.documents import T0, fact, message, reflection
 
@@ -260,6 +261,7 @@ def test_session_end_publishes_session_ended(store, clock):
     service.on_session_end("s1")
     assert publisher.events[0]["type"] == "session.ended"
     assert publisher.events[0]["session_id"] == "s1" and publisher.events[0]["agent_id"] == "a1"
+    assert isinstance(parse_event(publisher.events[0], max_message_bytes=32768), SessionEnded)
 
 
 def test_process_cold_session_claims_once_and_starts_the_run(store, clock):
