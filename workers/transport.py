@@ -120,7 +120,7 @@ class Channel(_redis.Channel):
         self.client.connection.send_command("BLMOVE", key, key, "RIGHT", "RIGHT", timeout or 0)
 
     def _brpop_read(self, **options):
-        if not self._reliable_pop() or getattr(self, "_reliable_queue", None) is None:
+        if getattr(self, "_reliable_queue", None) is None:  # the command in flight is a BRPOP
             return super()._brpop_read(**options)
         queue, self._reliable_queue = self._reliable_queue, None
         try:
