@@ -11,6 +11,9 @@ formation chain.
   claim is attempted; the store re-checks the rule atomically, so racing workers take one run
   per range. A duplicate still attempts the claim when the rule holds, so a redelivery after
   a crash between "stored" and "claimed" does not leave a due session unclaimed.
+- A batch (``ingest_raw_events``) stores its consecutive messages in one store call and then
+  checks each session it touched once, so its run may reach past the threshold message to the
+  batch's last one: a transaction per message was most of the cost of ingest.
 - A message that arrives after its session ended (out of order) is claimed by the session-end
   rule, so late messages are formed too.
 - ``session.ended`` marks the session ended and claims whatever is unformed (at least one
