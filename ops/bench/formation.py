@@ -11,9 +11,39 @@ four session reflections (a consolidation); every stage is its own task.
 - ``concurrency_efficiency``: throughput of N sessions forming at once on that one worker
   divided by the ideal (all N in one critical-path time). Aim: >= 0.8.
 - ``llm_calls_per_formation``, ``tokens_per_formation`` (median over runs).
-The last line is one JSON object. ``BENCH_TRACE=1`` also prints, for a few of the concurrent
-runs, when each stage started (ms after the first claim) and how long it took: the gaps between
-stages are the task hops (queueing, dispatch, bookkeeping).
+- ``worker_cpu_ms_per_formation``: CPU the worker process used during the measured batch, per
+  formation (the best figure to compare changes on a machine shared with other work).
+The clock of the batch starts when its first start is published (the claims are made before, as
+a session end makes them); an unmeasured batch of ``--warmup`` sessions runs first, so the pool
+threads exist already with their connections, as in a long-lived worker. The last line is one
+JSON object. Without ``--json`` each alone run prints when every stage started (ms after the
+claim); ``BENCH_TRACE=1`` does the same for a few concurrent runs: the gaps are the task hops.
+
+Figures (2 shared cores with a load of 4-6 from other work; base and current code measured
+alternately in one sitting, three runs each; L = 200 ms, 4 sequential LLM calls, 7 tasks):
+
+    code                 overhead_ratio  concurrency_efficiency  worker CPU/formation  makespan
+    before (b895083)     1.12-1.16       0.29-0.33               65-73 ms              2.4-2.7 s
+    after                1.09-1.12       0.35-0.48               39-47 ms              1.65-2.3 s
+
+(On a quieter moment the same code gave 1.06-1.07 and 0.45-0.50.) What the CPU went to and
+what was removed: a new ``redis.Redis`` client (with ~170 response callbacks) built by kombu for
+every publish, ack and unacked record (about 5 per task: now one client per pool); a result
+backend built in every pool thread by ``AsyncResult`` although results are ignored; a task-sent
+event per hand-on; renewing the lease, loading the run and starting the stage in three write
+transactions that each parsed and rewrote the whole run (now ``Store.begin_stage``, one
+transaction, and ``json_set`` patches of one stage record); threads sleeping in SQLite's busy
+handler (1-100 ms steps) instead of queueing on a lock; vectors as JSON floats in the run.
+
+Why both are still short. Alone: each of the 7 hops wakes 4 threads or processes in turn
+(stage thread, Redis, the consumer thread, Redis for the unacked record, a pool thread) and on
+a loaded 2-core machine each wake-up waits a few ms for a core: hops take 5-15 ms, so ~40-90 ms
+over 800 ms. Together: one worker process is one consumer thread and one GIL. A task costs
+~3.5 ms of Celery/kombu/redis-py CPU (BRPOP, unacked record, task events, ack, hand-on
+publish; what remains after the fixes above) plus ~1.7 ms of stage bookkeeping (about 26
+SQLite commits per formation), so 32 formations need ~1.2-1.4 s of CPU, more than the 0.8 s
+ideal, on a core shared with other work. More formation worker processes are the way past it;
+the benchmark's one-worker rule measures the ceiling of one.
 """
 
 from __future__ import annotations
