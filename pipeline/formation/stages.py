@@ -16,6 +16,7 @@ from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup
 from pipeline.formation.facts import NewFact, filter_facts
+from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
 from pipeline.formation.reflections import NewReflection, filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage, stage_output
 from pipeline.formation.scopes import plan_from_dict, plan_scopes, plan_to_dict
@@ -98,21 +99,50 @@ def _fact_vectors(run: FormationRun) -> list[list[float]]:
     return unpack_vectors(embedded["vectors"], embedded.get("dim", 0))
 
 
+def _dedup_vectors(run: FormationRun) -> list[list[float]]:
+    """The content-only vectors (a record without them embedded the content alone)."""
+    embedded = stage_output(run, EMBED_FACTS)
+    if "dedup_vectors" not in embedded:
+        return _fact_vectors(run)
+    return unpack_vectors(embedded["dedup_vectors"], embedded.get("dim", 0))
+
+
+def _sources(run: FormationRun) -> list[Provenance]:
+    return [Provenance.from_dict(p) for p in stage_output(run, EMBED_FACTS).get("sources", [])]
+
+
 def _facts(run: FormationRun) -> list[NewFact]:
     return [NewFact.from_dict(f) for f in stage_output(run, EXTRACT_FACTS)["facts"]]
 
 
+def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
+    """Each new fact's source message in the claimed range, its excerpt and date."""
+    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    if not claimed:
+        return []
+    before = store.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
+        if run.seq_from > 1 else []
+    names = _names([*before, *claimed])
+    return [provenance(f.text, claimed, before, names) for f in facts]
+
+
 def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
-    """One batched embedding call for all new facts."""
+    """One batched embedding call for all new facts: each fact's retrieval text (its content
+    joined to its source excerpt and date, stored with the fact for search) and its bare
+    content (the dedup query, see ``pipeline.formation.provenance``)."""
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         facts = _facts(run)
         model = deps.embedder.model
         if not facts:
             return {"model": model, "vectors": [], "input_tokens": 0}
-        result = deps.embedder.embed([f.text for f in facts])
-        return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors),
-                "input_tokens": result.input_tokens}
+        sources = _provenances(deps.store, run, facts)
+        texts = [p.text(f.text) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
+        result = deps.embedder.embed([*texts, *(f.text for f in facts)])
+        n = len(facts)
+        return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
+                "dedup_vectors": pack_vectors(result.vectors[n:]),
+                "sources": [p.to_dict() for p in sources], "input_tokens": result.input_tokens}
 
     return run_stage(deps, run_id, EMBED_FACTS, compute)
 
@@ -124,7 +154,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         facts = _facts(run)
         embedded = stage_output(run, EMBED_FACTS)
-        vectors = dict(zip((f.index for f in facts), _fact_vectors(run)))
+        vectors = dict(zip((f.index for f in facts), _dedup_vectors(run)))
         model = stage_output(run, EXTRACT_FACTS)["models"]["fast"]
         exact = {}
         for f in facts:
@@ -149,7 +179,9 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         updates = [d for d in resolved.decisions if d.action == "UPDATE"]
         update_vectors: dict[str, str] = {}
         if updates:
-            result = deps.embedder.embed([d.text or "" for d in updates])
+            sources = dict(zip((f.index for f in facts), _sources(run)))
+            texts = [sources[d.index].text(d.text or "") if d.index in sources else d.text or "" for d in updates]
+            result = deps.embedder.embed(texts)
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
@@ -172,6 +204,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
     plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
     vectors = _fact_vectors(run)
     message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
+    sources = _sources(run)
     model = output["embedding_model"]
     for effect in output["effects"]:
         if effect["op"] == "retire":
@@ -188,7 +221,8 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
                 user_id=plan.user_id if effect["scope"] == "user" else None,
                 scope_key=effect["scope_key"], content=effect["text"], hash=effect["hash"],
                 embedding=vectors[effect["index"]], embedding_model=model,
-                source_session_id=run.session_id, source_message_ids=message_ids,
+                source_session_id=run.session_id,
+                source_message_ids=[sources[effect["index"]].message_id] if sources else message_ids,
                 source_run_id=run.run_id, formed_at=now,
             ))
     keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})

@@ -1,0 +1,111 @@
+"""Where a new fact was said, and the text its embedding is made of (SPEC §6). Pure.
+
+A fact is embedded as ``retrieval_text(content, excerpt=..., date=...)``, the same treatment
+the LoCoMo retrieval benchmark gives its turns (``ops/bench/locomo_retrieval.py``): the
+fact joined to its provenance. The content of the fact itself is unchanged.
+
+- Source message: among the claimed messages, the one whose normalized tokens overlap the
+  fact's best (Dice coefficient); ties go to the latest. It becomes the fact's
+  ``source_message_ids``, the most specific provenance a run has.
+- Excerpt: the ``EXCERPT_TURNS`` messages just before the source message in its session
+  (earlier runs' messages count), then the source message itself, one ``Name: text`` line
+  each. In LoCoMo the fact *is* the turn, so its excerpt is only the turns before it; here
+  the fact is a rewrite of the source message, so the source line is part of the excerpt.
+  Each line is cut at ``MAX_LINE_CHARS`` so that one long message cannot drown the fact.
+- Date: the source message's, in the benchmark's form (``9:04 am on 2 March, 2026``).
+
+Dedup keeps comparing facts with facts: the new fact's *content* vector is the query, the
+stored (retrieval-text) vectors are searched, at the same ≥ 0.7 score. Measured with the
+local model, a restatement said in another session still scores ≥ 0.7 that way, while two
+unrelated facts of the same conversation, which share excerpt lines and dates, would pass
+0.7 if both sides carried their provenance (see ``tests/pipeline/formation/test_provenance.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pipeline.conversation import ordered, speaker, user_name
+from pipeline.retrieval import retrieval_text
+from pipeline.text import normalize
+from schemas.documents import StoredMessage
+
+#: messages before the source message joined to a fact (as ``EXCERPT_TURNS`` in LoCoMo)
+EXCERPT_TURNS = 2
+MAX_LINE_CHARS = 400
+
+_TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A fact's source message and what its embedding is made of."""
+
+    message_id: str
+    excerpt: tuple[str, ...]
+    date: str
+
+    def text(self, content: str) -> str:
+        return retrieval_text(content, excerpt=self.excerpt, date=self.date)
+
+    def to_dict(self) -> dict:
+        return {"message_id": self.message_id, "excerpt": list(self.excerpt), "date": self.date}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Provenance:
+        return cls(data["message_id"], tuple(data["excerpt"]), data["date"])
+
+
+def tokens(text: str) -> set[str]:
+    return set(_TOKEN.findall(normalize(text)))
+
+
+def overlap(fact: str, message: str) -> float:
+    """Dice coefficient of the normalized token sets (0 when either has none)."""
+    a, b = tokens(fact), tokens(message)
+    if not a or not b:
+        return 0.0
+    return 2 * len(a & b) / (len(a) + len(b))
+
+
+def source_index(fact: str, messages: Sequence[StoredMessage]) -> int:
+    """Index in ``messages`` of the best-overlapping one; ties go to the latest."""
+    best, best_score = len(messages) - 1, -1.0
+    for i, message in enumerate(messages):
+        score = overlap(fact, message.content)
+        if score >= best_score:
+            best, best_score = i, score
+    return best
+
+
+def message_line(message: StoredMessage, user_names: Mapping[str, str] | None = None) -> str:
+    """``Name: text`` on one line: the user's name, or the assistant's label and name."""
+    name = user_name(message, user_names) if message.role == "user" else speaker(message, user_names)
+    text = " ".join(message.content.split())
+    if len(text) > MAX_LINE_CHARS:
+        text = text[:MAX_LINE_CHARS].rstrip() + "…"
+    return f"{name}: {text}"
+
+
+def format_date(value: datetime) -> str:
+    """``9:04 am on 2 March, 2026`` (UTC), the form of LoCoMo's session dates."""
+    at = (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    hour = at.hour % 12 or 12
+    return f"{hour}:{at.minute:02d} {'am' if at.hour < 12 else 'pm'} on {at.day} {at.strftime('%B')}, {at.year}"
+
+
+def provenance(
+    fact: str, claimed: Sequence[StoredMessage], before: Sequence[StoredMessage] = (),
+    user_names: Mapping[str, str] | None = None,
+) -> Provenance:
+    """The provenance of ``fact`` among the ``claimed`` messages; ``before`` are earlier
+    messages of the session, used only as excerpt lines. ``claimed`` must not be empty."""
+    claimed = ordered(claimed)
+    source = claimed[source_index(fact, claimed)]
+    session = ordered([*before, *claimed])
+    at = next(i for i, m in enumerate(session) if m.message_id == source.message_id)
+    lines = [message_line(m, user_names) for m in session[max(0, at - EXCERPT_TURNS):at + 1]]
+    return Provenance(source.message_id, tuple(lines), format_date(source.created_at))
