@@ -38,7 +38,8 @@ def _settings(**overrides):
 
 
 def _ctx():
-    return mp.get_context("fork")
+    # spawn: a fork of a process that already runs threads can inherit a held lock and hang
+    return mp.get_context("spawn")
 
 
 def _run_all(targets: list[tuple]) -> None:

@@ -21,7 +21,9 @@ WORKERS = 8
 MESSAGES_EACH = 15
 ANY = ClaimRule(min_messages=1)
 
-_FORK = multiprocessing.get_context("fork")
+# spawn, not fork: a fork of a process that already runs threads (BLAS, onnxruntime, a search
+# rebuild) can inherit a lock held by one of them and hang; separate workers start fresh too
+_PROCS = multiprocessing.get_context("spawn")
 
 
 def _ingest_and_claim(store, worker: int, wait) -> list[str]:
@@ -65,9 +67,9 @@ def _assert_ranges_tile_the_session(store) -> None:
 
 
 def _run_processes(path: str, target, args_of) -> list:
-    barrier = _FORK.Barrier(WORKERS)
-    results = _FORK.Queue()
-    procs = [_FORK.Process(target=target, args=(path, w, barrier, results, *args_of(w))) for w in range(WORKERS)]
+    barrier = _PROCS.Barrier(WORKERS)
+    results = _PROCS.Queue()
+    procs = [_PROCS.Process(target=target, args=(path, w, barrier, results, *args_of(w))) for w in range(WORKERS)]
     for p in procs:
         p.start()
     collected = [results.get(timeout=120) for _ in procs]
