@@ -13,11 +13,12 @@ One run measures every path with the same number of producer processes and event
 The worker is ``celery -A workers.app worker -Q ingest --pool prefork -c 2`` on a SQLite store in
 a temporary directory. The last line printed is one JSON object.
 
-What it reaches on a shared 2-core machine (Debian 12, Python 3.11), six runs:
-``events_per_s`` 1,870–3,510 and ``ratio`` 0.23–0.61 (0.52, 0.53, 0.23, 0.53, 0.40, 0.61),
-``single_events_per_s`` 130–180 and ``single_ratio`` 0.62–0.96. Before batches were stored in
-one transaction it was 840 events/s and a ratio of 0.23–0.47: each event was its own
-``BEGIN IMMEDIATE`` transaction (~0.5 ms) and three statements. Now a batch costs one
+What it reaches on a shared 2-core machine (Debian 12, Python 3.11), three runs:
+``events_per_s`` 3,840–4,400 and ``ratio`` 0.52–0.71, ``single_events_per_s`` 195–205 and
+``single_ratio`` 0.58–0.71. Six earlier runs, which counted the store every 20 ms, gave
+1,870–3,510 events/s and ratios 0.23–0.61 (0.52, 0.53, 0.23, 0.53, 0.40, 0.61). Before
+batches were stored in one transaction it was 840 events/s and a ratio of 0.23–0.47: each
+event was its own ``BEGIN IMMEDIATE`` transaction (~0.5 ms) and three statements. Now a batch costs one
 transaction and a few statements (``Store.ingest_messages``), and the worker spends about
 15 ms of CPU per 100 events (in-process: ~6,500 events per CPU-second, against ~2,500
 before), so the worker no longer bounds the batched path: the four
