@@ -1,9 +1,11 @@
 """Erasure of one user (SPEC §9 ``forget-user``), and the audit that proves it.
 
 The store deletes (``Store.forget_user``): the user's facts with their history, user
-reflections and blobs, the user's messages (and the text of every message of sessions they
-were in), run records and rejected events that name them, context caches, and their id in
-session user lists. ``traces`` scans a full dump for anything left.
+reflections and blobs, the user's own messages, the whole of every one-to-one session they
+were the only human of (its messages, session memory, runs and caches), run records and
+rejected events that name them, context caches, and their id in session user lists. In a
+group chat, other people's messages and the group's session memory stay. ``traces`` scans a
+full dump for anything left.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 - ``stuck_runs``: runs still ``claimed``/``running``/``failed`` (``dead`` ones are counted
   apart: they keep a recorded reason and only an operator's replay picks them up);
 - ``messages_unformed``: stored messages inside no ``done`` run's range;
-- ``duplicate_facts``: extra facts with the same (agent, scope key, normalized-text hash), or
+- ``duplicate_facts``: extra live facts with the same (agent, scope key, normalized-text hash), or
   more facts from a run than it planned to insert, plus the same run's UPDATE applied twice
   to one fact;
 - ``duplicate_reflections``: extra reflections of one run with the same text in one scope key;
@@ -46,9 +46,12 @@ def audit(store) -> dict[str, Any]:
         formed.setdefault(run.session_id, set()).update(range(run.seq_from, run.seq_to + 1))
     unformed = [m for m in data["messages"] if m.seq is None or m.seq not in formed.get(m.session_id, set())]
 
-    by_key = Counter((f.agent_id, f.scope_key, text_hash(f.content)) for f in facts)
+    # a retired fact may share its text with a live one (a value that came back): only live
+    # facts count towards exact duplicates
+    live = [f for f in facts if f.retired_at is None]
+    by_key = Counter((f.agent_id, f.scope_key, text_hash(f.content)) for f in live)
     dup_facts = sum(n - 1 for n in by_key.values() if n > 1)
-    by_hash_column = Counter((f.agent_id, f.scope_key, f.hash) for f in facts)
+    by_hash_column = Counter((f.agent_id, f.scope_key, f.hash) for f in live)
     dup_facts = max(dup_facts, sum(n - 1 for n in by_hash_column.values() if n > 1))
     double_updates = 0
     for fact in facts:
