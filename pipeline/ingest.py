@@ -29,16 +29,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from pipeline import trigger
 from pipeline.clock import Clock
-from pipeline.errors import TransientError
+from pipeline.errors import InvalidInput, TransientError
 from pipeline.store.port import ClaimRule, IngestOutcome, Store
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage
-from schemas.events import MessageAdded, Rejection, SessionEnded, parse_event
+from schemas.events import FieldError, MessageAdded, Rejection, SessionEnded, parse_event
 from schemas.settings import Settings
 
 Status = Literal["accepted", "duplicate", "rejected"]
@@ -61,7 +61,10 @@ class IngestResult:
     @property
     def ended_without_run(self) -> bool:
         """A session ended with nothing unformed: only leftovers may need consolidating."""
-        return self.kind == "session.ended" and self.run is None and not self.session_unknown
+        return (
+            self.status == "accepted" and self.kind == "session.ended" and self.run is None
+            and not self.session_unknown
+        )
 
 
 @dataclass
@@ -187,41 +190,66 @@ def _message_result(event: MessageAdded, outcome: IngestOutcome, run: FormationR
     )
 
 
-def ingest_message(event: MessageAdded, store: Store, settings: Settings, now: datetime) -> IngestResult:
+def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, store: Store, now: datetime) -> IngestResult:
+    """Record an event the store refused on ``session_id`` (the session belongs to another
+    agent) like an invalid one."""
+    rejection = Rejection(event_id=event.event_id, errors=[FieldError(field="session_id", reason=reason)])
+    payload = event.model_dump(mode="json") if raw is None else raw
+    result = record_rejection(payload, rejection, store, now)
+    return replace(result, kind=event.type, session_id=event.session_id)
+
+
+def ingest_message(
+    event: MessageAdded, store: Store, settings: Settings, now: datetime, raw: Any = None
+) -> IngestResult:
     outcome = store.ingest_message(to_stored_message(event, now), now)
+    if outcome.status == "rejected":
+        return _reject_session(raw, event, outcome.reason or "", store, now)
     return _message_result(event, outcome, _claim_if_due(event, outcome.session, store, settings, now))
 
 
 def ingest_messages(
-    events: Sequence[MessageAdded], store: Store, settings: Settings, now: datetime
+    events: Sequence[MessageAdded], store: Store, settings: Settings, now: datetime,
+    raws: Sequence[Any] | None = None,
 ) -> tuple[list[IngestResult], TransientError | None]:
     """Store consecutive messages with one ``Store.ingest_messages``, then claim each session
     they touched once, on its state after its last message of the batch (the run is reported
     on that message's result). The counters only grow within a batch, so a rule that held on
     any message of it holds on the last one too; the run then covers the batch's messages after
-    the threshold as well. Returns the results and, when the store failed transiently, the
+    the threshold as well. A message the store refused is recorded as rejected (``raws`` holds
+    the payloads as received). Returns the results and, when the store failed transiently, the
     error: the results then cover only the events that need no retry."""
     try:
         outcomes = store.ingest_messages([to_stored_message(e, now) for e in events], now)
     except TransientError as exc:
         return [], exc
-    last = {event.session_id: i for i, event in enumerate(events)}
-    runs: dict[int, FormationRun] = {}
-    for i in sorted(last.values()):
+    last = {e.session_id: i for i, (e, o) in enumerate(zip(events, outcomes)) if o.status != "rejected"}
+    claim_at = set(last.values())
+    results: list[IngestResult] = []
+    for i, (event, outcome) in enumerate(zip(events, outcomes)):
         try:
-            run = _claim_if_due(events[i], outcomes[i].session, store, settings, now)
+            if outcome.status == "rejected":
+                raw = None if raws is None else raws[i]
+                results.append(_reject_session(raw, event, outcome.reason or "", store, now))
+                continue
+            run = _claim_if_due(event, outcome.session, store, settings, now) if i in claim_at else None
         except TransientError as exc:
             # events from i on are retried: stored, they come back as duplicates and claim then
-            return [_message_result(e, o, runs.get(j)) for j, (e, o) in enumerate(zip(events[:i], outcomes))], exc
-        if run is not None:
-            runs[i] = run
-    return [_message_result(e, o, runs.get(j)) for j, (e, o) in enumerate(zip(events, outcomes))], None
+            return results, exc
+        results.append(_message_result(event, outcome, run))
+    return results, None
 
 
-def end_session(event: SessionEnded, store: Store, settings: Settings, now: datetime) -> IngestResult:
+def end_session(
+    event: SessionEnded, store: Store, settings: Settings, now: datetime, raw: Any = None
+) -> IngestResult:
     """Mark the session ended and claim whatever is unformed. Repeating it changes nothing
-    once that range is claimed."""
-    session = store.mark_session_ended(event.session_id, event.ended_at or now)
+    once that range is claimed. A session of another agent is left alone and the event is
+    recorded as rejected."""
+    try:
+        session = store.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
+    except InvalidInput as refused:
+        return _reject_session(raw, event, refused.reason, store, now)
     run = None
     if session is not None and trigger.should_form_at_session_end(session):
         run = _claim(
@@ -249,8 +277,8 @@ def _ingest_parsed(
     if isinstance(event, Rejection):
         return record_rejection(raw, event, store, now)
     if isinstance(event, MessageAdded):
-        return ingest_message(event, store, settings, now)
-    return end_session(event, store, settings, now)
+        return ingest_message(event, store, settings, now, raw)
+    return end_session(event, store, settings, now, raw)
 
 
 def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clock: Clock) -> BatchResult:
@@ -271,7 +299,7 @@ def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clo
         while end < len(raws) and isinstance(parsed[end], MessageAdded):
             end += 1
         if end > index:
-            done, error = ingest_messages(parsed[index:end], store, settings, clock.now())
+            done, error = ingest_messages(parsed[index:end], store, settings, clock.now(), raws[index:end])
             results.extend(done)
             if error is not None:
                 return BatchResult(results=results, error=error, next_index=index + len(done))

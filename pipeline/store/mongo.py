@@ -29,13 +29,13 @@ from datetime import datetime
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
-from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage
 
 RECENT_KEEP = 64        # (event id, seq) pairs kept per session to complete interrupted ingests
@@ -130,6 +130,8 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
 
     # ------------------------------------------------------------------ ingest -------------
     def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
+        if self._session_owner(message) != message.agent_id:
+            return IngestOutcome(status="rejected", seq=None, session=None, reason=owned_by_another(message.session_id))
         messages = self.col("messages")
         try:
             key = {"_id": messages.insert_one(to_doc(message, exclude={"seq"})).inserted_id}
@@ -150,6 +152,23 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         if assigned_here:
             return IngestOutcome(status="accepted", seq=seq, session=session)
         return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
+
+    def _session_owner(self, message: StoredMessage) -> str:
+        """The agent the message's session belongs to. The session document is created (with
+        the agent of its first message) before any message of it is stored, and its agent never
+        changes, so two agents racing on a new session id cannot both get a message into it."""
+        sessions = self.col("sessions")
+        doc = sessions.find_one({"_id": message.session_id}, {"agent_id": 1})
+        if doc is None:
+            fresh = to_doc(c.new_session(message), message.session_id)
+            fresh["recent"] = []
+            try:
+                sessions.insert_one(fresh)
+                return message.agent_id
+            except DuplicateKeyError:
+                doc = sessions.find_one({"_id": message.session_id}, {"agent_id": 1})
+        # None: erased just now; the ingest creates it again for this message's agent
+        return message.agent_id if doc is None else doc["agent_id"]
 
     def _count_duplicate(self, session_id: str) -> SessionState:
         doc = self.col("sessions").find_one_and_update(
@@ -215,10 +234,16 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     def get_session(self, session_id: str) -> SessionState | None:
         return from_doc(SessionState, self.col("sessions").find_one({"_id": session_id}))
 
-    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None:
+    def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         sessions = self.col("sessions")
-        sessions.update_one({"_id": session_id, "ended_at": None}, {"$set": {"ended_at": c.utc(now)}})
-        return self.get_session(session_id)
+        query: dict = {"_id": session_id, "ended_at": None}
+        if agent_id is not None:
+            query["agent_id"] = agent_id  # a session's agent never changes: the filter is the check
+        sessions.update_one(query, {"$set": {"ended_at": c.utc(now)}})
+        session = self.get_session(session_id)
+        if session is not None and agent_id is not None and session.agent_id != agent_id:
+            raise InvalidInput("session_id", owned_by_another(session_id))
+        return session
 
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
         docs = self.col("sessions").find(
@@ -241,7 +266,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         sessions, runs = self.col("sessions"), self.col("runs")
         for _ in range(CAS_ATTEMPTS):
             session = self.get_session(session_id)
-            if session is None:
+            if session is None or session.agent_id != run.agent_id:
                 return None
             if session.active_run_id is not None and self._holder(session) is None:
                 # The holder finished or failed without releasing (a crash): free the claim.

@@ -38,11 +38,19 @@ from schemas.documents import (
 
 @dataclass(frozen=True)
 class IngestOutcome:
-    """What happened to one message on ingest."""
+    """What happened to one message on ingest. A rejected message (its session belongs to
+    another agent) was not stored: ``session`` is None and ``reason`` says why."""
 
-    status: Literal["accepted", "duplicate"]
+    status: Literal["accepted", "duplicate", "rejected"]
     seq: int | None
-    session: SessionState
+    session: SessionState | None
+    reason: str | None = None
+
+
+def owned_by_another(session_id: str) -> str:
+    """The reason a session of another agent refuses a message, an end or a claim. It never
+    names the owner."""
+    return f"session {session_id} belongs to another agent"
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,9 @@ class Store(abc.ABC):
     def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
         """Store one message and update its session's trigger state, atomically.
 
+        - A session belongs to the agent of its first message: a message of another agent
+          changes nothing and returns ``status="rejected"`` with ``owned_by_another``'s reason
+          (checked first, so it is never counted as a duplicate).
         - A duplicate ``event_id`` or (``session_id``, ``message_id``) changes nothing except the
           session's ``duplicates`` counter, and returns ``status="duplicate"``.
         - An accepted message gets the next per-session ``seq``; the session's ``last_seq``,
@@ -146,7 +157,9 @@ class Store(abc.ABC):
     def get_session(self, session_id: str) -> SessionState | None: ...
 
     @abc.abstractmethod
-    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None: ...
+    def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
+        """Set ``ended_at`` once; None for an unknown session. With ``agent_id``, a session of
+        another agent is left alone and ``InvalidInput("session_id", ...)`` is raised."""
 
     @abc.abstractmethod
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
@@ -165,7 +178,8 @@ class Store(abc.ABC):
         are set, and ``run`` is stored with ``seq_from = old claimed_through + 1``,
         ``seq_to = last_seq``, ``status="claimed"``, the lease, and the session's users, group
         flag and tier filled in. Returns the stored run. Exactly one of any number of racing
-        callers wins a given range; the others get None.
+        callers wins a given range; the others get None, as does a ``run`` of another agent
+        than the session's.
         """
 
     @abc.abstractmethod

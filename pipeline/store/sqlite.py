@@ -18,12 +18,12 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
-from pipeline.errors import ConfigurationError
+from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
 from pipeline.store._sqlite_db import Database
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
-from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
 from schemas.documents import (
     AgentSettings,
     FormationRun,
@@ -119,6 +119,11 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 return sessions[session_id]
 
             for message in messages:
+                owner = sessions.get(message.session_id) or stored_sessions.get(message.session_id)
+                if owner is not None and owner.agent_id != message.agent_id:
+                    outcomes.append(IngestOutcome(
+                        status="rejected", seq=None, session=None, reason=owned_by_another(message.session_id)))
+                    continue
                 key = (message.session_id, message.message_id)
                 stored_in = by_event.get(message.event_id) or (message.session_id if key in by_key else None)
                 if stored_in is not None:
@@ -202,11 +207,13 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     def get_session(self, session_id: str) -> SessionState | None:
         return self._session(self.db.conn(), session_id)
 
-    def mark_session_ended(self, session_id: str, now: datetime) -> SessionState | None:
+    def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         with self.db.write() as conn:
             session = self._session(conn, session_id)
             if session is None:
                 return None
+            if agent_id is not None and session.agent_id != agent_id:
+                raise InvalidInput("session_id", owned_by_another(session_id))
             if session.ended_at is None:
                 session = session.model_copy(update={"ended_at": c.utc(now)})
                 self._put_session(conn, session)
@@ -247,7 +254,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     ) -> FormationRun | None:
         with self.db.write() as conn:
             session = self._session(conn, session_id)
-            if session is None or self._claim_holder(conn, session) is not None:
+            if session is None or session.agent_id != run.agent_id or self._claim_holder(conn, session) is not None:
                 return None
             if not c.rule_holds(session, rule):
                 return None

@@ -368,3 +368,26 @@ def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clo
     after = ingest(message(100, role="assistant", content="ok"), counting, clock)
     assert (after.run.seq_from, after.run.seq_to) == (46, 100)
     counting.close()
+
+
+def test_events_of_another_agent_on_a_taken_session_id_are_rejected_and_recorded(store, clock):
+    """A session belongs to the agent of its first message: another agent's message or end on
+    that id is refused like an invalid event, and good events around it go on."""
+    intruder = message(3, agent_id="agent-2", session_users=["u9"], sender="u9")
+    intruder_end = dict(ended(event_id="end-2"), agent_id="agent-2")
+    batch = [message(1), message(2), intruder, message(1, session="s2"), intruder_end, message(4)]
+    out = ingest_raw_events(batch, store, SETTINGS, clock)
+    assert [r.status for r in out.results] == ["accepted", "accepted", "rejected", "accepted", "rejected", "accepted"]
+    owned = [{"field": "session_id", "reason": "session s1 belongs to another agent"}]
+    assert out.results[2].errors == owned and out.results[4].errors == owned
+    assert all(r.run is None and not r.ended_without_run for r in out.results)
+    session = store.get_session("s1")
+    assert (session.agent_id, session.last_seq, session.users, session.ended_at) == ("agent-1", 3, ["u1"], None)
+    assert [m.agent_id for m in store.get_messages("s1", 1, 9)] == ["agent-1"] * 3
+    recorded = {r.event_id: r for r in store.list_rejections()}
+    assert set(recorded) == {"e-s1-3", "end-2"}
+    assert json.loads(recorded["e-s1-3"].raw) == intruder and recorded["e-s1-3"].agent_id == "agent-2"
+    assert recorded["end-2"].errors == owned and recorded["end-2"].session_id == "s1"
+    single = ingest(intruder, store, clock)  # one event at a time: the same refusal
+    assert (single.status, single.errors) == ("rejected", owned)
+    assert store.get_session("s1").last_seq == 3

@@ -106,6 +106,55 @@ def test_mark_session_ended_keeps_the_first_end_time(store):
     assert store.mark_session_ended("s1", at(20)).ended_at == at(10)
 
 
+# ---------------------------------------------------------------------- session owner ------
+OWNED = "session s1 belongs to another agent"
+
+
+def test_message_into_another_agents_session_is_rejected_and_changes_nothing(store):
+    ingest(store, 1, 2)
+    intruder = store.ingest_message(message(3, agent="a2"), at(3))
+    assert (intruder.status, intruder.seq, intruder.session) == ("rejected", None, None)
+    assert intruder.reason == OWNED and "a1" not in intruder.reason
+    session = store.get_session("s1")
+    assert (session.agent_id, session.last_seq, session.messages_since, session.duplicates) == ("a1", 2, 2, 0)
+    assert store.count_messages("s1") == 2
+    assert store.ingest_message(message(3), at(4)).seq == 3  # the owner's own message 3 is still new
+
+
+def test_another_agent_repeating_a_stored_message_key_is_rejected_not_a_duplicate(store):
+    ingest(store, 1)
+    again = store.ingest_message(message(1, agent="a2", event_id="a2-event"), at(2))
+    assert again.status == "rejected"
+    assert store.get_session("s1").duplicates == 0
+
+
+def test_batch_rejects_only_the_messages_into_another_agents_session(store):
+    outcomes = store.ingest_messages(
+        [message(1), message(2, agent="a2"), message(1, session="s2", agent="a2"), message(3)], at(5))
+    assert [(o.status, o.seq) for o in outcomes] == [("accepted", 1), ("rejected", None), ("accepted", 1), ("accepted", 2)]
+    assert outcomes[1].reason == OWNED
+    assert (store.get_session("s1").agent_id, store.get_session("s1").last_seq) == ("a1", 2)
+    assert store.get_session("s2").agent_id == "a2"
+
+
+def test_another_agent_cannot_end_a_session(store):
+    from pipeline.errors import InvalidInput
+
+    ingest(store, 1)
+    with pytest.raises(InvalidInput) as refused:
+        store.mark_session_ended("s1", at(10), agent_id="a2")
+    assert (refused.value.field, refused.value.reason) == ("session_id", OWNED)
+    assert store.get_session("s1").ended_at is None
+    assert store.mark_session_ended("s1", at(11), agent_id="a1").ended_at == at(11)
+
+
+def test_another_agent_cannot_claim_a_session(store):
+    ingest(store, 1)
+    assert store.try_claim("s1", ANY, run("r1", agent="a2"), at(10), 60) is None
+    assert store.get_session("s1").claimed_through == 0
+    assert store.try_claim("s1", ANY, run("r2"), at(11), 60) is not None
+
+
 # ---------------------------------------------------------------------- claims -------------
 @pytest.mark.parametrize(
     ("rule", "count", "tokens", "claimed"),
