@@ -70,11 +70,14 @@ class IngestResult:
 @dataclass
 class BatchResult:
     """Results of a batch, in order. Processing stops at the first transient error (the store
-    or broker is unavailable): ``error`` holds it and ``events[next_index:]`` are still to do."""
+    or broker is unavailable): ``error`` holds it and ``events[next_index:]`` are still to do.
+    ``failures`` holds (index, error) of each event that failed on an unexpected error; it
+    was recorded for replay (``record_failure``) and the batch went on."""
 
     results: list[IngestResult]
     error: TransientError | None = None
     next_index: int = 0
+    failures: list[tuple[int, Exception]] = field(default_factory=list)
 
     @property
     def runs(self) -> list[FormationRun]:
@@ -99,15 +102,51 @@ def raw_text(raw: Any) -> str:
         return repr(raw)
 
 
-def _peek(raw: Any, key: str) -> str | None:
-    """Best-effort id from a payload that failed validation (for finding the rejection)."""
+def _as_dict(raw: Any) -> dict:
     if isinstance(raw, (str, bytes, bytearray)):
         try:
             raw = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            return None
-    value = raw.get(key) if isinstance(raw, dict) else None
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _peek(raw: Any, key: str) -> str | None:
+    """Best-effort id from a payload that failed validation (for finding the rejection)."""
+    value = _as_dict(raw).get(key)
     return value[:128] if isinstance(value, str) else None
+
+
+INTERNAL_FIELD = "<internal>"
+_REASON_MAX = 160
+
+
+def internal_error_reason(raw: Any, exc: BaseException) -> str:
+    """``internal error: <class>: <message>``: the message's first line, short, with the
+    event's content cut out, since it goes to the rejected-events record and to logs."""
+    text = (str(exc).splitlines() or [""])[0]
+    message = _as_dict(raw).get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        # the whole content, and the head a repr or a truncating message would show
+        for piece in sorted({content, content[:40], repr(content)[:40]}, key=len, reverse=True):
+            if len(piece) >= 4:
+                text = text.replace(piece, "<content>")
+    if len(text) > _REASON_MAX:
+        text = text[:_REASON_MAX] + "..."
+    return f"internal error: {type(exc).__name__}: {text}"
+
+
+def record_failure(raw: Any, exc: BaseException, store: Store, now: datetime) -> IngestResult:
+    """Record an event whose ingest failed on an unexpected (programming) error in the
+    rejected-events record, with its raw payload, so that an operator sees it and can replay
+    it (``memoryctl replay-rejected``) once the cause is fixed. Raises ``TransientError`` when
+    the store cannot take the record either."""
+    rejection = Rejection(
+        event_id=_peek(raw, "event_id"),
+        errors=[FieldError(field=INTERNAL_FIELD, reason=internal_error_reason(raw, exc))],
+    )
+    return record_rejection(raw, rejection, store, now)
 
 
 def record_rejection(raw: Any, rejection: Rejection, store: Store, now: datetime) -> IngestResult:
@@ -289,25 +328,47 @@ def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clo
     their place, so a session end sees every message before it and none after it.
 
     A transient store error stops the batch (``BatchResult.error``); ingest is idempotent, so
-    the caller retries from ``next_index``.
+    the caller retries from ``next_index``. An unexpected error in a run of messages has that
+    run taken again one event at a time (what it had stored comes back as duplicates), so
+    only the events it hits fail: each is recorded by ``record_failure`` and listed in
+    ``BatchResult.failures``, and the batch goes on. The caller then fails visibly.
     """
     parsed = [parse_event(raw, max_message_bytes=settings.max_message_bytes) for raw in raws]
-    results: list[IngestResult] = []
+    batch = BatchResult(results=[])
     index = 0
     while index < len(raws):
         end = index
         while end < len(raws) and isinstance(parsed[end], MessageAdded):
             end += 1
         if end > index:
-            done, error = ingest_messages(parsed[index:end], store, settings, clock.now(), raws[index:end])
-            results.extend(done)
-            if error is not None:
-                return BatchResult(results=results, error=error, next_index=index + len(done))
-            index = end
-            continue
-        try:
-            results.append(_ingest_parsed(raws[index], parsed[index], store, settings, clock.now()))
-        except TransientError as exc:
-            return BatchResult(results=results, error=exc, next_index=index)
-        index += 1
-    return BatchResult(results=results, next_index=len(raws))
+            try:
+                done, error = ingest_messages(parsed[index:end], store, settings, clock.now(), raws[index:end])
+            except TransientError:
+                raise  # ingest_messages returns these; one raised here is not ours to hide
+            except Exception:  # a programming error: found again, event by event, just below
+                pass
+            else:
+                batch.results.extend(done)
+                if error is not None:
+                    batch.error, batch.next_index = error, index + len(done)
+                    return batch
+                index = end
+                continue
+        else:
+            end = index + 1
+        for i in range(index, end):
+            now = clock.now()
+            try:
+                try:
+                    batch.results.append(_ingest_parsed(raws[i], parsed[i], store, settings, now))
+                except TransientError:
+                    raise
+                except Exception as exc:
+                    batch.results.append(record_failure(raws[i], exc, store, now))
+                    batch.failures.append((i, exc))
+            except TransientError as exc:
+                batch.error, batch.next_index = exc, i
+                return batch
+        index = end
+    batch.next_index = len(raws)
+    return batch

@@ -2,16 +2,20 @@
 
 Thin by design: the decisions live in ``pipeline.ingest``. A rejected event is recorded there
 and never retried; an unavailable store or broker is retried with backoff by ``MemoryTask``.
+An event that fails on an unexpected error is recorded in the rejected-events record too (an
+acked task would otherwise lose it), to be replayed with ``memoryctl replay-rejected`` once the
+cause is fixed; the task then fails with ``IngestFailed``, logged at ERROR without content.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
 
 from pipeline import names
 from pipeline.errors import TransientError
-from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events
+from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events, record_failure
 from schemas.settings import get_settings
 from workers.app import app
 from workers.base import MemoryTask
@@ -73,6 +77,25 @@ def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
             )
 
 
+class IngestFailed(RuntimeError):
+    """Events failed on an unexpected error and were recorded for replay. Raised in place of
+    the original error, whose message may quote an event's content."""
+
+
+def _log_failures(failures: list[tuple[IngestResult, Exception]]) -> IngestFailed:
+    """Log each failure at ERROR (the reason as recorded and where it was raised, not the
+    error's own message) and return the error the task fails with."""
+    for result, exc in failures:
+        reason = result.errors[0]["reason"] if result.errors else type(exc).__name__
+        where = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("ingest of event %s failed; recorded for replay (memoryctl rejected): %s\n%s",
+                  result.event_id, reason, where.rstrip())
+    return IngestFailed(
+        f"{len(failures)} event(s) failed on an unexpected error and were recorded for replay "
+        "(memoryctl rejected, memoryctl replay-rejected)"
+    )
+
+
 def _summary(results: list[IngestResult]) -> dict[str, int]:
     counts = {"accepted": 0, "duplicate": 0, "rejected": 0, "runs": 0}
     for r in results:
@@ -86,7 +109,13 @@ def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
     """One raw event (a JSON object or its text)."""
     deps = get_deps()
     try:
-        result = ingest_raw_event(event, deps.store, deps.settings, deps.clock)
+        try:
+            result = ingest_raw_event(event, deps.store, deps.settings, deps.clock)
+        except TransientError:
+            raise
+        except Exception as exc:
+            failed = _log_failures([(record_failure(event, exc, deps.store, deps.clock.now()), exc)])
+            raise failed from None  # the original's message may quote the event's content
         hand_on(result, event, deferrals)
     except TransientError as exc:
         self.retry_transient(exc)
@@ -99,7 +128,17 @@ def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
 def ingest_batch(self, events: list[Any]) -> dict[str, int]:
     """A batch published in one queue message; each event is ingested on its own."""
     deps = get_deps()
-    batch = ingest_raw_events(events, deps.store, deps.settings, deps.clock)
+    try:
+        try:
+            batch = ingest_raw_events(events, deps.store, deps.settings, deps.clock)
+        except TransientError:
+            raise
+        except Exception as exc:  # outside any one event (parsing the batch): all are affected
+            now = deps.clock.now()
+            failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in events])
+            raise failed from None
+    except TransientError as exc:
+        self.retry_transient(exc)
     try:
         for raw, result in zip(events, batch.results):
             hand_on(result, raw)
@@ -107,11 +146,15 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
         # every event is already stored: a retry re-reads them as duplicates and claims again
         # only where a rule still holds, so nothing is formed twice
         self.retry_transient(exc)
-    for result in batch.results:
-        if result.status == "rejected":
+    failed = {i for i, _ in batch.failures}
+    for i, result in enumerate(batch.results):
+        if result.status == "rejected" and i not in failed:
             log.warning("rejected event %s: %s", result.event_id, result.errors)
+    error = _log_failures([(batch.results[i], exc) for i, exc in batch.failures]) if batch.failures else None
     if batch.error is not None:
         _retry_rest(self, events[batch.next_index:], batch.error)
+    if error is not None:
+        raise error from None
     return _summary(batch.results)
 
 

@@ -391,3 +391,39 @@ def test_events_of_another_agent_on_a_taken_session_id_are_rejected_and_recorded
     single = ingest(intruder, store, clock)  # one event at a time: the same refusal
     assert (single.status, single.errors) == ("rejected", owned)
     assert store.get_session("s1").last_seq == 3
+
+
+class PoisonStore(SQLiteStore):
+    """Fails with a programming error on any write that holds one given event, quoting the
+    message's content in the error as careless code would."""
+
+    def __init__(self, path, poison):
+        super().__init__(path)
+        self.poison = poison
+
+    def ingest_messages(self, messages, now):
+        for m in messages:
+            if m.event_id == self.poison:
+                raise RuntimeError(f"cannot store {m.content!r}: bad state")
+        return super().ingest_messages(messages, now)
+
+
+def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(tmp_path, clock):
+    secret = "my door code is 4711 and I live at 12 Elm Street"
+    poison = message(3, content=secret)
+    store = PoisonStore(str(tmp_path / "poison.db"), poison="e-s1-3")
+    batch = [message(1), message(2), poison, message(4), "not json"]
+    out = ingest_raw_events(batch, store, SETTINGS, clock)
+    assert [r.status for r in out.results] == ["accepted", "accepted", "rejected", "accepted", "rejected"]
+    assert [(i, type(exc)) for i, exc in out.failures] == [(2, RuntimeError)]
+    assert out.error is None and out.next_index == len(batch)
+    assert [m.event_id for m in store.get_messages("s1", 1, 9)] == ["e-s1-1", "e-s1-2", "e-s1-4"]
+    [recorded] = [r for r in store.list_rejections() if r.event_id == "e-s1-3"]
+    assert json.loads(recorded.raw) == poison
+    [error] = recorded.errors
+    assert error["field"] == "<internal>"
+    assert error["reason"].startswith("internal error: RuntimeError: cannot store")
+    assert "Elm" not in error["reason"] and "4711" not in error["reason"]
+    store.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
+    assert ingest(recorded.raw, store, clock).seq == 4
+    store.close()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
 from pipeline import names
 from pipeline.clock import FrozenClock
+from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 from workers import ingest
 from workers.app import app
@@ -74,3 +78,58 @@ def test_session_end_stops_waiting_for_messages_after_the_last_deferral(deps, se
 def test_noop_does_nothing(deps, sent):
     assert ingest.noop.run() is None
     assert sent == []
+
+
+class PoisonStore(SQLiteStore):
+    """Fails with a programming error on any write that holds one given event, quoting the
+    message's content in the error as careless code would."""
+
+    poison = "e3"
+
+    def ingest_messages(self, messages, now):
+        for m in messages:
+            if m.event_id == self.poison:
+                raise RuntimeError(f"unexpected state while storing {m.content!r}")
+        return super().ingest_messages(messages, now)
+
+
+SECRET = "the vault code is 90210"
+
+
+@pytest.fixture
+def poisoned(deps):
+    deps.store.close()
+    deps.__dict__["store"] = PoisonStore(deps.settings.store_url.removeprefix("sqlite:///"))
+    return deps
+
+
+def _logged(caplog) -> str:
+    return "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_unexpected_error_in_a_batch_records_the_event_fails_the_task_and_keeps_the_rest(poisoned, sent, caplog):
+    events = [_message(i, poisoned.clock.now()) for i in range(1, 6)]
+    events[2]["message"]["content"] = SECRET
+    with caplog.at_level(logging.INFO), pytest.raises(ingest.IngestFailed) as failed:
+        ingest.ingest_batch.run(events)
+    assert poisoned.store.count_messages("s1") == 4
+    [recorded] = poisoned.store.list_rejections()
+    assert (recorded.event_id, json.loads(recorded.raw)) == ("e3", events[2])
+    assert recorded.errors[0]["field"] == "<internal>"
+    assert recorded.errors[0]["reason"].startswith("internal error: RuntimeError: unexpected state")
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "e3" in errors[0].getMessage() and "ingest_messages" in errors[0].getMessage()
+    assert "90210" not in _logged(caplog) and "90210" not in str(failed.value) and "90210" not in recorded.errors[0]["reason"]
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__
+
+
+def test_unexpected_error_on_one_event_records_it_and_fails_the_task(poisoned, sent, caplog):
+    event = _message(3, poisoned.clock.now())
+    event["message"]["content"] = SECRET
+    with caplog.at_level(logging.INFO), pytest.raises(ingest.IngestFailed):
+        ingest.ingest_event.run(event)
+    [recorded] = poisoned.store.list_rejections()
+    assert json.loads(recorded.raw) == event and recorded.errors[0]["field"] == "<internal>"
+    assert poisoned.store.get_session("s1") is None
+    assert "90210" not in _logged(caplog)
+    assert any(r.levelno == logging.ERROR for r in caplog.records)
