@@ -220,6 +220,9 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         docs = self.col("rejected").find({}, sort=[("received_at", _D), ("_id", _D)], limit=limit)
         return [from_doc(RejectedEvent, d) for d in docs]
 
+    def delete_rejections(self, rejection_ids: Sequence[str]) -> int:
+        return self.col("rejected").delete_many({"_id": {"$in": list(rejection_ids)}}).deleted_count
+
     def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
         docs = self.col("messages").find(
             {"session_id": session_id, "seq": {"$gte": seq_from, "$lte": seq_to}},

@@ -146,6 +146,10 @@ class Store(abc.ABC):
     def list_rejections(self, limit: int = 100) -> list[RejectedEvent]: ...
 
     @abc.abstractmethod
+    def delete_rejections(self, rejection_ids: Sequence[str]) -> int:
+        """Drop these records (their events were published again); returns how many were dropped."""
+
+    @abc.abstractmethod
     def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
         """Messages with ``seq_from <= seq <= seq_to``, ordered by ``created_at`` then seq."""
 

@@ -160,6 +160,13 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         ).fetchall()
         return [RejectedEvent.model_validate_json(doc) for (doc,) in rows]
 
+    def delete_rejections(self, rejection_ids: Sequence[str]) -> int:
+        with self.db.write() as conn:
+            return conn.execute(
+                f"DELETE FROM {self.db.t('rejected')} WHERE rejection_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(rejection_ids)),),
+            ).rowcount
+
     def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
         rows = self.db.conn().execute(
             f"SELECT doc FROM {self.db.t('messages')} WHERE session_id = ? AND seq BETWEEN ? AND ? "

@@ -94,6 +94,14 @@ def test_rejections_are_kept_with_raw_payload_newest_first(store):
     assert listed[0].raw == '{"bad": 2}' and listed[0].errors[0]["field"] == "event_id"
 
 
+def test_deleted_rejections_are_gone_and_the_others_stay(store):
+    for i in range(3):
+        store.record_rejection(RejectedEvent(rejection_id=f"x{i}", raw="{}", errors=[], received_at=at(i)))
+    assert store.delete_rejections(["x0", "x2", "unknown"]) == 2
+    assert [r.rejection_id for r in store.list_rejections()] == ["x1"]
+    assert store.delete_rejections([]) == 0
+
+
 def test_unknown_session_reads_as_none(store):
     assert store.get_session("nope") is None
     assert store.mark_session_ended("nope", T0) is None
