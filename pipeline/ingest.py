@@ -190,17 +190,7 @@ def _claim(
     store: Store, settings: Settings, *, agent_id: str, session_id: str, rule: ClaimRule,
     reason: Reason, now: datetime,
 ) -> FormationRun | None:
-    # seq_from/seq_to are placeholders: the store fills the range it actually claims.
-    run = FormationRun(
-        run_id=uuid.uuid4().hex,
-        agent_id=agent_id,
-        session_id=session_id,
-        seq_from=0,
-        seq_to=0,
-        reason=reason,
-        status="claimed",
-        created_at=now,
-    )
+    run = trigger.new_run(session_id, agent_id, reason, now)
     return store.try_claim(session_id, rule, run, now, settings.claim_lease_s)
 
 

@@ -29,9 +29,8 @@ from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
-from pipeline.sweep import new_run
 from pipeline.text import word_count
-from pipeline.trigger import cold_rule
+from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
 from schemas.events import SCHEMA_VERSION, MessageAdded, Rejection, parse_event
 from schemas.settings import Settings, get_settings

@@ -8,32 +8,17 @@ sweeps racing on one session claim its range once.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.store.port import Store
-from pipeline.trigger import cold_rule
-from schemas.documents import FormationRun
+from pipeline.trigger import cold_rule, new_run
 from schemas.settings import Settings
 
 log = logging.getLogger("memory.sweep")
 
 # A bound on batches per sweep, so one sweep always ends even if candidates keep coming back.
 MAX_BATCHES = 100
-
-
-def new_run(session_id: str, agent_id: str, reason: str, now: datetime) -> FormationRun:
-    """A run to be claimed; the store fills in its range, users and lease."""
-    return FormationRun(
-        run_id=uuid.uuid4().hex,
-        agent_id=agent_id,
-        session_id=session_id,
-        seq_from=0,
-        seq_to=0,
-        reason=reason,
-        created_at=now,
-    )
 
 
 @dataclass

@@ -12,10 +12,12 @@ atomic claim; ``should_form`` lets the caller skip the claim when it cannot succ
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from pipeline.store.port import ClaimRule
+from schemas.documents import FormationRun
 from schemas.settings import Settings
 
 CHARS_PER_TOKEN = 4.5
@@ -102,3 +104,17 @@ def is_cold(counters: Counters, last_activity_at: datetime | None, settings: Set
 
 def should_form_at_session_end(counters: Counters) -> bool:
     return rule_holds(session_end_rule(), counters)
+
+
+def new_run(session_id: str, agent_id: str, reason: str, now: datetime) -> FormationRun:
+    """A run to be claimed; the store fills in its range, users, tier and lease."""
+    return FormationRun(
+        run_id=uuid.uuid4().hex,
+        agent_id=agent_id,
+        session_id=session_id,
+        seq_from=0,
+        seq_to=0,
+        reason=reason,
+        status="claimed",
+        created_at=now,
+    )

@@ -78,8 +78,6 @@ def _produce(db: str, events: list, seed: int) -> None:
 
 
 def race_producers(workdir: Path, *, producers: int = 4, sessions: int = 6, messages: int = 20, seed: int = 0) -> dict:
-    from pipeline.clock import Clock
-    from pipeline.ingest import ingest_raw_event
 
     db = str(Path(workdir) / "producers.db")
     _store(db).create_indexes()
@@ -95,7 +93,7 @@ def race_producers(workdir: Path, *, producers: int = 4, sessions: int = 6, mess
     sent = len(events) * producers
     # the session ends arrive while messages are still in flight: late messages must form too
     _run_all([(_produce, db, events + ends, seed * 100 + p) for p in range(producers)])
-    store, settings = _store(db), _settings()
+    store = _store(db)
     _finish_claims(store, ends)
     lost = duplicated = out_of_order = 0
     for sid, ids in expected.items():

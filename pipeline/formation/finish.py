@@ -12,7 +12,6 @@ Idempotent: the totals are stored as the stage's output before the run is closed
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from pipeline import trigger
@@ -112,10 +111,11 @@ def next_step(deps: Deps, run: FormationRun) -> NextStep:
     ended = session.ended_at is not None
     rule = trigger.session_end_rule() if ended else trigger.threshold_rule(settings)
     if trigger.rule_holds(rule, session):
-        claimed = store.try_claim(run.session_id, rule, FormationRun(
-            run_id=uuid.uuid4().hex, agent_id=run.agent_id, session_id=run.session_id, seq_from=0,
-            seq_to=0, reason="session_end" if ended else "threshold", created_at=now,
-        ), now, settings.claim_lease_s)
+        reason = "session_end" if ended else "threshold"
+        claimed = store.try_claim(
+            run.session_id, rule, trigger.new_run(run.session_id, run.agent_id, reason, now), now,
+            settings.claim_lease_s,
+        )
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)
     cons = run.stages.get(CONSOLIDATE)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 import numpy as np
 
+from pipeline import trigger
 from pipeline.store.port import ClaimRule
 from schemas.documents import FormationRun, SessionState, StoredMessage
 
@@ -177,19 +179,10 @@ def rule_holds(session: SessionState, rule: ClaimRule) -> bool:
     """The claim rule of ``ClaimRule`` over the counters after ``claimed_through``."""
     if session.last_seq <= session.claimed_through:
         return False  # nothing unclaimed: an empty range is never claimed
-    if session.messages_since < rule.min_messages:
-        return False
-    conditions = []
-    if rule.message_interval is not None:
-        conditions.append(session.messages_since >= rule.message_interval)
-    if rule.token_interval is not None:
-        conditions.append(session.tokens_since >= rule.token_interval)
-    if conditions and not any(conditions):
-        return False
     if rule.idle_before is not None:
-        if session.last_activity_at is None or utc(session.last_activity_at) > utc(rule.idle_before):
-            return False
-    return True
+        rule = replace(rule, idle_before=utc(rule.idle_before))
+    last_activity = utc(session.last_activity_at) if session.last_activity_at else None
+    return trigger.rule_holds(rule, session, last_activity)
 
 
 def claimed_run(session: SessionState, run: FormationRun, now: datetime, lease_s: float) -> FormationRun:
