@@ -1,8 +1,17 @@
 """The dedup decision of decide_facts (SPEC §5.3). Pure, apart from the search port it is given.
 
-1. ``gather_candidates``: per new fact, the live facts of the same agent, the same scope key
-   (``user:<id>`` covers "same user") and the same embedding model, semantic score >= the
-   dedup threshold, at most N, found through the search port, in parallel.
+1. Candidates compare content with content. Stored facts carry their retrieval-text vector
+   (content + provenance excerpt + date, for search), which a bare-content query does not
+   match reliably across sessions, so candidates come in two steps:
+   ``shortlist``: per new fact, in parallel, through the search port with the pre-filter of
+   every search (same agent, same scope key, ``user:<id>`` covering "same user"; same
+   embedding model, which the stage also checks on text-branch hits), the union of the semantic branch queried with the fact's content vector
+   and the text branch (BM25 on the fact's content), each with no threshold and
+   ``SHORTLIST_FACTOR`` x the candidate limit;
+   ``score_candidates``: the semantic score (1 + cos) / 2 between the new fact's content
+   vector and each shortlisted fact's content vector (the stage embeds all shortlisted
+   contents in one batched call and stores the scores before any effect); candidates are
+   those >= the dedup threshold, at most N per fact, best first.
 2. ``build_batch``: facts with candidates go to one LLM call; the model sees integer aliases
    only (one alias space for existing facts across the batch).
 3. ``validate``: one decision per new fact; a decision that names an alias outside that fact's
@@ -14,14 +23,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from pipeline.errors import InvalidLLMAnswer
 from pipeline.formation.facts import NewFact
 from pipeline.prompts.dedup import DecisionsAnswer, FactDecision
 from pipeline.search.port import FactSearch
+from pipeline.search.scoring import semantic_score
 from pipeline.text import text_hash, word_count
 
 ACTIONS = ("ADD", "UPDATE", "DELETE", "NONE")
@@ -34,33 +46,77 @@ class Candidate:
     score: float
 
 
-def gather_candidates(
+#: shortlist size per search branch, as a multiple of the candidate limit
+SHORTLIST_FACTOR = 4
+
+
+def shortlist(
     search: FactSearch,
-    get_contents: Callable[[Sequence[str]], Mapping[str, str]],
     agent_id: str,
     facts: Sequence[NewFact],
     vectors: Mapping[int, Sequence[float]],
     embedding_model: str,
     *,
-    min_score: float,
     limit: int,
-) -> dict[int, list[Candidate]]:
-    """Candidates per new fact index (facts without any map to an empty list)."""
+) -> dict[int, list[str]]:
+    """Per new fact index, the fact ids of the semantic branch (content vector) then those of
+    the text branch (content), without duplicates, no threshold, at most ``limit`` each."""
 
-    def one(fact: NewFact) -> list[tuple[str, float]]:
-        hits = search.semantic(agent_id, [fact.scope_key], embedding_model, vectors[fact.index], limit, min_score)
-        return [(h.fact_id, h.score) for h in hits if h.score >= min_score][:limit]
+    def one(fact: NewFact) -> list[str]:
+        keys = [fact.scope_key]
+        hits = search.semantic(agent_id, keys, embedding_model, vectors[fact.index], limit, None)
+        hits += search.text(agent_id, keys, fact.text, limit, None)
+        return list(dict.fromkeys(h.fact_id for h in hits))
 
     if len(facts) > 1:
         with ThreadPoolExecutor(max_workers=min(8, len(facts))) as pool:
-            found = dict(zip((f.index for f in facts), pool.map(one, facts)))
-    else:
-        found = {f.index: one(f) for f in facts}
-    ids = sorted({fid for hits in found.values() for fid, _ in hits})
-    contents = get_contents(ids) if ids else {}
+            return dict(zip((f.index for f in facts), pool.map(one, facts)))
+    return {f.index: one(f) for f in facts}
+
+
+def score_candidates(
+    facts: Sequence[NewFact],
+    shortlists: Mapping[int, Sequence[str]],
+    vectors: Mapping[int, Sequence[float]],
+    candidate_vectors: Mapping[str, Sequence[float]],
+    *,
+    min_score: float,
+    limit: int,
+) -> dict[int, list[tuple[str, float]]]:
+    """Per new fact index, (fact id, semantic score of content vs content) of the shortlisted
+    facts that have a content vector, score >= ``min_score``, at most ``limit``, best first
+    (ties by shortlist order)."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    for fact in facts:
+        query = _unit(vectors[fact.index])
+        scored = []
+        for rank, fid in enumerate(shortlists.get(fact.index, ())):
+            if fid not in candidate_vectors or query is None:
+                continue
+            other = _unit(candidate_vectors[fid])
+            if other is None or other.shape != query.shape:
+                continue
+            score = float(semantic_score(float(query @ other)))
+            if score >= min_score:
+                scored.append((-score, rank, fid, score))
+        out[fact.index] = [(fid, score) for _, _, fid, score in sorted(scored)[:limit]]
+    return out
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray | None:
+    v = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else None
+
+
+def candidates_from(
+    scored: Mapping[int, Sequence[Sequence]], contents: Mapping[str, str],
+) -> dict[int, list[Candidate]]:
+    """``score_candidates``' (id, score) pairs (as stored on the run) with the live contents;
+    a fact retired since it was scored is no candidate."""
     return {
-        index: [Candidate(fid, contents[fid], score) for fid, score in hits if fid in contents]
-        for index, hits in found.items()
+        int(index): [Candidate(fid, contents[fid], float(score)) for fid, score in pairs if fid in contents]
+        for index, pairs in scored.items()
     }
 
 

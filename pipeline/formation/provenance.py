@@ -14,11 +14,13 @@ fact joined to its provenance. The content of the fact itself is unchanged.
   Each line is cut at ``MAX_LINE_CHARS`` so that one long message cannot drown the fact.
 - Date: the source message's, in the benchmark's form (``9:04 am on 2 March, 2026``).
 
-Dedup keeps comparing facts with facts: the new fact's *content* vector is the query, the
-stored (retrieval-text) vectors are searched, at the same ≥ 0.7 score. Measured with the
-local model, a restatement said in another session still scores ≥ 0.7 that way, while two
-unrelated facts of the same conversation, which share excerpt lines and dates, would pass
-0.7 if both sides carried their provenance (see ``tests/pipeline/formation/test_provenance.py``).
+Dedup compares contents, not these vectors (``pipeline.formation.dedup``): the stored
+(retrieval-text) vectors only shortlist candidates, with BM25 on the content beside them, and
+each shortlisted fact is scored content vector to content vector at ≥ 0.7. A bare-content
+query against the stored vectors misses a correction said in another session when the old
+fact's excerpt was about something else (``tests/pipeline/formation/test_dedup_candidates.py``),
+and two unrelated facts of the same conversation, which share excerpt lines and dates, would
+pass 0.7 if both sides carried their provenance (``tests/pipeline/formation/test_provenance.py``).
 """
 
 from __future__ import annotations

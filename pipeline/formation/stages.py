@@ -129,7 +129,8 @@ def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provena
 def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
     """One batched embedding call for all new facts: each fact's retrieval text (its content
     joined to its source excerpt and date, stored with the fact for search) and its bare
-    content (the dedup query, see ``pipeline.formation.provenance``)."""
+    content (what dedup compares with the candidates' contents, see
+    ``pipeline.formation.dedup``)."""
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         facts = _facts(run)
@@ -148,7 +149,9 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
 
 
 def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
-    """Dedup: exact hashes, candidates through the search port, one batched LLM call, effects."""
+    """Dedup: exact hashes; a shortlist per fact through the search port (content vector
+    and BM25 on the content), scored content against content after one batched embedding
+    of the shortlisted contents (``pipeline.formation.dedup``); one batched LLM call; effects."""
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
@@ -161,15 +164,26 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
             if found is not None:
                 exact[f.index] = found.fact_id
-        batch, decided = dedup.DedupBatch(), {}
+        batch, decided, scored, candidate_tokens = dedup.DedupBatch(), {}, {}, 0
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
-            candidates = dedup.gather_candidates(
-                deps.search, lambda ids: {x.fact_id: x.content for x in store.get_facts(ids) if x.retired_at is None},
-                run.agent_id, open_facts, vectors, embedded["model"],
+            shortlists = dedup.shortlist(
+                deps.search, run.agent_id, open_facts, vectors, embedded["model"],
+                limit=dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates,
+            )
+            ids = sorted({fid for found in shortlists.values() for fid in found})
+            live = {x.fact_id: x.content for x in (store.get_facts(ids) if ids else [])
+                    if x.retired_at is None and x.embedding_model == embedded["model"]}
+            candidate_vectors = {}
+            if live:  # one batched call for every shortlisted content of the stage
+                result = deps.embedder.embed(list(live.values()))
+                candidate_tokens = result.input_tokens
+                candidate_vectors = dict(zip(live, result.vectors))
+            scored = dedup.score_candidates(
+                open_facts, shortlists, vectors, candidate_vectors,
                 min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates,
             )
-            batch = dedup.build_batch(open_facts, candidates)
+            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, live))
             if batch:
                 request = build_dedup_request(batch.texts, batch.candidates, model=model,
                                               word_limit=settings.fact_word_limit)
@@ -191,6 +205,10 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             "counts": dedup.action_counts(resolved.decisions),
             "update_over_limit": resolved.update_over_limit,
             "llm_items": len(batch.indexes),
+            # content-vs-content scores of the kept candidates, stored before any effect
+            "candidates": {str(i): [[fid, round(score, 6)] for fid, score in pairs]
+                           for i, pairs in scored.items() if pairs},
+            "candidate_input_tokens": candidate_tokens,
         }
 
     def apply(run: FormationRun, output: dict) -> None:
