@@ -65,19 +65,24 @@ def tokens(text: str) -> set[str]:
     return set(_TOKEN.findall(normalize(text)))
 
 
-def overlap(fact: str, message: str) -> float:
-    """Dice coefficient of the normalized token sets (0 when either has none)."""
-    a, b = tokens(fact), tokens(message)
+def overlap(fact: str, message: str, speaker_name: str = "") -> float:
+    """Dice coefficient of the normalized token sets (0 when either has none). A fact names
+    the person who said "I" ("I live in Lisbon" → "Maya Chen lives in Lisbon"), so the
+    speaker's name counts as said in their own message."""
+    a, b = tokens(fact), tokens(message) | tokens(speaker_name)
     if not a or not b:
         return 0.0
     return 2 * len(a & b) / (len(a) + len(b))
 
 
-def source_index(fact: str, messages: Sequence[StoredMessage]) -> int:
+def source_index(
+    fact: str, messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None = None,
+) -> int:
     """Index in ``messages`` of the best-overlapping one; ties go to the latest."""
     best, best_score = len(messages) - 1, -1.0
     for i, message in enumerate(messages):
-        score = overlap(fact, message.content)
+        name = user_name(message, user_names) if message.role == "user" else ""
+        score = overlap(fact, message.content, name)
         if score >= best_score:
             best, best_score = i, score
     return best
@@ -106,7 +111,7 @@ def provenance(
     """The provenance of ``fact`` among the ``claimed`` messages; ``before`` are earlier
     messages of the session, used only as excerpt lines. ``claimed`` must not be empty."""
     claimed = ordered(claimed)
-    source = claimed[source_index(fact, claimed)]
+    source = claimed[source_index(fact, claimed, user_names)]
     session = ordered([*before, *claimed])
     at = next(i for i, m in enumerate(session) if m.message_id == source.message_id)
     lines = [message_line(m, user_names) for m in session[max(0, at - EXCERPT_TURNS):at + 1]]

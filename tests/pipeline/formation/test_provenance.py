@@ -46,6 +46,16 @@ def test_the_source_is_the_message_overlapping_the_fact_best(fact, source):
     assert CHAT[source_index(fact, CHAT)].message_id == source
 
 
+def test_a_first_person_message_outweighs_a_reply_that_only_repeats_the_speakers_name():
+    # "I live in Lisbon" is where "Alice Moreau lives in Lisbon" came from, not the later reply
+    # that only repeats her name (on words alone the two tie, and a tie goes to the latest)
+    chat = [
+        _msg(1, "user", "I live in Lisbon."),
+        _msg(2, "assistant", "Thanks Alice Moreau, saved."),
+    ]
+    assert source_index("Alice Moreau lives in Lisbon", chat, {"u-1": "Alice Moreau"}) == 0
+
+
 def test_a_tie_in_overlap_goes_to_the_latest_message():
     chat = [_msg(1, "user", "I like tea."), _msg(2, "assistant", "Ok."), _msg(3, "user", "I like tea.")]
     assert source_index("Alice likes tea", chat) == 2
