@@ -42,6 +42,11 @@ def test_mongo_is_the_atlas_local_image(services):
     assert services["mongo"]["image"].startswith("mongodb/mongodb-atlas-local")
 
 
+def test_redis_fsyncs_every_write_so_an_accepted_event_survives_a_crash(services):
+    command = " ".join(services["redis"]["command"])
+    assert "--appendfsync always" in command
+
+
 def test_redis_persists_append_only_and_requires_a_password_from_the_environment(services):
     command = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in command
