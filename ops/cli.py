@@ -11,6 +11,8 @@ import importlib
 import pkgutil
 import sys
 
+from pydantic import ValidationError
+
 from pipeline.errors import PipelineError
 
 
@@ -32,6 +34,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except PipelineError as exc:
         print(f"memoryctl {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        if exc.title != "Settings":
+            raise
+        # a bad MEMORY_* variable: say which one and why, without a traceback
+        for error in exc.errors(include_url=False):
+            name = "MEMORY_" + "_".join(str(p) for p in error["loc"]).upper()
+            print(f"memoryctl {args.command}: {name}: {error['msg']}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

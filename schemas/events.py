@@ -142,6 +142,12 @@ def parse_event(raw: Any, *, max_message_bytes: int) -> MessageAdded | SessionEn
     if not isinstance(raw, dict):
         return Rejection(errors=[FieldError(field="<event>", reason=f"expected a JSON object, got {type(raw).__name__}")])
     event_id = raw.get("event_id") if isinstance(raw.get("event_id"), str) else None
+    if raw.get("type") not in ("message.added", "session.ended"):
+        reason = "missing" if "type" not in raw else f"unknown event type {str(raw.get('type'))[:64]!r}"
+        return Rejection(
+            event_id=event_id,
+            errors=[FieldError(field="type", reason=f"{reason}; expected 'message.added' or 'session.ended'")],
+        )
     if raw.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
         return Rejection(
             event_id=event_id,

@@ -175,10 +175,10 @@ class CeleryPublisher(Publisher):
                 ) from exc
 
     def _broker_hint(self) -> str:
-        try:
-            return self.app.connection_for_write().as_uri()
-        except Exception:  # noqa: BLE001 - only used to word an error message
-            return "<broker>"
+        # the configured URL, password masked (the connection's own URI names the transport class)
+        from kombu.utils.url import maybe_sanitize_url
+
+        return maybe_sanitize_url(self.app.conf.broker_url) or "<broker>"
 
     def _reset(self) -> None:
         if self._connection is not None:
