@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     search_semantic_weight: float = 1.0
     search_text_weight: float = 1.0
     search_default_top_k: int = 10
+    # BLAS threads of the local search's matrix-vector product (process-wide). 1 suits a busy
+    # host and many concurrent searches; on an otherwise idle multi-core host, the core count
+    # halves the latency of one search at 100k facts (see README, "Figures").
+    search_blas_threads: int = Field(default=1, ge=1, le=64)
     # Per embedding model overrides of the above, e.g.
     # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
     # (keys: semantic, text, rrf, rrf_k, semantic_weight, text_weight).
