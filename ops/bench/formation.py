@@ -26,6 +26,14 @@ alternately in one sitting, three runs each; L = 200 ms, 4 sequential LLM calls,
     before (b895083)     1.12-1.16       0.29-0.33               65-73 ms              2.4-2.7 s
     after                1.09-1.12       0.35-0.48               39-47 ms              1.65-2.3 s
 
+A later sitting (load 0.7-2.5, six alternating runs each) compared kombu's MULTI/EXEC ack and
+unacked record with one Lua script each: 1.05-1.075, 0.36-0.52, 36-65 ms before and 1.05-1.075,
+0.33-0.51, 41-69 ms after, within the noise, though the ack fell from 22 % to 5 % of the
+worker's GIL samples (py-spy --gil) and a call costs ~70 us less client CPU. In that profile
+the consumer thread (BRPOP and unacked record, acks, task-event flushes) holds the GIL ~65 % of
+the time, the stage code ~9 %; SQLite is ~6 ms per formation of which 26.5 commits ~2.5 ms, so
+merging a stage's completion with its effects would save a few percent at most (not done).
+
 (On a quieter moment the same code gave 1.06-1.07 and 0.45-0.50.) What the CPU went to and
 what was removed: a new ``redis.Redis`` client (with ~170 response callbacks) built by kombu for
 every publish, ack and unacked record (about 5 per task: now one client per pool); a result
