@@ -20,7 +20,10 @@ import random
 import re
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from ops.bench._audit import audit
 from ops.bench._deps import stage_category
@@ -105,28 +108,47 @@ def _open_store(path: Path):
     return SQLiteStore(str(path))
 
 
+class Scenario(NamedTuple):
+    store: Any
+    redis: PersistentRedis
+    cluster: _Cluster
+    app: Any
+    publisher: Any
+
+
+@contextmanager
+def scenario(workdir: Path, env: dict[str, str]) -> Iterator[Scenario]:
+    """One scenario's SQLite store, append-only Redis, worker cluster (the scenario settings
+    plus ``env``) and producer; all of it stopped and closed afterwards."""
+    from workers.producer import CeleryPublisher
+
+    db_path = workdir / "memory.db"
+    store = _open_store(db_path)
+    store.create_indexes()
+    redis = PersistentRedis(workdir / "redis")
+    cluster = None
+    try:
+        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", {**worker_env(**SCENARIO_SETTINGS), **env})
+        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
+        yield Scenario(store, redis, cluster, app, CeleryPublisher(app=app, retry_max=5, timeout_s=5.0))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        redis.stop()
+        store.close()
+
+
 def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
     points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_timeout_s: float = 120.0,
 ) -> dict:
     """Run the scenario and return its figures (see ``ops.bench._audit.audit``)."""
-    from workers.producer import CeleryPublisher
-
     workdir = Path(workdir)
     hooks = workdir / "hooks"
     hooks.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    db_path = workdir / "memory.db"
-    store = _open_store(db_path)
-    store.create_indexes()
-    redis = PersistentRedis(workdir / "redis")
-    env = {**worker_env(**SCENARIO_SETTINGS), "RELIABILITY_MODE": "hooks,sloppy" if control else "hooks",
-           "RELIABILITY_DIR": str(hooks)}
-    cluster = None
-    try:
-        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
-        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
-        publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
+    env = {"RELIABILITY_MODE": "hooks,sloppy" if control else "hooks", "RELIABILITY_DIR": str(hooks)}
+    with scenario(workdir, env) as (store, redis, cluster, app, publisher):
         # the control gives every session its own agent, so no later dedup merges the copies away
         plan = plan_sessions(rng, sessions, prefix=f"crash{seed}", agents=sessions if control else 2)
         queue = list(plan)
@@ -192,11 +214,6 @@ def run_crash(
             kill_log=kill_log,
         )
         return figures
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        redis.stop()
-        store.close()
 
 
 def _by_stage(kill_log: list[dict]) -> dict[str, int]:

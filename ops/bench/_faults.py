@@ -20,10 +20,9 @@ import random
 from pathlib import Path
 
 from ops.bench._audit import audit
-from ops.bench._crash import SCENARIO_SETTINGS, _Cluster, _open_store, _settle, publish_session
+from ops.bench._crash import _settle, publish_session, scenario
 from ops.bench._deps import injected_counts
 from ops.bench._fuzz import INJECTIONS
-from ops.bench._harness import PersistentRedis, producer_app, worker_env
 from ops.bench._workload import end_event, plan_sessions, session_events
 from schemas.documents import AgentSettings
 
@@ -54,25 +53,15 @@ def run_faults(
     workdir: Path, *, sessions: int = 12, messages: int = 8, seed: int = 0, faults: str = DEFAULT_FAULTS,
     hostile: bool = False, settle_timeout_s: float = 150.0,
 ) -> dict:
-    from workers.producer import CeleryPublisher
-
     workdir = Path(workdir)
     calls_dir = workdir / "llm"
     calls_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    db_path = workdir / "memory.db"
-    store = _open_store(db_path)
-    store.create_indexes()
-    if hostile:
-        store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
-    redis = PersistentRedis(workdir / "redis")
-    env = {**worker_env(**SCENARIO_SETTINGS), "RELIABILITY_MODE": "hostile" if hostile else "faults",
+    env = {"RELIABILITY_MODE": "hostile" if hostile else "faults",
            "RELIABILITY_DIR": str(calls_dir), "RELIABILITY_FAULTS": f"{faults},seed={seed}"}
-    cluster = None
-    try:
-        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
-        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
-        publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
+    with scenario(workdir, env) as (store, redis, cluster, app, publisher):
+        if hostile:
+            store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
         for s in plan_sessions(rng, sessions, prefix=f"faults{seed}", group_every=3 if hostile else 5):
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=messages, injections=INJECTIONS if hostile else ())
@@ -99,8 +88,3 @@ def run_faults(
         )
         figures["samples"]["silently_empty"] = empty[:5]
         return figures
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        redis.stop()
-        store.close()

@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 
 from ops.bench._checks import log_leaks_above_debug
-from ops.bench._crash import SCENARIO_SETTINGS, _Cluster, _open_store, _settle
+from ops.bench._crash import _settle, scenario
 from ops.bench._deps import injected_counts
 from ops.bench._fuzz import KINDS, fuzzed_event
-from ops.bench._harness import PersistentRedis, crash_lines, producer_app, worker_env
+from ops.bench._harness import crash_lines
 from ops.bench._workload import end_event, plan_sessions, session_events
 from pipeline import names
 
@@ -25,24 +25,14 @@ FAKE_KEYS = {"OPENAI_API_KEY": "sk-proj-FAKEKEYreliability0000000000000000", "GE
 
 def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: int = 0,
                     faults: str = "transient=0.15,invalid=0.1,truncated=0.25") -> dict:
-    from workers.producer import CeleryPublisher
-
     workdir = Path(workdir)
     calls_dir = workdir / "llm"
     calls_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     marker = f"quokka-zanzibar-{seed}-7731"
-    db_path = workdir / "memory.db"
-    store = _open_store(db_path)
-    store.create_indexes()
-    redis = PersistentRedis(workdir / "redis")
-    env = {**worker_env(**SCENARIO_SETTINGS), **FAKE_KEYS, "RELIABILITY_MODE": "faults",
+    env = {**FAKE_KEYS, "RELIABILITY_MODE": "faults",
            "RELIABILITY_DIR": str(calls_dir), "RELIABILITY_FAULTS": f"{faults},seed={seed}"}
-    cluster = None
-    try:
-        cluster = _Cluster(workdir, redis.url(0), f"sqlite:///{db_path}", env)
-        app = producer_app(redis.url(0), **SCENARIO_SETTINGS)
-        publisher = CeleryPublisher(app=app, retry_max=5, timeout_s=5.0)
+    with scenario(workdir, env) as (store, redis, cluster, app, publisher):
         expected_rejects, accepted = 0, []
         kinds = [k for k in KINDS if k != "not_utf8"]  # a queue message is JSON: bytes cannot travel
         for n in range(fuzz):
@@ -83,8 +73,3 @@ def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: i
             "leak_sample": [line[:300] for line in leaks[:3]],
             "worker_crashes": cluster.unexpected_exits + len([l for l in crash_lines(text) if "Unrecoverable" in l]),
         }
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        redis.stop()
-        store.close()
