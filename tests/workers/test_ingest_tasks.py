@@ -8,22 +8,14 @@ import logging
 import pytest
 
 from pipeline import names
-from pipeline.clock import FrozenClock
 from pipeline.store.sqlite import SQLiteStore
-from schemas.settings import Settings
 from workers import ingest
 from workers.app import app
-from workers.deps import Deps, set_deps
 
 
 @pytest.fixture
-def deps(tmp_path):
-    d = Deps(Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}"))
-    d.__dict__["clock"] = FrozenClock()
-    set_deps(d)
-    yield d
-    set_deps(None)
-    d.store.close()
+def deps(worker_deps):
+    return worker_deps()
 
 
 @pytest.fixture

@@ -6,12 +6,10 @@ import pytest
 
 import beat_schedule
 from pipeline import names
-from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event
 from schemas.settings import Settings
 from workers import maintenance
 from workers.app import app
-from workers.deps import Deps, set_deps
 
 
 def test_beat_runs_the_sweep_and_the_stale_retry_and_nothing_else():
@@ -28,22 +26,8 @@ def test_the_celery_app_carries_the_schedule():
 
 
 @pytest.fixture
-def deps(tmp_path):
-    settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", claim_lease_s=60, max_run_attempts=2)
-    d = Deps(settings)
-    d.__dict__["clock"] = FrozenClock()
-    d.store.create_indexes()
-    set_deps(d)
-    yield d
-    set_deps(None)
-    d.store.close()
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
-    return calls
+def deps(worker_deps):
+    return worker_deps(claim_lease_s=60, max_run_attempts=2)
 
 
 def _say(deps, session_id, n):

@@ -6,31 +6,13 @@ from __future__ import annotations
 import pytest
 
 from pipeline import names
-from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event
-from schemas.settings import Settings
 from workers import ingest
-from workers.app import app
-from workers.deps import Deps, set_deps
 
 
 @pytest.fixture
-def deps(tmp_path):
-    settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", claim_lease_s=60)
-    d = Deps(settings)
-    d.__dict__["clock"] = FrozenClock()
-    d.store.create_indexes()
-    set_deps(d)
-    yield d
-    set_deps(None)
-    d.store.close()
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
-    return calls
+def deps(worker_deps):
+    return worker_deps(claim_lease_s=60)
 
 
 def _message(i: int, session_id: str = "s1", now=None) -> dict:

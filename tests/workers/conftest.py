@@ -1,0 +1,38 @@
+"""Clients injected as a worker process holds them, and a recording broker for hand-ons."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.clock import FrozenClock
+from schemas.settings import Settings
+from workers.app import app
+from workers.deps import Deps, set_deps
+
+
+@pytest.fixture
+def worker_deps(tmp_path):
+    """``make(**settings)``: a SQLite store in ``tmp_path`` and a frozen clock, injected into
+    the tasks through ``set_deps``; removed and closed after the test."""
+    made: list[Deps] = []
+
+    def make(**overrides) -> Deps:
+        d = Deps(Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", **overrides))
+        d.__dict__["clock"] = FrozenClock()
+        d.store.create_indexes()
+        set_deps(d)
+        made.append(d)
+        return d
+
+    yield make
+    set_deps(None)
+    for d in made:
+        d.store.close()
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Every task the code under test sends, as (name, kwargs), instead of reaching a broker."""
+    calls: list[tuple[str, dict]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
+    return calls
