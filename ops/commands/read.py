@@ -28,7 +28,9 @@ def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
 
 
 def _context(args: argparse.Namespace) -> int:
-    xml = _with_service(args, lambda s: s.get_memory_context(args.session, args.user, force_refresh=args.force_refresh))
+    xml = _with_service(args, lambda s: s.get_memory_context(
+        session_id=args.session, user_id=args.user, force_refresh=args.force_refresh,
+    ))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
     else:
@@ -38,7 +40,9 @@ def _context(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     query = args.query[0] if len(args.query) == 1 else args.query
-    answer = _with_service(args, lambda s: s.search_facts(query, args.user, args.session, args.top_k, args.debug))
+    answer = _with_service(args, lambda s: s.search_facts(
+        query, session_id=args.session, user_id=args.user, top_k=args.top_k, debug=args.debug,
+    ))
     if args.json:
         print(json.dumps(answer))
         return 0
