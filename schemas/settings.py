@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Scope = Literal["agent", "user", "session"]
@@ -30,25 +30,25 @@ class Settings(BaseSettings):
     broker_url: str = "redis://localhost:6379/0"
     result_backend: str = "redis://localhost:6379/1"
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
-    broker_visibility_timeout_s: int = 3600
+    broker_visibility_timeout_s: int = Field(default=3600, gt=0)
     # Producer side: how long publishing may retry while the broker is unreachable.
-    publish_retry_max: int = 3
-    publish_timeout_s: float = 5.0
+    publish_retry_max: int = Field(default=3, ge=0)
+    publish_timeout_s: float = Field(default=5.0, gt=0)
 
     # --- formation trigger (§4) ------------------------------------------------------------
-    formation_message_interval: int = 45
-    formation_token_interval: float = 1500
-    min_messages_to_form: int = 4
-    cold_after_s: int = 600
-    sweep_interval_s: int = 600
-    sweep_batch_size: int = 200
-    claim_lease_s: int = 600
-    max_run_attempts: int = 5
+    formation_message_interval: int = Field(default=45, ge=1)
+    formation_token_interval: float = Field(default=1500, gt=0)
+    min_messages_to_form: int = Field(default=4, ge=1)
+    cold_after_s: int = Field(default=600, gt=0)
+    sweep_interval_s: int = Field(default=600, gt=0)
+    sweep_batch_size: int = Field(default=200, ge=1)
+    claim_lease_s: int = Field(default=600, gt=0)
+    max_run_attempts: int = Field(default=5, ge=1)
     # how often beat retries runs whose lease expired (and failed runs)
-    retry_stale_interval_s: int = 120
+    retry_stale_interval_s: int = Field(default=120, gt=0)
 
     # --- ingest (§3) -----------------------------------------------------------------------
-    max_message_bytes: int = 32 * 1024
+    max_message_bytes: int = Field(default=32 * 1024, ge=1)
 
     # --- global toggles (§1) ---------------------------------------------------------------
     always_in_context: bool = True
@@ -57,21 +57,21 @@ class Settings(BaseSettings):
     rag: bool = True
 
     # --- facts -----------------------------------------------------------------------------
-    facts_fifo_limit: int = 40
-    facts_fifo_max_age_days: int = 7
-    dedup_max_candidates: int = 5
-    dedup_min_score: float = 0.7
-    fact_word_limit: int = 30
-    reflection_word_limit: int = 35
+    facts_fifo_limit: int = Field(default=40, ge=0)
+    facts_fifo_max_age_days: int = Field(default=7, ge=0)
+    dedup_max_candidates: int = Field(default=5, ge=1)
+    dedup_min_score: float = Field(default=0.7, ge=0, le=1)
+    fact_word_limit: int = Field(default=30, ge=1)
+    reflection_word_limit: int = Field(default=35, ge=1)
 
     # --- search (§6) -----------------------------------------------------------------------
-    search_semantic_threshold: float = 0.65
-    search_text_threshold: float = 1.5
-    search_rrf_threshold: float = 0.015
-    search_rrf_k: int = 60
-    search_semantic_weight: float = 1.0
-    search_text_weight: float = 1.0
-    search_default_top_k: int = 10
+    search_semantic_threshold: float = Field(default=0.65, ge=0, le=1)
+    search_text_threshold: float = Field(default=1.5, ge=0)
+    search_rrf_threshold: float = Field(default=0.015, ge=0)
+    search_rrf_k: int = Field(default=60, ge=0)
+    search_semantic_weight: float = Field(default=1.0, ge=0)
+    search_text_weight: float = Field(default=1.0, ge=0)
+    search_default_top_k: int = Field(default=10, ge=1, le=50)
     # BLAS threads of the local search's matrix-vector product (process-wide). 1 suits a busy
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
@@ -82,17 +82,17 @@ class Settings(BaseSettings):
     search_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # --- consolidation (§5.5) --------------------------------------------------------------
-    consolidation_threshold_agent: int = 10
-    consolidation_threshold_user: int = 4
-    consolidation_threshold_session: int = 4
-    word_limit_agent: int = 1200
-    word_limit_user: int = 300
-    word_limit_session: int = 200
-    consolidation_lease_s: int = 300
-    consolidation_max_length_retries: int = 2
+    consolidation_threshold_agent: int = Field(default=10, ge=1)
+    consolidation_threshold_user: int = Field(default=4, ge=1)
+    consolidation_threshold_session: int = Field(default=4, ge=1)
+    word_limit_agent: int = Field(default=1200, ge=1)
+    word_limit_user: int = Field(default=300, ge=1)
+    word_limit_session: int = Field(default=200, ge=1)
+    consolidation_lease_s: int = Field(default=360, gt=0)
+    consolidation_max_length_retries: int = Field(default=2, ge=0)
 
     # --- read side -------------------------------------------------------------------------
-    context_cache_ttl_s: int = 300
+    context_cache_ttl_s: int = Field(default=300, ge=0)
 
     # --- providers (§8) --------------------------------------------------------------------
     llm_provider: Literal["openai", "gemini", "offline"] | None = None
@@ -105,22 +105,48 @@ class Settings(BaseSettings):
     gemini_free_model: str = "gemini-3-flash-preview"
     gemini_premium_model: str = "gemini-3-pro-preview"
     openai_embedding_model: str = "text-embedding-3-small"
-    llm_timeout_s: float = 60.0
-    llm_max_concurrency: int = 16
-    llm_invalid_answer_retries: int = 2
-    hashing_embedding_dim: int = 384
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
+    llm_invalid_answer_retries: int = Field(default=2, ge=0)
+    hashing_embedding_dim: int = Field(default=384, ge=1)
 
     # --- task limits -----------------------------------------------------------------------
-    task_soft_time_limit_s: int = 240
-    task_time_limit_s: int = 300
-    task_max_retries: int = 5
-    task_retry_backoff_max_s: int = 300
+    # Checked together (``_limits_agree``): soft < hard; both leases outlive a task killed at the
+    # hard limit (the consolidation lease is not renewed mid-task); a retry countdown stays under
+    # the broker's visibility timeout, or Redis would redeliver the task while it waits.
+    task_soft_time_limit_s: int = Field(default=240, gt=0)
+    task_time_limit_s: int = Field(default=300, gt=0)
+    task_max_retries: int = Field(default=5, ge=0)
+    task_retry_backoff_max_s: int = Field(default=300, gt=0)
 
     # --- provider keys (their usual names, not prefixed) -------------------------------------
     openai_api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     gemini_api_key: str | None = Field(
         default_factory=lambda: os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY"),
     )
+
+    @model_validator(mode="after")
+    def _limits_agree(self) -> "Settings":
+        rules = (
+            (self.task_soft_time_limit_s < self.task_time_limit_s,
+             "MEMORY_TASK_SOFT_TIME_LIMIT_S must be below MEMORY_TASK_TIME_LIMIT_S"),
+            (self.claim_lease_s > self.task_time_limit_s,
+             "MEMORY_CLAIM_LEASE_S must be above MEMORY_TASK_TIME_LIMIT_S (a run's lease must outlive a stage)"),
+            (self.consolidation_lease_s > self.task_time_limit_s,
+             "MEMORY_CONSOLIDATION_LEASE_S must be above MEMORY_TASK_TIME_LIMIT_S (the lease must outlive the task)"),
+            (self.task_retry_backoff_max_s < self.broker_visibility_timeout_s,
+             "MEMORY_TASK_RETRY_BACKOFF_MAX_S must be below MEMORY_BROKER_VISIBILITY_TIMEOUT_S "
+             "(a longer countdown is redelivered by Redis while it waits)"),
+        )
+        broken = [message for ok, message in rules if not ok]
+        if broken:
+            values = (
+                f"(now soft={self.task_soft_time_limit_s}, hard={self.task_time_limit_s}, "
+                f"claim lease={self.claim_lease_s}, consolidation lease={self.consolidation_lease_s}, "
+                f"backoff max={self.task_retry_backoff_max_s}, visibility={self.broker_visibility_timeout_s})"
+            )
+            raise ValueError("; ".join(broken) + " " + values)
+        return self
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {

@@ -10,9 +10,9 @@ from schemas.settings import get_settings
 
 def _run(args: argparse.Namespace) -> int:
     from ops.forget import forget_user, traces
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    store = open_store(get_settings())
+    store = open_existing(get_settings())
     try:
         counts = forget_user(store, args.user, None if args.all_agents else args.agent)
         left = traces(store.dump_all(), [args.user]) if args.verify else None

@@ -28,15 +28,17 @@ from schemas.settings import get_settings
 
 
 def _publisher():
+    from ops.stores import announce
     from workers.producer import default_publisher
 
+    announce("broker", get_settings().broker_url)
     return default_publisher()
 
 
 def _store():
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    return open_store(get_settings())
+    return open_existing(get_settings())
 
 
 # ---------------------------------------------------------------------- publish / end-session

@@ -17,14 +17,15 @@ from schemas.settings import get_settings
 
 
 def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+    from ops.stores import open_existing
     from pipeline.service import MemoryService
 
-    service = MemoryService(args.agent, settings=get_settings())
+    settings = get_settings()
+    store = open_existing(settings)
     try:
-        return work(service)
+        return work(MemoryService(args.agent, settings=settings, store=store))
     finally:
-        if "store" in service.__dict__:
-            service.store.close()
+        store.close()
 
 
 def _context(args: argparse.Namespace) -> int:

@@ -79,10 +79,12 @@ def replay_rejected(store: Store, publisher, *, ids: list[str] | None = None, li
 
 
 def _replay_rejected(args: argparse.Namespace) -> int:
-    from pipeline.store import open_store
+    from ops.stores import announce, open_existing
     from workers.producer import default_publisher
 
-    store = open_store(get_settings())
+    settings = get_settings()
+    store = open_existing(settings)
+    announce("broker", settings.broker_url)
     try:
         report = replay_rejected(store, default_publisher(), ids=args.id, limit=args.limit)
     finally:

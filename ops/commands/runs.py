@@ -9,9 +9,9 @@ from schemas.settings import get_settings
 
 
 def _store():
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    return open_store(get_settings())
+    return open_existing(get_settings())
 
 
 def _runs(args: argparse.Namespace) -> int:
