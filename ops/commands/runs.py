@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from schemas.settings import get_settings
 
@@ -41,10 +42,12 @@ def send_first_stage(run_id: str) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from ops.broker import check_broker
     from ops.runs import replay_failed
     from pipeline.clock import Clock
 
     settings = get_settings()
+    check_broker(settings)
     store = _store()
     try:
         result = replay_failed(
@@ -58,24 +61,32 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         print(f"replayed {len(result['replayed'])} run(s), skipped {len(result['skipped'])}")
         for run_id in result["replayed"]:
-            print(f"  {run_id}")
-    return 0
+            print(f"  replayed {run_id}")
+        for skipped in result["skipped"]:
+            print(f"  skipped {skipped['run_id']}: {skipped['reason']}")
+    return 1 if args.run and result["skipped"] else 0
 
 
 def _reembed(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ops.runs import reembed
+    from ops.runs import mismatch_warning, models_to_replace, reembed
     from pipeline.embeddings import open_embedder
 
-    store, embedder = _store(), open_embedder(get_settings())
+    settings = get_settings()
+    store = _store()
     try:
+        embedder = open_embedder(settings)
+        hint = f"MEMORY_EMBEDDING_PROVIDER={settings.resolved_embedding_provider()} in this shell"
+        warning = mismatch_warning(embedder.model, models_to_replace(store, embedder.model, args.agent), hint)
+        if warning:
+            print(warning, file=sys.stderr)
         with tqdm(desc=f"re-embedding with {embedder.model}", unit="fact", disable=args.json) as bar:
             count = reembed(store, embedder, agent_id=args.agent, batch=args.batch, progress=bar.update)
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"reembedded": count, "model": embedder.model}))
+        print(json.dumps({"reembedded": count, "model": embedder.model, "warning": warning}))
     else:
         print(f"re-embedded {count} fact(s) with {embedder.model}")
     return 0
