@@ -21,28 +21,41 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
 
     # --- storage -------------------------------------------------------------------------
+    # sqlite:///path (embedded; relative to the current folder) or mongodb://host/db
     store_url: str = "sqlite:///memory.db"
+    # prefix of every collection (MongoDB) or table (SQLite)
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
 
     # --- broker --------------------------------------------------------------------------
+    # Redis of the task queues
     broker_url: str = "redis://localhost:6379/0"
+    # Celery result backend
     result_backend: str = "redis://localhost:6379/1"
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
     broker_visibility_timeout_s: int = Field(default=3600, gt=0)
     # Producer side: how long publishing may retry while the broker is unreachable.
     publish_retry_max: int = Field(default=3, ge=0)
+    # socket timeout of one publish attempt
     publish_timeout_s: float = Field(default=5.0, gt=0)
 
     # --- formation trigger (§4) ------------------------------------------------------------
+    # a session forms after this many new messages ...
     formation_message_interval: int = Field(default=45, ge=1)
+    # ... or after this many new tokens, whichever comes first
     formation_token_interval: float = Field(default=1500, gt=0)
+    # fewest unformed messages a cold session needs to be formed
     min_messages_to_form: int = Field(default=4, ge=1)
+    # a session idle this long is cold: beat's sweep forms it
     cold_after_s: int = Field(default=600, gt=0)
+    # how often beat sweeps cold sessions
     sweep_interval_s: int = Field(default=600, gt=0)
+    # cold sessions claimed per sweep
     sweep_batch_size: int = Field(default=200, ge=1)
+    # a run's claim lease, renewed by every stage; an expired one is retried
     claim_lease_s: int = Field(default=600, gt=0)
+    # attempts before a run is dead (only replay-failed picks it up again)
     max_run_attempts: int = Field(default=5, ge=1)
     # how often beat retries runs whose lease expired (and failed runs)
     retry_stale_interval_s: int = Field(default=120, gt=0)
@@ -52,25 +65,39 @@ class Settings(BaseSettings):
 
     # --- global toggles (§1) ---------------------------------------------------------------
     always_in_context: bool = True
+    # recent facts in the memory context
     facts_fifo: bool = True
+    # dedup new facts against stored ones (an LLM decision)
     facts_dedup: bool = True
+    # offer the search_facts tool
     rag: bool = True
 
     # --- facts -----------------------------------------------------------------------------
     facts_fifo_limit: int = Field(default=40, ge=0)
+    # ... formed within this many days
     facts_fifo_max_age_days: int = Field(default=7, ge=0)
+    # stored facts shown to the dedup decision per new fact
     dedup_max_candidates: int = Field(default=5, ge=1)
+    # content-to-content score a stored fact needs to be a dedup candidate
     dedup_min_score: float = Field(default=0.7, ge=0, le=1)
+    # longest fact, in words
     fact_word_limit: int = Field(default=30, ge=1)
+    # longest reflection, in words
     reflection_word_limit: int = Field(default=35, ge=1)
 
     # --- search (§6) -----------------------------------------------------------------------
     search_semantic_threshold: float = Field(default=0.65, ge=0, le=1)
+    # BM25 score a fact needs
     search_text_threshold: float = Field(default=1.5, ge=0)
+    # fused (RRF) score a fact needs
     search_rrf_threshold: float = Field(default=0.015, ge=0)
+    # RRF k (1-based ranks)
     search_rrf_k: int = Field(default=60, ge=0)
+    # weight of the semantic list in RRF
     search_semantic_weight: float = Field(default=1.0, ge=0)
+    # weight of the text list in RRF
     search_text_weight: float = Field(default=1.0, ge=0)
+    # results per query when the caller gives none
     search_default_top_k: int = Field(default=10, ge=1, le=50)
     # BLAS threads of the local search's matrix-vector product (process-wide). 1 suits a busy
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
@@ -83,12 +110,19 @@ class Settings(BaseSettings):
 
     # --- consolidation (§5.5) --------------------------------------------------------------
     consolidation_threshold_agent: int = Field(default=10, ge=1)
+    # ... a user scope
     consolidation_threshold_user: int = Field(default=4, ge=1)
+    # ... a session scope
     consolidation_threshold_session: int = Field(default=4, ge=1)
+    # longest consolidated agent memory, in words
     word_limit_agent: int = Field(default=1200, ge=1)
+    # ... user memory
     word_limit_user: int = Field(default=300, ge=1)
+    # ... session memory
     word_limit_session: int = Field(default=200, ge=1)
+    # one consolidation per scope at a time, under this lease
     consolidation_lease_s: int = Field(default=360, gt=0)
+    # asks again when a consolidated memory is over its word limit
     consolidation_max_length_retries: int = Field(default=2, ge=0)
 
     # --- read side -------------------------------------------------------------------------
@@ -114,9 +148,14 @@ class Settings(BaseSettings):
     # Checked together (``_limits_agree``): soft < hard; both leases outlive a task killed at the
     # hard limit (the consolidation lease is not renewed mid-task); a retry countdown stays under
     # the broker's visibility timeout, or Redis would redeliver the task while it waits.
+
+    # soft time limit of a task (it is told, and can clean up)
     task_soft_time_limit_s: int = Field(default=240, gt=0)
+    # hard time limit of a task (the worker kills it)
     task_time_limit_s: int = Field(default=300, gt=0)
+    # retries of a transient error before a run fails
     task_max_retries: int = Field(default=5, ge=0)
+    # longest retry countdown
     task_retry_backoff_max_s: int = Field(default=300, gt=0)
 
     # --- provider keys (their usual names, not prefixed) -------------------------------------
