@@ -29,13 +29,29 @@ def open_source_db(url: str, db_name: str | None):
         raise ConfigurationError("give --source-db or put the database name in --source-url") from None
 
 
+def _require_source(db, collections) -> None:
+    """A source without any of the three collections is a wrong URL, database or name: say so
+    instead of planning to migrate nothing."""
+    wanted = [collections.sessions, collections.users, collections.agents]
+    present = set(db.list_collection_names())  # the first round trip: an unreachable host fails here
+    if not present.intersection(wanted):
+        raise ConfigurationError(
+            f"no source: database {db.name!r} has none of {', '.join(wanted)} (check --source-url, "
+            "--source-db and the --*-collection names)"
+        )
+
+
 def _run(args: argparse.Namespace) -> int:
     from ops.migrate_v1 import SourceCollections, migrate
     from pipeline.clock import Clock
 
+    from ops.stores import announce
+
     settings = get_settings()
+    announce("source", args.source_url)
     db = open_source_db(args.source_url, args.source_db)
     collections = SourceCollections(args.sessions_collection, args.users_collection, args.agents_collection)
+    _require_source(db, collections)
     store = embedder = None
     if args.apply:
         from ops.stores import open_or_create
