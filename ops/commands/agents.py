@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from pipeline.errors import InvalidInput
 from schemas.settings import get_settings
 
 _SWITCH = {"on": True, "off": False}
@@ -24,6 +25,8 @@ def _show(settings) -> dict:
 def _set(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
 
+    if not args.agent_id.strip():
+        raise InvalidInput("AGENT_ID", "must be a non-empty agent id")
     store = _store(create=True)
     try:
         current = store.get_agent_settings(args.agent_id)

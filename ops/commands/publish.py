@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ops.commands import positive_float, positive_int
 from ops.replay import RERUN_IS_SAFE, replay
 from pipeline.errors import InvalidInput
 from schemas.settings import get_settings
@@ -123,14 +124,14 @@ def register(sub) -> None:
         f"event_id). Exit 1 when a line was rejected (unless --allow-rejected); on Ctrl-C, {RERUN_IS_SAFE}.",
     )
     r.add_argument("file", metavar="FILE.jsonl")
-    r.add_argument("--batch", type=int, default=100, help="events per queue message (default 100)")
+    r.add_argument("--batch", type=positive_int, default=100, help="events per queue message (default 100)")
     r.add_argument("--wait", action="store_true", help="wait until the store shows every outcome")
-    r.add_argument("--timeout", type=float, default=300.0, help="seconds --wait may take (default 300)")
+    r.add_argument("--timeout", type=positive_float, default=300.0, help="seconds --wait may take (default 300)")
     r.add_argument("--allow-rejected", action="store_true", help="exit 0 even when lines were rejected")
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
     r.set_defaults(func=_replay)
 
     j = sub.add_parser("rejected", help="list rejected events, newest first, with their reasons")
-    j.add_argument("--limit", type=int, default=20)
+    j.add_argument("--limit", type=positive_int, default=20)
     j.add_argument("--json", action="store_true", help="print a JSON list, raw payloads included")
     j.set_defaults(func=_rejected)

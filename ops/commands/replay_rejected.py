@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ops.commands import positive_int
 from pipeline.errors import TransientError
 from pipeline.ingest import INTERNAL_FIELD
 from pipeline.store.port import Store
@@ -106,6 +107,6 @@ def register(sub) -> None:
     )
     p.add_argument("--id", action="append", metavar="REJECTION_ID",
                    help="only this rejection (repeatable; ids from `memoryctl rejected --json`)")
-    p.add_argument("--limit", type=int, default=1000, help="how many of the newest records to look at (default 1000)")
+    p.add_argument("--limit", type=positive_int, default=1000, help="how many of the newest records to look at (default 1000)")
     p.add_argument("--json", action="store_true", help="print {replayed, skipped, error}")
     p.set_defaults(func=_replay_rejected)

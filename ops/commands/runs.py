@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ops.commands import positive_int
 from schemas.settings import get_settings
 
 
@@ -97,19 +98,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", choices=["claimed", "running", "done", "failed", "dead"])
     p.add_argument("--agent")
     p.add_argument("--session")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=positive_int, default=50)
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(func=_runs)
 
     p = sub.add_parser("replay-failed", help="re-enqueue failed and dead runs (attempts reset)")
     p.add_argument("--agent", help="only this agent's runs")
     p.add_argument("--run", action="append", help="only this run id (repeatable)")
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--limit", type=positive_int, default=1000)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_replay)
 
     p = sub.add_parser("reembed", help="re-embed facts whose embedding model is not the current one")
     p.add_argument("--agent", help="only this agent's facts")
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batch", type=positive_int, default=64)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_reembed)

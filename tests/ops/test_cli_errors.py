@@ -115,3 +115,24 @@ def test_an_unreachable_broker_names_the_setting(monkeypatch, capsys):
     assert main(["end-session", "--agent", "a1", "--session", "s1"]) == 2
     line = _one_line_error(capsys)
     assert "did not accept" in line and "pw@" not in line
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["runs", "--limit", "-5"], "-5 is not a count: give 1 or more"),
+        (["rejected", "--limit", "0"], "0 is not a count"),
+        (["reembed", "--batch", "zero"], "'zero' is not a whole number"),
+        (["replay", "f.jsonl", "--timeout", "-1"], "is not a duration"),
+    ],
+)
+def test_counts_and_durations_on_the_command_line_are_checked(capsys, command, says):
+    with pytest.raises(SystemExit) as stopped:
+        main(command)
+    assert stopped.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_an_empty_agent_id_is_not_registered(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{tmp_path / 'm.db'}")
+    assert main(["agent", "set", " ", "--name", "x"]) == 2
+    assert "AGENT_ID: must be a non-empty agent id" in _one_line_error(capsys)
