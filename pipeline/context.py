@@ -15,6 +15,8 @@ from schemas.settings import Settings
 
 #: key of the visibility fingerprint inside ``CachedContext.versions`` (no scope key has "~")
 VIEW_KEY = "~view"
+#: key of the token budget inside ``CachedContext.versions``
+BUDGET_KEY = "~budget"
 _SECTION = {"agent": "AgentMemory", "user": "UserMemory", "session": "SessionMemory"}
 
 
@@ -95,8 +97,32 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_context(scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime) -> str:
-    """The ``<MemoryContext>`` block; empty sections are left out, and "" when all are."""
+@dataclass(frozen=True)
+class Omitted:
+    """What a token budget left out of the context, by kind."""
+
+    blobs: int = 0
+    reflections: int = 0
+    facts: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.blobs or self.reflections or self.facts)
+
+    def render(self) -> str:
+        """``<Omitted facts="12" reflections="3"/>`` (a kind with nothing left out is not named)."""
+        attrs = " ".join(
+            f'{name}="{count}"'
+            for name, count in (("blobs", self.blobs), ("reflections", self.reflections), ("facts", self.facts))
+            if count
+        )
+        return f"  <Omitted {attrs}/>"
+
+
+def render_context(
+    scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, omitted: Omitted = Omitted(),
+) -> str:
+    """The ``<MemoryContext>`` block; empty sections are left out, and "" when all are (and
+    nothing was omitted). ``omitted`` adds the line saying what a budget left out."""
     parts: list[str] = []
     for memory in scopes:
         inner: list[str] = []
@@ -114,6 +140,8 @@ def render_context(scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now
             for f in facts
         ]
         parts.append("  <Facts>\n" + "\n".join(lines) + "\n  </Facts>")
+    if omitted:
+        parts.append(omitted.render())
     if not parts:
         return ""
     return "<MemoryContext>\n" + "\n".join(parts) + "\n</MemoryContext>"
@@ -125,11 +153,13 @@ def fifo_since(settings: Settings, now: datetime) -> datetime:
 
 
 # --------------------------------------------------------------------------- cache ----------
-def cache_versions(view: Visibility, stamps: Mapping[str, int]) -> dict[str, int]:
-    """What a cached context is valid for: the stamps of the scopes it shows, and the view."""
+def cache_versions(view: Visibility, stamps: Mapping[str, int], max_tokens: int) -> dict[str, int]:
+    """What a cached context is valid for: the stamps of the scopes it shows, the view and
+    the token budget it was packed for."""
     keys = set(view.context_scope_keys) | set(view.fact_scope_keys)
     versions = {key: int(stamps.get(key, 0)) for key in sorted(keys)}
     versions[VIEW_KEY] = view.fingerprint()
+    versions[BUDGET_KEY] = max_tokens
     return versions
 
 

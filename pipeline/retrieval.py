@@ -20,6 +20,7 @@ from pipeline.clock import Clock
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
+from pipeline.search.defaults import model_defaults
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
 from schemas.settings import Settings
@@ -96,23 +97,40 @@ class Thresholds:
 
     @classmethod
     def from_settings(cls, settings: Settings, embedding_model: str | None = None) -> "Thresholds":
-        """The production thresholds, with the overrides of ``search_by_model[embedding_model]``."""
-        values: dict[str, float] = {
-            "semantic": settings.search_semantic_threshold,
-            "text": settings.search_text_threshold,
-            "rrf": settings.search_rrf_threshold,
-            "rrf_k": settings.search_rrf_k,
-            "semantic_weight": settings.search_semantic_weight,
-            "text_weight": settings.search_text_weight,
+        """The production thresholds for ``embedding_model`` (see ``resolve``)."""
+        return cls.resolve(settings, embedding_model)[0]
+
+    @classmethod
+    def resolve(cls, settings: Settings, embedding_model: str | None = None) -> tuple["Thresholds", dict[str, str]]:
+        """The production thresholds for ``embedding_model``, and where each value came from:
+        the global settings, then the shipped per-model defaults (``pipeline.search.defaults``)
+        except where a global value was set explicitly, then
+        ``search_by_model[embedding_model]``."""
+        fields = {
+            "semantic": "search_semantic_threshold",
+            "text": "search_text_threshold",
+            "rrf": "search_rrf_threshold",
+            "rrf_k": "search_rrf_k",
+            "semantic_weight": "search_semantic_weight",
+            "text_weight": "search_text_weight",
         }
+        values: dict[str, float] = {key: getattr(settings, field) for key, field in fields.items()}
+        origin = {
+            key: f"MEMORY_{field.upper()}" if field in settings.model_fields_set else "global default"
+            for key, field in fields.items()
+        }
+        for key, value in model_defaults(embedding_model).items():
+            if fields[key] not in settings.model_fields_set:
+                values[key], origin[key] = value, f"shipped default for {embedding_model}"
         overrides = settings.search_by_model.get(embedding_model or "", {})
         unknown = set(overrides) - set(values)
         if unknown:
             raise InvalidInput(
                 f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]", f"unknown keys {sorted(unknown)}; use {sorted(values)}"
             )
-        values.update(overrides)
-        return cls(**values)
+        for key, value in overrides.items():
+            values[key], origin[key] = value, f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]"
+        return cls(**values), origin
 
     def off(self) -> "Thresholds":
         return Thresholds(None, None, None, self.rrf_k, self.semantic_weight, self.text_weight)

@@ -30,6 +30,7 @@ from typing import Any
 from pipeline import context, retrieval
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
+from pipeline.packing import pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
 from pipeline.text import word_count
@@ -117,34 +118,41 @@ class MemoryService:
         )
 
     # ----------------------------------------------------------------- context -------------
-    def get_memory_context(self, *, session_id: str, user_id: str | None, force_refresh: bool = False) -> str:
-        """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows).
+    def get_memory_context(
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+    ) -> str:
+        """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
+        within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
+        ``pipeline.packing`` for what goes first and how what is left out is stated.
 
-        Served from the session's cache while it is younger than the TTL and no version
-        stamp of a scope it shows has moved; otherwise (or with ``force_refresh``) rebuilt
-        and cached again.
+        Served from the session's cache while it is younger than the TTL, no version stamp
+        of a scope it shows has moved and it was built for the same budget; otherwise (or
+        with ``force_refresh``) rebuilt and cached again.
         """
         _require("session_id", session_id)
+        budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
         now = self.clock.now()
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
-        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys))
+        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
         if not force_refresh:
             cached = self.store.get_cached_context(session_id, user_id or "")
             if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
             ):
                 return cached.xml
-        xml = self._build_context(view, now)
+        xml = self._build_context(view, now, budget)
         self.store.put_cached_context(CachedContext(
             session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
             built_at=now, versions=versions,
         ))
         return xml
 
-    def _build_context(self, view: context.Visibility, now: datetime) -> str:
+    def _build_context(self, view: context.Visibility, now: datetime, max_tokens: int) -> str:
         scopes = []
         for key in view.context_scope_keys:
             blob = self.store.get_blob(self.agent_id, key)
@@ -160,7 +168,7 @@ class MemoryService:
                 self.settings.facts_fifo_limit,
             ):
                 facts.append(context.FactLine(fact.scope, fact.content, fact.formed_at))
-        return context.render_context(scopes, facts, now)
+        return pack_context(scopes, facts, now, max_tokens)
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
@@ -330,9 +338,12 @@ class MemoryService:
         return out
 
     # ----------------------------------------------------------------- asyncio -------------
-    async def aget_memory_context(self, *, session_id: str, user_id: str | None, force_refresh: bool = False) -> str:
+    async def aget_memory_context(
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+    ) -> str:
         return await asyncio.to_thread(
             self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
+            max_tokens=max_tokens,
         )
 
     async def asearch_facts(

@@ -127,6 +127,8 @@ class Settings(BaseSettings):
 
     # --- read side -------------------------------------------------------------------------
     context_cache_ttl_s: int = Field(default=300, ge=0)
+    # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts)
+    context_max_tokens: int = Field(default=2000, ge=1)
 
     # --- providers (§8) --------------------------------------------------------------------
     llm_provider: Literal["openai", "gemini", "offline"] | None = None

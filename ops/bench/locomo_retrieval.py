@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.embeddings import open_embedder
-from pipeline.embeddings.local import MODEL_NAME as LOCAL_MODEL
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
@@ -40,8 +39,6 @@ MODES = {"hybrid": ("semantic", "text"), "semantic": ("semantic",), "text": ("te
 TOP_K = 10
 #: turns of the source excerpt embedded with a fact (the ones just before it)
 EXCERPT_TURNS = 2
-#: the RRF k chosen for the offline model (through settings, see README "Reading memory")
-LOCAL_MODEL_RRF_K = 10
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
 
@@ -115,7 +112,7 @@ def _summary(rows: list[tuple[int, float, float]]) -> dict:
 def run(data: Path, settings: Settings) -> dict:
     conversations = json.loads(data.read_text())
     embedder = open_embedder(settings)
-    production = Thresholds.from_settings(settings, embedder.model)
+    production, origin = Thresholds.resolve(settings, embedder.model)
     variants = {"": production.off(), "_thresholded": production}
     # for comparison: the same ranking with the §10 default k (60)
     default_k = Thresholds(None, None, None, 60, production.semantic_weight, production.text_weight)
@@ -160,6 +157,8 @@ def run(data: Path, settings: Settings) -> dict:
     out["setup"] = {
         "conversations": len(conversations), "embedding_model": embedder.model, "top_k": TOP_K,
         "rrf_k": production.rrf_k, "weights": {"semantic": production.semantic_weight, "text": production.text_weight},
+        "thresholds": {"semantic": production.semantic, "text": production.text, "rrf": production.rrf},
+        "defaults_used": origin,
         "seconds": round(time.perf_counter() - started, 1),
     }
     return out
@@ -173,16 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"locomo_retrieval: --data {args.data}: no such file", file=sys.stderr)
         return 2
+    # the shipped search defaults (pipeline.search.defaults); MEMORY_SEARCH_* variables override
     settings = Settings(embedding_provider="local")
-    if not settings.search_by_model:  # MEMORY_SEARCH_BY_MODEL wins when set
-        settings = settings.model_copy(update={"search_by_model": {
-            LOCAL_MODEL: {"rrf_k": LOCAL_MODEL_RRF_K},
-        }})
     result = run(args.data, settings)
     if not args.json:
         for key in ("hybrid", "semantic", "text", "hybrid_thresholded", "semantic_thresholded", "text_thresholded", "hybrid_k60"):
             r = result[key]
             print(f"{key:22s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}")
+        for key, where in sorted(result["setup"]["defaults_used"].items()):
+            print(f"search {key}: {where}")
     print(json.dumps(result))
     return 0
 

@@ -1,6 +1,6 @@
 """``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (SPEC §6).
 
-    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--json]
+    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--json]
     memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug] [--json]
     memoryctl stats   --agent a1 [--user u1] [--session s1] [--json]
     memoryctl status  --agent a1 [--user u1] [--session s1] [--json]
@@ -28,9 +28,19 @@ def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
         store.close()
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _context(args: argparse.Namespace) -> int:
     xml = _with_service(args, lambda s: s.get_memory_context(
-        session_id=args.session, user_id=args.user, force_refresh=args.force_refresh,
+        session_id=args.session, user_id=args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens,
     ))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
@@ -85,6 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("context", help="the memory-context XML the agent gets before its reply")
     common(p, session_required=True)
     p.add_argument("--force-refresh", action="store_true", help="rebuild instead of reading the cache")
+    p.add_argument(
+        "--max-tokens", type=_positive_int, default=None,
+        help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
+    )
     p.set_defaults(func=_context)
 
     p = sub.add_parser("search", help="run search_facts as the agent would")

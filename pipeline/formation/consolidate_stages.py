@@ -75,7 +75,7 @@ def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None
     def compute(run: FormationRun, usage: Usage) -> dict:
         out = stage_output(run, CONSOLIDATE)
         return merge_scope(deps, run.agent_id, out["due"][index], model=out["model"], holder=run.run_id,
-                           usage=usage)
+                           usage=usage, session_end=run.session_id if out["session_end"] else None)
 
     return run_stage(deps, run_id, scope_stage(index), compute)
 
@@ -85,9 +85,16 @@ def skip_scope(run_id: str, index: int, reason: str, deps: Deps) -> StageResult 
     return run_stage(deps, run_id, scope_stage(index), lambda run, usage: {"status": "skipped", "reason": reason})
 
 
-def merge_scope(deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage) -> dict:
+def merge_scope(
+    deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage, session_end: str | None = None,
+) -> dict:
     """One consolidation of one scope key; idempotent for ``holder`` (a run id, or the
-    session-end holder). Raises ``ScopeBusy`` when another holder has the lease."""
+    session-end holder). Raises ``ScopeBusy`` when another holder has the lease.
+
+    Whether the key is still due is decided again under the lease, on the buffer as it is
+    then: a consolidation that waited while another merged the same key must not merge the
+    few reflections left over. Due: the buffer reached the scope's threshold, or
+    (``session_end``: the id of a session that ended) it holds a reflection of that session."""
     store, settings = deps.store, deps.settings
     lease = f"consolidate:{agent_id}:{key}"
     if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
@@ -106,14 +113,23 @@ def merge_scope(deps: Deps, agent_id: str, key: str, *, model: str, holder: str,
             return {"scope_key": key, "status": "nothing_to_merge", "version": blob.version if blob else 0,
                     "absorbed": 0}
         scope = rules.scope_of_key(key)
+        threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
+        due = rules.due_by_threshold({key: len(ids)}, {scope: threshold})
+        if session_end is not None:
+            due += rules.due_at_session_end({key: buffer}, session_end)
+        if not due:
+            return {"scope_key": key, "status": "not_due", "version": blob.version if blob else 0,
+                    "absorbed": 0, "unabsorbed": len(ids), "threshold": threshold}
         current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
         limit = settings.word_limit(scope)  # type: ignore[arg-type]
         texts = [r.content for r in buffer if r.reflection_id in set(ids)]
         merge = rules.merge_within_limit(
             deps.llm,
-            lambda excess: build_consolidation_request(scope, current, texts, word_limit=limit, model=model,
-                                                       excess_words=excess),
+            lambda excess, missing: build_consolidation_request(
+                scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
+            ),
             version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
+            current_blob=current,
         )
         usage.add_counts(merge.usage)
         first = buffer[0]
@@ -127,7 +143,8 @@ def merge_scope(deps: Deps, agent_id: str, key: str, *, model: str, holder: str,
         store.mark_absorbed(ids, version + 1, now)
         store.bump_scope_versions(agent_id, [key])
         return {"scope_key": key, "status": "merged", "version": version + 1, "absorbed": len(ids),
-                "words": merge.words, "attempts": merge.attempts, "over_limit_answers": merge.over_limit_answers}
+                "words": merge.words, "attempts": merge.attempts, "over_limit_answers": merge.over_limit_answers,
+                "lost_section_answers": merge.lost_section_answers, "outdated_sections": merge.outdated_sections}
     finally:
         store.release_lease(lease, holder)
 
@@ -146,5 +163,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     results = []
     for key in rules.merge_order(rules.due_at_session_end(buffers, session_id)):
         results.append(merge_scope(deps, agent_id, key, model=model, holder=f"session_end:{session_id}",
-                                   usage=Usage()))
+                                   usage=Usage(), session_end=session_id))
     return results

@@ -5,7 +5,8 @@ its word limit. Pure, apart from the LLM port handed to ``merge_within_limit``.
 - Due at session end: every scope key holding >= 1 unabsorbed reflection from that session,
   whatever the thresholds.
 - The merged blob is ``VERSION: n`` (the stored version + 1) and its sections; an answer over
-  the word limit is asked again with the excess stated, and after the bounded retries the
+  the word limit, or one that leaves out a section of the stored blob without naming it
+  outdated, is asked again with what was wrong stated, and after the bounded retries the
   consolidation fails (transient): nothing is stored and the buffer stays as it was.
 """
 
@@ -16,12 +17,17 @@ from dataclasses import dataclass, field
 
 from pipeline.errors import TransientError
 from pipeline.llm.port import LLM, LLMRequest
-from pipeline.prompts.consolidation import ConsolidationAnswer, blob_words, render_blob
+from pipeline.prompts.consolidation import ConsolidationAnswer, blob_words, missing_sections, render_blob
 from schemas.documents import Reflection
 
 
 class OverWordLimit(TransientError):
     """Every attempt came back over the word limit; the buffer is left untouched."""
+
+
+class LostSections(TransientError):
+    """Every attempt left out a section of the stored blob without naming it outdated; the
+    buffer is left untouched."""
 
 
 def scope_of_key(key: str) -> str:
@@ -54,35 +60,53 @@ class Merge:
     words: int
     attempts: int
     over_limit_answers: list[int] = field(default_factory=list)  # excess of each rejected answer
+    #: per answer that left sections out unnamed, their names
+    lost_section_answers: list[list[str]] = field(default_factory=list)
+    #: sections the accepted answer named outdated (left out on purpose)
+    outdated_sections: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
 
 
 def merge_within_limit(
     llm: LLM,
-    build: Callable[[int | None], LLMRequest[ConsolidationAnswer]],
+    build: Callable[[int | None, Sequence[str]], LLMRequest[ConsolidationAnswer]],
     *,
     version: int,
     word_limit: int,
     max_length_retries: int,
+    current_blob: str = "",
 ) -> Merge:
-    """Ask for the merge, then again with the excess stated, at most ``1 + max_length_retries``
-    times. Returns the rendered blob of ``version`` within ``word_limit``, or raises
-    ``OverWordLimit``; LLM errors propagate unchanged (the caller retries them)."""
+    """Ask for the merge, then again with what was wrong stated (the excess words, the sections
+    of ``current_blob`` left out without being named outdated), at most
+    ``1 + max_length_retries`` times. Returns the rendered blob of ``version`` within
+    ``word_limit`` that keeps every section, or raises ``OverWordLimit`` / ``LostSections``
+    (after the last answer's fault); LLM errors propagate unchanged (the caller retries them)."""
     merge = Merge("", version, 0, 0)
     excess: int | None = None
+    missing: list[str] = []
     for _ in range(1 + max_length_retries):
-        response = llm.complete(build(excess))
+        response = llm.complete(build(excess, missing))
         merge.attempts += 1
         merge.usage["calls"] += 1
         merge.usage["input_tokens"] += response.input_tokens
         merge.usage["output_tokens"] += response.output_tokens
         sections = response.parsed.sections
         words = blob_words(version, sections)
-        if words <= word_limit:
+        missing = missing_sections(current_blob, response.parsed)
+        excess = words - word_limit if words > word_limit else None
+        if excess is None and not missing:
             merge.content, merge.words = render_blob(version, sections), words
+            merge.outdated_sections = list(response.parsed.outdated_sections)
             return merge
-        excess = words - word_limit
-        merge.over_limit_answers.append(excess)
+        if excess is not None:
+            merge.over_limit_answers.append(excess)
+        if missing:
+            merge.lost_section_answers.append(missing)
+    if missing:
+        raise LostSections(
+            f"consolidation answer left out the section(s) {missing} of the stored blob without naming them "
+            f"outdated, after {merge.attempts} attempt(s); nothing stored, the buffer is kept"
+        )
     raise OverWordLimit(
         f"consolidation answer stayed over the word limit of {word_limit} after {merge.attempts} "
         f"attempt(s) (excess {merge.over_limit_answers}); nothing stored, the buffer is kept"

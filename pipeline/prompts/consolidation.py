@@ -24,6 +24,10 @@ class ConsolidationAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sections: list[BlobSection]
+    outdated_sections: list[str] = Field(
+        default_factory=list,
+        description="Names of existing sections left out because every line in them is outdated; [] if none.",
+    )
 
 
 # --- the blob format --------------------------------------------------------------------------
@@ -100,6 +104,15 @@ def blob_memory(text: str) -> str:
     return render_blob(version, sections) if sections else ""
 
 
+def missing_sections(current_blob: str, answer: ConsolidationAnswer) -> list[str]:
+    """Sections of the stored blob (its ``SOURCE`` note aside) that ``answer`` neither keeps
+    nor names as outdated: a merge must not lose a section because a model forgot it."""
+    _, current = parse_blob(current_blob or "")
+    kept = {section_name(s.name) for s in answer.sections}
+    kept |= {section_name(name) for name in answer.outdated_sections}
+    return [s.name for s in current if s.name != SOURCE_SECTION and s.name not in kept]
+
+
 def blob_words(version: int, sections: Sequence[BlobSection]) -> int:
     """The words of the rendered blob, the VERSION line and headers included."""
     return word_count(render_blob(version, sections))
@@ -131,7 +144,8 @@ Merge the CURRENT BLOB with the NEW REFLECTIONS (listed oldest first) into one u
 - merge duplicates and near-duplicates into one line; keep each line short and specific;
 - invent nothing: every line must come from the current blob or the new reflections;
 - keep every existing section, by its exact name, even when it has few lines; add a new
-  section only when nothing existing fits (suggested names: {suggested});
+  section only when nothing existing fits (suggested names: {suggested}); leave an existing
+  section out only when every line in it is outdated, and then name it in outdated_sections;
 - the whole blob must stay within {word_limit} words, counting section headers and the
   VERSION line: when space is short, drop the least useful and oldest lines first.
 Answer with the sections only (name and bullet lines, without the leading "- "); the VERSION
@@ -147,13 +161,15 @@ def build_consolidation_request(
     word_limit: int,
     model: str,
     excess_words: int | None = None,
+    missing_sections: Sequence[str] = (),
 ) -> LLMRequest[ConsolidationAnswer]:
     """The ``consolidate`` call for one scope key (SPEC §5.5).
 
     ``current_blob`` is the stored blob text ("" for none), ``reflections`` the buffered ones,
     oldest first. ``word_limit`` counts the rendered blob (``blob_words``). On a retry after
-    an over-long answer, ``excess_words`` is how many words that answer had too many; the
-    prompt states it.
+    an over-long answer, ``excess_words`` is how many words that answer had too many; after
+    an answer that left existing sections out without naming them outdated,
+    ``missing_sections`` names them. The prompt states both.
 
     The blob is shown in its rendered form, without its ``SOURCE`` note (see
     ``SOURCE_SECTION``); a blob that was not written by ``render_blob`` is shown as
@@ -161,7 +177,7 @@ def build_consolidation_request(
 
     ``inputs``: ``scope``, ``current_blob`` (as given), ``current_version``,
     ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
-    ``reflections``, ``word_limit``, ``excess_words``.
+    ``reflections``, ``word_limit``, ``excess_words``, ``missing_sections``.
     """
     if scope not in _SCOPE_WORDS:
         raise InvalidInput("scope", f"unknown scope {scope!r}; expected agent, user or session")
@@ -183,6 +199,12 @@ def build_consolidation_request(
             f"\n\nYour previous answer was {excess_words} word(s) over the limit of {word_limit}. "
             f"Shorten it by at least {excess_words} words: merge lines and drop the least useful ones."
         )
+    if missing_sections:
+        names = ", ".join(f"[{name}]" for name in missing_sections)
+        prompt += (
+            f"\n\nYour previous answer left out the existing section(s) {names}. Keep each of them, or, "
+            f"if every line in it is outdated, name it in outdated_sections."
+        )
     return LLMRequest(
         operation=OPERATION,
         model=model,
@@ -197,5 +219,6 @@ def build_consolidation_request(
             "reflections": list(reflections),
             "word_limit": word_limit,
             "excess_words": excess_words,
+            "missing_sections": list(missing_sections),
         },
     )

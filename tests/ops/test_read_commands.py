@@ -39,6 +39,19 @@ def test_context_json_holds_the_xml(db, capsys):
     assert "[agent] Mars Festival budget is $50,000 (0m ago)" in payload["context"]
 
 
+def test_context_max_tokens_packs_within_the_budget(db, capsys):
+    assert main(["context", "--agent", "a1", "--session", "s1", "--max-tokens", "14", "--json"]) == 0
+    xml = json.loads(capsys.readouterr().out)["context"]
+    assert '<Omitted facts="1"/>' in xml and "Mars" not in xml
+
+
+def test_context_max_tokens_must_be_positive(db, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["context", "--agent", "a1", "--session", "s1", "--max-tokens", "0"])
+    assert exit_.value.code == 2
+    assert "--max-tokens: must be at least 1" in capsys.readouterr().err
+
+
 def test_search_json_lists_results(db, capsys):
     assert main(["search", "--agent", "a1", "--session", "s1", "--user", "u1", "-q", "festival budget", "--json"]) == 0
     results = json.loads(capsys.readouterr().out)

@@ -133,8 +133,15 @@ def _cached(versions, built_at=NOW):
 
 
 def test_cache_versions_cover_every_shown_scope_and_the_view():
-    versions = context.cache_versions(_view(), {"agent": 3, "user:u": 1})
-    assert versions == {"agent": 3, "session:s": 0, "user:u": 1, context.VIEW_KEY: _view().fingerprint()}
+    versions = context.cache_versions(_view(), {"agent": 3, "user:u": 1}, 2000)
+    assert versions == {
+        "agent": 3, "session:s": 0, "user:u": 1, context.VIEW_KEY: _view().fingerprint(), context.BUDGET_KEY: 2000,
+    }
+
+
+def test_a_context_packed_for_another_budget_is_not_fresh():
+    cached = _cached(context.cache_versions(_view(), {"agent": 3}, 2000))
+    assert not context.is_fresh(cached, context.cache_versions(_view(), {"agent": 3}, 500), NOW, ttl_s=300)
 
 
 @pytest.mark.parametrize(
@@ -150,8 +157,8 @@ def test_cache_versions_cover_every_shown_scope_and_the_view():
     ],
 )
 def test_cached_context_is_fresh_only_within_ttl_and_while_no_stamp_moved(built_ago_s, stamps_now, view_toggles, fresh):
-    cached = _cached(context.cache_versions(_view(), {"agent": 3}), NOW - timedelta(seconds=built_ago_s))
-    current = context.cache_versions(_view(**view_toggles), stamps_now)
+    cached = _cached(context.cache_versions(_view(), {"agent": 3}, 2000), NOW - timedelta(seconds=built_ago_s))
+    current = context.cache_versions(_view(**view_toggles), stamps_now, 2000)
     assert context.is_fresh(cached, current, NOW, ttl_s=300) is fresh
 
 

@@ -362,3 +362,30 @@ def test_search_falls_back_to_text_when_the_embedder_is_down(memory, clock):
     assert [r["id"] for r in answer["results"]] == ["f1"]
     assert "timed out" in answer["debug"]["embed_error"]
     assert answer["debug"]["queries"][0]["semantic"] == []
+
+
+def test_context_fits_the_budget_from_settings_and_says_what_it_left_out(memory, clock):
+    whole_service, _, _ = _service(memory, clock)
+    whole = whole_service.get_memory_context(session_id="s1", user_id="u1")
+    assert "<Omitted" not in whole
+    budget = int(len(whole) / 4.5 * 0.6)
+    service, _, _ = _service(memory, clock, context_max_tokens=budget)
+    packed = service.get_memory_context(session_id="s1", user_id="u1", force_refresh=True)
+    assert len(packed) / 4.5 <= budget
+    assert "<Omitted" in packed
+    assert "Alice prefers short answers." in packed     # blobs go first
+
+
+def test_a_context_asked_with_another_budget_is_not_served_from_the_cache(memory, clock):
+    service, _, _ = _service(memory, clock)
+    whole = service.get_memory_context(session_id="s1", user_id="u1")
+    small = service.get_memory_context(session_id="s1", user_id="u1", max_tokens=40)
+    assert len(small) / 4.5 <= 40 and small != whole
+    assert service.get_memory_context(session_id="s1", user_id="u1") == whole
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
+def test_a_budget_that_is_not_a_positive_whole_number_is_refused(memory, clock, bad):
+    service, _, _ = _service(memory, clock)
+    with pytest.raises(InvalidInput, match="max_tokens"):
+        service.get_memory_context(session_id="s1", user_id="u1", max_tokens=bad)

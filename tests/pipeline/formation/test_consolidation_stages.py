@@ -185,3 +185,79 @@ def test_session_consolidation_without_a_run_merges_scopes_holding_this_sessions
     assert env.store.get_blob("agent-1", "agent") is None
     again = cs.consolidate_session("agent-1", "s-9", env)
     assert again == [] and env.llm.count("consolidate") == 2
+
+
+def _stored_blob(env, key, text, version=1):
+    from schemas.documents import ConsolidatedBlob
+
+    env.store.save_blob(ConsolidatedBlob(
+        agent_id="agent-1", scope="user", scope_key=key, user_id="u-1", consolidated_content=text,
+        word_limit=300, version=version,
+    ), expected_version=0)
+
+
+def test_an_answer_that_drops_a_section_unnamed_is_asked_again_naming_it(env):
+    _stored_blob(env, "user:u-1", "VERSION: 1\n[PREFERENCES]\n- Alice likes tea\n[GOALS]\n- Run a marathon")
+    buffered(env, "user:u-1", 4)
+    env.llm.on("consolidate", blob_answer(("PREFERENCES", ["Alice likes tea", "reflection 0"])), times=1)
+    env.llm.on("consolidate", blob_answer(("PREFERENCES", ["Alice likes tea"]), ("GOALS", ["Run a marathon"])),
+               times=1)
+    result = cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
+    calls = [c for c in env.llm.calls if c.operation == "consolidate"]
+    assert [c.inputs["missing_sections"] for c in calls] == [[], ["GOALS"]]
+    assert result["lost_section_answers"] == [["GOALS"]]
+    assert "[GOALS]\n- Run a marathon" in env.store.get_blob("agent-1", "user:u-1").consolidated_content
+
+
+def test_a_section_named_outdated_by_the_answer_may_go(env):
+    _stored_blob(env, "user:u-1", "VERSION: 1\n[PREFERENCES]\n- Alice likes tea\n[TRIP]\n- Flying to Oslo Friday")
+    buffered(env, "user:u-1", 4)
+    answer = blob_answer(("PREFERENCES", ["Alice likes tea"]))
+    answer.outdated_sections = ["trip"]
+    env.llm.on("consolidate", answer)
+    result = cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
+    assert result["status"] == "merged" and result["outdated_sections"] == ["trip"]
+    assert env.llm.count("consolidate") == 1
+    assert "TRIP" not in env.store.get_blob("agent-1", "user:u-1").consolidated_content
+
+
+def test_a_blob_never_loses_a_section_and_the_buffer_stays_when_every_answer_drops_it(env):
+    _stored_blob(env, "user:u-1", "VERSION: 1\n[PREFERENCES]\n- Alice likes tea\n[GOALS]\n- Run a marathon")
+    buffered(env, "user:u-1", 4)
+    env.llm.on("consolidate", blob_answer(("PREFERENCES", ["Alice likes tea"])))
+    with pytest.raises(cs.rules.LostSections):
+        cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
+    assert env.llm.count("consolidate") == 1 + env.settings.consolidation_max_length_retries
+    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert len(unabsorbed(env, "user:u-1")) == 4
+
+
+def test_the_source_note_of_the_offline_rules_is_not_a_section_to_keep(env):
+    _stored_blob(env, "user:u-1", "VERSION: 1\n[NOTES]\n- a\n[SOURCE]\n- Formed by the offline rules provider")
+    buffered(env, "user:u-1", 4)
+    env.llm.on("consolidate", merge_all)
+    assert cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())["status"] == "merged"
+
+
+def test_a_consolidation_that_waited_on_the_lease_does_not_merge_what_is_left_below_the_threshold(env):
+    run_id, output = due_after_run(env, user=4)
+    assert output["due"] == ["user:u-1"]
+    env.llm.on("consolidate", merge_all)
+    # another run merged the key while this one waited; one new reflection arrived since
+    cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-other", usage=Usage())
+    buffered(env, "user:u-1", 1, start=50)
+    result = cs.consolidate_scope(run_id, 0, env).output
+    assert result["status"] == "not_due" and result["unabsorbed"] == 1
+    assert env.llm.count("consolidate") == 1
+    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert unabsorbed(env, "user:u-1") == ["r-user:u-1-50"]
+
+
+def test_at_session_end_a_scope_holding_a_reflection_of_the_session_is_still_merged_below_the_threshold(env):
+    env.add_messages([("user", "u-1", "hello")], session_id="s-9")
+    buffered(env, "user:u-1", 1, session_id="s-9")
+    env.llm.on("consolidate", merge_all)
+    result = cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="h", usage=Usage(), session_end="s-9")
+    assert result["status"] == "merged"
+    assert cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="h2", usage=Usage(),
+                          session_end="s-9")["status"] == "nothing_to_merge"

@@ -238,6 +238,17 @@ def test_a_consolidation_retry_states_the_excess(excess, limit):
     assert built.inputs["excess_words"] == excess
 
 
+def test_a_consolidation_retry_names_the_sections_the_last_answer_left_out():
+    built = build_consolidation_request("user", CURRENT, ["x"], word_limit=300, model="m", missing_sections=["GOALS"])
+    assert "left out the existing section(s) [GOALS]" in built.prompt
+    assert "outdated_sections" in built.prompt
+    assert built.inputs["missing_sections"] == ["GOALS"]
+
+
+def test_the_system_prompt_says_how_to_leave_an_outdated_section_out():
+    assert "name it in outdated_sections" in build_consolidation_request("user", "", ["x"], word_limit=300, model="m").system
+
+
 def test_a_providers_source_note_is_not_shown_as_memory_to_merge():
     blob = CURRENT + "\n[SOURCE]\n- Formed by the offline rules provider (offline-rules-v1), not by a language model."
     built = build_consolidation_request("user", blob, ["x"], word_limit=300, model="m")

@@ -1,0 +1,52 @@
+"""Search defaults per embedding model, each entry with the figure that justifies it.
+
+A model's scores have their own scale (a cosine of 0.65 means more for one model than for
+another), and how far to trust each ranked list in the fusion depends on how good the
+semantic list is. So the defaults of ``schemas.settings`` are the fallback for a model
+without an entry here, and an entry holds only the values that were measured for its model.
+
+Precedence, highest first:
+1. ``MEMORY_SEARCH_BY_MODEL[model]`` (an operator's override for one model);
+2. a global ``MEMORY_SEARCH_*`` value the operator set explicitly (it applies to every model);
+3. this table's entry for the model;
+4. the global defaults.
+
+Keys are those of ``MEMORY_SEARCH_BY_MODEL``: semantic, text, rrf, rrf_k, semantic_weight,
+text_weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """The search values measured for one embedding model, and the measurement."""
+
+    values: Mapping[str, float]
+    #: how the values were chosen: the benchmark, its data and the figures side by side
+    evidence: str
+
+
+#: Every shipped per-model default. A change here must come with a new figure.
+MODEL_DEFAULTS: Mapping[str, ModelDefaults] = MappingProxyType({
+    # pipeline.embeddings.local.MODEL_NAME, the offline default embedder
+    "all-MiniLM-L6-v2-int8": ModelDefaults(
+        values=MappingProxyType({"rrf_k": 10}),
+        evidence=(
+            "python -m ops.bench.locomo_retrieval --data ../shared/data/locomo/dev.json: hybrid "
+            "evidence recall@10 0.764 (recall@5 0.656) at RRF k = 10 against 0.696 (0.587) at "
+            "k = 60, 495 questions; equal signal weights were best, and the global thresholds "
+            "(semantic 0.65, text 1.5, rrf 0.015) keep recall@10 at 0.766"
+        ),
+    ),
+})
+
+
+def model_defaults(embedding_model: str | None) -> Mapping[str, float]:
+    """The shipped values for ``embedding_model`` (empty for a model without an entry)."""
+    entry = MODEL_DEFAULTS.get(embedding_model or "")
+    return entry.values if entry else MappingProxyType({})
