@@ -10,9 +10,9 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a count: give 1 or more")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -21,7 +21,7 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a duration: give more than 0 seconds")
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
     return value

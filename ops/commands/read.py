@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ops.commands import positive_int
 from schemas.settings import get_settings
 
 
@@ -26,16 +27,6 @@ def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
         return work(MemoryService(args.agent, settings=settings, store=store))
     finally:
         store.close()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -96,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(p, session_required=True)
     p.add_argument("--force-refresh", action="store_true", help="rebuild instead of reading the cache")
     p.add_argument(
-        "--max-tokens", type=_positive_int, default=None,
+        "--max-tokens", type=positive_int, default=None,
         help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
     )
     p.set_defaults(func=_context)

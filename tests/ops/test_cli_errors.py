@@ -120,10 +120,10 @@ def test_an_unreachable_broker_names_the_setting(monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("command", "says"),
     [
-        (["runs", "--limit", "-5"], "-5 is not a count: give 1 or more"),
-        (["rejected", "--limit", "0"], "0 is not a count"),
-        (["reembed", "--batch", "zero"], "'zero' is not a whole number"),
-        (["replay", "f.jsonl", "--timeout", "-1"], "is not a duration"),
+        (["runs", "--limit", "-5"], "--limit: must be at least 1, got -5"),
+        (["rejected", "--limit", "0"], "--limit: must be at least 1, got 0"),
+        (["reembed", "--batch", "zero"], "--batch: expected a whole number, got 'zero'"),
+        (["replay", "f.jsonl", "--timeout", "-1"], "--timeout: must be more than 0 seconds, got -1.0"),
     ],
 )
 def test_counts_and_durations_on_the_command_line_are_checked(capsys, command, says):
