@@ -149,9 +149,10 @@ def validated(event: dict[str, Any]) -> dict[str, Any]:
     """``event`` when the worker would accept it; else ``InvalidInput`` naming the field(s)."""
     parsed = parse_event(event, max_message_bytes=get_settings().max_message_bytes)
     if isinstance(parsed, Rejection):
-        if len(parsed.errors) == 1:
-            raise InvalidInput(parsed.errors[0].field, parsed.errors[0].reason)
-        raise InvalidInput(", ".join(e.field for e in parsed.errors), parsed.summary())
+        reasons = [(e.field, e.reason.removeprefix("Value error, ")) for e in parsed.errors]
+        if len(reasons) == 1:
+            raise InvalidInput(*reasons[0])
+        raise InvalidInput(", ".join(f for f, _ in reasons), "; ".join(f"{f}: {r}" for f, r in reasons))
     return event
 
 

@@ -32,17 +32,37 @@ def _store():
 
 
 # ---------------------------------------------------------------------- publish / end-session
+# event field -> the option that sets it, so an error names what the operator typed
+_OPTION_OF = {
+    "agent_id": "--agent", "session_id": "--session", "message.role": "--role", "message.sender_id": "--sender",
+    "message.sender_name": "--sender-name", "message.content": "--content", "message.message_id": "--message-id",
+    "event_id": "--event-id", "message.created_at": "--created-at", "agent_name": "--agent-name",
+    "session_users": "--users", "user_tier": "--tier",
+}
+
+
+def _as_option(exc: InvalidInput) -> InvalidInput:
+    field = exc.field
+    if field in ("message", "<event>") and "sender_id" in exc.reason:
+        field = "message.sender_id"  # a model-level rule about the sender
+    option = _OPTION_OF.get(field)
+    return InvalidInput(f"{option} ({exc.field})", exc.reason) if option else exc
+
+
 def _publish(args: argparse.Namespace) -> int:
     from workers.producer import publish_message
 
-    event_id = publish_message(
-        publisher=_publisher(),
-        agent_id=args.agent, session_id=args.session, role=args.role, sender_id=args.sender,
-        sender_name=args.sender_name, content=args.content, message_id=args.message_id,
-        event_id=args.event_id, created_at=args.created_at, agent_name=args.agent_name,
-        session_users=args.users.split(",") if args.users else None, user_tier=args.tier,
-        preview=args.preview,
-    )
+    try:
+        event_id = publish_message(
+            publisher=_publisher(),
+            agent_id=args.agent, session_id=args.session, role=args.role, sender_id=args.sender,
+            sender_name=args.sender_name, content=args.content, message_id=args.message_id,
+            event_id=args.event_id, created_at=args.created_at, agent_name=args.agent_name,
+            session_users=args.users.split(",") if args.users else None, user_tier=args.tier,
+            preview=args.preview,
+        )
+    except InvalidInput as exc:
+        raise _as_option(exc) from None
     print(json.dumps({"event_id": event_id, "type": "message.added"}) if args.json else event_id)
     return 0
 

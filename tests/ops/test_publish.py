@@ -180,10 +180,11 @@ def test_rejected_says_when_there_is_none(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        (["--role", "wizard", "--sender", "u1"], "message.role"),
-        (["--role", "user"], "message"),             # a user message needs --sender
-        (["--sender", "u1", "--tier", "-1"], "user_tier"),
-        (["--sender", "u1", "--created-at", "yesterday"], "message.created_at"),
+        (["--role", "wizard", "--sender", "u1"], "--role (message.role)"),
+        (["--role", "user"], "--sender (message)"),             # a user message needs --sender
+        (["--sender", "u1", "--tier", "-1"], "--tier (user_tier)"),
+        (["--sender", "u1", "--created-at", "yesterday"], "--created-at (message.created_at)"),
+        (["--sender", "u1", "--users", "u2"], "--sender (<event>)"),  # not one of the session's users
     ],
 )
 def test_publish_refuses_what_the_worker_would_reject_and_sends_nothing(monkeypatch, capsys, extra, field):
