@@ -1,7 +1,8 @@
 """Which store a ``memoryctl`` command works on, said out loud, and never invented by a read.
 
 A command that only reads (or repairs what is there) opens an existing store: a SQLite file
-that is not there, or a MongoDB database without this pipeline's collections, is an error
+that is not there or holds none of this pipeline's tables (looked at read-only), or a MongoDB
+database without this pipeline's collections, is an error
 naming the path and how to create it, instead of a fresh empty store that answers "0 runs".
 Only ``create-indexes``, ``agent set`` and ``migrate-v1 --apply`` create one.
 
@@ -11,8 +12,11 @@ default ``sqlite:///memory.db`` is relative to the current folder), so stdout st
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import sys
+import urllib.parse
 
 from pipeline.errors import ConfigurationError
 from pipeline.store.port import Store
@@ -49,6 +53,10 @@ def open_existing(settings: Settings) -> Store:
     path = sqlite_path(settings.store_url)
     if path is not None and not os.path.isfile(path):
         raise ConfigurationError(f"no store at {path} ({HOW_TO_CREATE})")
+    if path is not None and not _sqlite_has_tables(path, settings.collection_prefix):
+        raise ConfigurationError(
+            f"no store at {path}: the file holds no {settings.collection_prefix}* tables ({HOW_TO_CREATE})"
+        )
     store = _open(settings)
     if path is None and _is_mongo(store) and not _has_collections(store, settings.collection_prefix):
         store.close()
@@ -75,6 +83,14 @@ def _is_mongo(store: Store) -> bool:
     from pipeline.store.mongo import MongoStore
 
     return isinstance(store, MongoStore)
+
+
+def _sqlite_has_tables(path: str, prefix: str) -> bool:
+    # read-only, so that looking changes nothing (opening the store creates its schema)
+    uri = f"file:{urllib.parse.quote(path)}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return any(name.startswith(prefix) for name in names)
 
 
 def _has_collections(store, prefix: str) -> bool:

@@ -86,3 +86,16 @@ def test_a_mongo_database_without_the_pipeline_collections_is_no_store(monkeypat
 def test_describe_hides_passwords_and_makes_sqlite_paths_absolute(in_tmp):
     assert stores.describe("sqlite:///rel/m.db") == f"sqlite:///{os.path.join(in_tmp, 'rel', 'm.db')}"
     assert "pw" not in stores.describe("mongodb://admin:pw@host:27017/memory")
+
+
+def test_a_sqlite_file_of_another_application_is_not_taken_for_a_store(in_tmp, monkeypatch, capsys):
+    import sqlite3
+
+    other = in_tmp / "other_app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+    before = other.read_bytes()
+    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{other}")
+    assert main(["runs"]) == 2
+    assert f"no store at {other}: the file holds no memory2_* tables" in capsys.readouterr().err
+    assert other.read_bytes() == before  # looked at, not written
