@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
+    # Memory the local search's cached segments may hold per process, in MB (least recently
+    # used go first); ~45 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
+    search_cache_mb: float = Field(default=512, gt=0)
     # Per embedding model overrides of the above, e.g.
     # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
     # (keys: semantic, text, rrf, rrf_k, semantic_weight, text_weight).
