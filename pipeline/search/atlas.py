@@ -2,11 +2,19 @@
 
 Both branches pre-filter inside the search stage, never after it:
 - ``$vectorSearch.filter``: ``agent_id`` ==, ``scope_key`` $in the visible keys,
-  ``embedding_model`` == the query's model, ``retired_at`` == null;
-- ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``retired_at`` (null) and ``in``
+  ``embedding_model`` == the query's model, ``live`` == true;
+- ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``live`` (true) and ``in``
   on ``scope_key``, beside a fuzzy ``text`` clause (one edit, first letter fixed, like the
   local search) on ``content``, analysed by the same chain as ``scoring.tokenize``
   (standard tokenizer, lower case, the same stopwords, Snowball English stemming).
+
+Retired facts are excluded through the boolean ``live`` flag the store keeps beside
+``retired_at``, never through ``retired_at: null``: a ``$vectorSearch`` filter refuses a null
+operand (server error 7828301 "Operand type is not supported for $vectorSearch: null",
+mongodb/mongo ``src/mongo/db/query/vector_search/filter_validator_test.cpp``
+``DisallowOperandTypeNull``; the filterable types are boolean, date, objectId, numeric,
+string and UUID: https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-stage/),
+and ``equals`` with null on a ``date`` field has no documented meaning.
 
 Scores are the ones Atlas reports: ``vectorSearchScore`` of a cosine index is (1 + cos) / 2,
 ``searchScore`` is Lucene BM25. Every path a filter uses is declared in the index definitions
@@ -27,8 +35,10 @@ SEARCH_INDEX = "memory_facts_text"
 EMBEDDING_PATH = "embedding"
 CONTENT_PATH = "content"
 ANALYZER = "memoryText"
+#: the store's boolean "not retired" flag (``pipeline.store._mongo_memory.LIVE``)
+LIVE_PATH = "live"
 #: every path either index is filtered on (the vector index declares each as ``filter``)
-FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", "retired_at")
+FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", LIVE_PATH)
 #: ANN breadth: candidates examined per wanted result (Atlas recommends 10-20x)
 CANDIDATES_PER_RESULT = 20
 MAX_CANDIDATES = 10_000
@@ -66,7 +76,7 @@ def search_index_definition() -> dict[str, Any]:
     """The ``search`` index: analysed ``content`` and the filter paths indexed for ``equals``/``in``."""
     fields: dict[str, Any] = {CONTENT_PATH: {"type": "string", "analyzer": ANALYZER}}
     for path in FILTER_PATHS:
-        fields[path] = {"type": "date"} if path == "retired_at" else {"type": "token"}
+        fields[path] = {"type": "boolean"} if path == LIVE_PATH else {"type": "token"}
     return {
         "name": SEARCH_INDEX,
         "type": "search",
@@ -93,7 +103,7 @@ def vector_pipeline(
                 {"agent_id": {"$eq": agent_id}},
                 {"scope_key": {"$in": list(scope_keys)}},
                 {"embedding_model": {"$eq": embedding_model}},
-                {"retired_at": {"$eq": None}},
+                {LIVE_PATH: {"$eq": True}},
             ]},
         }},
         {"$project": {"_id": 0, "fact_id": 1, "score": {"$meta": "vectorSearchScore"}}},
@@ -121,7 +131,7 @@ def text_pipeline(
                 "filter": [
                     {"equals": {"path": "agent_id", "value": agent_id}},
                     {"in": {"path": "scope_key", "value": list(scope_keys)}},
-                    {"equals": {"path": "retired_at", "value": None}},
+                    {"equals": {"path": LIVE_PATH, "value": True}},
                 ],
             },
         }},

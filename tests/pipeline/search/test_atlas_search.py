@@ -38,7 +38,7 @@ def test_vector_index_is_cosine_with_the_embedder_dimension_and_every_filter_pat
     fields = atlas.vector_index_definition(1536)["definition"]["fields"]
     vector = [f for f in fields if f["type"] == "vector"]
     assert vector == [{"type": "vector", "path": "embedding", "numDimensions": 1536, "similarity": "cosine"}]
-    assert {"agent_id", "user_id", "scope", "scope_key", "embedding_model", "retired_at"} <= _declared_vector_filters()
+    assert {"agent_id", "user_id", "scope", "scope_key", "embedding_model", "live"} <= _declared_vector_filters()
 
 
 @pytest.mark.parametrize("dim", [0, -3, "384", None])
@@ -50,7 +50,7 @@ def test_vector_index_refuses_a_bad_dimension(dim):
 def test_every_path_the_vector_pipeline_filters_on_is_declared_as_a_filter():
     stage = atlas.vector_pipeline("a1", ["agent", "user:u1"], "m", [0.1, 0.2], 10, 0.65)[0]["$vectorSearch"]
     used = _mql_paths(stage["filter"], set())
-    assert used == {"agent_id", "scope_key", "embedding_model", "retired_at"}
+    assert used == {"agent_id", "scope_key", "embedding_model", "live"}
     assert used <= _declared_vector_filters()
     assert stage["index"] == atlas.VECTOR_INDEX and stage["path"] == "embedding"
     assert stage["numCandidates"] >= stage["limit"] == 10
@@ -60,21 +60,37 @@ def test_every_path_the_search_pipeline_filters_on_is_indexed_for_filtering():
     stage = atlas.text_pipeline("a1", ["agent"], "festivl budget", 10, 1.5)[0]["$search"]
     fields = atlas.search_index_definition()["definition"]["mappings"]["fields"]
     used = _search_paths(stage["compound"]["filter"], set())
-    assert used == {"agent_id", "scope_key", "retired_at"}
-    for path in used:
-        assert fields[path]["type"] in {"token", "date"}  # types that `equals`/`in` accept
+    assert used == {"agent_id", "scope_key", "live"}
+    assert fields["live"] == {"type": "boolean"}  # `equals` on a boolean needs a boolean mapping
+    for path in used - {"live"}:
+        assert fields[path]["type"] == "token"  # `equals`/`in` on strings need a token mapping
     assert stage["compound"]["must"][0]["text"]["path"] in fields
     assert fields["content"]["analyzer"] == atlas.ANALYZER
+
+
+def _null_operands(node):
+    """Every null an MQL filter compares with."""
+    if isinstance(node, dict):
+        return [v for v in node.values() if v is None] + [n for v in node.values() for n in _null_operands(v)]
+    if isinstance(node, list):
+        return [n for item in node for n in _null_operands(item)]
+    return []
+
+
+def test_no_filter_compares_with_null_which_vector_search_refuses():
+    vec = atlas.vector_pipeline("a1", ["agent"], "m", [1.0], 5, None)[0]["$vectorSearch"]["filter"]
+    txt = atlas.text_pipeline("a1", ["agent"], "q", 5, None)[0]["$search"]["compound"]["filter"]
+    assert _null_operands(vec) == [] and _null_operands(txt) == []
 
 
 def test_filters_carry_the_agent_and_exactly_the_visible_scope_keys():
     vec = atlas.vector_pipeline("a1", ["agent", "user:u1"], "m", [1.0], 5, None)[0]["$vectorSearch"]["filter"]["$and"]
     assert {"agent_id": {"$eq": "a1"}} in vec and {"scope_key": {"$in": ["agent", "user:u1"]}} in vec
-    assert {"retired_at": {"$eq": None}} in vec and {"embedding_model": {"$eq": "m"}} in vec
+    assert {"live": {"$eq": True}} in vec and {"embedding_model": {"$eq": "m"}} in vec
     txt = atlas.text_pipeline("a1", ["agent"], "q", 5, None)[0]["$search"]["compound"]["filter"]
     assert {"equals": {"path": "agent_id", "value": "a1"}} in txt
     assert {"in": {"path": "scope_key", "value": ["agent"]}} in txt
-    assert {"equals": {"path": "retired_at", "value": None}} in txt
+    assert {"equals": {"path": "live", "value": True}} in txt
 
 
 @pytest.mark.parametrize(
