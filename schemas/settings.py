@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
+    # create-indexes waits this long for a new or changed Atlas search index to be READY.
+    atlas_index_wait_s: float = Field(default=300.0, ge=0)
 
     # --- broker --------------------------------------------------------------------------
     broker_url: str = "redis://localhost:6379/0"

@@ -18,7 +18,7 @@ and ``equals`` with null on a ``date`` field has no documented meaning.
 
 Scores are the ones Atlas reports: ``vectorSearchScore`` of a cosine index is (1 + cos) / 2,
 ``searchScore`` is Lucene BM25. Every path a filter uses is declared in the index definitions
-emitted here (``memoryctl create-indexes`` creates them through ``create_search_indexes``);
+emitted here (``memoryctl create-indexes`` creates them through ``atlas_indexes``);
 ``tests/pipeline/search/test_atlas_search.py`` checks the built pipelines against them.
 """
 
@@ -172,23 +172,3 @@ class AtlasFactSearch(FactSearch):
         if not scope_keys or limit <= 0 or not query.strip():
             return []
         return self._run(text_pipeline(agent_id, scope_keys, query, limit, min_score))
-
-
-def create_search_indexes(store, settings) -> list[str]:
-    """Create, or update in place, the vector and search indexes on the facts collection,
-    for the configured embedder's dimension. Idempotent. Returns what was done per index."""
-    from pymongo.operations import SearchIndexModel
-
-    from pipeline.embeddings import open_embedder
-
-    facts = store.col("facts")
-    existing = {ix["name"] for ix in facts.list_search_indexes()}
-    done = []
-    for spec in (vector_index_definition(open_embedder(settings).dim), search_index_definition()):
-        if spec["name"] in existing:
-            facts.update_search_index(spec["name"], spec["definition"])
-            done.append(f"{facts.name}.{spec['name']} (updated)")
-        else:
-            facts.create_search_index(SearchIndexModel(definition=spec["definition"], name=spec["name"], type=spec["type"]))
-            done.append(f"{facts.name}.{spec['name']} (created)")
-    return done

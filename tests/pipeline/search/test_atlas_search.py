@@ -125,24 +125,13 @@ class _Facts:
 
     name = "memory2_facts"
 
-    def __init__(self, docs=(), indexes=()):
+    def __init__(self, docs=()):
         self.docs = list(docs)
         self.calls = []
-        self.indexes = [{"name": n} for n in indexes]
-        self.created, self.updated = [], []
 
     def aggregate(self, pipeline, **kwargs):
         self.calls.append((pipeline, kwargs))
         return iter(self.docs)
-
-    def list_search_indexes(self):
-        return iter(self.indexes)
-
-    def create_search_index(self, model):
-        self.created.append(model.document["name"])
-
-    def update_search_index(self, name, definition):
-        self.updated.append(name)
 
 
 def test_atlas_search_returns_hits_from_the_projected_scores_with_a_timeout():
@@ -158,24 +147,3 @@ def test_atlas_search_without_scope_keys_or_query_sends_nothing():
     assert search.semantic("a", [], "m", [1.0], 10, None) == []
     assert search.text("a", ["agent"], "  ", 10, None) == []
     assert facts.calls == []
-
-
-class _Store:
-    def __init__(self, facts):
-        self.facts = facts
-
-    def col(self, name):
-        assert name == "facts"
-        return self.facts
-
-
-def test_create_search_indexes_creates_then_updates_in_place():
-    from schemas.settings import Settings
-
-    settings = Settings(embedding_provider="hashing", hashing_embedding_dim=64)
-    facts = _Facts()
-    first = atlas.create_search_indexes(_Store(facts), settings)
-    assert facts.created == [atlas.VECTOR_INDEX, atlas.SEARCH_INDEX] and all("created" in d for d in first)
-    facts = _Facts(indexes=[atlas.VECTOR_INDEX, atlas.SEARCH_INDEX])
-    atlas.create_search_indexes(_Store(facts), settings)
-    assert facts.created == [] and facts.updated == [atlas.VECTOR_INDEX, atlas.SEARCH_INDEX]
