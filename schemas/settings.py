@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     facts_fifo_max_age_days: int = 7
     dedup_max_candidates: int = 5
     dedup_min_score: float = 0.7
+    # Dedup also compares with the scope's facts formed this recently, read from the store
+    # itself: a search index (Atlas) may not show writes of the last seconds. 0: search only.
+    dedup_recent_window_s: float = Field(default=300.0, ge=0)
     fact_word_limit: int = 30
     reflection_word_limit: int = 35
 
