@@ -64,7 +64,7 @@ def test_every_path_the_search_pipeline_filters_on_is_indexed_for_filtering():
     assert fields["live"] == {"type": "boolean"}  # `equals` on a boolean needs a boolean mapping
     for path in used - {"live"}:
         assert fields[path]["type"] == "token"  # `equals`/`in` on strings need a token mapping
-    assert stage["compound"]["must"][0]["text"]["path"] in fields
+    assert {c["text"]["path"] for c in stage["compound"]["should"]} == {"content"}
     assert fields["content"]["analyzer"] == atlas.ANALYZER
 
 
@@ -107,10 +107,22 @@ def test_pipelines_project_atlas_scores_and_apply_the_threshold(builder, meta):
     assert "$match" not in builder(None)[-1]
 
 
-def test_text_search_is_fuzzy_like_the_local_search():
-    fuzzy = atlas.text_pipeline("a", ["agent"], "q", 5, None)[0]["$search"]["compound"]["must"][0]["text"]["fuzzy"]
-    assert fuzzy["maxEdits"] == scoring.FUZZY_MAX_EDITS
-    assert fuzzy["prefixLength"] == scoring.FUZZY_PREFIX_LENGTH
+def test_text_search_is_fuzzy_like_the_local_search_only_for_long_non_numeric_terms():
+    compound = atlas.text_pipeline("a", ["agent"], "The cat's 2023 budgets, budget ref42 Lisbn", 5, None)[0]["$search"]["compound"]
+    fuzzy, exact = compound["should"]
+    assert compound["minimumShouldMatch"] == 1 and "must" not in compound
+    assert fuzzy["text"]["query"] == "budgets ref42 Lisbn"   # one word per distinct term
+    assert fuzzy["text"]["fuzzy"] == {"maxEdits": scoring.FUZZY_MAX_EDITS,
+                                      "prefixLength": scoring.FUZZY_PREFIX_LENGTH, "maxExpansions": 50}
+    assert exact["text"] == {"query": "cat 2023", "path": "content"}   # no fuzzy key: exact terms
+
+
+def test_a_query_of_stopwords_only_is_not_sent():
+    facts = _Facts()
+    assert atlas.AtlasFactSearch(facts).text("a", ["agent"], "what is the", 5, None) == []
+    assert facts.calls == []
+    with pytest.raises(ValueError, match="no searchable term"):
+        atlas.text_pipeline("a", ["agent"], "what is the", 5, None)
 
 
 def test_search_analyzer_drops_the_local_stopwords_and_stems_english():
