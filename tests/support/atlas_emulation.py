@@ -67,6 +67,7 @@ class SearchCatalog:
         self._indexes: dict[str, _Index] = {}
         self._snapshots: list[tuple[float, list[dict]]] = []
         self.rebuilds = 0
+        self.sent: list[list[dict[str, Any]]] = []   # every search pipeline, as received
 
     # ------------------------------------------------------------------ index management ---
     def create(self, model) -> str:
@@ -143,6 +144,7 @@ class SearchCatalog:
 
     # ------------------------------------------------------------------ aggregation --------
     def aggregate(self, pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.sent.append(copy.deepcopy(pipeline))
         for position, stage in enumerate(pipeline):
             for name in _META:
                 if name in stage and position != 0:
