@@ -37,6 +37,9 @@ class IndexOutcome:
     def describe(self) -> str:
         if self.status == "READY":
             return f"{self.name} ({self.action}, READY)"
+        if self.status == "FAILED":
+            return (f"{self.name} ({self.action}, FAILED: Atlas could not build it; its statusDetail in "
+                    "list_search_indexes says why)")
         if self.queryable:
             return (f"{self.name} ({self.action}, still {self.status} after {self.waited_s:.0f} s: "
                     "queries use the previous definition until it is READY)")
@@ -101,7 +104,7 @@ def _wait(facts, actions, wait_s, progress, sleep, monotonic) -> list[IndexOutco
     while True:
         listed = {ix["name"]: ix for ix in facts.list_search_indexes()}
         waited = monotonic() - start
-        pending = sorted(n for n in touched if listed.get(n, {}).get("status") != "READY")
+        pending = sorted(n for n in touched if listed.get(n, {}).get("status") not in ("READY", "FAILED"))
         if not pending or waited >= wait_s:
             break
         states = ", ".join(f"{facts.name}.{n} {listed.get(n, {}).get('status', 'PENDING')}" for n in pending)

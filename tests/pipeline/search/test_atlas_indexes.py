@@ -88,6 +88,23 @@ def test_past_the_bound_it_says_clearly_that_the_index_is_still_building(monkeyp
         out["search_indexes"][1]
 
 
+def test_a_failed_build_ends_the_wait_and_is_said_plainly():
+    class FailingFacts:
+        name = "memory2_facts"
+
+        def list_search_indexes(self):
+            return [{"name": n, "type": t, "status": "FAILED", "queryable": False, "latestDefinition": {}}
+                    for n, t in ((atlas.VECTOR_INDEX, "vectorSearch"), (atlas.SEARCH_INDEX, "search"))]
+
+        def update_search_index(self, name, definition):
+            pass
+
+    lines = []
+    outcomes = atlas_indexes.ensure_search_indexes(FailingFacts(), 8, wait_s=600, progress=lines.append,
+                                                   sleep=lambda s: pytest.fail("waited on a failed build"))
+    assert lines == [] and "FAILED: Atlas could not build it" in outcomes[0].describe()
+
+
 def test_an_index_of_the_other_type_under_our_name_is_a_clear_error():
     facts = emulated_database()["memory2_facts"]
     from pymongo.operations import SearchIndexModel
