@@ -211,3 +211,36 @@ def test_with_index_lag_a_write_is_searchable_only_after_the_lag():
     clock.advance(seconds=5)
     assert [h.fact_id for h in search.semantic("a1", ["agent"], "m1", [1.0, 0.0, 0.0], 5, None)] == ["f1"]
     assert store.get_facts(["f1"])[0].content == "Alice lives in Lisbon"  # plain reads never lag
+
+
+@pytest.mark.parametrize(("similarity", "expected"), [
+    # vector-search-stage docs, "Atlas Vector Search Score"
+    ("cosine", [("near", 1.0), ("far", 0.5)]),            # (1 + cos) / 2 of unit-free vectors
+    ("dotProduct", [("near", 2.5), ("far", 0.5)]),       # (1 + dot) / 2
+    ("euclidean", [("near", 1.0), ("far", 1 / (1 + 5 ** 0.5))]),   # 1 / (1 + distance)
+])
+def test_the_emulation_scores_with_the_similarity_the_index_declares(similarity, expected):
+    facts = emulated_database()["facts"]
+    spec = {"fields": [{"type": "vector", "path": "v", "numDimensions": 2, "similarity": similarity}]}
+    facts.create_search_index(SearchIndexModel(name="v", type="vectorSearch", definition=spec))
+    facts.insert_many([{"_id": "near", "v": [2.0, 0.0]}, {"_id": "far", "v": [0.0, 1.0]}])
+    found = _run_on(facts, [
+        {"$vectorSearch": {"index": "v", "path": "v", "queryVector": [2.0, 0.0], "numCandidates": 10, "limit": 2}},
+        {"$project": {"score": {"$meta": "vectorSearchScore"}}},
+    ])
+    assert [(d["_id"], round(d["score"], 6)) for d in found] == [(i, round(s, 6)) for i, s in expected]
+
+
+def _run_on(collection, pipeline):
+    return list(collection.aggregate(pipeline))
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ({"type": "vector", "path": "v", "numDimensions": 8193, "similarity": "cosine"}, "numDimensions"),
+    ({"type": "vector", "path": "v", "numDimensions": 2, "similarity": "manhattan"}, "similarity"),
+    ({"type": "knnVector", "path": "v"}, "neither 'vector' nor 'filter'"),
+])
+def test_the_emulation_refuses_vector_index_definitions_atlas_refuses(field, message):
+    facts = emulated_database()["facts"]
+    with pytest.raises(OperationFailure, match=message):
+        facts.create_search_index(SearchIndexModel(name="v", type="vectorSearch", definition={"fields": [field]}))
