@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
+    # create-indexes waits this long for a new or changed Atlas search index to be READY.
+    atlas_index_wait_s: float = Field(default=300.0, ge=0)
 
     # --- broker --------------------------------------------------------------------------
     broker_url: str = "redis://localhost:6379/0"
@@ -61,6 +63,9 @@ class Settings(BaseSettings):
     facts_fifo_max_age_days: int = 7
     dedup_max_candidates: int = 5
     dedup_min_score: float = 0.7
+    # Dedup also compares with the scope's facts formed this recently, read from the store
+    # itself: a search index (Atlas) may not show writes of the last seconds. 0: search only.
+    dedup_recent_window_s: float = Field(default=300.0, ge=0)
     fact_word_limit: int = 30
     reflection_word_limit: int = 35
 

@@ -9,6 +9,7 @@ the first stage and recorded on the run with the scopes it may form.
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 
 import numpy as np
 
@@ -167,10 +168,11 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         batch, decided, scored, candidate_tokens = dedup.DedupBatch(), {}, {}, 0
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
-            shortlists = dedup.shortlist(
-                deps.search, run.agent_id, open_facts, vectors, embedded["model"],
-                limit=dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates,
-            )
+            limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
+            shortlists = dedup.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded["model"],
+                                         limit=limit)
+            shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
+                                                                                    embedded["model"], limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
             live = {x.fact_id: x.content for x in (store.get_facts(ids) if ids else [])
                     if x.retired_at is None and x.embedding_model == embedded["model"]}
@@ -215,6 +217,17 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         _apply_fact_effects(deps, run, output)
 
     return run_stage(deps, run_id, DECIDE_FACTS, compute, apply)
+
+
+def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: int) -> dict[str, list[str]]:
+    """Per scope key of ``facts``, its facts formed within ``dedup_recent_window_s``, read from
+    the store: a search index may not show them yet (Atlas is eventually consistent)."""
+    window = deps.settings.dedup_recent_window_s
+    if window <= 0:
+        return {}
+    since = deps.clock.now() - timedelta(seconds=window)
+    return {key: deps.store.recent_fact_ids(run.agent_id, key, model, since, limit)
+            for key in dict.fromkeys(f.scope_key for f in facts)}
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:

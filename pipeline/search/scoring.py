@@ -53,6 +53,11 @@ def stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
+def words(text: str) -> list[str]:
+    """The word tokens of ``text`` as written (what ``tokenize`` analyses)."""
+    return _WORD.findall(text)
+
+
 def tokenize(text: str) -> list[str]:
     """Index terms: NFKC, case-folded word tokens, stopwords dropped, stemmed (the same chain
     as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
