@@ -32,7 +32,7 @@ from collections.abc import Iterable
 # --- passwords, passphrases, PINs -----------------------------------------------------------
 
 _PASSWORD = re.compile(
-    r"\b(?:password|passphrase|pass phrase|passcode|passwd|pwd|pw|pin(?:\s+(?:code|number))?)s?\b"
+    r"\b(?P<keyword>password|passphrase|pass phrase|passcode|passwd|pwd|pw|pin(?:\s+(?:code|number))?)s?\b"
     r"(?:\s+(?:for|of|to|on)\s+(?:[\w'.-]+\s+){0,3}?[\w'.-]+)?"        # "... for the office wifi"
     r"\s*(?P<connector>(?:(?:is|was|has\s+been)\s+)?(?:set|changed|updated|reset)\s+to|is\s+now|is|was|are|=|:|->|now)\s*"
     r"[\"'`\u201c\u2018]?(?P<value>[^\s\"'`\u201d\u2019]+(?:\s+[^\s\"'`\u201d\u2019]+){0,5})",
@@ -174,7 +174,7 @@ class SecretGuard:
     def kind(self, text: str) -> str | None:
         """The kind of the first secret ``text`` carries, or None."""
         for match in _PASSWORD.finditer(text):
-            if _password_value(match.group("connector"), match.group("value")):
+            if _password_value(match.group("keyword"), match.group("connector"), match.group("value")):
                 return "password"
         if _PASSWORD_BARE.search(text):
             return "password"
@@ -191,9 +191,12 @@ class SecretGuard:
         return None
 
 
-def _password_value(connector: str, value: str) -> bool:
-    """After ":" or "=" anything is the value; after "is" a describing word is not."""
+def _password_value(keyword: str, connector: str, value: str) -> bool:
+    """After ":" or "=" anything is the value; after "is" a describing word is not. A PIN is
+    digits ("pin: the venue map" is a pinned link)."""
     first = value.split()[0].strip(".,;!?)")
+    if keyword.lower().startswith("pin"):
+        return any(c.isdigit() for c in first)
     if connector.strip() in (":", "=", "->"):
         return bool(first)
     return len(first) >= 3 and first.lower() not in _NOT_A_VALUE

@@ -52,6 +52,7 @@ KEPT = [
     "Alice asked for a password reset",
     "The team uses a password manager",
     "Pin 2 links in the channel",                          # a count, not a value
+    "pin: the venue map for the crew",                     # a pinned link, not a PIN
     "Alice's PIN is in the drawer",
     "The key point is that the venue is booked",          # "key" without a value
     "The key to the storage room is at reception",
