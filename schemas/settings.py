@@ -7,12 +7,14 @@ All of them come from environment variables under the prefix ``MEMORY_`` (for ex
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Scope = Literal["agent", "user", "session"]
 
@@ -68,6 +70,11 @@ class Settings(BaseSettings):
     dedup_recent_window_s: float = Field(default=300.0, ge=0)
     fact_word_limit: int = 30
     reflection_word_limit: int = 35
+
+    # --- what is never stored (§11) ---------------------------------------------------------
+    # Extra regular expressions whose match makes a fact or reflection a secret (dropped), e.g.
+    # MEMORY_SECRET_PATTERNS='["\\bACME-[0-9]{6}\\b"]' (a JSON list; Python re syntax).
+    secret_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- search (§6) -----------------------------------------------------------------------
     search_semantic_threshold: float = 0.65
@@ -131,6 +138,23 @@ class Settings(BaseSettings):
     gemini_api_key: str | None = Field(
         default_factory=lambda: os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY"),
     )
+
+    @field_validator("secret_patterns", mode="before")
+    @classmethod
+    def _secret_patterns(cls, value):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"expected a JSON list of regular expressions, got {value!r} ({exc.msg})") from None
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise ValueError(f"expected a JSON list of regular expressions (strings), got {value!r}")
+        for i, pattern in enumerate(value):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {i} ({pattern!r}) is not a valid regular expression: {exc}") from None
+        return value
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {
