@@ -55,6 +55,7 @@ class Merge:
     attempts: int
     over_limit_answers: list[int] = field(default_factory=list)  # excess of each rejected answer
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+    modes: dict[str, int] = field(default_factory=dict)  # calls per structured-output mode
 
 
 def merge_within_limit(
@@ -76,6 +77,8 @@ def merge_within_limit(
         merge.usage["calls"] += 1
         merge.usage["input_tokens"] += response.input_tokens
         merge.usage["output_tokens"] += response.output_tokens
+        if response.structured_output:
+            merge.modes[response.structured_output] = merge.modes.get(response.structured_output, 0) + 1
         sections = response.parsed.sections
         words = blob_words(version, sections)
         if words <= word_limit:
