@@ -175,3 +175,16 @@ def test_a_missing_sdk_names_the_extra_to_install(monkeypatch, llm_server):
     monkeypatch.setitem(sys.modules, "google.genai", None)
     with pytest.raises(ConfigurationError, match=r"memory-pipeline\[gemini\]"):
         GeminiLLM.from_settings(_settings(llm_server))
+
+
+def test_auto_falls_back_to_json_object_when_the_schema_field_is_refused(llm_server):
+    # what the API (or a gateway on an older API version) answers for a field it does not know
+    unknown = llm_wire.gemini_error(400, "INVALID_ARGUMENT", 'Invalid JSON payload received. Unknown name '
+                                    '"responseJsonSchema" at \'generation_config\': Cannot find field.')
+    llm_server.script("generate", Error.of(unknown), Answer(GOOD), Answer(GOOD))
+    llm = _llm(llm_server, gemini_structured_output="auto")
+    first, second = llm.complete(_request()), llm.complete(_request())
+    configs = [body["generationConfig"] for body in llm_server.bodies(":generateContent")]
+    assert "responseJsonSchema" in configs[0]
+    assert configs[1:] == [{"responseMimeType": "application/json"}] * 2
+    assert (first.structured_output, second.structured_output) == ("json_object", "json_object")
