@@ -22,7 +22,7 @@ from pipeline.llm.answers import estimate_tokens, parse_answer
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
-from pipeline.llm.structured import FALLBACKS, names_response_format, schema_instruction
+from pipeline.llm.structured import FALLBACKS, names_response_format, schema_instruction, with_mode_hint
 from schemas.settings import Settings
 
 T = TypeVar("T", bound=BaseModel)
@@ -104,15 +104,15 @@ class GeminiLLM(LLM):
             response = self._call(request, mode, timeout)
         except errors.APIError as exc:
             if not (self.mode == "auto" and mode == "json_schema" and names_response_format(exc.code or 0, str(exc.message))):
-                raise _mapped(exc, where, timeout) from exc
+                raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)
             mode = "json_object"
             try:
                 response = self._call(request, mode, timeout)
             except Exception as again:  # mapped by type; anything else propagates unchanged
-                raise _mapped(again, where, timeout) from again
+                raise _mapped(again, where, timeout, mode) from again
         except Exception as exc:  # mapped by type below; anything else propagates unchanged
-            raise _mapped(exc, where, timeout) from exc
+            raise _mapped(exc, where, timeout, mode) from exc
         return self._response(response, request, where, mode)
 
     def _call(self, request: LLMRequest[Any], mode: str, timeout: float) -> Any:
@@ -152,8 +152,10 @@ class GeminiLLM(LLM):
         )
 
 
-def _mapped(exc: Exception, where: str, timeout_s: float) -> Exception:
-    return map_error(exc, where, timeout_s) or exc
+def _mapped(exc: Exception, where: str, timeout_s: float, mode: str) -> Exception:
+    status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
+    return with_mode_hint(map_error(exc, where, timeout_s) or exc, status if isinstance(status, int) else None,
+                          mode, "MEMORY_GEMINI_STRUCTURED_OUTPUT")
 
 
 def map_error(exc: Exception, where: str, timeout_s: float | None = None) -> PipelineError | None:

@@ -20,7 +20,9 @@ from pipeline.llm.answers import estimate_tokens, parse_answer
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
-from pipeline.llm.structured import FALLBACKS, names_response_format, schema_instruction, strict_schema
+from pipeline.llm.structured import (
+    FALLBACKS, names_response_format, schema_instruction, strict_schema, with_mode_hint,
+)
 from schemas.settings import Settings
 
 T = TypeVar("T", bound=BaseModel)
@@ -104,7 +106,7 @@ class OpenAILLM(LLM):
             completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
         except openai.BadRequestError as exc:
             if not (self.mode == "auto" and mode == "json_schema" and names_response_format(exc.status_code, _detail(exc))):
-                raise _mapped(exc, where, timeout) from exc
+                raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)
             log.warning("%s: the server refused a json_schema response_format (%s); using json_object "
                         "with the schema in the prompt from now on", where, _detail(exc))
@@ -112,9 +114,9 @@ class OpenAILLM(LLM):
             try:
                 completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
             except openai.OpenAIError as again:
-                raise _mapped(again, where, timeout) from again
+                raise _mapped(again, where, timeout, mode) from again
         except openai.OpenAIError as exc:
-            raise _mapped(exc, where, timeout) from exc
+            raise _mapped(exc, where, timeout, mode) from exc
         return self._response(completion, request, where, mode)
 
     def _body(self, request: LLMRequest[Any], mode: str) -> dict[str, Any]:
@@ -156,8 +158,10 @@ class OpenAILLM(LLM):
         )
 
 
-def _mapped(exc: Exception, where: str, timeout_s: float) -> Exception:
-    return map_error(exc, where, timeout_s) or exc
+def _mapped(exc: Exception, where: str, timeout_s: float, mode: str) -> Exception:
+    status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
+    return with_mode_hint(map_error(exc, where, timeout_s) or exc, status if isinstance(status, int) else None,
+                          mode, "MEMORY_OPENAI_STRUCTURED_OUTPUT")
 
 
 def _error_body(exc: Any) -> dict[str, Any]:

@@ -52,6 +52,19 @@ def names_response_format(status: int, detail: str) -> bool:
     return status == 400 and any(word in lowered for word in _FORMAT_WORDS)
 
 
+_NEXT_MODES = {"json_schema": "auto or json_object", "json_object": "prompt"}
+
+
+def with_mode_hint(error: Exception, status: int | None, mode: str, setting: str) -> Exception:
+    """A permanent 400 that refuses ``mode`` itself, with the setting that gets past it."""
+    from pipeline.errors import PermanentError
+
+    if isinstance(error, PermanentError) and mode in _NEXT_MODES and names_response_format(status or 0, str(error)):
+        return PermanentError(f"{error} (the server does not take the {mode} structured-output mode: "
+                              f"set {setting} to {_NEXT_MODES[mode]})")
+    return error
+
+
 class FallbackMemory:
     """Which (server, model) pairs refused ``json_schema`` in this process (for ``auto``)."""
 

@@ -34,6 +34,7 @@ class Answer:
     text: str
     usage: tuple[int, int] | None = (120, 30)   # (input, output) tokens; None: no usage reported
     truncated: bool = False                     # finish_reason "length" / "MAX_TOKENS"
+    thoughts: int = 0                           # Gemini's thoughtsTokenCount (billed as output)
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ class LLMServer:
         if refusal is not None:
             return _as(refusal)
         return self._answer("generate", lambda a: wire.gemini_answer(
-            _cut(a), model=model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage))
+            _cut(a), model=model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage,
+            thoughts=a.thoughts))
 
     def _openai_embeddings(self, body: Any) -> tuple[int, dict, dict]:
         native = wire.OPENAI_EMBEDDING_SIZES.get(body.get("model")) if isinstance(body, dict) else None

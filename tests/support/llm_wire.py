@@ -247,7 +247,8 @@ def check_batch_embed(body: Any, model: str) -> Refusal | None:
     return None
 
 
-def gemini_answer(text: str, *, model: str, finish_reason: str, usage: tuple[int, int] | None) -> dict[str, Any]:
+def gemini_answer(text: str, *, model: str, finish_reason: str, usage: tuple[int, int] | None,
+                  thoughts: int = 0) -> dict[str, Any]:
     """https://ai.google.dev/api/generate-content#generatecontentresponse"""
     answer: dict[str, Any] = {
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": finish_reason,
@@ -256,5 +257,7 @@ def gemini_answer(text: str, *, model: str, finish_reason: str, usage: tuple[int
     }
     if usage is not None:
         answer["usageMetadata"] = {"promptTokenCount": usage[0], "candidatesTokenCount": usage[1],
-                                   "totalTokenCount": sum(usage)}
+                                   "totalTokenCount": sum(usage) + thoughts}
+        if thoughts:
+            answer["usageMetadata"]["thoughtsTokenCount"] = thoughts
     return answer

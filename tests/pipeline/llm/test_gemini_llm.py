@@ -82,11 +82,11 @@ def test_the_call_timeout_is_the_tier_of_its_model(llm_server):
     assert "HTTP" not in str(caught.value)
 
 
-def test_a_recorded_answer_is_parsed_with_its_token_usage_and_mode(llm_server):
-    llm_server.script("generate", Answer(GOOD, usage=(200, 40)))
+def test_a_recorded_answer_is_parsed_with_its_token_usage_thinking_included_and_mode(llm_server):
+    llm_server.script("generate", Answer(GOOD, usage=(200, 40), thoughts=15))
     response = _llm(llm_server).complete(_request())
     assert response.parsed.decisions[0].existing == 2
-    assert (response.provider, response.input_tokens, response.output_tokens) == ("gemini", 200, 40)
+    assert (response.provider, response.input_tokens, response.output_tokens) == ("gemini", 200, 55)
     assert response.model == "gemini-3.8-flash" and response.structured_output == "json_schema"
 
 

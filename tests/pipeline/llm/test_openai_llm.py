@@ -108,8 +108,9 @@ def test_auto_falls_back_to_json_object_when_the_server_refuses_json_schema_and_
 
 def test_without_auto_a_refused_json_schema_is_a_permanent_bad_request():
     with LLMServer(json_schema=False) as server:
-        with pytest.raises(PermanentError, match='response_format type must be one of "text" or "json_object"'):
+        with pytest.raises(PermanentError, match='response_format type must be one of "text" or "json_object"') as caught:
             _llm(server, openai_structured_output="json_schema").complete(_request())
+        assert "set MEMORY_OPENAI_STRUCTURED_OUTPUT to auto or json_object" in str(caught.value)
         assert len(server.requests) == 1
 
 
