@@ -28,4 +28,5 @@ def open_embedder(settings: Settings) -> Embedder:
         from pipeline.embeddings.hashing import HashingEmbedder
 
         return HashingEmbedder(settings.hashing_embedding_dim)
-    raise ConfigurationError(f"MEMORY_EMBEDDING_PROVIDER: unknown provider {provider!r} (openai, gemini, local or hashing)")
+    raise ConfigurationError(
+        f"MEMORY_EMBEDDING_PROVIDER: unknown provider {provider!r} (openai, gemini, local or hashing)")

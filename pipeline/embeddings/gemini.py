@@ -32,7 +32,8 @@ class GeminiEmbedder(Embedder):
     @classmethod
     def from_settings(cls, settings: Settings, http_client: Any = None) -> GeminiEmbedder:
         client = make_client(
-            settings.embedding_api_key or settings.gemini_api_key, settings.embedding_base_url or settings.gemini_base_url,
+            settings.embedding_api_key or settings.gemini_api_key,
+            settings.embedding_base_url or settings.gemini_base_url,
             settings.embedding_timeout_s, http_client, what="the Gemini embedder",
         )
         return cls(client, settings.gemini_embedding_model, dimensions=settings.embedding_dimensions,

@@ -12,6 +12,7 @@ parsed and validated locally either way. The SDK's own retries stay off (its def
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, TypeVar
 
@@ -22,12 +23,13 @@ from pipeline.llm.answers import estimate_tokens, parse_answer
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
-from pipeline.llm.structured import FALLBACKS, names_response_format, schema_instruction, with_mode_hint
+from pipeline.llm.structured import FALLBACKS, falls_back, resolve_mode, schema_instruction, with_mode_hint
 from schemas.settings import Settings
 
 T = TypeVar("T", bound=BaseModel)
 
 INSTALL_HINT = "pip install 'memory-pipeline[gemini]'"
+log = logging.getLogger(__name__)
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
@@ -53,7 +55,8 @@ def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def make_client(
-    api_key: str | None, base_url: str | None, timeout_s: float, http_client: Any = None, what: str = "the Gemini provider",
+    api_key: str | None, base_url: str | None, timeout_s: float, http_client: Any = None,
+    what: str = "the Gemini provider",
 ) -> Any:
     """One SDK client per process; ``http_client`` (an httpx client) lets callers pass their own;
     ``base_url`` (``MEMORY_GEMINI_BASE_URL``: a proxy, a test server) replaces the API's address."""
@@ -88,24 +91,20 @@ class GeminiLLM(LLM):
             return request.timeout_s
         return self.timeouts.get(request.model, self.default_timeout_s)
 
-    def mode_for(self, model: str) -> str:
-        """The mode the next call to ``model`` uses (``auto`` resolved)."""
-        if self.mode != "auto":
-            return self.mode
-        return "json_object" if FALLBACKS.refused(self.server, model) else "json_schema"
-
     def complete(self, request: LLMRequest[T]) -> LLMResponse[T]:
         from google.genai import errors
 
         where = f"gemini {request.operation} ({request.model})"
         timeout = self.timeout_for(request)
-        mode = self.mode_for(request.model)
+        mode = resolve_mode(self.mode, self.server, request.model)
         try:
             response = self._call(request, mode, timeout)
         except errors.APIError as exc:
-            if not (self.mode == "auto" and mode == "json_schema" and names_response_format(exc.code or 0, str(exc.message))):
+            if not falls_back(self.mode, mode, exc.code, str(exc.message)):
                 raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)
+            log.warning("%s: the server refused responseJsonSchema (%s); using JSON mode with the schema in "
+                        "the system instruction from now on", where, exc.message)
             mode = "json_object"
             try:
                 response = self._call(request, mode, timeout)
@@ -120,7 +119,8 @@ class GeminiLLM(LLM):
         options: dict[str, Any] = {"system_instruction": request.system,
                                    "http_options": types.HttpOptions(timeout=int(timeout * 1000))}
         if mode == "json_schema":
-            options.update(response_mime_type="application/json", response_json_schema=answer_schema(request.response_model))
+            options.update(response_mime_type="application/json",
+                           response_json_schema=answer_schema(request.response_model))
         else:
             options["system_instruction"] = request.system + schema_instruction(request.response_model)
             if mode == "json_object":

@@ -21,7 +21,7 @@ from pipeline.llm.http import error_for_status, retry_after_seconds, transport_e
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
 from pipeline.llm.structured import (
-    FALLBACKS, names_response_format, schema_instruction, strict_schema, with_mode_hint,
+    FALLBACKS, falls_back, resolve_mode, schema_instruction, strict_schema, with_mode_hint,
 )
 from schemas.settings import Settings
 
@@ -41,15 +41,18 @@ def import_sdk() -> Any:
 
 
 def make_client(
-    *, api_key: str | None, base_url: str | None, timeout_s: float, http_client: Any = None, what: str = "the OpenAI provider",
+    *, api_key: str | None, base_url: str | None, timeout_s: float, http_client: Any = None,
+    what: str = "the OpenAI provider",
 ) -> Any:
     """One SDK client per process; ``http_client`` lets callers pass their own httpx client."""
     openai = import_sdk()
     if not api_key:
         if not base_url:
-            raise ConfigurationError(f"{what} needs OPENAI_API_KEY (or a base URL for a keyless OpenAI-compatible server)")
+            raise ConfigurationError(
+                f"{what} needs OPENAI_API_KEY (or a base URL for a keyless OpenAI-compatible server)")
         api_key = "unused"  # OpenAI-compatible servers without auth
-    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client)
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                         http_client=http_client)
 
 
 def map_error(exc: Exception, where: str, timeout_s: float | None = None) -> PipelineError | None:
@@ -91,21 +94,15 @@ class OpenAILLM(LLM):
             return request.timeout_s
         return self.timeouts.get(request.model, self.default_timeout_s)
 
-    def mode_for(self, model: str) -> str:
-        """The mode the next call to ``model`` uses (``auto`` resolved)."""
-        if self.mode != "auto":
-            return self.mode
-        return "json_object" if FALLBACKS.refused(self.server, model) else "json_schema"
-
     def complete(self, request: LLMRequest[T]) -> LLMResponse[T]:
         openai = import_sdk()
         where = f"openai {request.operation} ({request.model})"
         timeout = self.timeout_for(request)
-        mode = self.mode_for(request.model)
+        mode = resolve_mode(self.mode, self.server, request.model)
         try:
             completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
         except openai.BadRequestError as exc:
-            if not (self.mode == "auto" and mode == "json_schema" and names_response_format(exc.status_code, _detail(exc))):
+            if not falls_back(self.mode, mode, exc.status_code, _detail(exc)):
                 raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)
             log.warning("%s: the server refused a json_schema response_format (%s); using json_object "

@@ -46,6 +46,18 @@ def schema_instruction(model: type[BaseModel]) -> str:
     )
 
 
+def resolve_mode(setting: str, server: str, model: str) -> str:
+    """The mode a call to ``model`` on ``server`` uses: the setting, with ``auto`` resolved."""
+    if setting != "auto":
+        return setting
+    return "json_object" if FALLBACKS.refused(server, model) else "json_schema"
+
+
+def falls_back(setting: str, mode: str, status: int | None, detail: str) -> bool:
+    """True when ``auto`` should retry a refused ``json_schema`` call as ``json_object``."""
+    return setting == "auto" and mode == "json_schema" and names_response_format(status or 0, detail)
+
+
 def names_response_format(status: int, detail: str) -> bool:
     """True for a 400 that refuses the structured-output request itself."""
     lowered = detail.lower().replace(" ", "")
