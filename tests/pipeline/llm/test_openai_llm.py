@@ -217,3 +217,18 @@ def test_a_missing_sdk_names_the_extra_to_install(monkeypatch, llm_server):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ConfigurationError, match=r"memory-pipeline\[openai\]"):
         OpenAILLM.from_settings(_settings(llm_server))
+
+
+@pytest.mark.parametrize("name", ["facts.FactsAnswer", "dedup.DecisionsAnswer", "reflections.ReflectionsAnswer",
+                                  "consolidation.ConsolidationAnswer"])
+def test_the_strict_schema_is_the_one_the_sdk_itself_would_send(name):
+    # chat.completions.parse sent the SDK's strict form; create() must send the same schema
+    import importlib
+
+    from pipeline.llm.structured import strict_schema
+
+    sdk = pytest.importorskip("openai.lib._pydantic")
+    module, _, cls = name.partition(".")
+    model = getattr(importlib.import_module(f"pipeline.prompts.{module}"), cls)
+    assert strict_schema(model) == sdk.to_strict_json_schema(model)
+    assert llm_wire.strict_schema_problem(strict_schema(model), ()) is None
