@@ -1,6 +1,6 @@
 """A real local HTTP server that speaks OpenAI's Chat Completions and Embeddings and Gemini's
-generateContent and batchEmbedContents wire formats, for testing the provider adapters with
-their real SDKs and no patching.
+generateContent, batchEmbedContents and embedContent wire formats, for testing the provider
+adapters with their real SDKs and no patching.
 
     with LLMServer() as server:
         server.script("chat", Answer('```json\\n{"facts": []}\\n```'))
@@ -155,6 +155,12 @@ class LLMServer:
                 return self._generate(body, model)
             if action == "batchEmbedContents":
                 return self._gemini_embeddings(body, model)
+            if action == "embedContent":  # one text: the batch rules applied to a batch of one
+                single = {"requests": [{"model": f"models/{model}", **(body or {})}]} if isinstance(body, dict) else body
+                status, answer, headers = self._gemini_embeddings(single, model)
+                if status == 200:
+                    answer = {"embedding": answer["embeddings"][0]}
+                return status, answer, headers
         return _as(wire.openai_error(404, f"Invalid URL ({method} {path})"))
 
     def _openai(self, headers: dict[str, str], then: Any) -> tuple[int, dict, dict]:
