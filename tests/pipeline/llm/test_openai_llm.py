@@ -205,7 +205,15 @@ def test_the_server_refuses_what_the_api_refuses():
         assert "must contain the word 'json'" in llm_wire.check_chat(json_object)[1]["error"]["message"]
         loose = {"type": "object", "properties": {"a": {"type": "string"}}}
         assert "additionalProperties" in llm_wire.strict_schema_problem(loose, ())
-        assert server.requests == []
+        # and over HTTP, with OpenAI's error body
+        import httpx
+
+        answer = httpx.post(f"{server.openai_base_url}/chat/completions", headers={"authorization": "Bearer sk-test"},
+                            json={"messages": [{"role": "user", "content": "x"}]})
+        assert answer.status_code == 400
+        assert answer.json()["error"] == {"message": "you must provide a model parameter",
+                                          "type": "invalid_request_error", "param": None, "code": None}
+        assert server.unscripted == 0
 
 
 def test_a_missing_key_is_a_configuration_error():
