@@ -113,18 +113,37 @@ class Settings(BaseSettings):
 
     # --- providers (§8) --------------------------------------------------------------------
     llm_provider: Literal["openai", "gemini", "offline"] | None = None
-    embedding_provider: Literal["openai", "local", "hashing"] | None = None
+    embedding_provider: Literal["openai", "gemini", "local", "hashing"] | None = None
+    # An OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp) for the LLM, e.g. http://localhost:11434/v1
     openai_base_url: str | None = None
-    openai_fast_model: str = "gpt-5-mini"
-    openai_free_model: str = "gpt-5-mini"
-    openai_premium_model: str = "gpt-5.1"
-    gemini_fast_model: str = "gemini-3-flash-preview"
-    gemini_free_model: str = "gemini-3-flash-preview"
-    gemini_premium_model: str = "gemini-3-pro-preview"
-    openai_embedding_model: str = "text-embedding-3-small"
-    llm_timeout_s: float = 60.0
+    # Another address for the Gemini API (a proxy or gateway); unset, Google's.
+    gemini_base_url: str | None = None
+    # Default models: current ones, none on the installed SDK's deprecation list (see README, "Providers").
+    openai_fast_model: str = "gpt-6-luna"
+    openai_free_model: str = "gpt-6-luna"
+    openai_premium_model: str = "gpt-6.1-sol"
+    gemini_fast_model: str = "gemini-3.8-flash"
+    gemini_free_model: str = "gemini-3.8-flash"
+    gemini_premium_model: str = "gemini-3.1-pro-preview"
+    # How answers are constrained to their JSON schema: json_schema | json_object | prompt | auto
+    # (auto: json_schema, falling back to json_object with the schema in the prompt on a 400 naming response_format).
+    openai_structured_output: Literal["json_schema", "json_object", "prompt", "auto"] = "auto"
+    gemini_structured_output: Literal["json_schema", "json_object", "prompt", "auto"] = "json_schema"
+    # Per-call LLM timeout of each model tier: reasoning models consolidating a long blob take minutes.
+    llm_timeout_fast_s: float = Field(default=60.0, gt=0)
+    llm_timeout_free_s: float = Field(default=120.0, gt=0)
+    llm_timeout_premium_s: float = Field(default=180.0, gt=0)
     llm_max_concurrency: int = 16
     llm_invalid_answer_retries: int = 2
+    # Embeddings: model per provider; dimension from this setting, else learned from the first answer
+    # (and passed to the API where it takes one: OpenAI text-embedding-3-*, Gemini output_dimensionality).
+    openai_embedding_model: str = "text-embedding-3-small"
+    gemini_embedding_model: str = "gemini-embedding-001"
+    embedding_dimensions: int | None = Field(default=None, ge=1)
+    # The embedder's own OpenAI-compatible server and key; unset, the LLM's (MEMORY_OPENAI_BASE_URL, OPENAI_API_KEY).
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_timeout_s: float = Field(default=30.0, gt=0)
     hashing_embedding_dim: int = 384
 
     # --- task limits -----------------------------------------------------------------------
@@ -181,9 +200,15 @@ class Settings(BaseSettings):
         return "offline"
 
     def resolved_embedding_provider(self) -> str:
+        """An explicit setting wins; else an OpenAI key (or an embedding key or server), then a
+        Gemini key, then the offline local model. A Gemini-only deployment embeds with Gemini."""
         if self.embedding_provider:
             return self.embedding_provider
-        return "openai" if self.openai_api_key else "local"
+        if self.openai_api_key or self.embedding_api_key or self.embedding_base_url:
+            return "openai"
+        if self.gemini_api_key:
+            return "gemini"
+        return "local"
 
 
 @lru_cache(maxsize=1)
