@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install redis-server bench clean
+.PHONY: demo test test-live install redis-server bench clean
 
 # The environment is rebuilt when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -37,6 +37,11 @@ demo: $(STAMP)
 
 test: $(STAMP) redis-server
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The same code against real services; each part runs only when its variable is set and
+# otherwise prints one skip line naming it (README, "Running against real services").
+test-live: $(STAMP)
+	$(PY) -m pytest tests/live -rs -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .runtime *.egg-info

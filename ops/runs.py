@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.embeddings.port import Embedder
+from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.store.port import Store
 from schemas.documents import STAGES, FormationRun
 
@@ -18,7 +19,8 @@ REPLAYABLE = ("failed", "dead")
 
 
 def run_summary(run: FormationRun) -> dict[str, Any]:
-    """One run as an operator reads it: status, range, stage timings, tokens and errors."""
+    """One run as an operator reads it: status, range, stage timings, tokens, what was kept
+    out of memory (secrets, contact data; SPEC §11) and errors."""
     stages = {}
     tokens = {"input": 0, "output": 0, "calls": 0}
     for name in STAGES:
@@ -44,6 +46,7 @@ def run_summary(run: FormationRun) -> dict[str, Any]:
         "total_ms": sum(s["ms"] or 0 for s in stages.values()),
         "stages": stages,
         "tokens": tokens,
+        **screening_totals(run),
         "error": run.error,
     }
 
@@ -58,6 +61,9 @@ def format_run(summary: dict[str, Any]) -> str:
         f"{summary['total_ms']:.0f} ms  tokens in/out {tokens['input']}/{tokens['output']} ({tokens['calls']} calls)"
     )
     lines = [head]
+    kept_out = {c: summary.get(c, 0) for c in SCREENING_COUNTERS}
+    if any(kept_out.values()):
+        lines.append("    never stored: " + ", ".join(f"{c}={n}" for c, n in kept_out.items()))
     for name, stage in summary["stages"].items():
         ms = "-" if stage["ms"] is None else f"{stage['ms']:.1f} ms"
         error = f"  error: {stage['error']}" if stage.get("error") else ""

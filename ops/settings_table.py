@@ -30,6 +30,7 @@ END = "<!-- settings-table:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
 _SECTION = re.compile(r"^\s*# --- (.+?) -+\s*$")
 _FIELD = re.compile(r"^    (\w+): ")
+PROVIDER_KEYS = "provider keys (their usual names, not prefixed)"
 _BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
 
 
@@ -95,9 +96,9 @@ def rows() -> list[tuple[str, str, str, str, str]]:
     notes = _comments_and_sections()
     out = []
     for name, info in Settings.model_fields.items():
-        if name.endswith("_api_key"):
-            continue  # keys keep their provider's variable names
         section, comment = notes.get(name, ("", ""))
+        if section == PROVIDER_KEYS:
+            continue  # keys keep their provider's variable names, listed below the table
         out.append((f"`MEMORY_{name.upper()}`", section, _default(info), _accepts(info), comment))
     return out
 

@@ -94,6 +94,8 @@ class LLMUsage(_Doc):
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # calls per structured-output mode (json_schema, json_object, prompt): what the provider did
+    structured_output: dict[str, int] = Field(default_factory=dict)
 
 
 class StageRecord(_Doc):

@@ -7,12 +7,14 @@ All of them come from environment variables under the prefix ``MEMORY_`` (for ex
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Scope = Literal["agent", "user", "session"]
 
@@ -27,6 +29,8 @@ class Settings(BaseSettings):
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
+    # create-indexes waits this long for a new or changed Atlas search index to be READY.
+    atlas_index_wait_s: float = Field(default=300.0, ge=0)
 
     # --- broker --------------------------------------------------------------------------
     # Redis of the task queues
@@ -80,10 +84,18 @@ class Settings(BaseSettings):
     dedup_max_candidates: int = Field(default=5, ge=1)
     # content-to-content score a stored fact needs to be a dedup candidate
     dedup_min_score: float = Field(default=0.7, ge=0, le=1)
+    # Dedup also compares with the scope's facts formed this recently, read from the store
+    # itself: a search index (Atlas) may not show writes of the last seconds. 0: search only.
+    dedup_recent_window_s: float = Field(default=300.0, ge=0)
     # longest fact, in words
     fact_word_limit: int = Field(default=30, ge=1)
     # longest reflection, in words
     reflection_word_limit: int = Field(default=35, ge=1)
+
+    # --- what is never stored (§11) ---------------------------------------------------------
+    # Extra regular expressions whose match makes a fact or reflection a secret (dropped), e.g.
+    # MEMORY_SECRET_PATTERNS='["\\bACME-[0-9]{6}\\b"]' (a JSON list; Python re syntax).
+    secret_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- search (§6) -----------------------------------------------------------------------
     search_semantic_threshold: float = Field(default=0.65, ge=0, le=1)
@@ -103,6 +115,9 @@ class Settings(BaseSettings):
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
+    # Memory the local search's cached segments may hold per process, in MB (least recently
+    # used go first); ~45 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
+    search_cache_mb: float = Field(default=512, gt=0)
     # Per embedding model overrides of the above, e.g.
     # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
     # (keys: semantic, text, rrf, rrf_k, semantic_weight, text_weight).
@@ -132,18 +147,37 @@ class Settings(BaseSettings):
 
     # --- providers (§8) --------------------------------------------------------------------
     llm_provider: Literal["openai", "gemini", "offline"] | None = None
-    embedding_provider: Literal["openai", "local", "hashing"] | None = None
+    embedding_provider: Literal["openai", "gemini", "local", "hashing"] | None = None
+    # An OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp) for the LLM, e.g. http://localhost:11434/v1
     openai_base_url: str | None = None
-    openai_fast_model: str = "gpt-5-mini"
-    openai_free_model: str = "gpt-5-mini"
-    openai_premium_model: str = "gpt-5.1"
-    gemini_fast_model: str = "gemini-3-flash-preview"
-    gemini_free_model: str = "gemini-3-flash-preview"
-    gemini_premium_model: str = "gemini-3-pro-preview"
-    openai_embedding_model: str = "text-embedding-3-small"
-    llm_timeout_s: float = Field(default=60.0, gt=0)
+    # Another address for the Gemini API (a proxy or gateway); unset, Google's.
+    gemini_base_url: str | None = None
+    # Default models: current ones, none on the installed SDK's deprecation list (see README, "Providers").
+    openai_fast_model: str = "gpt-6-luna"
+    openai_free_model: str = "gpt-6-luna"
+    openai_premium_model: str = "gpt-6.1-sol"
+    gemini_fast_model: str = "gemini-3.8-flash"
+    gemini_free_model: str = "gemini-3.8-flash"
+    gemini_premium_model: str = "gemini-3.1-pro-preview"
+    # How answers are constrained to their JSON schema: json_schema | json_object | prompt | auto
+    # (auto: json_schema, falling back to json_object with the schema in the prompt on a 400 naming response_format).
+    openai_structured_output: Literal["json_schema", "json_object", "prompt", "auto"] = "auto"
+    gemini_structured_output: Literal["json_schema", "json_object", "prompt", "auto"] = "json_schema"
+    # Per-call LLM timeout of each model tier: reasoning models consolidating a long blob take minutes.
+    llm_timeout_fast_s: float = Field(default=60.0, gt=0)
+    llm_timeout_free_s: float = Field(default=120.0, gt=0)
+    llm_timeout_premium_s: float = Field(default=180.0, gt=0)
     llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
     llm_invalid_answer_retries: int = Field(default=2, ge=0)
+    # Embeddings: model per provider; dimension from this setting, else learned from the first answer
+    # (and passed to the API where it takes one: OpenAI text-embedding-3-*, Gemini output_dimensionality).
+    openai_embedding_model: str = "text-embedding-3-small"
+    gemini_embedding_model: str = "gemini-embedding-001"
+    embedding_dimensions: int | None = Field(default=None, ge=1)
+    # The embedder's own OpenAI-compatible server and key; unset, the LLM's (MEMORY_OPENAI_BASE_URL, OPENAI_API_KEY).
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = None
+    embedding_timeout_s: float = Field(default=30.0, gt=0)
     hashing_embedding_dim: int = Field(default=384, ge=1)
 
     # --- task limits -----------------------------------------------------------------------
@@ -189,6 +223,23 @@ class Settings(BaseSettings):
             raise ValueError("; ".join(broken) + " " + values)
         return self
 
+    @field_validator("secret_patterns", mode="before")
+    @classmethod
+    def _secret_patterns(cls, value):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"expected a JSON list of regular expressions, got {value!r} ({exc.msg})") from None
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise ValueError(f"expected a JSON list of regular expressions (strings), got {value!r}")
+        for i, pattern in enumerate(value):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {i} ({pattern!r}) is not a valid regular expression: {exc}") from None
+        return value
+
     def consolidation_threshold(self, scope: Scope) -> int:
         return {
             "agent": self.consolidation_threshold_agent,
@@ -214,9 +265,15 @@ class Settings(BaseSettings):
         return "offline"
 
     def resolved_embedding_provider(self) -> str:
+        """An explicit setting wins; else an OpenAI key (or an embedding key or server), then a
+        Gemini key, then the offline local model. A Gemini-only deployment embeds with Gemini."""
         if self.embedding_provider:
             return self.embedding_provider
-        return "openai" if self.openai_api_key else "local"
+        if self.openai_api_key or self.embedding_api_key or self.embedding_base_url:
+            return "openai"
+        if self.gemini_api_key:
+            return "gemini"
+        return "local"
 
 
 @lru_cache(maxsize=1)

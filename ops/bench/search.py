@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -199,6 +200,45 @@ def _search_stage(service: MemoryService, query: str) -> dict:
     return {"results": fused, "debug": {"timings_ms": {"search": (time.perf_counter() - t) * 1000}, "queries": [info]}}
 
 
+def _rss_mb() -> float:
+    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _against_exact(service: MemoryService, queries: list[str], table: dict[str, np.ndarray]) -> dict:
+    """The shipped semantic branch (int8 scan and float32 rescore for big segments) beside an
+    exact float32 scan of the same facts, query by query in one run: the mean share of the
+    top 10 they have in common, and each one's latency."""
+    from pipeline.search.local import LocalFactSearch
+
+    exact = LocalFactSearch(service.store, quantize_min=2**62)
+    keys, model = ["agent", f"user:{USER}"], service.embedder.model
+    exact.semantic(TARGET, keys, model, table[queries[0]].tolist(), 10, None)  # build its segments
+    shares, shipped_ms, exact_ms = [], [], []
+    for q in queries:
+        vector = table[q].tolist()
+        t = time.perf_counter()
+        got = {h.fact_id for h in service.search.semantic(TARGET, keys, model, vector, 10, None)}
+        shipped_ms.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        want = {h.fact_id for h in exact.semantic(TARGET, keys, model, vector, 10, None)}
+        exact_ms.append((time.perf_counter() - t) * 1000)
+        shares.append(len(got & want) / max(1, len(want)))
+    exact.clear()
+    return {
+        "top10_overlap": round(float(np.mean(shares)), 4),
+        "shipped_ms": _pct(shipped_ms), "exact_float32_ms": _pct(exact_ms),
+        "p50_ratio_shipped_to_exact": round(float(np.median(shipped_ms) / np.median(exact_ms)), 3),
+    }
+
+
 def _pct(values: list[float]) -> dict[str, float]:
     arr = np.asarray(values)
     return {"p50": round(float(np.percentile(arr, 50)), 3), "p95": round(float(np.percentile(arr, 95)), 3)}
@@ -232,9 +272,12 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     clock = FrozenClock(NOW)
     service = MemoryService(TARGET, settings=Settings(_env_file=None), store=store,
                             embedder=LookupEmbedder(table), clock=clock)
+    rss_before = _rss_mb()
     t0 = time.perf_counter()
     service.search_facts("warm up the index", session_id="s0", user_id=USER)  # builds the cached segments
     build_s = time.perf_counter() - t0
+    rss_after = _rss_mb()
+    held_mb = service.search.held_bytes() / 2**20 if hasattr(service.search, "held_bytes") else None
 
     # On the emulation, fetching hits and recording access scan every document in Python
     # (seconds at 300k): time the search stage there (stamps, both branches, RRF) and keep the
@@ -253,6 +296,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
         hits.append(len(answer["results"]))
         semantic_hits += bool(answer["debug"]["queries"][0]["semantic"])
 
+    semantic_vs_exact = _against_exact(service, queries, table) if kind == "sqlite" else None
     uncached, cached = [], []
     sessions = [f"s{i}" for i in range(20)]
     for round_ in range(5 if kind == "sqlite" else 1):
@@ -274,6 +318,9 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
         "facts_visible": sum(c for a, k, c in layout if a == TARGET and k in ("agent", f"user:{USER}")),
         "queries": len(queries), "typo_queries": (len(queries) + 2) // 3,
         "load_s": round(load_s, 1), "index_build_s": round(build_s, 2),
+        "segments_held_mb": None if held_mb is None else round(held_mb, 1),
+        "rss_growth_mb_per_100k": round((rss_after - rss_before) * 100_000 / n_facts, 1),
+        "semantic_branch_vs_exact_float32": semantic_vs_exact,
         "search_ms": _pct(search_ms),
         "context_cached_ms": _pct(cached), "context_uncached_ms": _pct(uncached),
         "search_stage_p50_ms": {k: round(float(np.median(v)), 3) for k, v in stages.items()},
@@ -296,12 +343,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.facts < 100 or args.queries < 10:
         print("search bench: --facts must be >= 100 and --queries >= 10", file=sys.stderr)
         return 2
-    out: dict = {"facts": args.facts, "vectors": f"random unit, {DIM} dims", "thresholds": "production"}
+    out: dict = {
+        "facts": args.facts, "vectors": f"random unit, {DIM} dims", "thresholds": "production",
+        "search_settings": {"cache_mb": Settings(_env_file=None).search_cache_mb,
+                            "blas_threads": Settings(_env_file=None).search_blas_threads},
+    }
     for kind in (["sqlite", "mongo"] if args.store == "both" else [args.store]):
         n = args.facts if kind == "sqlite" else min(args.mongo_facts, args.facts)
         out[kind] = bench(kind, n, args.queries, args.seed)
         if not args.json:
             print(kind, json.dumps(out[kind]))
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out))
     return 0
 

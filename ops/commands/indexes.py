@@ -1,7 +1,10 @@
 """``memoryctl create-indexes``: every index of the store, idempotently (SPEC §7).
 
-On MongoDB with ``MEMORY_ATLAS_SEARCH`` on, the Atlas Search and Vector Search index
-definitions are created too. Running it again changes nothing.
+On MongoDB with ``MEMORY_ATLAS_SEARCH`` on, the Atlas Search and Vector Search indexes are
+created too, or updated when their definition changed (never otherwise: each update makes
+Atlas rebuild the index), and the command waits up to ``--wait`` seconds
+(``MEMORY_ATLAS_INDEX_WAIT_S``) for them to be READY, with a progress line on stderr per poll.
+Running it again changes nothing and reports the search indexes "unchanged".
 """
 
 from __future__ import annotations
@@ -21,16 +24,20 @@ def open_store(settings):
     return open_or_create(settings)
 
 
-def _search_indexes(store, settings) -> list[str]:
+def _search_indexes(store, settings, wait_s: float | None) -> list[str]:
     try:
-        atlas = importlib.import_module("pipeline.search.atlas")
+        atlas = importlib.import_module("pipeline.search.atlas_indexes")
     except ImportError as exc:
         raise ConfigurationError(
             "MEMORY_ATLAS_SEARCH is on, but this installation has no Atlas search support "
-            f"(pipeline.search.atlas cannot be imported: {exc}); the regular indexes were created"
+            f"(pipeline.search.atlas_indexes cannot be imported: {exc}); the regular indexes were created"
         ) from exc
-    created = atlas.create_search_indexes(store, settings)
-    return [str(name) for name in (created or [])]
+    outcomes = atlas.create_search_indexes(store, settings, wait_s=wait_s, progress=_progress)
+    return [o.describe() if hasattr(o, "describe") else str(o) for o in (outcomes or [])]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -45,7 +52,7 @@ def _create(args: argparse.Namespace) -> int:
         note = None
         if settings.atlas_search and kind == "mongo":
             try:
-                search = _search_indexes(store, settings)
+                search = _search_indexes(store, settings, args.wait)
             except ConfigurationError:
                 _report(args, kind, names, None, None)
                 raise
@@ -77,4 +84,9 @@ def register(subparsers) -> None:
         "create-indexes", help="create every store index (and Atlas search indexes when enabled), idempotently",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--wait", type=float, default=None, metavar="SECONDS",
+        help="how long to wait for new or changed Atlas search indexes to be READY "
+             "(default MEMORY_ATLAS_INDEX_WAIT_S; 0: do not wait)",
+    )
     parser.set_defaults(func=_create)

@@ -1,4 +1,4 @@
-"""Embedders: OpenAI, the offline local semantic model, and the hashing embedder for tests."""
+"""Embedders: OpenAI, Gemini, the offline local semantic model, and the hashing embedder for tests."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ __all__ = ["Embedder", "Embeddings", "open_embedder"]
 
 
 def open_embedder(settings: Settings) -> Embedder:
-    """The embedder of ``settings.resolved_embedding_provider()``: openai, local or hashing."""
+    """The embedder of ``settings.resolved_embedding_provider()``: openai, gemini, local or hashing."""
     provider = settings.resolved_embedding_provider()
     if provider == "openai":
         from pipeline.embeddings.openai import OpenAIEmbedder
 
         return OpenAIEmbedder.from_settings(settings)
+    if provider == "gemini":
+        from pipeline.embeddings.gemini import GeminiEmbedder
+
+        return GeminiEmbedder.from_settings(settings)
     if provider == "local":
         from pipeline.embeddings.local import LocalEmbedder
 
@@ -24,4 +28,5 @@ def open_embedder(settings: Settings) -> Embedder:
         from pipeline.embeddings.hashing import HashingEmbedder
 
         return HashingEmbedder(settings.hashing_embedding_dim)
-    raise ConfigurationError(f"MEMORY_EMBEDDING_PROVIDER: unknown provider {provider!r} (openai, local or hashing)")
+    raise ConfigurationError(
+        f"MEMORY_EMBEDDING_PROVIDER: unknown provider {provider!r} (openai, gemini, local or hashing)")

@@ -1,58 +1,78 @@
-"""OpenAI embeddings (``text-embedding-3-small``, 1536 dimensions): one batched call per stage."""
+"""OpenAI (or OpenAI-compatible) embeddings: one batched call per stage.
+
+The dimension is never looked up in a table: it is ``MEMORY_EMBEDDING_DIMENSIONS`` when set
+(sent as ``dimensions`` to the models that take it, OpenAI's text-embedding-3 family, and
+checked against every other server's answer), else learned from the first answer. ``dim`` asks
+the server once when nothing was embedded yet (``memoryctl create-indexes`` reads it to size
+the Atlas vector index).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from pipeline.embeddings.port import Embedder, Embeddings
-from pipeline.errors import InvalidInput, TransientError
+from pipeline.embeddings.port import PROBE, Embedder, Embeddings, checked_vectors
+from pipeline.errors import InvalidInput
 from pipeline.llm.openai import import_sdk, make_client, map_error
 from schemas.settings import Settings
 
-_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 #: the API takes at most this many inputs in one request
 MAX_BATCH = 2048
+# https://platform.openai.com/docs/api-reference/embeddings/create: "dimensions ... Only
+# supported in text-embedding-3 and later models"
+_TAKES_DIMENSIONS = ("text-embedding-3",)
 
 
 class OpenAIEmbedder(Embedder):
-    def __init__(self, client: Any, model: str = "text-embedding-3-small", timeout_s: float = 60.0) -> None:
+    def __init__(self, client: Any, model: str = "text-embedding-3-small", *, dimensions: int | None = None,
+                 timeout_s: float = 30.0) -> None:
         self.client = client
         self.model = model
-        self.dim = _DIMS.get(model, 1536)
         self.timeout_s = timeout_s
+        self.dimensions = dimensions
+        self._dim: int | None = dimensions
 
     @classmethod
     def from_settings(cls, settings: Settings, http_client: Any = None) -> OpenAIEmbedder:
-        return cls(make_client(settings, http_client), settings.openai_embedding_model, settings.llm_timeout_s)
+        client = make_client(
+            api_key=settings.embedding_api_key or settings.openai_api_key,
+            base_url=settings.embedding_base_url or settings.openai_base_url,
+            timeout_s=settings.embedding_timeout_s, http_client=http_client, what="the OpenAI embedder",
+        )
+        return cls(client, settings.openai_embedding_model, dimensions=settings.embedding_dimensions,
+                   timeout_s=settings.embedding_timeout_s)
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            self.embed([PROBE])
+        assert self._dim is not None
+        return self._dim
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:
-            return Embeddings(vectors=[], model=self.model, dim=self.dim)
+            return Embeddings(vectors=[], model=self.model, dim=self._dim or 0)
         if len(texts) > MAX_BATCH:
             raise InvalidInput("texts", f"{len(texts)} texts in one batch; the API takes at most {MAX_BATCH}")
         openai = import_sdk()
         where = f"openai embeddings ({self.model})"
         # the API refuses empty strings; a single space embeds as "nothing said"
-        inputs = [t if t.strip() else " " for t in texts]
+        body: dict[str, Any] = {"model": self.model, "input": [t if t.strip() else " " for t in texts],
+                                "encoding_format": "float"}
+        if self.dimensions is not None and self.model.startswith(_TAKES_DIMENSIONS):
+            body["dimensions"] = self.dimensions
         try:
-            response = self.client.embeddings.create(
-                model=self.model, input=inputs, encoding_format="float", timeout=self.timeout_s,
-            )
+            response = self.client.embeddings.create(**body, timeout=self.timeout_s)
         except openai.OpenAIError as exc:
-            mapped = map_error(exc, where)
+            mapped = map_error(exc, where, self.timeout_s)
             if mapped is None:
                 raise
             raise mapped from exc
         rows = sorted(response.data, key=lambda d: d.index)
-        if len(rows) != len(texts) or any(len(r.embedding) != self.dim for r in rows):
-            raise TransientError(f"{where}: expected {len(texts)} vectors of {self.dim} dimensions, got a different shape")
-        vectors = np.array([r.embedding for r in rows], dtype=np.float32)
-        vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        vectors = checked_vectors(self, [r.embedding for r in rows], len(texts), where)
         usage = response.usage
         return Embeddings(
-            vectors=vectors.tolist(), model=self.model, dim=self.dim,
+            vectors=vectors, model=self.model, dim=len(vectors[0]),
             input_tokens=(usage.prompt_tokens or 0) if usage else 0,
         )

@@ -5,6 +5,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import ConfigurationError, TransientError
+
+#: what a network embedder embeds to learn its dimension before its first real call
+PROBE = "dimension probe"
 
 
 @dataclass(frozen=True)
@@ -18,8 +26,31 @@ class Embeddings:
 class Embedder(abc.ABC):
     #: recorded on every fact; facts of different models are never compared
     model: str
+    #: the vector size (``create-indexes`` sizes the Atlas vector index with it); a network
+    #: embedder without ``MEMORY_EMBEDDING_DIMENSIONS`` asks its provider once to learn it
     dim: int
 
     @abc.abstractmethod
     def embed(self, texts: Sequence[str]) -> Embeddings:
         """Embed a batch in one call. Vectors are L2-normalised."""
+
+
+def checked_vectors(embedder: Any, rows: list[list[float]], expected: int, where: str) -> list[list[float]]:
+    """Unit-length vectors of one dimension; the first answer teaches ``embedder._dim``."""
+    if len(rows) != expected or not rows:
+        raise TransientError(f"{where}: expected {expected} vectors, got {len(rows)}")
+    sizes = {len(r) for r in rows}
+    if len(sizes) != 1:
+        raise TransientError(f"{where}: the vectors of one answer differ in length ({sorted(sizes)})")
+    size = sizes.pop()
+    if embedder._dim is None:
+        embedder._dim = size
+    elif size != embedder._dim:
+        source = "MEMORY_EMBEDDING_DIMENSIONS" if embedder.dimensions is not None else "its first answer"
+        raise ConfigurationError(
+            f"{where}: the model answers {size}-dimension vectors but {embedder._dim} are expected "
+            f"(from {source}); set MEMORY_EMBEDDING_DIMENSIONS to what the model gives"
+        )
+    vectors = np.array(rows, dtype=np.float32)
+    vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    return vectors.tolist()

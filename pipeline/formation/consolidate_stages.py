@@ -131,7 +131,7 @@ def merge_scope(
             version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
             current_blob=current,
         )
-        usage.add_counts(merge.usage)
+        usage.add_counts(merge.usage, merge.modes)
         first = buffer[0]
         saved = store.save_blob(ConsolidatedBlob(
             agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,

@@ -65,6 +65,7 @@ class Merge:
     #: sections the accepted answer named outdated (left out on purpose)
     outdated_sections: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+    modes: dict[str, int] = field(default_factory=dict)  # calls per structured-output mode
 
 
 def merge_within_limit(
@@ -90,6 +91,8 @@ def merge_within_limit(
         merge.usage["calls"] += 1
         merge.usage["input_tokens"] += response.input_tokens
         merge.usage["output_tokens"] += response.output_tokens
+        if response.structured_output:
+            merge.modes[response.structured_output] = merge.modes.get(response.structured_output, 0) + 1
         sections = response.parsed.sections
         words = blob_words(version, sections)
         missing = missing_sections(current_blob, response.parsed)

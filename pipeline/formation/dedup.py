@@ -8,6 +8,9 @@
    embedding model, which the stage also checks on text-branch hits), the union of the semantic branch queried with the fact's content vector
    and the text branch (BM25 on the fact's content), each with no threshold and
    ``SHORTLIST_FACTOR`` x the candidate limit;
+   ``with_recent``: plus the same scope key's facts of the same model formed in the last
+   ``MEMORY_DEDUP_RECENT_WINDOW_S``, read by an ordinary store query: a search index may be
+   eventually consistent (Atlas), so facts formed seconds ago may be missing from both branches;
    ``score_candidates``: the semantic score (1 + cos) / 2 between the new fact's content
    vector and each shortlisted fact's content vector (the stage embeds all shortlisted
    contents in one batched call and stores the scores before any effect); candidates are
@@ -72,6 +75,16 @@ def shortlist(
         with ThreadPoolExecutor(max_workers=min(8, len(facts))) as pool:
             return dict(zip((f.index for f in facts), pool.map(one, facts)))
     return {f.index: one(f) for f in facts}
+
+
+def with_recent(
+    shortlists: Mapping[int, Sequence[str]], facts: Sequence[NewFact], recent: Mapping[str, Sequence[str]],
+) -> dict[int, list[str]]:
+    """Each fact's shortlist followed by its scope key's recently formed facts (``recent``,
+    read from the store, not the search index, which may lag behind recent writes), without
+    duplicates."""
+    return {f.index: list(dict.fromkeys([*shortlists.get(f.index, ()), *recent.get(f.scope_key, ())]))
+            for f in facts}
 
 
 def score_candidates(

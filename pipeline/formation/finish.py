@@ -31,8 +31,26 @@ class NextStep:
     consolidate_session: tuple[str, str] | None = None  # (agent_id, session_id)
 
 
+SCREENING_COUNTERS = ("secrets_dropped", "contacts_rescoped", "contacts_dropped")
+
+
+def screening_totals(run: FormationRun) -> dict[str, int]:
+    """What the run kept out of memory (SPEC §11): secrets dropped from facts, fact updates and
+    reflections; agent-scope items with contact data moved to the user's scope or dropped."""
+    totals = dict.fromkeys(SCREENING_COUNTERS, 0)
+    for name in (EXTRACT_FACTS, EXTRACT_REFLECTIONS):
+        record = run.stages.get(name)
+        screened = ((record.output or {}) if record else {}).get("screened", {})
+        for counter in SCREENING_COUNTERS:
+            totals[counter] += screened.get(counter, 0)
+    decide = run.stages.get(DECIDE_FACTS)
+    totals["secrets_dropped"] += ((decide.output or {}) if decide else {}).get("update_secrets", 0)
+    return totals
+
+
 def run_totals(run: FormationRun) -> dict:
-    """Tokens, calls, fact actions, reflections per scope, dropped items and timings."""
+    """Tokens, calls, fact actions, reflections per scope, dropped items, what was kept out of
+    memory (``screening_totals``) and timings."""
     tokens = {"input": 0, "output": 0, "embedding": 0}
     calls, timings = 0, {}
     for name, record in run.stages.items():
@@ -66,6 +84,7 @@ def run_totals(run: FormationRun) -> dict:
             "reflections_scope_not_allowed": refl_counts.get("scope_not_allowed", 0),
             "reflections_repeating_facts": refl_counts.get("repeats_fact", 0),
         },
+        **screening_totals(run),
         "consolidated": merged,
         "timings_ms": timings,
     }

@@ -54,20 +54,29 @@ class Usage:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    structured_output: dict[str, int] = field(default_factory=dict)
 
     def add(self, response: LLMResponse) -> LLMResponse:
         self.calls += 1
         self.input_tokens += response.input_tokens
         self.output_tokens += response.output_tokens
+        if response.structured_output:
+            self.add_modes({response.structured_output: 1})
         return response
 
-    def add_counts(self, counts: dict[str, int]) -> None:
+    def add_counts(self, counts: dict[str, int], modes: dict[str, int] | None = None) -> None:
         self.calls += counts.get("calls", 0)
         self.input_tokens += counts.get("input_tokens", 0)
         self.output_tokens += counts.get("output_tokens", 0)
+        self.add_modes(modes or {})
+
+    def add_modes(self, modes: dict[str, int]) -> None:
+        for mode, calls in modes.items():
+            self.structured_output[mode] = self.structured_output.get(mode, 0) + calls
 
     def record(self) -> LLMUsage:
-        return LLMUsage(calls=self.calls, input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        return LLMUsage(calls=self.calls, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                        structured_output=dict(self.structured_output))
 
 
 @dataclass

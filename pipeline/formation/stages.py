@@ -9,6 +9,7 @@ the first stage and recorded on the run with the scopes it may form.
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 
 import numpy as np
 
@@ -19,7 +20,8 @@ from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
 from pipeline.formation.reflections import NewReflection, filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage, stage_output
-from pipeline.formation.scopes import plan_from_dict, plan_scopes, plan_to_dict
+from pipeline.formation.scopes import ScopePlan, plan_from_dict, plan_scopes, plan_to_dict
+from pipeline.formation.screening import guard_for, screen_facts, screen_reflections
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
@@ -38,6 +40,11 @@ def _agent_name(agent, messages) -> str | None:
     return agent.name or next((m.agent_name for m in messages if m.agent_name), None)
 
 
+def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]:
+    """Every human of the run: whose ids agent-scope memory must not carry (SPEC §11)."""
+    return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
+
+
 def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     """Plan the run's scopes and models, then extract, filter and number its facts."""
 
@@ -53,7 +60,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         }
         store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models)
         output = {"plan": plan_to_dict(plan), "models": models, "facts": [], "dropped": {},
-                  "message_ids": [m.message_id for m in messages], "skipped": None}
+                  "screened": {}, "message_ids": [m.message_id for m in messages], "skipped": None}
         if not messages:
             output["skipped"] = "no messages in the claimed range"
             return output
@@ -68,9 +75,12 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
             output["skipped"] = str(exc)
             return output
         answer = usage.add(deps.llm.complete(request)).parsed
-        kept = filter_facts(answer.facts, plan, settings.fact_word_limit)
+        allowed, screened = screen_facts(answer.facts, plan, guard_for(settings),
+                                         _session_user_ids(run, plan, messages))
+        kept = filter_facts(allowed, plan, settings.fact_word_limit)
         output["facts"] = [f.to_dict() for f in kept.kept]
         output["dropped"] = kept.counts()
+        output["screened"] = screened.counts()
         return output
 
     return run_stage(deps, run_id, EXTRACT_FACTS, compute)
@@ -167,10 +177,11 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         batch, decided, scored, candidate_tokens = dedup.DedupBatch(), {}, {}, 0
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
-            shortlists = dedup.shortlist(
-                deps.search, run.agent_id, open_facts, vectors, embedded["model"],
-                limit=dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates,
-            )
+            limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
+            shortlists = dedup.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded["model"],
+                                         limit=limit)
+            shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
+                                                                                    embedded["model"], limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
             live = {x.fact_id: x.content for x in (store.get_facts(ids) if ids else [])
                     if x.retired_at is None and x.embedding_model == embedded["model"]}
@@ -190,6 +201,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
                 decided = dedup.validate(usage.add(deps.llm.complete(request)).parsed, batch)
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
                                  dedup_enabled=settings.facts_dedup)
+        update_secrets = _guard_updates(resolved, guard_for(settings))
         updates = [d for d in resolved.decisions if d.action == "UPDATE"]
         update_vectors: dict[str, str] = {}
         if updates:
@@ -204,6 +216,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             "embedding_model": embedded["model"],
             "counts": dedup.action_counts(resolved.decisions),
             "update_over_limit": resolved.update_over_limit,
+            "update_secrets": update_secrets,
             "llm_items": len(batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
             "candidates": {str(i): [[fid, round(score, 6)] for fid, score in pairs]
@@ -215,6 +228,28 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         _apply_fact_effects(deps, run, output)
 
     return run_stage(deps, run_id, DECIDE_FACTS, compute, apply)
+
+
+def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: int) -> dict[str, list[str]]:
+    """Per scope key of ``facts``, its facts formed within ``dedup_recent_window_s``, read from
+    the store: a search index may not show them yet (Atlas is eventually consistent)."""
+    window = deps.settings.dedup_recent_window_s
+    if window <= 0:
+        return {}
+    since = deps.clock.now() - timedelta(seconds=window)
+    return {key: deps.store.recent_fact_ids(run.agent_id, key, model, since, limit)
+            for key in dict.fromkeys(f.scope_key for f in facts)}
+
+
+def _guard_updates(resolved: dedup.Resolved, guard) -> int:
+    """An UPDATE whose merged text carries a secret is not stored: the new fact (screened
+    already) is ADDed instead, as for an UPDATE over the word limit. Returns how many."""
+    dropped = 0
+    for i, d in enumerate(resolved.decisions):
+        if d.action == "UPDATE" and guard.kind(d.text or "") is not None:
+            resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
+            dropped += 1
+    return dropped
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
@@ -283,8 +318,11 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             word_limit=settings.reflection_word_limit,
         )
         answer = usage.add(deps.llm.complete(request)).parsed
+        answer, screened = screen_reflections(answer, plan, guard_for(settings),
+                                              _session_user_ids(run, plan, messages))
         kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)
-        return {"reflections": [r.to_dict() for r in kept.kept], "counts": kept.counts()}
+        return {"reflections": [r.to_dict() for r in kept.kept], "counts": kept.counts(),
+                "screened": screened.counts()}
 
     def apply(run: FormationRun, output: dict) -> None:
         plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])

@@ -7,6 +7,8 @@ never read as "nothing extracted".
 
 from __future__ import annotations
 
+import json
+import re
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -16,6 +18,12 @@ from pipeline.errors import InvalidLLMAnswer
 T = TypeVar("T", bound=BaseModel)
 
 _EXCERPT = 200
+# reasoning models served through OpenAI-compatible servers (DeepSeek-R1, Qwen3 on Ollama or
+# vLLM without a reasoning parser) put their thinking inline before the answer
+_THINK = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_UNCLOSED_THINK = re.compile(r"^\s*<(think|thinking)>.*", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
 
 
 def parse_answer(raw: str | None, response_model: type[T], *, provider: str, model: str) -> T:
@@ -27,7 +35,7 @@ def parse_answer(raw: str | None, response_model: type[T], *, provider: str, mod
     if raw is None or not raw.strip():
         raise InvalidLLMAnswer(f"{provider} model {model} returned an empty answer for {response_model.__name__}")
     try:
-        return response_model.model_validate_json(_strip_fence(raw))
+        return response_model.model_validate_json(extract_json(raw))
     except ValidationError as exc:
         error = InvalidLLMAnswer(
             f"{provider} model {model} answered outside the {response_model.__name__} schema: "
@@ -42,14 +50,37 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def _strip_fence(raw: str) -> str:
-    # Some OpenAI-compatible servers wrap JSON in a Markdown fence even in JSON mode.
-    text = raw.strip()
-    if text.startswith("```") and text.endswith("```"):
-        text = text[3:-3]
-        if text.lower().startswith("json"):
-            text = text[4:]
+def extract_json(raw: str) -> str:
+    """The JSON value inside a model's text: without ``<think>`` blocks, out of a Markdown
+    fence, or cut from the prose around it. Text holding no JSON comes back as it is (and then
+    fails validation with a clear message)."""
+    text = _UNCLOSED_THINK.sub("", _THINK.sub("", raw)).strip()
+    if _parses(text):
+        return text
+    for match in _FENCE.finditer(text):
+        inner = match.group(1).strip()
+        if _parses(inner):
+            return inner
+    # prose around the JSON: the first '{' from which a whole JSON object decodes (every
+    # answer model is an object, so a "[1]" in the prose is never taken for the answer)
+    for start, char in enumerate(text):
+        if char == "{":
+            try:
+                _, end = _DECODER.raw_decode(text, start)
+            except ValueError:
+                continue
+            return text[start:end]
     return text
+
+
+def _parses(text: str) -> bool:
+    if not text or text[0] not in "{[":
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def describe_validation_error(exc: ValidationError) -> str:

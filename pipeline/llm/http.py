@@ -1,7 +1,7 @@
 """HTTP status -> error tree, and Retry-After parsing, shared by every provider adapter.
 
 Pure functions, so the mapping is one table that the OpenAI and Gemini adapters (and the
-OpenAI embedder) agree on.
+embedders) agree on.
 """
 
 from __future__ import annotations
@@ -23,11 +23,27 @@ _PERMANENT_HINTS = {
     422: "unprocessable request",
 }
 
+# error codes that turn a status's usual meaning around:
+# - OpenAI answers 429 with code "insufficient_quota" when the account has no credit left; no
+#   retry helps (https://platform.openai.com/docs/guides/error-codes/api-errors);
+# - Gemini answers 400 INVALID_ARGUMENT with ErrorInfo reason "API_KEY_INVALID" for a bad key
+#   (https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes).
+_CODE_HINTS = {
+    "insufficient_quota": "billing: the account has no quota left; add credit or raise the spending limit",
+    "API_KEY_INVALID": "authentication failed: the API key is not valid",
+}
+
 
 def error_for_status(
-    status: int, detail: str, *, where: str, retry_after: float | None = None,
+    status: int | None, detail: str, *, where: str, retry_after: float | None = None, code: str | None = None,
 ) -> PipelineError:
-    """The error to raise for an HTTP error ``status`` from a provider."""
+    """The error to raise for an HTTP error ``status`` from a provider (``code``: the error
+    body's code or reason, when it has one)."""
+    if not status:
+        # an error object without a status is not an HTTP answer: never report "HTTP 0"
+        return TransientError(f"{where}: the provider failed without a status code: {detail}".rstrip(": "))
+    if code in _CODE_HINTS:
+        return PermanentError(f"{where}: HTTP {status} {_CODE_HINTS[code]} ({code}): {detail}")
     message = f"{where}: HTTP {status}: {detail}".rstrip(": ")
     if status == 429:
         return RateLimited(message, retry_after=retry_after)
@@ -35,6 +51,16 @@ def error_for_status(
         return TransientError(message, retry_after=retry_after)
     hint = _PERMANENT_HINTS.get(status, "the provider refused the request")
     return PermanentError(f"{where}: HTTP {status} {hint}: {detail}")
+
+
+def transport_error(where: str, exc: BaseException, timeout_s: float | None = None) -> TransientError:
+    """A timeout or a failed connection, saying which (never as an HTTP status)."""
+    cause = exc.__cause__ or exc.__context__ or exc
+    kind = type(cause).__name__
+    if "Timeout" in kind or "Timeout" in type(exc).__name__:
+        within = f" within {timeout_s:g}s" if timeout_s else ""
+        return TransientError(f"{where}: no answer{within}: request timed out ({kind})")
+    return TransientError(f"{where}: connection failed ({kind}: {cause})")
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

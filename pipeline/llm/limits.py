@@ -111,8 +111,11 @@ class LimitedLLM(LLM):
         self.wait_s = wait_s
         self.provider = inner.provider
 
+    def timeout_for(self, request: LLMRequest[T]) -> float:
+        return self.inner.timeout_for(request)
+
     def complete(self, request: LLMRequest[T]) -> LLMResponse[T]:
-        token = self.slots.acquire(request.timeout_s + _LEASE_MARGIN_S, self.wait_s)
+        token = self.slots.acquire(self.inner.timeout_for(request) + _LEASE_MARGIN_S, self.wait_s)
         try:
             return self.inner.complete(request)
         finally:

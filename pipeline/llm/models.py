@@ -40,3 +40,24 @@ def _fields(settings: Settings, provider: str | None) -> tuple[str, str, str] | 
         return _FIELDS[name]
     # offline and scripted providers have no model to choose
     return None
+
+
+def tier_timeouts(settings: Settings, provider: str) -> dict[str, float]:
+    """Each model of ``provider``'s tiers -> its call timeout. A model serving two tiers gets
+    the longer timeout of the two."""
+    fields = _FIELDS.get(provider)
+    if fields is None:
+        return {}
+    timeouts: dict[str, float] = {}
+    limits = (settings.llm_timeout_fast_s, settings.llm_timeout_free_s, settings.llm_timeout_premium_s)
+    for name, limit in zip(fields, limits, strict=True):
+        model = getattr(settings, name)
+        timeouts[model] = max(limit, timeouts.get(model, 0.0))
+    return timeouts
+
+
+def timeout_for_model(timeouts: dict[str, float], model: str, settings: Settings) -> float:
+    """The timeout of ``model``; a model outside the tier settings gets the longest tier's."""
+    if model in timeouts:
+        return timeouts[model]
+    return max(settings.llm_timeout_fast_s, settings.llm_timeout_free_s, settings.llm_timeout_premium_s)

@@ -26,7 +26,8 @@ class LLMRequest(Generic[T]):
     prompt: str
     response_model: type[T]
     inputs: dict[str, Any] = field(default_factory=dict)
-    timeout_s: float = 60.0
+    # None: the provider's timeout for the model's tier (MEMORY_LLM_TIMEOUT_{FAST,FREE,PREMIUM}_S)
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,20 @@ class LLMResponse(Generic[T]):
     input_tokens: int = 0
     output_tokens: int = 0
     raw: str = ""
+    # how the answer was held to its schema: json_schema, json_object or prompt ("" for the
+    # offline and scripted providers, which build answers themselves); recorded on the run
+    structured_output: str = ""
+
+
+DEFAULT_TIMEOUT_S = 60.0
 
 
 class LLM(abc.ABC):
     provider: str = "abstract"
+
+    def timeout_for(self, request: LLMRequest[Any]) -> float:
+        """The seconds this call may take: the request's own, else the adapter's for its model."""
+        return request.timeout_s if request.timeout_s is not None else DEFAULT_TIMEOUT_S
 
     @abc.abstractmethod
     def complete(self, request: LLMRequest[T]) -> LLMResponse[T]:

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import PermanentError, RateLimited, TransientError
 from pipeline.llm.answers import estimate_tokens, parse_answer
-from pipeline.llm.port import LLM, LLMRequest, LLMResponse
+from pipeline.llm.port import DEFAULT_TIMEOUT_S, LLM, LLMRequest, LLMResponse
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -168,7 +168,7 @@ class ScriptedLLM(LLM):
 def _raise_or_raw(fault: Fault, request: LLMRequest) -> str:
     where = f"scripted {request.operation} ({request.model})"
     if fault.kind == "timeout":
-        raise TransientError(f"{where}: request timed out after {request.timeout_s:g}s")
+        raise TransientError(f"{where}: request timed out after {DEFAULT_TIMEOUT_S if request.timeout_s is None else request.timeout_s:g}s")
     if fault.kind == "rate_limit":
         raise RateLimited(f"{where}: HTTP 429 rate limited", retry_after=fault.retry_after)
     if fault.kind == "server_error":

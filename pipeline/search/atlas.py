@@ -2,15 +2,35 @@
 
 Both branches pre-filter inside the search stage, never after it:
 - ``$vectorSearch.filter``: ``agent_id`` ==, ``scope_key`` $in the visible keys,
-  ``embedding_model`` == the query's model, ``retired_at`` == null;
-- ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``retired_at`` (null) and ``in``
-  on ``scope_key``, beside a fuzzy ``text`` clause (one edit, first letter fixed, like the
-  local search) on ``content``, analysed by the same chain as ``scoring.tokenize``
-  (standard tokenizer, lower case, the same stopwords, Snowball English stemming).
+  ``embedding_model`` == the query's model, ``live`` == true;
+- ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``live`` (true) and ``in``
+  on ``scope_key``, beside ``text`` clauses on ``content``, analysed by the same chain as
+  ``scoring.tokenize`` (standard tokenizer, lower case, the same stopwords, Snowball English
+  stemming).
+
+Typo tolerance is the local search's: one edit, first letter fixed, and only for terms of
+``scoring.FUZZY_MIN_LENGTH``+ letters that are not all digits ("cat" is not "cot", "2023" is not
+"2024"). Atlas's ``text.fuzzy`` has no minimum term length (its options are ``maxEdits``,
+``prefixLength`` and ``maxExpansions``: https://www.mongodb.com/docs/atlas/atlas-search/text/),
+so the query is split here: the words whose term may be fuzzy go to a fuzzy ``text`` clause,
+the others to an exact one, both ``should`` with ``minimumShouldMatch`` 1. Lucene sums the
+clauses' scores, so a document scores the same BM25 sum as one ``text`` clause would; each
+distinct term is sent once, as the local search counts it once. Left different: Atlas expands
+a fuzzy term to at most ``maxExpansions`` (50) vocabulary terms, the local search to all of
+them; and Atlas's BM25 statistics are those of the whole index, the local search's those of
+the pre-filtered candidates.
+
+Retired facts are excluded through the boolean ``live`` flag the store keeps beside
+``retired_at``, never through ``retired_at: null``: a ``$vectorSearch`` filter refuses a null
+operand (server error 7828301 "Operand type is not supported for $vectorSearch: null",
+mongodb/mongo ``src/mongo/db/query/vector_search/filter_validator_test.cpp``
+``DisallowOperandTypeNull``; the filterable types are boolean, date, objectId, numeric,
+string and UUID: https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-stage/),
+and ``equals`` with null on a ``date`` field has no documented meaning.
 
 Scores are the ones Atlas reports: ``vectorSearchScore`` of a cosine index is (1 + cos) / 2,
 ``searchScore`` is Lucene BM25. Every path a filter uses is declared in the index definitions
-emitted here (``memoryctl create-indexes`` creates them through ``create_search_indexes``);
+emitted here (``memoryctl create-indexes`` creates them through ``atlas_indexes``);
 ``tests/pipeline/search/test_atlas_search.py`` checks the built pipelines against them.
 """
 
@@ -27,8 +47,10 @@ SEARCH_INDEX = "memory_facts_text"
 EMBEDDING_PATH = "embedding"
 CONTENT_PATH = "content"
 ANALYZER = "memoryText"
+#: the store's boolean "not retired" flag (``pipeline.store._mongo_memory.LIVE``)
+LIVE_PATH = "live"
 #: every path either index is filtered on (the vector index declares each as ``filter``)
-FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", "retired_at")
+FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", LIVE_PATH)
 #: ANN breadth: candidates examined per wanted result (Atlas recommends 10-20x)
 CANDIDATES_PER_RESULT = 20
 MAX_CANDIDATES = 10_000
@@ -66,7 +88,7 @@ def search_index_definition() -> dict[str, Any]:
     """The ``search`` index: analysed ``content`` and the filter paths indexed for ``equals``/``in``."""
     fields: dict[str, Any] = {CONTENT_PATH: {"type": "string", "analyzer": ANALYZER}}
     for path in FILTER_PATHS:
-        fields[path] = {"type": "date"} if path == "retired_at" else {"type": "token"}
+        fields[path] = {"type": "boolean"} if path == LIVE_PATH else {"type": "token"}
     return {
         "name": SEARCH_INDEX,
         "type": "search",
@@ -93,7 +115,7 @@ def vector_pipeline(
                 {"agent_id": {"$eq": agent_id}},
                 {"scope_key": {"$in": list(scope_keys)}},
                 {"embedding_model": {"$eq": embedding_model}},
-                {"retired_at": {"$eq": None}},
+                {LIVE_PATH: {"$eq": True}},
             ]},
         }},
         {"$project": {"_id": 0, "fact_id": 1, "score": {"$meta": "vectorSearchScore"}}},
@@ -103,25 +125,60 @@ def vector_pipeline(
     return pipeline
 
 
+#: Atlas's default and documented cap on the vocabulary terms one fuzzy term expands to
+FUZZY_MAX_EXPANSIONS = 50
+
+
+def split_query(query: str) -> tuple[list[str], list[str]]:
+    """The query's words in two groups, each distinct term once: those whose term may match
+    with a typo (``scoring.fuzzy_eligible``) and those that must match exactly. Stopwords go."""
+    fuzzy: list[str] = []
+    exact: list[str] = []
+    seen: set[str] = set()
+    for word in scoring.words(query):
+        terms = [t for t in scoring.tokenize(word) if t not in seen]
+        if not terms:
+            continue  # a stopword, or a term already sent
+        seen.update(terms)
+        (fuzzy if scoring.fuzzy_eligible(terms[0]) else exact).append(word)
+    return fuzzy, exact
+
+
+def text_clauses(query: str) -> list[dict[str, Any]]:
+    fuzzy, exact = split_query(query)
+    clauses: list[dict[str, Any]] = []
+    if fuzzy:
+        clauses.append({"text": {
+            "query": " ".join(fuzzy), "path": CONTENT_PATH,
+            "fuzzy": {
+                "maxEdits": scoring.FUZZY_MAX_EDITS,
+                "prefixLength": scoring.FUZZY_PREFIX_LENGTH,
+                "maxExpansions": FUZZY_MAX_EXPANSIONS,
+            },
+        }})
+    if exact:
+        clauses.append({"text": {"query": " ".join(exact), "path": CONTENT_PATH}})
+    return clauses
+
+
 def text_pipeline(
     agent_id: str, scope_keys: Sequence[str], query: str, limit: int, min_score: float | None,
 ) -> list[dict[str, Any]]:
+    """``query`` must hold at least one term (``scoring.tokenize``): a query of stopwords only
+    matches nothing and is not sent."""
+    clauses = text_clauses(query)
+    if not clauses:
+        raise ValueError(f"text search: the query {query!r} has no searchable term")
     pipeline: list[dict[str, Any]] = [
         {"$search": {
             "index": SEARCH_INDEX,
             "compound": {
-                "must": [{"text": {
-                    "query": query, "path": CONTENT_PATH,
-                    "fuzzy": {
-                        "maxEdits": scoring.FUZZY_MAX_EDITS,
-                        "prefixLength": scoring.FUZZY_PREFIX_LENGTH,
-                        "maxExpansions": 50,
-                    },
-                }}],
+                "should": clauses,
+                "minimumShouldMatch": 1,
                 "filter": [
                     {"equals": {"path": "agent_id", "value": agent_id}},
                     {"in": {"path": "scope_key", "value": list(scope_keys)}},
-                    {"equals": {"path": "retired_at", "value": None}},
+                    {"equals": {"path": LIVE_PATH, "value": True}},
                 ],
             },
         }},
@@ -159,26 +216,6 @@ class AtlasFactSearch(FactSearch):
         self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
         min_score: float | None,
     ) -> list[Hit]:
-        if not scope_keys or limit <= 0 or not query.strip():
+        if not scope_keys or limit <= 0 or not scoring.tokenize(query):
             return []
         return self._run(text_pipeline(agent_id, scope_keys, query, limit, min_score))
-
-
-def create_search_indexes(store, settings) -> list[str]:
-    """Create, or update in place, the vector and search indexes on the facts collection,
-    for the configured embedder's dimension. Idempotent. Returns what was done per index."""
-    from pymongo.operations import SearchIndexModel
-
-    from pipeline.embeddings import open_embedder
-
-    facts = store.col("facts")
-    existing = {ix["name"] for ix in facts.list_search_indexes()}
-    done = []
-    for spec in (vector_index_definition(open_embedder(settings).dim), search_index_definition()):
-        if spec["name"] in existing:
-            facts.update_search_index(spec["name"], spec["definition"])
-            done.append(f"{facts.name}.{spec['name']} (updated)")
-        else:
-            facts.create_search_index(SearchIndexModel(definition=spec["definition"], name=spec["name"], type=spec["type"]))
-            done.append(f"{facts.name}.{spec['name']} (created)")
-    return done

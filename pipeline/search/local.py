@@ -1,9 +1,11 @@
 """Local fact search for SQLite and plain MongoDB (SPEC §7): exact cosine and BM25 in-process.
 
 The candidates of one (agent, scope key, embedding model) are loaded once through
-``Store.search_candidates`` into a *segment*: a float32 matrix of unit vectors and an inverted
-index with a deletion-key vocabulary for typo-tolerant terms. Segments are cached in-process
-and rebuilt as soon as the scope's version stamp moves (``Store.get_scope_versions``), so a
+``Store.search_candidates`` into a *segment* (``pipeline.search.segment``: unit vectors, exact
+in float32 or scanned in int8 and rescored in float32 when big, and an inverted index with a
+deletion-key vocabulary for typo-tolerant terms). Segments are cached in-process, up to
+``MEMORY_SEARCH_CACHE_MB`` of memory (least recently used go first), one build per segment
+at a time, and rebuilt as soon as the scope's version stamp moves (``Store.get_scope_versions``), so a
 formation, a retirement or an erasure is seen by the next search. A search over several
 scope keys (agent + user) scores every segment and merges; BM25 statistics are those of the
 union of the segments, i.e. of exactly the pre-filtered candidates.
@@ -21,16 +23,16 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
+from pipeline.search.segment import QUANTIZE_MIN, Segment
 from pipeline.store.port import Store
 
-#: cached segments kept per process (least recently used goes first)
-DEFAULT_MAX_SEGMENTS = 256
+#: memory the cached segments of one process may hold (least recently used goes first)
+DEFAULT_CACHE_MB = 512
 #: a stale segment at least this big keeps serving while it is rebuilt in the background
 #: (a rebuild costs seconds at 100k facts); smaller ones are rebuilt before answering
 BACKGROUND_REBUILD_MIN = 20_000
@@ -38,76 +40,21 @@ BACKGROUND_REBUILD_MIN = 20_000
 log = logging.getLogger("memory.search")
 
 
-@dataclass
-class Segment:
-    """One scope key's live facts of one agent, indexed for both signals."""
-
-    ids: list[str]
-    formed_at: np.ndarray                      # float seconds, for stable tie-breaks (newest first)
-    matrix: np.ndarray                         # (n, dim) float32 unit rows; zero rows lack a vector
-    has_vector: np.ndarray                     # (n,) bool
-    doc_len: np.ndarray                        # (n,) float32 token counts
-    postings: dict[str, tuple[np.ndarray, np.ndarray]]   # term -> (doc indices, term freqs)
-    keys: dict[str, list[str]] = field(default_factory=dict)  # deletion key -> vocabulary terms
-    embedding_model: str | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.ids)
-
-    @classmethod
-    def build(cls, candidates: Sequence, embedding_model: str | None) -> "Segment":
-        ids = [c.fact_id for c in candidates]
-        with_vec = [i for i, c in enumerate(candidates) if c.embedding is not None and len(c.embedding)]
-        dim = len(candidates[with_vec[0]].embedding) if with_vec else 0
-        with_vec = [i for i in with_vec if len(candidates[i].embedding) == dim]
-        matrix = np.zeros((len(candidates), dim), dtype=np.float32)
-        has_vector = np.zeros(len(candidates), dtype=bool)
-        if with_vec:
-            matrix[with_vec] = np.stack([np.asarray(candidates[i].embedding, dtype=np.float32) for i in with_vec])
-            has_vector[with_vec] = True
-        postings_lists: dict[str, tuple[list[int], list[int]]] = {}
-        doc_len = np.zeros(len(candidates), dtype=np.float32)
-        tokenize = scoring.tokenize
-        for row, cand in enumerate(candidates):
-            tokens = tokenize(cand.content)
-            doc_len[row] = len(tokens)
-            for term, tf in Counter(tokens).items():
-                entry = postings_lists.get(term)
-                if entry is None:
-                    postings_lists[term] = entry = ([], [])
-                entry[0].append(row)
-                entry[1].append(tf)
-        if dim:
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            np.divide(matrix, norms, out=matrix, where=norms > 0)
-        postings = {
-            term: (np.asarray(docs, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
-            for term, (docs, tfs) in postings_lists.items()
-        }
-        keys: dict[str, list[str]] = {}
-        for term in postings:
-            if scoring.fuzzy_eligible(term):
-                for key in scoring.deletion_keys(term):
-                    keys.setdefault(key, []).append(term)
-            else:
-                keys.setdefault(term, []).append(term)
-        formed = np.asarray([c.formed_at.timestamp() for c in candidates], dtype=np.float64)
-        return cls(ids, formed, matrix, has_vector, doc_len, postings, keys, embedding_model)
-
-
 class LocalFactSearch(FactSearch):
     """Exact, vectorized search over the store's pre-filtered candidates."""
 
     def __init__(
-        self, store: Store, *, cache: bool = True, max_segments: int = DEFAULT_MAX_SEGMENTS,
+        self, store: Store, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
         background_min: int = BACKGROUND_REBUILD_MIN, blas_threads: int | None = 1,
+        quantize_min: int = QUANTIZE_MIN,
     ) -> None:
         if blas_threads is not None:
             _limit_blas_threads(blas_threads)
         self._store = store
         self._cache_enabled = cache
-        self._max_segments = max_segments
+        self._cache_bytes = int(cache_mb * 1024 * 1024)
+        self._held_bytes = 0
+        self._quantize_min = quantize_min
         self._segments: OrderedDict[tuple[str, str, str | None], tuple[tuple[int, int], Segment]] = OrderedDict()
         self._lock = threading.Lock()
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
@@ -138,8 +85,7 @@ class LocalFactSearch(FactSearch):
                     ).start()
                 return self._segments[stale_key][1]
             cache_key = stale_key or (agent_id, key, model)
-            build_lock = self._build_locks.setdefault(cache_key, threading.Lock())
-        with build_lock:  # one build per segment, even when many threads miss at once
+        with self._build_lock(cache_key):  # one build per segment, even when many threads miss at once
             with self._lock:
                 held = self._segments.get(cache_key)
                 if held is not None and held[0] == stamp:
@@ -148,23 +94,45 @@ class LocalFactSearch(FactSearch):
 
     def _build(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> Segment:
         agent_id, key, model = cache_key
-        segment = Segment.build(self._store.search_candidates(agent_id, [key], model), model)
+        segment = Segment.build(
+            self._store.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
+        )
         if self._cache_enabled:
             with self._lock:
+                previous = self._segments.pop(cache_key, None)
+                if previous is not None:
+                    self._held_bytes -= previous[1].nbytes
                 self._segments[cache_key] = (stamp, segment)
-                self._segments.move_to_end(cache_key)
-                while len(self._segments) > self._max_segments:
-                    self._segments.popitem(last=False)
+                self._held_bytes += segment.nbytes
+                # least recently used first; the segment just built always stays, even alone
+                # over the bound (a search needs it), and is the next to go
+                while self._held_bytes > self._cache_bytes and len(self._segments) > 1:
+                    _, (_, evicted) = self._segments.popitem(last=False)
+                    self._held_bytes -= evicted.nbytes
         return segment
+
+    def held_bytes(self) -> int:
+        """Memory the cached segments hold, by ``Segment.nbytes`` (benchmarks and tests)."""
+        with self._lock:
+            return self._held_bytes
 
     def _refresh(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> None:
         try:
-            self._build(cache_key, stamp)
+            with self._build_lock(cache_key):  # never two builds of one segment at once
+                with self._lock:
+                    held = self._segments.get(cache_key)
+                    if held is not None and held[0] == stamp:
+                        return
+                self._build(cache_key, stamp)
         except Exception:  # the stale segment keeps serving; the next search tries again
             log.exception("rebuilding the search segment %s failed", cache_key)
         finally:
             with self._lock:
                 self._refreshing.discard(cache_key)
+
+    def _build_lock(self, cache_key: tuple[str, str, str | None]) -> threading.Lock:
+        with self._lock:
+            return self._build_locks.setdefault(cache_key, threading.Lock())
 
     def wait_for_refreshes(self, timeout_s: float = 60.0) -> bool:
         """Block until no background rebuild runs (benchmarks and tests). False on timeout."""
@@ -188,6 +156,7 @@ class LocalFactSearch(FactSearch):
     def clear(self) -> None:
         with self._lock:
             self._segments.clear()
+            self._held_bytes = 0
 
     # ----------------------------------------------------------------- semantic ------------
     def semantic(
@@ -201,13 +170,12 @@ class LocalFactSearch(FactSearch):
         query = query / norm
         pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
         for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
-            if segment.matrix.shape[1] != query.shape[0] or not segment.has_vector.any():
+            if segment.dim != query.shape[0] or not segment.has_vector.any():
                 continue  # another model's dimension: never compared
-            scores = scoring.semantic_score(segment.matrix @ query)
-            scores = np.where(segment.has_vector, scores, -1.0)
-            # rows without a vector sit at -1, below every real score (0..1)
+            rows, cosines = segment.cosines(query, limit)
+            scores = scoring.semantic_score(cosines)
             top = _top(scores, limit, 0.0 if min_score is None else min_score)
-            pools.append((top, scores[top], segment))
+            pools.append((rows[top], scores[top], segment))
         return _merge(pools, limit)
 
     # ----------------------------------------------------------------- text ----------------
@@ -222,13 +190,13 @@ class LocalFactSearch(FactSearch):
         n_docs = sum(s.size for s in segments)
         if n_docs == 0:
             return []
-        avg_len = float(sum(float(s.doc_len.sum()) for s in segments)) / n_docs
+        avg_len = float(sum(float(s.text.doc_len.sum()) for s in segments)) / n_docs
         # every query term's matching vocabulary, per segment, then df over the union
-        matches = [[scoring.fuzzy_matches(t, s.keys) for s in segments] for t in terms]
+        matches = [[s.text.matches(t) for s in segments] for t in terms]
         doc_freq: dict[str, int] = Counter()
         for index, segment in enumerate(segments):
             for term in {term for per_term in matches for term in per_term[index]}:
-                doc_freq[term] += len(segment.postings[term][0])
+                doc_freq[term] += segment.text.doc_freq(term)
         pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
         for index, segment in enumerate(segments):
             total = np.zeros(segment.size, dtype=np.float32)
@@ -239,9 +207,9 @@ class LocalFactSearch(FactSearch):
                 # a query term counts once per document: its best-matching variant
                 best = np.zeros(segment.size, dtype=np.float32)
                 for term, weight in found.items():
-                    docs, tfs = segment.postings[term]
+                    docs, tfs = segment.text.postings(term)
                     idf = scoring.bm25_idf(n_docs, doc_freq[term])
-                    contrib = weight * scoring.bm25_term_score(tfs, segment.doc_len[docs], avg_len, idf)
+                    contrib = weight * scoring.bm25_term_score(tfs, segment.text.doc_len[docs], avg_len, idf)
                     np.maximum.at(best, docs, contrib.astype(np.float32))
                 total += best
             touched = np.flatnonzero(total > 0)

@@ -53,6 +53,11 @@ def stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
+def words(text: str) -> list[str]:
+    """The word tokens of ``text`` as written (what ``tokenize`` analyses)."""
+    return _WORD.findall(text)
+
+
 def tokenize(text: str) -> list[str]:
     """Index terms: NFKC, case-folded word tokens, stopwords dropped, stemmed (the same chain
     as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
@@ -103,13 +108,6 @@ def edit_distance(a: str, b: str, limit: int = FUZZY_MAX_EDITS) -> int:
     return prev[-1] if prev[-1] <= limit else limit + 1
 
 
-def deletion_keys(term: str) -> set[str]:
-    """The term and every string one deletion away: two terms within one edit share a key."""
-    keys = {term}
-    keys.update(term[:i] + term[i + 1:] for i in range(len(term)))
-    return keys
-
-
 def fuzzy_eligible(term: str) -> bool:
     return len(term) >= FUZZY_MIN_LENGTH and not term.isdigit()
 
@@ -119,28 +117,6 @@ def fuzzy_weight(query_term: str, term: str, edits: int) -> float:
     if edits == 0:
         return 1.0
     return max(0.0, 1.0 - edits / min(len(query_term), len(term)))
-
-
-def fuzzy_matches(query_term: str, vocabulary_keys: Mapping[str, Iterable[str]]) -> dict[str, float]:
-    """Vocabulary terms matching ``query_term`` (itself included when present) and their weights.
-
-    ``vocabulary_keys`` maps each deletion key to the vocabulary terms that produce it.
-    """
-    found: dict[str, float] = {}
-    candidates: set[str] = set(vocabulary_keys.get(query_term, ()))
-    if fuzzy_eligible(query_term):
-        for key in deletion_keys(query_term):
-            candidates.update(vocabulary_keys.get(key, ()))
-    for term in candidates:
-        if term == query_term:
-            found[term] = 1.0
-            continue
-        if not fuzzy_eligible(query_term) or term[:FUZZY_PREFIX_LENGTH] != query_term[:FUZZY_PREFIX_LENGTH]:
-            continue
-        edits = edit_distance(query_term, term)
-        if edits <= FUZZY_MAX_EDITS:
-            found[term] = fuzzy_weight(query_term, term, edits)
-    return found
 
 
 # --------------------------------------------------------------------------- fusion ---------

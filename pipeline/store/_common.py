@@ -98,6 +98,11 @@ class Float32Vector(Sequence):
     def tolist(self) -> list[float]:
         return self._array.tolist()
 
+    def matrix_row(self) -> tuple[np.ndarray, int]:
+        """The batch matrix this vector is a row of, and its row (-1: the vector is its own
+        array), so that a reader of many candidates can gather rows without a copy each."""
+        return self._base, self._row
+
 
 @contextmanager
 def no_gc() -> Iterator[None]:

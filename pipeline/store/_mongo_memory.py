@@ -115,6 +115,14 @@ class MongoMemoryMixin:
              "formed_at": {"$gte": c.utc(since)}}, sort=_NEWEST, limit=limit)
         return [from_doc(Fact, d) for d in docs]
 
+    def recent_fact_ids(
+        self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int
+    ) -> list[str]:
+        docs = self.col("facts").find(
+            {"agent_id": agent_id, "scope_key": scope_key, "embedding_model": embedding_model, LIVE: True,
+             "formed_at": {"$gte": c.utc(since)}}, {"_id": 1}, sort=_NEWEST, limit=limit)
+        return [d["_id"] for d in docs]
+
     def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
         self.col("facts").update_many({"_id": {"$in": list(dict.fromkeys(fact_ids))}},
                                       {"$inc": {"access_count": 1}, "$set": {"last_accessed_at": c.utc(now)}})

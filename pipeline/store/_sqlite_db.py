@@ -72,6 +72,7 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("facts_scope_hash", "facts", "agent_id, scope_key, hash", True),
     ("facts_scope_formed", "facts", "agent_id, scope_key, formed_at", False),
     ("facts_model", "facts", "embedding_model", False),
+    ("facts_scope_model_formed", "facts", "agent_id, scope_key, embedding_model, formed_at", False),
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
 )

@@ -146,6 +146,17 @@ class MemoryMixin:
         ).fetchall()
         return [fact_from_row(doc, emb) for doc, emb in rows]
 
+    def recent_fact_ids(
+        self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int
+    ) -> list[str]:
+        rows = self.db.conn().execute(
+            f"SELECT fact_id FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? "
+            "AND embedding_model = ? AND retired_at IS NULL AND formed_at >= ? "
+            "ORDER BY formed_at DESC, rowid DESC LIMIT ?",
+            (agent_id, scope_key, embedding_model, c.ts(since), limit),
+        ).fetchall()
+        return [row[0] for row in rows]
+
     def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
         with self.db.write() as conn:
             for fact_id in dict.fromkeys(fact_ids):

@@ -60,6 +60,9 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("facts", [("agent_id", _A), ("scope_key", _A), ("hash", _A)], "agent_scope_hash_unique", True),
     ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("formed_at", _D)], "agent_scope_live_formed", False),
     ("facts", [("embedding_model", _A), ("_id", _A)], "embedding_model", False),
+    # dedup's recent facts (equality fields, then the range): ``recent_fact_ids``
+    ("facts", [("agent_id", _A), ("scope_key", _A), ("embedding_model", _A), ("live", _A), ("formed_at", _D)],
+     "agent_scope_model_live_formed", False),
     ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
     ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("rejected", [("received_at", _D)], "received", False),

@@ -301,6 +301,15 @@ class Store(abc.ABC):
         """Live facts formed at or after ``since``, newest first, at most ``limit``."""
 
     @abc.abstractmethod
+    def recent_fact_ids(
+        self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int
+    ) -> list[str]:
+        """Ids of the live facts of one scope key whose vector is of ``embedding_model``, formed
+        at or after ``since``, newest first, at most ``limit``. An ordinary indexed query: it
+        sees a write at once, which an eventually consistent search index does not (dedup
+        reads its own recent writes through it)."""
+
+    @abc.abstractmethod
     def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
         """``access_count`` + 1 and ``last_accessed_at`` = now on each hit."""
 

@@ -54,9 +54,9 @@ def test_mongo_indexes_include_the_unique_keys_and_are_idempotent(monkeypatch, c
 
 def test_atlas_search_indexes_are_created_on_mongo_when_enabled(monkeypatch, capsys):
     calls = []
-    fake = types.ModuleType("pipeline.search.atlas")
-    fake.create_search_indexes = lambda store, settings: calls.append(store) or ["facts_vector", "facts_text"]
-    monkeypatch.setitem(sys.modules, "pipeline.search.atlas", fake)
+    fake = types.ModuleType("pipeline.search.atlas_indexes")
+    fake.create_search_indexes = lambda store, settings, **kw: calls.append(store) or ["facts_vector", "facts_text"]
+    monkeypatch.setitem(sys.modules, "pipeline.search.atlas_indexes", fake)
     store = _Unclosable(emulated_database())
     _use(monkeypatch, Settings(store_url="mongodb://unused/db", atlas_search=True), store)
     assert cli.main(["create-indexes", "--json"]) == 0
@@ -65,7 +65,7 @@ def test_atlas_search_indexes_are_created_on_mongo_when_enabled(monkeypatch, cap
 
 
 def test_missing_atlas_support_is_reported_and_fails_the_command(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "pipeline.search.atlas", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pipeline.search.atlas_indexes", None)  # import fails
     _use(monkeypatch, Settings(store_url="mongodb://unused/db", atlas_search=True), _Unclosable(emulated_database()))
     assert cli.main(["create-indexes"]) == 2
     captured = capsys.readouterr()

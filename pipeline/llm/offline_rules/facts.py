@@ -9,9 +9,13 @@
 - It must carry an entity (a number, date, email, URL, amount or a capitalised proper noun)
   and a verb: a fragment ("Lumen Beam, our new lamp") is not a statement.
 - First-person sentences are about the speaker: scope ``user``, rewritten in the third person
-  with the speaker's name ("My email is x" -> "Alice's email is x"). Other sentences are
-  about the shared world: scope ``agent``. A sentence whose scope is not allowed is dropped,
-  never re-scoped.
+  with the speaker's name ("My email is x" -> "Alice's email is x"). In a one-to-one chat,
+  "we/our/us" sentences are the speaker's affairs too ("Our studio opens at 9" -> "Alice's
+  studio opens at 9"); in a group chat they are the group's, shared: scope ``agent``, as
+  written. Other sentences are about the shared world: scope ``agent``. A sentence whose
+  scope is not allowed is dropped, never re-scoped.
+- An introduction with a clause after it ("I'm Sam, I manage the studio") is two statements:
+  the name, and the clause about its speaker.
 - Over the word limit: dropped, not cut.
 """
 
@@ -41,6 +45,7 @@ def fact_sentence(sentence: str, speaker: str | None = None) -> bool:
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     scopes = set(inputs.get("scopes") or ())
+    one_to_one = not inputs.get("group_chat")
     limit = int(inputs.get("word_limit") or word_limit)
     facts: list[dict[str, str]] = []
     seen: set[str] = set()
@@ -52,11 +57,11 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             name = name or lang.introduced_name(sentence)
             if not fact_sentence(sentence, name):
                 continue
-            about_speaker = bool(lang.FIRST_PERSON.search(sentence))
+            about_speaker = lang.about_speaker(sentence, one_to_one=one_to_one)
             scope = "user" if about_speaker else "agent"
             if scope not in scopes:
                 continue
-            text = lang.strip_end(lang.third_person(sentence, name) if about_speaker else sentence)
+            text = lang.strip_end(lang.third_person(sentence, name, plural=one_to_one) if about_speaker else sentence)
             key = normalize(text)
             if not text or key in seen or word_count(text) > limit:
                 continue

@@ -52,10 +52,23 @@ _AND_SUBJECT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?i:I|I'm|I've|my|we|our|he
 _IF_YOU = re.compile(r",?\s+if (?:you|we)\b.*$", re.IGNORECASE)
 
 
+# "I'm Sam, I manage the studio": the introduction is a clause of its own.
+_INTRO_THEN_CLAUSE = re.compile(
+    r"^((?:my name is|i am|i'm|this is)\s+[A-Z][\w-]+(?:\s+[A-Z][\w-]+)?)\s*,\s+"
+    r"(?=(?i:I|I'm|I've|I'll|I'd|my|we|we're|we've|we'll|our)\b)",
+    re.IGNORECASE,
+)
+
+
 def clauses(sentence: str) -> list[str]:
-    """Split "X and I live in Y" style compounds where a new subject starts a clause, and drop
-    a trailing "if you need ..." that only addresses the assistant."""
-    parts = [_IF_YOU.sub("", p).strip() for p in _AND_SUBJECT.split(sentence)]
+    """Split "X and I live in Y" style compounds where a new subject starts a clause, an
+    introduction from the clause after it ("I'm Sam, I manage ..."), and drop a trailing
+    "if you need ..." that only addresses the assistant."""
+    parts = []
+    for part in _AND_SUBJECT.split(sentence):
+        intro = _INTRO_THEN_CLAUSE.match(part)
+        parts += [intro.group(1), part[intro.end():]] if intro and intro.group(1).split()[-1][:1].isupper() else [part]
+    parts = [_IF_YOU.sub("", p).strip() for p in parts]
     return [p[0].upper() + p[1:] for p in parts if p]
 
 
@@ -67,8 +80,19 @@ def is_question(sentence: str) -> bool:
     return sentence.rstrip().endswith("?")
 
 
+# Introducing someone to the room ("Team, meet Juniper, our planning assistant", "Everyone, say
+# hi to Tom", "Please welcome Priya to the team"): a greeting, not a statement about the
+# project. Without a "Team," it must name someone and stop there, so that "Meet Tom at the
+# venue at 10" and "Welcome packs are ready" stay what they are.
+_INTRO_VERB = r"(?i:(?:please\s+)?(?:meet|welcome|say (?:hi|hello) to)|let me introduce|introducing)"
+_INTRODUCING = re.compile(
+    rf"^(?i:team|everyone|everybody|all|folks|guys|y'all|people)\s*[,:!-]+\s*{_INTRO_VERB}\b"
+    rf"|^{_INTRO_VERB}\s+[A-Z][\w-]*(?:\s+[A-Z][\w-]*)?\s*(?:[,!.]|$|(?i:to (?:the|our)|who)\b)"
+)
+
+
 def is_small_talk(sentence: str) -> bool:
-    return bool(_SMALL_TALK.match(sentence)) or len(sentence.split()) < 3
+    return bool(_SMALL_TALK.match(sentence) or _INTRODUCING.match(sentence)) or len(sentence.split()) < 3
 
 
 # --- markers (lower-cased, word-bounded) ---------------------------------------------------------
@@ -117,6 +141,16 @@ VERB = _markers(
 NEGATION = _markers(r"not", r"no longer", r"isn't", r"aren't", r"wasn't", r"doesn't", r"don't", r"never",
                     r"cancell?ed", r"called off")
 FIRST_PERSON = _markers(r"i", r"i'm", r"i've", r"i'll", r"i'd", r"my", r"me", r"mine", r"myself")
+# "we", "our", "us" (not "US"): in a one-to-one chat, the speaker's own affairs.
+FIRST_PERSON_PLURAL = re.compile(
+    r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'll|[Ww]e'd|[Oo]ur|[Oo]urs|[Oo]urselves|[Uu]s)\b"
+)
+
+
+def about_speaker(sentence: str, *, one_to_one: bool) -> bool:
+    """The sentence is about its speaker: first person, or "we/our" in a one-to-one chat (a
+    group's "we" is the group, whose affairs are shared)."""
+    return bool(FIRST_PERSON.search(sentence) or (one_to_one and FIRST_PERSON_PLURAL.search(sentence)))
 
 # --- entities -----------------------------------------------------------------------------------
 
@@ -187,10 +221,26 @@ def _conjugate(verb: str) -> str:
     return verb + "s"
 
 
-def third_person(sentence: str, name: str | None) -> str:
-    """First person -> third person, e.g. "My email is x" -> "Alice's email is x"."""
+def _plural_third_person(text: str, subject: str, possessive: str) -> str:
+    """"we/us" -> "<name> and others" (a plural subject: its verbs stay as they are), "our" ->
+    "<name>'s"."""
+    group = f"{subject} and others"
+    text = re.sub(r"\b[Ww]e('re|'ve|'ll|'d)\b", lambda m: group + {"'re": " are", "'ve": " have", "'ll": " will",
+                                                                   "'d": " would"}[m.group(1)], text)
+    text = re.sub(r"\b(?:[Ww]e|[Uu]s)\b", group, text)
+    text = re.sub(r"\b[Oo]urs\b", possessive, text)
+    text = re.sub(r"\b[Oo]urselves\b", "themselves", text)
+    return re.sub(r"\b[Oo]ur\b", possessive, text)
+
+
+def third_person(sentence: str, name: str | None, *, plural: bool = False) -> str:
+    """First person -> third person, e.g. "My email is x" -> "Alice's email is x"; with
+    ``plural`` (a one-to-one chat) "we/our/us" too: "Our studio is in Porto" -> "Alice's studio
+    is in Porto"."""
     subject = name or "the user"
     possessive = f"{name}'s" if name else "the user's"
+    if plural:
+        sentence = _plural_third_person(sentence, subject, possessive)
     intro = _NAME_INTRO.match(strip_end(sentence))
     if intro and introduced_name(sentence, name):
         rest = intro.group(2)

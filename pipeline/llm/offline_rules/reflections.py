@@ -5,8 +5,10 @@ Checked in this order, on what humans wrote:
 2. requests and intents ("can you", "let's", "I need", "help me", "please", "I want to", an
    imperative such as "Send the draft ...") -> session;
 3. statements about projects, plans, milestones and shared decisions ("we decided", "launch",
-   "budget", "deadline") that are not already a fact sentence -> agent;
-and every URL a human shares outside a request is pinned at session level.
+   "budget", "deadline") that are not already a fact sentence -> agent; in a one-to-one chat,
+   such a statement in the first person, "we/our" included, is the speaker's affair -> user;
+and every URL a human shares outside a request is pinned at session level. Greetings and
+introductions to the room ("Team, meet Juniper, our planning assistant") are small talk.
 A reflection is dropped when its level is not formed (never re-scoped), when it has more words
 than the limit, or when it repeats a new fact, a buffered reflection or a blob line of its
 level. The most recent ones are kept: at most ``_KEEP`` per level.
@@ -26,7 +28,7 @@ _KEEP = {"agent": 8, "user": 8, "session": 5}
 _FIRST_PERSON_START = re.compile(r"^(?:i|i'm|i've|i'll|i'd|my)\b", re.IGNORECASE)
 
 
-def _level(sentence: str) -> str | None:
+def _level(sentence: str, one_to_one: bool) -> str | None:
     if lang.is_small_talk(sentence):
         return None
     if lang.RULE.search(sentence) or lang.WANT.search(sentence):
@@ -34,17 +36,17 @@ def _level(sentence: str) -> str | None:
     if lang.REQUEST.search(sentence) or lang.IMPERATIVE.match(sentence):
         return "session"
     if lang.PROJECT.search(sentence) and not lang.is_question(sentence) and not fact_sentence(sentence):
-        return "agent"
+        return "user" if lang.about_speaker(sentence, one_to_one=one_to_one) and one_to_one else "agent"
     return None
 
 
-def _phrase(level: str, sentence: str, name: str | None) -> str:
+def _phrase(level: str, sentence: str, name: str | None, one_to_one: bool) -> str:
     who = name or "The user"
-    first_person = bool(lang.FIRST_PERSON.search(sentence))
+    first_person = lang.about_speaker(sentence, one_to_one=one_to_one)
     if level == "session" and not _FIRST_PERSON_START.match(sentence):
         return f"{who} requested: {lang.strip_end(sentence)}"
     if first_person:
-        return lang.strip_end(lang.third_person(sentence, name))
+        return lang.strip_end(lang.third_person(sentence, name, plural=one_to_one))
     if level == "user":
         return f"{who} asks: {lang.strip_end(sentence)}"
     return lang.strip_end(sentence)
@@ -61,6 +63,7 @@ def _known(inputs: dict[str, Any], level: str) -> list[str]:
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     levels = set(inputs.get("scopes") or ()) | {"session"}
+    one_to_one = not inputs.get("group_chat")
     limit = int(inputs.get("word_limit") or word_limit)
     found: dict[str, list[str]] = {"agent": [], "user": [], "session": []}
     for message in inputs.get("messages") or ():
@@ -69,9 +72,9 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
         name = message.get("sender_name")
         for sentence in lang.sentences(message.get("content") or ""):
             name = name or lang.introduced_name(sentence)
-            level = _level(sentence)
+            level = _level(sentence, one_to_one)
             if level is not None:
-                found[level].append(_phrase(level, sentence, name))
+                found[level].append(_phrase(level, sentence, name, one_to_one))
             if level == "session":
                 continue  # the request itself already carries its links
             for url in lang.URL.findall(sentence):

@@ -97,6 +97,26 @@ def make_env(tmp_path) -> Env:
     return e
 
 
+def make_atlas_env(tmp_path, *, index_lag_s: float = 0.0) -> Env:
+    """``make_env`` on the Mongo store over the strict Atlas emulation, searched through the
+    Atlas adapter; with ``index_lag_s`` a write is searchable only that long after it (on the
+    env's clock), as on Atlas, whose search indexes are eventually consistent."""
+    from pipeline.search.atlas import AtlasFactSearch
+    from pipeline.search.atlas_indexes import ensure_search_indexes
+    from pipeline.store.mongo import MongoStore
+    from tests.support.mongo_emulation import emulated_database
+
+    e = make_env(tmp_path)
+    e.store.close()
+    e.store = MongoStore(emulated_database(clock=e.clock, index_lag_s=index_lag_s))
+    e.store.create_indexes()
+    ensure_search_indexes(e.store.col("facts"), e.embedder.dim, wait_s=0, progress=lambda line: None)
+    e.search = AtlasFactSearch.from_store(e.store)
+    e.settings = e.settings.model_copy(update={"atlas_search": True})
+    e.agent()
+    return e
+
+
 ALICE_CHAT = [
     ("user", "u-1", "I am Alice and my email is alice@example.com."),
     ("assistant", None, "Noted."),

@@ -1,6 +1,10 @@
 """Dedup candidates compare content with content: a shortlist through the search port (the
 semantic branch with the new fact's content vector, the text branch on its content), scored
-after one batched embedding of the shortlisted contents, stored on the run before effects."""
+after one batched embedding of the shortlisted contents, stored on the run before effects.
+
+The stage tests run twice: on SQLite with the local search, and on the Mongo store searched
+through the Atlas adapter over the strict emulation with index lag on (a write becomes
+searchable only a minute later), as Atlas's eventually consistent indexes behave."""
 
 from __future__ import annotations
 
@@ -14,7 +18,10 @@ from pipeline.formation.facts import NewFact
 from pipeline.search.port import FactSearch, Hit
 from pipeline.search.scoring import semantic_score
 
-from formation_helpers import decisions, facts
+from formation_helpers import decisions, facts, make_atlas_env, make_env
+
+#: longer than any test's runs are apart (the env's clock moves 1 s per message)
+INDEX_LAG_S = 60.0
 
 LISBON = "Maya Chen lives in Lisbon"
 PORTO = "Maya Chen moved from Lisbon to Porto last weekend"
@@ -51,6 +58,21 @@ def local_model():
     return LocalEmbedder()
 
 
+@pytest.fixture(params=["local", "atlas-lagged"])
+def env(request, tmp_path):
+    e = make_env(tmp_path) if request.param == "local" else make_atlas_env(tmp_path, index_lag_s=INDEX_LAG_S)
+    yield e
+    e.store.close()
+
+
+def _use_embedder(env, embedder) -> None:
+    env.embedder = embedder
+    if env.settings.atlas_search:  # the vector index follows the embedder's dimension
+        from pipeline.search.atlas_indexes import ensure_search_indexes
+
+        ensure_search_indexes(env.store.col("facts"), embedder.dim, wait_s=0, progress=lambda line: None)
+
+
 def _form(env, rows, fact_text, answer=None) -> str:
     env.llm.on("extract_facts", facts(("user", fact_text)), times=1)
     if answer is not None:
@@ -62,7 +84,7 @@ def _form(env, rows, fact_text, answer=None) -> str:
 
 
 def test_a_correction_said_in_another_session_is_a_candidate_and_becomes_an_update(env, local_model):
-    env.embedder = local_model
+    _use_embedder(env, local_model)
     _form(env, FIRST_SESSION, LISBON)
     [old] = env.live_facts()
     run_id = _form(env, LATER_SESSION, PORTO, decisions((0, "UPDATE", 0, PORTO)))
@@ -82,7 +104,7 @@ def test_a_correction_said_in_another_session_is_a_candidate_and_becomes_an_upda
 
 
 def test_shortlisted_contents_are_embedded_in_one_call_and_a_rerun_makes_no_new_call(env):
-    env.embedder = CountingEmbedder(env.embedder)
+    _use_embedder(env, CountingEmbedder(env.embedder))
     env.llm.on("extract_facts", facts(("user", "Alice's email is alice@example.com"),
                                       ("user", "Alice's phone is 555 0100")), times=1)
     first = env.new_run([("user", "u-1", "My email is alice@example.com, my phone 555 0100.")])
@@ -114,6 +136,41 @@ def test_a_fact_whose_shortlist_scores_below_the_threshold_is_added_without_the_
     assert output["candidates"] == {} and output["llm_items"] == 0
     assert env.llm.count("decide_facts") == 0
     assert len(env.live_facts()) == 2
+
+
+EMAIL = "Alice's email is alice@example.com"
+EMAIL_AGAIN = "Alice's email address is alice@example.com"
+
+
+def test_a_near_duplicate_formed_seconds_later_is_a_candidate_even_before_the_index_shows_it(env):
+    first = _form(env, [("user", "u-1", "My email is alice@example.com.")], EMAIL)
+    second = _form(env, [("user", "u-1", "Again, my email address is alice@example.com.")], EMAIL_AGAIN,
+                   decisions((0, "NONE")))
+    [call] = [c for c in env.llm.calls if c.operation == "decide_facts"]
+    assert call.inputs["items"][0]["candidates"] == [{"alias": 0, "text": EMAIL}]
+    assert [f.content for f in env.live_facts()] == [EMAIL]
+    assert env.store.get_run(second).stages["decide_facts"].output["counts"]["none"] == 1
+    assert env.store.get_run(first).stages["decide_facts"].output["counts"]["added"] == 1
+
+
+def test_without_the_recent_facts_a_lagging_index_lets_the_near_duplicate_through(tmp_path):
+    env = make_atlas_env(tmp_path, index_lag_s=INDEX_LAG_S)
+    env.settings = env.settings.model_copy(update={"dedup_recent_window_s": 0})
+    _form(env, [("user", "u-1", "My email is alice@example.com.")], EMAIL)
+    _form(env, [("user", "u-1", "Again, my email address is alice@example.com.")], EMAIL_AGAIN)
+    assert env.llm.count("decide_facts") == 0
+    assert sorted(f.content for f in env.live_facts()) == sorted([EMAIL, EMAIL_AGAIN])
+    env.clock.advance(seconds=INDEX_LAG_S)  # once the index caught up, search finds it again
+    _form(env, [("user", "u-1", "Once more: alice@example.com is my email.")], "Alice's email is still alice@example.com",
+          decisions((0, "NONE")))
+    [call] = [c for c in env.llm.calls if c.operation == "decide_facts"]
+    assert {c["text"] for c in call.inputs["items"][0]["candidates"]} == {EMAIL, EMAIL_AGAIN}
+
+
+def test_the_recent_facts_are_merged_after_the_search_hits_without_duplicates():
+    merged = dedup.with_recent({0: ["f1", "f2"], 1: []}, [_fact(0), _fact(1, key="agent")],
+                               {"user:u-1": ["f3", "f1"], "agent": ["f9"]})
+    assert merged == {0: ["f1", "f2", "f3"], 1: ["f9"]}
 
 
 class RecordingSearch(FactSearch):

@@ -1,39 +1,22 @@
-"""A recording mock HTTP transport: the real SDK clients run, no network is touched."""
+"""The adapters under test run their real SDKs against a real local HTTP server."""
 
 from __future__ import annotations
 
-import json
-
-import httpx
 import pytest
 
-
-class Recorder:
-    """Answers each request with the next scripted response and keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-        self.responses: list = []
-
-    def reply(self, *responses) -> Recorder:
-        self.responses.extend(responses)
-        return self
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        response = self.responses.pop(0)
-        if isinstance(response, Exception):
-            raise response
-        return response
-
-    @property
-    def body(self) -> dict:
-        return json.loads(self.requests[-1].content)
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(transport=httpx.MockTransport(self))
+from pipeline.llm.structured import FALLBACKS
+from tests.support.llm_server import LLMServer
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
+def llm_server():
+    with LLMServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fallbacks():
+    # the auto mode's memory is per process: each test starts without it
+    FALLBACKS.forget()
+    yield
+    FALLBACKS.forget()

@@ -36,3 +36,19 @@ def test_a_rate_limit_keeps_its_retry_after():
 def test_retry_after_is_read_from_seconds_milliseconds_or_an_http_date(headers, seconds):
     now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
     assert retry_after_seconds(headers, now=now) == seconds
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "reason"),
+    [(429, "insufficient_quota", "billing: the account has no quota left"),
+     (400, "API_KEY_INVALID", "authentication failed: the API key is not valid")],
+)
+def test_error_codes_that_change_a_status_meaning_are_permanent_with_their_reason(status, code, reason):
+    error = error_for_status(status, "detail", where="w", code=code)
+    assert type(error) is PermanentError and reason in str(error) and code in str(error)
+
+
+@pytest.mark.parametrize("status", [0, None])
+def test_an_error_without_an_http_status_is_never_reported_as_http_0(status):
+    error = error_for_status(status, "socket closed", where="w")
+    assert isinstance(error, TransientError) and "HTTP 0" not in str(error) and "socket closed" in str(error)

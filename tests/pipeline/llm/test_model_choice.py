@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.llm.models import OFFLINE_MODEL, fast_model, tier_model
+from pipeline.llm.models import OFFLINE_MODEL, fast_model, tier_model, tier_timeouts, timeout_for_model
 from schemas.settings import Settings
 
 
@@ -10,7 +10,7 @@ def _settings(**kw):
 
 @pytest.mark.parametrize(
     ("provider", "expected"),
-    [("gemini", "gemini-3-flash-preview"), ("openai", "gpt-5-mini"), ("offline", OFFLINE_MODEL)],
+    [("gemini", "gemini-3.8-flash"), ("openai", "gpt-6-luna"), ("offline", OFFLINE_MODEL)],
 )
 def test_fast_model_is_the_providers_fast_model_setting(provider, expected):
     assert fast_model(_settings(llm_provider=provider)) == expected
@@ -19,13 +19,13 @@ def test_fast_model_is_the_providers_fast_model_setting(provider, expected):
 @pytest.mark.parametrize(
     ("provider", "max_tier", "preview", "expected"),
     [
-        ("gemini", 0, False, "gemini-3-flash-preview"),
-        ("gemini", 1, False, "gemini-3-pro-preview"),
-        ("gemini", 3, False, "gemini-3-pro-preview"),
-        ("gemini", 0, True, "gemini-3-pro-preview"),
-        ("openai", 0, False, "gpt-5-mini"),
-        ("openai", 2, False, "gpt-5.1"),
-        ("openai", 0, True, "gpt-5.1"),
+        ("gemini", 0, False, "gemini-3.8-flash"),
+        ("gemini", 1, False, "gemini-3.1-pro-preview"),
+        ("gemini", 3, False, "gemini-3.1-pro-preview"),
+        ("gemini", 0, True, "gemini-3.1-pro-preview"),
+        ("openai", 0, False, "gpt-6-luna"),
+        ("openai", 2, False, "gpt-6.1-sol"),
+        ("openai", 0, True, "gpt-6.1-sol"),
         ("offline", 5, True, OFFLINE_MODEL),
     ],
 )
@@ -40,9 +40,17 @@ def test_model_names_come_from_settings():
 
 def test_an_explicit_provider_overrides_the_settings_provider():
     settings = _settings(llm_provider="openai")
-    assert tier_model(settings, 1, provider="gemini") == "gemini-3-pro-preview"
+    assert tier_model(settings, 1, provider="gemini") == "gemini-3.1-pro-preview"
 
 
 def test_without_a_provider_setting_the_key_decides_the_models():
     settings = Settings(openai_api_key="sk-test", gemini_api_key=None)
-    assert fast_model(settings) == "gpt-5-mini"
+    assert fast_model(settings) == "gpt-6-luna"
+
+
+def test_each_tier_model_gets_its_tiers_timeout_and_a_shared_model_the_longer_one():
+    settings = _settings(openai_fast_model="small", openai_free_model="small", openai_premium_model="big",
+                         llm_timeout_fast_s=20, llm_timeout_free_s=90, llm_timeout_premium_s=240)
+    timeouts = tier_timeouts(settings, "openai")
+    assert timeouts == {"small": 90, "big": 240}
+    assert timeout_for_model(timeouts, "some-other-model", settings) == 240

@@ -52,7 +52,8 @@ def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> 
         ("My daughter Emma was born on March 3, 2015.", [("Alice's daughter Emma was born on March 3, 2015", "user")]),
         ("The Mars Festival budget is $50,000.", [("The Mars Festival budget is $50,000", "agent")]),
         ("The festival takes place in Tucson on June 14.", [("The festival takes place in Tucson on June 14", "agent")]),
-        ("Our website is https://marsfest.example.org.", [("Our website is https://marsfest.example.org", "agent")]),
+        # one-to-one: "we/our" is the speaker's affair (a group's "we" is shared: see below)
+        ("Our website is https://marsfest.example.org.", [("Alice's website is https://marsfest.example.org", "user")]),
         ("Quick update about me: I moved from Lisbon to Porto in 2025.",
          [("Alice moved from Lisbon to Porto in 2025", "user")]),
         ("My work email is a@lumen.example if you need to send me anything.",
@@ -61,7 +62,15 @@ def extract(messages, *, user_scope=True, agent_scope=True, user_names=None) -> 
         ("i’m Alice and i live in Porto.", [("The user's name is Alice", "user"), ("Alice lives in Porto", "user")]),
         ("Actually, my email is now alice@new.example.com.", [("Alice's email is now alice@new.example.com", "user")]),
         ("Just to confirm, my email is alice@example.com.", [("Alice's email is alice@example.com", "user")]),
-        ("By the way, our total budget is 12,000 euros.", [("Our total budget is 12,000 euros", "agent")]),
+        ("By the way, our total budget is 12,000 euros.", [("Alice's total budget is 12,000 euros", "user")]),
+        ("We have two venue options in Lisbon.", [("Alice and others have two venue options in Lisbon", "user")]),
+        ("Our studio opens at 9 on weekdays.", [("Alice's studio opens at 9 on weekdays", "user")]),
+        # an introduction with a clause of its own is two statements
+        ("Hi, I'm Alice, I manage the Riverside studio.",
+         [("The user's name is Alice", "user"), ("Alice manages the Riverside studio", "user")]),
+        ("I'm Alice, my studio is in Porto.", [("The user's name is Alice", "user"), ("Alice's studio is in Porto", "user")]),
+        ("I'm Alice, the product manager at Lumen Labs.", [("Alice is the product manager at Lumen Labs", "user")]),
+        ("The US office opens in May.", [("The US office opens in May", "agent")]),
         # not facts: fragments, imperatives, preferences and rules (reflections), requests, questions, chatter, opinions, ephemeral state
         ("Lumen Beam, our new smart desk lamp.", []),
         ("Send the draft to maya.chen@lumenlabs.example.", []),
@@ -133,6 +142,21 @@ def test_a_group_chat_yields_no_user_facts():
         users={"u1": "Alice", "u2": "Bob"},
     )
     assert extract(messages) == [("The venue deposit of $5,000 is due on May 2", "agent")]
+
+
+def test_in_a_group_chat_we_and_our_are_the_groups_shared_affairs():
+    messages = chat(
+        ("u1", "Our website is https://marsfest.example.org."),
+        ("u2", "We have two venue options in Tucson."),
+        users={"u1": "Alice", "u2": "Bob"},
+    )
+    assert extract(messages) == [
+        ("Our website is https://marsfest.example.org", "agent"), ("We have two venue options in Tucson", "agent"),
+    ]
+
+
+def test_in_a_one_to_one_chat_we_sentences_are_dropped_when_user_memory_is_off():
+    assert extract(chat(("u1", "Our studio opens at 9 on weekdays.")), user_scope=False) == []
 
 
 def test_a_fact_over_the_word_limit_is_dropped_not_cut():

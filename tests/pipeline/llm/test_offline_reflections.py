@@ -55,7 +55,10 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
         ("Send the press kit to the partners.", "session", "Alice requested: Send the press kit to the partners"),
         ("I'm allergic to peanuts, please tell the caterer.", "session",
          "Alice is allergic to peanuts, please tell the caterer"),
-        ("We decided to move the launch online.", "agent", "We decided to move the launch online"),
+        # one-to-one: a project statement in the first person, "we/our" included, is the speaker's
+        ("We decided to move the launch online.", "user", "Alice and others decided to move the launch online"),
+        ("I'll be using you to plan our product launch.", "user",
+         "Alice will be using you to plan Alice's product launch"),
         ("The team agreed that volunteers get free passes.", "agent",
          "The team agreed that volunteers get free passes"),
     ],
@@ -74,6 +77,32 @@ def test_chatter_questions_and_plain_facts_are_not_reflections(line):
     assert reflect(chat(("u1", line))) == ReflectionsAnswer(agent=[], user=[], session=[])
 
 
+def test_in_a_group_chat_a_we_statement_is_agent_knowledge_as_written():
+    messages = chat(("u1", "We decided to move the launch online."), ("u2", "Sounds good."),
+                    users={"u1": "Alice", "u2": "Bob"})
+    assert reflect(messages).agent == ["We decided to move the launch online"]
+
+
+@pytest.mark.parametrize("line", [
+    "Team, meet Juniper, our planning assistant.",
+    "Everyone, say hi to Tom, he runs the launch stream.",
+    "Please welcome Priya to the planning team.",
+    "Hi all, meet Juniper, who will help with the launch.",
+])
+def test_introductions_to_the_room_are_not_reflections(line):
+    messages = chat(("u1", line), ("u2", "Hello!"), users={"u1": "Alice", "u2": "Bob"})
+    assert reflect(messages) == ReflectionsAnswer(agent=[], user=[], session=[])
+
+
+@pytest.mark.parametrize(("line", "agent"), [
+    ("Welcome packs for the launch are ready.", ["Welcome packs for the launch are ready"]),
+    ("Meet Tom at the venue before the launch.", ["Meet Tom at the venue before the launch"]),
+])
+def test_a_sentence_that_only_starts_like_an_introduction_is_kept(line, agent):
+    messages = chat(("u1", line), ("u2", "Hello!"), users={"u1": "Alice", "u2": "Bob"})
+    assert reflect(messages).agent == agent
+
+
 def test_a_shared_link_is_pinned_for_the_session():
     answer = reflect(chat(("u1", "The sponsor deck is at https://example.com/deck.pdf.")))
     assert answer.session == ["Pinned link shared by Alice: https://example.com/deck.pdf"]
@@ -85,7 +114,7 @@ def test_a_link_inside_a_request_is_kept_once_with_the_request():
 
 
 MIXED = (
-    ("u1", "We decided to move the launch online."),
+    ("u1", "The team decided to move the launch online."),
     ("u1", "I prefer short answers."),
     ("u1", "Can you draft the sponsor letter?"),
 )
@@ -114,7 +143,7 @@ def test_nothing_repeats_a_new_fact_a_buffered_reflection_or_a_blob_line():
         messages,
         blobs={"user": "VERSION: 1\n[PREFERENCES]\n- Alice prefers short answers"},
         unabsorbed={"session": ["Alice requested: can you draft the sponsor letter"]},
-        new_facts=["We decided to move the launch online"],
+        new_facts=["The team decided to move the launch online"],
     )
     assert answer == ReflectionsAnswer(agent=[], user=["Alice likes detailed budgets"], session=[])
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from pipeline.search import scoring
+from pipeline.search.text_index import TextIndex
 
 
 @pytest.mark.parametrize(
@@ -71,11 +72,7 @@ def test_edit_distance_counts_damerau_edits_up_to_the_limit(a, b, expected):
     ],
 )
 def test_fuzzy_matches_finds_terms_one_edit_away(query_term, vocabulary, expected):
-    keys: dict[str, set[str]] = {}
-    for term in vocabulary:
-        for key in scoring.deletion_keys(term):
-            keys.setdefault(key, set()).add(term)
-    assert scoring.fuzzy_matches(query_term, keys) == pytest.approx(expected)
+    assert TextIndex([vocabulary]).matches(query_term) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(

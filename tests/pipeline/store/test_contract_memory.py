@@ -152,6 +152,23 @@ def test_recent_facts_newest_first_since_and_limited(store):
     assert [f.fact_id for f in store.list_facts("a1", "agent", limit=2)] == ["f4", "f3"]
 
 
+def test_recent_fact_ids_are_the_scope_keys_live_facts_of_the_model_formed_in_the_window(store):
+    store.insert_fact(fact("old", "formed before the window", embedding=[1.0, 0.0], formed=at(0)))
+    for i in range(1, 4):
+        store.insert_fact(fact(f"f{i}", f"fact {i}", embedding=[1.0, 0.0], formed=at(100 + i)))
+    store.insert_fact(fact("user", "a user fact", user="u1", embedding=[1.0, 0.0], formed=at(101)))
+    store.insert_fact(fact("other-agent", "another agent", agent="a2", embedding=[1.0, 0.0], formed=at(101)))
+    store.insert_fact(fact("other-model", "another model", embedding=[1.0, 0.0], model="m0", formed=at(101)))
+    store.insert_fact(fact("no-vector", "not embedded", formed=at(101)))
+    store.insert_fact(fact("retired", "retired since", embedding=[1.0, 0.0], formed=at(101)))
+    store.retire_fact("retired", at(102), "r1")
+    assert store.recent_fact_ids("a1", "agent", "m1", at(100), 10) == ["f3", "f2", "f1"]
+    assert store.recent_fact_ids("a1", "agent", "m1", at(100), 2) == ["f3", "f2"]
+    assert store.recent_fact_ids("a1", "agent", "m1", at(103), 10) == ["f3"]
+    assert store.recent_fact_ids("a1", "user:u1", "m1", at(100), 10) == ["user"]
+    assert store.recent_fact_ids("a1", "agent", "m1", at(200), 10) == []
+
+
 def test_record_fact_access_counts_each_hit(store):
     store.insert_fact(fact("f1", "x is y"))
     store.record_fact_access(["f1"], at(1))

@@ -1,0 +1,74 @@
+"""Gemini embeddings (``gemini-embedding-001``) through ``client.models.embed_content``.
+
+The SDK sends one ``batchEmbedContents`` request per call; the API takes at most 100 texts in
+one (https://ai.google.dev/api/embeddings#method:-models.batchembedcontents), so bigger batches
+go in chunks. ``MEMORY_EMBEDDING_DIMENSIONS`` goes out as ``output_dimensionality`` (the model
+answers 3072 without it); vectors are normalised here, since Gemini's are unit length only at
+3072. The API reports no token usage for embeddings: it is estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.embeddings.port import PROBE, Embedder, Embeddings, checked_vectors
+from pipeline.llm.answers import estimate_tokens
+from pipeline.llm.gemini import import_sdk, make_client, map_error
+from schemas.settings import Settings
+
+MAX_BATCH = 100
+
+
+class GeminiEmbedder(Embedder):
+    def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
+                 timeout_s: float = 30.0) -> None:
+        self.client = client
+        self.model = model
+        self.timeout_s = timeout_s
+        self.dimensions = dimensions
+        self._dim: int | None = dimensions
+
+    @classmethod
+    def from_settings(cls, settings: Settings, http_client: Any = None) -> GeminiEmbedder:
+        client = make_client(
+            settings.embedding_api_key or settings.gemini_api_key,
+            settings.embedding_base_url or settings.gemini_base_url,
+            settings.embedding_timeout_s, http_client, what="the Gemini embedder",
+        )
+        return cls(client, settings.gemini_embedding_model, dimensions=settings.embedding_dimensions,
+                   timeout_s=settings.embedding_timeout_s)
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            self.embed([PROBE])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        if not texts:
+            return Embeddings(vectors=[], model=self.model, dim=self._dim or 0)
+        where = f"gemini embeddings ({self.model})"
+        inputs = [t if t.strip() else " " for t in texts]  # the API refuses empty content
+        rows: list[list[float]] = []
+        for start in range(0, len(inputs), MAX_BATCH):
+            rows.extend(self._call(inputs[start:start + MAX_BATCH], where))
+        vectors = checked_vectors(self, rows, len(texts), where)
+        return Embeddings(vectors=vectors, model=self.model, dim=len(vectors[0]),
+                          input_tokens=sum(estimate_tokens(t) for t in texts))
+
+    def _call(self, chunk: list[str], where: str) -> list[list[float]]:
+        _, types = import_sdk()
+        config = types.EmbedContentConfig(
+            output_dimensionality=self.dimensions,
+            http_options=types.HttpOptions(timeout=int(self.timeout_s * 1000)),
+        )
+        try:
+            response = self.client.models.embed_content(model=self.model, contents=chunk, config=config)
+        except Exception as exc:  # mapped by type; anything else propagates unchanged
+            mapped = map_error(exc, where, self.timeout_s)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        return [list(e.values or []) for e in (response.embeddings or [])]
