@@ -1,10 +1,13 @@
 """The ``MemoryService`` facade (SPEC §6): what an agent runtime calls.
 
     service = MemoryService("agent-1")
-    xml = service.get_memory_context("session-9", "alice")        # inject into the prompt
-    hits = service.search_facts("Alice's email", "alice", "session-9")
-    service.maybe_form_memories("session-9", [{"message_id": "m1", "role": "user",
-                                "sender_id": "alice", "content": "..."}])
+    xml = service.get_memory_context(session_id="session-9", user_id="alice")  # into the prompt
+    hits = service.search_facts("Alice's email", session_id="session-9", user_id="alice")
+    service.maybe_form_memories([{"message_id": "m1", "role": "user", "sender_id": "alice",
+                                  "content": "..."}], session_id="session-9")
+
+``session_id`` and ``user_id`` are keyword-only in every method: both are plain strings, so a
+positional swap would silently read another scope and answer "" or [].
 
 Every method is synchronous and thread-safe; each has an ``a``-prefixed coroutine twin
 (``await service.aget_memory_context(...)``) that runs it in a worker thread
@@ -116,7 +119,7 @@ class MemoryService:
 
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
-        self, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
@@ -169,7 +172,7 @@ class MemoryService:
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
-        self, query: str | Sequence[str], user_id: str | None, session_id: str, top_k: int = 10,
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
         debug: bool = False,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         """The ``search_facts`` tool: ``[{id, content, scope, formed_at, age, score}]`` best
@@ -182,13 +185,13 @@ class MemoryService:
             query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
         )
 
-    def tool_definition(self, user_id: str | None, session_id: str) -> dict[str, Any] | None:
+    def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
         return retrieval.tool_definition() if self._view(session_id, user_id).search_offered else None
 
     # ----------------------------------------------------------------- events --------------
     def maybe_form_memories(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *,
+        self, messages: Sequence[Mapping[str, Any]], *, session_id: str,
         session_users: Sequence[str] | None = None, user_tier: int = 0, preview: bool = False,
         agent_name: str | None = None,
     ) -> int:
@@ -242,7 +245,7 @@ class MemoryService:
     def _event_id(self, kind: str, session_id: str, key: str) -> str:
         return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
-    def on_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
+    def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
         """Remember the session's humans (so the group-chat rule holds before its first
         message is stored) and warm each user's context cache."""
         _require("session_id", session_id)
@@ -250,9 +253,9 @@ class MemoryService:
         with self._lock:
             self._declared.setdefault(session_id, set()).update(humans)
         for user in sorted(humans) or [None]:
-            self.get_memory_context(session_id, user)
+            self.get_memory_context(session_id=session_id, user_id=user)
 
-    def on_session_end(self, session_id: str) -> None:
+    def on_session_end(self, *, session_id: str) -> None:
         """Publish ``session.ended``: the workers form what is left and consolidate."""
         _require("session_id", session_id)
         now = self.clock.now()
@@ -264,7 +267,7 @@ class MemoryService:
         with self._lock:
             self._declared.pop(session_id, None)
 
-    def process_cold_session(self, session_id: str) -> str | None:
+    def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
         with the cold rule (atomically, exactly as beat's sweep does, so the two never both
         win) and start the run's chain. Returns the run id, or None when the session is not
@@ -292,7 +295,7 @@ class MemoryService:
             keys.append(("session", scope_key("session", session_id=session_id)))
         return keys
 
-    def get_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+    def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: words of its blob, reflection counts, fact counts and timestamps."""
         out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
         for scope, key in self._scope_keys(user_id, session_id):
@@ -316,7 +319,7 @@ class MemoryService:
             out["scopes"][key] = entry
         return out
 
-    def get_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+    def get_consolidation_status(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: buffered reflections against the consolidation threshold, the blob's
         words against its limit, and whether a consolidation is due."""
         keys = self._scope_keys(user_id, session_id)
@@ -336,30 +339,43 @@ class MemoryService:
 
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
-        self, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
     ) -> str:
-        return await asyncio.to_thread(self.get_memory_context, session_id, user_id, force_refresh, max_tokens)
+        return await asyncio.to_thread(
+            self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
+            max_tokens=max_tokens,
+        )
 
-    async def asearch_facts(self, query, user_id, session_id, top_k: int = 10, debug: bool = False):
-        return await asyncio.to_thread(self.search_facts, query, user_id, session_id, top_k, debug)
+    async def asearch_facts(
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        return await asyncio.to_thread(
+            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
+        )
 
-    async def amaybe_form_memories(self, session_id: str, messages, **kwargs) -> int:
-        return await asyncio.to_thread(self.maybe_form_memories, session_id, messages, **kwargs)
+    async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.tool_definition, session_id=session_id, user_id=user_id)
 
-    async def aon_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.on_session_start, session_id, user_ids)
+    async def amaybe_form_memories(self, messages: Sequence[Mapping[str, Any]], *, session_id: str, **kwargs) -> int:
+        return await asyncio.to_thread(self.maybe_form_memories, messages, session_id=session_id, **kwargs)
 
-    async def aon_session_end(self, session_id: str) -> None:
-        await asyncio.to_thread(self.on_session_end, session_id)
+    async def aon_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.on_session_start, session_id=session_id, user_ids=user_ids)
 
-    async def aprocess_cold_session(self, session_id: str) -> str | None:
-        return await asyncio.to_thread(self.process_cold_session, session_id)
+    async def aon_session_end(self, *, session_id: str) -> None:
+        await asyncio.to_thread(self.on_session_end, session_id=session_id)
 
-    async def aget_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_memory_stats, user_id, session_id)
+    async def aprocess_cold_session(self, *, session_id: str) -> str | None:
+        return await asyncio.to_thread(self.process_cold_session, session_id=session_id)
 
-    async def aget_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_consolidation_status, user_id, session_id)
+    async def aget_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_memory_stats, user_id=user_id, session_id=session_id)
+
+    async def aget_consolidation_status(
+        self, *, user_id: str | None = None, session_id: str | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_consolidation_status, user_id=user_id, session_id=session_id)
 
 
 def _require(field: str, value: object) -> None:

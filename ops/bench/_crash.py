@@ -56,6 +56,7 @@ SCENARIO_SETTINGS = dict(
     formation_message_interval=4, formation_token_interval=10**6, min_messages_to_form=4,
     consolidation_threshold_session=2, consolidation_threshold_user=2, consolidation_threshold_agent=3,
     task_max_retries=4, task_retry_backoff_max_s=2, max_run_attempts=10,
+    task_soft_time_limit_s=10, task_time_limit_s=12,  # under the 15 s lease (settings validation)
 )
 
 

@@ -194,7 +194,7 @@ class _Deps:
         from pipeline.clock import Clock
         from pipeline.llm.offline import OfflineLLM
 
-        self.settings = _settings(consolidation_lease_s=30)
+        self.settings = _settings(consolidation_lease_s=30, task_soft_time_limit_s=20, task_time_limit_s=25)
         self.store = _store(db)
         self.llm = OfflineLLM(self.settings)
         self.clock = Clock()
