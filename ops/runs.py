@@ -12,6 +12,7 @@ from typing import Any
 
 from pipeline.embeddings.port import Embedder
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from schemas.documents import STAGES, FormationRun
 
 REPLAYABLE = ("failed", "dead")
@@ -94,7 +95,7 @@ def replay_failed(
         if reopened is None:
             skipped.append(run.run_id)
             continue
-        start(reopened.run_id)
+        start_runs(store, [reopened.run_id], start, now)  # released again if it cannot start
         replayed.append(reopened.run_id)
     return {"replayed": replayed, "skipped": skipped}
 

@@ -28,7 +28,8 @@ class Settings(BaseSettings):
 
     # --- broker --------------------------------------------------------------------------
     broker_url: str = "redis://localhost:6379/0"
-    result_backend: str = "redis://localhost:6379/1"
+    # None: no task result is ever read (every send ignores it), so no result backend runs
+    result_backend: str | None = None
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
     broker_visibility_timeout_s: int = 3600
     # Producer side: how long publishing may retry while the broker is unreachable.

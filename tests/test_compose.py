@@ -93,7 +93,8 @@ def test_exactly_one_beat(services):
 
 def test_flower_uses_basic_auth_from_the_environment(services):
     flower = services["flower"]
-    assert flower["command"][:4] == ["celery", "-A", "workers.app", "flower"]
+    # workers.flower puts /metrics behind the same credentials
+    assert flower["command"][:4] == ["celery", "-A", "workers.flower", "flower"]
     assert "${FLOWER_BASIC_AUTH" in flower["environment"]["FLOWER_BASIC_AUTH"]
     assert "FLOWER_UNAUTHENTICATED_API" not in flower["environment"]
 
@@ -112,6 +113,11 @@ def test_services_reach_redis_with_its_password_and_mongo_through_the_store_url(
         env = services[name]["environment"]
         assert env["MEMORY_BROKER_URL"].startswith("redis://:${REDIS_PASSWORD")
         assert env["MEMORY_STORE_URL"].startswith("mongodb://")
+
+
+def test_no_service_configures_a_result_backend(services):
+    # every send ignores its result; a configured backend would only be one more thing to reach
+    assert [name for name, svc in services.items() if "MEMORY_RESULT_BACKEND" in (svc.get("environment") or {})] == []
 
 
 def _compose_available() -> bool:

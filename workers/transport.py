@@ -29,6 +29,7 @@ import time
 
 import redis
 
+from kombu.transport import TRANSPORT_ALIASES, _transport_cache
 from kombu.transport import redis as _redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
@@ -215,5 +216,20 @@ class Transport(_redis.Transport):
     Channel = Channel
 
 
-#: the value of Celery's ``broker_transport`` for a ``redis://`` broker URL
+#: this transport, as kombu names a transport class
 REDIS_TRANSPORT = "workers.transport:Transport"
+
+
+def register() -> None:
+    """Make ``redis://`` URLs use this transport in this process.
+
+    kombu resolves a URL's scheme through its alias table (``kombu.transport.TRANSPORT_ALIASES``).
+    Registered there, the broker URL keeps its ``redis://`` scheme everywhere it is shown or
+    parsed: Flower maps the scheme to its Redis broker client (Broker tab,
+    ``/api/queues/length``), which a ``broker_transport`` class path (the connection's URI
+    then reads ``workers.transport:Transport://...``) made impossible. ``rediss://`` keeps
+    kombu's own transport."""
+    TRANSPORT_ALIASES["redis"] = REDIS_TRANSPORT
+    # kombu caches a resolved alias; drop a stock class resolved before this call
+    if _transport_cache.get("redis") not in (None, Transport):
+        del _transport_cache["redis"]
