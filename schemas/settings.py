@@ -11,8 +11,10 @@ import os
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas import urls
 
 Scope = Literal["agent", "user", "session"]
 
@@ -21,13 +23,17 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
 
     # --- storage -------------------------------------------------------------------------
-    store_url: str = "sqlite:///memory.db"
+    # the store's password, percent-encoded into MEMORY_STORE_URL (which then carries none)
+    store_password: str | None = None
+    store_url: str = Field(default="sqlite:///memory.db", validate_default=True)
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
 
     # --- broker --------------------------------------------------------------------------
-    broker_url: str = "redis://localhost:6379/0"
+    # the broker's password, percent-encoded into MEMORY_BROKER_URL (which then carries none)
+    broker_password: str | None = None
+    broker_url: str = Field(default="redis://localhost:6379/0", validate_default=True)
     # None: no task result is ever read (every send ignores it), so no result backend runs
     result_backend: str | None = None
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
@@ -122,6 +128,19 @@ class Settings(BaseSettings):
     gemini_api_key: str | None = Field(
         default_factory=lambda: os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY"),
     )
+
+    @field_validator("store_url", "broker_url", "result_backend")
+    @classmethod
+    def _url_with_password(cls, url: str | None, info: ValidationInfo) -> str | None:
+        """A URL whose user or password holds a raw reserved character is refused, naming the
+        setting; a password given on its own is percent-encoded into its URL (``schemas.urls``)."""
+        if url is None:
+            return None
+        setting = f"MEMORY_{info.field_name.upper()}"
+        if not info.field_name.endswith("_url"):  # the result backend has no password setting
+            return urls.check_url(setting, url)
+        password_field = info.field_name.replace("_url", "_password")
+        return urls.url_setting(setting, url, info.data.get(password_field), f"MEMORY_{password_field.upper()}")
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {
