@@ -130,3 +130,45 @@ def test_malformed_hand_built_messages_are_recorded_as_rejected_not_lost(
     assert broker.llen(f"{names.QUEUE_INGEST}:undeliverable") == 0
     assert broker.hlen("unacked") == 0
     assert worker.is_alive()
+
+
+def _readme_node_example() -> str:
+    text = README.read_text()
+    start = text.index("From Node.js")
+    block = text[text.index("```js\n", start) + len("```js\n"):]
+    return block[:block.index("```")]
+
+
+# Stands in for the npm "redis" client, which is not installed here: it hands every LPUSH to
+# the test (stdout) instead of a socket, so what is checked is the envelope the README's code
+# builds; the test pushes it to the real Redis with redis-py.
+_NODE_REDIS_STUB = """
+export function createClient({ url }) {
+  if (!url) throw new Error("no url");
+  return {
+    async connect() {},
+    async lPush(key, value) { console.log(JSON.stringify({ key, value })); return 1; },
+  };
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_readme_node_example_builds_a_message_a_worker_stores(
+    tmp_path, broker, broker_urls, store_url, celery_worker_process
+):
+    stub = tmp_path / "node_modules" / "redis"
+    stub.mkdir(parents=True)
+    (stub / "package.json").write_text(json.dumps({"name": "redis", "type": "module", "main": "index.js"}))
+    (stub / "index.js").write_text(_NODE_REDIS_STUB)
+    (tmp_path / "publish.mjs").write_text(_readme_node_example())
+    done = subprocess.run(["node", "publish.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MEMORY_BROKER_URL": broker_urls[0]})
+    assert done.returncode == 0, done.stderr
+    [pushed] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert pushed["key"] == names.QUEUE_INGEST
+    envelope = json.loads(pushed["value"])
+    assert "I moved to Porto" not in envelope["headers"]["kwargsrepr"]
+    broker.lpush(pushed["key"], pushed["value"])
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
+    _wait(store_url, lambda s: s.count_messages("s1") == 1, "the Node example's event stored", worker)
