@@ -25,6 +25,8 @@ import json
 import logging
 from typing import Any
 
+from pipeline import names
+
 log = logging.getLogger("memory.broker")
 
 #: the Redis list where text that is not an envelope waits until it is recorded
@@ -33,15 +35,19 @@ UNDELIVERABLE_SUFFIX = ":undeliverable"
 FIELD = "<message>"
 
 
-def message_problem(envelope: Any) -> str | None:
-    """Why a decoded envelope is not a Celery protocol 2 message a worker can run, or None.
-    Never quotes the message (the reason goes to logs)."""
+def message_problem(envelope: Any, queue: str) -> str | None:
+    """Why a decoded envelope taken from ``queue`` cannot be delivered, or None. On a task
+    queue (``names.QUEUES``) it must hold a Celery protocol 2 message a worker can run; other
+    lists (the replies to ``celery inspect`` and ``ping``) need only kombu's envelope. Never
+    quotes the message (the reason goes to logs)."""
     if not isinstance(envelope, dict):
         return f"the envelope is a JSON {type(envelope).__name__}, not an object"
     headers, props = envelope.get("headers"), envelope.get("properties")
     if not isinstance(props, dict) or not isinstance(props.get("delivery_tag"), str) \
             or not isinstance(props.get("delivery_info"), dict):
         return "properties.delivery_tag (a string) and properties.delivery_info (an object) are required"
+    if queue not in names.QUEUES:
+        return None
     if not isinstance(headers, dict) or not isinstance(headers.get("task"), str) or not isinstance(headers.get("id"), str):
         return "headers.task and headers.id (strings) are required (Celery message protocol 2)"
     if envelope.get("content-type") != "application/json":

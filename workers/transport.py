@@ -211,7 +211,7 @@ class Channel(_redis.Channel):
                         client.lrem(key + envelope.UNDELIVERABLE_SUFFIX, 1, item)
                 raise Empty()
             payload = loads(item)
-            problem = envelope.message_problem(payload)
+            problem = envelope.message_problem(payload, dest)
             if problem is not None:
                 # recorded as unacked by the script: dropped once recorded as rejected, else
                 # handed back by the visibility timeout
@@ -247,7 +247,7 @@ class Channel(_redis.Channel):
             except ValueError:
                 problem = _NOT_AN_ENVELOPE
             else:
-                problem = envelope.message_problem(payload)
+                problem = envelope.message_problem(payload, dest)
             if problem is None:
                 self.connection._deliver(payload, dest)
                 return True

@@ -172,3 +172,18 @@ def test_the_readme_node_example_builds_a_message_a_worker_stores(
     broker.lpush(pushed["key"], pushed["value"])
     worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
     _wait(store_url, lambda s: s.count_messages("s1") == 1, "the Node example's event stored", worker)
+
+
+def test_replies_to_control_commands_are_not_taken_for_broken_task_messages(
+    broker_urls, store_url, celery_worker_process, celery_app_for
+):
+    # replies come back on a list of their own, in kombu's envelope without a task header
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,), hostname="pinged@%h")
+    app = celery_app_for(*broker_urls)
+    replies = until(lambda: app.control.ping(timeout=2), "a pong", worker.log_file, timeout=30)
+    assert any(name.startswith("pinged@") for reply in replies for name in reply)
+    store = open_store(Settings(store_url=store_url))
+    try:
+        assert store.list_rejections() == []
+    finally:
+        store.close()

@@ -38,8 +38,16 @@ def _good(**change) -> dict:
      "properties.body_encoding must be base64 or absent"),
 ])
 def test_a_message_is_runnable_or_says_why_not(message, reason):
-    problem = envelope.message_problem(message)
+    problem = envelope.message_problem(message, "ingest")
     assert (problem is None) if reason is None else problem.startswith(reason)
+
+
+def test_a_reply_list_needs_only_the_envelope():
+    # a reply to `celery inspect` / `ping`: kombu's envelope around a JSON object, no task
+    reply = _good(headers={"ticket": "t-1"}, body=base64.b64encode(b'{"celery@h": {"ok": "pong"}}').decode())
+    assert envelope.message_problem(reply, "3f0c.reply.celery.pidbox") is None
+    assert envelope.message_problem(reply, "ingest").startswith("headers.task and headers.id")
+    assert envelope.message_problem({"body": "x"}, "3f0c.reply.celery.pidbox").startswith("properties.delivery_tag")
 
 
 def test_an_undeliverable_message_is_recorded_with_its_raw_text(worker_deps):
