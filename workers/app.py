@@ -14,6 +14,8 @@ For the embedded in-process worker (``make demo``) set ``MEMORY_BROKER_URL=memor
 
 from __future__ import annotations
 
+import sys
+
 from celery import Celery
 from kombu import Queue
 
@@ -100,3 +102,7 @@ def create_app() -> Celery:
 
 
 app = create_app()
+
+if "flower" in sys.argv[1:]:
+    # `celery -A workers.app flower` gets the same /metrics behind auth as `-A workers.flower`
+    import workers.flower  # noqa: E402,F401

@@ -1,4 +1,5 @@
-"""Flower's entry point: ``celery -A workers.flower flower --basic-auth=user:password``.
+"""Flower's entry point: ``celery -A workers.flower flower --basic-auth=user:password``
+(``celery -A workers.app flower`` imports this module too).
 
 It is ``workers.app`` with one change to Flower itself: ``/metrics`` asks for the same
 credentials as the rest of Flower. Flower 2.2 serves its Prometheus metrics through a handler

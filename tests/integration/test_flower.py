@@ -103,9 +103,15 @@ def test_flower_reports_the_depth_of_every_queue(flower, broker_urls, celery_app
     assert b"redis://" in page and b"workers.transport" not in page
 
 
-def test_metrics_answer_only_with_credentials_and_the_healthcheck_stays_open(flower):
-    assert get(flower, "/metrics", auth=None)[0] == 401
-    assert get(flower, "/metrics", auth="ops:wrong-pass")[0] == 401
-    status, body = get(flower, "/metrics")
-    assert status == 200 and b"flower_" in body
-    assert get(flower, "/healthcheck", auth=None) == (200, b"OK")
+@pytest.mark.parametrize("app", ["workers.flower", "workers.app"])
+def test_metrics_answer_only_with_credentials_and_the_healthcheck_stays_open(tmp_path, broker_urls, app):
+    process = FlowerProcess(tmp_path, broker_urls[0], app=app)
+    try:
+        port = process.port
+        assert get(port, "/metrics", auth=None)[0] == 401
+        assert get(port, "/metrics", auth="ops:wrong-pass")[0] == 401
+        status, body = get(port, "/metrics")
+        assert status == 200 and b"flower_" in body
+        assert get(port, "/healthcheck", auth=None) == (200, b"OK")
+    finally:
+        process.stop()
