@@ -105,8 +105,14 @@ def start_runs(store: Store, run_ids: Sequence[str], start: Callable[[str], None
         except Exception as exc:
             left = list(run_ids[i:])
             reason = f"not started: {type(exc).__name__}: {exc}"
-            for other in left:
-                store.fail_run(other, reason, now, dead=False)
+            try:
+                for other in left:
+                    store.fail_run(other, reason, now, dead=False)
+            except Exception as store_exc:  # noqa: BLE001 - said below; the send's error is raised
+                log.error("%d run(s) claimed but not started (%s) and not released either (%s: %s): the "
+                          "stale-run retry starts them once their lease expires", len(left), reason,
+                          type(store_exc).__name__, store_exc)
+                raise exc from store_exc
             log.warning("%d run(s) claimed but not started, marked failed for the stale-run retry: %s (%s)",
                         len(left), ", ".join(left), reason)
             if isinstance(exc, TransientError):

@@ -65,3 +65,28 @@ def test_a_programming_error_in_a_start_still_releases_and_propagates_as_is(clai
     with pytest.raises(KeyError):
         sweep.start_runs(store, run_ids[:1], lambda run_id: {}["x"], clock.now())
     assert store.get_run(run_ids[0]).status == "failed"
+
+
+class _StoreThatCannotWrite:
+    """The real store, except that it is gone when asked to release a run."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def fail_run(self, *args, **kwargs):
+        raise ConnectionError("store unreachable")
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_a_start_that_fails_while_the_store_is_gone_reports_the_send_and_leaves_the_lease(claimed, caplog):
+    store, clock, run_ids = claimed
+
+    def refuse(run_id):
+        raise TransientError("the broker at redis://h:6379/0 did not accept memory.extract_facts")
+
+    with pytest.raises(TransientError, match="did not accept"):
+        sweep.start_runs(_StoreThatCannotWrite(store), run_ids[:1], refuse, clock.now())
+    assert store.get_run(run_ids[0]).status == "claimed"  # the lease expiry hands it to the stale-run retry
+    assert "not released either (ConnectionError: store unreachable)" in caplog.text
