@@ -33,6 +33,7 @@ from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from pipeline.text import word_count
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
@@ -48,9 +49,9 @@ _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", 
 def _default_run_starter(run_id: str) -> None:
     """Start a claimed run's chain on the worker queues (Celery lives in ``workers/``)."""
     from pipeline import names
-    from workers.app import app
+    from workers.dispatch import send
 
-    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
 class MemoryService:
@@ -271,7 +272,9 @@ class MemoryService:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
         with the cold rule (atomically, exactly as beat's sweep does, so the two never both
         win) and start the run's chain. Returns the run id, or None when the session is not
-        cold, has too few unformed messages, or another claim holds it."""
+        cold, has too few unformed messages, or another claim holds it. Raises
+        ``TransientError`` when the broker did not take the run; the claim is then released
+        (the run is ``failed``) and beat's stale-run retry starts it."""
         _require("session_id", session_id)
         session = self.store.get_session(session_id)
         if session is None or session.agent_id != self.agent_id:
@@ -283,7 +286,7 @@ class MemoryService:
         )
         if run is None:
             return None
-        self._run_starter(run.run_id)
+        start_runs(self.store, [run.run_id], self._run_starter, now)
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------
