@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from pipeline import context, retrieval
+from pipeline import context, retrieval, tracing
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
@@ -131,6 +131,11 @@ class MemoryService:
         with ``force_refresh``) rebuilt and cached again.
         """
         _require("session_id", session_id)
+        with tracing.span("get_memory_context", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
+                                                 "memory.user_id": user_id, "memory.force_refresh": force_refresh}):
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens)
+
+    def _memory_context(self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None) -> str:
         budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
@@ -145,8 +150,11 @@ class MemoryService:
             if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
             ):
+                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
+                                        "memory.context_chars": len(cached.xml)})
                 return cached.xml
         xml = self._build_context(view, now, budget)
+        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
         self.store.put_cached_context(CachedContext(
             session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
             built_at=now, versions=versions,
@@ -180,11 +188,14 @@ class MemoryService:
         first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty when the tool
         is not offered here (rag off, or both memory toggles off)."""
         _require("session_id", session_id)
-        return retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-            query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
-        )
+        queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
+        with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
+                                           "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
+            return retrieval.search_facts(
+                store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
+                clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
+                query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
+            )
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""

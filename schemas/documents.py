@@ -96,6 +96,9 @@ class LLMUsage(_Doc):
     output_tokens: int = 0
     # calls per structured-output mode (json_schema, json_object, prompt): what the provider did
     structured_output: dict[str, int] = Field(default_factory=dict)
+    # every call per model, embeddings included, priced when recorded (pipeline.cost):
+    # {model: {kind, provider, calls, input_tokens, output_tokens, usd (None: unpriced), price}}
+    by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class StageRecord(_Doc):
@@ -132,6 +135,20 @@ class FormationRun(_Doc):
     stages: dict[str, StageRecord] = Field(default_factory=dict)
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    # W3C trace context (traceparent, tracestate) the run was claimed under: every stage of the
+    # run, redelivered or started later, joins that trace (pipeline.tracing)
+    trace_context: dict[str, str] = Field(default_factory=dict)
+
+
+class UsageRecord(_Doc):
+    """Model calls made outside any run (a session-end consolidation), priced when recorded."""
+
+    usage_id: str
+    agent_id: str
+    session_id: str | None = None
+    stage: str                      # e.g. "consolidate_session"
+    at: datetime
+    by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class FactHistoryEntry(_Doc):

@@ -21,6 +21,8 @@ MAX_BATCH = 100
 
 
 class GeminiEmbedder(Embedder):
+    provider = "gemini"
+
     def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:
         self.client = client

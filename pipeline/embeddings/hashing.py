@@ -21,6 +21,8 @@ _WORD_WEIGHT = 2.0
 
 
 class HashingEmbedder(Embedder):
+    provider = "hashing"
+
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:
             raise ValueError(f"hashing embedder: dim must be at least 8, got {dim}")

@@ -86,6 +86,7 @@ def _build() -> _Model:
 
 
 class LocalEmbedder(Embedder):
+    provider = "local"
     model = MODEL_NAME
     dim = DIM
 

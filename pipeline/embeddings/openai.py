@@ -25,6 +25,8 @@ _TAKES_DIMENSIONS = ("text-embedding-3",)
 
 
 class OpenAIEmbedder(Embedder):
+    provider = "openai"
+
     def __init__(self, client: Any, model: str = "text-embedding-3-small", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:
         self.client = client

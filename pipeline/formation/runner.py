@@ -20,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline import tracing
 from pipeline.clock import Clock
-from pipeline.embeddings.port import Embedder
+from pipeline.cost import price_models
+from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.errors import PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
@@ -55,6 +57,9 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     structured_output: dict[str, int] = field(default_factory=dict)
+    # every call per model, embeddings included: {model: {kind, provider, calls, input_tokens,
+    # output_tokens}}; what the cost is computed from
+    by_model: dict[str, dict] = field(default_factory=dict)
 
     def add(self, response: LLMResponse) -> LLMResponse:
         self.calls += 1
@@ -62,7 +67,36 @@ class Usage:
         self.output_tokens += response.output_tokens
         if response.structured_output:
             self.add_modes({response.structured_output: 1})
+        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens)
         return response
+
+    def complete(self, llm: LLM, request) -> LLMResponse:
+        """One LLM call, traced (a GenAI span) and counted."""
+        return self.add(tracing.complete(llm, request))
+
+    def embed(self, embedder: Embedder, texts, purpose: str) -> Embeddings:
+        """One embedding call, traced (a GenAI span) and counted."""
+        return self.add_embedding(tracing.embed(embedder, texts, purpose), embedder.provider)
+
+    def add_embedding(self, result: Embeddings, provider: str) -> Embeddings:
+        """Count an embedding call (it is not an LLM call: ``calls`` and the LLM tokens stay)."""
+        self._count("embedding", result.model, provider, result.input_tokens, 0)
+        return result
+
+    def merge(self, other: Usage) -> None:
+        self.add_counts({"calls": other.calls, "input_tokens": other.input_tokens,
+                         "output_tokens": other.output_tokens}, other.structured_output)
+        for model, row in other.by_model.items():
+            self._count(row["kind"], model, row["provider"], row["input_tokens"], row["output_tokens"],
+                        row["calls"])
+
+    def _count(self, kind: str, model: str, provider: str, input_tokens: int, output_tokens: int,
+               calls: int = 1) -> None:
+        row = self.by_model.setdefault(model, {"kind": kind, "provider": provider, "calls": 0,
+                                               "input_tokens": 0, "output_tokens": 0})
+        row["calls"] += calls
+        row["input_tokens"] += input_tokens
+        row["output_tokens"] += output_tokens
 
     def add_counts(self, counts: dict[str, int], modes: dict[str, int] | None = None) -> None:
         self.calls += counts.get("calls", 0)
@@ -74,9 +108,11 @@ class Usage:
         for mode, calls in modes.items():
             self.structured_output[mode] = self.structured_output.get(mode, 0) + calls
 
-    def record(self) -> LLMUsage:
+    def record(self, prices: dict[str, dict[str, float]] | None = None) -> LLMUsage:
+        """The stage's usage, each model's cost priced now from ``prices`` (the settings' table)."""
         return LLMUsage(calls=self.calls, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
-                        structured_output=dict(self.structured_output))
+                        structured_output=dict(self.structured_output),
+                        by_model=price_models(self.by_model, prices or {}))
 
 
 @dataclass
@@ -124,7 +160,7 @@ def run_stage(
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
-        usage=usage.record(),
+        usage=usage.record(deps.settings.price_table()),
     )
     reused = False
     if not store.complete_stage(run_id, stage, done):

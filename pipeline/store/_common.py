@@ -24,6 +24,8 @@ ACTIVE_RUN_STATUSES = ("claimed", "running")
 # context cache (one document per (session, user), so no user id ever becomes a field name).
 LEASES = "leases"
 CONTEXTS = "contexts"
+# model calls made outside any run (session-end consolidations), for ``memoryctl cost``
+USAGE = "usage"
 
 
 def utc(value: datetime) -> datetime:
