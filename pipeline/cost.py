@@ -80,3 +80,20 @@ def describe(total: Mapping[str, Any]) -> str:
     if total.get("unpriced"):
         text += f" + unpriced ({', '.join(total['unpriced'])})"
     return text
+
+
+def tokens_of(total: Mapping[str, Any]) -> dict[str, int]:
+    """LLM input and output tokens and embedding tokens of a ``summary``."""
+    rows = total.get("by_model", {}).values()
+    return {
+        "input": sum(r["input_tokens"] for r in rows if r.get("kind") != "embedding"),
+        "output": sum(r["output_tokens"] for r in rows if r.get("kind") != "embedding"),
+        "embedding": sum(r["input_tokens"] for r in rows if r.get("kind") == "embedding"),
+    }
+
+
+def of_runs(runs: Iterable[Any], records: Iterable[Any] = ()) -> dict:
+    """The ``summary`` of every stage of ``runs`` and of usage ``records``."""
+    rows = [record.usage.by_model for run in runs for record in run.stages.values()]
+    rows += [record.by_model for record in records]
+    return summary(rows)

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from pipeline import context, retrieval, tracing
+from pipeline import context, cost, retrieval, tracing
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
@@ -44,6 +44,8 @@ from schemas.settings import Settings, get_settings
 MAX_RECENT_REFLECTIONS = 20
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
+# every run of the agent is summed into its stats (the store lists runs under a limit)
+_ALL_RUNS = 10_000_000
 
 
 def _default_run_starter(run_id: str) -> None:
@@ -309,9 +311,24 @@ class MemoryService:
             keys.append(("session", scope_key("session", session_id=session_id)))
         return keys
 
+    def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
+        """Cost per scope key: the agent's every run and session-end consolidation; the user's
+        runs (those whose users include them); the session's runs and consolidations."""
+        runs = self.store.list_runs(agent_id=self.agent_id, limit=_ALL_RUNS)
+        records = self.store.list_usage(self.agent_id)
+        out = {scope_key("agent"): cost.of_runs(runs, records)}
+        if user_id:
+            out[scope_key("user", user_id=user_id)] = cost.of_runs(r for r in runs if user_id in r.user_ids)
+        if session_id:
+            out[scope_key("session", session_id=session_id)] = cost.of_runs(
+                (r for r in runs if r.session_id == session_id), (r for r in records if r.session_id == session_id))
+        return out
+
     def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        """Per scope: words of its blob, reflection counts, fact counts and timestamps."""
+        """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the
+        tokens and cost of the model calls that formed it (``pipeline.cost``)."""
         out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
+        spend = self._spend(user_id, session_id)
         for scope, key in self._scope_keys(user_id, session_id):
             blob = self.store.get_blob(self.agent_id, key)
             reflections = self.store.list_reflections(self.agent_id, key)
@@ -325,6 +342,9 @@ class MemoryService:
                 "reflections_unabsorbed": len(unabsorbed),
                 "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
                 "last_reflection_at": _iso(max((r.formed_at for r in reflections), default=None)),
+                "tokens": cost.tokens_of(spend[key]),
+                "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"],
+                         "text": cost.describe(spend[key])},
             }
             if scope != "session":
                 newest = self.store.list_facts(self.agent_id, key, limit=1)
