@@ -83,13 +83,6 @@ class Usage:
         self._count("embedding", result.model, provider, result.input_tokens, 0)
         return result
 
-    def merge(self, other: Usage) -> None:
-        self.add_counts({"calls": other.calls, "input_tokens": other.input_tokens,
-                         "output_tokens": other.output_tokens}, other.structured_output)
-        for model, row in other.by_model.items():
-            self._count(row["kind"], model, row["provider"], row["input_tokens"], row["output_tokens"],
-                        row["calls"])
-
     def _count(self, kind: str, model: str, provider: str, input_tokens: int, output_tokens: int,
                calls: int = 1) -> None:
         row = self.by_model.setdefault(model, {"kind": kind, "provider": provider, "calls": 0,

@@ -5,7 +5,8 @@ An in-process Celery worker (``memory://`` broker, as ``make demo``) runs ingest
 chain with the scripted LLM (answers that carry ``canary``, as the messages do: a user and a
 session reflection, so two scopes are consolidated in parallel) and the hashing embedder; the
 first ``extract_reflections`` call fails once with a transient error, so Celery retries the
-stage. Writes ``<folder>/spans.json`` (every finished span) and ``<folder>/runs.json``
+stage. Then a second session, never ended, goes cold and is formed by the cold sweep, as
+beat would start it. Writes ``<folder>/spans.json`` (every finished span) and ``<folder>/runs.json``
 (the run ids with their trace ids and what the store holds of the canary).
 """
 
@@ -14,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-AGENT, SESSION = "agent-t", "s-traced"
+AGENT, SESSION, COLD = "agent-t", "s-traced", "s-cold"
 
 
 class FailsOnce:
@@ -42,7 +44,8 @@ def main(folder: Path, canary: str) -> int:
     db = folder / "memory.db"
     os.environ.update({"MEMORY_STORE_URL": f"sqlite:///{db}", "MEMORY_BROKER_URL": "memory://localhost/",
                        "MEMORY_RESULT_BACKEND": "cache+memory://", "MEMORY_EMBEDDING_PROVIDER": "hashing",
-                       "MEMORY_LLM_PROVIDER": "offline", "MEMORY_TASK_RETRY_BACKOFF_MAX_S": "1"})
+                       "MEMORY_LLM_PROVIDER": "offline", "MEMORY_TASK_RETRY_BACKOFF_MAX_S": "1",
+                       "MEMORY_COLD_AFTER_S": "1"})
     from ops.trace_export import install_memory_exporter, span_dict
 
     exporter = install_memory_exporter()
@@ -58,6 +61,7 @@ def main(folder: Path, canary: str) -> int:
     from schemas.settings import get_settings
     from workers.app import app
     from workers.deps import Deps, set_deps
+    from workers.dispatch import send
     from workers.producer import CeleryPublisher, end_session, message_event
 
     def merge(request):
@@ -90,6 +94,15 @@ def main(folder: Path, canary: str) -> int:
                 sender_id="u-dana" if role == "user" else None, session_users=["u-dana"]))
         end_session(AGENT, SESSION, publisher=publisher)
         settled = wait_until_idle(app, deps.store, [SESSION], 60)
+        for i, (role, text) in enumerate(lines[:4]):
+            publisher.publish_one(message_event(
+                agent_id=AGENT, session_id=COLD, content=text, role=role, message_id=f"c{i}",
+                sender_id="u-dana" if role == "user" else None, session_users=["u-dana"]))
+        while (deps.store.get_session(COLD) is None or deps.store.get_session(COLD).last_seq < 4):
+            time.sleep(0.05)
+        time.sleep(1.2)  # idle past MEMORY_COLD_AFTER_S
+        send(names.TASK_SWEEP_COLD, {}, app=app)
+        settled = wait_until_idle(app, deps.store, [SESSION, COLD], 60) and settled
         publisher.close()
     runs = deps.store.list_runs(limit=100)
     dump = json.dumps(deps.store.dump_all(), default=str)
@@ -97,8 +110,8 @@ def main(folder: Path, canary: str) -> int:
                                                   default=str), encoding="utf-8")
     (folder / "runs.json").write_text(json.dumps({
         "settled": settled,
-        "runs": [{"run_id": r.run_id, "status": r.status, "trace_id": tracing.trace_id(r.trace_context)}
-                 for r in runs],
+        "runs": [{"run_id": r.run_id, "session_id": r.session_id, "reason": r.reason, "status": r.status,
+                  "trace_id": tracing.trace_id(r.trace_context)} for r in runs],
         "canary_in_store": canary in dump,
     }), encoding="utf-8")
     deps.store.close()

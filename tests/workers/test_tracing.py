@@ -26,13 +26,13 @@ def traced(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-4000:]
     runs = json.loads((folder / "runs.json").read_text())
     spans = json.loads((folder / "spans.json").read_text())
-    assert runs["settled"] and [r["status"] for r in runs["runs"]] == ["done"]
+    assert runs["settled"] and [r["status"] for r in runs["runs"]] == ["done", "done"]
     return runs, spans
 
 
-def _run_trace(traced):
+def _run_trace(traced, reason="session_end"):
     runs, spans = traced
-    [run] = runs["runs"]
+    [run] = [r for r in runs["runs"] if r["reason"] == reason]
     return run, sorted((s for s in spans if s["trace_id"] == run["trace_id"]), key=lambda s: s["start_ns"])
 
 
@@ -48,6 +48,19 @@ def test_one_formation_is_one_trace_from_the_ingest_that_claimed_it_to_finish(tr
     by_id = {s["span_id"]: s for s in spans}
     root = [s for s in spans if s["parent_id"] not in by_id]
     assert [s["name"] for s in root] == ["ingest_event"]  # one tree
+
+
+def test_a_run_the_sweep_starts_is_one_trace_from_the_sweep_to_finish(traced):
+    run, spans = _run_trace(traced, reason="cold")
+    names = [s["name"] for s in spans]
+    assert names[:3] == ["sweep_cold_sessions", "sweep_cold_sessions", "claim_run"]  # the task, then the sweep
+    assert [n for n in names if n in STAGES][:4] == STAGES[:4] and names[-1] == "finish"
+    by_id = {s["span_id"]: s for s in spans}
+    [claim] = [s for s in spans if s["name"] == "claim_run"]
+    [first] = [s for s in spans if s["name"] == "extract_facts"]
+    # the first stage continues the context stored on the run at claim time
+    assert first["parent_id"] == claim["span_id"] and claim["attributes"]["memory.run_id"] == run["run_id"]
+    assert [s["name"] for s in spans if s["parent_id"] not in by_id] == ["sweep_cold_sessions"]
 
 
 def test_the_fan_out_consolidations_are_siblings_under_consolidate(traced):
