@@ -48,7 +48,13 @@ class MemoryTask(Task):
         if run_id and tracing.enabled() and (carried is None or self.name == names.TASK_EXTRACT_FACTS):
             from workers.deps import get_deps
 
-            run = get_deps().store.get_run(run_id)
+            try:
+                run = get_deps().store.get_run(run_id)
+            except Exception as exc:  # noqa: BLE001 - said below; the stage meets the store itself
+                # a trace must never fail a task: the stage's own read of the run raises it again,
+                # under the retry policy, and this span starts from the header (or a new trace)
+                log.warning("run %s: its trace context was not read (%s: %s)", run_id, type(exc).__name__, exc)
+                return carried
             if run is not None and run.trace_context:
                 return tracing.context_from(run.trace_context)
         return carried

@@ -122,3 +122,29 @@ def test_no_content_reaches_any_span(traced):
 ])
 def test_tracing_is_off_unless_the_otel_variables_ask_for_it(environ, exporters):
     assert wanted_exporters(environ) == exporters
+
+
+def test_a_store_that_fails_while_a_task_looks_for_its_runs_trace_does_not_fail_the_task(monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from pipeline import names, tracing
+    from workers import deps as worker_deps
+    from workers.base import MemoryTask
+
+    class DownStore:
+        def get_run(self, run_id):
+            raise ConnectionError("store unreachable")
+
+    monkeypatch.setattr(tracing, "enabled", lambda: True)
+    worker_deps.set_deps(SimpleNamespace(store=DownStore()))
+    try:
+        task = SimpleNamespace(name=names.TASK_EXTRACT_FACTS, request=SimpleNamespace(
+            traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+        parent = MemoryTask.trace_parent(task, {"run_id": "run-1"})
+    finally:
+        worker_deps.set_deps(None)
+    # the header's context is kept; the stage meets the store itself, under the retry policy
+    from opentelemetry import trace
+
+    assert f"{trace.get_current_span(parent).get_span_context().trace_id:032x}" == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert "its trace context was not read (ConnectionError" in caplog.text
