@@ -132,6 +132,9 @@ class FormationRun(_Doc):
     stages: dict[str, StageRecord] = Field(default_factory=dict)
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    # where an effect did something other than its decision (an UPDATE of a fact another run
+    # retired meanwhile became an ADD, ...): [{"index", "fact_id", "note", ...}]
+    effect_notes: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class FactHistoryEntry(_Doc):

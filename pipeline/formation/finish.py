@@ -48,6 +48,19 @@ def screening_totals(run: FormationRun) -> dict[str, int]:
     return totals
 
 
+def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
+    """The decisions' counts as applied: an UPDATE of a fact another run retired meanwhile was
+    an ADD (``update_of_retired``); a DELETE of one already retired only added the new fact
+    (``delete_of_retired``)."""
+    counts = dict(decided)
+    for name in ("update_of_retired", "delete_of_retired"):
+        counts[name] = sum(1 for n in run.effect_notes if n.get("note") == name)
+    if counts["update_of_retired"] and "updated" in counts:
+        counts["updated"] -= counts["update_of_retired"]
+        counts["added"] = counts.get("added", 0) + counts["update_of_retired"]
+    return counts
+
+
 def run_totals(run: FormationRun) -> dict:
     """Tokens, calls, fact actions, reflections per scope, dropped items, what was kept out of
     memory (``screening_totals``) and timings."""
@@ -72,7 +85,8 @@ def run_totals(run: FormationRun) -> dict:
     return {
         "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
         "llm_calls": calls,
-        "facts": {**out[DECIDE_FACTS].get("counts", {}), "extracted": len(out[EXTRACT_FACTS].get("facts", []))},
+        "facts": {**fact_counts(run, out[DECIDE_FACTS].get("counts", {})),
+                  "extracted": len(out[EXTRACT_FACTS].get("facts", []))},
         "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
         "dropped_over_limit": {
             "facts": dropped_facts.get("over_limit", 0),
