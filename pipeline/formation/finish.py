@@ -86,7 +86,8 @@ def run_totals(run: FormationRun) -> dict:
         "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
         "llm_calls": calls,
         "facts": {**fact_counts(run, out[DECIDE_FACTS].get("counts", {})),
-                  "extracted": len(out[EXTRACT_FACTS].get("facts", []))},
+                  "extracted": len(out[EXTRACT_FACTS].get("facts", [])),
+                  "same_run": out[DECIDE_FACTS].get("same_run", {})},
         "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
         "dropped_over_limit": {
             "facts": dropped_facts.get("over_limit", 0),

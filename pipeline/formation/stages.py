@@ -174,7 +174,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
             if found is not None:
                 exact[f.index] = found.fact_id
-        batch, decided, scored, candidate_tokens = dedup.DedupBatch(), {}, {}, 0
+        batch, decided, scored, candidate_tokens, same_run = dedup.DedupBatch(), {}, {}, 0, {}
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
             limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
@@ -190,19 +190,24 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
                 result = deps.embedder.embed(list(live.values()))
                 candidate_tokens = result.input_tokens
                 candidate_vectors = dict(zip(live, result.vectors))
-            scored = dedup.score_candidates(
-                open_facts, shortlists, vectors, candidate_vectors,
-                min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates,
+            scored = dedup.merge_candidates(
+                dedup.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
+                                       min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
+                dedup.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
+                limit=settings.dedup_max_candidates,
             )
-            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, live))
+            same_run = {dedup.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
+            texts = {f.index: f.text for f in open_facts}
+            contents = {**live, **{fid: texts[index] for fid, index in same_run.items()}}
+            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, contents))
             if batch:
                 request = build_dedup_request(batch.texts, batch.candidates, model=model,
                                               word_limit=settings.fact_word_limit)
                 decided = dedup.validate(usage.add(deps.llm.complete(request)).parsed, batch)
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
-                                 dedup_enabled=settings.facts_dedup)
-        update_secrets = _guard_updates(resolved, guard_for(settings))
-        updates = [d for d in resolved.decisions if d.action == "UPDATE"]
+                                 dedup_enabled=settings.facts_dedup, same_run=same_run)
+        update_secrets = _guard_updates(run.run_id, resolved, guard_for(settings))
+        updates = [d for d in resolved.decisions if d.text is not None]  # merged texts
         update_vectors: dict[str, str] = {}
         if updates:
             sources = dict(zip((f.index for f in facts), _sources(run)))
@@ -216,6 +221,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             "embedding_model": embedded["model"],
             "counts": dedup.action_counts(resolved.decisions),
             "update_over_limit": resolved.update_over_limit,
+            "same_run": resolved.same_run,
             "update_secrets": update_secrets,
             "llm_items": len(batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
@@ -241,14 +247,22 @@ def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: in
             for key in dict.fromkeys(f.scope_key for f in facts)}
 
 
-def _guard_updates(resolved: dedup.Resolved, guard) -> int:
-    """An UPDATE whose merged text carries a secret is not stored: the new fact (screened
-    already) is ADDed instead, as for an UPDATE over the word limit. Returns how many."""
+def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
+    """A merged text that carries a secret is not stored: the new facts it merged (screened
+    already) are ADDed as they were said instead, as for an UPDATE over the word limit.
+    Returns how many merged texts were dropped."""
     dropped = 0
     for i, d in enumerate(resolved.decisions):
-        if d.action == "UPDATE" and guard.kind(d.text or "") is not None:
-            resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
-            dropped += 1
+        if d.text is None or guard.kind(d.text) is None:
+            continue
+        resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
+        dropped += 1
+        if d.action == "ADD":  # merged a later fact of the run: that one is added again too
+            merged_into = dedup.new_fact_id(run_id, d.index)
+            for j, later in enumerate(resolved.decisions):
+                if later.reason == "merged_into_same_run" and later.existing_id == merged_into:
+                    resolved.decisions[j] = dedup.Decision(later.index, "ADD", "update_secret")
+                    resolved.same_run["merged"] -= 1
     return dropped
 
 
@@ -262,12 +276,12 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
     new_facts = {f.index: f for f in _facts(run)}
     notes: list[dict] = []
 
-    def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str) -> str:
+    def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
         return store.insert_fact(Fact(
             fact_id=fact_id, agent_id=run.agent_id, scope=scope,
             user_id=plan.user_id if scope == "user" else None,
             scope_key=key, content=text, hash=digest,
-            embedding=vectors[index], embedding_model=model,
+            embedding=vector or vectors[index], embedding_model=model,
             source_session_id=run.session_id,
             source_message_ids=[sources[index].message_id] if sources else message_ids,
             source_run_id=run.run_id, formed_at=now,
@@ -293,8 +307,9 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
                                        said.scope, said.scope_key, said.hash)
                 notes.append(note)
         else:
+            # a text merged from two facts of this run was embedded again, like an UPDATE's
             insert(effect["fact_id"], effect["index"], effect["text"], effect["scope"], effect["scope_key"],
-                   effect["hash"])
+                   effect["hash"], _update_vector(output, effect["index"]))
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
