@@ -152,6 +152,45 @@ def test_recent_facts_newest_first_since_and_limited(store):
     assert [f.fact_id for f in store.list_facts("a1", "agent", limit=2)] == ["f4", "f3"]
 
 
+def test_recent_facts_follow_the_latest_change_so_an_old_fact_corrected_today_comes_first(store):
+    month_ago = at(-30 * 86400)
+    store.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=month_ago))
+    store.insert_fact(fact("pet", "Alice has a cat", user="u1", formed=at(0)))
+    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["pet"]
+    moved = "Alice moved to city B"
+    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                             run_id="r2", now=at(60), valid_from=at(30)) is True
+    got = store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)
+    assert [(f.fact_id, f.content, f.updated_at, f.formed_at) for f in got] == [
+        ("home", moved, at(60), month_ago), ("pet", "Alice has a cat", at(0), at(0))]
+    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 1)] == ["home"]
+
+
+def test_an_update_closes_the_old_versions_validity_and_opens_the_new_ones(store):
+    store.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=at(0)).model_copy(
+        update={"valid_from": at(-5)}))
+    moved = "Alice moved to city B"
+    store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                      run_id="r2", now=at(100), valid_from=at(90))
+    (got,) = store.get_facts(["home"])
+    assert (got.valid_from, got.valid_to, got.updated_at) == (at(90), None, at(100))
+    assert [(h.content, h.valid_from, h.valid_to, h.changed_at) for h in got.history] == [
+        ("Alice lives in city A", at(-5), at(90), at(100))]
+
+
+def test_a_retired_fact_keeps_when_it_stopped_being_valid(store):
+    store.insert_fact(fact("f1", "The launch is on March 3", formed=at(10)))
+    store.insert_fact(fact("f2", "The venue is Hall A", formed=at(10)))
+    assert store.retire_fact("f1", at(100), "r2", valid_to=at(50)) is True
+    assert store.retire_fact("f2", at(100), "r2", valid_to=at(-50)) is True  # never before valid_from
+    f1, f2 = store.get_facts(["f1", "f2"])
+    assert (f1.valid_from, f1.valid_to, f1.retired_at) == (at(10), at(50), at(100))
+    assert f2.valid_to == at(10)
+    assert store.recent_facts("a1", ["agent"], T0, 10) == []
+    assert sorted(f.fact_id for f in store.recent_facts("a1", ["agent"], T0, None, include_retired=True)) == [
+        "f1", "f2"]
+
+
 def test_recent_fact_ids_are_the_scope_keys_live_facts_of_the_model_formed_in_the_window(store):
     store.insert_fact(fact("old", "formed before the window", embedding=[1.0, 0.0], formed=at(0)))
     for i in range(1, 4):
