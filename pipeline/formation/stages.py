@@ -15,7 +15,7 @@ import numpy as np
 
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
-from pipeline.formation import dedup
+from pipeline.formation import dedup, fact_effects
 from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
 from pipeline.formation.reflections import NewReflection, filter_reflections
@@ -26,7 +26,7 @@ from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import build_reflections_request
-from schemas.documents import Fact, FormationRun, Reflection
+from schemas.documents import FormationRun, Reflection
 
 EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
 EXTRACT_REFLECTIONS = "extract_reflections"
@@ -267,74 +267,12 @@ def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
-    store, now = deps.store, deps.clock.now()
-    plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
-    vectors = _fact_vectors(run)
-    message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
-    sources = _sources(run)
-    model = output["embedding_model"]
-    new_facts = {f.index: f for f in _facts(run)}
-    notes: list[dict] = []
-
-    def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
-        return store.insert_fact(Fact(
-            fact_id=fact_id, agent_id=run.agent_id, scope=scope,
-            user_id=plan.user_id if scope == "user" else None,
-            scope_key=key, content=text, hash=digest,
-            embedding=vector or vectors[index], embedding_model=model,
-            source_session_id=run.session_id,
-            source_message_ids=[sources[index].message_id] if sources else message_ids,
-            source_run_id=run.run_id, formed_at=now,
-        ))[1]
-
-    for effect in output["effects"]:
-        if effect["op"] == "retire":
-            if not store.retire_fact(effect["fact_id"], now, run.run_id):
-                # retired by another run meanwhile: the new fact is inserted all the same
-                note = _retired_meanwhile(store, run, effect, "delete_of_retired")
-                notes += [note] if note else []
-        elif effect["op"] == "update":
-            if store.update_fact(
-                effect["fact_id"], content=effect["text"], hash=effect["hash"],
-                embedding=_update_vector(output, effect["index"]), embedding_model=model,
-                run_id=run.run_id, now=now,
-            ):
-                continue
-            note = _retired_meanwhile(store, run, effect, "update_of_retired")
-            if note:  # the fact it merged into is gone: what this run learned is added as it was said
-                said = new_facts[effect["index"]]
-                note["added"] = insert(dedup.new_fact_id(run.run_id, effect["index"]), said.index, said.text,
-                                       said.scope, said.scope_key, said.hash)
-                notes.append(note)
-        else:
-            # a text merged from two facts of this run was embedded again, like an UPDATE's
-            insert(effect["fact_id"], effect["index"], effect["text"], effect["scope"], effect["scope_key"],
-                   effect["hash"], _update_vector(output, effect["index"]))
-    if notes and notes != run.effect_notes:
-        store.update_run_fields(run.run_id, effect_notes=notes)
-    keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
-    if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
-        store.bump_scope_versions(run.agent_id, keys)
-
-
-def _retired_meanwhile(store, run: FormationRun, effect: dict, note: str) -> dict | None:
-    """A note when the fact an UPDATE or DELETE names is no longer live because of another
-    run or an erasure (SPEC §11), None when this run's own earlier apply (a rerun) or a text
-    already live in the scope explains why the effect changed nothing."""
-    found = store.get_facts([effect["fact_id"]])
-    fact = found[0] if found else None
-    if fact is not None and (fact.retired_at is None or fact.retired_by == run.run_id
-                             or any(entry.run_id == run.run_id for entry in fact.history)):
-        return None
-    return {"index": effect["index"], "fact_id": effect["fact_id"], "note": note,
-            "retired_by": fact.retired_by if fact is not None else None}
-
-
-def _update_vector(output: dict, index: int) -> list[float] | None:
-    value = output["update_vectors"].get(str(index))
-    if value is None or isinstance(value, list):
-        return value
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
+    extracted = stage_output(run, EXTRACT_FACTS)
+    fact_effects.apply(
+        deps.store, run, output, now=deps.clock.now(), plan=plan_from_dict(extracted["plan"]),
+        new_facts=_facts(run), vectors=_fact_vectors(run), sources=_sources(run),
+        message_ids=extracted["message_ids"],
+    )
 
 
 def formed_fact_texts(run: FormationRun) -> list[str]:
