@@ -76,6 +76,7 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("facts_scope_formed", "facts", "agent_id, scope_key, formed_at", False),
     ("facts_model", "facts", "embedding_model", False),
     ("facts_scope_updated", "facts", "agent_id, scope_key, updated_at", False),
+    ("facts_unchanged", "facts", "fact_id", False),
     ("facts_scope_model_formed", "facts", "agent_id, scope_key, embedding_model, formed_at", False),
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
@@ -83,7 +84,9 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
 # from being formed again later (it is a new fact then, and the retired one stays as it was).
-_PARTIAL = {"facts_scope_hash": "retired_at IS NULL"}
+_PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
+            # rows still to backfill (none once upgraded): opening a big file stays cheap
+            "facts_unchanged": "updated_at IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
@@ -209,7 +212,6 @@ class Database:
                 present = {row[1] for row in conn.execute(f"PRAGMA table_info({self.t(table)})").fetchall()}
                 if column not in present:
                     conn.execute(f"ALTER TABLE {self.t(table)} ADD COLUMN {column} {kind}")
-            self._backfill(conn)
             for suffix, table, columns, unique in _INDEXES:
                 name = f"{self.prefix}{suffix}"
                 kind = "UNIQUE INDEX" if unique else "INDEX"
@@ -220,6 +222,7 @@ class Database:
                     conn.execute(f'DROP INDEX "{name}"')  # a file made before the key became partial
                 conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
+            self._backfill(conn)
         return names
 
     def _backfill(self, conn: sqlite3.Connection) -> None:
