@@ -341,14 +341,20 @@ def _on_same_run(
     return Decision(later, "ADD", "supersedes_same_run")
 
 
-def plan_effects(run_id: str, facts: Sequence[NewFact], decisions: Sequence[Decision]) -> list[dict]:
-    """Store effects, each idempotent for ``run_id``: insert (deterministic id), update, retire."""
+def plan_effects(
+    run_id: str, facts: Sequence[NewFact], decisions: Sequence[Decision], versions: Mapping[str, int] | None = None,
+) -> list[dict]:
+    """Store effects, each idempotent for ``run_id``: insert (deterministic id), update, retire.
+    An update or retire carries the ``version`` of the stored fact its decision was about
+    (``versions``), so that it changes nothing if another run changed that fact since."""
     by_index = {f.index: f for f in facts}
+    versions = versions or {}
     effects: list[dict] = []
     for d in decisions:
         fact = by_index[d.index]
         if d.action == "DELETE":
-            effects.append({"op": "retire", "fact_id": d.existing_id, "index": d.index})
+            effects.append({"op": "retire", "fact_id": d.existing_id, "index": d.index,
+                            "version": versions.get(d.existing_id or "")})
         if d.action in ("ADD", "DELETE"):
             text = d.text or fact.text  # an ADD that took in a later fact of the run is merged
             effects.append({
@@ -359,6 +365,7 @@ def plan_effects(run_id: str, facts: Sequence[NewFact], decisions: Sequence[Deci
             effects.append({
                 "op": "update", "fact_id": d.existing_id, "index": d.index,
                 "text": d.text, "hash": text_hash(d.text or ""), "scope_key": fact.scope_key,
+                "version": versions.get(d.existing_id or ""),
             })
     return effects
 

@@ -6,10 +6,14 @@ what earlier stages stored; every effect is idempotent on the run id.
   validity closed where the new text's opens (the new fact's source message time);
 - retire: the contradicted fact is retired, valid until the new fact was said.
 
-An UPDATE or DELETE of a fact that is no longer live (another run retired it between this
-run's decision and its effects, or it was erased) must not lose what this run learned: the
-update adds the new fact as it was said (not the merged text, which holds what was retired),
-the delete adds it as it always does, and both are noted on the run (``effect_notes``).
+An UPDATE or DELETE of a fact that is no longer as decided on must not lose what either run
+learned. Another run may have retired it between this run's decision and its effects (or it
+was erased): the update adds the new fact as it was said (not the merged text, which holds
+what was retired), the delete adds it as it always does. Another run may have changed it (an
+UPDATE: the effect carries the version decided on): the update adds the new fact as said
+instead of overwriting the other run's text, and the delete leaves the other run's text live
+and adds its new fact. Each case is noted on the run (``effect_notes``: ``update_of_retired``,
+``delete_of_retired``, ``update_of_changed``, ``delete_of_changed``).
 """
 
 from __future__ import annotations
@@ -54,17 +58,18 @@ def apply(
         index = effect["index"]
         if effect["op"] == "retire":
             # the contradicted fact was valid until the new one was said
-            if not store.retire_fact(effect["fact_id"], now, run.run_id, valid_to=said_at(index)):
-                note = _retired_meanwhile(store, run, effect, "delete_of_retired")
+            if not store.retire_fact(effect["fact_id"], now, run.run_id, valid_to=said_at(index),
+                                     expected_version=effect.get("version")):
+                note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
         elif effect["op"] == "update":
             if store.update_fact(
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
                 embedding=merged_vector(output, index), embedding_model=model,
-                run_id=run.run_id, now=now, valid_from=said_at(index),
+                run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.get("version"),
             ):
                 continue
-            note = _retired_meanwhile(store, run, effect, "update_of_retired")
+            note = _changed_meanwhile(store, run, effect, "update")
             if note:
                 fact = said[index]
                 note["added"] = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope,
@@ -103,14 +108,20 @@ def _said_at(store: Store, run: FormationRun, sources: Sequence[Provenance], now
     return at
 
 
-def _retired_meanwhile(store: Store, run: FormationRun, effect: dict, note: str) -> dict | None:
-    """A note when the fact an UPDATE or DELETE names is no longer live because of another
-    run or an erasure; None when this run's own earlier apply (a rerun) or a text already live
-    in the scope explains why the effect changed nothing."""
+def _changed_meanwhile(store: Store, run: FormationRun, effect: dict, action: str) -> dict | None:
+    """The note when the fact an UPDATE or DELETE names is no longer as decided on: retired
+    (by another run, or erased) or changed by another run since the decision. None when this
+    run's own earlier apply (a rerun) or a text already live in the scope explains why the
+    effect changed nothing."""
     found = store.get_facts([effect["fact_id"]])
     fact = found[0] if found else None
-    if fact is not None and (fact.retired_at is None or fact.retired_by == run.run_id
-                             or any(entry.run_id == run.run_id for entry in fact.history)):
+    if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
+        return None
+    if fact is None or fact.retired_at is not None:
+        note = f"{action}_of_retired"
+    elif effect.get("version") is not None and fact.version != effect["version"]:
+        note = f"{action}_of_changed"
+    else:
         return None
     return {"index": effect["index"], "fact_id": effect["fact_id"], "note": note,
             "retired_by": fact.retired_by if fact is not None else None}

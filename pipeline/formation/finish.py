@@ -48,16 +48,20 @@ def screening_totals(run: FormationRun) -> dict[str, int]:
     return totals
 
 
+EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed")
+
+
 def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
-    """The decisions' counts as applied: an UPDATE of a fact another run retired meanwhile was
-    an ADD (``update_of_retired``); a DELETE of one already retired only added the new fact
-    (``delete_of_retired``)."""
+    """The decisions' counts as applied: an UPDATE of a fact another run retired or changed
+    meanwhile was an ADD; a DELETE of one only added the new fact (``pipeline.formation.
+    fact_effects``), each also counted under its note."""
     counts = dict(decided)
-    for name in ("update_of_retired", "delete_of_retired"):
+    for name in EFFECT_NOTES:
         counts[name] = sum(1 for n in run.effect_notes if n.get("note") == name)
-    if counts["update_of_retired"] and "updated" in counts:
-        counts["updated"] -= counts["update_of_retired"]
-        counts["added"] = counts.get("added", 0) + counts["update_of_retired"]
+    became_adds = counts["update_of_retired"] + counts["update_of_changed"]
+    if became_adds and "updated" in counts:
+        counts["updated"] -= became_adds
+        counts["added"] = counts.get("added", 0) + became_adds
     return counts
 
 

@@ -174,7 +174,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
             if found is not None:
                 exact[f.index] = found.fact_id
-        batch, decided, scored, candidate_tokens, same_run = dedup.DedupBatch(), {}, {}, 0, {}
+        batch, decided, scored, candidate_tokens, same_run, seen = dedup.DedupBatch(), {}, {}, 0, {}, {}
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
             limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
@@ -183,8 +183,10 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
                                                                                     embedded["model"], limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
-            live = {x.fact_id: x.content for x in (store.get_facts(ids) if ids else [])
-                    if x.retired_at is None and x.embedding_model == embedded["model"]}
+            shortlisted = [x for x in (store.get_facts(ids) if ids else [])
+                           if x.retired_at is None and x.embedding_model == embedded["model"]]
+            live = {x.fact_id: x.content for x in shortlisted}
+            seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
             candidate_vectors = {}
             if live:  # one batched call for every shortlisted content of the stage
                 result = deps.embedder.embed(list(live.values()))
@@ -216,7 +218,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
-            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions),
+            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
             "update_vectors": update_vectors,
             "embedding_model": embedded["model"],
             "counts": dedup.action_counts(resolved.decisions),

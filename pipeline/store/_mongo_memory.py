@@ -52,6 +52,7 @@ class MongoMemoryMixin:
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
@@ -59,6 +60,8 @@ class MongoMemoryMixin:
             if fact is None or fact.retired_at is not None:
                 return False
             if any(entry.run_id == run_id for entry in fact.history):
+                return False
+            if expected_version is not None and fact.version != expected_version:
                 return False
             entry, opened = c.closed_version(fact, now, valid_from, run_id)
             try:
@@ -76,11 +79,16 @@ class MongoMemoryMixin:
                 return True
         return False
 
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None) -> bool:
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
             fact = from_doc(Fact, facts.find_one({"_id": fact_id}))
             if fact is None or fact.retired_at is not None:
+                return False
+            if expected_version is not None and fact.version != expected_version:
                 return False
             # on the version read, so that an UPDATE in between cannot leave valid_to before
             # its valid_from

@@ -69,12 +69,15 @@ class MemoryMixin:
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
             if fact is None or fact.retired_at is not None:
                 return False
             if any(entry.run_id == run_id for entry in fact.history):
+                return False
+            if expected_version is not None and fact.version != expected_version:
                 return False
             clash = conn.execute(
                 f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
@@ -90,10 +93,15 @@ class MemoryMixin:
             }), insert=False)
             return True
 
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None) -> bool:
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
             if fact is None or fact.retired_at is not None:
+                return False
+            if expected_version is not None and fact.version != expected_version:
                 return False
             self._put_fact(conn, fact.model_copy(update={
                 "retired_at": c.utc(now), "retired_by": run_id, "valid_to": c.valid_until(fact, now, valid_to),

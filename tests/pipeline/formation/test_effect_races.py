@@ -91,3 +91,31 @@ def test_an_update_that_finds_its_fact_live_records_no_note(env):
     [fact] = env.live_facts()
     assert fact.fact_id == seeded and fact.version == 2
     assert env.store.get_run(run_b).effect_notes == []
+
+
+A_MERGED = "The venue is Riverside Park, Hall 2"
+
+
+def test_an_update_of_a_fact_another_run_changed_meanwhile_adds_what_was_said_and_keeps_the_others(env):
+    seeded = _seed(env)
+    run_a, run_b = _interleaved(
+        env, decisions((0, "UPDATE", 0, A_MERGED)),
+        decisions((0, "UPDATE", 0, "The venue is Riverside Park; guests enter by the north gate")),
+    )
+    live = {f.content: f for f in env.live_facts()}
+    assert set(live) == {A_MERGED, "Guests enter Riverside Park by the north gate"}
+    assert live[A_MERGED].fact_id == seeded and [h.run_id for h in live[A_MERGED].history] == [run_a]
+    run = env.store.get_run(run_b)
+    assert [(n["fact_id"], n["note"], n["added"]) for n in run.effect_notes] == [
+        (seeded, "update_of_changed", f"{run_b}:0")]
+    counts = finish.run_totals(run)["facts"]
+    assert (counts["updated"], counts["added"], counts["update_of_changed"]) == (0, 1, 1)
+
+
+def test_a_delete_decided_on_an_older_version_leaves_the_other_runs_text_live(env):
+    seeded = _seed(env)
+    _, run_b = _interleaved(env, decisions((0, "UPDATE", 0, A_MERGED)), decisions((0, "DELETE", 0)))
+    assert {f.content for f in env.live_facts()} == {A_MERGED, "Guests enter Riverside Park by the north gate"}
+    run = env.store.get_run(run_b)
+    assert [(n["fact_id"], n["note"]) for n in run.effect_notes] == [(seeded, "delete_of_changed")]
+    assert finish.run_totals(run)["facts"]["delete_of_changed"] == 1

@@ -76,6 +76,20 @@ def test_update_fact_refuses_a_retired_fact_and_a_hash_taken_in_the_scope(store)
     assert store.update_fact("missing", run_id="r2", **new) is False
 
 
+def test_update_and_retire_refuse_a_fact_changed_since_the_version_decided_on(store):
+    store.insert_fact(fact("f1", "Alice works at Acme"))
+    one = dict(content="Alice works at Globex", hash=text_hash("Alice works at Globex"), embedding=None,
+               embedding_model=None, now=at(1))
+    assert store.update_fact("f1", run_id="r1", expected_version=1, **one) is True
+    two = dict(content="Alice works at Initech", hash=text_hash("Alice works at Initech"), embedding=None,
+               embedding_model=None, now=at(2))
+    assert store.update_fact("f1", run_id="r2", expected_version=1, **two) is False
+    assert store.retire_fact("f1", at(3), "r3", expected_version=1) is False
+    (got,) = store.get_facts(["f1"])
+    assert (got.content, got.version, got.retired_at) == ("Alice works at Globex", 2, None)
+    assert store.retire_fact("f1", at(4), "r3", expected_version=2) is True
+
+
 def test_a_retired_fact_does_not_block_its_text_from_coming_back_as_a_new_fact(store):
     paris, berlin = "Alice lives in Paris", "Alice lives in Berlin"
     store.insert_fact(fact("f-paris", paris, user="u1"))
