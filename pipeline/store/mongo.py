@@ -205,11 +205,14 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             }
             if after.preview:
                 update["$set"]["preview"] = True
+            if c.reopens(before, message):
+                update["$set"].update(ended_at=None, ended_history=after.ended_history)
             humans = c.humans_of(message)
             if humans:
                 update["$addToSet"] = {"users": {"$each": humans}}
             new = sessions.find_one_and_update(
-                {"_id": message.session_id, "last_seq": before.last_seq, "recent.e": {"$ne": message.event_id}},
+                {"_id": message.session_id, "last_seq": before.last_seq, "ended_at": before.ended_at,
+                 "recent.e": {"$ne": message.event_id}},
                 update, return_document=ReturnDocument.AFTER,
             )
             if new is not None:
@@ -245,7 +248,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         query: dict = {"_id": session_id, "ended_at": None}
         if agent_id is not None:
             query["agent_id"] = agent_id  # a session's agent never changes: the filter is the check
-        sessions.update_one(query, {"$set": {"ended_at": c.utc(now)}})
+        sessions.update_one(query, {"$set": {"ended_at": c.utc(now)}, "$push": {"ended_history": c.utc(now)}})
         session = self.get_session(session_id)
         if session is not None and agent_id is not None and session.agent_id != agent_id:
             raise InvalidInput("session_id", owned_by_another(session_id))

@@ -127,7 +127,8 @@ class Store(abc.ABC):
         - An accepted message gets the next per-session ``seq``; the session's ``last_seq``,
           ``messages_since``, ``tokens_since`` (by ``message.weighted_tokens``), ``users``,
           ``max_tier``, ``preview`` and ``last_activity_at`` (the max of old and ``now``) move
-          with it. A crash half way must leave either nothing or a state that a redelivery of
+          with it. A message created after the session's ``ended_at`` reopens it (``ended_at``
+          back to None; the end time stays in ``ended_history``). A crash half way must leave either nothing or a state that a redelivery of
           the same message completes (the message must never end up stored without a seq).
         """
 
@@ -162,8 +163,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
-        """Set ``ended_at`` once; None for an unknown session. With ``agent_id``, a session of
-        another agent is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+        """Set ``ended_at`` and append it to ``ended_history``, unless the session is ended
+        already (the first end time stays); None for an unknown session. A message written after
+        the end reopens the session (``ingest_message``), so a later end is recorded again. With
+        ``agent_id``, a session of another agent is left alone and ``InvalidInput("session_id",
+        ...)`` is raised."""
 
     @abc.abstractmethod
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:

@@ -222,7 +222,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if agent_id is not None and session.agent_id != agent_id:
                 raise InvalidInput("session_id", owned_by_another(session_id))
             if session.ended_at is None:
-                session = session.model_copy(update={"ended_at": c.utc(now)})
+                session = c.ended(session, now)
                 self._put_session(conn, session)
             return session
 

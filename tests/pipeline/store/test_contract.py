@@ -112,6 +112,19 @@ def test_mark_session_ended_keeps_the_first_end_time(store):
     ingest(store, 1)
     assert store.mark_session_ended("s1", at(10)).ended_at == at(10)
     assert store.mark_session_ended("s1", at(20)).ended_at == at(10)
+    assert store.get_session("s1").ended_history == [at(10)]
+
+
+def test_a_message_written_after_the_end_reopens_the_session_and_the_end_stays_in_history(store):
+    ingest(store, 1)
+    store.mark_session_ended("s1", at(10))
+    late = store.ingest_message(message(2, created=at(5)), at(11))  # written before the end
+    assert late.session.ended_at == at(10)
+    resumed = store.ingest_message(message(3, created=at(20)), at(20))
+    assert resumed.session.ended_at is None and resumed.session.ended_history == [at(10)]
+    assert store.get_session("s1").ended_at is None
+    again = store.mark_session_ended("s1", at(30))
+    assert again.ended_at == at(30) and again.ended_history == [at(10), at(30)]
 
 
 # ---------------------------------------------------------------------- session owner ------
