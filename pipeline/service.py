@@ -262,7 +262,7 @@ class MemoryService:
         now = self.clock.now()
         self.publisher.publish([{
             "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, ""), "agent_id": self.agent_id,
+            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
             "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
         }])
         with self._lock:
