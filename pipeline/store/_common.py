@@ -155,12 +155,14 @@ def humans_of(message: StoredMessage) -> list[str]:
     return humans
 
 
+def merge_users(users: Iterable[str], more: Iterable[str]) -> list[str]:
+    """``users`` then each of ``more`` not among them yet: a set union that keeps first-seen order."""
+    return list(dict.fromkeys([*users, *more]))
+
+
 def apply_message(session: SessionState, message: StoredMessage, now: datetime) -> SessionState:
     """The session state after accepting ``message`` (it gets seq ``last_seq + 1``)."""
-    users = list(session.users)
-    for user in humans_of(message):
-        if user not in users:
-            users.append(user)
+    users = merge_users(session.users, humans_of(message))
     last = session.last_activity_at
     now = utc(now)
     update = {

@@ -243,6 +243,23 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     def get_session(self, session_id: str) -> SessionState | None:
         return from_doc(SessionState, self.col("sessions").find_one({"_id": session_id}))
 
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        fresh = to_doc(SessionState(session_id=session_id, agent_id=agent_id), session_id)
+        for key in ("_id", "agent_id", "users"):
+            fresh.pop(key, None)  # _id and agent_id come from the filter, users from $addToSet
+        fresh["recent"] = []
+        try:
+            # one upsert: $addToSet is the atomic set union; the filter on agent_id makes a session
+            # of another agent miss, and the upsert's insert of its _id then fails on the key
+            doc = self.col("sessions").find_one_and_update(
+                {"_id": session_id, "agent_id": agent_id},
+                {"$addToSet": {"users": {"$each": list(dict.fromkeys(user_ids))}}, "$setOnInsert": fresh},
+                upsert=True, return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:
+            raise InvalidInput("session_id", owned_by_another(session_id)) from None
+        return from_doc(SessionState, doc)
+
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         sessions = self.col("sessions")
         query: dict = {"_id": session_id, "ended_at": None}

@@ -162,6 +162,14 @@ class Store(abc.ABC):
     def get_session(self, session_id: str) -> SessionState | None: ...
 
     @abc.abstractmethod
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        """Merge ``user_ids`` into the session's ``users``, atomically (a set union: racing
+        declarations and ingests lose no one), and return the session as it now stands. A
+        session not stored yet is created for ``agent_id``, with no message: it then belongs to
+        that agent, as it would to the agent of its first message. A session of another agent
+        is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+
+    @abc.abstractmethod
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         """Set ``ended_at`` and append it to ``ended_history``, unless the session is ended
         already (the first end time stays); None for an unknown session. A message written after
