@@ -129,7 +129,9 @@ class Store(abc.ABC):
           ``max_tier``, ``preview`` and ``last_activity_at`` (the max of old and ``now``) move
           with it. A message created after the session's ``ended_at`` reopens it (``ended_at``
           back to None; the end time stays in ``ended_history``). A crash half way must leave either nothing or a state that a redelivery of
-          the same message completes (the message must never end up stored without a seq).
+          the same message completes (the message must never end up stored without a seq),
+          and the session never counts a seq whose message is not stored: a claim covers only
+          messages it can read.
         """
 
     def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:

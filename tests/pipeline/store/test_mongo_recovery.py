@@ -25,7 +25,18 @@ def store():
 
 
 def _crash_after_insert(store, m: StoredMessage) -> None:
+    """What the former three-step ingest left when it died after its first step: the message
+    stored without a seq."""
     store.col("messages").insert_one(m.model_dump(exclude={"seq"}))
+
+
+def _crash_after_counting(store, m: StoredMessage, seq: int) -> None:
+    """What the former ingest left when it died after its second step: the seq counted on the
+    session and noted in its ``recent`` list, the message still without it."""
+    _crash_after_insert(store, m)
+    store.col("sessions").update_one({"_id": m.session_id}, {
+        "$set": {"last_seq": seq, "recent": [{"e": m.event_id, "s": seq}]},
+        "$inc": {"messages_since": 1, "tokens_since": m.weighted_tokens}})
 
 
 def test_redelivery_completes_a_message_stored_without_seq(store):
@@ -41,8 +52,7 @@ def test_redelivery_completes_a_message_stored_without_seq(store):
 
 def test_redelivery_after_the_seq_was_assigned_does_not_count_twice(store):
     store.ingest_message(message(1), at(1))
-    _crash_after_insert(store, message(2))
-    store._assign_seq(message(2), at(2))  # the session moved; the crash hit before step 3
+    _crash_after_counting(store, message(2), 2)
     store.ingest_message(message(3), at(3))  # another message arrives meanwhile
     again = store.ingest_message(message(2), at(4))
     assert again.status == "duplicate"  # the seq was counted before the crash
@@ -98,3 +108,82 @@ def test_no_user_id_becomes_a_field_name(store):
     doc = store.col("contexts").find_one({"user_id": odd})
     assert doc["versions"] == [{"k": f"user:{odd}", "v": 3}]
     assert store.get_cached_context("s1", odd).versions == {f"user:{odd}": 3}
+
+
+# ---------------------------------------------------------------------- a crash mid-ingest ----
+class Crash(Exception):
+    """The ingesting process died."""
+
+
+_WRITES = {"insert_one", "insert_many", "update_one", "update_many", "replace_one", "delete_one",
+           "delete_many", "find_one_and_update", "find_one_and_replace", "find_one_and_delete", "bulk_write"}
+
+
+class _Dying:
+    """The database as seen by a process that dies right after its ``writes``-th write: that
+    write is applied, nothing after it is (a fault injected at every step of the ingest)."""
+
+    def __init__(self, database, writes: int) -> None:
+        self._database, self.left = database, writes
+
+    def __getitem__(self, name: str):
+        return _DyingCollection(self._database[name], self)
+
+    def __getattr__(self, name: str):
+        return getattr(self._database, name)
+
+
+class _DyingCollection:
+    def __init__(self, collection, process: _Dying) -> None:
+        self._collection, self._process = collection, process
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._collection, name)
+        if name not in _WRITES:
+            return attr
+
+        def write(*args, **kwargs):
+            if self._process.left <= 0:
+                raise Crash(f"dead before {name}")
+            result = attr(*args, **kwargs)
+            self._process.left -= 1
+            if self._process.left == 0:
+                raise Crash(f"died right after {name}")
+            return result
+
+        return write
+
+
+def _formed(store, claimed) -> list[str]:
+    if claimed is None:
+        return []
+    store.finish_run(claimed.run_id, at(50), {}, [])
+    return [m.message_id for m in store.get_messages("s1", claimed.seq_from, claimed.seq_to)]
+
+
+@pytest.mark.parametrize("then", ["redelivery", "next message", "session end"])
+@pytest.mark.parametrize("writes", [1, 2, 3])
+def test_a_message_whose_ingest_died_at_any_step_is_formed_once_by_a_later_run(store, writes, then):
+    """Whatever write the ingest of m2 died after, and with a claim racing in right then, m2
+    is formed exactly once: by that claim, or by a later run once the ingest is redelivered,
+    the next message arrives or the session ends (the session-end rule claims any message)."""
+    store.ingest_message(message(1), at(1))
+    healthy = store.database
+    store.database = _Dying(healthy, writes)
+    try:
+        store.ingest_message(message(2), at(2))
+    except Crash:
+        pass
+    finally:
+        store.database = healthy
+    formed = _formed(store, store.try_claim("s1", ANY, run("r1"), at(3), 60))  # the racing claim
+    expected = ["m1", "m2"]
+    if then == "redelivery":
+        store.ingest_message(message(2), at(4))
+    elif then == "next message":
+        store.ingest_message(message(3), at(4))
+        expected.append("m3")
+    formed += _formed(store, store.try_claim("s1", ANY, run("r2"), at(5), 60))
+    assert sorted(formed) == expected
+    session = store.get_session("s1")
+    assert session.last_seq == len(expected) and session.claimed_through == session.last_seq
