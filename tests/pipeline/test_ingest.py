@@ -386,6 +386,17 @@ def test_session_end_before_any_message_says_the_session_is_not_known_yet(store,
     assert (redelivered.run.reason, redelivered.run.seq_to) == ("session_end", 1)
 
 
+def test_session_end_of_a_declared_session_with_no_message_waits_for_its_messages(store, clock):
+    store.declare_session_users("s1", "agent-1", ["u1", "u2"])
+    early = ingest(ended(), store, clock)
+    assert (early.status, early.run, early.session_unknown) == ("accepted", None, True)
+    assert store.get_session("s1").ended_at is None
+    late = [ingest(message(n), store, clock) for n in (1, 2)]  # written before the end
+    assert [r.run for r in late] == [None, None]
+    redelivered = ingest(ended(), store, clock)
+    assert (redelivered.run.reason, redelivered.run.seq_from, redelivered.run.seq_to) == ("session_end", 1, 2)
+
+
 def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clock):
     class CountingStore(SQLiteStore):
         claims = 0
