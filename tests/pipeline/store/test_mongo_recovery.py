@@ -187,3 +187,40 @@ def test_a_message_whose_ingest_died_at_any_step_is_formed_once_by_a_later_run(s
     assert sorted(formed) == expected
     session = store.get_session("s1")
     assert session.last_seq == len(expected) and session.claimed_through == session.last_seq
+
+
+def test_ingests_dying_midway_while_others_ingest_and_claim_leave_every_message_formed_once():
+    """Four threads ingest into one session and claim after each message; every third ingest
+    dies after its first or its second write. The dead ones are delivered again (the broker redelivers an
+    unacknowledged event) and the session ends: each message is in exactly one run."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    database = emulated_database()
+    MongoStore(database).create_indexes()
+    barrier, died, formed = threading.Barrier(4), [], []
+
+    def worker(w: int) -> None:
+        healthy = MongoStore(database)
+        barrier.wait()
+        for i in range(12):
+            m = message(w * 100 + i, event_id=f"w{w}-e{i}", created=at(i))
+            if i % 3 == 1:
+                try:
+                    MongoStore(_Dying(database, 1 + i // 3 % 2)).ingest_message(m, at(i))
+                except Crash:
+                    died.append(m)
+            else:
+                healthy.ingest_message(m, at(i))
+            claimed = healthy.try_claim("s1", ANY, run(f"r{w}-{i}"), at(i), 600)
+            formed.extend(_formed(healthy, claimed))  # what the run's first stage reads, right away
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    store = MongoStore(database)
+    for m in died:  # "accepted" when the first write was another one (a session, a count it helped)
+        assert store.ingest_message(m, at(50)).status in ("accepted", "duplicate")
+    formed.extend(_formed(store, store.try_claim("s1", ANY, run("r-end"), at(60), 600)))
+    assert sorted(formed) == sorted(f"m{w * 100 + i}" for w in range(4) for i in range(12))
+    session = store.get_session("s1")
+    assert (session.last_seq, session.claimed_through) == (48, 48)
