@@ -164,7 +164,25 @@ def main(argv: list[str] | None = None) -> int:
     if late:
         print(f"warning: sessions still forming after {args.timeout:.0f} s: {', '.join(late)}")
     print_report(deps, events, elapsed)
+    print(look_again(settings.store_url, events[0]["agent_id"]))
     return 0
+
+
+def look_again(store_url: str, agent_id: str) -> str:
+    """The ``memoryctl`` line that reads this demo's store, ready to paste (the store is not in
+    the current folder's default ``memory.db``)."""
+    import shlex
+
+    from ops.demo_report import CONTEXT_SESSION, CONTEXT_USER
+
+    command = (
+        f"MEMORY_STORE_URL={shlex.quote(store_url)} memoryctl context --agent {shlex.quote(agent_id)} "
+        f"--session {shlex.quote(CONTEXT_SESSION)} --user {shlex.quote(CONTEXT_USER)}"
+    )
+    return (
+        "\nRead this demo's store again with memoryctl (after `. .venv/bin/activate`; runs, search,\n"
+        "stats and forget-user take the same MEMORY_STORE_URL):\n" + command
+    )
 
 
 if __name__ == "__main__":

@@ -86,9 +86,9 @@ def print_read_side(deps, agent_id: str) -> None:
         clock=deps.clock,
     )
     heading(f"Memory context for {CONTEXT_USER} in {CONTEXT_SESSION}")
-    print(service.get_memory_context(CONTEXT_SESSION, CONTEXT_USER) or "(empty)")
+    print(service.get_memory_context(session_id=CONTEXT_SESSION, user_id=CONTEXT_USER) or "(empty)")
     heading(f"search_facts({SEARCH_QUERY!r})")
-    hits = service.search_facts(SEARCH_QUERY, CONTEXT_USER, CONTEXT_SESSION, top_k=5)
+    hits = service.search_facts(SEARCH_QUERY, session_id=CONTEXT_SESSION, user_id=CONTEXT_USER, top_k=5)
     for hit in hits:
         print(f"  {hit['score']:.4f}  [{hit['scope']}] {hit['content']}  ({hit['age']})")
     if not hits:

@@ -5,16 +5,14 @@ reflections and blobs, the user's own messages, the whole of every one-to-one se
 were the only human of (its messages, session memory, runs and caches), run records and
 rejected events that name them, context caches, and their id in session user lists. In a
 group chat, other people's messages and the group's session memory stay. ``traces`` scans a
-full dump for anything left.
+full dump for any id field that still names the user.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
-
 from pipeline.errors import InvalidInput
 from pipeline.store.port import Store
+from pipeline.user_ids import LEASE_PREFIX, id_paths, lease_names_user
 
 
 def forget_user(store: Store, user_id: str, agent_id: str | None = None) -> dict[str, int]:
@@ -27,27 +25,27 @@ def forget_user(store: Store, user_id: str, agent_id: str | None = None) -> dict
     return store.forget_user(user_id, agent_id)
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(key, f"{path}.<key>")
-            yield from _walk(item, f"{path}.{key}")
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from _walk(item, f"{path}[{i}]")
-    elif isinstance(value, (bytes, bytearray)):
-        yield path, bytes(value).decode("utf-8", errors="ignore")
-    elif value is not None:
-        yield path, str(value)
-
-
-def traces(dump: dict[str, list[dict]], needles: Iterable[str]) -> list[str]:
-    """Where any needle still appears in a ``Store.dump_all()``: ``collection[i].field`` paths."""
-    wanted = [n for n in needles if n]
+def traces(dump: dict[str, list[dict]], user_id: str, agent_id: str | None = None) -> list[str]:
+    """Where ``user_id`` is still named in a ``Store.dump_all()`` (under ``agent_id``, or any
+    agent): ``collection[i].field`` paths of the id fields that hold it (``pipeline.user_ids``),
+    never a match inside vectors or text."""
     found = []
     for collection, rows in dump.items():
         for i, row in enumerate(rows):
-            for path, text in _walk(row, f"{collection}[{i}]"):
-                if any(needle in text for needle in wanted):
-                    found.append(path)
+            if agent_id is not None and not _under(row, agent_id):
+                continue
+            found.extend(f"{collection}[{i}].{path}" for path in id_paths(row, user_id))
+            name = row.get("name") or row.get("_id") if collection == "leases" else None
+            if isinstance(name, str) and lease_names_user(name, user_id):
+                found.append(f"{collection}[{i}]:{name}")
     return found
+
+
+def _under(row: dict, agent_id: str) -> bool:
+    """Whether a row belongs to ``agent_id`` (rows without an agent, like leases and some
+    rejected events, are checked under every agent)."""
+    owner = row.get("agent_id")
+    name = row.get("name") or row.get("_id")
+    if owner is None and isinstance(name, str) and name.startswith(LEASE_PREFIX):
+        return name.startswith(f"{LEASE_PREFIX}{agent_id}:")
+    return owner in (None, agent_id)

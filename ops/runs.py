@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.embeddings.port import Embedder
 from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from schemas.documents import STAGES, FormationRun
 
 REPLAYABLE = ("failed", "dead")
@@ -84,25 +85,79 @@ def list_run_summaries(
 def replay_failed(
     store: Store, now: datetime, lease_s: float, start: Callable[[str], None], *,
     agent_id: str | None = None, run_ids: list[str] | None = None, limit: int = 1000,
-) -> dict[str, list[str]]:
+) -> dict[str, Any]:
     """Reopen failed and dead runs with fresh attempts, then ``start`` each (send its first
-    stage). Runs whose session is held by another live run are left for a later replay."""
+    stage). ``skipped`` holds ``{run_id, reason}`` for every run left alone: not found, not
+    failed or dead, another agent's, or its session held by another live run (replay it later)."""
+    replayed: list[str] = []
+    skipped: list[dict[str, str]] = []
     if run_ids:
-        candidates = [r for r in (store.get_run(i) for i in run_ids) if r is not None]
+        candidates = []
+        for run_id in run_ids:
+            run = store.get_run(run_id)
+            if run is None:
+                skipped.append({"run_id": run_id, "reason": "no such run"})
+            else:
+                candidates.append(run)
     else:
         candidates = [r for status in REPLAYABLE for r in store.list_runs(status=status, agent_id=agent_id, limit=limit)]
-    replayed, skipped = [], []
     for run in candidates:
-        if run.status not in REPLAYABLE or (agent_id and run.agent_id != agent_id):
-            skipped.append(run.run_id)
+        if run.status not in REPLAYABLE:
+            skipped.append({"run_id": run.run_id, "reason": f"it is {run.status}; only failed and dead runs are replayed"})
+            continue
+        if agent_id and run.agent_id != agent_id:
+            skipped.append({"run_id": run.run_id, "reason": f"it belongs to agent {run.agent_id}, not {agent_id}"})
             continue
         reopened = store.reopen_run(run.run_id, now, lease_s, reset_attempts=True)
         if reopened is None:
-            skipped.append(run.run_id)
+            skipped.append({"run_id": run.run_id, "reason": _why_not_reopened(store, run.run_id, now)})
             continue
-        start(reopened.run_id)
+        start_runs(store, [reopened.run_id], start, now)  # released again if it cannot start
         replayed.append(reopened.run_id)
     return {"replayed": replayed, "skipped": skipped}
+
+
+def _why_not_reopened(store: Store, run_id: str, now: datetime) -> str:
+    run = store.get_run(run_id)
+    if run is None:
+        return "it was deleted meanwhile (forget-user?)"
+    if run.status not in REPLAYABLE:
+        return f"it became {run.status} meanwhile (another replay or the stale-run sweep took it)"
+    session = store.get_session(run.session_id)
+    holder = session.active_run_id if session else None
+    if holder and holder != run_id:
+        return (f"session {run.session_id} is held by run {holder}; replay this one once that run "
+                "is done or its lease expires")
+    return "the store refused to reopen it (a live lease); try again later"
+
+
+def models_to_replace(store: Store, model: str, agent_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per embedding model other than ``model`` (``"<none>"`` for facts without a vector): how
+    many live facts carry it and when the newest of them was formed, i.e. what the workers
+    have been writing."""
+    found: dict[str, dict[str, Any]] = {}
+    for facts in store.iter_facts_for_reembed(agent_id, model, 1000):
+        for fact in facts:
+            entry = found.setdefault(fact.embedding_model or "<none>", {"facts": 0, "newest_formed_at": None})
+            entry["facts"] += 1
+            formed = fact.formed_at.isoformat()
+            entry["newest_formed_at"] = max(entry["newest_formed_at"] or formed, formed)
+    return found
+
+
+def mismatch_warning(model: str, found: dict[str, dict[str, Any]], setting_hint: str) -> str | None:
+    """What an operator must check before re-embedding: facts embedded by the workers with
+    another model mean either the model was changed on purpose (re-embed) or this shell's
+    settings differ from the workers' (re-embedding would then hide the facts from search)."""
+    other = {name: entry for name, entry in found.items() if name != "<none>"}
+    if not other:
+        return None
+    seen = ", ".join(f"{name} ({e['facts']} facts, newest formed {e['newest_formed_at']})" for name, e in other.items())
+    return (
+        f"warning: the facts were embedded with {seen}, but this reembed uses {model} ({setting_hint}). "
+        "Search only finds facts of the model it embeds queries with: if the workers still use "
+        "the old model, stop (Ctrl-C) and give this command the workers' MEMORY_EMBEDDING_* settings."
+    )
 
 
 def reembed(

@@ -199,17 +199,17 @@ def search_facts(
     *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
     agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
     debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
-    extra_users: Sequence[str] = (), as_of: datetime | None = None,
+    as_of: datetime | None = None,
 ) -> list[dict[str, Any]] | dict[str, Any]:
     """Results ``[{id, content, scope, formed_at, updated_at, age, score}]``, best first; the
     age counts from the latest change (``updated_at``).
 
     With ``debug`` the answer is ``{"results": [...], "debug": {...}}`` with every stage's
     timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
-    ``extra_users`` are humans known to be in the session beyond the stored ones (the
-    group-chat rule counts them). With ``as_of`` the facts are searched as they were valid
-    then (``pipeline.search.as_of``): each result shows the text valid then, with its
-    ``valid_from`` and ``valid_to``, aged at ``as_of``; no access is recorded.
+    Visibility (the group-chat rule) comes from the session's humans as stored. With ``as_of``
+    the facts are searched as they were valid then (``pipeline.search.as_of``): each result
+    shows the text valid then, with its ``valid_from`` and ``valid_to``, aged at ``as_of``; no
+    access is recorded.
     """
     start = time.perf_counter()
     queries = normalize_queries(query)
@@ -221,7 +221,7 @@ def search_facts(
     session = store.get_session(session_id)
     view = context.visibility(
         settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
-        session_users=[*(session.users if session else ()), *extra_users],
+        session_users=session.users if session else (),
     )
     scope_keys = view.fact_scope_keys if view.search_offered else ()
     timings["visibility"] = _ms(t)

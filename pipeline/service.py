@@ -1,10 +1,13 @@
 """The ``MemoryService`` facade (SPEC §6): what an agent runtime calls.
 
     service = MemoryService("agent-1")
-    xml = service.get_memory_context("session-9", "alice")        # inject into the prompt
-    hits = service.search_facts("Alice's email", "alice", "session-9")
-    service.maybe_form_memories("session-9", [{"message_id": "m1", "role": "user",
-                                "sender_id": "alice", "content": "..."}])
+    xml = service.get_memory_context(session_id="session-9", user_id="alice")  # into the prompt
+    hits = service.search_facts("Alice's email", session_id="session-9", user_id="alice")
+    service.maybe_form_memories([{"message_id": "m1", "role": "user", "sender_id": "alice",
+                                  "content": "..."}], session_id="session-9")
+
+``session_id`` and ``user_id`` are keyword-only in every method: both are plain strings, so a
+positional swap would silently read another scope and answer "" or [].
 
 Every method is synchronous and thread-safe; each has an ``a``-prefixed coroutine twin
 (``await service.aget_memory_context(...)``) that runs it in a worker thread
@@ -17,12 +20,13 @@ injected (tests, or a runtime that already holds them).
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from pipeline import context, retrieval, validity
 from pipeline.clock import Clock
@@ -30,25 +34,27 @@ from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from pipeline.text import word_count
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
-from schemas.events import SCHEMA_VERSION, MessageAdded, Rejection, parse_event
+from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
 #: at most this many buffered reflections per scope are shown (the newest)
 MAX_RECENT_REFLECTIONS = 20
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
+_USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 
 
 def _default_run_starter(run_id: str) -> None:
     """Start a claimed run's chain on the worker queues (Celery lives in ``workers/``)."""
     from pipeline import names
-    from workers.app import app
+    from workers.dispatch import send
 
-    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
 class MemoryService:
@@ -66,8 +72,6 @@ class MemoryService:
         self.clock = clock or Clock()
         self._given = {"store": store, "search": search, "embedder": embedder, "publisher": publisher}
         self._run_starter = run_starter or _default_run_starter
-        self._declared: dict[str, set[str]] = {}   # session -> humans declared at start
-        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- clients -------------
     @cached_property
@@ -103,22 +107,19 @@ class MemoryService:
         return CeleryPublisher()
 
     # ----------------------------------------------------------------- visibility ----------
-    def _declared_users(self, session_id: str) -> list[str]:
-        with self._lock:
-            return sorted(self._declared.get(session_id, ()))
-
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
+        """Who may see what here, from the session's humans as stored: every process that
+        shares the store decides alike (SPEC §11)."""
         session = self.store.get_session(session_id)
-        users = [*(session.users if session else ()), *self._declared_users(session_id)]
         return context.visibility(
             self.settings, self.store.get_agent_settings(self.agent_id),
-            session_id=session_id, user_id=user_id, session_users=users,
+            session_id=session_id, user_id=user_id, session_users=session.users if session else (),
         )
 
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
-        self, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        *, as_of: datetime | None = None,
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
@@ -192,8 +193,8 @@ class MemoryService:
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
-        self, query: str | Sequence[str], user_id: str | None, session_id: str, top_k: int = 10,
-        debug: bool = False, *, as_of: datetime | None = None,
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         """The ``search_facts`` tool: ``[{id, content, scope, formed_at, updated_at, age,
         score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
@@ -203,16 +204,16 @@ class MemoryService:
         return retrieval.search_facts(
             store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
             clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-            query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id), as_of=as_of,
+            query=query, top_k=top_k, debug=debug, as_of=as_of,
         )
 
-    def tool_definition(self, user_id: str | None, session_id: str) -> dict[str, Any] | None:
+    def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
         return retrieval.tool_definition() if self._view(session_id, user_id).search_offered else None
 
     # ----------------------------------------------------------------- events --------------
     def maybe_form_memories(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *,
+        self, messages: Sequence[Mapping[str, Any]], *, session_id: str,
         session_users: Sequence[str] | None = None, user_tier: int = 0, preview: bool = False,
         agent_name: str | None = None,
     ) -> int:
@@ -224,7 +225,7 @@ class MemoryService:
         one bad message rejects the call before anything is published. Returns how many
         events were published."""
         _require("session_id", session_id)
-        users = list(session_users) if session_users is not None else self._declared_users(session_id)
+        users = list(session_users or ())  # the store merges them with the declared humans
         events = [
             self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
             for i, m in enumerate(messages)
@@ -266,33 +267,34 @@ class MemoryService:
     def _event_id(self, kind: str, session_id: str, key: str) -> str:
         return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
-    def on_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
-        """Remember the session's humans (so the group-chat rule holds before its first
-        message is stored) and warm each user's context cache."""
+    def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
+        """Store the session's humans on the session (merged with those already known), so
+        that every process and the formation apply the group-chat rule before its first
+        message is stored, and warm each user's context cache. A session id of another agent
+        is refused (``InvalidInput``)."""
         _require("session_id", session_id)
-        humans = {u for u in user_ids if isinstance(u, str) and u}
-        with self._lock:
-            self._declared.setdefault(session_id, set()).update(humans)
-        for user in sorted(humans) or [None]:
-            self.get_memory_context(session_id, user)
+        humans = _user_ids(user_ids)
+        self.store.declare_session_users(session_id, self.agent_id, humans)
+        for user in humans or [None]:
+            self.get_memory_context(session_id=session_id, user_id=user)
 
-    def on_session_end(self, session_id: str) -> None:
+    def on_session_end(self, *, session_id: str) -> None:
         """Publish ``session.ended``: the workers form what is left and consolidate."""
         _require("session_id", session_id)
         now = self.clock.now()
         self.publisher.publish([{
             "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, ""), "agent_id": self.agent_id,
+            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
             "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
         }])
-        with self._lock:
-            self._declared.pop(session_id, None)
 
-    def process_cold_session(self, session_id: str) -> str | None:
+    def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
         with the cold rule (atomically, exactly as beat's sweep does, so the two never both
         win) and start the run's chain. Returns the run id, or None when the session is not
-        cold, has too few unformed messages, or another claim holds it."""
+        cold, has too few unformed messages, or another claim holds it. Raises
+        ``TransientError`` when the broker did not take the run; the claim is then released
+        (the run is ``failed``) and beat's stale-run retry starts it."""
         _require("session_id", session_id)
         session = self.store.get_session(session_id)
         if session is None or session.agent_id != self.agent_id:
@@ -304,7 +306,7 @@ class MemoryService:
         )
         if run is None:
             return None
-        self._run_starter(run.run_id)
+        start_runs(self.store, [run.run_id], self._run_starter, now)
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------
@@ -316,7 +318,7 @@ class MemoryService:
             keys.append(("session", scope_key("session", session_id=session_id)))
         return keys
 
-    def get_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+    def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: words of its blob, reflection counts, fact counts and timestamps."""
         out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
         for scope, key in self._scope_keys(user_id, session_id):
@@ -340,7 +342,7 @@ class MemoryService:
             out["scopes"][key] = entry
         return out
 
-    def get_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+    def get_consolidation_status(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: buffered reflections against the consolidation threshold, the blob's
         words against its limit, and whether a consolidation is due."""
         keys = self._scope_keys(user_id, session_id)
@@ -360,39 +362,62 @@ class MemoryService:
 
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
-        self, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        *, as_of: datetime | None = None,
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         return await asyncio.to_thread(
-            self.get_memory_context, session_id, user_id, force_refresh, max_tokens, as_of=as_of)
+            self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
+            max_tokens=max_tokens, as_of=as_of,
+        )
 
     async def asearch_facts(
-        self, query, user_id, session_id, top_k: int = 10, debug: bool = False, *, as_of: datetime | None = None,
-    ):
-        return await asyncio.to_thread(self.search_facts, query, user_id, session_id, top_k, debug, as_of=as_of)
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        return await asyncio.to_thread(
+            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
+        )
 
-    async def amaybe_form_memories(self, session_id: str, messages, **kwargs) -> int:
-        return await asyncio.to_thread(self.maybe_form_memories, session_id, messages, **kwargs)
+    async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.tool_definition, session_id=session_id, user_id=user_id)
 
-    async def aon_session_start(self, session_id: str, user_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.on_session_start, session_id, user_ids)
+    async def amaybe_form_memories(self, messages: Sequence[Mapping[str, Any]], *, session_id: str, **kwargs) -> int:
+        return await asyncio.to_thread(self.maybe_form_memories, messages, session_id=session_id, **kwargs)
 
-    async def aon_session_end(self, session_id: str) -> None:
-        await asyncio.to_thread(self.on_session_end, session_id)
+    async def aon_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.on_session_start, session_id=session_id, user_ids=user_ids)
 
-    async def aprocess_cold_session(self, session_id: str) -> str | None:
-        return await asyncio.to_thread(self.process_cold_session, session_id)
+    async def aon_session_end(self, *, session_id: str) -> None:
+        await asyncio.to_thread(self.on_session_end, session_id=session_id)
 
-    async def aget_memory_stats(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_memory_stats, user_id, session_id)
+    async def aprocess_cold_session(self, *, session_id: str) -> str | None:
+        return await asyncio.to_thread(self.process_cold_session, session_id=session_id)
 
-    async def aget_consolidation_status(self, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_consolidation_status, user_id, session_id)
+    async def aget_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_memory_stats, user_id=user_id, session_id=session_id)
+
+    async def aget_consolidation_status(
+        self, *, user_id: str | None = None, session_id: str | None = None,
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(self.get_consolidation_status, user_id=user_id, session_id=session_id)
 
 
 def _require(field: str, value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
+
+
+def _user_ids(user_ids: Sequence[str]) -> list[str]:
+    """The declared humans, each checked as an event's ``session_users`` entry is, in order,
+    without repeats."""
+    if isinstance(user_ids, (str, bytes)) or not isinstance(user_ids, Sequence):
+        raise InvalidInput("user_ids", f"expected a list of user ids, got {type(user_ids).__name__}")
+    for i, user in enumerate(user_ids):
+        try:
+            _USER_ID.validate_python(user)
+        except ValidationError as exc:
+            raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
+    return list(dict.fromkeys(user_ids))
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -85,7 +85,8 @@ def check_as_of(as_of: object) -> datetime | None:
     if not isinstance(as_of, datetime):
         raise InvalidInput("as_of", f"expected a datetime, got {type(as_of).__name__}")
     if as_of.tzinfo is None or as_of.utcoffset() is None:
-        raise InvalidInput("as_of", "needs a timezone (e.g. datetime(..., tzinfo=timezone.utc)); naive times are ambiguous")
+        raise InvalidInput(
+            "as_of", "needs a timezone (e.g. datetime(..., tzinfo=timezone.utc)); naive times are ambiguous")
     return as_of
 
 

@@ -13,8 +13,10 @@ import re
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from schemas import urls
 
 Scope = Literal["agent", "user", "session"]
 
@@ -23,7 +25,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
 
     # --- storage -------------------------------------------------------------------------
-    store_url: str = "sqlite:///memory.db"
+    # the store's password, percent-encoded into MEMORY_STORE_URL (which then carries none)
+    store_password: str | None = None
+    # sqlite:///path (embedded; relative to the current folder) or mongodb://host/db
+    store_url: str = Field(default="sqlite:///memory.db", validate_default=True)
+    # prefix of every collection (MongoDB) or table (SQLite)
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
@@ -31,45 +37,66 @@ class Settings(BaseSettings):
     atlas_index_wait_s: float = Field(default=300.0, ge=0)
 
     # --- broker --------------------------------------------------------------------------
-    broker_url: str = "redis://localhost:6379/0"
-    result_backend: str = "redis://localhost:6379/1"
+    # the broker's password, percent-encoded into MEMORY_BROKER_URL (which then carries none)
+    broker_password: str | None = None
+    # Redis of the task queues
+    broker_url: str = Field(default="redis://localhost:6379/0", validate_default=True)
+    # None: no task result is ever read (every send ignores it), so no result backend runs
+    result_backend: str | None = None
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
-    broker_visibility_timeout_s: int = 3600
+    broker_visibility_timeout_s: int = Field(default=3600, gt=0)
     # Producer side: how long publishing may retry while the broker is unreachable.
-    publish_retry_max: int = 3
-    publish_timeout_s: float = 5.0
+    publish_retry_max: int = Field(default=3, ge=0)
+    # socket timeout of one publish attempt
+    publish_timeout_s: float = Field(default=5.0, gt=0)
 
     # --- formation trigger (§4) ------------------------------------------------------------
-    formation_message_interval: int = 45
-    formation_token_interval: float = 1500
-    min_messages_to_form: int = 4
-    cold_after_s: int = 600
-    sweep_interval_s: int = 600
-    sweep_batch_size: int = 200
-    claim_lease_s: int = 600
-    max_run_attempts: int = 5
+    # a session forms after this many new messages ...
+    formation_message_interval: int = Field(default=45, ge=1)
+    # ... or after this many new tokens, whichever comes first
+    formation_token_interval: float = Field(default=1500, gt=0)
+    # fewest unformed messages a cold session needs to be formed
+    min_messages_to_form: int = Field(default=4, ge=1)
+    # a session idle this long is cold: beat's sweep forms it
+    cold_after_s: int = Field(default=600, gt=0)
+    # how often beat sweeps cold sessions
+    sweep_interval_s: int = Field(default=600, gt=0)
+    # cold sessions claimed per sweep
+    sweep_batch_size: int = Field(default=200, ge=1)
+    # a run's claim lease, renewed by every stage; an expired one is retried
+    claim_lease_s: int = Field(default=600, gt=0)
+    # attempts before a run is dead (only replay-failed picks it up again)
+    max_run_attempts: int = Field(default=5, ge=1)
     # how often beat retries runs whose lease expired (and failed runs)
-    retry_stale_interval_s: int = 120
+    retry_stale_interval_s: int = Field(default=120, gt=0)
 
     # --- ingest (§3) -----------------------------------------------------------------------
-    max_message_bytes: int = 32 * 1024
+    max_message_bytes: int = Field(default=32 * 1024, ge=1)
 
     # --- global toggles (§1) ---------------------------------------------------------------
     always_in_context: bool = True
+    # recent facts in the memory context
     facts_fifo: bool = True
+    # dedup new facts against stored ones (an LLM decision)
     facts_dedup: bool = True
+    # offer the search_facts tool
     rag: bool = True
 
     # --- facts -----------------------------------------------------------------------------
-    facts_fifo_limit: int = 40
-    facts_fifo_max_age_days: int = 7
-    dedup_max_candidates: int = 5
-    dedup_min_score: float = 0.7
+    facts_fifo_limit: int = Field(default=40, ge=0)
+    # ... formed within this many days
+    facts_fifo_max_age_days: int = Field(default=7, ge=0)
+    # stored facts shown to the dedup decision per new fact
+    dedup_max_candidates: int = Field(default=5, ge=1)
+    # content-to-content score a stored fact needs to be a dedup candidate
+    dedup_min_score: float = Field(default=0.7, ge=0, le=1)
     # Dedup also compares with the scope's facts formed this recently, read from the store
     # itself: a search index (Atlas) may not show writes of the last seconds. 0: search only.
     dedup_recent_window_s: float = Field(default=300.0, ge=0)
-    fact_word_limit: int = 30
-    reflection_word_limit: int = 35
+    # longest fact, in words
+    fact_word_limit: int = Field(default=30, ge=1)
+    # longest reflection, in words
+    reflection_word_limit: int = Field(default=35, ge=1)
 
     # --- what is never stored (§11) ---------------------------------------------------------
     # Extra regular expressions whose match makes a fact or reflection a secret (dropped), e.g.
@@ -77,13 +104,19 @@ class Settings(BaseSettings):
     secret_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- search (§6) -----------------------------------------------------------------------
-    search_semantic_threshold: float = 0.65
-    search_text_threshold: float = 1.5
-    search_rrf_threshold: float = 0.015
-    search_rrf_k: int = 60
-    search_semantic_weight: float = 1.0
-    search_text_weight: float = 1.0
-    search_default_top_k: int = 10
+    search_semantic_threshold: float = Field(default=0.65, ge=0, le=1)
+    # BM25 score a fact needs
+    search_text_threshold: float = Field(default=1.5, ge=0)
+    # fused (RRF) score a fact needs
+    search_rrf_threshold: float = Field(default=0.015, ge=0)
+    # RRF k (1-based ranks)
+    search_rrf_k: int = Field(default=60, ge=0)
+    # weight of the semantic list in RRF
+    search_semantic_weight: float = Field(default=1.0, ge=0)
+    # weight of the text list in RRF
+    search_text_weight: float = Field(default=1.0, ge=0)
+    # results per query when the caller gives none
+    search_default_top_k: int = Field(default=10, ge=1, le=50)
     # BLAS threads of the local search's matrix-vector product (process-wide). 1 suits a busy
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
@@ -97,17 +130,24 @@ class Settings(BaseSettings):
     search_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # --- consolidation (§5.5) --------------------------------------------------------------
-    consolidation_threshold_agent: int = 10
-    consolidation_threshold_user: int = 4
-    consolidation_threshold_session: int = 4
-    word_limit_agent: int = 1200
-    word_limit_user: int = 300
-    word_limit_session: int = 200
-    consolidation_lease_s: int = 300
-    consolidation_max_length_retries: int = 2
+    consolidation_threshold_agent: int = Field(default=10, ge=1)
+    # ... a user scope
+    consolidation_threshold_user: int = Field(default=4, ge=1)
+    # ... a session scope
+    consolidation_threshold_session: int = Field(default=4, ge=1)
+    # longest consolidated agent memory, in words
+    word_limit_agent: int = Field(default=1200, ge=1)
+    # ... user memory
+    word_limit_user: int = Field(default=300, ge=1)
+    # ... session memory
+    word_limit_session: int = Field(default=200, ge=1)
+    # one consolidation per scope at a time, under this lease
+    consolidation_lease_s: int = Field(default=360, gt=0)
+    # asks again when a consolidated memory is over its word limit
+    consolidation_max_length_retries: int = Field(default=2, ge=0)
 
     # --- read side -------------------------------------------------------------------------
-    context_cache_ttl_s: int = 300
+    context_cache_ttl_s: int = Field(default=300, ge=0)
     # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts)
     context_max_tokens: int = Field(default=2000, ge=1)
 
@@ -133,8 +173,8 @@ class Settings(BaseSettings):
     llm_timeout_fast_s: float = Field(default=60.0, gt=0)
     llm_timeout_free_s: float = Field(default=120.0, gt=0)
     llm_timeout_premium_s: float = Field(default=180.0, gt=0)
-    llm_max_concurrency: int = 16
-    llm_invalid_answer_retries: int = 2
+    llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
+    llm_invalid_answer_retries: int = Field(default=2, ge=0)
     # Embeddings: model per provider; dimension from this setting, else learned from the first answer
     # (and passed to the API where it takes one: OpenAI text-embedding-3-*, Gemini output_dimensionality).
     openai_embedding_model: str = "text-embedding-3-small"
@@ -144,19 +184,50 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_api_key: str | None = None
     embedding_timeout_s: float = Field(default=30.0, gt=0)
-    hashing_embedding_dim: int = 384
+    hashing_embedding_dim: int = Field(default=384, ge=1)
 
     # --- task limits -----------------------------------------------------------------------
-    task_soft_time_limit_s: int = 240
-    task_time_limit_s: int = 300
-    task_max_retries: int = 5
-    task_retry_backoff_max_s: int = 300
+    # Checked together (``_limits_agree``): soft < hard; both leases outlive a task killed at the
+    # hard limit (the consolidation lease is not renewed mid-task); a retry countdown stays under
+    # the broker's visibility timeout, or Redis would redeliver the task while it waits.
+
+    # soft time limit of a task (it is told, and can clean up)
+    task_soft_time_limit_s: int = Field(default=240, gt=0)
+    # hard time limit of a task (the worker kills it)
+    task_time_limit_s: int = Field(default=300, gt=0)
+    # retries of a transient error before a run fails
+    task_max_retries: int = Field(default=5, ge=0)
+    # longest retry countdown
+    task_retry_backoff_max_s: int = Field(default=300, gt=0)
 
     # --- provider keys (their usual names, not prefixed) -------------------------------------
     openai_api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     gemini_api_key: str | None = Field(
         default_factory=lambda: os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY"),
     )
+
+    @model_validator(mode="after")
+    def _limits_agree(self) -> "Settings":
+        rules = (
+            (self.task_soft_time_limit_s < self.task_time_limit_s,
+             "MEMORY_TASK_SOFT_TIME_LIMIT_S must be below MEMORY_TASK_TIME_LIMIT_S"),
+            (self.claim_lease_s > self.task_time_limit_s,
+             "MEMORY_CLAIM_LEASE_S must be above MEMORY_TASK_TIME_LIMIT_S (a run's lease must outlive a stage)"),
+            (self.consolidation_lease_s > self.task_time_limit_s,
+             "MEMORY_CONSOLIDATION_LEASE_S must be above MEMORY_TASK_TIME_LIMIT_S (the lease must outlive the task)"),
+            (self.task_retry_backoff_max_s < self.broker_visibility_timeout_s,
+             "MEMORY_TASK_RETRY_BACKOFF_MAX_S must be below MEMORY_BROKER_VISIBILITY_TIMEOUT_S "
+             "(a longer countdown is redelivered by Redis while it waits)"),
+        )
+        broken = [message for ok, message in rules if not ok]
+        if broken:
+            values = (
+                f"(now soft={self.task_soft_time_limit_s}, hard={self.task_time_limit_s}, "
+                f"claim lease={self.claim_lease_s}, consolidation lease={self.consolidation_lease_s}, "
+                f"backoff max={self.task_retry_backoff_max_s}, visibility={self.broker_visibility_timeout_s})"
+            )
+            raise ValueError("; ".join(broken) + " " + values)
+        return self
 
     @field_validator("secret_patterns", mode="before")
     @classmethod
@@ -174,6 +245,19 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"pattern {i} ({pattern!r}) is not a valid regular expression: {exc}") from None
         return value
+
+    @field_validator("store_url", "broker_url", "result_backend")
+    @classmethod
+    def _url_with_password(cls, url: str | None, info: ValidationInfo) -> str | None:
+        """A URL whose user or password holds a raw reserved character is refused, naming the
+        setting; a password given on its own is percent-encoded into its URL (``schemas.urls``)."""
+        if url is None:
+            return None
+        setting = f"MEMORY_{info.field_name.upper()}"
+        if not info.field_name.endswith("_url"):  # the result backend has no password setting
+            return urls.check_url(setting, url)
+        password_field = info.field_name.replace("_url", "_password")
+        return urls.url_setting(setting, url, info.data.get(password_field), f"MEMORY_{password_field.upper()}")
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {

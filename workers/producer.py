@@ -11,10 +11,11 @@ Publishing is fire-and-forget: a call returns once the broker holds the event (t
 write succeeded), never waiting for ingestion or formation. An unreachable broker is retried
 ``publish_retry_max`` times, then ``TransientError`` is raised: the event was not accepted.
 
-Validation happens on the worker, which records every invalid event with its raw payload in
-the rejected-events collection, so operators see bad producers in one place. The producer
-only fills in what it owns (``event_id``, ``message_id`` and ``created_at`` when not given)
-and checks that an event is a JSON object or an event model.
+The producer fills in what it owns (``event_id``, ``message_id`` and ``created_at`` when not
+given) and validates each event with the model the worker uses (``schemas.events``) before
+anything is sent: an event the worker would reject raises ``InvalidInput`` naming the field,
+and nothing of that call is published. The worker still validates (producers in other languages
+write straight to the queue) and records every invalid event it receives with its raw payload.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from pydantic import BaseModel
 from pipeline import names
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.publisher import Publisher
-from schemas.events import SCHEMA_VERSION
+from schemas.events import SCHEMA_VERSION, Rejection, parse_event
 from schemas.settings import get_settings
+from workers.dispatch import send
 
 # A batch bigger than this is split into several queue messages, so one task stays short.
 MAX_BATCH = 500
@@ -116,21 +118,43 @@ def _json_ready(value: Any) -> Any:
     return json.loads(json.dumps(value, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)))
 
 
+SHORT_FORM_FIELDS = frozenset(message_event.__kwdefaults__ or {}) | {"agent_id", "session_id", "content"}
+
+
+def is_short_form(item: Mapping[str, Any]) -> bool:
+    """The keyword fields of ``publish_message`` as a dict (no ``type``, no ``message``)."""
+    return "message" not in item and "type" not in item
+
+
 def as_event(item: Any) -> dict[str, Any]:
     """A full event dict from an event model, a full event dict, or the keyword fields of
-    ``publish_message`` as a dict. Light checks only: the worker validates."""
+    ``publish_message`` as a dict, validated as the worker validates it."""
     if isinstance(item, BaseModel):
-        return item.model_dump(mode="json", exclude_none=True)
+        return validated(item.model_dump(mode="json", exclude_none=True))
     if not isinstance(item, Mapping):
         raise InvalidInput("event", f"expected an event model or a dict, got {type(item).__name__}")
-    if "message" in item or "type" in item:
+    if not is_short_form(item):
         event = _json_ready(dict(item))
         event.setdefault("event_id", _new_id())
-        return event
-    unknown = set(item) - set(message_event.__kwdefaults__ or {}) - {"agent_id", "session_id", "content"}
+        return validated(event)
+    unknown = set(item) - SHORT_FORM_FIELDS
     if unknown:
-        raise InvalidInput("event", f"unknown field(s) {sorted(unknown)} for a message")
-    return _json_ready(message_event(**item))
+        raise InvalidInput("event", f"unknown field(s) {sorted(unknown)} for a message; allowed: {sorted(SHORT_FORM_FIELDS)}")
+    missing = {"agent_id", "session_id", "content"} - set(item)
+    if missing:
+        raise InvalidInput(sorted(missing)[0], "required")
+    return validated(_json_ready(message_event(**item)))
+
+
+def validated(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` when the worker would accept it; else ``InvalidInput`` naming the field(s)."""
+    parsed = parse_event(event, max_message_bytes=get_settings().max_message_bytes)
+    if isinstance(parsed, Rejection):
+        reasons = [(e.field, e.reason.removeprefix("Value error, ")) for e in parsed.errors]
+        if len(reasons) == 1:
+            raise InvalidInput(*reasons[0])
+        raise InvalidInput(", ".join(f for f, _ in reasons), "; ".join(f"{f}: {r}" for f, r in reasons))
+    return event
 
 
 class CeleryPublisher(Publisher):
@@ -158,24 +182,19 @@ class CeleryPublisher(Publisher):
         return self._producer
 
     def _send(self, name: str, kwargs: dict[str, Any]) -> None:
-        policy = {"max_retries": self.retry_max, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 2.0}
         with self._lock:
             try:
-                self.app.send_task(
-                    name, kwargs=kwargs, ignore_result=True, producer=self._get_producer(),
-                    retry=True, retry_policy=policy,
-                )
-            except (TypeError, ValueError):
-                raise  # not JSON-serialisable: a programming error, not the broker's
-            except Exception as exc:  # kombu/redis connection errors, after the retries
+                send(name, kwargs, app=self.app, producer=self._get_producer(), retry_max=self.retry_max)
+            except TransientError as exc:  # the broker stayed unreachable through the retries
                 self._reset()
+                cause = exc.__cause__ or exc
                 raise TransientError(
                     f"the broker at {self._broker_hint()} did not accept the event(s) after "
-                    f"{self.retry_max} retries: {exc}"
-                ) from exc
+                    f"{self.retry_max} retries: {cause}"
+                ) from cause
 
     def _broker_hint(self) -> str:
-        # the configured URL, password masked (the connection's own URI names the transport class)
+        # the configured URL, password masked
         from kombu.utils.url import maybe_sanitize_url
 
         return maybe_sanitize_url(self.app.conf.broker_url) or "<broker>"
@@ -244,6 +263,6 @@ def end_session(
     publisher: CeleryPublisher | None = None,
 ) -> str:
     """Publish ``session.ended``: the session forms what is unformed and consolidates."""
-    event = session_ended_event(agent_id=agent_id, session_id=session_id, event_id=event_id, ended_at=ended_at)
+    event = validated(session_ended_event(agent_id=agent_id, session_id=session_id, event_id=event_id, ended_at=ended_at))
     (publisher or default_publisher()).publish_one(event)
     return event["event_id"]

@@ -88,7 +88,7 @@ def run_broker_outage(
     rng = random.Random(seed)
     store_url = f"sqlite:///{workdir / 'memory.db'}"
     settings = dict(
-        broker_visibility_timeout_s=5, formation_message_interval=10**6, formation_token_interval=10**9,
+        broker_visibility_timeout_s=5, task_retry_backoff_max_s=2, formation_message_interval=10**6, formation_token_interval=10**9,
         llm_provider="offline", embedding_provider="hashing",
     )
     redis = PersistentRedis(workdir / "redis")

@@ -194,7 +194,7 @@ class _Deps:
         from pipeline.clock import Clock
         from pipeline.llm.offline import OfflineLLM
 
-        self.settings = _settings(consolidation_lease_s=30)
+        self.settings = _settings(consolidation_lease_s=30, task_soft_time_limit_s=20, task_time_limit_s=25)
         self.store = _store(db)
         self.llm = OfflineLLM(self.settings)
         self.clock = Clock()
@@ -272,12 +272,17 @@ def race_consolidations(workdir: Path, *, keys: int = 3, initial: int = 8, durin
         merge_scope(deps, "agent-race", key, model="offline", holder="final", usage=Usage())
     deps.store.close()
     total = len(scope_keys) * (initial + during)
-    lost = duplicated = 0
+    lost = duplicated = buffered = 0
     merges = 0
     for key in scope_keys:
         blob = store.get_blob("agent-race", key)
         refl = store.list_reflections("agent-race", key)
-        lost += sum(1 for r in refl if not r.absorbed)  # left behind after the last pass
+        waiting = sum(1 for r in refl if not r.absorbed)
+        # below the scope's threshold, a buffer waits for the next due consolidation (the
+        # threshold is re-checked under the lease); at or over it after the last pass, it is stuck
+        threshold = deps.settings.consolidation_threshold(key.partition(":")[0] or "agent")
+        buffered += waiting if waiting < threshold else 0
+        lost += waiting if waiting >= threshold else 0
         lost += sum(1 for r in refl if r.absorbed and (blob is None or (r.consolidated_into or 0) > blob.version))
         lost += (initial + during) - len(refl)
         versions = {r.consolidated_into for r in refl if r.absorbed}
@@ -285,4 +290,5 @@ def race_consolidations(workdir: Path, *, keys: int = 3, initial: int = 8, durin
         # a version that absorbed nothing, or two reflections lists for one version, means a double merge
         duplicated += sum(1 for v in range(1, (blob.version if blob else 0) + 1) if v not in versions)
     store.close()
-    return {"reflections": total, "merges": merges, "attempts": statuses, "duplicated": duplicated, "lost": lost}
+    return {"reflections": total, "merges": merges, "attempts": statuses, "duplicated": duplicated, "lost": lost,
+            "buffered_below_threshold": buffered}

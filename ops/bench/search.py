@@ -275,7 +275,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
                             embedder=LookupEmbedder(table), clock=clock)
     rss_before = _rss_mb()
     t0 = time.perf_counter()
-    service.search_facts("warm up the index", USER, "s0")  # builds the cached segments
+    service.search_facts("warm up the index", session_id="s0", user_id=USER)  # builds the cached segments
     build_s = time.perf_counter() - t0
     rss_after = _rss_mb()
     held_mb = service.search.held_bytes() / 2**20 if hasattr(service.search, "held_bytes") else None
@@ -287,7 +287,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     search_ms, hits, semantic_hits, stages = [], [], 0, {}
     for q in queries:
         if kind == "sqlite":
-            answer = service.search_facts(q, USER, "s0", debug=True)
+            answer = service.search_facts(q, session_id="s0", user_id=USER, debug=True)
         else:
             answer = _search_stage(service, q)
         timings = answer["debug"]["timings_ms"]
@@ -303,13 +303,13 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     for round_ in range(5 if kind == "sqlite" else 1):
         for s in sessions if kind == "sqlite" else sessions[:5]:
             t = time.perf_counter()
-            service.get_memory_context(s, USER, force_refresh=True)
+            service.get_memory_context(session_id=s, user_id=USER, force_refresh=True)
             uncached.append((time.perf_counter() - t) * 1000)
             for _ in range(3):
                 t = time.perf_counter()
-                service.get_memory_context(s, USER)
+                service.get_memory_context(session_id=s, user_id=USER)
                 cached.append((time.perf_counter() - t) * 1000)
-    xml = service.get_memory_context("s0", USER)
+    xml = service.get_memory_context(session_id="s0", user_id=USER)
     store.close()
     tmp.cleanup()
     return {

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from pipeline.errors import InvalidInput
 from schemas.settings import get_settings
 
 _SWITCH = {"on": True, "off": False}
 
 
-def _store():
-    from pipeline.store import open_store
+def _store(*, create: bool):
+    from ops import stores
 
-    return open_store(get_settings())
+    settings = get_settings()
+    return stores.open_or_create(settings) if create else stores.open_existing(settings)
 
 
 def _show(settings) -> dict:
@@ -23,7 +25,9 @@ def _show(settings) -> dict:
 def _set(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
 
-    store = _store()
+    if not args.agent_id.strip():
+        raise InvalidInput("AGENT_ID", "must be a non-empty agent id")
+    store = _store(create=True)
     try:
         current = store.get_agent_settings(args.agent_id)
         update = {"updated_at": Clock().now()}
@@ -42,7 +46,7 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
-    store = _store()
+    store = _store(create=False)
     try:
         current = store.get_agent_settings(args.agent_id)
     finally:

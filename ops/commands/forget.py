@@ -10,12 +10,12 @@ from schemas.settings import get_settings
 
 def _run(args: argparse.Namespace) -> int:
     from ops.forget import forget_user, traces
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    store = open_store(get_settings())
+    store = open_existing(get_settings())
     try:
         counts = forget_user(store, args.user, None if args.all_agents else args.agent)
-        left = traces(store.dump_all(), [args.user]) if args.verify else None
+        left = traces(store.dump_all(), args.user, None if args.all_agents else args.agent) if args.verify else None
     finally:
         store.close()
     scope = "every agent" if args.all_agents else f"agent {args.agent}"
@@ -38,6 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--agent", help="erase under this agent only")
     where.add_argument("--all-agents", action="store_true", help="erase under every agent")
-    p.add_argument("--verify", action="store_true", help="then scan every collection for the user's id (exit 1 if found)")
+    p.add_argument("--verify", action="store_true", help="then check every id field of every collection for the user (exit 1 if one names them)")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     p.set_defaults(func=_run)

@@ -19,9 +19,9 @@ from schemas.settings import get_settings
 
 
 def open_store(settings):
-    from pipeline.store import open_store as _open
+    from ops.stores import open_or_create
 
-    return _open(settings)
+    return open_or_create(settings)
 
 
 def _search_indexes(store, settings, wait_s: float | None) -> list[str]:

@@ -14,6 +14,7 @@ MONGO_TIMEOUT_MS = 10_000
 def open_source_db(url: str, db_name: str | None):
     """The source database, read-only by use (``find`` only), with bounded timeouts."""
     from pymongo import MongoClient
+    from pymongo.errors import ConfigurationError as NoDatabase
 
     client = MongoClient(
         url, serverSelectionTimeoutMS=MONGO_TIMEOUT_MS, connectTimeoutMS=MONGO_TIMEOUT_MS,
@@ -21,25 +22,42 @@ def open_source_db(url: str, db_name: str | None):
     )
     if db_name:
         return client[db_name]
-    default = client.get_default_database(default=None)
-    if default is None:
-        raise ConfigurationError("migrate-v1: give --source-db or put the database name in --source-url")
-    return default
+    try:
+        return client.get_default_database()  # pymongo raises when the URL names none
+    except NoDatabase:
+        client.close()
+        raise ConfigurationError("give --source-db or put the database name in --source-url") from None
+
+
+def _require_source(db, collections) -> None:
+    """A source without any of the three collections is a wrong URL, database or name: say so
+    instead of planning to migrate nothing."""
+    wanted = [collections.sessions, collections.users, collections.agents]
+    present = set(db.list_collection_names())  # the first round trip: an unreachable host fails here
+    if not present.intersection(wanted):
+        raise ConfigurationError(
+            f"no source: database {db.name!r} has none of {', '.join(wanted)} (check --source-url, "
+            "--source-db and the --*-collection names)"
+        )
 
 
 def _run(args: argparse.Namespace) -> int:
     from ops.migrate_v1 import SourceCollections, migrate
     from pipeline.clock import Clock
 
+    from ops.stores import announce
+
     settings = get_settings()
+    announce("source", args.source_url)
     db = open_source_db(args.source_url, args.source_db)
     collections = SourceCollections(args.sessions_collection, args.users_collection, args.agents_collection)
+    _require_source(db, collections)
     store = embedder = None
     if args.apply:
+        from ops.stores import open_or_create
         from pipeline.embeddings import open_embedder
-        from pipeline.store import open_store
 
-        store, embedder = open_store(settings), open_embedder(settings)
+        store, embedder = open_or_create(settings), open_embedder(settings)
     try:
         planned, written = migrate(
             db, store, embedder, settings, Clock().now(), collections=collections, apply=args.apply

@@ -1,213 +1,113 @@
-"""``memoryctl publish | end-session | replay``: the producer's command line (SPEC §3).
+"""``memoryctl publish | end-session | replay | rejected``: the producer's command line (SPEC §3).
 
-``replay FILE.jsonl`` validates every line locally first (bad lines are reported with their
-line number, field and reason, and never stop the replay), drops events repeated inside the
-file (same ``event_id``, or same session and ``message_id``), and publishes the rest in
-batches. Without ``--wait``, "accepted" means the broker holds the event.
-
-With ``--wait`` it then watches the store until every published event has an outcome:
-per session of the file, the growth of its stored messages (accepted) plus the growth of its
-``duplicates`` counter (already stored: a store-level duplicate) must reach the number of
-messages published for it; rejections the worker recorded for the published event ids count
-as rejected. Other producers writing the same sessions at the same time blur these counts.
+``publish`` and ``end-session`` validate the event with the worker's model before sending it
+(exit 2 naming the field); ``replay`` is ``ops.replay``; ``rejected`` lists what the workers
+refused. Each accepts ``--json`` (one JSON document on stdout).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops.commands import positive_float, positive_int
+from ops.replay import RERUN_IS_SAFE, replay
 from pipeline.errors import InvalidInput
-from schemas.events import MessageAdded, Rejection, parse_event
 from schemas.settings import get_settings
+
+__all__ = ["replay"]
 
 
 def _publisher():
-    from workers.producer import default_publisher
+    from ops.broker import publisher
 
-    return default_publisher()
+    return publisher(get_settings())
 
 
 def _store():
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    return open_store(get_settings())
+    return open_existing(get_settings())
 
 
 # ---------------------------------------------------------------------- publish / end-session
+# event field -> the option that sets it, so an error names what the operator typed
+_OPTION_OF = {
+    "agent_id": "--agent", "session_id": "--session", "message.role": "--role", "message.sender_id": "--sender",
+    "message.sender_name": "--sender-name", "message.content": "--content", "message.message_id": "--message-id",
+    "event_id": "--event-id", "message.created_at": "--created-at", "agent_name": "--agent-name",
+    "session_users": "--users", "user_tier": "--tier",
+}
+
+
+def _as_option(exc: InvalidInput) -> InvalidInput:
+    field = exc.field
+    if field in ("message", "<event>") and "sender_id" in exc.reason:
+        field = "message.sender_id"  # a model-level rule about the sender
+    option = _OPTION_OF.get(field)
+    return InvalidInput(f"{option} ({exc.field})", exc.reason) if option else exc
+
+
 def _publish(args: argparse.Namespace) -> int:
     from workers.producer import publish_message
 
-    event_id = publish_message(
-        publisher=_publisher(),
-        agent_id=args.agent, session_id=args.session, role=args.role, sender_id=args.sender,
-        sender_name=args.sender_name, content=args.content, message_id=args.message_id,
-        event_id=args.event_id, created_at=args.created_at, agent_name=args.agent_name,
-        session_users=args.users.split(",") if args.users else None, user_tier=args.tier,
-        preview=args.preview,
-    )
-    print(event_id)
+    try:
+        event_id = publish_message(
+            publisher=_publisher(),
+            agent_id=args.agent, session_id=args.session, role=args.role, sender_id=args.sender,
+            sender_name=args.sender_name, content=args.content, message_id=args.message_id,
+            event_id=args.event_id, created_at=args.created_at, agent_name=args.agent_name,
+            session_users=args.users.split(",") if args.users else None, user_tier=args.tier,
+            preview=args.preview,
+        )
+    except InvalidInput as exc:
+        raise _as_option(exc) from None
+    print(json.dumps({"event_id": event_id, "type": "message.added"}) if args.json else event_id)
     return 0
 
 
 def _end_session(args: argparse.Namespace) -> int:
     from workers.producer import end_session
 
-    print(end_session(args.agent, args.session, event_id=args.event_id, ended_at=args.ended_at, publisher=_publisher()))
+    event_id = end_session(args.agent, args.session, event_id=args.event_id, ended_at=args.ended_at,
+                           publisher=_publisher())
+    print(json.dumps({"event_id": event_id, "type": "session.ended"}) if args.json else event_id)
     return 0
 
 
 # ---------------------------------------------------------------------- replay
-@dataclass
-class ReplayReport:
-    lines: int = 0
-    published: int = 0
-    accepted: int = 0
-    duplicates_in_file: int = 0
-    duplicates_in_store: int = 0
-    rejected: list[tuple[int, str, str]] = field(default_factory=list)  # (line, field, reason)
-    waited: bool = False
-    missing: int = 0  # published events with no outcome in the store when --wait gave up
-
-    @property
-    def duplicates(self) -> int:
-        return self.duplicates_in_file + self.duplicates_in_store
-
-    def render(self) -> str:
-        dup = f"duplicate: {self.duplicates} ({self.duplicates_in_file} in the file"
-        dup += f", {self.duplicates_in_store} already stored)" if self.waited else ")"
-        lines = [
-            f"{self.lines} lines, {self.published} events published",
-            f"accepted: {self.accepted}   {dup}   rejected: {len(self.rejected)}",
-        ]
-        if not self.waited:
-            lines.append("(accepted = held by the broker; --wait counts what the store shows)")
-        if self.missing:
-            lines.append(f"NOT YET INGESTED: {self.missing} published events had no outcome in the store")
-        lines.extend(f"  line {n}: {f}: {reason}" for n, f, reason in self.rejected)
-        return "\n".join(lines)
-
-
-def _count_lines(path: Path) -> int:
-    with path.open("rb") as fh:
-        return sum(1 for _ in fh)
-
-
-def replay(path: Path, *, batch: int, wait: bool, timeout: float, publisher, store_factory=None,
-           progress: bool = True) -> ReplayReport:
-    """Validate, de-duplicate and publish a JSONL file; see the module docstring."""
-    from tqdm import tqdm
-
-    if batch < 1:
-        raise InvalidInput("--batch", "must be at least 1")
-    settings = get_settings()
-    report = ReplayReport()
-    seen_events: set[str] = set()
-    seen_messages: set[tuple[str, str]] = set()
-    per_session: Counter[str] = Counter()   # messages published per session
-    agents: dict[str, str] = {}
-    line_of: dict[str, int] = {}  # event id -> line number, for worker-side rejections
-    pending: list[dict] = []
-    store = None
-    before: dict[str, tuple[int, int]] = {}
-
-    def flush() -> None:
-        if pending:
-            publisher.publish_batch(list(pending))
-            report.published += len(pending)
-            pending.clear()
-
-    total = _count_lines(path)
-    with path.open("rb") as fh, tqdm(total=total, unit="event", disable=not progress, file=sys.stderr) as bar:
-        for number, line in enumerate(fh, 1):
-            bar.update(1)
-            report.lines = number
-            if not line.strip():
-                continue
-            event = parse_event(line, max_message_bytes=settings.max_message_bytes)
-            if isinstance(event, Rejection):
-                report.rejected.extend((number, e.field, e.reason) for e in event.errors)
-                continue
-            message_key = (event.session_id, event.message.message_id) if isinstance(event, MessageAdded) else None
-            if event.event_id in seen_events or (message_key and message_key in seen_messages):
-                report.duplicates_in_file += 1
-                continue
-            seen_events.add(event.event_id)
-            if message_key:
-                seen_messages.add(message_key)
-                if wait and event.session_id not in before:
-                    store = store or (store_factory or _store)()
-                    state = store.get_session(event.session_id)
-                    before[event.session_id] = (
-                        store.count_messages(event.session_id), state.duplicates if state else 0
-                    )
-                per_session[event.session_id] += 1
-                agents[event.session_id] = event.agent_id
-            line_of[event.event_id] = number
-            pending.append(json.loads(line))
-            if len(pending) >= batch:
-                flush()
-        flush()
-
-    if not wait:
-        report.accepted = report.published
-        return report
-    report.waited = True
-    ended = report.published - sum(per_session.values())  # session.ended events: no counter
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            accepted = dups = 0
-            for session_id, expected in per_session.items():
-                count0, dup0 = before[session_id]
-                state = store.get_session(session_id) if store else None
-                accepted += (store.count_messages(session_id) - count0) if store else 0
-                dups += ((state.duplicates if state else 0) - dup0)
-            remote = [r for r in store.list_rejections(limit=10_000) if r.event_id in line_of] if store else []
-            outcomes = accepted + dups + len(remote)
-            if outcomes >= sum(per_session.values()) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        report.accepted = accepted + ended
-        report.duplicates_in_store = dups
-        report.missing = max(0, sum(per_session.values()) - outcomes)
-        report.rejected.extend(
-            (line_of[r.event_id], e.get("field", "?"), f"{e.get('reason')} (rejected by the worker)")
-            for r in remote for e in r.errors
-        )
-    finally:
-        if store is not None:
-            store.close()
-    return report
-
-
 def _replay(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise InvalidInput("FILE", f"{path} is not a readable file")
-    report = replay(path, batch=args.batch, wait=args.wait, timeout=args.timeout, publisher=_publisher())
-    print(report.render())
-    return 1 if report.missing else 0
+    report = replay(path, batch=args.batch, wait=args.wait, timeout=args.timeout, publisher=_publisher(),
+                    progress=not args.json)
+    print(json.dumps(report.as_json(), sort_keys=True) if args.json else report.render())
+    if report.interrupted:
+        return 130
+    if report.missing or (report.rejected and not args.allow_rejected):
+        return 1
+    return 0
 
 
+# ---------------------------------------------------------------------- rejected
 def _rejected(args: argparse.Namespace) -> int:
     store = _store()
     try:
         rows = store.list_rejections(limit=args.limit)
     finally:
         store.close()
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], sort_keys=True))
+        return 0
     for r in rows:
-        if args.json:
-            print(r.model_dump_json())
-            continue
-        reasons = "; ".join(f"{e.get('field')}: {e.get('reason')}" for e in r.errors)
+        reasons = "".join(f"\n  {e.get('field')}: {e.get('reason')}" for e in r.errors)
         raw = r.raw if len(r.raw) <= 160 else r.raw[:157] + "..."
-        print(f"{r.received_at:%Y-%m-%d %H:%M:%S} event={r.event_id} session={r.session_id}\n  {reasons}\n  raw: {raw}")
+        print(f"{r.received_at:%Y-%m-%d %H:%M:%S} rejection={r.rejection_id} agent={r.agent_id or '-'} "
+              f"session={r.session_id or '-'} event={r.event_id or '-'}{reasons}\n  raw: {raw}")
+    print(f"{len(rows)} rejected event{'' if len(rows) == 1 else 's'}"
+          + (f" (the newest {args.limit}; --limit for more)" if len(rows) == args.limit else ""))
     return 0
 
 
@@ -227,6 +127,7 @@ def register(sub) -> None:
     p.add_argument("--users", help="comma-separated humans of the session")
     p.add_argument("--tier", type=int, default=0, help="user tier: 0 free, >= 1 premium")
     p.add_argument("--preview", action="store_true")
+    p.add_argument("--json", action="store_true", help="print {event_id, type}")
     p.set_defaults(func=_publish)
 
     e = sub.add_parser("end-session", help="publish session.ended: form what is unformed, consolidate")
@@ -234,16 +135,23 @@ def register(sub) -> None:
     e.add_argument("--session", required=True)
     e.add_argument("--event-id")
     e.add_argument("--ended-at", help="ISO 8601 (default: when ingested)")
+    e.add_argument("--json", action="store_true", help="print {event_id, type}")
     e.set_defaults(func=_end_session)
 
-    r = sub.add_parser("replay", help="validate and publish a JSONL file of events, with a progress bar")
+    r = sub.add_parser(
+        "replay", help="validate and publish a JSONL file of events, with a progress bar",
+        description="Lines are full events or the short form of publish_messages (with message_id or "
+        f"event_id). Exit 1 when a line was rejected (unless --allow-rejected); on Ctrl-C, {RERUN_IS_SAFE}.",
+    )
     r.add_argument("file", metavar="FILE.jsonl")
-    r.add_argument("--batch", type=int, default=100, help="events per queue message (default 100)")
+    r.add_argument("--batch", type=positive_int, default=100, help="events per queue message (default 100)")
     r.add_argument("--wait", action="store_true", help="wait until the store shows every outcome")
-    r.add_argument("--timeout", type=float, default=300.0, help="seconds --wait may take (default 300)")
+    r.add_argument("--timeout", type=positive_float, default=300.0, help="seconds --wait may take (default 300)")
+    r.add_argument("--allow-rejected", action="store_true", help="exit 0 even when lines were rejected")
+    r.add_argument("--json", action="store_true", help="print the report as one JSON object")
     r.set_defaults(func=_replay)
 
     j = sub.add_parser("rejected", help="list rejected events, newest first, with their reasons")
-    j.add_argument("--limit", type=int, default=20)
-    j.add_argument("--json", action="store_true", help="one JSON document per line, raw payload included")
+    j.add_argument("--limit", type=positive_int, default=20)
+    j.add_argument("--json", action="store_true", help="print a JSON list, raw payloads included")
     j.set_defaults(func=_rejected)

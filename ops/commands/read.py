@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from ops.commands import positive_int
 from schemas.settings import get_settings
 
 
@@ -23,24 +24,15 @@ AS_OF_HELP = ("show memory as it was valid at this ISO 8601 time (no offset: UTC
 
 
 def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
+    from ops.stores import open_existing
     from pipeline.service import MemoryService
 
-    service = MemoryService(args.agent, settings=get_settings())
+    settings = get_settings()
+    store = open_existing(settings)
     try:
-        return work(service)
+        return work(MemoryService(args.agent, settings=settings, store=store))
     finally:
-        if "store" in service.__dict__:
-            service.store.close()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+        store.close()
 
 
 def _iso_time(text: str) -> datetime:
@@ -55,7 +47,8 @@ def _iso_time(text: str) -> datetime:
 
 def _context(args: argparse.Namespace) -> int:
     xml = _with_service(args, lambda s: s.get_memory_context(
-        args.session, args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens, as_of=args.as_of,
+        session_id=args.session, user_id=args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens,
+        as_of=args.as_of,
     ))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
@@ -66,8 +59,9 @@ def _context(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     query = args.query[0] if len(args.query) == 1 else args.query
-    answer = _with_service(args, lambda s: s.search_facts(query, args.user, args.session, args.top_k, args.debug,
-                                                          as_of=args.as_of))
+    answer = _with_service(args, lambda s: s.search_facts(
+        query, session_id=args.session, user_id=args.user, top_k=args.top_k, debug=args.debug, as_of=args.as_of,
+    ))
     if args.json:
         print(json.dumps(answer))
         return 0
@@ -110,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(p, session_required=True)
     p.add_argument("--force-refresh", action="store_true", help="rebuild instead of reading the cache")
     p.add_argument(
-        "--max-tokens", type=_positive_int, default=None,
+        "--max-tokens", type=positive_int, default=None,
         help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
     )
     p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ops.commands import positive_int
 from pipeline.errors import TransientError
 from pipeline.ingest import INTERNAL_FIELD
 from pipeline.store.port import Store
@@ -79,15 +80,23 @@ def replay_rejected(store: Store, publisher, *, ids: list[str] | None = None, li
 
 
 def _replay_rejected(args: argparse.Namespace) -> int:
-    from pipeline.store import open_store
-    from workers.producer import default_publisher
+    from ops.broker import publisher
+    from ops.stores import open_existing
 
-    store = open_store(get_settings())
+    settings = get_settings()
+    store = open_existing(settings)
     try:
-        report = replay_rejected(store, default_publisher(), ids=args.id, limit=args.limit)
+        report = replay_rejected(store, publisher(settings), ids=args.id, limit=args.limit)
     finally:
         store.close()
-    print(report.render())
+    if args.json:
+        print(json.dumps({
+            "replayed": report.replayed,
+            "skipped": [{"rejection_id": rid, "reason": why} for rid, why in report.skipped],
+            "error": str(report.error) if report.error is not None else None,
+        }, sort_keys=True))
+    else:
+        print(report.render())
     return 1 if report.error is not None or report.skipped else 0
 
 
@@ -98,5 +107,6 @@ def register(sub) -> None:
     )
     p.add_argument("--id", action="append", metavar="REJECTION_ID",
                    help="only this rejection (repeatable; ids from `memoryctl rejected --json`)")
-    p.add_argument("--limit", type=int, default=1000, help="how many of the newest records to look at (default 1000)")
+    p.add_argument("--limit", type=positive_int, default=1000, help="how many of the newest records to look at (default 1000)")
+    p.add_argument("--json", action="store_true", help="print {replayed, skipped, error}")
     p.set_defaults(func=_replay_rejected)

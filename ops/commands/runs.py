@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from ops.commands import positive_int
 from schemas.settings import get_settings
 
 
 def _store():
-    from pipeline.store import open_store
+    from ops.stores import open_existing
 
-    return open_store(get_settings())
+    return open_existing(get_settings())
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -35,16 +37,18 @@ def _runs(args: argparse.Namespace) -> int:
 
 def send_first_stage(run_id: str) -> None:
     from pipeline import names
-    from workers.app import app
+    from workers.dispatch import send
 
-    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from ops.broker import check_broker
     from ops.runs import replay_failed
     from pipeline.clock import Clock
 
     settings = get_settings()
+    check_broker(settings)
     store = _store()
     try:
         result = replay_failed(
@@ -58,24 +62,32 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         print(f"replayed {len(result['replayed'])} run(s), skipped {len(result['skipped'])}")
         for run_id in result["replayed"]:
-            print(f"  {run_id}")
-    return 0
+            print(f"  replayed {run_id}")
+        for skipped in result["skipped"]:
+            print(f"  skipped {skipped['run_id']}: {skipped['reason']}")
+    return 1 if args.run and result["skipped"] else 0
 
 
 def _reembed(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ops.runs import reembed
+    from ops.runs import mismatch_warning, models_to_replace, reembed
     from pipeline.embeddings import open_embedder
 
-    store, embedder = _store(), open_embedder(get_settings())
+    settings = get_settings()
+    store = _store()
     try:
+        embedder = open_embedder(settings)
+        hint = f"MEMORY_EMBEDDING_PROVIDER={settings.resolved_embedding_provider()} in this shell"
+        warning = mismatch_warning(embedder.model, models_to_replace(store, embedder.model, args.agent), hint)
+        if warning:
+            print(warning, file=sys.stderr)
         with tqdm(desc=f"re-embedding with {embedder.model}", unit="fact", disable=args.json) as bar:
             count = reembed(store, embedder, agent_id=args.agent, batch=args.batch, progress=bar.update)
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"reembedded": count, "model": embedder.model}))
+        print(json.dumps({"reembedded": count, "model": embedder.model, "warning": warning}))
     else:
         print(f"re-embedded {count} fact(s) with {embedder.model}")
     return 0
@@ -86,19 +98,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", choices=["claimed", "running", "done", "failed", "dead"])
     p.add_argument("--agent")
     p.add_argument("--session")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=positive_int, default=50)
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(func=_runs)
 
     p = sub.add_parser("replay-failed", help="re-enqueue failed and dead runs (attempts reset)")
     p.add_argument("--agent", help="only this agent's runs")
     p.add_argument("--run", action="append", help="only this run id (repeatable)")
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--limit", type=positive_int, default=1000)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_replay)
 
     p = sub.add_parser("reembed", help="re-embed facts whose embedding model is not the current one")
     p.add_argument("--agent", help="only this agent's facts")
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--batch", type=positive_int, default=64)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_reembed)

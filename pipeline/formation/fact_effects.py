@@ -94,7 +94,9 @@ def merged_vector(output: dict, index: int) -> list[float] | None:
     return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
 
 
-def _said_at(store: Store, run: FormationRun, sources: Sequence[Provenance], now: datetime) -> Callable[[int], datetime]:
+def _said_at(
+    store: Store, run: FormationRun, sources: Sequence[Provenance], now: datetime,
+) -> Callable[[int], datetime]:
     """New fact index -> when its source message was sent (a fact is valid from then), never
     later than ``now``; ``now`` when the message is unknown (erased since)."""
     if not sources:

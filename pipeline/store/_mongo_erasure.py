@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import escape_keys, to_doc
 from pipeline.store._mongo_runs import run_from
+from pipeline.user_ids import LEASE_PREFIX, raw_names_user
 from schemas.documents import scope_key
 
 _ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS)
@@ -65,13 +65,11 @@ class MongoErasureMixin:
             runs += col("runs").replace_one({"_id": run.run_id, "status": {"$ne": "done"}}, scrubbed).matched_count
         counts["runs"] = runs
 
-        needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}
         doomed = []
-        for d in col("rejected").find({}):
+        for d in col("rejected").find({}, {"agent_id": 1, "raw": 1}):
             if agent_id is not None and d.get("agent_id") not in (None, agent_id):
                 continue
-            text = json.dumps(d, default=str, ensure_ascii=False)
-            if any(n in text or n in d.get("raw", "") for n in needles):
+            if raw_names_user(d.get("raw", ""), user_id):
                 doomed.append(d["_id"])
         counts["rejected"] = col("rejected").delete_many({"_id": {"$in": doomed}}).deleted_count if doomed else 0
 
@@ -95,7 +93,9 @@ class MongoErasureMixin:
         for agent in agents:
             keys = ["agent"] + [scope_key("session", session_id=s) for s, a in sessions.items() if a == agent]
             self.bump_scope_versions(agent, keys)
-        counts["leases"] = col(c.LEASES).delete_many({"_id": {"$regex": re.escape(user_id)}}).deleted_count
+        # a consolidation lease of the user's scope: consolidate:<agent>:user:<id>, exactly
+        lease = f"^{re.escape(LEASE_PREFIX + agent_id) if agent_id else re.escape(LEASE_PREFIX) + '.*'}:{re.escape(user_key)}$"
+        counts["leases"] = col(c.LEASES).delete_many({"_id": {"$regex": lease}}).deleted_count
         return counts
 
     def dump_all(self) -> dict[str, list[dict]]:

@@ -7,6 +7,7 @@ import sqlite3
 
 from pipeline.store import _common as c
 from pipeline.store._sqlite_db import TABLES
+from pipeline.user_ids import lease_names_user, raw_names_user
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
 
@@ -98,13 +99,12 @@ class ErasureMixin:
                 runs += 1
             counts["runs"] = runs
 
-            needles = {user_id, json.dumps(user_id)[1:-1], json.dumps(user_id, ensure_ascii=False)[1:-1]}
             rejected = 0
             for rid, doc in conn.execute(f"SELECT rejection_id, doc FROM {t('rejected')}").fetchall():
                 event = RejectedEvent.model_validate_json(doc)
                 if agent_id is not None and event.agent_id not in (None, agent_id):
                     continue
-                if any(n in doc or n in event.raw for n in needles):
+                if raw_names_user(event.raw, user_id):
                     conn.execute(f"DELETE FROM {t('rejected')} WHERE rejection_id = ?", (rid,))
                     rejected += 1
             counts["rejected"] = rejected
@@ -141,8 +141,10 @@ class ErasureMixin:
             for agent in agents:
                 keys = ["agent"] + [scope_key("session", session_id=s) for s, a in sessions.items() if a == agent]
                 self._bump(conn, agent, keys)
+            leases = [name for (name,) in conn.execute(f"SELECT name FROM {t('leases')}").fetchall()
+                      if lease_names_user(name, user_id) and (not agent_id or name.startswith(f"consolidate:{agent_id}:"))]
             counts["leases"] = conn.execute(
-                f"DELETE FROM {t('leases')} WHERE instr(name, ?) > 0", (user_id,),
+                f"DELETE FROM {t('leases')} WHERE name IN ({_in(leases)})", leases,
             ).rowcount
         return counts
 

@@ -13,6 +13,7 @@ import pytest
 from ops.bench.ingest import produce
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
+from workers.producer import CeleryPublisher, message_event
 
 pytestmark = pytest.mark.integration
 
@@ -35,16 +36,18 @@ def fields(index: int, *, event_id: str | None = None, role: str | None = None) 
     }
 
 
-def producer_workloads() -> tuple[list[list[dict]], int, int]:
-    """1,000 distinct messages, 60 re-sent events, 40 re-sent messages under new event ids and
-    5 invalid events, shuffled over 4 producers (a copy may arrive before its original)."""
+def producer_workloads() -> tuple[list[list[dict]], int, list[dict]]:
+    """1,000 distinct messages, 60 re-sent events and 40 re-sent messages under new event ids,
+    shuffled over 4 producers (a copy may arrive before its original); and 5 invalid events,
+    which the producer API refuses, for the queue directly (as a producer in another language
+    would write them)."""
     originals = [fields(i) for i in range(MESSAGES)]
     same_event = [fields(i) for i in range(0, 600, 10)]
     same_message = [fields(i, event_id=f"again-{i}") for i in range(5, 405, 10)]
     invalid = [fields(MESSAGES + i, role="narrator") for i in range(5)]
-    everything = originals + same_event + same_message + invalid
+    everything = originals + same_event + same_message
     random.Random(7).shuffle(everything)
-    return [everything[p::PRODUCERS] for p in range(PRODUCERS)], len(same_event) + len(same_message), len(invalid)
+    return [everything[p::PRODUCERS] for p in range(PRODUCERS)], len(same_event) + len(same_message), invalid
 
 
 def _queued_run_ids(client) -> list[str]:
@@ -58,12 +61,16 @@ def _queued_run_ids(client) -> list[str]:
 
 
 def test_four_producer_processes_get_every_message_stored_exactly_once(
-    tmp_path, broker_urls, redis_server, celery_worker_process
+    tmp_path, broker_urls, redis_server, celery_worker_process, celery_app_for
 ):
     db = tmp_path / "memory.db"
     celery_worker_process(store_url=f"sqlite:///{db}", queues=(names.QUEUE_INGEST,), concurrency=2)
-    workloads, duplicates, invalid = producer_workloads()
+    workloads, duplicates, invalid_items = producer_workloads()
+    invalid = len(invalid_items)
     broker, backend = broker_urls
+    raw = CeleryPublisher(celery_app_for(broker, backend))  # the queue itself: no producer-side check
+    raw.publish_batch([message_event(**item) for item in invalid_items])
+    raw.close()
 
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(PRODUCERS)

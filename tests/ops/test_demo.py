@@ -4,6 +4,7 @@ offline LLM and the hashing embedder; every section of the report is printed."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -51,6 +52,16 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
     assert "<" in out.split("=== Memory context for user-maya")[1]  # the XML block
     assert "63 messages in 4 sessions formed" in out
     assert db.exists()
+    # the ready-to-paste line reads this demo's store, from any folder
+    [line] = [l for l in out.splitlines() if l.startswith("MEMORY_STORE_URL=")]
+    assignment, command = line.split(" memoryctl ", 1)
+    assert assignment == f"MEMORY_STORE_URL=sqlite:///{db.resolve()}"
+    pasted = subprocess.run(
+        [sys.executable, "-m", "ops.cli", *shlex.split(command)], cwd=REPO_ROOT, capture_output=True, text=True,
+        env={**env, "MEMORY_STORE_URL": assignment.split("=", 1)[1]}, timeout=120,
+    )
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.startswith("<") and "Maya" in pasted.stdout
     # the demo's store is fresh each run: a second run forms the same number of runs
     again = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

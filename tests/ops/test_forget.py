@@ -140,25 +140,47 @@ def sqlite_store(settings, clock):
     store.close()
 
 
+def _walk(value, path):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _walk(key, f"{path}.<key>")
+            yield from _walk(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _walk(item, f"{path}[{i}]")
+    elif isinstance(value, (bytes, bytearray)):
+        yield path, bytes(value).decode("utf-8", errors="ignore")
+    elif value is not None:
+        yield path, str(value)
+
+
+def text_traces(dump, needles) -> list[str]:
+    """Where any of these distinctive strings (the user's id, their quoted texts) still appears
+    anywhere in a dump. Fine for the fixture's unique strings; ``ops.forget.traces`` is what
+    checks a real user id (by field, never by substring)."""
+    return [path for collection, rows in dump.items() for i, row in enumerate(rows)
+            for path, text in _walk(row, f"{collection}[{i}]") if any(n in text for n in needles)]
+
+
 def _gone_needles(agents=("a1", "a2")) -> list[str]:
     return [GONE] + [t for (agent, _), texts in GONE_TEXTS.items() if agent in agents for t in texts]
 
 
 def test_the_fixture_really_holds_the_user_everywhere(store):
-    found = {path.split("[")[0] for path in traces(store.dump_all(), _gone_needles())}
+    found = {path.split("[")[0] for path in text_traces(store.dump_all(), _gone_needles())}
     assert {"facts", "reflections", "consolidated", "messages", "runs", "rejected", "sessions", "contexts"} <= found
 
 
 def test_forgetting_under_every_agent_leaves_no_trace_of_the_user_anywhere(store):
     counts = forget_user(store, GONE)
-    assert traces(store.dump_all(), _gone_needles()) == []
+    assert text_traces(store.dump_all(), _gone_needles()) == []
     assert counts["facts"] == 2 and counts["runs"] >= 1 and counts["rejected"] == 1
 
 
 def test_forgetting_leaves_other_users_data_untouched(store):
     forget_user(store, GONE)
     dump = store.dump_all()
-    assert len(traces(dump, ["I am vegan and I cycle to work OKAPI-BETA"])) >= 1
+    assert len(text_traces(dump, ["I am vegan and I cycle to work OKAPI-BETA"])) >= 1
     assert [f.content for f in store.list_facts("a1", scope_key("user", user_id=KEPT))] == ["Is vegan OKAPI-BETA"]
     assert [f.content for f in store.list_facts("a1", "agent")] == ["The offsite is in Lisbon"]
     assert [r.content for r in store.list_reflections("a1", scope_key("user", user_id=KEPT))] == ["Likes cycling"]
@@ -175,7 +197,7 @@ def test_forgetting_under_one_agent_keeps_the_user_under_the_others(store):
     counts = forget_user(store, GONE, "a1")
     dump = store.dump_all()
     a1_rows = {name: [row for row in rows if row.get("agent_id") in ("a1", None)] for name, rows in dump.items()}
-    assert traces(a1_rows, _gone_needles(agents=("a1",))) == []
+    assert text_traces(a1_rows, _gone_needles(agents=("a1",))) == []
     assert counts["facts"] == 1
     assert [f.content for f in store.list_facts("a2", scope_key("user", user_id=GONE))] == ["Code word PANGOLIN-GAMMA"]
     assert store.get_blob("a2", scope_key("user", user_id=GONE)).consolidated_content == "PANGOLIN-GAMMA."
@@ -203,3 +225,106 @@ def test_the_command_prints_counts_and_verifies(sqlite_store, settings, monkeypa
 def test_the_command_needs_an_agent_or_all_agents(capsys):
     with pytest.raises(SystemExit):
         cli.main(["forget-user", "--user", GONE])
+
+
+# ---------------------------------------------------------------- verification by id field
+SHORT, LONGER = "u1", "u10"  # one id is a prefix of the other
+
+
+def _vectors_mentioning(text: str) -> str:
+    """Base64 float32 vectors (as a run's embed_facts output holds them) in which ``text``
+    occurs by chance, as it does for short ids in real runs."""
+    import base64
+    import random
+
+    import numpy as np
+
+    rng = random.Random(3)
+    while True:
+        vector = np.asarray([rng.uniform(-1, 1) for _ in range(384)], dtype=np.float32)
+        encoded = base64.b64encode(vector.tobytes()).decode("ascii")
+        if text in encoded:
+            return encoded
+
+
+def _populate_prefix_users(store, settings, clock) -> None:
+    ingest = lambda raw: ingest_raw_event(raw, store, settings, clock)  # noqa: E731
+    for user in (SHORT, LONGER):
+        for i in range(2):
+            assert ingest(_message("a1", f"s-{user}", user, f"note {i} of someone", i, [user], clock)).status == "accepted"
+    bad = _message("a1", f"s-bad-{LONGER}", LONGER, "x", 0, [LONGER], clock)
+    del bad["message"]["content"]
+    assert ingest(bad).status == "rejected"
+    now = clock.now()
+    run = ingest({"type": "session.ended", "event_id": "end-10", "agent_id": "a1", "session_id": f"s-{LONGER}"}).run
+    store.start_stage(run.run_id, "embed_facts", now)
+    store.complete_stage(run.run_id, "embed_facts", StageRecord(
+        status="done", output={"vectors": _vectors_mentioning(SHORT), "dim": 384},
+        started_at=now, finished_at=now, duration_ms=1.0,
+    ))
+    key = scope_key("user", user_id=LONGER)
+    store.insert_fact(Fact(fact_id="f-10", agent_id="a1", scope="user", user_id=LONGER, scope_key=key,
+                           content=f"Likes the {SHORT} bus line", hash=text_hash("bus"), formed_at=now))
+    assert store.acquire_lease(f"consolidate:a1:{key}", "holder-10", now, 300)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "mongo"])
+def test_verify_never_reads_another_users_vectors_ids_or_text_as_a_trace(kind, settings, clock, monkeypatch, capsys):
+    store = _open(kind, settings)
+    store.create_indexes()
+    _populate_prefix_users(store, settings, clock)
+    assert SHORT in json.dumps(store.dump_all(), default=str)  # the substring is there to be misread
+    monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
+    monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(store))
+    assert cli.main(["forget-user", "--user", SHORT, "--all-agents", "--verify", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["traces"] == []
+    # and the other user lost nothing: their lease, rejected event, run and fact stay
+    assert not store.acquire_lease(f"consolidate:a1:user:{LONGER}", "someone-else", clock.now(), 300)
+    assert len(store.list_rejections()) == 1
+    assert [r.session_id for r in store.list_runs()] == [f"s-{LONGER}"]
+    assert [f.fact_id for f in store.list_facts("a1", scope_key("user", user_id=LONGER))] == ["f-10"]
+    store.close()
+
+
+class _Unclosed:
+    """The test's store, handed to the command, which closes it: the test keeps using it."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        pass
+
+
+def test_verify_finds_the_user_in_every_id_field_and_names_the_field(settings, clock):
+    now = clock.now()
+    dump = {
+        "facts": [{"user_id": SHORT, "scope_key": f"user:{SHORT}", "embedding": [0.1] * 4}],
+        "messages": [{"sender_id": SHORT, "session_users": [LONGER, SHORT], "content": "hi"}],
+        "sessions": [{"users": [SHORT]}],
+        "runs": [{"user_ids": [SHORT], "stages": {"extract_facts": {"output": {"facts": [
+            {"content": "x", "user_id": SHORT, "source_user_ids": [SHORT]}]}}}}],
+        "contexts": [{"user_id": "", "versions": {f"user:{SHORT}": 3}, "xml": f"<M>{SHORT}</M>"}],
+        "rejected": [{"agent_id": "a1", "raw": json.dumps({"message": {"sendr": SHORT}})},
+                     {"agent_id": "a1", "raw": f"not json, from {SHORT}"}],
+        "leases": [{"name": f"consolidate:a1:user:{SHORT}", "holder": "h", "expires_at": now.isoformat()}],
+    }
+    assert sorted(traces(dump, SHORT)) == sorted([
+        "facts[0].user_id", "facts[0].scope_key",
+        "messages[0].sender_id", "messages[0].session_users",
+        "sessions[0].users",
+        "runs[0].user_ids", "runs[0].stages.extract_facts.output.facts[0].user_id",
+        "runs[0].stages.extract_facts.output.facts[0].source_user_ids",
+        "contexts[0].versions",
+        "rejected[0].raw:message.sendr", "rejected[1].raw:<text>",
+        f"leases[0]:consolidate:a1:user:{SHORT}",
+    ])
+    assert traces(dump, LONGER) == ["messages[0].session_users"]
+    assert traces(dump, SHORT, "a2") == ["facts[0].user_id", "facts[0].scope_key", "messages[0].sender_id",
+                                         "messages[0].session_users", "sessions[0].users", "runs[0].user_ids",
+                                         "runs[0].stages.extract_facts.output.facts[0].user_id",
+                                         "runs[0].stages.extract_facts.output.facts[0].source_user_ids",
+                                         "contexts[0].versions"]

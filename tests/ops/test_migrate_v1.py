@@ -191,3 +191,14 @@ def test_the_command_prints_counts_as_json_and_applies_only_when_asked(legacy, s
     assert cli.main(["migrate-v1", "--source-url", "mongodb://legacy/db", "--apply", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)
     assert applied["written"]["reflections written"] == 5
+
+
+def test_a_source_without_the_v1_collections_is_refused_by_name(settings, monkeypatch, capsys):
+    empty = emulated_database("not_v1")
+    empty["something_else"].insert_one({"x": 1})
+    monkeypatch.setattr(migrate_command, "get_settings", lambda: settings)
+    monkeypatch.setattr(migrate_command, "open_source_db", lambda url, db: empty)
+    assert cli.main(["migrate-v1", "--source-url", "mongodb://old:secret@legacy/not_v1"]) == 2
+    err = capsys.readouterr().err
+    assert "source: mongodb://old:**@legacy/not_v1" in err
+    assert "memoryctl migrate-v1: no source: database 'not_v1' has none of memory_sessions, memory_user, memory_agent" in err

@@ -85,10 +85,11 @@ def test_replay_publishes_valid_lines_in_batches_and_reports_every_rejected_line
     published = [e for b in publisher.batches for e in b]
     assert published == [lines[0], lines[2], lines[8], lines[9]]  # the file's own payloads
     assert (report.lines, report.published, report.accepted, report.duplicates_in_file) == (10, 4, 4, 2)
-    assert [(n, f) for n, f, _ in report.rejected] == [(2, "<event>"), (5, "message.content"), (8, "message.role")]
+    assert [(r.line, [f for f, _ in r.reasons]) for r in report.rejected] == [
+        (2, ["<event>"]), (5, ["message.content"]), (8, ["message.role"])]
     rendered = report.render()
-    assert "accepted: 4" in rendered and "duplicate: 2" in rendered and "rejected: 3" in rendered
-    assert "line 8: message.role:" in rendered
+    assert "accepted: 4" in rendered and "duplicate: 2" in rendered and "rejected lines: 3" in rendered
+    assert "  line 8:\n    message.role:" in rendered
 
 
 def test_replay_with_wait_counts_what_the_store_shows_including_store_level_duplicates(tmp_path, replay_file):
@@ -157,4 +158,131 @@ def test_rejected_command_lists_rejections_with_field_and_reason(tmp_path, monke
     monkeypatch.setattr(publish_cmd, "_store", lambda: SQLiteStore(db))
     assert cli.main(["rejected"]) == 0
     out = capsys.readouterr().out
-    assert "event=e1 session=s1" in out and "message.role:" in out and '"narrator"' in out
+    [rejection] = SQLiteStore(db).list_rejections()
+    assert f"rejection={rejection.rejection_id} agent=a1 session=s1 event=e1" in out
+    assert "message.role:" in out and '"narrator"' in out and out.rstrip().endswith("1 rejected event")
+    assert cli.main(["rejected", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["rejection_id"], listed["agent_id"]) == (rejection.rejection_id, "a1")
+
+
+def test_rejected_says_when_there_is_none(tmp_path, monkeypatch, capsys):
+    db = str(tmp_path / "memory.db")
+    SQLiteStore(db).close()
+    monkeypatch.setattr(publish_cmd, "_store", lambda: SQLiteStore(db))
+    assert cli.main(["rejected"]) == 0
+    assert capsys.readouterr().out == "0 rejected events\n"
+    assert cli.main(["rejected", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+# ---------------------------------------------------------------- what the worker would reject
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (["--role", "wizard", "--sender", "u1"], "--role (message.role)"),
+        (["--role", "user"], "--sender (message)"),             # a user message needs --sender
+        (["--sender", "u1", "--tier", "-1"], "--tier (user_tier)"),
+        (["--sender", "u1", "--created-at", "yesterday"], "--created-at (message.created_at)"),
+        (["--sender", "u1", "--users", "u2"], "--sender (<event>)"),  # not one of the session's users
+    ],
+)
+def test_publish_refuses_what_the_worker_would_reject_and_sends_nothing(monkeypatch, capsys, extra, field):
+    publisher = RecordingPublisher()
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
+    assert cli.main(["publish", "--agent", "a1", "--session", "s1", "--content", "hi", *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"memoryctl publish: {field}:" in captured.err
+    assert publisher.singles == [] and publisher.batches == []
+
+
+def test_publish_json_prints_the_event_id(monkeypatch, capsys):
+    publisher = RecordingPublisher()
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
+    assert cli.main(["publish", "--agent", "a1", "--session", "s1", "--sender", "u1", "--content", "hi",
+                     "--event-id", "e-9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"event_id": "e-9", "type": "message.added"}
+
+
+@pytest.mark.parametrize("command", [
+    ["publish", "--agent", "a1", "--session", "s1", "--sender", "u1", "--content", "hi"],
+    ["end-session", "--agent", "a1", "--session", "s1"],
+    ["replay", "FILE"],
+])
+def test_the_in_process_demo_broker_is_refused(tmp_path, monkeypatch, capsys, replay_file, command):
+    from schemas.settings import get_settings
+
+    monkeypatch.setenv("MEMORY_BROKER_URL", "memory://localhost/")
+    monkeypatch.setattr(publish_cmd, "get_settings", lambda: Settings(broker_url="memory://localhost/"))
+    command = [str(replay_file[0]) if c == "FILE" else c for c in command]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert "MEMORY_BROKER_URL='memory://localhost/' is the in-process broker of `make demo`" in err
+    get_settings.cache_clear()
+
+
+# ---------------------------------------------------------------- replay reporting
+def test_a_line_with_several_reasons_counts_once_and_lists_each_reason(tmp_path, monkeypatch, capsys):
+    bad = event(1, role="narrator")
+    del bad["message"]["content"]
+    path = tmp_path / "two-reasons.jsonl"
+    write_jsonl(path, [event(2), bad])
+    publisher = RecordingPublisher()
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
+    assert cli.main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "rejected lines: 1" in out
+    assert "  line 2:\n    message.role: " in out and "\n    message.content: Field required" in out
+    assert [e["event_id"] for b in publisher.batches for e in b] == ["e2"]
+    assert cli.main(["replay", str(path), "--allow-rejected"]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", str(path), "--allow-rejected", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rejected"] == [{"line": 2, "reasons": [
+        {"field": "message.role", "reason": report["rejected"][0]["reasons"][0]["reason"]},
+        {"field": "message.content", "reason": "Field required"}]}]
+
+
+def test_a_clean_file_exits_0(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "clean.jsonl"
+    write_jsonl(path, [event(1), event(2)])
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: RecordingPublisher())
+    assert cli.main(["replay", str(path)]) == 0
+
+
+class InterruptedPublisher(RecordingPublisher):
+    """Ctrl-C arrives while the second batch is being sent."""
+
+    def publish_batch(self, events):
+        if self.batches:
+            raise KeyboardInterrupt
+        return super().publish_batch(events)
+
+
+def test_ctrl_c_reports_what_was_published_and_that_rerunning_is_safe(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "long.jsonl"
+    write_jsonl(path, [event(n) for n in range(1, 8)])
+    publisher = InterruptedPublisher()
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
+    assert cli.main(["replay", str(path), "--batch", "3"]) == 130
+    out = capsys.readouterr().out
+    assert "6 lines read, 3 events published before Ctrl-C; re-running the file is safe (duplicates are ignored)" in out
+    assert [e["event_id"] for e in publisher.batches[0]] == ["e1", "e2", "e3"]
+
+
+def test_replay_takes_the_short_form_of_publish_messages(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "short.jsonl"
+    short = {"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "short form", "message_id": "m-s"}
+    no_ids = {"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "no ids"}
+    bad_role = {**short, "message_id": "m-r", "role": "wizard"}
+    write_jsonl(path, [short, no_ids, bad_role, short])
+    publisher = RecordingPublisher()
+    monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
+    assert cli.main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    [sent] = [e for b in publisher.batches for e in b]
+    parsed = parse_event(sent, max_message_bytes=32768)
+    assert isinstance(parsed, MessageAdded) and (parsed.message.message_id, parsed.message.content) == ("m-s", "short form")
+    assert "line 2:\n    <event>: a short-form line (the keyword fields of publish_message) needs message_id or event_id" in out
+    assert "line 3:\n    message.role: Input should be" in out
+    assert "duplicate: 1 (1 in the file)" in out

@@ -120,6 +120,26 @@ def test_replay_failed_can_target_one_run(store, settings, clock, started, capsy
     assert started == [second] and store.get_run(first).status == "dead"
 
 
+def test_replay_failed_says_why_it_skipped_each_run(store, settings, clock, started, capsys):
+    held = _cold_run(store, settings, clock, "s1")
+    store.fail_run(held, "boom", clock.now(), dead=True)
+    for i in range(4):  # newer messages: a new run claims the session meanwhile
+        ingest_raw_event({
+            "type": "message.added", "event_id": f"s1-new-{i}", "agent_id": "a1", "session_id": "s1",
+            "message": {"message_id": f"n{i}", "role": "user", "sender_id": "u1", "content": "again",
+                        "created_at": clock.now().isoformat()},
+        }, store, settings, clock)
+    clock.advance(minutes=10)
+    [holder] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
+    assert cli.main(["replay-failed", "--run", held, "--run", holder, "--run", "r-nope"]) == 1
+    out = capsys.readouterr().out
+    assert "replayed 0 run(s), skipped 3" in out
+    assert f"skipped {held}: session s1 is held by run {holder}; replay this one once that run" in out
+    assert f"skipped {holder}: it is claimed; only failed and dead runs are replayed" in out
+    assert "skipped r-nope: no such run" in out
+    assert started == []
+
+
 def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings, clock, capsys):
     old = HashingEmbedder(16)
     texts = [f"fact number {i} about lamps" for i in range(70)]
@@ -129,7 +149,17 @@ def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings
                                content=text, hash=text_hash(text), embedding=vector,
                                embedding_model=old.model, formed_at=clock.now()))
     assert cli.main(["reembed", "--agent", "a1", "--batch", "16", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"reembedded": 35, "model": "hashing-32"}
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert (report["reembedded"], report["model"]) == (35, "hashing-32")
+    # the operator is told that the facts' model (what the workers wrote) is not this one
+    warning = ("warning: the facts were embedded with hashing-16 (35 facts, newest formed "
+               f"{clock.now().isoformat()}), but this reembed uses hashing-32 "
+               "(MEMORY_EMBEDDING_PROVIDER=hashing in this shell)")
+    assert report["warning"].startswith(warning) and f"\n{warning}" in captured.err
+    assert cli.main(["reembed", "--agent", "a1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["warning"] is None and "warning" not in captured.err
     a1 = store.search_candidates("a1", ["agent"], "hashing-32")
     assert len(a1) == 35 and all(len(c.embedding) == 32 for c in a1)
     assert all(c.embedding is None for c in store.search_candidates("a2", ["agent"], "hashing-32"))

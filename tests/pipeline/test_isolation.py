@@ -97,11 +97,11 @@ def _check(store, w):
     service = MemoryService("A", settings=Settings(_env_file=None, **OPEN), store=store, embedder=EMB,
                             clock=FrozenClock(NOW))
     allowed, group = _allowed_owners(w, user, session)
-    xml = service.get_memory_context(session, user)
+    xml = service.get_memory_context(session_id=session, user_id=user)
     assert _owners_in(xml) <= allowed, xml
     if group:
         assert "<UserMemory>" not in xml and "[user]" not in xml
-    results = service.search_facts(["memory note", "item0 item1"], user, session, top_k=50)
+    results = service.search_facts(["memory note", "item0 item1"], session_id=session, user_id=user, top_k=50)
     shown = _owners_in(" ".join(r["content"] for r in results))
     assert shown <= allowed & {"ownAagent", f"ownAuser{user}"}
     # the pre-filter must not hide what is visible: every allowed fact is found

@@ -82,7 +82,7 @@ def memory(store):
 
 def test_context_shows_each_scope_and_the_newest_visible_facts(memory, clock):
     service, _, _ = _service(memory, clock)
-    xml = service.get_memory_context("s1", "u1")
+    xml = service.get_memory_context(session_id="s1", user_id="u1")
     assert xml.startswith("<MemoryContext>") and xml.endswith("</MemoryContext>")
     assert "<Consolidated>VERSION: 1\nMars project is on track.</Consolidated>" in xml
     assert "- Alice wants Spanish &lt;replies&gt;" in xml
@@ -96,17 +96,17 @@ def test_context_shows_each_scope_and_the_newest_visible_facts(memory, clock):
 def test_group_chat_context_has_no_user_memory(memory, clock):
     memory.ingest_message(message(1, session="s1", user="u1", users=["u1", "u2"]), T0)
     service, _, _ = _service(memory, clock)
-    xml = service.get_memory_context("s1", "u1")
+    xml = service.get_memory_context(session_id="s1", user_id="u1")
     assert "<UserMemory>" not in xml and "alice@example.com" not in xml and "Spanish" not in xml
     assert "Mars Festival budget" in xml
 
 
 def test_users_declared_at_session_start_make_a_group_chat_before_any_message(memory, clock):
     service, _, _ = _service(memory, clock)
-    service.on_session_start("s9", ["u1", "u2"])
-    assert "alice@example.com" not in service.get_memory_context("s9", "u1")
-    assert service.search_facts("Alice email", "u1", "s9") == [] or all(
-        r["scope"] == "agent" for r in service.search_facts("Alice email", "u1", "s9"))
+    service.on_session_start(session_id="s9", user_ids=["u1", "u2"])
+    assert "alice@example.com" not in service.get_memory_context(session_id="s9", user_id="u1")
+    assert service.search_facts("Alice email", session_id="s9", user_id="u1") == [] or all(
+        r["scope"] == "agent" for r in service.search_facts("Alice email", session_id="s9", user_id="u1"))
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_users_declared_at_session_start_make_a_group_chat_before_any_message(me
 def test_toggles_remove_their_sections(memory, clock, settings, toggles, absent, present):
     memory.put_agent_settings(AgentSettings(agent_id="a1", **toggles))
     service, _, _ = _service(memory, clock, **settings)
-    xml = service.get_memory_context("s1", "u1")
+    xml = service.get_memory_context(session_id="s1", user_id="u1")
     for text in absent:
         assert text not in xml
     for text in present:
@@ -136,7 +136,7 @@ def test_fifo_shows_at_most_the_limit_within_the_age_and_never_retired(store, cl
     store.retire_fact("n0", clock.now(), "run-x")
     store.bump_scope_versions("a1", ["agent"])
     service, _, _ = _service(store, clock)
-    lines = [l for l in service.get_memory_context("s1", "u1").splitlines() if l.startswith("  - [")]
+    lines = [l for l in service.get_memory_context(session_id="s1", user_id="u1").splitlines() if l.startswith("  - [")]
     assert len(lines) == 40
     assert lines[0].startswith("  - [agent] numbered fact 01") and "numbered fact 40" in lines[-1]
     assert not any("too old" in l or "fact 00" in l for l in lines)
@@ -144,34 +144,34 @@ def test_fifo_shows_at_most_the_limit_within_the_age_and_never_retired(store, cl
 
 def test_cached_context_is_served_until_a_shown_scope_moves(memory, clock):
     service, _, _ = _service(memory, clock)
-    first = service.get_memory_context("s1", "u1")
+    first = service.get_memory_context(session_id="s1", user_id="u1")
     memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
-    assert service.get_memory_context("s1", "u1") == first           # cached
-    assert "Late fact" in service.get_memory_context("s1", "u1", force_refresh=True)
+    assert service.get_memory_context(session_id="s1", user_id="u1") == first           # cached
+    assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1", force_refresh=True)
     memory.insert_fact(fact("later", "Later fact", formed=clock.now()))
     memory.bump_scope_versions("a1", ["agent"])                         # a formation finished
-    assert "Later fact" in service.get_memory_context("s1", "u1")
+    assert "Later fact" in service.get_memory_context(session_id="s1", user_id="u1")
 
 
 def test_cached_context_expires_after_the_ttl(memory, clock):
     service, _, _ = _service(memory, clock)
-    service.get_memory_context("s1", "u1")
+    service.get_memory_context(session_id="s1", user_id="u1")
     memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
     clock.advance(seconds=299)
-    assert "Late fact" not in service.get_memory_context("s1", "u1")
+    assert "Late fact" not in service.get_memory_context(session_id="s1", user_id="u1")
     clock.advance(seconds=2)
-    assert "Late fact" in service.get_memory_context("s1", "u1")
+    assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1")
 
 
 def test_cached_context_persists_across_service_instances(memory, clock):
-    _service(memory, clock)[0].get_memory_context("s1", "u1")
+    _service(memory, clock)[0].get_memory_context(session_id="s1", user_id="u1")
     memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
-    assert "Late fact" not in _service(memory, clock)[0].get_memory_context("s1", "u1")
+    assert "Late fact" not in _service(memory, clock)[0].get_memory_context(session_id="s1", user_id="u1")
 
 
 def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
     service, _, _ = _service(memory, clock)
-    results = service.search_facts(["alice email", "festival budget"], "u1", "s1", top_k=5)
+    results = service.search_facts(["alice email", "festival budget"], session_id="s1", user_id="u1", top_k=5)
     assert {r["id"] for r in results} == {"f1", "f2"}
     assert set(results[0]) == {"id", "content", "scope", "formed_at", "updated_at", "age", "score"}
     assert results == sorted(results, key=lambda r: -r["score"])
@@ -185,12 +185,12 @@ def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
 def test_search_tolerates_typos(memory, clock):
     # three facts give BM25 scores far below the production 1.5 (idf is tiny): lower it here
     service, _, _ = _service(memory, clock, search_text_threshold=0.1)
-    assert [r["id"] for r in service.search_facts("festivl budgte", "u1", "s1")][:1] == ["f1"]
+    assert [r["id"] for r in service.search_facts("festivl budgte", session_id="s1", user_id="u1")][:1] == ["f1"]
 
 
 def test_search_debug_reports_each_stage(memory, clock):
     service, _, _ = _service(memory, clock)
-    answer = service.search_facts("alice email", "u1", "s1", debug=True)
+    answer = service.search_facts("alice email", session_id="s1", user_id="u1", debug=True)
     debug = answer["debug"]
     assert {"visibility", "embed", "search", "fetch", "total"} <= set(debug["timings_ms"])
     assert debug["scope_keys"] == ["agent", "user:u1"]
@@ -200,15 +200,15 @@ def test_search_debug_reports_each_stage(memory, clock):
 
 def test_search_is_not_offered_without_rag_or_memory(memory, clock):
     service, _, _ = _service(memory, clock, rag=False)
-    assert service.tool_definition("u1", "s1") is None
-    assert service.search_facts("alice", "u1", "s1") == []
+    assert service.tool_definition(session_id="s1", user_id="u1") is None
+    assert service.search_facts("alice", session_id="s1", user_id="u1") == []
     memory.put_agent_settings(AgentSettings(agent_id="a1", agent_memory_enabled=False, user_memory_enabled=False))
     service, _, _ = _service(memory, clock)
-    assert service.tool_definition("u1", "s1") is None
+    assert service.tool_definition(session_id="s1", user_id="u1") is None
 
 
 def test_tool_definition_is_a_json_schema_with_one_to_three_queries(memory, clock):
-    tool = _service(memory, clock)[0].tool_definition("u1", "s1")
+    tool = _service(memory, clock)[0].tool_definition(session_id="s1", user_id="u1")
     assert tool["name"] == "search_facts"
     query = tool["parameters"]["properties"]["query"]
     assert {"type": "string", "minLength": 1} in query["anyOf"]
@@ -223,7 +223,7 @@ def test_tool_definition_is_a_json_schema_with_one_to_three_queries(memory, cloc
 )
 def test_search_rejects_bad_input_with_the_field_named(memory, clock, query, top_k, field):
     with pytest.raises(InvalidInput) as info:
-        _service(memory, clock)[0].search_facts(query, "u1", "s1", top_k=top_k)
+        _service(memory, clock)[0].search_facts(query, session_id="s1", user_id="u1", top_k=top_k)
     assert info.value.field == field
 
 
@@ -231,8 +231,8 @@ def test_maybe_form_memories_publishes_validated_idempotent_events(store, clock)
     service, publisher, _ = _service(store, clock)
     msgs = [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "My email is a@b.c"},
             {"message_id": "m2", "role": "assistant", "content": "Noted."}]
-    assert service.maybe_form_memories("s1", msgs, session_users=["u1"]) == 2
-    assert service.maybe_form_memories("s1", msgs[:1], session_users=["u1"]) == 1
+    assert service.maybe_form_memories(msgs, session_id="s1", session_users=["u1"]) == 2
+    assert service.maybe_form_memories(msgs[:1], session_id="s1", session_users=["u1"]) == 1
     events = publisher.events
     assert [e["type"] for e in events] == ["message.added"] * 3
     assert events[0]["event_id"] == events[2]["event_id"] != events[1]["event_id"]
@@ -252,34 +252,43 @@ def test_one_bad_message_publishes_nothing(store, clock, bad, field):
     service, publisher, _ = _service(store, clock)
     good = {"message_id": "m1", "role": "assistant", "content": "fine"}
     with pytest.raises(InvalidInput) as info:
-        service.maybe_form_memories("s1", [good, bad])
+        service.maybe_form_memories([good, bad], session_id="s1")
     assert info.value.field == field and publisher.events == []
 
 
 def test_session_end_publishes_session_ended(store, clock):
     service, publisher, _ = _service(store, clock)
-    service.on_session_end("s1")
+    service.on_session_end(session_id="s1")
     assert publisher.events[0]["type"] == "session.ended"
     assert publisher.events[0]["session_id"] == "s1" and publisher.events[0]["agent_id"] == "a1"
     assert isinstance(parse_event(publisher.events[0], max_message_bytes=32768), SessionEnded)
+
+
+def test_each_end_of_a_resumed_session_is_its_own_event(store, clock):
+    service, publisher, _ = _service(store, clock)
+    service.on_session_end(session_id="s1")
+    clock.advance(minutes=5)
+    service.on_session_end(session_id="s1")
+    first, second = publisher.events
+    assert first["event_id"] != second["event_id"] and first["ended_at"] < second["ended_at"]
 
 
 def test_process_cold_session_claims_once_and_starts_the_run(store, clock):
     for n in range(1, 5):
         store.ingest_message(message(n, session="s1"), T0)
     service, _, started = _service(store, clock)
-    run_id = service.process_cold_session("s1")
+    run_id = service.process_cold_session(session_id="s1")
     assert run_id is not None and started == [run_id]
     assert store.get_run(run_id).reason == "cold"
-    assert service.process_cold_session("s1") is None and started == [run_id]
+    assert service.process_cold_session(session_id="s1") is None and started == [run_id]
 
 
 def test_process_cold_session_leaves_a_warm_session_alone(store, clock):
     for n in range(1, 5):
         store.ingest_message(message(n, session="s1"), clock.now())
     service, _, started = _service(store, clock)
-    assert service.process_cold_session("s1") is None and started == []
-    assert service.process_cold_session("unknown") is None
+    assert service.process_cold_session(session_id="s1") is None and started == []
+    assert service.process_cold_session(session_id="unknown") is None
 
 
 def test_stats_and_consolidation_status_count_per_scope(memory, clock):
@@ -301,12 +310,49 @@ def test_async_variants_give_the_same_answers(memory, clock):
 
     async def main():
         return await asyncio.gather(
-            service.aget_memory_context("s1", "u1"), service.asearch_facts("alice email", "u1", "s1"),
+            service.aget_memory_context(session_id="s1", user_id="u1"),
+            service.asearch_facts("alice email", session_id="s1", user_id="u1"),
         )
 
     xml, results = asyncio.run(main())
-    assert xml == service.get_memory_context("s1", "u1")
+    assert xml == service.get_memory_context(session_id="s1", user_id="u1")
     assert results[0]["id"] == "f2"
+
+
+# Every method that takes a session and a user: a positional swap of the two (both are plain
+# strings) would read another scope and silently answer "" or [], so neither is positional.
+_POSITIONAL_CALLS = [
+    ("get_memory_context", ("s1", "u1")),
+    ("search_facts", ("alice email", "u1", "s1")),
+    ("tool_definition", ("u1", "s1")),
+    ("get_memory_stats", ("u1", "s1")),
+    ("get_consolidation_status", ("u1", "s1")),
+    ("on_session_start", ("s1", ["u1"])),
+    ("on_session_end", ("s1",)),
+    ("process_cold_session", ("s1",)),
+    ("maybe_form_memories", ("s1", [])),
+]
+
+
+@pytest.mark.parametrize(("method", "args"), _POSITIONAL_CALLS, ids=[m for m, _ in _POSITIONAL_CALLS])
+def test_session_and_user_ids_are_refused_positionally(memory, clock, method, args):
+    service, _, _ = _service(memory, clock)
+    with pytest.raises(TypeError, match="positional"):
+        getattr(service, method)(*args)
+
+
+@pytest.mark.parametrize(("method", "args"), _POSITIONAL_CALLS, ids=[m for m, _ in _POSITIONAL_CALLS])
+def test_async_twins_refuse_them_positionally_too(memory, clock, method, args):
+    service, _, _ = _service(memory, clock)
+    with pytest.raises(TypeError, match="positional"):
+        asyncio.run(getattr(service, "a" + method)(*args))
+
+
+def test_swapped_keywords_cannot_happen_and_named_ones_read_the_right_scope(memory, clock):
+    service, _, _ = _service(memory, clock)
+    assert "alice@example.com" in service.get_memory_context(user_id="u1", session_id="s1")
+    assert service.tool_definition(user_id="u1", session_id="s1") is not None
+    assert "user:u1" in service.get_memory_stats(session_id="s1", user_id="u1")["scopes"]
 
 
 class DownEmbedder:
@@ -321,7 +367,7 @@ class DownEmbedder:
 def test_search_falls_back_to_text_when_the_embedder_is_down(memory, clock):
     service = MemoryService("a1", settings=Settings(_env_file=None, search_text_threshold=0.1), store=memory,
                             embedder=DownEmbedder(), clock=clock)
-    answer = service.search_facts("festival budget", "u1", "s1", debug=True)
+    answer = service.search_facts("festival budget", session_id="s1", user_id="u1", debug=True)
     assert [r["id"] for r in answer["results"]] == ["f1"]
     assert "timed out" in answer["debug"]["embed_error"]
     assert answer["debug"]["queries"][0]["semantic"] == []
@@ -329,11 +375,11 @@ def test_search_falls_back_to_text_when_the_embedder_is_down(memory, clock):
 
 def test_context_fits_the_budget_from_settings_and_says_what_it_left_out(memory, clock):
     whole_service, _, _ = _service(memory, clock)
-    whole = whole_service.get_memory_context("s1", "u1")
+    whole = whole_service.get_memory_context(session_id="s1", user_id="u1")
     assert "<Omitted" not in whole
     budget = int(len(whole) / 4.5 * 0.6)
     service, _, _ = _service(memory, clock, context_max_tokens=budget)
-    packed = service.get_memory_context("s1", "u1", force_refresh=True)
+    packed = service.get_memory_context(session_id="s1", user_id="u1", force_refresh=True)
     assert len(packed) / 4.5 <= budget
     assert "<Omitted" in packed
     assert "Alice prefers short answers." in packed     # blobs go first
@@ -341,14 +387,14 @@ def test_context_fits_the_budget_from_settings_and_says_what_it_left_out(memory,
 
 def test_a_context_asked_with_another_budget_is_not_served_from_the_cache(memory, clock):
     service, _, _ = _service(memory, clock)
-    whole = service.get_memory_context("s1", "u1")
-    small = service.get_memory_context("s1", "u1", max_tokens=40)
+    whole = service.get_memory_context(session_id="s1", user_id="u1")
+    small = service.get_memory_context(session_id="s1", user_id="u1", max_tokens=40)
     assert len(small) / 4.5 <= 40 and small != whole
-    assert service.get_memory_context("s1", "u1") == whole
+    assert service.get_memory_context(session_id="s1", user_id="u1") == whole
 
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
 def test_a_budget_that_is_not_a_positive_whole_number_is_refused(memory, clock, bad):
     service, _, _ = _service(memory, clock)
     with pytest.raises(InvalidInput, match="max_tokens"):
-        service.get_memory_context("s1", "u1", max_tokens=bad)
+        service.get_memory_context(session_id="s1", user_id="u1", max_tokens=bad)

@@ -19,7 +19,8 @@ from tests.support.mongo_emulation import emulated_database
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    return Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", max_run_attempts=3, claim_lease_s=60)
+    return Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}", max_run_attempts=3, claim_lease_s=60,
+                    task_soft_time_limit_s=30, task_time_limit_s=50)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def test_the_celery_app_carries_the_schedule():
 
 @pytest.fixture
 def deps(worker_deps):
-    return worker_deps(claim_lease_s=60, max_run_attempts=2)
+    return worker_deps(claim_lease_s=60, max_run_attempts=2, task_soft_time_limit_s=30, task_time_limit_s=50)
 
 
 def _say(deps, session_id, n):

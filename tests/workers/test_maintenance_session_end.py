@@ -12,7 +12,7 @@ from workers import ingest
 
 @pytest.fixture
 def deps(worker_deps):
-    return worker_deps(claim_lease_s=60)
+    return worker_deps(claim_lease_s=60, task_soft_time_limit_s=30, task_time_limit_s=50)
 
 
 def _message(i: int, session_id: str = "s1", now=None) -> dict:

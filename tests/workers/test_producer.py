@@ -65,11 +65,26 @@ def test_publish_messages_sends_one_batch_of_models_dicts_and_keyword_fields():
     assert [e["message"]["content"] for e in batch] == ["model", "dict", "flat"]
 
 
-def test_invalid_content_still_reaches_the_broker_so_the_worker_records_the_rejection():
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ({"agent_id": "a1", "session_id": "s1", "role": "narrator", "content": "x"}, "message.role"),
+        ({"agent_id": "a1", "session_id": "s1", "role": "user", "content": "no sender"}, "message"),
+        ({"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "x", "user_tier": -1}, "user_tier"),
+        ({"agent_id": "a1", "session_id": "s1", "content": "x", "sender_id": "u1", "session_users": ["u2"]}, "<event>"),
+        ({"session_id": "s1", "content": "x"}, "agent_id"),
+    ],
+)
+def test_what_the_worker_would_reject_is_refused_before_anything_is_sent(item, field):
     pub = RecordingPublisher()
-    producer.publish_messages([{"agent_id": "a1", "session_id": "s1", "role": "narrator", "content": "x"}], publisher=pub)
-    assert len(pub.batches[0]) == 1
-    assert parsed(pub.batches[0][0]).errors[0].field == "message.role"
+    good = {"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "fine"}
+    with pytest.raises(InvalidInput) as refused:
+        producer.publish_messages([good, item], publisher=pub)
+    assert refused.value.field == field
+    assert pub.batches == [] and pub.singles == []
+    with pytest.raises(InvalidInput):
+        producer.publish_message(publisher=pub, **item)
+    assert pub.singles == []
 
 
 @pytest.mark.parametrize(

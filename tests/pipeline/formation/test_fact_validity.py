@@ -17,6 +17,7 @@ from formation_helpers import decisions, facts
 
 LYON, PORTO = "Alice lives in Lyon", "Alice lives in Porto"
 WHERE = "Alice Porto Lyon lives"  # matches both texts with the tests' hashing embedder
+ALICE = {"session_id": "s-9", "user_id": "u-1"}
 
 
 def _form(env, said: str, fact: str, answer=None) -> str:
@@ -50,7 +51,7 @@ def moved(env):
 
 
 def test_a_correction_of_a_month_old_fact_reaches_facts_as_fresh(env, moved):
-    xml = _service(env).get_memory_context("s-9", "u-1")
+    xml = _service(env).get_memory_context(**ALICE)
     assert f"- [user] {PORTO} (0m ago)" in xml
     assert LYON not in xml
 
@@ -66,30 +67,30 @@ def test_the_update_closes_the_old_texts_validity_where_the_new_ones_opens(env, 
 def test_context_as_of_shows_what_was_valid_then_aged_then(env, moved):
     lyon_said, porto_said = moved
     service = _service(env)
-    then = service.get_memory_context("s-9", "u-1", as_of=lyon_said + timedelta(days=3, minutes=1))
+    then = service.get_memory_context(**ALICE, as_of=lyon_said + timedelta(days=3, minutes=1))
     assert f"- [user] {LYON} (3d ago)" in then and PORTO not in then
-    assert service.get_memory_context("s-9", "u-1", as_of=lyon_said - timedelta(seconds=1)) == ""
-    assert PORTO in service.get_memory_context("s-9", "u-1", as_of=porto_said)
+    assert service.get_memory_context(**ALICE, as_of=lyon_said - timedelta(seconds=1)) == ""
+    assert PORTO in service.get_memory_context(**ALICE, as_of=porto_said)
 
 
 def test_a_context_as_of_another_time_is_never_served_from_or_stored_in_the_cache(env, moved):
     lyon_said, _ = moved
     service = _service(env)
-    now_xml = service.get_memory_context("s-9", "u-1")
-    assert LYON in service.get_memory_context("s-9", "u-1", as_of=lyon_said + timedelta(days=1))
+    now_xml = service.get_memory_context(**ALICE)
+    assert LYON in service.get_memory_context(**ALICE, as_of=lyon_said + timedelta(days=1))
     assert env.store.get_cached_context("s-9", "u-1").xml == now_xml
-    assert service.get_memory_context("s-9", "u-1") == now_xml
+    assert service.get_memory_context(**ALICE) == now_xml
 
 
 def test_search_as_of_finds_the_text_valid_then(env, moved):
     lyon_said, porto_said = moved
     service = _service(env)
-    [now_hit] = service.search_facts(WHERE, "u-1", "s-9")
+    [now_hit] = service.search_facts(WHERE, **ALICE)
     assert (now_hit["content"], now_hit["age"]) == (PORTO, "0m ago")
-    [then_hit] = service.search_facts(WHERE, "u-1", "s-9", as_of=lyon_said + timedelta(days=10, minutes=1))
+    [then_hit] = service.search_facts(WHERE, **ALICE, as_of=lyon_said + timedelta(days=10, minutes=1))
     assert (then_hit["content"], then_hit["id"], then_hit["age"]) == (LYON, now_hit["id"], "10d ago")
     assert (then_hit["valid_from"], then_hit["valid_to"]) == (lyon_said.isoformat(), porto_said.isoformat())
-    assert service.search_facts(WHERE, "u-1", "s-9", as_of=lyon_said - timedelta(days=1)) == []
+    assert service.search_facts(WHERE, **ALICE, as_of=lyon_said - timedelta(days=1)) == []
 
 
 def test_a_retired_fact_is_found_as_of_before_it_was_contradicted(env):
@@ -98,9 +99,9 @@ def test_a_retired_fact_is_found_as_of_before_it_was_contradicted(env):
     second = _form(env, "The launch is cancelled.", "The launch on March 3 is cancelled",
                    decisions((0, "DELETE", 0)))
     service = _service(env)
-    before = service.search_facts("launch", "u-1", "s-9", as_of=_said_at(env, first) + timedelta(days=1))
+    before = service.search_facts("launch", **ALICE, as_of=_said_at(env, first) + timedelta(days=1))
     assert [r["content"] for r in before] == ["The launch is on March 3"]
-    assert [r["content"] for r in service.search_facts("launch", "u-1", "s-9")] == ["The launch on March 3 is cancelled"]
+    assert [r["content"] for r in service.search_facts("launch", **ALICE)] == ["The launch on March 3 is cancelled"]
     [old] = [f for f in env.all_facts() if f.retired_at is not None]
     assert old.valid_to == _said_at(env, second) and version_at(old, env.clock.now()) is None
 
@@ -109,11 +110,11 @@ def test_a_retired_fact_is_found_as_of_before_it_was_contradicted(env):
 def test_as_of_must_be_a_timezone_aware_datetime(env, bad):
     service = _service(env)
     with pytest.raises(InvalidInput, match="as_of"):
-        service.get_memory_context("s-9", "u-1", as_of=bad)
+        service.get_memory_context(**ALICE, as_of=bad)
     with pytest.raises(InvalidInput, match="as_of"):
-        service.search_facts("x", "u-1", "s-9", as_of=bad)
+        service.search_facts("x", **ALICE, as_of=bad)
 
 
 def test_as_of_is_keyword_only(env):
     with pytest.raises(TypeError):
-        _service(env).get_memory_context("s-9", "u-1", False, None, datetime.now(timezone.utc))
+        _service(env).search_facts("x", datetime.now(timezone.utc), **ALICE)

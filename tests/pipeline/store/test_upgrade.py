@@ -1,6 +1,7 @@
 """Stores made by earlier releases are upgraded in place: facts made before the unique key
-became live-only stop blocking their texts once retired, and facts made before ``updated_at``
-was a column and validity was kept keep their latest change (<Facts> order) and versions."""
+became live-only stop blocking their texts once retired; facts made before ``updated_at`` was a
+column and validity was kept keep their latest change (<Facts> order) and versions; an old
+Mongo message key becomes unique per seq."""
 
 from __future__ import annotations
 
@@ -112,3 +113,20 @@ def test_old_mongo_facts_get_their_latest_change_from_create_indexes():
     assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["home", "pet"]
     (got,) = store.get_facts(["pet"])
     assert (got.updated_at, got.valid_from, got.valid_to) == (pet.formed_at, pet.formed_at, None)
+
+
+def test_an_old_mongo_message_key_becomes_unique_per_seq_and_old_interrupted_ingests_still_complete():
+    from tests.support.documents import at, message
+
+    database = emulated_database()
+    messages = database["memory2_messages"]
+    messages.create_index([("session_id", 1), ("seq", 1)], name="session_seq", unique=False)  # as first shipped
+    store = MongoStore(database)
+    store.ingest_message(message(1), at(1))
+    messages.insert_one(message(2).model_dump(exclude={"seq"}))  # the former ingest died after its insert
+    messages.insert_one(message(3, session="s2").model_dump(exclude={"seq"}))
+    store.create_indexes()
+    key = messages.index_information()["session_seq"]
+    assert key["unique"] and key["partialFilterExpression"] == {"seq": {"$exists": True}}
+    assert store.ingest_message(message(2), at(2)).seq == 2  # the redelivery stores it anew
+    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]

@@ -1,0 +1,75 @@
+"""The ``memoryctl`` lines of the README's "Run it without Docker" run as written against a
+real redis-server and one real worker per queue class, on a store outside the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ops.procs import REPO_ROOT
+from pipeline import names
+
+pytestmark = pytest.mark.integration
+
+WORKER_ENV = {"MEMORY_LLM_PROVIDER": "offline", "MEMORY_EMBEDDING_PROVIDER": "hashing"}
+
+
+def quickstart_memoryctl_lines() -> list[list[str]]:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Run it without Docker", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("memoryctl ")]
+
+
+def test_the_quickstart_has_the_steps_an_operator_needs():
+    commands = [line[1] for line in quickstart_memoryctl_lines()]
+    assert commands == ["create-indexes", "replay", "runs", "context"]
+
+
+def test_the_quickstart_memoryctl_lines_run_as_written(tmp_path, broker_urls, celery_worker_process):
+    store_url = f"sqlite:///{tmp_path / 'runtime' / 'memory.db'}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMORY_") and k not in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    env.update(WORKER_ENV, MEMORY_BROKER_URL=broker_urls[0], MEMORY_STORE_URL=store_url,
+               PYTHONPATH=str(REPO_ROOT))
+
+    def memoryctl(args: list[str]) -> subprocess.CompletedProcess:
+        # the README's paths are relative to the repository, like its shell session
+        done = subprocess.run([sys.executable, "-m", "ops.cli", *args], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 0, f"memoryctl {shlex.join(args)}: {done.stderr}{done.stdout}"
+        assert f"store: {store_url}" in done.stderr
+        return done
+
+    lines = quickstart_memoryctl_lines()
+    memoryctl(lines[0][1:])  # create-indexes, before any worker starts (as the compose file does)
+    for queue in names.QUEUES:
+        celery_worker_process(store_url=store_url, queues=(queue,), concurrency=1, extra_env=WORKER_ENV,
+                              hostname=f"{queue}@quickstart", wait=False)
+    for line in lines[1:]:
+        if line[1] == "runs":
+            _wait_until_every_run_is_done(memoryctl)
+        out = memoryctl(line[1:]).stdout
+        if line[1] == "replay":
+            assert "rejected lines: 0" in out and "NOT YET INGESTED" not in out
+        if line[1] == "runs":
+            assert " done " in out and "extract_facts" in out
+        if line[1] == "context":
+            assert out.startswith("<MemoryContext") and "Maya Chen moved from Lisbon to Porto" in out
+
+
+def _wait_until_every_run_is_done(memoryctl, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = json.loads(memoryctl(["runs", "--json"]).stdout)
+        if runs and all(r["status"] == "done" for r in runs):
+            return
+        time.sleep(1.0)
+    pytest.fail(f"runs not done after {timeout:.0f} s: {[(r['run_id'], r['status']) for r in runs]}")
