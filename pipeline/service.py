@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, retrieval
+from pipeline import context, retrieval, validity
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
@@ -36,6 +36,7 @@ from pipeline.publisher import Publisher
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.text import word_count
+from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
 from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
@@ -118,6 +119,7 @@ class MemoryService:
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
@@ -126,14 +128,22 @@ class MemoryService:
         Served from the session's cache while it is younger than the TTL, no version stamp
         of a scope it shows has moved and it was built for the same budget; otherwise (or
         with ``force_refresh``) rebuilt and cached again.
+
+        ``as_of`` (a timezone-aware time; default now) shows memory as it stood then
+        (``pipeline.validity``): the facts valid then, aged at ``as_of``, a blob only if it
+        was consolidated by then, the reflections buffered then. Such a context is never
+        cached.
         """
         _require("session_id", session_id)
+        as_of = check_as_of(as_of)
         budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
+        if as_of is not None:
+            return self._build_context(view, as_of, budget, as_of=as_of)
         now = self.clock.now()
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
         versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
@@ -150,37 +160,51 @@ class MemoryService:
         ))
         return xml
 
-    def _build_context(self, view: context.Visibility, now: datetime, max_tokens: int) -> str:
+    def _build_context(
+        self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
+    ) -> str:
+        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then."""
         scopes = []
         for key in view.context_scope_keys:
             blob = self.store.get_blob(self.agent_id, key)
-            buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            if as_of is None:
+                consolidated = blob.consolidated_content if blob else ""
+                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            else:
+                consolidated, buffered = validity.memory_as_of(
+                    blob, self.store.list_reflections(self.agent_id, key), as_of)
             scopes.append(context.ScopeMemory(
-                key, blob.consolidated_content if blob else "",
-                [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
+                key, consolidated, [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
             ))
         facts = []
         if view.show_facts:
-            for fact in self.store.recent_facts(
-                self.agent_id, view.fact_scope_keys, context.fifo_since(self.settings, now),
-                self.settings.facts_fifo_limit,
-            ):
-                facts.append(context.FactLine(fact.scope, fact.content, fact.formed_at))
+            since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
+            if as_of is None:
+                lines = [(f.scope, f.content, f.changed_at)
+                         for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
+            else:
+                # every fact changed since the window opened may have had a version valid then
+                changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
+                                                  include_retired=True)
+                lines = [(v.fact.scope, v.content, min(v.recorded_at, as_of))
+                         for v in validity.valid_at(changed, as_of) if v.recorded_at >= since][:limit]
+            facts = [context.FactLine(*line) for line in lines]
         return pack_context(scopes, facts, now, max_tokens)
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False,
+        debug: bool = False, as_of: datetime | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
-        """The ``search_facts`` tool: ``[{id, content, scope, formed_at, age, score}]`` best
-        first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty when the tool
-        is not offered here (rag off, or both memory toggles off)."""
+        """The ``search_facts`` tool: ``[{id, content, scope, formed_at, updated_at, age,
+        score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
+        when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
+        timezone-aware time; default now) searches the facts as they were valid then."""
         _require("session_id", session_id)
         return retrieval.search_facts(
             store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
             clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-            query=query, top_k=top_k, debug=debug,
+            query=query, top_k=top_k, debug=debug, as_of=as_of,
         )
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
@@ -339,18 +363,19 @@ class MemoryService:
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         return await asyncio.to_thread(
             self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
-            max_tokens=max_tokens,
+            max_tokens=max_tokens, as_of=as_of,
         )
 
     async def asearch_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False,
+        debug: bool = False, as_of: datetime | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         return await asyncio.to_thread(
-            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
+            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
         )
 
     async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:

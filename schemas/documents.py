@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
@@ -133,13 +133,22 @@ class FormationRun(_Doc):
     stages: dict[str, StageRecord] = Field(default_factory=dict)
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    # where an effect did something other than its decision (an UPDATE of a fact another run
+    # retired meanwhile became an ADD, ...): [{"index", "fact_id", "note", ...}]
+    effect_notes: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class FactHistoryEntry(_Doc):
+    """A version an UPDATE replaced: its text, and when it was valid (``valid_to`` is the
+    replacing version's ``valid_from``). Entries stored before validity was kept have neither;
+    ``pipeline.validity`` derives them from the change times."""
+
     content: str
     version: int
-    changed_at: datetime
+    changed_at: datetime              # when the UPDATE replaced it
     run_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class Fact(_Doc):
@@ -156,13 +165,34 @@ class Fact(_Doc):
     source_message_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
-    updated_at: datetime | None = None
+    updated_at: datetime | None = None    # the latest change (formed_at until an UPDATE)
+    # Validity (bitemporal): since when the current text is true as far as we know (its source
+    # message's time), and until when (set when a later fact supersedes it; a retired fact
+    # keeps it). Records stored before these existed get them from formed_at, updated_at and
+    # retired_at when loaded.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     version: int = 1
     history: list[FactHistoryEntry] = Field(default_factory=list)
     retired_at: datetime | None = None
     retired_by: str | None = None
     access_count: int = 0
     last_accessed_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _fill_times(self) -> "Fact":
+        if self.valid_from is None:
+            self.valid_from = self.updated_at or self.formed_at
+        if self.updated_at is None:
+            self.updated_at = self.formed_at
+        if self.valid_to is None and self.retired_at is not None:
+            self.valid_to = self.retired_at
+        return self
+
+    @property
+    def changed_at(self) -> datetime:
+        """The latest change: what <Facts> orders and ages by."""
+        return self.updated_at or self.formed_at
 
 
 class Reflection(_Doc):

@@ -16,7 +16,7 @@ import numpy as np
 
 from pipeline import trigger
 from pipeline.store.port import ClaimRule
-from schemas.documents import FormationRun, SessionState, StoredMessage
+from schemas.documents import Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage
 
 ACTIVE_RUN_STATUSES = ("claimed", "running")
 
@@ -36,6 +36,26 @@ def ts(value: datetime | None) -> str | None:
     if value is None:
         return None
     return utc(value).isoformat(timespec="microseconds")
+
+
+def valid_until(fact: Fact, now: datetime, valid_to: datetime | None) -> datetime:
+    """When a superseded version stops being valid: ``valid_to`` (the superseding fact's
+    ``valid_from``, default ``now``), never before the version became valid."""
+    end = utc(valid_to or now)
+    return max(end, utc(fact.valid_from)) if fact.valid_from is not None else end
+
+
+def closed_version(
+    fact: Fact, now: datetime, valid_from: datetime | None, run_id: str,
+) -> tuple[FactHistoryEntry, datetime]:
+    """An UPDATE: the history entry that closes the current version's validity, and the
+    ``valid_from`` of the version that replaces it (``valid_from``, default ``now``)."""
+    opened = utc(valid_from or now)
+    entry = FactHistoryEntry(
+        content=fact.content, version=fact.version, changed_at=utc(now), run_id=run_id,
+        valid_from=fact.valid_from, valid_to=valid_until(fact, now, opened),
+    )
+    return entry, max(opened, entry.valid_to)
 
 
 def lease_until(now: datetime, lease_s: float) -> datetime:

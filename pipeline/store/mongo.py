@@ -61,6 +61,9 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("facts", [("agent_id", _A), ("scope_key", _A), ("hash", _A)], "agent_scope_hash_unique", True),
     ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("formed_at", _D)], "agent_scope_live_formed", False),
     ("facts", [("embedding_model", _A), ("_id", _A)], "embedding_model", False),
+    # <Facts>: the latest changes of live facts (``recent_facts``)
+    ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("updated_at", _D)],
+     "agent_scope_live_updated", False),
     # dedup's recent facts (equality fields, then the range): ``recent_fact_ids``
     ("facts", [("agent_id", _A), ("scope_key", _A), ("embedding_model", _A), ("live", _A), ("formed_at", _D)],
      "agent_scope_model_live_formed", False),
@@ -120,10 +123,13 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return names
 
     def _mark_live_facts(self) -> None:
-        """Facts stored before the ``live`` flag existed get it, so the partial key holds them."""
+        """Facts stored before the ``live`` flag existed get it, so the partial key holds them;
+        facts stored before ``updated_at`` was always set get their ``formed_at`` there, so
+        that ``recent_facts`` (<Facts>) finds them."""
         facts = self.col("facts")
         facts.update_many({LIVE: {"$exists": False}, "retired_at": None}, {"$set": {LIVE: True}})
         facts.update_many({LIVE: {"$exists": False}}, {"$set": {LIVE: False}})
+        facts.update_many({"updated_at": None}, [{"$set": {"updated_at": "$formed_at"}}])
 
     def close(self) -> None:
         if self._client is not None:

@@ -283,15 +283,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime,
+        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
-        """UPDATE effect: new content, ``version`` + 1, previous text appended to ``history``
-        (with ``run_id``). No-op (False) if ``run_id`` already updated this fact, if the fact is
-        retired, or if the new hash already exists in a live fact of its scope key."""
+        """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
+        appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
+        (the new text's source message time, default now), which opens the new text's. No-op
+        (False) if ``run_id`` already updated this fact, if the fact is retired, if its version
+        is no longer ``expected_version`` (another run changed it since the decision), or if
+        the new hash already exists in a live fact of its scope key."""
 
     @abc.abstractmethod
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
-        """DELETE effect: set ``retired_at`` unless already retired."""
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
+        """DELETE effect: set ``retired_at`` (and ``valid_to``: when the superseding fact became
+        valid, default now, never before the fact's ``valid_from``) unless already retired or
+        its version is no longer ``expected_version``."""
 
     @abc.abstractmethod
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...
@@ -310,9 +319,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def recent_facts(
-        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
+        include_retired: bool = False,
     ) -> list[Fact]:
-        """Live facts formed at or after ``since``, newest first, at most ``limit``."""
+        """Live facts (and retired ones with ``include_retired``) whose latest change
+        (``updated_at``) is at or after ``since``, latest change first, at most ``limit``
+        (None: all)."""
 
     @abc.abstractmethod
     def recent_fact_ids(

@@ -173,7 +173,7 @@ def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
     service, _, _ = _service(memory, clock)
     results = service.search_facts(["alice email", "festival budget"], session_id="s1", user_id="u1", top_k=5)
     assert {r["id"] for r in results} == {"f1", "f2"}
-    assert set(results[0]) == {"id", "content", "scope", "formed_at", "age", "score"}
+    assert set(results[0]) == {"id", "content", "scope", "formed_at", "updated_at", "age", "score"}
     assert results == sorted(results, key=lambda r: -r["score"])
     by_id = {r["id"]: r for r in results}
     assert by_id["f2"]["age"] == "1h ago" and by_id["f2"]["scope"] == "user"
