@@ -80,12 +80,12 @@ class ScopeMemory:
 class FactLine:
     scope: str
     content: str
-    formed_at: datetime
+    changed_at: datetime     # the latest change of the fact (formed, or updated since)
 
 
-def format_age(formed_at: datetime, now: datetime) -> str:
+def format_age(changed_at: datetime, now: datetime) -> str:
     """``12m ago``, ``5h ago``, ``3d ago`` (floored; a future time counts as now)."""
-    seconds = max(0, int((now - formed_at).total_seconds()))
+    seconds = max(0, int((now - changed_at).total_seconds()))
     if seconds < 3600:
         return f"{seconds // 60}m ago"
     if seconds < 86400:
@@ -136,7 +136,7 @@ def render_context(
             parts.append(f"  <{tag}>\n" + "\n".join(inner) + f"\n  </{tag}>")
     if facts:
         lines = [
-            f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.formed_at, now)})"
+            f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.changed_at, now)})"
             for f in facts
         ]
         parts.append("  <Facts>\n" + "\n".join(lines) + "\n  </Facts>")
@@ -148,7 +148,7 @@ def render_context(
 
 
 def fifo_since(settings: Settings, now: datetime) -> datetime:
-    """The oldest ``formed_at`` the <Facts> section shows."""
+    """The oldest latest change (``updated_at``) the <Facts> section shows."""
     return now - timedelta(days=settings.facts_fifo_max_age_days)
 
 

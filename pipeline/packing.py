@@ -45,7 +45,7 @@ def _priority(scopes: Sequence[ScopeMemory], facts: Sequence[FactLine]) -> list[
     # reflections are listed oldest first within a scope; across scopes the narrower goes first
     reflections.sort(key=lambda ij: (-ij[1] + len(scopes[ij[0]].reflections), kind_of(ij[0])))
     items += [_Item("reflection", i, j) for i, j in reflections]
-    newest_first = sorted(range(len(facts)), key=lambda k: facts[k].formed_at, reverse=True)
+    newest_first = sorted(range(len(facts)), key=lambda k: facts[k].changed_at, reverse=True)
     items += [_Item("fact", -1, k) for k in newest_first]
     return items
 

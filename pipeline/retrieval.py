@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pipeline import context, tracing
@@ -21,8 +22,10 @@ from pipeline.embeddings.port import Embedder
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
 from pipeline.search.defaults import model_defaults
+from pipeline.search.as_of import search_as_of
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
+from pipeline.validity import FactVersion, check_as_of
 from schemas.settings import Settings
 
 MAX_QUERIES = 3
@@ -196,28 +199,38 @@ def search_facts(
     *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
     agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
     debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
-    extra_users: Sequence[str] = (),
+    as_of: datetime | None = None,
 ) -> list[dict[str, Any]] | dict[str, Any]:
-    """Results ``[{id, content, scope, formed_at, age, score}]``, best first.
+    """Results ``[{id, content, scope, formed_at, updated_at, age, score}]``, best first; the
+    age counts from the latest change (``updated_at``).
 
     With ``debug`` the answer is ``{"results": [...], "debug": {...}}`` with every stage's
     timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
-    ``extra_users`` are humans known to be in the session beyond the stored ones (the
-    group-chat rule counts them).
+    Visibility (the group-chat rule) comes from the session's humans as stored. With ``as_of``
+    the facts are searched as they were valid then (``pipeline.search.as_of``): each result
+    shows the text valid then, with its ``valid_from`` and ``valid_to``, aged at ``as_of``; no
+    access is recorded.
     """
     start = time.perf_counter()
     queries = normalize_queries(query)
     top_k = _check_top_k(top_k)
+    as_of = check_as_of(as_of)
     timings: dict[str, Any] = {}
 
     t = time.perf_counter()
     session = store.get_session(session_id)
     view = context.visibility(
         settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
-        session_users=[*(session.users if session else ()), *extra_users],
+        session_users=session.users if session else (),
     )
     scope_keys = view.fact_scope_keys if view.search_offered else ()
     timings["visibility"] = _ms(t)
+    versions: dict[str, FactVersion] = {}
+    as_of_error: str | None = None
+    if as_of is not None and scope_keys:
+        t = time.perf_counter()
+        search, versions, as_of_error = search_as_of(store, embedder, agent_id, scope_keys, as_of)
+        timings["as_of"] = _ms(t)
 
     vectors: list[Sequence[float] | None] = [None] * len(queries)
     model = embedder.model if embedder is not None else ""
@@ -246,22 +259,14 @@ def search_facts(
     timings["search"] = _ms(t)
 
     t = time.perf_counter()
-    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
     now = clock.now()
-    results: list[dict[str, Any]] = []
-    for item in merged:
-        fact = facts.get(item.fact_id)
-        # defence in depth: a stale index never shows a retired, erased or foreign fact
-        if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
-            continue
-        results.append({
-            "id": fact.fact_id, "content": fact.content, "scope": fact.scope,
-            "formed_at": fact.formed_at.isoformat(), "age": context.format_age(fact.formed_at, now),
-            "score": round(item.score, 6),
-        })
+    if as_of is None:
+        results = _live_results(store, merged, agent_id, scope_keys, now)
+    else:
+        results = [_version_result(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
     timings["fetch"] = _ms(t)
 
-    if track_access and results:
+    if track_access and results and as_of is None:
         t = time.perf_counter()
         store.record_fact_access([r["id"] for r in results], now)
         timings["access"] = _ms(t)
@@ -274,7 +279,37 @@ def search_facts(
         "results": results,
         "debug": {
             "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
-            "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error,
+            "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error or as_of_error,
+            "as_of": as_of.isoformat() if as_of else None,
             "thresholds": limits.__dict__, "timings_ms": timings, "queries": [info for _, info in per_query],
         },
+    }
+
+
+def _live_results(
+    store: Store, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
+) -> list[dict[str, Any]]:
+    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
+    results = []
+    for item in merged:
+        fact = facts.get(item.fact_id)
+        # defence in depth: a stale index never shows a retired, erased or foreign fact
+        if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
+            continue
+        results.append({
+            "id": fact.fact_id, "content": fact.content, "scope": fact.scope,
+            "formed_at": fact.formed_at.isoformat(), "updated_at": fact.changed_at.isoformat(),
+            "age": context.format_age(fact.changed_at, now), "score": round(item.score, 6),
+        })
+    return results
+
+
+def _version_result(version: FactVersion, score: float, as_of: datetime) -> dict[str, Any]:
+    fact = version.fact
+    return {
+        "id": fact.fact_id, "content": version.content, "scope": fact.scope,
+        "formed_at": fact.formed_at.isoformat(), "updated_at": version.recorded_at.isoformat(),
+        "valid_from": version.valid_from.isoformat(),
+        "valid_to": version.valid_to.isoformat() if version.valid_to else None,
+        "age": context.format_age(version.recorded_at, as_of), "score": round(score, 6),
     }

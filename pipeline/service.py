@@ -20,14 +20,15 @@ injected (tests, or a runtime that already holds them).
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from pipeline import context, cost, retrieval, tracing
+from pydantic import TypeAdapter, ValidationError
+
+from pipeline import context, cost, retrieval, tracing, validity
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
@@ -35,14 +36,16 @@ from pipeline.publisher import Publisher
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.text import word_count
+from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
-from schemas.events import SCHEMA_VERSION, MessageAdded, Rejection, parse_event
+from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
 #: at most this many buffered reflections per scope are shown (the newest)
 MAX_RECENT_REFLECTIONS = 20
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
+_USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 # every run of the agent is summed into its stats (the store lists runs under a limit)
 _ALL_RUNS = 10_000_000
@@ -71,8 +74,6 @@ class MemoryService:
         self.clock = clock or Clock()
         self._given = {"store": store, "search": search, "embedder": embedder, "publisher": publisher}
         self._run_starter = run_starter or _default_run_starter
-        self._declared: dict[str, set[str]] = {}   # session -> humans declared at start
-        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- clients -------------
     @cached_property
@@ -108,21 +109,19 @@ class MemoryService:
         return CeleryPublisher()
 
     # ----------------------------------------------------------------- visibility ----------
-    def _declared_users(self, session_id: str) -> list[str]:
-        with self._lock:
-            return sorted(self._declared.get(session_id, ()))
-
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
+        """Who may see what here, from the session's humans as stored: every process that
+        shares the store decides alike (SPEC §11)."""
         session = self.store.get_session(session_id)
-        users = [*(session.users if session else ()), *self._declared_users(session_id)]
         return context.visibility(
             self.settings, self.store.get_agent_settings(self.agent_id),
-            session_id=session_id, user_id=user_id, session_users=users,
+            session_id=session_id, user_id=user_id, session_users=session.users if session else (),
         )
 
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
@@ -131,19 +130,31 @@ class MemoryService:
         Served from the session's cache while it is younger than the TTL, no version stamp
         of a scope it shows has moved and it was built for the same budget; otherwise (or
         with ``force_refresh``) rebuilt and cached again.
+
+        ``as_of`` (a timezone-aware time; default now) shows memory as it stood then
+        (``pipeline.validity``): the facts valid then, aged at ``as_of``, a blob only if it
+        was consolidated by then, the reflections buffered then. Such a context is never
+        cached.
         """
         _require("session_id", session_id)
+        as_of = check_as_of(as_of)
         with tracing.span("get_memory_context", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
-                                                 "memory.user_id": user_id, "memory.force_refresh": force_refresh}):
-            return self._memory_context(session_id, user_id, force_refresh, max_tokens)
+                                                 "memory.user_id": user_id, "memory.force_refresh": force_refresh,
+                                                 "memory.as_of": as_of.isoformat() if as_of else None}):
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of)
 
-    def _memory_context(self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None) -> str:
+    def _memory_context(
+        self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
+        as_of: datetime | None,
+    ) -> str:
         budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
+        if as_of is not None:
+            return self._build_context(view, as_of, budget, as_of=as_of)
         now = self.clock.now()
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
         versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
@@ -163,32 +174,46 @@ class MemoryService:
         ))
         return xml
 
-    def _build_context(self, view: context.Visibility, now: datetime, max_tokens: int) -> str:
+    def _build_context(
+        self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
+    ) -> str:
+        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then."""
         scopes = []
         for key in view.context_scope_keys:
             blob = self.store.get_blob(self.agent_id, key)
-            buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            if as_of is None:
+                consolidated = blob.consolidated_content if blob else ""
+                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            else:
+                consolidated, buffered = validity.memory_as_of(
+                    blob, self.store.list_reflections(self.agent_id, key), as_of)
             scopes.append(context.ScopeMemory(
-                key, blob.consolidated_content if blob else "",
-                [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
+                key, consolidated, [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
             ))
         facts = []
         if view.show_facts:
-            for fact in self.store.recent_facts(
-                self.agent_id, view.fact_scope_keys, context.fifo_since(self.settings, now),
-                self.settings.facts_fifo_limit,
-            ):
-                facts.append(context.FactLine(fact.scope, fact.content, fact.formed_at))
+            since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
+            if as_of is None:
+                lines = [(f.scope, f.content, f.changed_at)
+                         for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
+            else:
+                # every fact changed since the window opened may have had a version valid then
+                changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
+                                                  include_retired=True)
+                lines = [(v.fact.scope, v.content, min(v.recorded_at, as_of))
+                         for v in validity.valid_at(changed, as_of) if v.recorded_at >= since][:limit]
+            facts = [context.FactLine(*line) for line in lines]
         return pack_context(scopes, facts, now, max_tokens)
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False,
+        debug: bool = False, as_of: datetime | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
-        """The ``search_facts`` tool: ``[{id, content, scope, formed_at, age, score}]`` best
-        first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty when the tool
-        is not offered here (rag off, or both memory toggles off)."""
+        """The ``search_facts`` tool: ``[{id, content, scope, formed_at, updated_at, age,
+        score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
+        when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
+        timezone-aware time; default now) searches the facts as they were valid then."""
         _require("session_id", session_id)
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
@@ -196,7 +221,7 @@ class MemoryService:
             return retrieval.search_facts(
                 store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
                 clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-                query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
+                query=query, top_k=top_k, debug=debug, as_of=as_of,
             )
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
@@ -217,7 +242,7 @@ class MemoryService:
         one bad message rejects the call before anything is published. Returns how many
         events were published."""
         _require("session_id", session_id)
-        users = list(session_users) if session_users is not None else self._declared_users(session_id)
+        users = list(session_users or ())  # the store merges them with the declared humans
         events = [
             self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
             for i, m in enumerate(messages)
@@ -260,13 +285,14 @@ class MemoryService:
         return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
     def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
-        """Remember the session's humans (so the group-chat rule holds before its first
-        message is stored) and warm each user's context cache."""
+        """Store the session's humans on the session (merged with those already known), so
+        that every process and the formation apply the group-chat rule before its first
+        message is stored, and warm each user's context cache. A session id of another agent
+        is refused (``InvalidInput``)."""
         _require("session_id", session_id)
-        humans = {u for u in user_ids if isinstance(u, str) and u}
-        with self._lock:
-            self._declared.setdefault(session_id, set()).update(humans)
-        for user in sorted(humans) or [None]:
+        humans = _user_ids(user_ids)
+        self.store.declare_session_users(session_id, self.agent_id, humans)
+        for user in humans or [None]:
             self.get_memory_context(session_id=session_id, user_id=user)
 
     def on_session_end(self, *, session_id: str) -> None:
@@ -275,11 +301,9 @@ class MemoryService:
         now = self.clock.now()
         self.publisher.publish([{
             "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, ""), "agent_id": self.agent_id,
+            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
             "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
         }])
-        with self._lock:
-            self._declared.pop(session_id, None)
 
     def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
@@ -374,18 +398,19 @@ class MemoryService:
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None,
     ) -> str:
         return await asyncio.to_thread(
             self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
-            max_tokens=max_tokens,
+            max_tokens=max_tokens, as_of=as_of,
         )
 
     async def asearch_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False,
+        debug: bool = False, as_of: datetime | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         return await asyncio.to_thread(
-            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
+            self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
         )
 
     async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
@@ -415,6 +440,19 @@ class MemoryService:
 def _require(field: str, value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
+
+
+def _user_ids(user_ids: Sequence[str]) -> list[str]:
+    """The declared humans, each checked as an event's ``session_users`` entry is, in order,
+    without repeats."""
+    if isinstance(user_ids, (str, bytes)) or not isinstance(user_ids, Sequence):
+        raise InvalidInput("user_ids", f"expected a list of user ids, got {type(user_ids).__name__}")
+    for i, user in enumerate(user_ids):
+        try:
+            _USER_ID.validate_python(user)
+        except ValidationError as exc:
+            raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
+    return list(dict.fromkeys(user_ids))
 
 
 def _iso(value: datetime | None) -> str | None:

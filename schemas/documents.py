@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
@@ -86,7 +86,8 @@ class SessionState(_Doc):
     users: list[str] = Field(default_factory=list)  # every human seen in the session
     max_tier: int = 0
     preview: bool = False
-    ended_at: datetime | None = None
+    ended_at: datetime | None = None  # set while ended; a message created later reopens it
+    ended_history: list[datetime] = Field(default_factory=list)  # every end time, oldest first
     duplicates: int = 0               # duplicate events seen (counted, no effect)
 
 
@@ -135,6 +136,9 @@ class FormationRun(_Doc):
     stages: dict[str, StageRecord] = Field(default_factory=dict)
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    # where an effect did something other than its decision (an UPDATE of a fact another run
+    # retired meanwhile became an ADD, ...): [{"index", "fact_id", "note", ...}]
+    effect_notes: list[dict[str, Any]] = Field(default_factory=list)
     # W3C trace context (traceparent, tracestate) the run was claimed under: every stage of the
     # run, redelivered or started later, joins that trace (pipeline.tracing)
     trace_context: dict[str, str] = Field(default_factory=dict)
@@ -152,10 +156,16 @@ class UsageRecord(_Doc):
 
 
 class FactHistoryEntry(_Doc):
+    """A version an UPDATE replaced: its text, and when it was valid (``valid_to`` is the
+    replacing version's ``valid_from``). Entries stored before validity was kept have neither;
+    ``pipeline.validity`` derives them from the change times."""
+
     content: str
     version: int
-    changed_at: datetime
+    changed_at: datetime              # when the UPDATE replaced it
     run_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class Fact(_Doc):
@@ -172,13 +182,34 @@ class Fact(_Doc):
     source_message_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
-    updated_at: datetime | None = None
+    updated_at: datetime | None = None    # the latest change (formed_at until an UPDATE)
+    # Validity (bitemporal): since when the current text is true as far as we know (its source
+    # message's time), and until when (set when a later fact supersedes it; a retired fact
+    # keeps it). Records stored before these existed get them from formed_at, updated_at and
+    # retired_at when loaded.
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     version: int = 1
     history: list[FactHistoryEntry] = Field(default_factory=list)
     retired_at: datetime | None = None
     retired_by: str | None = None
     access_count: int = 0
     last_accessed_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _fill_times(self) -> "Fact":
+        if self.valid_from is None:
+            self.valid_from = self.updated_at or self.formed_at
+        if self.updated_at is None:
+            self.updated_at = self.formed_at
+        if self.valid_to is None and self.retired_at is not None:
+            self.valid_to = self.retired_at
+        return self
+
+    @property
+    def changed_at(self) -> datetime:
+        """The latest change: what <Facts> orders and ages by."""
+        return self.updated_at or self.formed_at
 
 
 class Reflection(_Doc):

@@ -126,7 +126,8 @@ def _load_sqlite(store, batches) -> None:
                 values[7] = None if vec is None else vec.astype(np.float32).tobytes()
                 conn.execute(
                     f"INSERT INTO {store.db.t('facts')} (fact_id, agent_id, scope_key, hash, scope, user_id, content, "
-                    "embedding, embedding_model, formed_at, retired_at, doc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "embedding, embedding_model, formed_at, retired_at, doc, updated_at) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     values,
                 )
     del c

@@ -1,7 +1,8 @@
 """``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (SPEC §6).
 
-    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--json]
-    memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug] [--json]
+    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--as-of ISO] [--json]
+    memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug]
+                      [--as-of ISO] [--json]
     memoryctl stats   --agent a1 [--user u1] [--session s1] [--json]
     memoryctl status  --agent a1 [--user u1] [--session s1] [--json]
 """
@@ -11,10 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from ops.commands import positive_int
 from schemas.settings import get_settings
+
+
+AS_OF_HELP = ("show memory as it was valid at this ISO 8601 time (no offset: UTC), e.g. "
+              "2026-05-01T12:00:00Z; default now")
 
 
 def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
@@ -29,9 +35,20 @@ def _with_service(args: argparse.Namespace, work: Callable[[Any], Any]) -> Any:
         store.close()
 
 
+def _iso_time(text: str) -> datetime:
+    """An argparse type for ``--as-of``: ISO 8601; a time without an offset is UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time such as 2026-05-01T12:00:00Z, got {text!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
 def _context(args: argparse.Namespace) -> int:
     xml = _with_service(args, lambda s: s.get_memory_context(
         session_id=args.session, user_id=args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens,
+        as_of=args.as_of,
     ))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
@@ -43,7 +60,7 @@ def _context(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     query = args.query[0] if len(args.query) == 1 else args.query
     answer = _with_service(args, lambda s: s.search_facts(
-        query, session_id=args.session, user_id=args.user, top_k=args.top_k, debug=args.debug,
+        query, session_id=args.session, user_id=args.user, top_k=args.top_k, debug=args.debug, as_of=args.as_of,
     ))
     if args.json:
         print(json.dumps(answer))
@@ -90,6 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-tokens", type=positive_int, default=None,
         help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
     )
+    p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
     p.set_defaults(func=_context)
 
     p = sub.add_parser("search", help="run search_facts as the agent would")
@@ -97,6 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--query", action="append", required=True, help="a query; repeat for up to 3")
     p.add_argument("--top-k", type=int, default=10, help="results per query (1-50)")
     p.add_argument("--debug", action="store_true", help="add timings and scores of each stage")
+    p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
     p.set_defaults(func=_search)
 
     p = sub.add_parser("stats", help="words, reflections and facts per scope, with timestamps")

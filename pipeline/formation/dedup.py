@@ -15,13 +15,21 @@
    vector and each shortlisted fact's content vector (the stage embeds all shortlisted
    contents in one batched call and stores the scores before any effect); candidates are
    those >= the dedup threshold, at most N per fact, best first.
+   ``same_run_candidates``: the run's own earlier new facts of the same scope key are
+   candidates too, by the same content rule (two near-duplicates said in one conversation
+   would otherwise both be added, as neither is stored yet);
 2. ``build_batch``: facts with candidates go to one LLM call; the model sees integer aliases
    only (one alias space for existing facts across the batch).
 3. ``validate``: one decision per new fact; a decision that names an alias outside that fact's
    candidates (or lacks the alias/text its action needs) raises ``InvalidLLMAnswer`` so the
    call is asked again, never half-applied.
 4. ``resolve`` + ``plan_effects``: decisions become store effects keyed by the run id, so
-   reapplying them after a crash changes nothing.
+   reapplying them after a crash changes nothing. A decision naming an earlier fact of the
+   same run acts on that fact's own decision: NONE drops the later fact (counted), UPDATE
+   merges it into the earlier one, which is added with the merged text (counted), DELETE
+   leaves the earlier one out and adds the later (counted); where the earlier fact is not
+   being added (it was known already, or merged into a stored fact), the later one is added,
+   so nothing said is lost.
 """
 
 from __future__ import annotations
@@ -116,6 +124,43 @@ def score_candidates(
     return out
 
 
+def same_run_candidates(
+    run_id: str,
+    facts: Sequence[NewFact],
+    vectors: Mapping[int, Sequence[float]],
+    *,
+    min_score: float,
+) -> dict[int, list[tuple[str, float]]]:
+    """Per new fact index, the run's earlier new facts of the same scope key whose content
+    score against it is >= ``min_score``, as (the id the earlier fact gets when added, score)."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    units = {f.index: _unit(vectors[f.index]) for f in facts}
+    for later_pos, later in enumerate(facts):
+        query = units[later.index]
+        for earlier in facts[:later_pos]:
+            other = units[earlier.index]
+            if earlier.scope_key != later.scope_key or query is None or other is None or other.shape != query.shape:
+                continue
+            score = float(semantic_score(float(query @ other)))
+            if score >= min_score:
+                out.setdefault(later.index, []).append((new_fact_id(run_id, earlier.index), score))
+    return out
+
+
+def merge_candidates(
+    stored: Mapping[int, Sequence[tuple[str, float]]], same_run: Mapping[int, Sequence[tuple[str, float]]],
+    *, limit: int,
+) -> dict[int, list[tuple[str, float]]]:
+    """Stored and same-run candidates of each fact, best first (stored first on a tie), at most
+    ``limit``."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    for index in dict.fromkeys([*stored, *same_run]):
+        ranked = [(-score, 0, n, fid, score) for n, (fid, score) in enumerate(stored.get(index, ()))]
+        ranked += [(-score, 1, n, fid, score) for n, (fid, score) in enumerate(same_run.get(index, ()))]
+        out[index] = [(fid, score) for *_, fid, score in sorted(ranked)[:limit]]
+    return out
+
+
 def _unit(vector: Sequence[float]) -> np.ndarray | None:
     v = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(v))
@@ -197,7 +242,8 @@ class Decision:
     action: str                       # ADD, UPDATE, DELETE, NONE
     reason: str                       # exact, no_candidates, dedup_off, llm, ...
     existing_id: str | None = None
-    text: str | None = None           # merged text of an UPDATE
+    text: str | None = None           # merged text of an UPDATE, or of an ADD that took in a
+                                      # later fact of the same run
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -207,6 +253,9 @@ class Decision:
 class Resolved:
     decisions: list[Decision]
     update_over_limit: int = 0
+    #: later near-duplicates of the same run: dropped (NONE), merged into the earlier fact
+    #: (UPDATE), or replacing it (DELETE)
+    same_run: dict[str, int] = field(default_factory=lambda: {"dropped": 0, "merged": 0, "superseded": 0})
 
 
 def resolve(
@@ -217,6 +266,7 @@ def resolve(
     word_limit: int,
     *,
     dedup_enabled: bool = True,
+    same_run: Mapping[str, int] | None = None,
 ) -> Resolved:
     """Every new fact's final decision, in fact order.
 
@@ -224,52 +274,98 @@ def resolve(
     - a fact without candidates (or with dedup off) is ADD;
     - an UPDATE whose merged text is over the word limit is dropped (counted) and the new fact
       ADDed instead; one existing fact is changed at most once per run (a later UPDATE/DELETE
-      of the same fact becomes an ADD), so nothing is lost.
+      of the same fact becomes an ADD), so nothing is lost;
+    - ``same_run`` maps the candidate ids that stand for earlier new facts of this run to their
+      index: a decision naming one acts on that fact's decision (see the module docstring).
     """
+    same_run = same_run or {}
     by_index = {idx: alias for alias, idx in enumerate(batch.indexes)}
     out = Resolved([])
+    position: dict[int, int] = {}   # new fact index -> its place in out.decisions
     touched: set[str] = set()
+
+    def decide(decision: Decision) -> None:
+        position[decision.index] = len(out.decisions)
+        out.decisions.append(decision)
+
     for fact in facts:
         if fact.index in exact:
-            out.decisions.append(Decision(fact.index, "NONE", "exact", exact[fact.index]))
+            decide(Decision(fact.index, "NONE", "exact", exact[fact.index]))
             continue
         alias = by_index.get(fact.index)
         if not dedup_enabled or alias is None:
-            out.decisions.append(Decision(fact.index, "ADD", "dedup_off" if not dedup_enabled else "no_candidates"))
+            decide(Decision(fact.index, "ADD", "dedup_off" if not dedup_enabled else "no_candidates"))
             continue
         d = decided[alias]
         existing = batch.alias_ids.get(d.existing) if d.existing is not None else None
-        if d.action in ("ADD", "NONE"):
-            out.decisions.append(Decision(fact.index, d.action, "llm"))
+        if d.action == "NONE" and any(fid in same_run for _, fid in _named(batch, alias)):
+            out.same_run["dropped"] += 1
+            decide(Decision(fact.index, "NONE", "same_run_duplicate"))
+        elif d.action in ("ADD", "NONE"):
+            decide(Decision(fact.index, d.action, "llm"))
         elif existing in touched:
-            out.decisions.append(Decision(fact.index, "ADD", "existing_already_changed"))
+            decide(Decision(fact.index, "ADD", "existing_already_changed"))
         elif d.action == "UPDATE" and word_count(d.text or "") > word_limit:
             out.update_over_limit += 1
-            out.decisions.append(Decision(fact.index, "ADD", "update_over_limit"))
+            decide(Decision(fact.index, "ADD", "update_over_limit"))
+        elif existing in same_run:
+            decide(_on_same_run(out, position, same_run[existing], fact.index, d, existing))
+            touched.add(existing)  # type: ignore[arg-type]
         else:
             touched.add(existing)  # type: ignore[arg-type]
             text = " ".join((d.text or "").split()) if d.action == "UPDATE" else None
-            out.decisions.append(Decision(fact.index, d.action, "llm", existing, text))
+            decide(Decision(fact.index, d.action, "llm", existing, text))
     return out
 
 
-def plan_effects(run_id: str, facts: Sequence[NewFact], decisions: Sequence[Decision]) -> list[dict]:
-    """Store effects, each idempotent for ``run_id``: insert (deterministic id), update, retire."""
+def _named(batch: DedupBatch, alias: int) -> list[tuple[int, str]]:
+    """(candidate alias, fact id) of the candidates shown under one new alias."""
+    return [(a, batch.alias_ids[a]) for a, _ in batch.candidates.get(alias, ())]
+
+
+def _on_same_run(
+    out: Resolved, position: Mapping[int, int], earlier: int, later: int, d: FactDecision, earlier_id: str,
+) -> Decision:
+    """The later fact's decision when the model's UPDATE or DELETE names an earlier fact of the
+    same run; the earlier fact's decision changes with it when it was to be added as said."""
+    at = position[earlier]
+    previous = out.decisions[at]
+    if previous.action != "ADD" or previous.text is not None:
+        return Decision(later, "ADD", "same_run_not_added")
+    if d.action == "UPDATE":
+        out.same_run["merged"] += 1
+        out.decisions[at] = Decision(earlier, "ADD", "merged_same_run", text=" ".join((d.text or "").split()))
+        return Decision(later, "NONE", "merged_into_same_run", earlier_id)
+    out.same_run["superseded"] += 1
+    out.decisions[at] = Decision(earlier, "NONE", "superseded_same_run", None)
+    return Decision(later, "ADD", "supersedes_same_run")
+
+
+def plan_effects(
+    run_id: str, facts: Sequence[NewFact], decisions: Sequence[Decision], versions: Mapping[str, int] | None = None,
+) -> list[dict]:
+    """Store effects, each idempotent for ``run_id``: insert (deterministic id), update, retire.
+    An update or retire carries the ``version`` of the stored fact its decision was about
+    (``versions``), so that it changes nothing if another run changed that fact since."""
     by_index = {f.index: f for f in facts}
+    versions = versions or {}
     effects: list[dict] = []
     for d in decisions:
         fact = by_index[d.index]
         if d.action == "DELETE":
-            effects.append({"op": "retire", "fact_id": d.existing_id, "index": d.index})
+            effects.append({"op": "retire", "fact_id": d.existing_id, "index": d.index,
+                            "version": versions.get(d.existing_id or "")})
         if d.action in ("ADD", "DELETE"):
+            text = d.text or fact.text  # an ADD that took in a later fact of the run is merged
             effects.append({
                 "op": "insert", "fact_id": new_fact_id(run_id, d.index), "index": d.index,
-                "text": fact.text, "scope": fact.scope, "scope_key": fact.scope_key, "hash": fact.hash,
+                "text": text, "scope": fact.scope, "scope_key": fact.scope_key, "hash": text_hash(text),
             })
         elif d.action == "UPDATE":
             effects.append({
                 "op": "update", "fact_id": d.existing_id, "index": d.index,
                 "text": d.text, "hash": text_hash(d.text or ""), "scope_key": fact.scope_key,
+                "version": versions.get(d.existing_id or ""),
             })
     return effects
 

@@ -49,6 +49,23 @@ def screening_totals(run: FormationRun) -> dict[str, int]:
     return totals
 
 
+EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed")
+
+
+def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
+    """The decisions' counts as applied: an UPDATE of a fact another run retired or changed
+    meanwhile was an ADD; a DELETE of one only added the new fact (``pipeline.formation.
+    fact_effects``), each also counted under its note."""
+    counts = dict(decided)
+    for name in EFFECT_NOTES:
+        counts[name] = sum(1 for n in run.effect_notes if n.get("note") == name)
+    became_adds = counts["update_of_retired"] + counts["update_of_changed"]
+    if became_adds and "updated" in counts:
+        counts["updated"] -= became_adds
+        counts["added"] = counts.get("added", 0) + became_adds
+    return counts
+
+
 def run_totals(run: FormationRun) -> dict:
     """Tokens, calls, fact actions, reflections per scope, dropped items, what was kept out of
     memory (``screening_totals``) and timings."""
@@ -75,7 +92,9 @@ def run_totals(run: FormationRun) -> dict:
     return {
         "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
         "llm_calls": calls,
-        "facts": {**out[DECIDE_FACTS].get("counts", {}), "extracted": len(out[EXTRACT_FACTS].get("facts", []))},
+        "facts": {**fact_counts(run, out[DECIDE_FACTS].get("counts", {})),
+                  "extracted": len(out[EXTRACT_FACTS].get("facts", [])),
+                  "same_run": out[DECIDE_FACTS].get("same_run", {})},
         "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
         "dropped_over_limit": {
             "facts": dropped_facts.get("over_limit", 0),

@@ -15,7 +15,7 @@ import numpy as np
 
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
-from pipeline.formation import dedup
+from pipeline.formation import dedup, fact_effects
 from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
 from pipeline.formation.reflections import NewReflection, filter_reflections
@@ -26,7 +26,7 @@ from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import build_reflections_request
-from schemas.documents import Fact, FormationRun, Reflection
+from schemas.documents import FormationRun, Reflection, StoredMessage
 
 EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
 EXTRACT_REFLECTIONS = "extract_reflections"
@@ -40,6 +40,16 @@ def _agent_name(agent, messages) -> str | None:
     return agent.name or next((m.agent_name for m in messages if m.agent_name), None)
 
 
+def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
+    """The claimed range, each message naming the session's humans as the run was claimed
+    (declared at session start included, SPEC §11), so that the prompts see a group chat
+    before its second human has spoken."""
+    messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    return [m if set(run.user_ids) <= set(m.session_users)
+            else m.model_copy(update={"session_users": list(dict.fromkeys([*m.session_users, *run.user_ids]))})
+            for m in messages]
+
+
 def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]:
     """Every human of the run: whose ids agent-scope memory must not carry (SPEC §11)."""
     return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
@@ -50,7 +60,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
-        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        messages = _run_messages(store, run)
         agent = store.get_agent_settings(run.agent_id)
         session = store.get_session(run.session_id)
         plan = plan_scopes(agent, run.session_id, [*run.user_ids, *humans(messages)], run.group_chat)
@@ -174,7 +184,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
             if found is not None:
                 exact[f.index] = found.fact_id
-        batch, decided, scored, candidate_tokens = dedup.DedupBatch(), {}, {}, 0
+        batch, decided, scored, candidate_tokens, same_run, seen = dedup.DedupBatch(), {}, {}, 0, {}, {}
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
             limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
@@ -183,26 +193,33 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
                                                                                     embedded["model"], limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
-            live = {x.fact_id: x.content for x in (store.get_facts(ids) if ids else [])
-                    if x.retired_at is None and x.embedding_model == embedded["model"]}
+            shortlisted = [x for x in (store.get_facts(ids) if ids else [])
+                           if x.retired_at is None and x.embedding_model == embedded["model"]]
+            live = {x.fact_id: x.content for x in shortlisted}
+            seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
             candidate_vectors = {}
             if live:  # one batched call for every shortlisted content of the stage
                 result = usage.embed(deps.embedder, list(live.values()), "candidates")
                 candidate_tokens = result.input_tokens
                 candidate_vectors = dict(zip(live, result.vectors))
-            scored = dedup.score_candidates(
-                open_facts, shortlists, vectors, candidate_vectors,
-                min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates,
+            scored = dedup.merge_candidates(
+                dedup.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
+                                       min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
+                dedup.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
+                limit=settings.dedup_max_candidates,
             )
-            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, live))
+            same_run = {dedup.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
+            texts = {f.index: f.text for f in open_facts}
+            contents = {**live, **{fid: texts[index] for fid, index in same_run.items()}}
+            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, contents))
             if batch:
                 request = build_dedup_request(batch.texts, batch.candidates, model=model,
                                               word_limit=settings.fact_word_limit)
                 decided = dedup.validate(usage.complete(deps.llm, request).parsed, batch)
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
-                                 dedup_enabled=settings.facts_dedup)
-        update_secrets = _guard_updates(resolved, guard_for(settings))
-        updates = [d for d in resolved.decisions if d.action == "UPDATE"]
+                                 dedup_enabled=settings.facts_dedup, same_run=same_run)
+        update_secrets = _guard_updates(run.run_id, resolved, guard_for(settings))
+        updates = [d for d in resolved.decisions if d.text is not None]  # merged texts
         update_vectors: dict[str, str] = {}
         if updates:
             sources = dict(zip((f.index for f in facts), _sources(run)))
@@ -211,11 +228,12 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
-            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions),
+            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
             "update_vectors": update_vectors,
             "embedding_model": embedded["model"],
             "counts": dedup.action_counts(resolved.decisions),
             "update_over_limit": resolved.update_over_limit,
+            "same_run": resolved.same_run,
             "update_secrets": update_secrets,
             "llm_items": len(batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
@@ -241,53 +259,32 @@ def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: in
             for key in dict.fromkeys(f.scope_key for f in facts)}
 
 
-def _guard_updates(resolved: dedup.Resolved, guard) -> int:
-    """An UPDATE whose merged text carries a secret is not stored: the new fact (screened
-    already) is ADDed instead, as for an UPDATE over the word limit. Returns how many."""
+def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
+    """A merged text that carries a secret is not stored: the new facts it merged (screened
+    already) are ADDed as they were said instead, as for an UPDATE over the word limit.
+    Returns how many merged texts were dropped."""
     dropped = 0
     for i, d in enumerate(resolved.decisions):
-        if d.action == "UPDATE" and guard.kind(d.text or "") is not None:
-            resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
-            dropped += 1
+        if d.text is None or guard.kind(d.text) is None:
+            continue
+        resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
+        dropped += 1
+        if d.action == "ADD":  # merged a later fact of the run: that one is added again too
+            merged_into = dedup.new_fact_id(run_id, d.index)
+            for j, later in enumerate(resolved.decisions):
+                if later.reason == "merged_into_same_run" and later.existing_id == merged_into:
+                    resolved.decisions[j] = dedup.Decision(later.index, "ADD", "update_secret")
+                    resolved.same_run["merged"] -= 1
     return dropped
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
-    store, now = deps.store, deps.clock.now()
-    plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
-    vectors = _fact_vectors(run)
-    message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
-    sources = _sources(run)
-    model = output["embedding_model"]
-    for effect in output["effects"]:
-        if effect["op"] == "retire":
-            store.retire_fact(effect["fact_id"], now, run.run_id)
-        elif effect["op"] == "update":
-            store.update_fact(
-                effect["fact_id"], content=effect["text"], hash=effect["hash"],
-                embedding=_update_vector(output, effect["index"]), embedding_model=model,
-                run_id=run.run_id, now=now,
-            )
-        else:
-            store.insert_fact(Fact(
-                fact_id=effect["fact_id"], agent_id=run.agent_id, scope=effect["scope"],
-                user_id=plan.user_id if effect["scope"] == "user" else None,
-                scope_key=effect["scope_key"], content=effect["text"], hash=effect["hash"],
-                embedding=vectors[effect["index"]], embedding_model=model,
-                source_session_id=run.session_id,
-                source_message_ids=[sources[effect["index"]].message_id] if sources else message_ids,
-                source_run_id=run.run_id, formed_at=now,
-            ))
-    keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
-    if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
-        store.bump_scope_versions(run.agent_id, keys)
-
-
-def _update_vector(output: dict, index: int) -> list[float] | None:
-    value = output["update_vectors"].get(str(index))
-    if value is None or isinstance(value, list):
-        return value
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
+    extracted = stage_output(run, EXTRACT_FACTS)
+    fact_effects.apply(
+        deps.store, run, output, now=deps.clock.now(), plan=plan_from_dict(extracted["plan"]),
+        new_facts=_facts(run), vectors=_fact_vectors(run), sources=_sources(run),
+        message_ids=extracted["message_ids"],
+    )
 
 
 def formed_fact_texts(run: FormationRun) -> list[str]:
@@ -302,7 +299,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         extracted = stage_output(run, EXTRACT_FACTS)
         plan = plan_from_dict(extracted["plan"])
-        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        messages = _run_messages(store, run)
         if not messages:
             return {"reflections": [], "counts": {}, "skipped": "no messages in the claimed range"}
         blobs, buffers = {}, {}

@@ -36,7 +36,9 @@ _SYSTEM = """\
 You keep a chat agent's store of facts free of duplicates and contradictions.
 
 You get NEW facts, each numbered by an integer alias, and under each the EXISTING facts
-(with their own integer aliases) that look similar. Decide, for every new fact, exactly one:
+(with their own integer aliases) that look similar. An existing fact may be a new fact said
+earlier in the same conversation: decide about it in the same way (the later fact is the newer
+information). Decide, for every new fact, exactly one:
 - "NONE": the new fact is already known: an existing fact says the same thing (maybe in
   other words) or says more. Nothing changes.
 - "UPDATE": the new fact and one existing fact are about the same subject and the new one

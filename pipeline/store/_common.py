@@ -16,7 +16,7 @@ import numpy as np
 
 from pipeline import trigger
 from pipeline.store.port import ClaimRule
-from schemas.documents import FormationRun, SessionState, StoredMessage
+from schemas.documents import Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage
 
 ACTIVE_RUN_STATUSES = ("claimed", "running")
 
@@ -38,6 +38,26 @@ def ts(value: datetime | None) -> str | None:
     if value is None:
         return None
     return utc(value).isoformat(timespec="microseconds")
+
+
+def valid_until(fact: Fact, now: datetime, valid_to: datetime | None) -> datetime:
+    """When a superseded version stops being valid: ``valid_to`` (the superseding fact's
+    ``valid_from``, default ``now``), never before the version became valid."""
+    end = utc(valid_to or now)
+    return max(end, utc(fact.valid_from)) if fact.valid_from is not None else end
+
+
+def closed_version(
+    fact: Fact, now: datetime, valid_from: datetime | None, run_id: str,
+) -> tuple[FactHistoryEntry, datetime]:
+    """An UPDATE: the history entry that closes the current version's validity, and the
+    ``valid_from`` of the version that replaces it (``valid_from``, default ``now``)."""
+    opened = utc(valid_from or now)
+    entry = FactHistoryEntry(
+        content=fact.content, version=fact.version, changed_at=utc(now), run_id=run_id,
+        valid_from=fact.valid_from, valid_to=valid_until(fact, now, opened),
+    )
+    return entry, max(opened, entry.valid_to)
 
 
 def lease_until(now: datetime, lease_s: float) -> datetime:
@@ -157,25 +177,53 @@ def humans_of(message: StoredMessage) -> list[str]:
     return humans
 
 
+def merge_users(users: Iterable[str], more: Iterable[str]) -> list[str]:
+    """``users`` then each of ``more`` not among them yet: a set union that keeps first-seen order."""
+    return list(dict.fromkeys([*users, *more]))
+
+
 def apply_message(session: SessionState, message: StoredMessage, now: datetime) -> SessionState:
     """The session state after accepting ``message`` (it gets seq ``last_seq + 1``)."""
-    users = list(session.users)
-    for user in humans_of(message):
-        if user not in users:
-            users.append(user)
+    users = merge_users(session.users, humans_of(message))
     last = session.last_activity_at
     now = utc(now)
-    return session.model_copy(
-        update={
-            "last_seq": session.last_seq + 1,
-            "messages_since": session.messages_since + 1,
-            "tokens_since": session.tokens_since + float(message.weighted_tokens),
-            "users": users,
-            "max_tier": max(session.max_tier, message.user_tier),
-            "preview": session.preview or message.preview,
-            "last_activity_at": now if last is None or utc(last) < now else last,
-        }
-    )
+    update = {
+        "last_seq": session.last_seq + 1,
+        "messages_since": session.messages_since + 1,
+        "tokens_since": session.tokens_since + float(message.weighted_tokens),
+        "users": users,
+        "max_tier": max(session.max_tier, message.user_tier),
+        "preview": session.preview or message.preview,
+        "last_activity_at": now if last is None or utc(last) < now else last,
+    }
+    if reopens(session, message):
+        update.update(ended_at=None, ended_history=end_times(session))
+    return session.model_copy(update=update)
+
+
+def reopens(session: SessionState, message: StoredMessage) -> bool:
+    """Whether ``message`` resumes an ended session: it was written after the end. A message
+    written before the end and delivered after it belongs to the ended session (the end's rule
+    forms it at once)."""
+    return session.ended_at is not None and utc(message.created_at) > utc(session.ended_at)
+
+
+def end_times(session: SessionState) -> list[datetime]:
+    """Every end of the session, oldest first (a record from before the history was kept has
+    only its ``ended_at``)."""
+    history = [utc(t) for t in session.ended_history]
+    if session.ended_at is not None and utc(session.ended_at) not in history:
+        history.append(utc(session.ended_at))
+    return history
+
+
+def ended(session: SessionState, now: datetime) -> SessionState:
+    """The session after a ``session.ended`` at ``now``; an ended session keeps its end time."""
+    if session.ended_at is not None:
+        return session
+    return session.model_copy(update={
+        "ended_at": utc(now), "ended_history": [*end_times(session), utc(now)],
+    })
 
 
 def new_session(message: StoredMessage) -> SessionState:

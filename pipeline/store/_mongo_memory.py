@@ -17,7 +17,7 @@ from pymongo import ASCENDING, DESCENDING
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.port import FactCandidate
-from schemas.documents import CachedContext, ConsolidatedBlob, Fact, FactHistoryEntry, Reflection
+from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
 
 _CAS_ATTEMPTS = 50
 # ``live: true`` marks a fact that is not retired. The unique (agent, scope key, hash) index is
@@ -26,6 +26,7 @@ _CAS_ATTEMPTS = 50
 LIVE = "live"
 _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
 _OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
+_CHANGED = [("updated_at", DESCENDING), ("_id", DESCENDING)]
 
 
 class MongoMemoryMixin:
@@ -50,7 +51,8 @@ class MongoMemoryMixin:
 
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime,
+        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
@@ -59,13 +61,16 @@ class MongoMemoryMixin:
                 return False
             if any(entry.run_id == run_id for entry in fact.history):
                 return False
-            entry = FactHistoryEntry(content=fact.content, version=fact.version, changed_at=c.utc(now), run_id=run_id)
+            if expected_version is not None and fact.version != expected_version:
+                return False
+            entry, opened = c.closed_version(fact, now, valid_from, run_id)
             try:
                 result = facts.update_one(
                     {"_id": fact_id, "version": fact.version, "retired_at": None},
                     {"$set": {"content": content, "hash": hash,
                               "embedding": None if embedding is None else [float(x) for x in embedding],
-                              "embedding_model": embedding_model, "updated_at": c.utc(now)},
+                              "embedding_model": embedding_model, "updated_at": c.utc(now),
+                              "valid_from": opened},
                      "$inc": {"version": 1}, "$push": {"history": entry.model_dump()}},
                 )
             except DuplicateKeyError:
@@ -74,11 +79,26 @@ class MongoMemoryMixin:
                 return True
         return False
 
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
-        result = self.col("facts").update_one(
-            {"_id": fact_id, "retired_at": None},
-            {"$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False}})
-        return result.matched_count == 1
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
+        facts = self.col("facts")
+        for _ in range(_CAS_ATTEMPTS):
+            fact = from_doc(Fact, facts.find_one({"_id": fact_id}))
+            if fact is None or fact.retired_at is not None:
+                return False
+            if expected_version is not None and fact.version != expected_version:
+                return False
+            # on the version read, so that an UPDATE in between cannot leave valid_to before
+            # its valid_from
+            result = facts.update_one(
+                {"_id": fact_id, "version": fact.version, "retired_at": None},
+                {"$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False,
+                          "valid_to": c.valid_until(fact, now, valid_to)}})
+            if result.matched_count:
+                return True
+        return False
 
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
         ids = list(dict.fromkeys(fact_ids))
@@ -109,10 +129,15 @@ class MongoMemoryMixin:
             ))
         return out
 
-    def recent_facts(self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int) -> list[Fact]:
-        docs = self.col("facts").find(
-            {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}, "retired_at": None,
-             "formed_at": {"$gte": c.utc(since)}}, sort=_NEWEST, limit=limit)
+    def recent_facts(
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
+        include_retired: bool = False,
+    ) -> list[Fact]:
+        query: dict = {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)},
+                       "updated_at": {"$gte": c.utc(since)}}
+        if not include_retired:
+            query["retired_at"] = None
+        docs = self.col("facts").find(query, sort=_CHANGED, limit=limit or 0)
         return [from_doc(Fact, d) for d in docs]
 
     def recent_fact_ids(

@@ -18,6 +18,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
+
+from pipeline.store._common import ts
 
 BUSY_TIMEOUT_MS = 60_000
 
@@ -40,7 +43,7 @@ _TABLES: tuple[tuple[str, str], ...] = (
         fact_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, scope_key TEXT NOT NULL,
         hash TEXT NOT NULL, scope TEXT NOT NULL, user_id TEXT, content TEXT NOT NULL,
         embedding BLOB, embedding_model TEXT, formed_at TEXT NOT NULL, retired_at TEXT,
-        doc TEXT NOT NULL"""),
+        doc TEXT NOT NULL, updated_at TEXT"""),
     ("reflections", """
         reflection_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, scope_key TEXT NOT NULL,
         absorbed INTEGER NOT NULL DEFAULT 0, formed_at TEXT NOT NULL, doc TEXT NOT NULL"""),
@@ -73,6 +76,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("facts_scope_hash", "facts", "agent_id, scope_key, hash", True),
     ("facts_scope_formed", "facts", "agent_id, scope_key, formed_at", False),
     ("facts_model", "facts", "embedding_model", False),
+    ("facts_scope_updated", "facts", "agent_id, scope_key, updated_at", False),
+    ("facts_unchanged", "facts", "fact_id", False),
     ("facts_scope_model_formed", "facts", "agent_id, scope_key, embedding_model, formed_at", False),
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
@@ -81,9 +86,17 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
 # from being formed again later (it is a new fact then, and the retired one stays as it was).
-_PARTIAL = {"facts_scope_hash": "retired_at IS NULL"}
+_PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
+            # rows still to backfill (none once upgraded): opening a big file stays cheap
+            "facts_unchanged": "updated_at IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
+
+# Columns added after a table was first shipped: (table, column, type). A file made before
+# gets them with ALTER TABLE when opened, then ``_backfill`` fills them from the documents.
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("facts", "updated_at", "TEXT"),
+)
 
 
 class Database:
@@ -197,6 +210,10 @@ class Database:
         with self.write() as conn:
             for table, body in _TABLES:
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {self.t(table)} ({body})")
+            for table, column, kind in _ADDED_COLUMNS:
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({self.t(table)})").fetchall()}
+                if column not in present:
+                    conn.execute(f"ALTER TABLE {self.t(table)} ADD COLUMN {column} {kind}")
             for suffix, table, columns, unique in _INDEXES:
                 name = f"{self.prefix}{suffix}"
                 kind = "UNIQUE INDEX" if unique else "INDEX"
@@ -207,7 +224,20 @@ class Database:
                     conn.execute(f'DROP INDEX "{name}"')  # a file made before the key became partial
                 conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
+            self._backfill(conn)
         return names
+
+    def _backfill(self, conn: sqlite3.Connection) -> None:
+        """Facts written before ``updated_at`` was a column: their latest change is the
+        document's ``updated_at`` (an UPDATE set it) or else ``formed_at``."""
+        facts = self.t("facts")
+        conn.execute(f"UPDATE {facts} SET updated_at = formed_at WHERE updated_at IS NULL "
+                     "AND json_extract(doc, '$.updated_at') IS NULL")
+        for fact_id, changed in conn.execute(
+            f"SELECT fact_id, json_extract(doc, '$.updated_at') FROM {facts} WHERE updated_at IS NULL"
+        ).fetchall():
+            conn.execute(f"UPDATE {facts} SET updated_at = ? WHERE fact_id = ?",
+                         (ts(datetime.fromisoformat(changed)), fact_id))
 
 
 @contextmanager

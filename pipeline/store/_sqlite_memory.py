@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pipeline.store import _common as c
 from pipeline.store.port import FactCandidate
-from schemas.documents import CachedContext, ConsolidatedBlob, Fact, FactHistoryEntry, Reflection
+from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
 
 _FACT_COLUMNS = "fact_id, doc, embedding"
 
@@ -34,13 +34,14 @@ class MemoryMixin:
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
             fact.content, c.pack_embedding(fact.embedding), fact.embedding_model,
             c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
+            c.ts(fact.changed_at),
         )
 
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
         columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-                   "embedding_model, formed_at, retired_at, doc")
+                   "embedding_model, formed_at, retired_at, doc, updated_at")
         if insert:
-            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(12))})",
+            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(13))})",
                          self._fact_values(fact))
             return
         values = self._fact_values(fact)
@@ -67,7 +68,8 @@ class MemoryMixin:
 
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime,
+        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
@@ -75,25 +77,35 @@ class MemoryMixin:
                 return False
             if any(entry.run_id == run_id for entry in fact.history):
                 return False
+            if expected_version is not None and fact.version != expected_version:
+                return False
             clash = conn.execute(
                 f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
                 "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, hash, fact_id),
             ).fetchone()
             if clash:
                 return False
-            entry = FactHistoryEntry(content=fact.content, version=fact.version, changed_at=c.utc(now), run_id=run_id)
+            entry, opened = c.closed_version(fact, now, valid_from, run_id)
             self._put_fact(conn, fact.model_copy(update={
                 "content": content, "hash": hash, "embedding": embedding, "embedding_model": embedding_model,
                 "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(now),
+                "valid_from": opened,
             }), insert=False)
             return True
 
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
             if fact is None or fact.retired_at is not None:
                 return False
-            self._put_fact(conn, fact.model_copy(update={"retired_at": c.utc(now), "retired_by": run_id}), insert=False)
+            if expected_version is not None and fact.version != expected_version:
+                return False
+            self._put_fact(conn, fact.model_copy(update={
+                "retired_at": c.utc(now), "retired_by": run_id, "valid_to": c.valid_until(fact, now, valid_to),
+            }), insert=False)
             return True
 
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
@@ -135,14 +147,18 @@ class MemoryMixin:
                 for (fid, scope, user, content, formed, _, _), vector in zip(rows, vectors)
             ]
 
-    def recent_facts(self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int) -> list[Fact]:
+    def recent_facts(
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
+        include_retired: bool = False,
+    ) -> list[Fact]:
         if not scope_keys:
             return []
+        live = "" if include_retired else "AND retired_at IS NULL "
         rows = self.db.conn().execute(
             f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN "
-            f"({_qmarks(scope_keys)}) AND retired_at IS NULL AND formed_at >= ? "
-            "ORDER BY formed_at DESC, rowid DESC LIMIT ?",
-            (agent_id, *scope_keys, c.ts(since), limit),
+            f"({_qmarks(scope_keys)}) {live}AND updated_at >= ? "
+            "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+            (agent_id, *scope_keys, c.ts(since), -1 if limit is None else limit),
         ).fetchall()
         return [fact_from_row(doc, emb) for doc, emb in rows]
 

@@ -128,8 +128,11 @@ class Store(abc.ABC):
         - An accepted message gets the next per-session ``seq``; the session's ``last_seq``,
           ``messages_since``, ``tokens_since`` (by ``message.weighted_tokens``), ``users``,
           ``max_tier``, ``preview`` and ``last_activity_at`` (the max of old and ``now``) move
-          with it. A crash half way must leave either nothing or a state that a redelivery of
-          the same message completes (the message must never end up stored without a seq).
+          with it. A message created after the session's ``ended_at`` reopens it (``ended_at``
+          back to None; the end time stays in ``ended_history``). A crash half way must leave either nothing or a state that a redelivery of
+          the same message completes (the message must never end up stored without a seq),
+          and the session never counts a seq whose message is not stored: a claim covers only
+          messages it can read.
         """
 
     def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
@@ -170,9 +173,20 @@ class Store(abc.ABC):
     def get_session(self, session_id: str) -> SessionState | None: ...
 
     @abc.abstractmethod
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        """Merge ``user_ids`` into the session's ``users``, atomically (a set union: racing
+        declarations and ingests lose no one), and return the session as it now stands. A
+        session not stored yet is created for ``agent_id``, with no message: it then belongs to
+        that agent, as it would to the agent of its first message. A session of another agent
+        is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+
+    @abc.abstractmethod
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
-        """Set ``ended_at`` once; None for an unknown session. With ``agent_id``, a session of
-        another agent is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+        """Set ``ended_at`` and append it to ``ended_history``, unless the session is ended
+        already (the first end time stays); None for an unknown session. A message written after
+        the end reopens the session (``ingest_message``), so a later end is recorded again. With
+        ``agent_id``, a session of another agent is left alone and ``InvalidInput("session_id",
+        ...)`` is raised."""
 
     @abc.abstractmethod
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
@@ -278,15 +292,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime,
+        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None,
     ) -> bool:
-        """UPDATE effect: new content, ``version`` + 1, previous text appended to ``history``
-        (with ``run_id``). No-op (False) if ``run_id`` already updated this fact, if the fact is
-        retired, or if the new hash already exists in a live fact of its scope key."""
+        """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
+        appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
+        (the new text's source message time, default now), which opens the new text's. No-op
+        (False) if ``run_id`` already updated this fact, if the fact is retired, if its version
+        is no longer ``expected_version`` (another run changed it since the decision), or if
+        the new hash already exists in a live fact of its scope key."""
 
     @abc.abstractmethod
-    def retire_fact(self, fact_id: str, now: datetime, run_id: str) -> bool:
-        """DELETE effect: set ``retired_at`` unless already retired."""
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
+        """DELETE effect: set ``retired_at`` (and ``valid_to``: when the superseding fact became
+        valid, default now, never before the fact's ``valid_from``) unless already retired or
+        its version is no longer ``expected_version``."""
 
     @abc.abstractmethod
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...
@@ -305,9 +328,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def recent_facts(
-        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
+        include_retired: bool = False,
     ) -> list[Fact]:
-        """Live facts formed at or after ``since``, newest first, at most ``limit``."""
+        """Live facts (and retired ones with ``include_retired``) whose latest change
+        (``updated_at``) is at or after ``since``, latest change first, at most ``limit``
+        (None: all)."""
 
     @abc.abstractmethod
     def recent_fact_ids(

@@ -50,8 +50,12 @@ def test_no_flower_answer_contains_the_content_of_a_message(
              for i, (role, text) in enumerate(LINES)]
     publish_messages(items[:-1], publisher=publisher)              # one batch message
     publish_message(publisher=publisher, **items[-1])              # one single-event message
-    publish_message(publisher=publisher, agent_id="agent-p", session_id="s-p", role="wizard",
-                    content=f"rejected, {CANARY}")                  # rejected by the worker
+    # rejected by the worker: the producer refuses such an event itself, so it goes on the
+    # queue as another producer's could
+    wizard = message_event(agent_id="agent-p", session_id="s-p", role="user", sender_id="user-rui",
+                           content=f"rejected, {CANARY}")
+    wizard["message"]["role"] = "wizard"
+    send(names.TASK_INGEST_EVENT, {"event": wizard}, app=app)
     end_session("agent-p", "s-p", publisher=publisher)
     publisher.close()
     # held by the worker for later (as a deferred session end or a retry is): what the worker's

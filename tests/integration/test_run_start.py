@@ -98,7 +98,7 @@ import sys
 from pipeline.service import MemoryService
 from pipeline.errors import TransientError
 try:
-    print(MemoryService("a1").process_cold_session("s1"))
+    print(MemoryService("a1").process_cold_session(session_id="s1"))
 except TransientError as exc:
     print(f"error: {exc}")
 """

@@ -76,3 +76,23 @@ def test_stats_and_status_json_cover_the_requested_scopes(db, capsys, command):
     assert set(payload["scopes"]) == {"agent", "user:u1"}
     if command == "stats":
         assert payload["scopes"]["agent"]["facts"] == 1
+
+
+def test_context_and_search_as_of_show_memory_as_it_was_valid_then(db, capsys):
+    before = "2020-01-01T00:00:00Z"
+    assert main(["context", "--agent", "a1", "--session", "s1", "--as-of", before, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"] == ""
+    assert main(["search", "--agent", "a1", "--session", "s1", "-q", "festival budget", "--as-of", before,
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["search", "--agent", "a1", "--session", "s1", "-q", "festival budget", "--as-of",
+                 datetime.now(timezone.utc).replace(tzinfo=None).isoformat(), "--json"]) == 0  # no offset: UTC
+    [hit] = json.loads(capsys.readouterr().out)
+    assert (hit["id"], hit["content"], hit["valid_to"]) == ("f1", "Mars Festival budget is $50,000", None)
+
+
+def test_as_of_that_is_not_a_time_is_a_clear_error(db, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["context", "--agent", "a1", "--session", "s1", "--as-of", "last tuesday"])
+    assert exit_.value.code == 2
+    assert "--as-of: expected an ISO 8601 time" in capsys.readouterr().err

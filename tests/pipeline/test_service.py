@@ -173,7 +173,7 @@ def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
     service, _, _ = _service(memory, clock)
     results = service.search_facts(["alice email", "festival budget"], session_id="s1", user_id="u1", top_k=5)
     assert {r["id"] for r in results} == {"f1", "f2"}
-    assert set(results[0]) == {"id", "content", "scope", "formed_at", "age", "score"}
+    assert set(results[0]) == {"id", "content", "scope", "formed_at", "updated_at", "age", "score"}
     assert results == sorted(results, key=lambda r: -r["score"])
     by_id = {r["id"]: r for r in results}
     assert by_id["f2"]["age"] == "1h ago" and by_id["f2"]["scope"] == "user"
@@ -262,6 +262,15 @@ def test_session_end_publishes_session_ended(store, clock):
     assert publisher.events[0]["type"] == "session.ended"
     assert publisher.events[0]["session_id"] == "s1" and publisher.events[0]["agent_id"] == "a1"
     assert isinstance(parse_event(publisher.events[0], max_message_bytes=32768), SessionEnded)
+
+
+def test_each_end_of_a_resumed_session_is_its_own_event(store, clock):
+    service, publisher, _ = _service(store, clock)
+    service.on_session_end(session_id="s1")
+    clock.advance(minutes=5)
+    service.on_session_end(session_id="s1")
+    first, second = publisher.events
+    assert first["event_id"] != second["event_id"] and first["ended_at"] < second["ended_at"]
 
 
 def test_process_cold_session_claims_once_and_starts_the_run(store, clock):

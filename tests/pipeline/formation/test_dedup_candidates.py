@@ -107,6 +107,7 @@ def test_shortlisted_contents_are_embedded_in_one_call_and_a_rerun_makes_no_new_
     _use_embedder(env, CountingEmbedder(env.embedder))
     env.llm.on("extract_facts", facts(("user", "Alice's email is alice@example.com"),
                                       ("user", "Alice's phone is 555 0100")), times=1)
+    env.llm.on("decide_facts", decisions((0, "ADD")), times=1)  # the phone is compared with the email
     first = env.new_run([("user", "u-1", "My email is alice@example.com, my phone 555 0100.")])
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(first, env)

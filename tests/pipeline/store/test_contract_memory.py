@@ -76,6 +76,20 @@ def test_update_fact_refuses_a_retired_fact_and_a_hash_taken_in_the_scope(store)
     assert store.update_fact("missing", run_id="r2", **new) is False
 
 
+def test_update_and_retire_refuse_a_fact_changed_since_the_version_decided_on(store):
+    store.insert_fact(fact("f1", "Alice works at Acme"))
+    one = dict(content="Alice works at Globex", hash=text_hash("Alice works at Globex"), embedding=None,
+               embedding_model=None, now=at(1))
+    assert store.update_fact("f1", run_id="r1", expected_version=1, **one) is True
+    two = dict(content="Alice works at Initech", hash=text_hash("Alice works at Initech"), embedding=None,
+               embedding_model=None, now=at(2))
+    assert store.update_fact("f1", run_id="r2", expected_version=1, **two) is False
+    assert store.retire_fact("f1", at(3), "r3", expected_version=1) is False
+    (got,) = store.get_facts(["f1"])
+    assert (got.content, got.version, got.retired_at) == ("Alice works at Globex", 2, None)
+    assert store.retire_fact("f1", at(4), "r3", expected_version=2) is True
+
+
 def test_a_retired_fact_does_not_block_its_text_from_coming_back_as_a_new_fact(store):
     paris, berlin = "Alice lives in Paris", "Alice lives in Berlin"
     store.insert_fact(fact("f-paris", paris, user="u1"))
@@ -150,6 +164,45 @@ def test_recent_facts_newest_first_since_and_limited(store):
         store.insert_fact(fact(f"f{i}", f"fact {i}", formed=at(i * 60)))
     assert [f.fact_id for f in store.recent_facts("a1", ["agent"], at(60), 3)] == ["f4", "f3", "f2"]
     assert [f.fact_id for f in store.list_facts("a1", "agent", limit=2)] == ["f4", "f3"]
+
+
+def test_recent_facts_follow_the_latest_change_so_an_old_fact_corrected_today_comes_first(store):
+    month_ago = at(-30 * 86400)
+    store.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=month_ago))
+    store.insert_fact(fact("pet", "Alice has a cat", user="u1", formed=at(0)))
+    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["pet"]
+    moved = "Alice moved to city B"
+    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                             run_id="r2", now=at(60), valid_from=at(30)) is True
+    got = store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)
+    assert [(f.fact_id, f.content, f.updated_at, f.formed_at) for f in got] == [
+        ("home", moved, at(60), month_ago), ("pet", "Alice has a cat", at(0), at(0))]
+    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 1)] == ["home"]
+
+
+def test_an_update_closes_the_old_versions_validity_and_opens_the_new_ones(store):
+    store.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=at(0)).model_copy(
+        update={"valid_from": at(-5)}))
+    moved = "Alice moved to city B"
+    store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                      run_id="r2", now=at(100), valid_from=at(90))
+    (got,) = store.get_facts(["home"])
+    assert (got.valid_from, got.valid_to, got.updated_at) == (at(90), None, at(100))
+    assert [(h.content, h.valid_from, h.valid_to, h.changed_at) for h in got.history] == [
+        ("Alice lives in city A", at(-5), at(90), at(100))]
+
+
+def test_a_retired_fact_keeps_when_it_stopped_being_valid(store):
+    store.insert_fact(fact("f1", "The launch is on March 3", formed=at(10)))
+    store.insert_fact(fact("f2", "The venue is Hall A", formed=at(10)))
+    assert store.retire_fact("f1", at(100), "r2", valid_to=at(50)) is True
+    assert store.retire_fact("f2", at(100), "r2", valid_to=at(-50)) is True  # never before valid_from
+    f1, f2 = store.get_facts(["f1", "f2"])
+    assert (f1.valid_from, f1.valid_to, f1.retired_at) == (at(10), at(50), at(100))
+    assert f2.valid_to == at(10)
+    assert store.recent_facts("a1", ["agent"], T0, 10) == []
+    assert sorted(f.fact_id for f in store.recent_facts("a1", ["agent"], T0, None, include_retired=True)) == [
+        "f1", "f2"]
 
 
 def test_recent_fact_ids_are_the_scope_keys_live_facts_of_the_model_formed_in_the_window(store):

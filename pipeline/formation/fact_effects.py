@@ -1,0 +1,129 @@
+"""Applying decide_facts' effects to the store (SPEC §5.3, §11). Called by the stage with
+what earlier stages stored; every effect is idempotent on the run id.
+
+- insert: a new fact, valid from the time its source message was sent;
+- update: the stored fact takes the merged text; its old text goes to history with its
+  validity closed where the new text's opens (the new fact's source message time);
+- retire: the contradicted fact is retired, valid until the new fact was said.
+
+An UPDATE or DELETE of a fact that is no longer as decided on must not lose what either run
+learned. Another run may have retired it between this run's decision and its effects (or it
+was erased): the update adds the new fact as it was said (not the merged text, which holds
+what was retired), the delete adds it as it always does. Another run may have changed it (an
+UPDATE: the effect carries the version decided on): the update adds the new fact as said
+instead of overwriting the other run's text, and the delete leaves the other run's text live
+and adds its new fact. Each case is noted on the run (``effect_notes``: ``update_of_retired``,
+``delete_of_retired``, ``update_of_changed``, ``delete_of_changed``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import numpy as np
+
+from pipeline.formation.dedup import new_fact_id
+from pipeline.formation.facts import NewFact
+from pipeline.formation.provenance import Provenance
+from pipeline.formation.scopes import ScopePlan
+from pipeline.store.port import Store
+from schemas.documents import Fact, FormationRun
+
+
+def apply(
+    store: Store, run: FormationRun, output: dict, *, now: datetime, plan: ScopePlan,
+    new_facts: Sequence[NewFact], vectors: Sequence[Sequence[float]], sources: Sequence[Provenance],
+    message_ids: Sequence[str],
+) -> None:
+    """Apply ``output["effects"]`` (see the module docstring), record notes, bump the stamps."""
+    model = output["embedding_model"]
+    said = {f.index: f for f in new_facts}
+    said_at = _said_at(store, run, sources, now)
+    notes: list[dict] = []
+
+    def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
+        return store.insert_fact(Fact(
+            fact_id=fact_id, agent_id=run.agent_id, scope=scope,
+            user_id=plan.user_id if scope == "user" else None,
+            scope_key=key, content=text, hash=digest,
+            embedding=vector or vectors[index], embedding_model=model,
+            source_session_id=run.session_id,
+            source_message_ids=[sources[index].message_id] if sources else list(message_ids),
+            source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
+        ))[1]
+
+    for effect in output["effects"]:
+        index = effect["index"]
+        if effect["op"] == "retire":
+            # the contradicted fact was valid until the new one was said
+            if not store.retire_fact(effect["fact_id"], now, run.run_id, valid_to=said_at(index),
+                                     expected_version=effect.get("version")):
+                note = _changed_meanwhile(store, run, effect, "delete")
+                notes += [note] if note else []
+        elif effect["op"] == "update":
+            if store.update_fact(
+                effect["fact_id"], content=effect["text"], hash=effect["hash"],
+                embedding=merged_vector(output, index), embedding_model=model,
+                run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.get("version"),
+            ):
+                continue
+            note = _changed_meanwhile(store, run, effect, "update")
+            if note:
+                fact = said[index]
+                note["added"] = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope,
+                                       fact.scope_key, fact.hash)
+                notes.append(note)
+        else:
+            # a text merged from two facts of this run was embedded again, like an UPDATE's
+            insert(effect["fact_id"], index, effect["text"], effect["scope"], effect["scope_key"],
+                   effect["hash"], merged_vector(output, index))
+    if notes and notes != run.effect_notes:
+        store.update_run_fields(run.run_id, effect_notes=notes)
+    keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
+    if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
+        store.bump_scope_versions(run.agent_id, keys)
+
+
+def merged_vector(output: dict, index: int) -> list[float] | None:
+    """The vector of a merged text of new fact ``index`` (an UPDATE's), if it has one."""
+    value = output["update_vectors"].get(str(index))
+    if value is None or isinstance(value, list):
+        return value
+    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
+
+
+def _said_at(
+    store: Store, run: FormationRun, sources: Sequence[Provenance], now: datetime,
+) -> Callable[[int], datetime]:
+    """New fact index -> when its source message was sent (a fact is valid from then), never
+    later than ``now``; ``now`` when the message is unknown (erased since)."""
+    if not sources:
+        return lambda index: now
+    sent = {m.message_id: m.created_at for m in store.get_messages(run.session_id, run.seq_from, run.seq_to)}
+
+    def at(index: int) -> datetime:
+        created = sent.get(sources[index].message_id) if index < len(sources) else None
+        return min(created, now) if created is not None else now
+
+    return at
+
+
+def _changed_meanwhile(store: Store, run: FormationRun, effect: dict, action: str) -> dict | None:
+    """The note when the fact an UPDATE or DELETE names is no longer as decided on: retired
+    (by another run, or erased) or changed by another run since the decision. None when this
+    run's own earlier apply (a rerun) or a text already live in the scope explains why the
+    effect changed nothing."""
+    found = store.get_facts([effect["fact_id"]])
+    fact = found[0] if found else None
+    if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
+        return None
+    if fact is None or fact.retired_at is not None:
+        note = f"{action}_of_retired"
+    elif effect.get("version") is not None and fact.version != effect["version"]:
+        note = f"{action}_of_changed"
+    else:
+        return None
+    return {"index": effect["index"], "fact_id": effect["fact_id"], "note": note,
+            "retired_by": fact.retired_by if fact is not None else None}
