@@ -193,12 +193,17 @@ def _claim(
     return claim_run(store, trigger.new_run(session_id, agent_id, reason, now), rule, now, settings.claim_lease_s)
 
 
-def claim_run(store: Store, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float) -> FormationRun | None:
+def claim_run(
+    store: Store, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
+) -> FormationRun | None:
     """``store.try_claim`` within a ``claim_run`` span whose context the run keeps
     (``trace_context``): every stage of the run becomes a span under it, in the trace of
-    whatever claimed it (the ingest of the message that made the session due, the sweep)."""
+    whatever claimed it (the ingest of the message that made the session due, the sweep).
+    ``follow_up``: a run claimed as another one finishes starts a trace of its own, linked to
+    the finishing run's, so that each run stays one trace."""
     with tracing.span("claim_run", {"memory.run_id": run.run_id, "memory.session_id": run.session_id,
-                                    "memory.agent_id": run.agent_id, "memory.reason": run.reason}) as span:
+                                    "memory.agent_id": run.agent_id, "memory.reason": run.reason},
+                      new_trace=follow_up) as span:
         run.trace_context = tracing.carrier()
         claimed = store.try_claim(run.session_id, rule, run, now, lease_s)
         span.set_attribute("memory.claimed", claimed is not None)

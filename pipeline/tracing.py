@@ -81,15 +81,21 @@ def _clean(attributes: Attributes | None) -> dict[str, Any]:
 @contextmanager
 def span(
     name: str, attributes: Attributes | None = None, *, parent: otel_context.Context | None = None,
-    kind: SpanKind = SpanKind.INTERNAL, expected: tuple[type[BaseException], ...] = (),
+    kind: SpanKind = SpanKind.INTERNAL, expected: tuple[type[BaseException], ...] = (), new_trace: bool = False,
 ) -> Iterator[Span]:
     """A span, current within the block, with ``memory.duration_ms`` set when it ends. An
     exception leaves the span with an error status and the exception's type (its message may
     quote content, so it is not recorded) and propagates; one of ``expected`` (a retry, say)
-    only propagates."""
+    only propagates. ``new_trace``: the span starts a trace of its own, linked to the current
+    span."""
     started = time.perf_counter()
+    links = ()
+    if new_trace:
+        linked = trace.get_current_span().get_span_context()
+        links = (trace.Link(linked),) if linked.is_valid else ()
+        parent = otel_context.Context()  # no parent: a new trace id
     with tracer().start_as_current_span(
-        name, context=parent, kind=kind, attributes=_clean(attributes),
+        name, context=parent, kind=kind, attributes=_clean(attributes), links=links,
         record_exception=False, set_status_on_exception=False,
     ) as current:
         try:
