@@ -1,8 +1,8 @@
 """``memoryctl cost``: what an agent's model calls cost, summed from the store (SPEC §11).
 
 Every formation run keeps its calls per stage and model, priced when they were recorded
-(``pipeline.cost``); session-end consolidations, which have no run, keep theirs in usage
-records. Both are summed here, grouped by model, stage or day. A model without a price is
+(``pipeline.cost``); session-end consolidations, which have no run, and stage attempts that
+failed after their calls keep theirs in usage records. Both are summed here, grouped by model, stage or day. A model without a price is
 listed as unpriced beside the dollars, never counted as 0.
 """
 
@@ -41,7 +41,7 @@ def _items(store: Store, agent_id: str, since: datetime | None) -> Iterator[tupl
                 at = record.finished_at or record.started_at or run.created_at
                 yield name.split(":")[0], at.date().isoformat(), record.usage.by_model
     for record in store.list_usage(agent_id, since):
-        yield record.stage, record.at.date().isoformat(), record.by_model
+        yield record.stage.split(":")[0], record.at.date().isoformat(), record.by_model
 
 
 def cost_report(store: Store, agent_id: str, *, since: datetime | None = None, by: str = "model") -> dict[str, Any]:

@@ -336,13 +336,16 @@ class MemoryService:
         return keys
 
     def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
-        """Cost per scope key: the agent's every run and session-end consolidation; the user's
-        runs (those whose users include them); the session's runs and consolidations."""
+        """Cost per scope key: the agent's every run and usage record (session-end
+        consolidations, failed attempts); the user's runs (those whose users include them); the
+        session's runs and usage records."""
         runs = self.store.list_runs(agent_id=self.agent_id, limit=_ALL_RUNS)
         records = self.store.list_usage(self.agent_id)
         out = {scope_key("agent"): cost.of_runs(runs, records)}
         if user_id:
-            out[scope_key("user", user_id=user_id)] = cost.of_runs(r for r in runs if user_id in r.user_ids)
+            theirs = [r for r in runs if user_id in r.user_ids]
+            ids = {r.run_id for r in theirs}
+            out[scope_key("user", user_id=user_id)] = cost.of_runs(theirs, (r for r in records if r.run_id in ids))
         if session_id:
             out[scope_key("session", session_id=session_id)] = cost.of_runs(
                 (r for r in runs if r.session_id == session_id), (r for r in records if r.session_id == session_id))

@@ -145,11 +145,13 @@ class FormationRun(_Doc):
 
 
 class UsageRecord(_Doc):
-    """Model calls made outside any run (a session-end consolidation), priced when recorded."""
+    """Model calls no stage record holds, priced when recorded: a session-end consolidation
+    (no run), or a stage attempt that failed after its calls (its record keeps no usage)."""
 
     usage_id: str
     agent_id: str
     session_id: str | None = None
+    run_id: str | None = None
     stage: str                      # e.g. "consolidate_session"
     at: datetime
     by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)

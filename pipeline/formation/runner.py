@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,8 +30,11 @@ from pipeline.errors import PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
-from schemas.documents import FormationRun, LLMUsage, StageRecord
+from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
 from schemas.settings import Settings
+
+
+log = logging.getLogger("memory.formation")
 
 
 class Deps(Protocol):
@@ -149,7 +154,11 @@ def run_stage(
         return StageResult(run, output, reused=True, record=record)
     started = time.perf_counter()
     usage = Usage()
-    output = compute(run, usage)
+    try:
+        output = compute(run, usage)
+    except BaseException:
+        keep_spent(deps, run, stage, usage)
+        raise
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
@@ -163,6 +172,23 @@ def run_stage(
     if apply is not None:
         apply(run, output)
     return StageResult(run, output, reused=reused, record=done)
+
+
+def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:
+    """The calls of an attempt that failed after making them (an answer over its word limit
+    asked again until the attempts ran out, a store write that failed after the LLM answered)
+    were paid for: a usage record keeps them, since no stage record will. A failure to keep
+    them is logged, never raised over the stage's own error."""
+    if not usage.by_model:
+        return
+    try:
+        deps.store.record_usage(UsageRecord(
+            usage_id=uuid.uuid4().hex, agent_id=run.agent_id, session_id=run.session_id, run_id=run.run_id,
+            stage=stage, at=deps.clock.now(), by_model=usage.record(deps.settings.price_table()).by_model,
+        ))
+    except Exception as exc:  # noqa: BLE001 - logged; the stage's error is the one raised
+        log.warning("run %s: the calls of a failed %s attempt were not recorded (%s: %s)",
+                    run.run_id, stage, type(exc).__name__, exc)
 
 
 def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:

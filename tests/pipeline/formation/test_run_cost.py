@@ -127,3 +127,26 @@ def test_a_session_end_consolidation_records_its_usage_in_the_store(env):
     assert len(records) == 1 and records[0].stage == "consolidate_session" and records[0].session_id == "s-9"
     (row,) = records[0].by_model.values()
     assert row["calls"] == 1 and row["input_tokens"] > 0 and row["price"] == "unpriced"
+
+
+def test_the_calls_of_a_stage_attempt_that_failed_after_them_are_kept(env):
+    import pytest
+
+    from pipeline.formation.consolidation import OverWordLimit
+    from formation_helpers import blob_answer
+
+    env.settings.word_limit_session = 5
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(session=["The session was about a long plan"]))
+    env.llm.on("consolidate", blob_answer(("NOTES", ["far too many words for the limit of this scope"])))
+    run_id = env.new_run(ALICE_CHAT, reason="session_end")
+    env.through_reflections(run_id)
+    assert cs.consolidate(run_id, env).output["due"]
+    with pytest.raises(OverWordLimit):
+        cs.consolidate_scope(run_id, 0, env)
+    attempts = 1 + env.settings.consolidation_max_length_retries
+    [record] = env.store.list_usage("agent-1")
+    assert record.run_id == run_id and record.stage == "consolidate_scope:0" and record.session_id == "s-1"
+    (row,) = record.by_model.values()
+    assert row["calls"] == attempts and row["input_tokens"] > 0
+    assert env.store.get_run(run_id).stages["consolidate_scope:0"].usage.calls == 0  # no record holds them
