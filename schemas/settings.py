@@ -257,8 +257,8 @@ class Settings(BaseSettings):
         for model, price in value.items():
             if set(price) != {"input", "output"} or min(price.values()) < 0:
                 raise ValueError(
-                    f"MEMORY_PRICES[{model!r}]: give exactly \"input\" and \"output\", USD per million "
-                    f"tokens, not negative (got {price})")
+                    f"model {model!r}: give exactly \"input\" and \"output\", USD per million tokens, "
+                    "not negative")
         return value
 
     @field_validator("store_url", "broker_url", "result_backend")

@@ -119,3 +119,23 @@ def test_cost_refuses_a_since_it_cannot_read(store, settings, capsys):
         cli.main(["cost", "--agent", "a1", "--since", "a week"])
     assert exited.value.code == 2
     assert "expected a duration such as 7d, 12h or 30m, got 'a week'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prices, says", [
+    ('{"gpt-x": {"input": -1, "output": 2}}', "model 'gpt-x': give exactly \"input\" and \"output\""),
+    ('{"gpt-x": {"input": 1}}', "model 'gpt-x': give exactly \"input\" and \"output\""),
+    ("not json", "MEMORY_PRICES cannot be parsed"),
+])
+def test_a_price_table_it_cannot_use_is_one_clear_line(tmp_path, prices, says):
+    import os
+    import subprocess
+    import sys
+
+    from ops.procs import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update({"MEMORY_PRICES": prices, "MEMORY_STORE_URL": f"sqlite:///{tmp_path / 'm.db'}",
+                "PYTHONPATH": str(REPO_ROOT)})
+    result = subprocess.run([sys.executable, "-m", "ops.cli", "cost", "--agent", "a1"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
