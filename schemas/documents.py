@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
-RunStatus = Literal["claimed", "running", "done", "failed", "dead"]
+# erased: a user or session of the run was erased while it ran; it applied nothing after that
+RunStatus = Literal["claimed", "running", "done", "failed", "dead", "erased"]
 StageName = Literal[
     "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"
 ]
@@ -153,6 +154,9 @@ class Fact(_Doc):
     embedding_model: str | None = None
     source_session_id: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    # provenance: the humans whose messages it came from (an UPDATE adds the new source's);
+    # empty on a record stored before provenance (see ``pipeline.erasure`` for its rule)
+    source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
     updated_at: datetime | None = None
@@ -173,6 +177,10 @@ class Reflection(_Doc):
     scope_key: str
     content: str
     source_session_id: str | None = None
+    # provenance: the human messages of the run's range it was formed from, and their
+    # senders (empty on a record stored before provenance, see ``pipeline.erasure``)
+    source_message_ids: list[str] = Field(default_factory=list)
+    source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
     absorbed: bool = False

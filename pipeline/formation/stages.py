@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from pipeline import erasure
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup
@@ -259,23 +260,31 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
     message_ids = stage_output(run, EXTRACT_FACTS)["message_ids"]
     sources = _sources(run)
     model = output["embedding_model"]
+    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output["effects"] else []
+
+    def source_ids(index: int) -> list[str]:
+        return [sources[index].message_id] if sources else message_ids
+
     for effect in output["effects"]:
         if effect["op"] == "retire":
             store.retire_fact(effect["fact_id"], now, run.run_id)
         elif effect["op"] == "update":
+            ids = source_ids(effect["index"])
             store.update_fact(
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
                 embedding=_update_vector(output, effect["index"]), embedding_model=model,
                 run_id=run.run_id, now=now,
+                sources=(ids, erasure.message_sources(ids, claimed)),
             )
         else:
+            ids = source_ids(effect["index"])
             store.insert_fact(Fact(
                 fact_id=effect["fact_id"], agent_id=run.agent_id, scope=effect["scope"],
                 user_id=plan.user_id if effect["scope"] == "user" else None,
                 scope_key=effect["scope_key"], content=effect["text"], hash=effect["hash"],
                 embedding=vectors[effect["index"]], embedding_model=model,
-                source_session_id=run.session_id,
-                source_message_ids=[sources[effect["index"]].message_id] if sources else message_ids,
+                source_session_id=run.session_id, source_message_ids=ids,
+                source_user_ids=erasure.message_sources(ids, claimed),
                 source_run_id=run.run_id, formed_at=now,
             ))
     keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
@@ -328,15 +337,18 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
         now = deps.clock.now()
         items = [NewReflection.from_dict(r) for r in output["reflections"]]
-        deps.store.insert_reflections([
-            Reflection(
+        messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
+        reflections = []
+        for r in items:
+            # the run's human messages of the reflection's scope: its user's, or everyone's
+            ids, users = erasure.range_sources(messages, plan.user_id if r.scope == "user" else None)
+            reflections.append(Reflection(
                 reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
                 user_id=plan.user_id if r.scope == "user" else None,
                 session_id=run.session_id if r.scope == "session" else None,
                 scope_key=r.scope_key, content=r.text, source_session_id=run.session_id,
-                source_run_id=run.run_id, formed_at=now,
-            )
-            for r in items
-        ])
+                source_message_ids=ids, source_user_ids=users, source_run_id=run.run_id, formed_at=now,
+            ))
+        deps.store.insert_reflections(reflections)
 
     return run_stage(deps, run_id, EXTRACT_REFLECTIONS, compute, apply)

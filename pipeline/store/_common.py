@@ -8,17 +8,20 @@ make them atomic (a SQLite write transaction, or conditional Mongo updates).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from pipeline import trigger
+from pipeline.erasure import sole_human  # noqa: F401  (the adapters read it here)
 from pipeline.store.port import ClaimRule
 from schemas.documents import FormationRun, SessionState, StoredMessage
 
 ACTIVE_RUN_STATUSES = ("claimed", "running")
+# never reopened: formed, or erased while in flight (its user's data is gone)
+FINAL_RUN_STATUSES = ("done", "erased")
 
 # Extra collections beside pipeline.names.COLLECTIONS: named leases, and the persisted
 # context cache (one document per (session, user), so no user id ever becomes a field name).
@@ -225,18 +228,20 @@ def after_claim(session: SessionState, run: FormationRun) -> SessionState:
 FORGOTTEN_RUN_ERROR = "a user of this group session was forgotten: the range is formed again without them"
 
 
-def sole_human(user_id: str, humans: Iterable[str | None]) -> bool:
-    """Whether ``user_id`` is the only human a session ever had (a one-to-one chat): then every
-    message of it, replies included, is about that user."""
-    return {h for h in humans if h} <= {user_id}
+ERASED_RUN_ERROR = "the only user of this session was erased while the run was in flight: nothing applied"
 
 
-def forgotten_from_run(run: FormationRun, user_id: str) -> FormationRun:
-    """An unfinished run of a group session after one of its users is forgotten: the stage
-    outputs (which quote that user) are dropped and the run fails, so that the retry sweep (or
-    a replay, if it was dead) forms its range again from the messages that remain."""
+def forgotten_from_run(run: FormationRun, user_id: str, *, solo: bool = False) -> FormationRun:
+    """An unfinished run after one of its users is forgotten: the stage outputs (which quote
+    that user) are dropped. In a group session the run fails, so that the retry sweep (or a
+    replay, if it was dead) forms its range again from the messages that remain; the run of a
+    one-to-one session (``solo``) has nothing left to form and ends ``erased``: a stage still
+    in flight sees that and applies nothing (``pipeline.formation.runner``)."""
+    if solo:
+        status, error = "erased", ERASED_RUN_ERROR
+    else:
+        status, error = ("dead" if run.status == "dead" else "failed"), FORGOTTEN_RUN_ERROR
     return run.model_copy(update={
         "user_ids": [u for u in run.user_ids if u != user_id], "stages": {}, "totals": {},
-        "status": "dead" if run.status == "dead" else "failed", "error": FORGOTTEN_RUN_ERROR,
-        "lease_expires_at": None,
+        "status": status, "error": error, "lease_expires_at": None,
     })

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.erasure import Plan
 from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import escape_keys, to_doc
@@ -53,13 +54,16 @@ class MongoErasureMixin:
         # Runs that name the user quote them: finished ones go, and so does every run of a
         # one-to-one session; an unfinished run of a group session is emptied and failed, so
         # its range is formed again for the others.
+        in_flight = list(c.ACTIVE_RUN_STATUSES)
         runs = col("runs").delete_many({"$or": [
-            {"session_id": {"$in": list(solo)}}, {"user_ids": user_id, "status": "done"}], **scoped}).deleted_count
-        for doc in col("runs").find({"user_ids": user_id, **scoped}):
+            {"session_id": {"$in": list(solo)}, "status": {"$nin": in_flight}},
+            {"user_ids": user_id, "status": "done"}], **scoped}).deleted_count
+        for doc in col("runs").find({"$or": [{"user_ids": user_id}, {"session_id": {"$in": list(solo)}}], **scoped}):
             run = run_from(doc)
             col("sessions").update_one({"_id": run.session_id, "active_run_id": run.run_id},
                                        {"$set": {"active_run_id": None, "lease_expires_at": None}})
-            scrubbed = escape_keys(to_doc(c.forgotten_from_run(run, user_id), run.run_id))
+            forgotten = c.forgotten_from_run(run, user_id, solo=run.session_id in solo)
+            scrubbed = escape_keys(to_doc(forgotten, run.run_id))
             if doc.get("_claim_pending"):
                 scrubbed["_claim_pending"] = True  # still for reopen_run to adopt or drop
             runs += col("runs").replace_one({"_id": run.run_id, "status": {"$ne": "done"}}, scrubbed).matched_count
@@ -97,6 +101,15 @@ class MongoErasureMixin:
         lease = f"^{re.escape(LEASE_PREFIX + agent_id) if agent_id else re.escape(LEASE_PREFIX) + '.*'}:{re.escape(user_key)}$"
         counts["leases"] = col(c.LEASES).delete_many({"_id": {"$regex": lease}}).deleted_count
         return counts
+
+    def erase_memory(self, plan: Plan) -> None:
+        self.col("facts").delete_many({"_id": {"$in": plan.fact_ids}})
+        self.col("reflections").delete_many({"_id": {"$in": plan.reflection_ids}})
+        if plan.drop_blobs:
+            self.col("consolidated").delete_many(
+                {"$or": [{"agent_id": agent, "scope_key": key} for agent, key in plan.drop_blobs]})
+        for agent, keys in plan.changed_keys().items():
+            self.bump_scope_versions(agent, keys)
 
     def dump_all(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

@@ -51,6 +51,7 @@ class MongoMemoryMixin:
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime,
+        sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
     ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
@@ -66,7 +67,9 @@ class MongoMemoryMixin:
                     {"$set": {"content": content, "hash": hash,
                               "embedding": None if embedding is None else [float(x) for x in embedding],
                               "embedding_model": embedding_model, "updated_at": c.utc(now)},
-                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()}},
+                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
+                     "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
+                                   "source_user_ids": {"$each": list(sources[1])}}},
                 )
             except DuplicateKeyError:
                 return False  # the new text already exists in this scope

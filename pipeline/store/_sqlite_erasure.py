@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from pipeline.erasure import Plan
 from pipeline.store import _common as c
 from pipeline.store._sqlite_db import TABLES
 from pipeline.user_ids import lease_names_user, raw_names_user
@@ -89,11 +90,12 @@ class ErasureMixin:
                 run = FormationRun.model_validate_json(doc)
                 if agent_id is not None and run.agent_id != agent_id:
                     continue
-                if run.session_id in solo or (user_id in run.user_ids and run.status == "done"):
+                in_flight = run.status in c.ACTIVE_RUN_STATUSES
+                if (run.session_id in solo and not in_flight) or (user_id in run.user_ids and run.status == "done"):
                     conn.execute(f"DELETE FROM {t('runs')} WHERE run_id = ?", (run_id,))
-                elif user_id in run.user_ids:
+                elif user_id in run.user_ids or run.session_id in solo:
                     self._release(conn, run, watermark=False)
-                    self._put_run(conn, c.forgotten_from_run(run, user_id))
+                    self._put_run(conn, c.forgotten_from_run(run, user_id, solo=run.session_id in solo))
                 else:
                     continue
                 runs += 1
@@ -147,6 +149,19 @@ class ErasureMixin:
                 f"DELETE FROM {t('leases')} WHERE name IN ({_in(leases)})", leases,
             ).rowcount
         return counts
+
+    def erase_memory(self, plan: Plan) -> None:
+        t = self.db.t
+        with self.db.write() as conn:
+            for table, column, ids in (("facts", "fact_id", plan.fact_ids),
+                                       ("reflections", "reflection_id", plan.reflection_ids)):
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start:start + 500]
+                    conn.execute(f"DELETE FROM {t(table)} WHERE {column} IN ({_in(chunk)})", chunk)
+            conn.executemany(f"DELETE FROM {t('consolidated')} WHERE agent_id = ? AND scope_key = ?",
+                             plan.drop_blobs)
+            for agent, keys in plan.changed_keys().items():
+                self._bump(conn, agent, keys)
 
     def dump_all(self) -> dict[str, list[dict]]:
         conn = self.db.conn()

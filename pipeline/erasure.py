@@ -1,0 +1,214 @@
+"""Provenance-based erasure of one user (SPEC §11): what goes, which blobs are rebuilt, which
+stamps move, and the audit of what is left. Pure: plain documents in (``Store.dump_all``
+rows), a ``Plan`` out; the store executes it (``Store.erase_memory``) and
+``pipeline.formation.rebuild`` re-consolidates the blobs it names.
+
+The sources of a fact or reflection are the humans whose messages it came from:
+
+- its ``source_user_ids`` (set at formation: a fact's source message's sender, a reflection's
+  human senders of its scope's messages in the run's range);
+- a record stored before provenance has none: it is attributed by its source run's range while
+  that run record and its messages still exist (the senders of its ``source_message_ids``
+  there, or else every human sender of the range); an item of the user's own scope is theirs;
+  anything else is *unattributed*: left, and counted;
+- an item whose sources are only the user goes, with its history. An item that other users
+  share cannot be split (one text), so it goes too and is counted as ``shared``.
+
+A consolidated blob that absorbed a removed reflection (``consolidated_into`` on the
+reflection, ``absorbing_ids`` on the blob) is rebuilt from the absorbed reflections that
+remain; a blob with none left is deleted. The user's own scope and their one-to-one sessions
+are removed whole by ``Store.forget_user``; their blobs are not rebuilt here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from schemas.documents import StoredMessage, scope_key
+
+FACTS, REFLECTIONS, BLOBS = "facts", "reflections", "consolidated"
+
+
+def range_sources(messages: Sequence[StoredMessage], user_id: str | None = None) -> tuple[list[str], list[str]]:
+    """The human messages of a run's range a reflection came from (of ``user_id`` only, for a
+    reflection of that user's scope) and their senders: ``(message ids, user ids)``. An
+    offline rule or an LLM answer does not say which message a reflection rests on, so the
+    whole range of its scope is recorded."""
+    ids, users = [], []
+    for m in messages:
+        if m.role != "user" or not m.sender_id or (user_id is not None and m.sender_id != user_id):
+            continue
+        ids.append(m.message_id)
+        if m.sender_id not in users:
+            users.append(m.sender_id)
+    return ids, users
+
+
+def message_sources(message_ids: Iterable[str], messages: Sequence[StoredMessage]) -> list[str]:
+    """The senders of ``message_ids`` among ``messages``; an assistant turn (or a message no
+    longer found) stands for every human sender of ``messages``: it answered them."""
+    by_id = {m.message_id: m for m in messages}
+    everyone = range_sources(messages)[1]
+    users: list[str] = []
+    for mid in message_ids:
+        m = by_id.get(mid)
+        found = [m.sender_id] if m is not None and m.role == "user" and m.sender_id else everyone
+        users.extend(u for u in found if u not in users)
+    return users
+
+
+def sole_human(user_id: str, humans: Iterable[str | None]) -> bool:
+    """Whether ``user_id`` is the only human a session ever had (a one-to-one chat): then every
+    message of it, replies included, is about that user."""
+    return {h for h in humans if h} <= {user_id}
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A blob to re-consolidate from the absorbed reflections that remain."""
+
+    agent_id: str
+    scope_key: str
+    version: int
+    keep_ids: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    fact_ids: list[str] = field(default_factory=list)
+    reflection_ids: list[str] = field(default_factory=list)
+    rebuild: list[Rebuild] = field(default_factory=list)
+    drop_blobs: list[tuple[str, str]] = field(default_factory=list)  # (agent id, scope key)
+    stamps: dict[str, list[str]] = field(default_factory=dict)       # agent id -> scope keys to move
+    shared: int = 0        # removed items that other users shared too (not splittable)
+    unattributed: int = 0  # items without provenance that could not be attributed: left
+
+    def changed_keys(self) -> dict[str, list[str]]:
+        """agent id -> the scope keys whose stamps the removal moves (cached contexts and search
+        caches built over the removed items go stale)."""
+        keys = {agent: set(found) for agent, found in self.stamps.items()}
+        for agent, key in self.drop_blobs:
+            keys.setdefault(agent, set()).add(key)
+        return {agent: sorted(found) for agent, found in keys.items()}
+
+    def counts(self) -> dict[str, int]:
+        return {"facts_by_source": len(self.fact_ids), "reflections_by_source": len(self.reflection_ids),
+                "shared_deleted": self.shared, "unattributed": self.unattributed,
+                "blobs_rebuilt": len(self.rebuild), "blobs_deleted": len(self.drop_blobs)}
+
+
+def solo_sessions(user_id: str, dump: Mapping[str, Sequence[dict]]) -> set[str]:
+    """The sessions whose only human is ``user_id`` (removed whole by ``Store.forget_user``)."""
+    humans: dict[str, set] = {}
+    for s in dump.get("sessions", []):
+        humans.setdefault(s["session_id"], set()).update(s.get("users") or [])
+    for m in dump.get("messages", []):
+        if m.get("role") == "user":
+            humans.setdefault(m["session_id"], set()).add(m.get("sender_id"))
+    return {sid for sid, people in humans.items() if user_id in people and sole_human(user_id, people)}
+
+
+def _run_messages(dump: Mapping[str, Sequence[dict]]) -> dict[str, list[StoredMessage]]:
+    """run id -> the messages of its range, for the runs still stored."""
+    by_session: dict[str, list[dict]] = {}
+    for m in dump.get("messages", []):
+        by_session.setdefault(m.get("session_id"), []).append(m)
+    out = {}
+    for run in dump.get("runs", []):
+        if "run_id" not in run:
+            continue
+        rows = [m for m in by_session.get(run.get("session_id"), [])
+                if m.get("seq") is not None and run["seq_from"] <= m["seq"] <= run["seq_to"]]
+        out[run["run_id"]] = [StoredMessage.model_validate(m) for m in rows]
+    return out
+
+
+def sources(row: dict, run_messages: Mapping[str, Sequence[StoredMessage]]) -> set[str] | None:
+    """The humans ``row`` (a fact or reflection) came from; None when it cannot be told."""
+    if row.get("source_user_ids"):
+        return set(row["source_user_ids"])
+    key = row.get("scope_key") or ""
+    if key.startswith("user:"):
+        return {key.split(":", 1)[1]}
+    messages = run_messages.get(row.get("source_run_id") or "")
+    if not messages:
+        return None
+    found = message_sources(row.get("source_message_ids") or [], messages) or range_sources(messages)[1]
+    return set(found) or None
+
+
+def _in_scope(row: dict, agent_id: str | None) -> bool:
+    return agent_id is None or row.get("agent_id") == agent_id
+
+
+def plan(
+    user_id: str, dump: Mapping[str, Sequence[dict]], agent_id: str | None = None,
+    before: Mapping[str, Sequence[dict]] | None = None,
+) -> Plan:
+    """What erasing ``user_id`` (under ``agent_id``, or every agent) removes by provenance, from
+    the facts, reflections and blobs of ``dump``. Sessions, messages and runs are read from
+    ``before`` (a dump taken before ``Store.forget_user`` removed the user's messages and runs;
+    default ``dump``): the one-to-one sessions and the ranges of old records' runs."""
+    out = Plan()
+    before = dump if before is None else before
+    run_messages = _run_messages(before)
+    whole = {scope_key("session", session_id=s) for s in solo_sessions(user_id, before)}
+    whole.add(scope_key("user", user_id=user_id))
+    removed_reflections: dict[tuple[str, str], set[str]] = {}
+    for kind, id_field, ids in ((FACTS, "fact_id", out.fact_ids), (REFLECTIONS, "reflection_id", out.reflection_ids)):
+        for row in dump.get(kind, []):
+            if not _in_scope(row, agent_id):
+                continue
+            found = sources(row, run_messages)
+            if found is None:
+                out.unattributed += 1
+                continue
+            if user_id not in found:
+                continue
+            ids.append(row[id_field])
+            out.shared += len(found) > 1
+            out.stamps.setdefault(row["agent_id"], []).append(row["scope_key"])
+            if kind == REFLECTIONS and row.get("absorbed"):
+                removed_reflections.setdefault((row["agent_id"], row["scope_key"]), set()).add(row[id_field])
+    gone = set(out.reflection_ids)
+    for blob in dump.get(BLOBS, []):
+        key = (blob["agent_id"], blob["scope_key"])
+        if blob["scope_key"] in whole or not _in_scope(blob, agent_id):
+            continue
+        if not (removed_reflections.get(key) or gone & set(blob.get("absorbing_ids") or [])):
+            continue
+        keep = tuple(r["reflection_id"] for r in dump.get(REFLECTIONS, [])
+                     if (r["agent_id"], r["scope_key"]) == key and r.get("absorbed") and r["reflection_id"] not in gone)
+        if keep:
+            out.rebuild.append(Rebuild(blob["agent_id"], blob["scope_key"], int(blob.get("version") or 0), keep))
+        else:
+            out.drop_blobs.append(key)
+    return out
+
+
+def holder(user_id: str) -> str:
+    """The lease holder and ``last_run_id`` of an erasure's rebuilds: a hash, never the id."""
+    return "erasure:" + hashlib.sha256(user_id.encode()).hexdigest()[:16]
+
+
+def provenance_traces(dump: Mapping[str, Sequence[dict]], user_id: str, agent_id: str | None = None) -> list[str]:
+    """What still rests on ``user_id`` by provenance: a fact or reflection (any scope) among
+    whose sources they are, and a blob whose last merge counts a reflection that is gone. A
+    ``source_user_ids`` or user scope key naming them is an id field: ``pipeline.user_ids``
+    reports it, so only a record attributed through its run's messages is reported here."""
+    found = []
+    run_messages = _run_messages(dump)
+    for kind in (FACTS, REFLECTIONS):
+        for i, row in enumerate(dump.get(kind, [])):
+            if row.get("source_user_ids") or str(row.get("scope_key") or "").startswith("user:"):
+                continue
+            if _in_scope(row, agent_id) and user_id in (sources(row, run_messages) or ()):
+                found.append(f"{kind}[{i}]: sources include the user")
+    present = {r.get("reflection_id") for r in dump.get(REFLECTIONS, [])}
+    for i, blob in enumerate(dump.get(BLOBS, [])):
+        missing = [r for r in blob.get("absorbing_ids") or [] if r not in present]
+        if _in_scope(blob, agent_id) and missing:
+            found.append(f"{BLOBS}[{i}]: counts {len(missing)} removed reflection(s)")
+    return found
