@@ -11,7 +11,8 @@ In this order:
    messages and the group's session memory stay.
 2. ``pipeline.erasure.plan`` finds, by provenance, every fact and reflection in any scope
    (agent scope included) formed from the user's messages, and the blobs that absorbed such a
-   reflection. Each blob is merged again from its remaining absorbed reflections
+   reflection. Under the consolidation leases of those scope keys (no merge runs meanwhile),
+   each blob is merged again from its remaining absorbed reflections
    (``pipeline.formation.rebuild``, the LLM port); then ``Store.erase_memory`` deletes the items
    and the blobs with nothing left. A failure before that deletes nothing of the plan: running
    ``forget-user`` again finishes it.
@@ -56,16 +57,21 @@ def forget_user(
         raise InvalidInput("user", "a user id is required")
     if agent_id is not None and not agent_id.strip():
         raise InvalidInput("agent", "an empty agent id; use --all-agents to erase under every agent")
-    from pipeline.formation.rebuild import rebuild_blob
+    from pipeline.formation.rebuild import holding, rebuild_blob
 
     before = store.dump_all()
     counts = store.forget_user(user_id, agent_id)
-    plan = erasure.plan(user_id, store.dump_all(), agent_id, before=before)
     deps = _RebuildDeps(store, settings or get_settings(), llm, clock or Clock())
-    removed = set(plan.reflection_ids)
-    for target in plan.rebuild:
-        rebuild_blob(deps, target, removed, erasure.holder(user_id))
-    store.erase_memory(plan)
+    holder = erasure.holder(user_id)
+    # which keys change, from what was stored before; then, with no merge of them running, the
+    # plan of what is stored now (a merge may have absorbed a reflection meanwhile)
+    keys = erasure.plan(user_id, before, agent_id).lease_keys()
+    with holding(deps, keys, holder):
+        plan = erasure.plan(user_id, store.dump_all(), agent_id, before=before)
+        removed = set(plan.reflection_ids)
+        for target in plan.rebuild:
+            rebuild_blob(deps, target, removed, holder)
+        store.erase_memory(plan)
     return {**counts, **plan.counts()}
 
 

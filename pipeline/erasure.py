@@ -84,6 +84,14 @@ class Plan:
     stamps: dict[str, list[str]] = field(default_factory=dict)       # agent id -> scope keys to move
     shared: int = 0        # removed items that other users shared too (not splittable)
     unattributed: int = 0  # items without provenance that could not be attributed: left
+    whole_keys: set[str] = field(default_factory=set)  # the user's scope and one-to-one sessions'
+
+    def lease_keys(self) -> set[tuple[str, str]]:
+        """(agent id, scope key) of every blob or buffer the plan changes, outside the scope keys
+        ``Store.forget_user`` removes whole: no consolidation may merge them meanwhile."""
+        keys = {(agent, key) for agent, found in self.stamps.items() for key in found}
+        keys |= {(r.agent_id, r.scope_key) for r in self.rebuild} | set(self.drop_blobs)
+        return {(agent, key) for agent, key in keys if key not in self.whole_keys}
 
     def changed_keys(self) -> dict[str, list[str]]:
         """agent id -> the scope keys whose stamps the removal moves (cached contexts and search
@@ -156,6 +164,7 @@ def plan(
     run_messages = _run_messages(before)
     whole = {scope_key("session", session_id=s) for s in solo_sessions(user_id, before)}
     whole.add(scope_key("user", user_id=user_id))
+    out.whole_keys = whole
     removed_reflections: dict[tuple[str, str], set[str]] = {}
     for kind, id_field, ids in ((FACTS, "fact_id", out.fact_ids), (REFLECTIONS, "reflection_id", out.reflection_ids)):
         for row in dump.get(kind, []):

@@ -11,7 +11,8 @@ import pytest
 
 from ops.forget import forget_user, traces
 from pipeline.formation import consolidate_stages as cs
-from pipeline.formation import stages
+from pipeline.formation import rebuild, stages
+from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Usage
 from pipeline.llm.offline import OfflineLLM
 from pipeline.service import MemoryService
@@ -159,4 +160,20 @@ def test_a_run_in_flight_for_an_erased_user_applies_nothing_and_ends_erased(env)
     assert run.status == "erased" and run.stages == {}
     assert env.store.list_reflections("agent-1", "agent") == []
     assert cs.consolidate(run_id, env) is None  # the chain stops
+    assert traces(env.store.dump_all(), GONE) == []
+
+
+def test_erasure_waits_for_a_merge_of_the_same_scope_and_removes_nothing_of_the_plan_while_it_runs(env, monkeypatch):
+    _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"],
+          agent_reflection=["Quokka Hall has poor parking"])
+    assert env.store.acquire_lease("consolidate:agent-1:agent", "run-merging", env.clock.now(), 300)
+    monkeypatch.setattr(rebuild, "LEASE_WAIT_S", 0.0)
+
+    with pytest.raises(ScopeBusy, match="run forget-user again later"):
+        _erase(env)
+    assert [r.content for r in env.store.list_reflections("agent-1", "agent")] == ["Quokka Hall has poor parking"]
+
+    env.store.release_lease("consolidate:agent-1:agent", "run-merging")
+    counts = _erase(env)  # running it again finishes the erasure
+    assert counts["reflections_by_source"] == 1 and counts["facts_by_source"] == 1
     assert traces(env.store.dump_all(), GONE) == []
