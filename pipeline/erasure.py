@@ -1,62 +1,40 @@
-"""Provenance-based erasure of one user (SPEC §11): what goes, which blobs are rebuilt, which
-stamps move, and the audit of what is left. Pure: plain documents in (``Store.dump_all``
-rows), a ``Plan`` out; the store executes it (``Store.erase_memory``) and
-``pipeline.formation.rebuild`` re-consolidates the blobs it names.
+"""The erasure of one user (SPEC §9 ``forget-user``, §11 provenance), planned. Pure: plain
+documents in, a plan out; the stores only execute it.
 
+``forget_plan`` (``Store.forget_user``): the user's own scope and their one-to-one sessions go
+whole; which runs go and which stay emptied (failed, or ``erased`` while in flight), which
+rejected events, stamps and leases go. The store reads ``UserData`` (in its transaction,
+where it has one) and executes the ``ForgetPlan``.
+
+``plan`` (``Store.erase_memory``): what goes *by provenance*, in any scope, from
+``Store.dump_all`` rows; ``pipeline.formation.rebuild`` re-consolidates the blobs it names.
 The sources of a fact or reflection are the humans whose messages it came from:
 
-- its ``source_user_ids`` (set at formation: a fact's source message's sender, a reflection's
-  human senders of its scope's messages in the run's range);
+- its ``source_user_ids`` (set at formation, ``pipeline.sources``: a fact's source message's
+  sender, a reflection's human senders of its scope's messages in the run's range);
 - a record stored before provenance has none: it is attributed by its source run's range while
   that run record and its messages still exist (the senders of its ``source_message_ids``
-  there, or else every human sender of the range); an item of the user's own scope is theirs;
+  there, or else every human sender of the range); an item of a user's own scope is theirs;
   anything else is *unattributed*: left, and counted;
 - an item whose sources are only the user goes, with its history. An item that other users
   share cannot be split (one text), so it goes too and is counted as ``shared``.
 
 A consolidated blob that absorbed a removed reflection (``consolidated_into`` on the
 reflection, ``absorbing_ids`` on the blob) is rebuilt from the absorbed reflections that
-remain; a blob with none left is deleted. The user's own scope and their one-to-one sessions
-are removed whole by ``Store.forget_user``; their blobs are not rebuilt here.
+remain; a blob with none left is deleted. Blobs of the user's own scope and of their
+one-to-one sessions are removed whole, never rebuilt. ``provenance_traces`` is the audit.
 """
-
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from schemas.documents import StoredMessage, scope_key
+from pipeline.sources import message_sources, range_sources
+from pipeline.user_ids import LEASE_PREFIX, lease_names_user, raw_names_user
+from schemas.documents import ACTIVE_RUN_STATUSES, FormationRun, StoredMessage, scope_key
 
 FACTS, REFLECTIONS, BLOBS = "facts", "reflections", "consolidated"
-
-
-def range_sources(messages: Sequence[StoredMessage], user_id: str | None = None) -> tuple[list[str], list[str]]:
-    """The human messages of a run's range a reflection came from (of ``user_id`` only, for a
-    reflection of that user's scope) and their senders: ``(message ids, user ids)``. An
-    offline rule or an LLM answer does not say which message a reflection rests on, so the
-    whole range of its scope is recorded."""
-    ids, users = [], []
-    for m in messages:
-        if m.role != "user" or not m.sender_id or (user_id is not None and m.sender_id != user_id):
-            continue
-        ids.append(m.message_id)
-        if m.sender_id not in users:
-            users.append(m.sender_id)
-    return ids, users
-
-
-def message_sources(message_ids: Iterable[str], messages: Sequence[StoredMessage]) -> list[str]:
-    """The senders of ``message_ids`` among ``messages``; an assistant turn (or a message no
-    longer found) stands for every human sender of ``messages``: it answered them."""
-    by_id = {m.message_id: m for m in messages}
-    everyone = range_sources(messages)[1]
-    users: list[str] = []
-    for mid in message_ids:
-        m = by_id.get(mid)
-        found = [m.sender_id] if m is not None and m.role == "user" and m.sender_id else everyone
-        users.extend(u for u in found if u not in users)
-    return users
 
 
 def sole_human(user_id: str, humans: Iterable[str | None]) -> bool:
@@ -65,6 +43,86 @@ def sole_human(user_id: str, humans: Iterable[str | None]) -> bool:
     return {h for h in humans if h} <= {user_id}
 
 
+# ---------------------------------------------------------------- the user's own data -------
+FORGOTTEN_RUN_ERROR = "a user of this group session was forgotten: the range is formed again without them"
+ERASED_RUN_ERROR = "the only user of this session was erased while the run was in flight: nothing applied"
+
+
+def forgotten_from_run(run: FormationRun, user_id: str, *, solo: bool = False) -> FormationRun:
+    """An unfinished run after one of its users is forgotten: the stage outputs (which quote
+    that user) are dropped. In a group session the run fails, so that the retry sweep (or a
+    replay, if it was dead) forms its range again from the messages that remain; the run of a
+    one-to-one session (``solo``) has nothing left to form and ends ``erased``: a stage still
+    in flight sees that and applies nothing (``pipeline.formation.runner``)."""
+    if solo:
+        status, error = "erased", ERASED_RUN_ERROR
+    else:
+        status, error = ("dead" if run.status == "dead" else "failed"), FORGOTTEN_RUN_ERROR
+    return run.model_copy(update={
+        "user_ids": [u for u in run.user_ids if u != user_id], "stages": {}, "totals": {},
+        "status": status, "error": error, "lease_expires_at": None,
+    })
+
+
+@dataclass(frozen=True)
+class UserData:
+    """What a store reads (in its erasure transaction, where it has one) for ``forget_plan``."""
+
+    sessions: Mapping[str, str]                      # every session the user was in -> its agent
+    humans: Mapping[str, Iterable[str | None]]       # session -> its user list and user senders
+    runs: Sequence[FormationRun]                     # at least those naming the user or of those sessions
+    rejected: Sequence[tuple[str, str | None, str]]  # (rejection id, agent id, raw payload)
+    stamped: Iterable[str] = ()                      # agents holding a stamp of the user's scope key
+    leases: Iterable[str] = ()                       # lease names
+
+
+@dataclass
+class ForgetPlan:
+    """What ``Store.forget_user`` removes or rewrites; the stores execute it as it says."""
+
+    user_key: str
+    solo: dict[str, str]        # one-to-one sessions (-> agent): they go whole
+    group: list[str]            # group sessions: the user's messages and id go, the rest stays
+    delete_runs: list[str]
+    rewrite_runs: list[FormationRun]  # emptied runs that stay: failed (group) or erased (in flight)
+    rejected_ids: list[str]
+    stamps: dict[str, list[str]]  # agent -> scope keys whose stamps move (caches go stale)
+    leases: list[str]
+
+    @property
+    def session_ids(self) -> list[str]:
+        return [*self.solo, *self.group]
+
+
+def forget_plan(user_id: str, agent_id: str | None, data: UserData) -> ForgetPlan:
+    """The scope-wide part of erasing ``user_id`` under ``agent_id`` (None: every agent).
+
+    One-to-one sessions go whole (messages, session memory, finished runs); a run in flight
+    there ends ``erased``. Group sessions keep what the others said and formed: their finished
+    runs that name the user go, an unfinished one is emptied and failed. Rejected events whose
+    payload names the user go. The user's stamp goes, and the agent and session stamps move."""
+    solo = {sid: agent for sid, agent in data.sessions.items() if sole_human(user_id, data.humans.get(sid, ()))}
+    delete_runs, rewrite_runs = [], []
+    for run in data.runs:
+        if agent_id is not None and run.agent_id != agent_id:
+            continue
+        in_flight = run.status in ACTIVE_RUN_STATUSES
+        if (run.session_id in solo and not in_flight) or (user_id in run.user_ids and run.status == "done"):
+            delete_runs.append(run.run_id)
+        elif user_id in run.user_ids or run.session_id in solo:
+            rewrite_runs.append(forgotten_from_run(run, user_id, solo=run.session_id in solo))
+    rejected = [rid for rid, owner, raw in data.rejected
+                if (agent_id is None or owner in (None, agent_id)) and raw_names_user(raw, user_id)]
+    agents = {agent_id} if agent_id else set(data.stamped) | set(data.sessions.values())
+    stamps = {agent: ["agent"] + [scope_key("session", session_id=s) for s, a in data.sessions.items() if a == agent]
+              for agent in agents}
+    leases = [name for name in data.leases if lease_names_user(name, user_id)
+              and (not agent_id or name.startswith(f"{LEASE_PREFIX}{agent_id}:"))]
+    return ForgetPlan(scope_key("user", user_id=user_id), solo, [s for s in data.sessions if s not in solo],
+                      delete_runs, rewrite_runs, rejected, stamps, leases)
+
+
+# ---------------------------------------------------------------- provenance ----------------
 @dataclass(frozen=True)
 class Rebuild:
     """A blob to re-consolidate from the absorbed reflections that remain."""

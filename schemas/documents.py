@@ -17,6 +17,9 @@ Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
 # erased: a user or session of the run was erased while it ran; it applied nothing after that
 RunStatus = Literal["claimed", "running", "done", "failed", "dead", "erased"]
+ACTIVE_RUN_STATUSES = ("claimed", "running")
+# never reopened: formed, or erased while in flight (its user's data is gone)
+FINAL_RUN_STATUSES = ("done", "erased")
 StageName = Literal[
     "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"
 ]

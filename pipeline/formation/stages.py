@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from pipeline import erasure
+from pipeline import sources as provenance_sources
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup
@@ -274,7 +274,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
                 embedding=_update_vector(output, effect["index"]), embedding_model=model,
                 run_id=run.run_id, now=now,
-                sources=(ids, erasure.message_sources(ids, claimed)),
+                sources=(ids, provenance_sources.message_sources(ids, claimed)),
             )
         else:
             ids = source_ids(effect["index"])
@@ -284,7 +284,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
                 scope_key=effect["scope_key"], content=effect["text"], hash=effect["hash"],
                 embedding=vectors[effect["index"]], embedding_model=model,
                 source_session_id=run.session_id, source_message_ids=ids,
-                source_user_ids=erasure.message_sources(ids, claimed),
+                source_user_ids=provenance_sources.message_sources(ids, claimed),
                 source_run_id=run.run_id, formed_at=now,
             ))
     keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
@@ -341,7 +341,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         reflections = []
         for r in items:
             # the run's human messages of the reflection's scope: its user's, or everyone's
-            ids, users = erasure.range_sources(messages, plan.user_id if r.scope == "user" else None)
+            ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
             reflections.append(Reflection(
                 reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
                 user_id=plan.user_id if r.scope == "user" else None,

@@ -15,13 +15,11 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from pipeline import trigger
-from pipeline.erasure import sole_human  # noqa: F401  (the adapters read it here)
 from pipeline.store.port import ClaimRule
-from schemas.documents import FormationRun, SessionState, StoredMessage
+from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
+    ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, FormationRun, SessionState, StoredMessage,
+)
 
-ACTIVE_RUN_STATUSES = ("claimed", "running")
-# never reopened: formed, or erased while in flight (its user's data is gone)
-FINAL_RUN_STATUSES = ("done", "erased")
 
 # Extra collections beside pipeline.names.COLLECTIONS: named leases, and the persisted
 # context cache (one document per (session, user), so no user id ever becomes a field name).
@@ -222,26 +220,3 @@ def after_claim(session: SessionState, run: FormationRun) -> SessionState:
             "lease_expires_at": run.lease_expires_at,
         }
     )
-
-
-# ---------------------------------------------------------------------- forget-user ----------
-FORGOTTEN_RUN_ERROR = "a user of this group session was forgotten: the range is formed again without them"
-
-
-ERASED_RUN_ERROR = "the only user of this session was erased while the run was in flight: nothing applied"
-
-
-def forgotten_from_run(run: FormationRun, user_id: str, *, solo: bool = False) -> FormationRun:
-    """An unfinished run after one of its users is forgotten: the stage outputs (which quote
-    that user) are dropped. In a group session the run fails, so that the retry sweep (or a
-    replay, if it was dead) forms its range again from the messages that remain; the run of a
-    one-to-one session (``solo``) has nothing left to form and ends ``erased``: a stage still
-    in flight sees that and applies nothing (``pipeline.formation.runner``)."""
-    if solo:
-        status, error = "erased", ERASED_RUN_ERROR
-    else:
-        status, error = ("dead" if run.status == "dead" else "failed"), FORGOTTEN_RUN_ERROR
-    return run.model_copy(update={
-        "user_ids": [u for u in run.user_ids if u != user_id], "stages": {}, "totals": {},
-        "status": status, "error": error, "lease_expires_at": None,
-    })
