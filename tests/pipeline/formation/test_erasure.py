@@ -49,7 +49,7 @@ def _erase(env, user=GONE, agent_id=None):
 
 def _seen_by_kept(env) -> str:
     service = _service(env)
-    context = service.get_memory_context(session_id="s-kept", user_id=KEPT, force_refresh=True)
+    context = service.get_memory_context(session_id="s-kept", user_id=KEPT)  # cached if still fresh
     found = service.search_facts("Quokka Hall venue parking", session_id="s-kept", user_id=KEPT)
     return context + json.dumps(found)
 
@@ -92,7 +92,7 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
     assert blob.absorbing_ids == [kept[0].reflection_id]
     assert env.store.get_blob("agent-2", "agent") is None
     assert (counts["blobs_rebuilt"], counts["blobs_deleted"]) == (1, 1)
-    assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT, force_refresh=True)
+    assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)
 
 
 def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_others_own_fact_stays(env):
