@@ -13,7 +13,8 @@ def range_sources(messages: Sequence[StoredMessage], user_id: str | None = None)
     """The human messages of a run's range a reflection came from (of ``user_id`` only, for a
     reflection of that user's scope) and their senders: ``(message ids, user ids)``. An
     offline rule or an LLM answer does not say which message a reflection rests on, so the
-    whole range of its scope is recorded."""
+    whole range of its scope is recorded. A range where no human spoke (the assistant's turns
+    only) came from the humans it was addressed to: the messages' declared session users."""
     ids, users = [], []
     for m in messages:
         if m.role != "user" or not m.sender_id or (user_id is not None and m.sender_id != user_id):
@@ -21,6 +22,9 @@ def range_sources(messages: Sequence[StoredMessage], user_id: str | None = None)
         ids.append(m.message_id)
         if m.sender_id not in users:
             users.append(m.sender_id)
+    if not ids:
+        declared = dict.fromkeys(u for m in messages for u in m.session_users)
+        users = [u for u in declared if user_id is None or u == user_id]
     return ids, users
 
 

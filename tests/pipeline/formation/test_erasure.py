@@ -177,3 +177,14 @@ def test_erasure_waits_for_a_merge_of_the_same_scope_and_removes_nothing_of_the_
     counts = _erase(env)  # running it again finishes the erasure
     assert counts["reflections_by_source"] == 1 and counts["facts_by_source"] == 1
     assert traces(env.store.dump_all(), GONE) == []
+
+
+def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
+    env.llm.on("extract_facts", facts(), times=1)
+    env.llm.on("extract_reflections", reflections(agent=["Quokka Hall tours run on Fridays"]), times=1)
+    run_id = env.new_run([("assistant", None, "Quokka Hall tours run on Fridays")], session_id="s-gone", users=(GONE,))
+    env.through_reflections(run_id)
+    assert [r.source_user_ids for r in env.store.list_reflections("agent-1", "agent")] == [[GONE]]
+
+    assert _erase(env)["reflections_by_source"] == 1
+    assert env.store.list_reflections("agent-1", "agent") == []
