@@ -68,9 +68,8 @@ def forget_user(
     keys = erasure.plan(user_id, before, agent_id).lease_keys()
     with holding(deps, keys, holder):
         plan = erasure.plan(user_id, store.dump_all(), agent_id, before=before)
-        removed = set(plan.reflection_ids)
         for target in plan.rebuild:
-            rebuild_blob(deps, target, removed, holder)
+            rebuild_blob(deps, target, holder)
         store.erase_memory(plan)
     return {**counts, **plan.counts()}
 

@@ -125,11 +125,10 @@ def forget_plan(user_id: str, agent_id: str | None, data: UserData) -> ForgetPla
 # ---------------------------------------------------------------- provenance ----------------
 @dataclass(frozen=True)
 class Rebuild:
-    """A blob to re-consolidate from the absorbed reflections that remain."""
+    """A blob to re-consolidate from the absorbed reflections that remain (``keep_ids``)."""
 
     agent_id: str
     scope_key: str
-    version: int
     keep_ids: tuple[str, ...]
 
 
@@ -169,10 +168,10 @@ def solo_sessions(user_id: str, dump: Mapping[str, Sequence[dict]]) -> set[str]:
     """The sessions whose only human is ``user_id`` (removed whole by ``Store.forget_user``)."""
     humans: dict[str, set] = {}
     for s in dump.get("sessions", []):
-        humans.setdefault(s["session_id"], set()).update(s.get("users") or [])
+        humans.setdefault(s.get("session_id") or s.get("_id"), set()).update(s.get("users") or [])
     for m in dump.get("messages", []):
         if m.get("role") == "user":
-            humans.setdefault(m["session_id"], set()).add(m.get("sender_id"))
+            humans.setdefault(m.get("session_id"), set()).add(m.get("sender_id"))
     return {sid for sid, people in humans.items() if user_id in people and sole_human(user_id, people)}
 
 
@@ -249,7 +248,7 @@ def plan(
         keep = tuple(r["reflection_id"] for r in dump.get(REFLECTIONS, [])
                      if (r["agent_id"], r["scope_key"]) == key and r.get("absorbed") and r["reflection_id"] not in gone)
         if keep:
-            out.rebuild.append(Rebuild(blob["agent_id"], blob["scope_key"], int(blob.get("version") or 0), keep))
+            out.rebuild.append(Rebuild(blob["agent_id"], blob["scope_key"], keep))
         else:
             out.drop_blobs.append(key)
     return out

@@ -12,7 +12,7 @@ by compare-and-set and names the reflections it absorbed. Which blobs:
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from pipeline.erasure import Rebuild
@@ -49,13 +49,14 @@ def holding(deps: Deps, keys: Iterable[tuple[str, str]], holder: str) -> Iterato
             store.release_lease(name, holder)
 
 
-def rebuild_blob(deps: Deps, target: Rebuild, removed: Collection[str], holder: str) -> dict:
-    """Merge ``target``'s blob again without the ``removed`` reflection ids. The caller holds
-    the scope key's consolidation lease (``holding``)."""
+def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
+    """Merge ``target``'s blob again from its ``keep_ids`` reflections alone. The caller holds
+    the scope key's consolidation lease (``holding``), so they are still what the plan read."""
     store, settings = deps.store, deps.settings
     agent_id, key = target.agent_id, target.scope_key
     blob = store.get_blob(agent_id, key)
-    keep = [r for r in store.list_reflections(agent_id, key) if r.absorbed and r.reflection_id not in removed]
+    wanted = set(target.keep_ids)
+    keep = [r for r in store.list_reflections(agent_id, key) if r.reflection_id in wanted]
     if blob is None or not keep:
         return {"scope_key": key, "status": "nothing_to_rebuild"}
     scope = rules.scope_of_key(key)
