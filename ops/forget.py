@@ -15,7 +15,8 @@ In this order:
    each blob is merged again from its remaining absorbed reflections
    (``pipeline.formation.rebuild``, the LLM port); then ``Store.erase_memory`` deletes the items
    and the blobs with nothing left. A failure before that deletes nothing of the plan: running
-   ``forget-user`` again finishes it.
+   ``forget-user`` again finishes it. A second look removes what a stage applied meanwhile
+   (one that checked its run just before step 1 ended it).
 
 ``traces`` scans a full dump for any id field that still names the user, and for anything
 that still rests on the user by provenance (``pipeline.erasure.provenance_traces``).
@@ -66,12 +67,17 @@ def forget_user(
     # which keys change, from what was stored before; then, with no merge of them running, the
     # plan of what is stored now (a merge may have absorbed a reflection meanwhile)
     keys = erasure.plan(user_id, before, agent_id).lease_keys()
+    found: dict[str, int] = {}
     with holding(deps, keys, holder):
-        plan = erasure.plan(user_id, store.dump_all(), agent_id, before=before)
-        for target in plan.rebuild:
-            rebuild_blob(deps, target, holder)
-        store.erase_memory(plan)
-    return {**counts, **plan.counts()}
+        # The second look: a stage that saw its run still active just before ``forget_user``
+        # ended it applies its effects a moment later, possibly after the first look's dump.
+        for _ in range(2):
+            plan = erasure.plan(user_id, store.dump_all(), agent_id, before=before)
+            for target in plan.rebuild:
+                rebuild_blob(deps, target, holder)
+            store.erase_memory(plan)
+            found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
+    return {**counts, **found}
 
 
 def traces(dump: dict[str, list[dict]], user_id: str, agent_id: str | None = None) -> list[str]:

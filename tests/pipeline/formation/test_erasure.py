@@ -188,3 +188,23 @@ def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
 
     assert _erase(env)["reflections_by_source"] == 1
     assert env.store.list_reflections("agent-1", "agent") == []
+
+
+def test_an_effect_a_stage_applies_while_the_erasure_reads_the_store_is_removed_too(env):
+    _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"])
+    fact = env.live_facts(scope_key="agent")[0]
+    dump_all, dumps = env.store.dump_all, []
+
+    def dump_then_a_late_effect():
+        out = dump_all()
+        dumps.append(1)
+        if len(dumps) == 2:  # a stage that checked its run just before the erasure ended it
+            env.store.insert_fact(fact.model_copy(update={"fact_id": "run-late:0", "hash": "h-late",
+                                                          "content": "Quokka Hall has a stage"}))
+        return out
+
+    env.store.dump_all = dump_then_a_late_effect
+    counts = _erase(env)
+
+    assert env.store.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
+    assert traces(dump_all(), GONE) == []
