@@ -24,7 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"forgot user {args.user} under {scope}:")
         for name, count in sorted(counts.items()):
-            print(f"  {name:<16} {count:>8}")
+            print(f"  {name:<22} {count:>8}")
         if left is not None:
             print(f"  traces left: {len(left)}" + (f" ({', '.join(left[:10])})" if left else ""))
     return 1 if left else 0
