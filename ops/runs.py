@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.embeddings.port import Embedder
 from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from schemas.documents import STAGES, FormationRun
 
 REPLAYABLE = ("failed", "dead")
@@ -111,7 +112,7 @@ def replay_failed(
         if reopened is None:
             skipped.append({"run_id": run.run_id, "reason": _why_not_reopened(store, run.run_id, now)})
             continue
-        start(reopened.run_id)
+        start_runs(store, [reopened.run_id], start, now)  # released again if it cannot start
         replayed.append(reopened.run_id)
     return {"replayed": replayed, "skipped": skipped}
 

@@ -274,7 +274,13 @@ def end_session(
 ) -> IngestResult:
     """Mark the session ended and claim whatever is unformed. Repeating it changes nothing
     once that range is claimed. A session of another agent is left alone and the event is
-    recorded as rejected."""
+    recorded as rejected. A session whose humans were declared but which has no message yet
+    is left open and reported unknown, like a session never seen: the end is delivered again
+    after its messages (which it must form at once, not one run per late message)."""
+    known = store.get_session(event.session_id)
+    if known is not None and known.last_seq == 0 and known.agent_id == event.agent_id:
+        return IngestResult(status="accepted", event_id=event.event_id, kind=event.type,
+                            session_id=event.session_id, session_unknown=True)
     try:
         session = store.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
     except InvalidInput as refused:

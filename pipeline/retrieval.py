@@ -196,14 +196,12 @@ def search_facts(
     *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
     agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
     debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
-    extra_users: Sequence[str] = (),
 ) -> list[dict[str, Any]] | dict[str, Any]:
     """Results ``[{id, content, scope, formed_at, age, score}]``, best first.
 
     With ``debug`` the answer is ``{"results": [...], "debug": {...}}`` with every stage's
     timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
-    ``extra_users`` are humans known to be in the session beyond the stored ones (the
-    group-chat rule counts them).
+    Visibility (the group-chat rule) comes from the session's humans as stored.
     """
     start = time.perf_counter()
     queries = normalize_queries(query)
@@ -214,7 +212,7 @@ def search_facts(
     session = store.get_session(session_id)
     view = context.visibility(
         settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
-        session_users=[*(session.users if session else ()), *extra_users],
+        session_users=session.users if session else (),
     )
     scope_keys = view.fact_scope_keys if view.search_offered else ()
     timings["visibility"] = _ms(t)

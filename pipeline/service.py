@@ -20,12 +20,13 @@ injected (tests, or a runtime that already holds them).
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from pipeline import context, retrieval
 from pipeline.clock import Clock
@@ -33,24 +34,26 @@ from pipeline.errors import InvalidInput
 from pipeline.packing import pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
+from pipeline.sweep import start_runs
 from pipeline.text import word_count
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
-from schemas.events import SCHEMA_VERSION, MessageAdded, Rejection, parse_event
+from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
 #: at most this many buffered reflections per scope are shown (the newest)
 MAX_RECENT_REFLECTIONS = 20
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
+_USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 
 
 def _default_run_starter(run_id: str) -> None:
     """Start a claimed run's chain on the worker queues (Celery lives in ``workers/``)."""
     from pipeline import names
-    from workers.app import app
+    from workers.dispatch import send
 
-    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
 class MemoryService:
@@ -68,8 +71,6 @@ class MemoryService:
         self.clock = clock or Clock()
         self._given = {"store": store, "search": search, "embedder": embedder, "publisher": publisher}
         self._run_starter = run_starter or _default_run_starter
-        self._declared: dict[str, set[str]] = {}   # session -> humans declared at start
-        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- clients -------------
     @cached_property
@@ -105,16 +106,13 @@ class MemoryService:
         return CeleryPublisher()
 
     # ----------------------------------------------------------------- visibility ----------
-    def _declared_users(self, session_id: str) -> list[str]:
-        with self._lock:
-            return sorted(self._declared.get(session_id, ()))
-
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
+        """Who may see what here, from the session's humans as stored: every process that
+        shares the store decides alike (SPEC §11)."""
         session = self.store.get_session(session_id)
-        users = [*(session.users if session else ()), *self._declared_users(session_id)]
         return context.visibility(
             self.settings, self.store.get_agent_settings(self.agent_id),
-            session_id=session_id, user_id=user_id, session_users=users,
+            session_id=session_id, user_id=user_id, session_users=session.users if session else (),
         )
 
     # ----------------------------------------------------------------- context -------------
@@ -182,7 +180,7 @@ class MemoryService:
         return retrieval.search_facts(
             store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
             clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-            query=query, top_k=top_k, debug=debug, extra_users=self._declared_users(session_id),
+            query=query, top_k=top_k, debug=debug,
         )
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
@@ -203,7 +201,7 @@ class MemoryService:
         one bad message rejects the call before anything is published. Returns how many
         events were published."""
         _require("session_id", session_id)
-        users = list(session_users) if session_users is not None else self._declared_users(session_id)
+        users = list(session_users or ())  # the store merges them with the declared humans
         events = [
             self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
             for i, m in enumerate(messages)
@@ -246,13 +244,14 @@ class MemoryService:
         return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
     def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
-        """Remember the session's humans (so the group-chat rule holds before its first
-        message is stored) and warm each user's context cache."""
+        """Store the session's humans on the session (merged with those already known), so
+        that every process and the formation apply the group-chat rule before its first
+        message is stored, and warm each user's context cache. A session id of another agent
+        is refused (``InvalidInput``)."""
         _require("session_id", session_id)
-        humans = {u for u in user_ids if isinstance(u, str) and u}
-        with self._lock:
-            self._declared.setdefault(session_id, set()).update(humans)
-        for user in sorted(humans) or [None]:
+        humans = _user_ids(user_ids)
+        self.store.declare_session_users(session_id, self.agent_id, humans)
+        for user in humans or [None]:
             self.get_memory_context(session_id=session_id, user_id=user)
 
     def on_session_end(self, *, session_id: str) -> None:
@@ -261,17 +260,17 @@ class MemoryService:
         now = self.clock.now()
         self.publisher.publish([{
             "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, ""), "agent_id": self.agent_id,
+            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
             "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
         }])
-        with self._lock:
-            self._declared.pop(session_id, None)
 
     def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
         with the cold rule (atomically, exactly as beat's sweep does, so the two never both
         win) and start the run's chain. Returns the run id, or None when the session is not
-        cold, has too few unformed messages, or another claim holds it."""
+        cold, has too few unformed messages, or another claim holds it. Raises
+        ``TransientError`` when the broker did not take the run; the claim is then released
+        (the run is ``failed``) and beat's stale-run retry starts it."""
         _require("session_id", session_id)
         session = self.store.get_session(session_id)
         if session is None or session.agent_id != self.agent_id:
@@ -283,7 +282,7 @@ class MemoryService:
         )
         if run is None:
             return None
-        self._run_starter(run.run_id)
+        start_runs(self.store, [run.run_id], self._run_starter, now)
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------
@@ -381,6 +380,19 @@ class MemoryService:
 def _require(field: str, value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
+
+
+def _user_ids(user_ids: Sequence[str]) -> list[str]:
+    """The declared humans, each checked as an event's ``session_users`` entry is, in order,
+    without repeats."""
+    if isinstance(user_ids, (str, bytes)) or not isinstance(user_ids, Sequence):
+        raise InvalidInput("user_ids", f"expected a list of user ids, got {type(user_ids).__name__}")
+    for i, user in enumerate(user_ids):
+        try:
+            _USER_ID.validate_python(user)
+        except ValidationError as exc:
+            raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
+    return list(dict.fromkeys(user_ids))
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -8,9 +8,11 @@ sweeps racing on one session claim its range once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pipeline.errors import TransientError
 from pipeline.store.port import Store
 from pipeline.trigger import cold_rule, new_run
 from schemas.settings import Settings
@@ -88,3 +90,33 @@ def retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryRe
     if result.run_ids or result.dead:
         log.info("stale runs: %d reopened, %d dead", len(result.run_ids), len(result.dead))
     return result
+
+
+def start_runs(store: Store, run_ids: Sequence[str], start: Callable[[str], None], now: datetime) -> None:
+    """Start each claimed run with ``start(run_id)`` (its first stage's send).
+
+    A run whose start fails (the broker did not take it) would stay ``claimed``, its session
+    held, until its lease expires. Instead that run and every one after it is marked ``failed``
+    with the reason, which releases its session's claim; beat's stale-run retry starts it
+    again. The error is raised again, naming those runs."""
+    for i, run_id in enumerate(run_ids):
+        try:
+            start(run_id)
+        except Exception as exc:
+            left = list(run_ids[i:])
+            reason = f"not started: {type(exc).__name__}: {exc}"
+            try:
+                for other in left:
+                    store.fail_run(other, reason, now, dead=False)
+            except Exception as store_exc:  # noqa: BLE001 - said below; the send's error is raised
+                log.error("%d run(s) claimed but not started (%s) and not released either (%s: %s): the "
+                          "stale-run retry starts them once their lease expires", len(left), reason,
+                          type(store_exc).__name__, store_exc)
+                raise exc from store_exc
+            log.warning("%d run(s) claimed but not started, marked failed for the stale-run retry: %s (%s)",
+                        len(left), ", ".join(left), reason)
+            if isinstance(exc, TransientError):
+                raise TransientError(
+                    f"{exc}; run(s) {', '.join(left)} marked failed, the stale-run retry starts them again"
+                ) from exc
+            raise

@@ -90,7 +90,8 @@ class SessionState(_Doc):
     users: list[str] = Field(default_factory=list)  # every human seen in the session
     max_tier: int = 0
     preview: bool = False
-    ended_at: datetime | None = None
+    ended_at: datetime | None = None  # set while ended; a message created later reopens it
+    ended_history: list[datetime] = Field(default_factory=list)  # every end time, oldest first
     duplicates: int = 0               # duplicate events seen (counted, no effect)
 
 

@@ -13,8 +13,10 @@ import re
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from schemas import urls
 
 Scope = Literal["agent", "user", "session"]
 
@@ -23,8 +25,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
 
     # --- storage -------------------------------------------------------------------------
+    # the store's password, percent-encoded into MEMORY_STORE_URL (which then carries none)
+    store_password: str | None = None
     # sqlite:///path (embedded; relative to the current folder) or mongodb://host/db
-    store_url: str = "sqlite:///memory.db"
+    store_url: str = Field(default="sqlite:///memory.db", validate_default=True)
     # prefix of every collection (MongoDB) or table (SQLite)
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
@@ -33,10 +37,12 @@ class Settings(BaseSettings):
     atlas_index_wait_s: float = Field(default=300.0, ge=0)
 
     # --- broker --------------------------------------------------------------------------
+    # the broker's password, percent-encoded into MEMORY_BROKER_URL (which then carries none)
+    broker_password: str | None = None
     # Redis of the task queues
-    broker_url: str = "redis://localhost:6379/0"
-    # Celery result backend
-    result_backend: str = "redis://localhost:6379/1"
+    broker_url: str = Field(default="redis://localhost:6379/0", validate_default=True)
+    # None: no task result is ever read (every send ignores it), so no result backend runs
+    result_backend: str | None = None
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
     broker_visibility_timeout_s: int = Field(default=3600, gt=0)
     # Producer side: how long publishing may retry while the broker is unreachable.
@@ -239,6 +245,19 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"pattern {i} ({pattern!r}) is not a valid regular expression: {exc}") from None
         return value
+
+    @field_validator("store_url", "broker_url", "result_backend")
+    @classmethod
+    def _url_with_password(cls, url: str | None, info: ValidationInfo) -> str | None:
+        """A URL whose user or password holds a raw reserved character is refused, naming the
+        setting; a password given on its own is percent-encoded into its URL (``schemas.urls``)."""
+        if url is None:
+            return None
+        setting = f"MEMORY_{info.field_name.upper()}"
+        if not info.field_name.endswith("_url"):  # the result backend has no password setting
+            return urls.check_url(setting, url)
+        password_field = info.field_name.replace("_url", "_password")
+        return urls.url_setting(setting, url, info.data.get(password_field), f"MEMORY_{password_field.upper()}")
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {

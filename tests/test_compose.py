@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -93,7 +94,8 @@ def test_exactly_one_beat(services):
 
 def test_flower_uses_basic_auth_from_the_environment(services):
     flower = services["flower"]
-    assert flower["command"][:4] == ["celery", "-A", "workers.app", "flower"]
+    # workers.flower puts /metrics behind the same credentials
+    assert flower["command"][:4] == ["celery", "-A", "workers.flower", "flower"]
     assert "${FLOWER_BASIC_AUTH" in flower["environment"]["FLOWER_BASIC_AUTH"]
     assert "FLOWER_UNAUTHENTICATED_API" not in flower["environment"]
 
@@ -110,8 +112,87 @@ def test_indexes_are_created_once_before_any_worker_starts(services):
 def test_services_reach_redis_with_its_password_and_mongo_through_the_store_url(services):
     for name in (*WORKERS, "beat", "flower", "create-indexes"):
         env = services[name]["environment"]
-        assert env["MEMORY_BROKER_URL"].startswith("redis://:${REDIS_PASSWORD")
-        assert env["MEMORY_STORE_URL"].startswith("mongodb://")
+        assert env["MEMORY_BROKER_URL"] == "redis://redis:6379/0"
+        assert env["MEMORY_BROKER_PASSWORD"].startswith("${REDIS_PASSWORD:?")
+        assert env["MEMORY_STORE_URL"].startswith("mongodb://") and "MONGO_PASSWORD" not in env["MEMORY_STORE_URL"]
+        assert env["MEMORY_STORE_PASSWORD"].startswith("${MONGO_PASSWORD:?")
+
+
+_VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?::(?P<op>[?-])(?P<arg>[^}]*))?\}")
+
+
+def _substitute(value: str, env: dict[str, str]) -> str:
+    """Compose's interpolation of ``${NAME}``, ``${NAME:-default}`` and ``${NAME:?error}``
+    (https://docs.docker.com/reference/compose-file/interpolation/)."""
+    def one(match):
+        name, op, arg = match.group("name", "op", "arg")
+        if env.get(name):
+            return env[name]
+        if op == "?":
+            raise KeyError(f"{name}: {arg}")
+        return arg if op == "-" else ""
+    return _VARIABLE.sub(one, value)
+
+
+NASTY = {"REDIS_PASSWORD": "p@ss:w/rd?#[x]%", "MONGO_PASSWORD": "m0ng@:/?#%zz", "MONGO_USER": "memory",
+         "FLOWER_BASIC_AUTH": "ops:fl@w:er"}
+
+
+@pytest.mark.parametrize("name", [*WORKERS, "beat", "flower", "create-indexes"])
+def test_a_password_with_url_reserved_characters_reaches_every_client_intact(services, name, monkeypatch):
+    from kombu.utils.url import parse_url
+    from pymongo.uri_parser import parse_uri
+
+    from schemas.settings import Settings
+
+    for key in [k for k in os.environ if k.startswith("MEMORY_")]:
+        monkeypatch.delenv(key)
+    for key, value in services[name]["environment"].items():
+        monkeypatch.setenv(key, _substitute(str(value), NASTY))
+    settings = Settings()
+    broker = parse_url(settings.broker_url)
+    assert (broker["hostname"], broker["port"], broker["password"]) == ("redis", 6379, NASTY["REDIS_PASSWORD"])
+    store = parse_uri(settings.store_url)
+    assert store["nodelist"] == [("mongo", 27017)]
+    assert (store["username"], store["password"]) == ("memory", NASTY["MONGO_PASSWORD"])
+    assert store["database"] == "memory" and store["options"]["authSource"] == "admin"
+
+
+@pytest.mark.parametrize(("setting", "url", "char"), [
+    ("MEMORY_BROKER_URL", "redis://:p@ss@redis:6379/0", "@"),
+    ("MEMORY_BROKER_URL", "redis://:pa#ss@redis:6379/0", "#"),
+    ("MEMORY_BROKER_URL", "redis://:pa/ss@redis:6379/0", "/"),
+    ("MEMORY_BROKER_URL", "redis://:pa?ss@redis:6379/0", "?"),
+    ("MEMORY_STORE_URL", "mongodb://memory:pa:ss@mongo:27017/memory", ":"),
+    ("MEMORY_STORE_URL", "mongodb://memory:100%@mongo:27017/memory", "%"),
+])
+def test_a_raw_reserved_character_in_a_url_password_is_a_clear_error(setting, url, char, monkeypatch):
+    from pydantic import ValidationError
+
+    from schemas.settings import Settings
+
+    monkeypatch.setenv(setting, url)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    [error] = caught.value.errors()
+    assert error["loc"] == (setting.removeprefix("MEMORY_").lower(),)
+    assert f"{setting}: the password contains {char!r}, which must be percent-encoded" in error["msg"]
+    password_setting = setting.replace("_URL", "_PASSWORD")
+    assert f"set {password_setting}, which is encoded for you" in error["msg"]
+
+
+def test_a_password_already_percent_encoded_in_the_url_is_accepted(monkeypatch):
+    from kombu.utils.url import parse_url
+
+    from schemas.settings import Settings
+
+    monkeypatch.setenv("MEMORY_BROKER_URL", "redis://:p%40ss%23@redis:6379/0")
+    assert parse_url(Settings().broker_url)["password"] == "p@ss#"
+
+
+def test_no_service_configures_a_result_backend(services):
+    # every send ignores its result; a configured backend would only be one more thing to reach
+    assert [name for name, svc in services.items() if "MEMORY_RESULT_BACKEND" in (svc.get("environment") or {})] == []
 
 
 def _compose_available() -> bool:

@@ -1,4 +1,6 @@
-"""The Celery app: broker and backend from settings, one queue per kind of work, routing.
+"""The Celery app: the broker from settings, one queue per kind of work, routing. No result
+backend: every send ignores its result (``workers.dispatch``), so none is configured unless
+``MEMORY_RESULT_BACKEND`` names one.
 
 Start a worker the way a user would::
 
@@ -12,11 +14,18 @@ For the embedded in-process worker (``make demo``) set ``MEMORY_BROKER_URL=memor
 
 from __future__ import annotations
 
+import sys
+
 from celery import Celery
 from kombu import Queue
 
 from pipeline import names
 from schemas.settings import get_settings
+from workers import redaction, transport  # noqa: F401 - redaction: monitoring shows no content
+
+# ``redis://`` brokers use kombu's Redis transport closed against losing a popped message when
+# Redis crashes (workers/transport.py), under the scheme Flower and every tool understands
+transport.register()
 
 TASK_MODULES = ["workers.ingest", "workers.formation", "workers.consolidation", "workers.maintenance"]
 
@@ -50,12 +59,9 @@ def create_app() -> Celery:
     settings = get_settings()
     # Task modules are imported by the worker (``include``); producers send tasks by name.
     app = Celery(
-        "memory", broker=settings.broker_url, backend=settings.result_backend, include=TASK_MODULES
+        "memory", broker=settings.broker_url, backend=settings.result_backend or None, include=TASK_MODULES
     )
     transport_options = {"visibility_timeout": settings.broker_visibility_timeout_s}
-    if settings.broker_url.startswith("redis://"):
-        # kombu's Redis transport, closed against losing a popped message when Redis crashes
-        app.conf.broker_transport = "workers.transport:Transport"
     if settings.broker_url.startswith("memory://"):
         # the in-process broker polls; a short interval keeps a chain hop near 10 ms
         transport_options["polling_interval"] = 0.01
@@ -96,3 +102,7 @@ def create_app() -> Celery:
 
 
 app = create_app()
+
+if "flower" in sys.argv[1:]:
+    # `celery -A workers.app flower` gets the same /metrics behind auth as `-A workers.flower`
+    import workers.flower  # noqa: E402,F401

@@ -21,7 +21,8 @@ from pipeline.formation import consolidate_stages as cs
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
-from workers.formation import guarded, send
+from workers.dispatch import send
+from workers.formation import guarded
 
 log = logging.getLogger("memory.consolidation")
 
@@ -41,7 +42,7 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
     if result is None:
         return None
     if cs.scopes_done(get_deps(), run_id):
-        send(names.TASK_FINISH, run_id=run_id)
+        send(names.TASK_FINISH, {"run_id": run_id})
     return {"scope_key": result.output.get("scope_key", scope_key), "status": result.output.get("status")}
 
 

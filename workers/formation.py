@@ -26,27 +26,12 @@ from pipeline.errors import PermanentError, TransientError
 from pipeline.formation import consolidate_stages, stages
 from pipeline.formation.finish import finish as finish_run
 from pipeline.formation.runner import RunNotFound
+from workers.dispatch import send
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
 
 log = logging.getLogger("memory.formation")
-
-
-class Sent:
-    """What ``send`` gets back: the task id only. Results are ignored, so the stock
-    ``AsyncResult`` would only build a result backend for nothing, one per worker thread
-    (a Redis client and pool each) the first time that thread hands on."""
-
-    __slots__ = ("id", "ignored")
-
-    def __init__(self, id: str) -> None:
-        self.id = id
-        self.ignored = True
-
-
-def send(name: str, **kwargs: Any) -> None:
-    app.send_task(name, kwargs=kwargs, ignore_result=True, result_cls=Sent)
 
 
 def guarded(task, run_id: str, stage: str, fn: Callable[[Any], Any],
@@ -95,7 +80,7 @@ def _stage_task(name: str, stage: str, fn, next_task: str):
         result = guarded(self, run_id, stage, lambda deps: fn(run_id, deps))
         if result is None:
             return None
-        send(next_task, run_id=run_id)
+        send(next_task, {"run_id": run_id})
         return {"stage": stage, "reused": result.reused}
 
     run.__name__ = stage
@@ -128,9 +113,9 @@ def consolidate(self, run_id: str) -> dict | None:
         return None
     due, pending = outcome
     for index in pending:
-        send(names.TASK_CONSOLIDATE_SCOPE, run_id=run_id, index=index, scope_key=due[index])
+        send(names.TASK_CONSOLIDATE_SCOPE, {"run_id": run_id, "index": index, "scope_key": due[index]})
     if not pending:
-        send(names.TASK_FINISH, run_id=run_id)
+        send(names.TASK_FINISH, {"run_id": run_id})
     return {"due": due, "sent": pending}
 
 
@@ -142,8 +127,8 @@ def finish(self, run_id: str) -> dict | None:
         return None
     _, step = outcome
     if step.run_id:
-        send(names.TASK_EXTRACT_FACTS, run_id=step.run_id)
+        send(names.TASK_EXTRACT_FACTS, {"run_id": step.run_id})
     if step.consolidate_session:
         agent_id, session_id = step.consolidate_session
-        send(names.TASK_CONSOLIDATE_SESSION, agent_id=agent_id, session_id=session_id)
+        send(names.TASK_CONSOLIDATE_SESSION, {"agent_id": agent_id, "session_id": session_id})
     return {"next_run": step.run_id, "consolidate_session": bool(step.consolidate_session)}

@@ -16,10 +16,12 @@ from typing import Any
 from pipeline import names
 from pipeline.errors import TransientError
 from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events, record_failure
+from pipeline.sweep import start_runs
 from schemas.settings import get_settings
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
+from workers.dispatch import send
 
 log = logging.getLogger("memory.ingest")
 
@@ -30,37 +32,24 @@ MAX_END_DEFERRALS = 5
 END_DEFERRAL_BASE_S = 5.0
 
 
-def _send(name: str, kwargs: dict[str, Any], countdown: float | None = None) -> None:
-    settings = get_settings()
-    try:
-        app.send_task(
-            name,
-            kwargs=kwargs,
-            countdown=countdown,
-            ignore_result=True,
-            retry=True,
-            retry_policy={"max_retries": settings.publish_retry_max, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2.0},
-        )
-    except Exception as exc:  # kombu raises its own OperationalError family for a lost broker
-        raise TransientError(f"could not enqueue {name} ({kwargs}): {exc}") from exc
-
-
 def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
     """Start formation for a claimed run; after a session end with nothing left to form, ask
     for the consolidation of the session's leftover reflection buffers; deliver a session end
     that came before its session's messages again later."""
     if result.session_unknown:
         if deferrals < MAX_END_DEFERRALS:
-            _send(
+            send(
                 names.TASK_INGEST_EVENT, {"event": raw, "deferrals": deferrals + 1},
                 countdown=END_DEFERRAL_BASE_S * 2 ** deferrals,
             )
         else:
             log.warning("session.ended %s: session %s never had a message", result.event_id, result.session_id)
     elif result.run is not None:
-        # If this send fails the run stays claimed; the stale-run sweep restarts it when its
-        # lease expires, so a lost hand-on delays formation but loses nothing.
-        _send(names.TASK_EXTRACT_FACTS, {"run_id": result.run.run_id})
+        # a run the broker did not take is released (failed, with the reason) and the stale-run
+        # retry starts it again: a lost hand-on delays formation but loses nothing
+        deps = get_deps()
+        start_runs(deps.store, [result.run.run_id],
+                   lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}), deps.clock.now())
     elif result.ended_without_run and result.session_id:
         deps = get_deps()
         session = deps.store.get_session(result.session_id)
@@ -71,7 +60,7 @@ def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
             and session.lease_expires_at is not None and session.lease_expires_at > deps.clock.now()
         )
         if session is not None and not live:
-            _send(
+            send(
                 names.TASK_CONSOLIDATE_SESSION,
                 {"agent_id": session.agent_id, "session_id": session.session_id},
             )

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pipeline import names, sweep
 from workers.app import app
 from workers.base import MemoryTask
-from workers.deps import get_deps
+from workers.deps import Deps, get_deps
+from workers.dispatch import send
 
 
-def _start(run_ids: list[str]) -> None:
-    for run_id in run_ids:
-        app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+def _start(deps: Deps, run_ids: list[str]) -> None:
+    """Send each run's first stage; a run the broker did not take is released for the next
+    stale-run retry (``sweep.start_runs``)."""
+    sweep.start_runs(deps.store, run_ids, lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
+                     deps.clock.now())
 
 
 @app.task(base=MemoryTask, name=names.TASK_SWEEP_COLD, bind=True)
@@ -18,7 +21,7 @@ def sweep_cold_sessions(self) -> dict:
     """Claim every cold session and start a formation run for each."""
     deps = get_deps()
     result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
-    _start(result.run_ids)
+    _start(deps, result.run_ids)
     return {"claimed": len(result.run_ids), "candidates": result.candidates}
 
 
@@ -27,5 +30,5 @@ def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
     deps = get_deps()
     result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
-    _start(result.run_ids)
+    _start(deps, result.run_ids)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}

@@ -35,6 +35,7 @@ from pipeline.errors import InvalidInput, TransientError
 from pipeline.publisher import Publisher
 from schemas.events import SCHEMA_VERSION, Rejection, parse_event
 from schemas.settings import get_settings
+from workers.dispatch import send
 
 # A batch bigger than this is split into several queue messages, so one task stays short.
 MAX_BATCH = 500
@@ -181,24 +182,19 @@ class CeleryPublisher(Publisher):
         return self._producer
 
     def _send(self, name: str, kwargs: dict[str, Any]) -> None:
-        policy = {"max_retries": self.retry_max, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 2.0}
         with self._lock:
             try:
-                self.app.send_task(
-                    name, kwargs=kwargs, ignore_result=True, producer=self._get_producer(),
-                    retry=True, retry_policy=policy,
-                )
-            except (TypeError, ValueError):
-                raise  # not JSON-serialisable: a programming error, not the broker's
-            except Exception as exc:  # kombu/redis connection errors, after the retries
+                send(name, kwargs, app=self.app, producer=self._get_producer(), retry_max=self.retry_max)
+            except TransientError as exc:  # the broker stayed unreachable through the retries
                 self._reset()
+                cause = exc.__cause__ or exc
                 raise TransientError(
                     f"the broker at {self._broker_hint()} did not accept the event(s) after "
-                    f"{self.retry_max} retries: {exc}"
-                ) from exc
+                    f"{self.retry_max} retries: {cause}"
+                ) from cause
 
     def _broker_hint(self) -> str:
-        # the configured URL, password masked (the connection's own URI names the transport class)
+        # the configured URL, password masked
         from kombu.utils.url import maybe_sanitize_url
 
         return maybe_sanitize_url(self.app.conf.broker_url) or "<broker>"

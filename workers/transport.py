@@ -19,6 +19,11 @@ every worker of docker-compose.yml does, therefore never pops blindly: it waits 
 ``BLMOVE q q RIGHT RIGHT`` (which leaves the list as it was) and then takes the message and
 records it as unacked in one Lua script, so a persisted pop always has its unacked record and
 the visibility timeout redelivers it. A channel on several queues keeps kombu's BRPOP.
+
+A message a worker cannot run (a hand-built one that is not JSON, lacks the envelope's delivery
+tag or the task header, or has an undecodable body) is set aside by both paths
+(``workers.envelope``): recorded among the rejected events, then dropped from Redis. The atomic
+pop used to fail on it inside Redis and stop the worker, leaving it at the head of the queue.
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ import time
 
 import redis
 
+from kombu.transport import TRANSPORT_ALIASES, _transport_cache
 from kombu.transport import redis as _redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 from queue import Empty
+
+from workers import envelope
 
 log = logging.getLogger("memory.broker")
 
@@ -126,23 +134,35 @@ def _script(client, source: str, numkeys: int, *keys_and_args):
 # Pop the first message of the queue's keys (in priority order) and record it as unacked, in
 # one atomic step: a pop Redis persists is never one that nobody holds. The raw payload is
 # stored as sent (string concatenation), in kombu's unacked format [payload, exchange, key].
+# Text that is not a kombu envelope cannot be recorded as unacked (kombu's restore decodes it):
+# it moves whole to the list KEYS[i] .. ARGV[2] and is returned with a third element.
 _POP_AND_RECORD = """
 for i = 3, #KEYS do
   local raw = redis.call('LINDEX', KEYS[i], -1)
   if raw then
-    -- decoded before any write: a script that fails has changed nothing
-    local props = cjson.decode(raw)['properties']
-    local info = props['delivery_info']
-    local tag = props['delivery_tag']
+    -- decoded and checked before any write: a script that fails has changed nothing
+    local ok, msg = pcall(cjson.decode, raw)
+    local props = ok and type(msg) == 'table' and msg['properties']
+    local info = type(props) == 'table' and props['delivery_info']
+    local tag = type(props) == 'table' and props['delivery_tag']
+    if type(info) ~= 'table' or type(tag) ~= 'string' then
+      redis.call('RPOP', KEYS[i])
+      redis.call('LPUSH', KEYS[i] .. ARGV[2], raw)
+      return {KEYS[i], raw, 'not an envelope'}
+    end
+    local exchange, routing_key = info['exchange'], info['routing_key']
+    if type(exchange) ~= 'string' then exchange = '' end
+    if type(routing_key) ~= 'string' then routing_key = '' end
     redis.call('RPOP', KEYS[i])
     redis.call('ZADD', KEYS[1], ARGV[1], tag)
-    redis.call('HSET', KEYS[2], tag,
-      '[' .. raw .. ', ' .. cjson.encode(info['exchange']) .. ', ' .. cjson.encode(info['routing_key']) .. ']')
+    redis.call('HSET', KEYS[2], tag, '[' .. raw .. ', ' .. cjson.encode(exchange) .. ', ' .. cjson.encode(routing_key) .. ']')
     return {KEYS[i], raw}
   end
 end
 return nil
 """
+
+_NOT_AN_ENVELOPE = "not a kombu envelope (a JSON object with properties.delivery_tag and properties.delivery_info)"
 
 
 class Channel(_redis.Channel):
@@ -168,7 +188,7 @@ class Channel(_redis.Channel):
 
     def _brpop_read(self, **options):
         if getattr(self, "_reliable_queue", None) is None:  # the command in flight is a BRPOP
-            return super()._brpop_read(**options)
+            return self._plain_brpop_read(**options)
         queue, self._reliable_queue = self._reliable_queue, None
         try:
             try:
@@ -179,19 +199,62 @@ class Channel(_redis.Channel):
             keys = [self._q_for_pri(queue, pri) for pri in self.priority_steps]
             with self.conn_or_acquire() as client:
                 got = client.eval(_POP_AND_RECORD, 2 + len(keys), self.unacked_index_key, self.unacked_key,
-                                  *keys, time.time())
+                                  *keys, time.time(), envelope.UNDELIVERABLE_SUFFIX)
             if not got:
                 raise Empty()
-            dest, item = got
-            dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
+            key, item = bytes_to_str(got[0]), bytes_to_str(got[1])
+            dest = key.rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
-            payload = loads(bytes_to_str(item))
+            if len(got) > 2:  # moved aside by the script
+                if envelope.set_aside(dest, item, _NOT_AN_ENVELOPE):
+                    with self.conn_or_acquire() as client:
+                        client.lrem(key + envelope.UNDELIVERABLE_SUFFIX, 1, item)
+                raise Empty()
+            payload = loads(item)
+            problem = envelope.message_problem(payload, dest)
+            if problem is not None:
+                # recorded as unacked by the script: dropped once recorded as rejected, else
+                # handed back by the visibility timeout
+                if envelope.set_aside(dest, item, problem):
+                    self.qos._forget(payload["properties"]["delivery_tag"])
+                raise Empty()
             self._recorded_tag = payload["properties"]["delivery_tag"]
             try:
                 self.connection._deliver(payload, dest)
             finally:
                 self._recorded_tag = None
             return True
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+
+    def _plain_brpop_read(self, **options):
+        """kombu's BRPOP read (a channel on several queues), except that a popped message that
+        cannot be delivered is set aside (``workers.envelope``) instead of lost."""
+        try:
+            try:
+                got = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if not got:
+                raise Empty()
+            key, item = bytes_to_str(got[0]), bytes_to_str(got[1])
+            dest = key.rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            try:
+                payload = loads(item)
+            except ValueError:
+                problem = _NOT_AN_ENVELOPE
+            else:
+                problem = envelope.message_problem(payload, dest)
+            if problem is None:
+                self.connection._deliver(payload, dest)
+                return True
+            if not envelope.set_aside(dest, item, problem):
+                with self.conn_or_acquire() as client:  # kept in Redis until it can be recorded
+                    client.lpush(key + envelope.UNDELIVERABLE_SUFFIX, item)
+            raise Empty()
         finally:
             self._in_poll = None
             self._flush_brpop_reauth()
@@ -215,5 +278,20 @@ class Transport(_redis.Transport):
     Channel = Channel
 
 
-#: the value of Celery's ``broker_transport`` for a ``redis://`` broker URL
+#: this transport, as kombu names a transport class
 REDIS_TRANSPORT = "workers.transport:Transport"
+
+
+def register() -> None:
+    """Make ``redis://`` URLs use this transport in this process.
+
+    kombu resolves a URL's scheme through its alias table (``kombu.transport.TRANSPORT_ALIASES``).
+    Registered there, the broker URL keeps its ``redis://`` scheme everywhere it is shown or
+    parsed: Flower maps the scheme to its Redis broker client (Broker tab,
+    ``/api/queues/length``), which a ``broker_transport`` class path (the connection's URI
+    then reads ``workers.transport:Transport://...``) made impossible. ``rediss://`` keeps
+    kombu's own transport."""
+    TRANSPORT_ALIASES["redis"] = REDIS_TRANSPORT
+    # kombu caches a resolved alias; drop a stock class resolved before this call
+    if _transport_cache.get("redis") not in (None, Transport):
+        del _transport_cache["redis"]

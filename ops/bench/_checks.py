@@ -93,6 +93,8 @@ def compose_exposures(doc: Mapping[str, Any]) -> list[str]:
             for url in _REDIS_URL.finditer(value):
                 auth = (url.group("auth") or "").rstrip("@")
                 password = auth.split(":", 1)[1] if ":" in auth else ""
+                if not password and key.endswith("_URL"):  # given on its own (MEMORY_BROKER_PASSWORD)
+                    password = str(env.get(key[: -len("_URL")] + "_PASSWORD") or "")
                 if not password:
                     findings.append(f"{name}: {key} connects to Redis without a password")
                 elif not _ANY_VAR.search(password) or not _is_required_secret(_ANY_VAR.search(password).group(0)):

@@ -32,6 +32,7 @@ from ops.bench._harness import (
 )
 from ops.bench._workload import end_event, plan_sessions, session_events
 from pipeline import names
+from workers.dispatch import send
 
 # (stage, store method after which the process is killed): a partial effect, or a completed
 # stage record whose hand-on was never sent
@@ -233,7 +234,7 @@ def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, timeout_s: fl
     while time.monotonic() < deadline:
         cluster.ensure_alive()
         if time.monotonic() >= next_retry:
-            app.send_task(names.TASK_RETRY_STALE, kwargs={}, ignore_result=True)
+            send(names.TASK_RETRY_STALE, {}, app=app)
             next_retry = time.monotonic() + 4.0
         if queues_idle(redis.client(0)) and _all_formed(store):
             time.sleep(1.0)  # a finish may still hand on a consolidate_session

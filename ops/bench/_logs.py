@@ -19,6 +19,7 @@ from ops.bench._fuzz import KINDS, fuzzed_event
 from ops.bench._harness import crash_lines
 from ops.bench._workload import end_event, plan_sessions, session_events
 from pipeline import names
+from workers.dispatch import send
 
 FAKE_KEYS = {"OPENAI_API_KEY": "sk-proj-FAKEKEYreliability0000000000000000", "GEMINI_API_KEY": "AIzaFAKEKEYreliability000000000000000"}
 
@@ -42,13 +43,12 @@ def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: i
                 raw["message"]["content"] += f" {marker}"
                 if f.expect == "accept":
                     f = f.__class__(f.kind, f.expect, raw, f.session_id, f.message_id, raw["message"]["content"])
-            app.send_task(names.TASK_INGEST_EVENT, kwargs={"event": raw}, ignore_result=True)
+            send(names.TASK_INGEST_EVENT, {"event": raw}, app=app)
             expected_rejects += f.expect == "reject"
             if f.expect == "accept":
                 accepted.append(f)
         for f in accepted:  # their sessions end too, so that every message forms
-            app.send_task(names.TASK_INGEST_EVENT, kwargs={"event": end_event(f.raw["agent_id"], f.session_id)},
-                          ignore_result=True)
+            send(names.TASK_INGEST_EVENT, {"event": end_event(f.raw["agent_id"], f.session_id)}, app=app)
         for s in plan_sessions(rng, sessions, prefix=f"logs{seed}"):
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=8, tag=f" {marker}")

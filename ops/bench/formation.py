@@ -72,6 +72,7 @@ from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
 from schemas.documents import Fact, FormationRun
 from schemas.settings import Settings
+from workers.dispatch import send
 
 AGENT = "bench-agent"
 QUEUES = ("ingest", "formation", "consolidation")
@@ -128,7 +129,7 @@ def start_formations(store: SQLiteStore, app, sessions: list[str], lease_s: floa
         runs.append(run)
     first, started = _now(), time.perf_counter()
     for run in runs:
-        app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run.run_id}, ignore_result=True)
+        send(names.TASK_EXTRACT_FACTS, {"run_id": run.run_id}, app=app)
     return first.timestamp(), time.perf_counter() - started
 
 

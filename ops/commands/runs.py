@@ -39,9 +39,9 @@ def _runs(args: argparse.Namespace) -> int:
 
 def send_first_stage(run_id: str) -> None:
     from pipeline import names
-    from workers.app import app
+    from workers.dispatch import send
 
-    app.send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id})
+    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
 def _replay(args: argparse.Namespace) -> int:

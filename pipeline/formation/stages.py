@@ -27,7 +27,7 @@ from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import build_reflections_request
-from schemas.documents import Fact, FormationRun, Reflection
+from schemas.documents import Fact, FormationRun, Reflection, StoredMessage
 
 EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
 EXTRACT_REFLECTIONS = "extract_reflections"
@@ -41,6 +41,16 @@ def _agent_name(agent, messages) -> str | None:
     return agent.name or next((m.agent_name for m in messages if m.agent_name), None)
 
 
+def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
+    """The claimed range, each message naming the session's humans as the run was claimed
+    (declared at session start included, SPEC §11), so that the prompts see a group chat
+    before its second human has spoken."""
+    messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    return [m if set(run.user_ids) <= set(m.session_users)
+            else m.model_copy(update={"session_users": list(dict.fromkeys([*m.session_users, *run.user_ids]))})
+            for m in messages]
+
+
 def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]:
     """Every human of the run: whose ids agent-scope memory must not carry (SPEC §11)."""
     return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
@@ -51,7 +61,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
-        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        messages = _run_messages(store, run)
         agent = store.get_agent_settings(run.agent_id)
         session = store.get_session(run.session_id)
         plan = plan_scopes(agent, run.session_id, [*run.user_ids, *humans(messages)], run.group_chat)
@@ -311,7 +321,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         extracted = stage_output(run, EXTRACT_FACTS)
         plan = plan_from_dict(extracted["plan"])
-        messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+        messages = _run_messages(store, run)
         if not messages:
             return {"reflections": [], "counts": {}, "skipped": "no messages in the claimed range"}
         blobs, buffers = {}, {}

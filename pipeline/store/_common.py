@@ -156,25 +156,53 @@ def humans_of(message: StoredMessage) -> list[str]:
     return humans
 
 
+def merge_users(users: Iterable[str], more: Iterable[str]) -> list[str]:
+    """``users`` then each of ``more`` not among them yet: a set union that keeps first-seen order."""
+    return list(dict.fromkeys([*users, *more]))
+
+
 def apply_message(session: SessionState, message: StoredMessage, now: datetime) -> SessionState:
     """The session state after accepting ``message`` (it gets seq ``last_seq + 1``)."""
-    users = list(session.users)
-    for user in humans_of(message):
-        if user not in users:
-            users.append(user)
+    users = merge_users(session.users, humans_of(message))
     last = session.last_activity_at
     now = utc(now)
-    return session.model_copy(
-        update={
-            "last_seq": session.last_seq + 1,
-            "messages_since": session.messages_since + 1,
-            "tokens_since": session.tokens_since + float(message.weighted_tokens),
-            "users": users,
-            "max_tier": max(session.max_tier, message.user_tier),
-            "preview": session.preview or message.preview,
-            "last_activity_at": now if last is None or utc(last) < now else last,
-        }
-    )
+    update = {
+        "last_seq": session.last_seq + 1,
+        "messages_since": session.messages_since + 1,
+        "tokens_since": session.tokens_since + float(message.weighted_tokens),
+        "users": users,
+        "max_tier": max(session.max_tier, message.user_tier),
+        "preview": session.preview or message.preview,
+        "last_activity_at": now if last is None or utc(last) < now else last,
+    }
+    if reopens(session, message):
+        update.update(ended_at=None, ended_history=end_times(session))
+    return session.model_copy(update=update)
+
+
+def reopens(session: SessionState, message: StoredMessage) -> bool:
+    """Whether ``message`` resumes an ended session: it was written after the end. A message
+    written before the end and delivered after it belongs to the ended session (the end's rule
+    forms it at once)."""
+    return session.ended_at is not None and utc(message.created_at) > utc(session.ended_at)
+
+
+def end_times(session: SessionState) -> list[datetime]:
+    """Every end of the session, oldest first (a record from before the history was kept has
+    only its ``ended_at``)."""
+    history = [utc(t) for t in session.ended_history]
+    if session.ended_at is not None and utc(session.ended_at) not in history:
+        history.append(utc(session.ended_at))
+    return history
+
+
+def ended(session: SessionState, now: datetime) -> SessionState:
+    """The session after a ``session.ended`` at ``now``; an ended session keeps its end time."""
+    if session.ended_at is not None:
+        return session
+    return session.model_copy(update={
+        "ended_at": utc(now), "ended_history": [*end_times(session), utc(now)],
+    })
 
 
 def new_session(message: StoredMessage) -> SessionState:

@@ -4,17 +4,18 @@ Atomicity comes from single-document conditional updates (``find_one_and_update`
 filter that states the precondition) and unique indexes (``DuplicateKeyError`` means "someone
 else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no JavaScript.
 
-Ingest without a transaction (crash-safe, redelivery completes it):
-1. insert the message *without* ``seq`` (unique ``event_id`` and (``session_id``,
-   ``message_id``) reject duplicates);
-2. assign the seq with a compare-and-set on the session's ``last_seq`` that also records
-   (event id, seq) in the session's short ``recent`` list, guarded by "this event id is not
-   in ``recent`` yet", so a seq is assigned to an event at most once;
-3. set ``seq`` on the message.
-A redelivery that hits the duplicate key on a message still lacking its seq finds the seq in
-``recent`` (crash after 2: it reports a duplicate, the seq was already counted) or does step 2
-itself (crash after 1: it reports the acceptance), then does step 3. Between 2 and 3 a claim
-may already cover the new seq; the formation stage reads the range later.
+Ingest without a transaction (crash-safe: whatever reads the session next completes it):
+1. insert the message *with* its seq, ``last_seq + 1`` of the session as read: the unique
+   (``session_id``, ``seq``) key lets one message take a seq, and the unique ``event_id`` and
+   (``session_id``, ``message_id``) keys reject duplicates;
+2. count it: a compare-and-set on the session from ``last_seq = seq - 1`` to ``seq``, moving
+   the counters.
+The session never counts a seq whose message is not stored, so a claim (which covers up to
+``last_seq``) never takes a seq it cannot read. A message stored but not counted yet (a crash
+between 1 and 2, or an ingest still on its way) holds ``last_seq + 1``, and whoever meets it
+counts it first: the next message's ingest (its insert hits that seq), a claim, or the
+redelivery of the message itself. The call that stored a message reports it accepted; a
+redelivery reports a duplicate.
 
 Claims: a run document is inserted first, marked ``_claim_pending``; then a compare-and-set
 on the session (unchanged ``last_seq``/``claimed_through``, no holder) takes the range; then
@@ -38,7 +39,6 @@ from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage
 
-RECENT_KEEP = 64        # (event id, seq) pairs kept per session to complete interrupted ingests
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
 
 TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000}
@@ -48,7 +48,8 @@ _A, _D = ASCENDING, DESCENDING
 INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("messages", [("event_id", _A)], "event_id_unique", True),
     ("messages", [("session_id", _A), ("message_id", _A)], "session_message_unique", True),
-    ("messages", [("session_id", _A), ("seq", _A)], "session_seq", False),
+    # unique: a seq is taken by storing the message with it (see the ingest above)
+    ("messages", [("session_id", _A), ("seq", _A)], "session_seq", True),
     ("messages", [("sender_id", _A)], "sender", False),
     ("sessions", [("active_run_id", _A), ("last_activity_at", _A)], "cold", False),
     ("sessions", [("users", _A)], "users", False),
@@ -73,7 +74,11 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
 
 
 # Unique indexes that hold only some documents: (collection, name) -> partialFilterExpression.
-PARTIAL = {("facts", "agent_scope_hash_unique"): {LIVE: True}}
+PARTIAL = {
+    ("facts", "agent_scope_hash_unique"): {LIVE: True},
+    # messages stored without a seq by the former three-step ingest stay out of the key
+    ("messages", "session_seq"): {"seq": {"$exists": True}},
+}
 
 
 class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
@@ -136,25 +141,24 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         if self._session_owner(message) != message.agent_id:
             return IngestOutcome(status="rejected", seq=None, session=None, reason=owned_by_another(message.session_id))
         messages = self.col("messages")
-        try:
-            key = {"_id": messages.insert_one(to_doc(message, exclude={"seq"})).inserted_id}
-            stored = message
-        except DuplicateKeyError:
-            existing = messages.find_one({"event_id": message.event_id}) or messages.find_one(
-                {"session_id": message.session_id, "message_id": message.message_id})
-            if existing is None:
-                raise  # the unique key that refused us is gone again (erased meanwhile)
-            key = {"_id": existing["_id"]}
-            stored = from_doc(StoredMessage, existing)
-            if existing.get("seq") is not None:
-                return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
-        seq, session, assigned_here = self._assign_seq(stored, now)
-        messages.update_one(key, {"$set": {"seq": seq}})
-        # Whoever assigns the seq accepts the message: exactly one caller per message, even when
-        # deliveries race or a redelivery completes an interrupted ingest.
-        if assigned_here:
-            return IngestOutcome(status="accepted", seq=seq, session=session)
-        return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
+        for _ in range(CAS_ATTEMPTS):
+            before = self._session_for(message)
+            stored = message.model_copy(update={"seq": before.last_seq + 1})
+            try:
+                messages.insert_one(to_doc(stored))
+            except DuplicateKeyError:
+                existing = messages.find_one({"event_id": message.event_id}) or messages.find_one(
+                    {"session_id": message.session_id, "message_id": message.message_id})
+                if existing is None:
+                    # the seq is held by a message whose ingest has not counted it (yet): count it
+                    self._count_uncounted(message.session_id)
+                    continue
+                if existing.get("seq") is None and not self._complete_legacy(existing):
+                    continue  # an uncounted message of the former protocol, dropped: store this one
+                return self._redelivered(from_doc(StoredMessage, existing))
+            # The call that stores the message accepts it, whoever counts it.
+            return IngestOutcome(status="accepted", seq=stored.seq, session=self._count(stored, before, now))
+        raise RuntimeError(f"ingest: session {message.session_id!r} kept changing; gave up after {CAS_ATTEMPTS} tries")
 
     def _session_owner(self, message: StoredMessage) -> str:
         """The agent the message's session belongs to. The session document is created (with
@@ -163,58 +167,96 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         sessions = self.col("sessions")
         doc = sessions.find_one({"_id": message.session_id}, {"agent_id": 1})
         if doc is None:
-            fresh = to_doc(c.new_session(message), message.session_id)
-            fresh["recent"] = []
             try:
-                sessions.insert_one(fresh)
+                sessions.insert_one(to_doc(c.new_session(message), message.session_id))
                 return message.agent_id
             except DuplicateKeyError:
                 doc = sessions.find_one({"_id": message.session_id}, {"agent_id": 1})
         # None: erased just now; the ingest creates it again for this message's agent
         return message.agent_id if doc is None else doc["agent_id"]
 
-    def _count_duplicate(self, session_id: str) -> SessionState:
-        doc = self.col("sessions").find_one_and_update(
-            {"_id": session_id}, {"$inc": {"duplicates": 1}}, return_document=ReturnDocument.AFTER)
+    def _session_for(self, message: StoredMessage) -> SessionState:
+        """The message's session as it stands (created again if it was erased meanwhile)."""
+        sessions = self.col("sessions")
+        doc = sessions.find_one({"_id": message.session_id})
+        if doc is None:
+            try:
+                sessions.insert_one(to_doc(c.new_session(message), message.session_id))
+            except DuplicateKeyError:
+                pass
+            doc = sessions.find_one({"_id": message.session_id})
         return from_doc(SessionState, doc)
 
-    def _assign_seq(self, message: StoredMessage, now: datetime) -> tuple[int, SessionState, bool]:
-        """Step 2 of the ingest: the message's seq, the session after it, and whether this call
-        assigned it (False: an earlier, interrupted delivery already had)."""
+    def _count(self, message: StoredMessage, before: SessionState, now: datetime) -> SessionState:
+        """Step 2 of the ingest: move the session over ``message`` (stored with seq
+        ``last_seq + 1``) by a compare-and-set; the session after it. When another call counted
+        it meanwhile (helping an interrupted ingest), the session as that call left it."""
         sessions = self.col("sessions")
         for _ in range(CAS_ATTEMPTS):
-            doc = sessions.find_one({"_id": message.session_id})
-            if doc is None:
-                fresh = to_doc(c.new_session(message), message.session_id)
-                fresh["recent"] = []
-                try:
-                    sessions.insert_one(fresh)
-                except DuplicateKeyError:
-                    pass
-                continue
-            for entry in doc.get("recent", []):
-                if entry["e"] == message.event_id:
-                    return entry["s"], from_doc(SessionState, doc), False
-            before = from_doc(SessionState, doc)
             after = c.apply_message(before, message, now)
             update: dict = {
                 "$set": {"last_seq": after.last_seq, "last_activity_at": after.last_activity_at},
                 "$inc": {"messages_since": 1, "tokens_since": float(message.weighted_tokens)},
                 "$max": {"max_tier": after.max_tier},
-                "$push": {"recent": {"$each": [{"e": message.event_id, "s": after.last_seq}], "$slice": -RECENT_KEEP}},
             }
             if after.preview:
                 update["$set"]["preview"] = True
+            if c.reopens(before, message):
+                update["$set"].update(ended_at=None, ended_history=after.ended_history)
             humans = c.humans_of(message)
             if humans:
                 update["$addToSet"] = {"users": {"$each": humans}}
             new = sessions.find_one_and_update(
-                {"_id": message.session_id, "last_seq": before.last_seq, "recent.e": {"$ne": message.event_id}},
+                {"_id": message.session_id, "last_seq": message.seq - 1, "ended_at": before.ended_at},
                 update, return_document=ReturnDocument.AFTER,
             )
             if new is not None:
-                return after.last_seq, from_doc(SessionState, new), True
+                return from_doc(SessionState, new)
+            current = sessions.find_one({"_id": message.session_id})
+            if current is None or current["last_seq"] >= message.seq:
+                return from_doc(SessionState, current)  # counted by another call (or erased)
+            before = from_doc(SessionState, current)  # ended or resumed meanwhile: count again
         raise RuntimeError(f"ingest: session {message.session_id!r} kept changing; gave up after {CAS_ATTEMPTS} tries")
+
+    def _count_uncounted(self, session_id: str) -> bool:
+        """Count the message stored with seq ``last_seq + 1`` whose ingest stopped before
+        counting it (a crash, or still on its way). True if there was one."""
+        doc = self.col("sessions").find_one({"_id": session_id})
+        if doc is None:
+            return False
+        found = self.col("messages").find_one({"session_id": session_id, "seq": doc["last_seq"] + 1})
+        if found is None:
+            return False
+        uncounted = from_doc(StoredMessage, found)
+        self._count(uncounted, from_doc(SessionState, doc), uncounted.ingested_at)
+        return True
+
+    def _redelivered(self, stored: StoredMessage) -> IngestOutcome:
+        """A message stored before: a duplicate. If its ingest stopped before counting it, the
+        redelivery completes that first."""
+        session = self.get_session(stored.session_id)
+        if session is not None and stored.seq is not None and stored.seq > session.last_seq:
+            self._count(stored, session, stored.ingested_at)
+        return IngestOutcome(status="duplicate", seq=None, session=self._count_duplicate(stored.session_id))
+
+    def _complete_legacy(self, existing: dict) -> bool:
+        """A message stored without a seq by the former three-step ingest (crashed before its
+        last step). If its seq was counted (kept in the session's ``recent`` list) it gets it,
+        True; otherwise it was never counted and is dropped so the redelivery stores it anew,
+        False."""
+        session = self.col("sessions").find_one({"_id": existing["session_id"]}) or {}
+        for entry in session.get("recent", []):
+            if entry["e"] == existing["event_id"]:
+                self.col("messages").update_one({"_id": existing["_id"]}, {"$set": {"seq": entry["s"]}})
+                existing["seq"] = entry["s"]
+                return True
+        self.col("messages").delete_one({"_id": existing["_id"], "seq": None})
+        return False
+
+    def _count_duplicate(self, session_id: str) -> SessionState:
+        doc = self.col("sessions").find_one_and_update(
+            {"_id": session_id}, {"$inc": {"duplicates": 1}}, return_document=ReturnDocument.AFTER)
+        return from_doc(SessionState, doc)
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
         self.col("rejected").replace_one({"_id": rejected.rejection_id}, to_doc(rejected, rejected.rejection_id), upsert=True)
@@ -240,12 +282,28 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     def get_session(self, session_id: str) -> SessionState | None:
         return from_doc(SessionState, self.col("sessions").find_one({"_id": session_id}))
 
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        fresh = to_doc(SessionState(session_id=session_id, agent_id=agent_id), session_id)
+        for key in ("_id", "agent_id", "users"):
+            fresh.pop(key, None)  # _id and agent_id come from the filter, users from $addToSet
+        try:
+            # one upsert: $addToSet is the atomic set union; the filter on agent_id makes a session
+            # of another agent miss, and the upsert's insert of its _id then fails on the key
+            doc = self.col("sessions").find_one_and_update(
+                {"_id": session_id, "agent_id": agent_id},
+                {"$addToSet": {"users": {"$each": list(dict.fromkeys(user_ids))}}, "$setOnInsert": fresh},
+                upsert=True, return_document=ReturnDocument.AFTER,
+            )
+        except DuplicateKeyError:
+            raise InvalidInput("session_id", owned_by_another(session_id)) from None
+        return from_doc(SessionState, doc)
+
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         sessions = self.col("sessions")
         query: dict = {"_id": session_id, "ended_at": None}
         if agent_id is not None:
             query["agent_id"] = agent_id  # a session's agent never changes: the filter is the check
-        sessions.update_one(query, {"$set": {"ended_at": c.utc(now)}})
+        sessions.update_one(query, {"$set": {"ended_at": c.utc(now)}, "$push": {"ended_history": c.utc(now)}})
         session = self.get_session(session_id)
         if session is not None and agent_id is not None and session.agent_id != agent_id:
             raise InvalidInput("session_id", owned_by_another(session_id))
@@ -279,7 +337,11 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
                 sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
                                     {"$set": {"active_run_id": None, "lease_expires_at": None}})
                 continue
-            if session.active_run_id is not None or not c.rule_holds(session, rule):
+            if session.active_run_id is not None:
+                return None
+            if self._count_uncounted(session_id):
+                continue  # a message stored but not counted (its ingest died) joins the range
+            if not c.rule_holds(session, rule):
                 return None
             stored = c.claimed_run(session, run, now, lease_s)
             pending = escape_keys(to_doc(stored, stored.run_id))

@@ -128,8 +128,11 @@ class Store(abc.ABC):
         - An accepted message gets the next per-session ``seq``; the session's ``last_seq``,
           ``messages_since``, ``tokens_since`` (by ``message.weighted_tokens``), ``users``,
           ``max_tier``, ``preview`` and ``last_activity_at`` (the max of old and ``now``) move
-          with it. A crash half way must leave either nothing or a state that a redelivery of
-          the same message completes (the message must never end up stored without a seq).
+          with it. A message created after the session's ``ended_at`` reopens it (``ended_at``
+          back to None; the end time stays in ``ended_history``). A crash half way must leave either nothing or a state that a redelivery of
+          the same message completes (the message must never end up stored without a seq),
+          and the session never counts a seq whose message is not stored: a claim covers only
+          messages it can read.
         """
 
     def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
@@ -162,9 +165,20 @@ class Store(abc.ABC):
     def get_session(self, session_id: str) -> SessionState | None: ...
 
     @abc.abstractmethod
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        """Merge ``user_ids`` into the session's ``users``, atomically (a set union: racing
+        declarations and ingests lose no one), and return the session as it now stands. A
+        session not stored yet is created for ``agent_id``, with no message: it then belongs to
+        that agent, as it would to the agent of its first message. A session of another agent
+        is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+
+    @abc.abstractmethod
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
-        """Set ``ended_at`` once; None for an unknown session. With ``agent_id``, a session of
-        another agent is left alone and ``InvalidInput("session_id", ...)`` is raised."""
+        """Set ``ended_at`` and append it to ``ended_history``, unless the session is ended
+        already (the first end time stays); None for an unknown session. A message written after
+        the end reopens the session (``ingest_message``), so a later end is recorded again. With
+        ``agent_id``, a session of another agent is left alone and ``InvalidInput("session_id",
+        ...)`` is raised."""
 
     @abc.abstractmethod
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:

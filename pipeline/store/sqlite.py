@@ -214,6 +214,18 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     def get_session(self, session_id: str) -> SessionState | None:
         return self._session(self.db.conn(), session_id)
 
+    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
+        with self.db.write() as conn:
+            stored = self._session(conn, session_id)
+            if stored is not None and stored.agent_id != agent_id:
+                raise InvalidInput("session_id", owned_by_another(session_id))
+            session = stored or SessionState(session_id=session_id, agent_id=agent_id)
+            users = c.merge_users(session.users, user_ids)
+            if stored is None or users != session.users:
+                session = session.model_copy(update={"users": users})
+                self._put_session(conn, session)
+            return session
+
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
         with self.db.write() as conn:
             session = self._session(conn, session_id)
@@ -222,7 +234,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if agent_id is not None and session.agent_id != agent_id:
                 raise InvalidInput("session_id", owned_by_another(session_id))
             if session.ended_at is None:
-                session = session.model_copy(update={"ended_at": c.utc(now)})
+                session = c.ended(session, now)
                 self._put_session(conn, session)
             return session
 

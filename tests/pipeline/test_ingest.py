@@ -11,6 +11,7 @@ from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
 from pipeline.ingest import ingest_raw_event, ingest_raw_events
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.sweep import sweep_cold_sessions
 from schemas.settings import Settings
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -54,8 +55,11 @@ def message(n: int, *, session="s1", role="user", content=None, event_id=None, m
     return event
 
 
-def ended(session="s1", event_id=None) -> dict:
-    return {"type": "session.ended", "event_id": event_id or f"end-{session}", "agent_id": "agent-1", "session_id": session}
+def ended(session="s1", event_id=None, ended_at=None) -> dict:
+    event = {"type": "session.ended", "event_id": event_id or f"end-{session}", "agent_id": "agent-1", "session_id": session}
+    if ended_at is not None:
+        event["ended_at"] = ended_at.isoformat()
+    return event
 
 
 def ingest(raw, store, clock):
@@ -198,12 +202,45 @@ def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
     assert result.ended_without_run
 
 
-def test_message_arriving_after_its_session_ended_is_claimed_by_the_session_end_rule(store, clock):
+def test_message_written_before_the_end_and_delivered_after_it_is_claimed_by_the_session_end_rule(store, clock):
     ingest(message(1), store, clock)
-    first = ingest(ended(), store, clock).run
+    first = ingest(ended(ended_at=T0 + timedelta(seconds=10)), store, clock).run
     store.finish_run(first.run_id, T0, {}, [])
-    late = ingest(message(2), store, clock)
+    late = ingest(message(2), store, clock)  # written at T0+2s
     assert (late.run.reason, late.run.seq_from, late.run.seq_to) == ("session_end", 2, 2)
+
+
+def _resume_after_an_end(store, clock) -> list:
+    """Two messages, an end at T0+10s that forms them, then five short messages written later."""
+    ingest(message(1), store, clock)
+    ingest(message(2), store, clock)
+    first = ingest(ended(ended_at=T0 + timedelta(seconds=10)), store, clock).run
+    store.finish_run(first.run_id, T0, {}, [])
+    return [ingest(message(n, content="ok", created_at=T0 + timedelta(seconds=60 + n)), store, clock)
+            for n in range(3, 8)]
+
+
+def test_messages_after_the_end_reopen_the_session_and_wait_for_its_next_end(store, clock):
+    resumed = _resume_after_an_end(store, clock)
+    assert [r.run for r in resumed] == [None] * 5
+    session = store.get_session("s1")
+    assert session.ended_at is None and session.ended_history == [T0 + timedelta(seconds=10)]
+    assert sweep_cold_sessions(store, SETTINGS, T0 + timedelta(seconds=120)).run_ids == []  # not cold yet
+    second = ingest(ended(event_id="end-2", ended_at=T0 + timedelta(seconds=90)), store, clock).run
+    assert (second.reason, second.seq_from, second.seq_to) == ("session_end", 3, 7)
+    assert ingest(ended(event_id="end-3", ended_at=T0 + timedelta(seconds=95)), store, clock).run is None
+    assert len(store.list_runs(session_id="s1")) == 2
+    assert store.get_session("s1").ended_history == [T0 + timedelta(seconds=10), T0 + timedelta(seconds=90)]
+
+
+def test_a_resumed_session_left_idle_is_formed_once_by_the_cold_sweep(store, clock):
+    _resume_after_an_end(store, clock)
+    idle = T0 + timedelta(seconds=67 + SETTINGS.cold_after_s)
+    swept = sweep_cold_sessions(store, SETTINGS, idle).run_ids
+    assert len(swept) == 1
+    run = store.get_run(swept[0])
+    assert (run.reason, run.seq_from, run.seq_to) == ("cold", 3, 7)
+    assert sweep_cold_sessions(store, SETTINGS, idle).run_ids == []
 
 
 def test_redelivered_message_claims_when_a_crash_left_a_due_session_unclaimed(store, clock):
@@ -347,6 +384,17 @@ def test_session_end_before_any_message_says_the_session_is_not_known_yet(store,
     redelivered = ingest(ended(), store, clock)
     assert redelivered.session_unknown is False
     assert (redelivered.run.reason, redelivered.run.seq_to) == ("session_end", 1)
+
+
+def test_session_end_of_a_declared_session_with_no_message_waits_for_its_messages(store, clock):
+    store.declare_session_users("s1", "agent-1", ["u1", "u2"])
+    early = ingest(ended(), store, clock)
+    assert (early.status, early.run, early.session_unknown) == ("accepted", None, True)
+    assert store.get_session("s1").ended_at is None
+    late = [ingest(message(n), store, clock) for n in (1, 2)]  # written before the end
+    assert [r.run for r in late] == [None, None]
+    redelivered = ingest(ended(), store, clock)
+    assert (redelivered.run.reason, redelivered.run.seq_from, redelivered.run.seq_to) == ("session_end", 1, 2)
 
 
 def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clock):

@@ -264,6 +264,15 @@ def test_session_end_publishes_session_ended(store, clock):
     assert isinstance(parse_event(publisher.events[0], max_message_bytes=32768), SessionEnded)
 
 
+def test_each_end_of_a_resumed_session_is_its_own_event(store, clock):
+    service, publisher, _ = _service(store, clock)
+    service.on_session_end(session_id="s1")
+    clock.advance(minutes=5)
+    service.on_session_end(session_id="s1")
+    first, second = publisher.events
+    assert first["event_id"] != second["event_id"] and first["ended_at"] < second["ended_at"]
+
+
 def test_process_cold_session_claims_once_and_starts_the_run(store, clock):
     for n in range(1, 5):
         store.ingest_message(message(n, session="s1"), T0)

@@ -69,8 +69,16 @@ def test_a_password_with_a_guessable_default_is_reported(compose):
     assert any("not a required variable" in f for f in compose_exposures(doc))
 
 
+def test_a_broker_password_given_on_its_own_must_be_a_required_variable(compose):
+    doc = copy.deepcopy(compose)
+    name, svc = next((n, s) for n, s in doc["services"].items() if "MEMORY_BROKER_PASSWORD" in (s.get("environment") or {}))
+    svc["environment"] = dict(svc["environment"], MEMORY_BROKER_PASSWORD="${REDIS_PASSWORD:-changeme}")
+    assert f"{name}: MEMORY_BROKER_URL has a Redis password that is not a required variable" in compose_exposures(doc)
+
+
 def test_a_broker_url_without_a_password_is_reported(compose):
     doc = copy.deepcopy(compose)
     name, svc = next((n, s) for n, s in doc["services"].items() if "MEMORY_BROKER_URL" in (s.get("environment") or {}))
-    svc["environment"] = dict(svc["environment"], MEMORY_BROKER_URL="redis://redis:6379/0")
+    env = {k: v for k, v in svc["environment"].items() if k != "MEMORY_BROKER_PASSWORD"}
+    svc["environment"] = dict(env, MEMORY_BROKER_URL="redis://redis:6379/0")
     assert f"{name}: MEMORY_BROKER_URL connects to Redis without a password" in compose_exposures(doc)

@@ -91,15 +91,6 @@ def test_a_permanent_error_kills_the_run_at_once_with_its_reason(injected):
     assert "401" in run.error and "extract_facts" in run.error
 
 
-@pytest.fixture
-def sent(monkeypatch):
-    """Tasks handed on, recorded instead of published."""
-    out = []
-    monkeypatch.setattr(worker_formation, "send", lambda name, **kw: out.append((name, kw)))
-    monkeypatch.setattr(worker_consolidation, "send", lambda name, **kw: out.append((name, kw)))
-    return out
-
-
 def test_each_stage_task_hands_on_to_the_next_by_name(injected, sent):
     run_id = _run(injected)
     injected.llm.on("extract_reflections", reflections())

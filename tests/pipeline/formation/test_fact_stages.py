@@ -64,6 +64,19 @@ def test_group_chat_drops_user_facts_and_never_rescopes_them_to_the_agent(env):
     assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["scope_not_allowed"] == 1
 
 
+def test_a_group_declared_at_session_start_is_a_group_chat_in_every_prompt_before_bob_speaks(env):
+    env.store.declare_session_users("s-1", "agent-1", ["u-1", "u-2"])
+    env.llm.on("extract_facts", facts(("user", EMAIL), ("agent", "The venue is Riverside Park")))
+    env.llm.on("extract_reflections", reflections(user=["Alice likes brevity"], session=["Planning the venue"]))
+    run_id = env.new_run(ALICE_CHAT, session_id="s-1", users=())  # alice alone has spoken
+    env.through_reflections(run_id)
+    calls = {c.operation: c.inputs for c in env.llm.calls}
+    assert calls["extract_facts"]["group_chat"] and calls["extract_facts"]["scopes"] == ["agent"]
+    assert calls["extract_reflections"]["group_chat"] and "user" not in calls["extract_reflections"]["scopes"]
+    assert [(f.scope, f.content) for f in env.live_facts()] == [("agent", "The venue is Riverside Park")]
+    assert env.store.list_reflections("agent-1", "user:u-1") == []
+
+
 def test_both_agent_toggles_off_skip_the_facts_llm_call(env):
     env.store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False, agent_memory_enabled=False))
     run_id = env.new_run(ALICE_CHAT)

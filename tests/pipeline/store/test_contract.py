@@ -112,6 +112,19 @@ def test_mark_session_ended_keeps_the_first_end_time(store):
     ingest(store, 1)
     assert store.mark_session_ended("s1", at(10)).ended_at == at(10)
     assert store.mark_session_ended("s1", at(20)).ended_at == at(10)
+    assert store.get_session("s1").ended_history == [at(10)]
+
+
+def test_a_message_written_after_the_end_reopens_the_session_and_the_end_stays_in_history(store):
+    ingest(store, 1)
+    store.mark_session_ended("s1", at(10))
+    late = store.ingest_message(message(2, created=at(5)), at(11))  # written before the end
+    assert late.session.ended_at == at(10)
+    resumed = store.ingest_message(message(3, created=at(20)), at(20))
+    assert resumed.session.ended_at is None and resumed.session.ended_history == [at(10)]
+    assert store.get_session("s1").ended_at is None
+    again = store.mark_session_ended("s1", at(30))
+    assert again.ended_at == at(30) and again.ended_history == [at(10), at(30)]
 
 
 # ---------------------------------------------------------------------- session owner ------
@@ -154,6 +167,31 @@ def test_another_agent_cannot_end_a_session(store):
     assert (refused.value.field, refused.value.reason) == ("session_id", OWNED)
     assert store.get_session("s1").ended_at is None
     assert store.mark_session_ended("s1", at(11), agent_id="a1").ended_at == at(11)
+
+
+def test_declared_users_create_the_session_for_their_agent_with_no_message(store):
+    from pipeline.errors import InvalidInput
+
+    declared = store.declare_session_users("s1", "a1", ["u1", "u2", "u1"])
+    assert (declared.agent_id, declared.users, declared.last_seq) == ("a1", ["u1", "u2"], 0)
+    assert store.get_session("s1").users == ["u1", "u2"]
+    assert store.find_cold_sessions(at(10_000), 0, 10) == []  # nothing to form yet
+    assert store.ingest_message(message(1, agent="a2"), at(1)).status == "rejected"
+    with pytest.raises(InvalidInput) as refused:
+        store.declare_session_users("s1", "a2", ["u9"])
+    assert (refused.value.field, refused.value.reason) == ("session_id", OWNED)
+    assert store.get_session("s1").users == ["u1", "u2"]
+
+
+def test_declared_users_and_message_users_merge_into_one_set_in_either_order(store):
+    store.declare_session_users("s1", "a1", ["u1", "u2"])
+    store.ingest_message(message(1, user="u3", users=["u3", "u1"]), at(1))
+    assert store.get_session("s1").users == ["u1", "u2", "u3"]
+    store.ingest_message(message(1, session="s2", user="u1"), at(1))
+    assert store.declare_session_users("s2", "a1", ["u2", "u1"]).users == ["u1", "u2"]
+    assert store.declare_session_users("s2", "a1", []).users == ["u1", "u2"]
+    claimed = store.try_claim("s1", ANY, run("r1"), at(2), 60)
+    assert claimed.user_ids == ["u1", "u2", "u3"] and claimed.group_chat
 
 
 def test_another_agent_cannot_claim_a_session(store):

@@ -25,7 +25,18 @@ def store():
 
 
 def _crash_after_insert(store, m: StoredMessage) -> None:
+    """What the former three-step ingest left when it died after its first step: the message
+    stored without a seq."""
     store.col("messages").insert_one(m.model_dump(exclude={"seq"}))
+
+
+def _crash_after_counting(store, m: StoredMessage, seq: int) -> None:
+    """What the former ingest left when it died after its second step: the seq counted on the
+    session and noted in its ``recent`` list, the message still without it."""
+    _crash_after_insert(store, m)
+    store.col("sessions").update_one({"_id": m.session_id}, {
+        "$set": {"last_seq": seq, "recent": [{"e": m.event_id, "s": seq}]},
+        "$inc": {"messages_since": 1, "tokens_since": m.weighted_tokens}})
 
 
 def test_redelivery_completes_a_message_stored_without_seq(store):
@@ -41,8 +52,7 @@ def test_redelivery_completes_a_message_stored_without_seq(store):
 
 def test_redelivery_after_the_seq_was_assigned_does_not_count_twice(store):
     store.ingest_message(message(1), at(1))
-    _crash_after_insert(store, message(2))
-    store._assign_seq(message(2), at(2))  # the session moved; the crash hit before step 3
+    _crash_after_counting(store, message(2), 2)
     store.ingest_message(message(3), at(3))  # another message arrives meanwhile
     again = store.ingest_message(message(2), at(4))
     assert again.status == "duplicate"  # the seq was counted before the crash
@@ -98,3 +108,119 @@ def test_no_user_id_becomes_a_field_name(store):
     doc = store.col("contexts").find_one({"user_id": odd})
     assert doc["versions"] == [{"k": f"user:{odd}", "v": 3}]
     assert store.get_cached_context("s1", odd).versions == {f"user:{odd}": 3}
+
+
+# ---------------------------------------------------------------------- a crash mid-ingest ----
+class Crash(Exception):
+    """The ingesting process died."""
+
+
+_WRITES = {"insert_one", "insert_many", "update_one", "update_many", "replace_one", "delete_one",
+           "delete_many", "find_one_and_update", "find_one_and_replace", "find_one_and_delete", "bulk_write"}
+
+
+class _Dying:
+    """The database as seen by a process that dies right after its ``writes``-th write: that
+    write is applied, nothing after it is (a fault injected at every step of the ingest)."""
+
+    def __init__(self, database, writes: int) -> None:
+        self._database, self.left = database, writes
+
+    def __getitem__(self, name: str):
+        return _DyingCollection(self._database[name], self)
+
+    def __getattr__(self, name: str):
+        return getattr(self._database, name)
+
+
+class _DyingCollection:
+    def __init__(self, collection, process: _Dying) -> None:
+        self._collection, self._process = collection, process
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._collection, name)
+        if name not in _WRITES:
+            return attr
+
+        def write(*args, **kwargs):
+            if self._process.left <= 0:
+                raise Crash(f"dead before {name}")
+            result = attr(*args, **kwargs)
+            self._process.left -= 1
+            if self._process.left == 0:
+                raise Crash(f"died right after {name}")
+            return result
+
+        return write
+
+
+def _formed(store, claimed) -> list[str]:
+    if claimed is None:
+        return []
+    store.finish_run(claimed.run_id, at(50), {}, [])
+    return [m.message_id for m in store.get_messages("s1", claimed.seq_from, claimed.seq_to)]
+
+
+@pytest.mark.parametrize("then", ["redelivery", "next message", "session end"])
+@pytest.mark.parametrize("writes", [1, 2, 3])
+def test_a_message_whose_ingest_died_at_any_step_is_formed_once_by_a_later_run(store, writes, then):
+    """Whatever write the ingest of m2 died after, and with a claim racing in right then, m2
+    is formed exactly once: by that claim, or by a later run once the ingest is redelivered,
+    the next message arrives or the session ends (the session-end rule claims any message)."""
+    store.ingest_message(message(1), at(1))
+    healthy = store.database
+    store.database = _Dying(healthy, writes)
+    try:
+        store.ingest_message(message(2), at(2))
+    except Crash:
+        pass
+    finally:
+        store.database = healthy
+    formed = _formed(store, store.try_claim("s1", ANY, run("r1"), at(3), 60))  # the racing claim
+    expected = ["m1", "m2"]
+    if then == "redelivery":
+        store.ingest_message(message(2), at(4))
+    elif then == "next message":
+        store.ingest_message(message(3), at(4))
+        expected.append("m3")
+    formed += _formed(store, store.try_claim("s1", ANY, run("r2"), at(5), 60))
+    assert sorted(formed) == expected
+    session = store.get_session("s1")
+    assert session.last_seq == len(expected) and session.claimed_through == session.last_seq
+
+
+def test_ingests_dying_midway_while_others_ingest_and_claim_leave_every_message_formed_once():
+    """Four threads ingest into one session and claim after each message; every third ingest
+    dies after its first or its second write. The dead ones are delivered again (the broker redelivers an
+    unacknowledged event) and the session ends: each message is in exactly one run."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    database = emulated_database()
+    MongoStore(database).create_indexes()
+    barrier, died, formed = threading.Barrier(4), [], []
+
+    def worker(w: int) -> None:
+        healthy = MongoStore(database)
+        barrier.wait()
+        for i in range(12):
+            m = message(w * 100 + i, event_id=f"w{w}-e{i}", created=at(i))
+            if i % 3 == 1:
+                try:
+                    MongoStore(_Dying(database, 1 + i // 3 % 2)).ingest_message(m, at(i))
+                except Crash:
+                    died.append(m)
+            else:
+                healthy.ingest_message(m, at(i))
+            claimed = healthy.try_claim("s1", ANY, run(f"r{w}-{i}"), at(i), 600)
+            formed.extend(_formed(healthy, claimed))  # what the run's first stage reads, right away
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    store = MongoStore(database)
+    for m in died:  # "accepted" when the first write was another one (a session, a count it helped)
+        assert store.ingest_message(m, at(50)).status in ("accepted", "duplicate")
+    formed.extend(_formed(store, store.try_claim("s1", ANY, run("r-end"), at(60), 600)))
+    assert sorted(formed) == sorted(f"m{w * 100 + i}" for w in range(4) for i in range(12))
+    session = store.get_session("s1")
+    assert (session.last_seq, session.claimed_through) == (48, 48)

@@ -193,3 +193,19 @@ def test_threads_delivering_the_same_event_accept_it_once(store):
     session = store.get_session("s1")
     assert (session.last_seq, session.messages_since, session.duplicates) == (2, 2, WORKERS - 1)
     assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]
+
+
+def test_threads_declaring_users_while_messages_arrive_lose_no_one(store):
+    barrier = threading.Barrier(WORKERS)
+
+    def declare_and_ingest(w):
+        barrier.wait()
+        for i in range(5):
+            store.declare_session_users("s1", "a1", [f"d{w}-{i}"])
+            store.ingest_message(message(w * 100 + i, user=f"m{w}-{i}", event_id=f"w{w}-e{i}"), at(i))
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(declare_and_ingest, range(WORKERS)))
+    users = store.get_session("s1").users
+    expected = {f"{kind}{w}-{i}" for kind in "dm" for w in range(WORKERS) for i in range(5)}
+    assert set(users) == expected and len(users) == len(expected)

@@ -40,3 +40,20 @@ def test_old_mongo_facts_and_index_are_upgraded_by_create_indexes():
     assert store.insert_fact(fact("f4", "the office is in PARIS")) == (False, "f2")
     assert store.retire_fact("f2", T0, "r2") is True
     assert store.insert_fact(fact("f5", "The office is in Paris")) == (True, "f5")
+
+
+def test_an_old_mongo_message_key_becomes_unique_per_seq_and_old_interrupted_ingests_still_complete():
+    from tests.support.documents import at, message
+
+    database = emulated_database()
+    messages = database["memory2_messages"]
+    messages.create_index([("session_id", 1), ("seq", 1)], name="session_seq", unique=False)  # as first shipped
+    store = MongoStore(database)
+    store.ingest_message(message(1), at(1))
+    messages.insert_one(message(2).model_dump(exclude={"seq"}))  # the former ingest died after its insert
+    messages.insert_one(message(3, session="s2").model_dump(exclude={"seq"}))
+    store.create_indexes()
+    key = messages.index_information()["session_seq"]
+    assert key["unique"] and key["partialFilterExpression"] == {"seq": {"$exists": True}}
+    assert store.ingest_message(message(2), at(2)).seq == 2  # the redelivery stores it anew
+    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]

@@ -1,0 +1,189 @@
+"""A producer in another language writes the README's wire format with a plain Redis client
+(no Celery, no kombu) and a real worker stores its events; a malformed hand-built message is
+recorded as rejected, never lost, and never stops the worker (README, "Producers in any
+language")."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pipeline import names
+from pipeline.store import open_store
+from schemas.settings import Settings
+from tests.support.flower import until
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _event(event_id: str, session_id: str = "s-foreign", content: str = "I moved to Porto") -> dict:
+    return {"type": "message.added", "schema_version": 1, "event_id": event_id, "agent_id": "a1",
+            "session_id": session_id,
+            "message": {"message_id": event_id, "role": "user", "sender_id": "u1", "content": content,
+                        "created_at": "2026-05-02T10:00:00+00:00"}}
+
+
+def _envelope(task: str, kwargs: dict, *, base64_body: bool = True) -> str:
+    """The README's envelope, built by hand with only the keys it lists as needed."""
+    body = json.dumps([[], kwargs, {}])
+    properties = {"delivery_tag": str(uuid.uuid4()), "delivery_info": {"exchange": "", "routing_key": "ingest"},
+                  "priority": 0}
+    if base64_body:
+        body = base64.b64encode(body.encode()).decode()
+        properties["body_encoding"] = "base64"
+    return json.dumps({
+        "body": body, "content-type": "application/json", "content-encoding": "utf-8",
+        "headers": {"task": task, "id": str(uuid.uuid4()), "argsrepr": "()", "kwargsrepr": "{}"},
+        "properties": properties,
+    })
+
+
+@pytest.fixture
+def broker(redis_server, broker_urls):
+    """A raw redis-py client on this test's broker database: what any language's client is."""
+    return redis_server.client(int(broker_urls[0].rsplit("/", 1)[1]))
+
+
+@pytest.fixture
+def store_url(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    store = open_store(Settings(store_url=url))
+    store.create_indexes()
+    store.close()
+    return url
+
+
+def _wait(store_url: str, check, what: str, worker):
+    store = open_store(Settings(store_url=store_url))
+    try:
+        return until(lambda: check(store), what, worker.log_file, timeout=60)
+    finally:
+        store.close()
+
+
+def test_a_hand_built_message_is_stored_by_a_real_worker(broker, store_url, celery_worker_process):
+    broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_EVENT, {"event": _event("e-1")}))
+    broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_EVENT, {"event": _event("e-2")}, base64_body=False))
+    batch = [_event(f"e-b{i}") for i in range(3)]
+    broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_BATCH, {"events": batch}))
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
+    _wait(store_url, lambda s: s.count_messages("s-foreign") == 5, "5 hand-built events stored", worker)
+    assert broker.llen(names.QUEUE_INGEST) == 0
+    assert "ERROR" not in worker.log_text()
+
+
+def _readme_redis_cli_line() -> str:
+    [line] = [ln for ln in README.read_text().splitlines() if ln.startswith('redis-cli -u "$MEMORY_BROKER_URL" LPUSH')]
+    return line
+
+
+@pytest.mark.skipif(shutil.which("redis-cli") is None, reason="redis-cli is not installed")
+def test_the_readme_redis_cli_line_publishes_an_event_a_worker_stores(broker_urls, store_url, celery_worker_process):
+    done = subprocess.run(["sh", "-c", _readme_redis_cli_line()], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "MEMORY_BROKER_URL": broker_urls[0]})
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
+    _wait(store_url, lambda s: s.count_messages("cli-s1") == 1, "the redis-cli event stored", worker)
+
+
+BROKEN = {
+    "not JSON": "this is not json",
+    "JSON without properties": json.dumps({"headers": {"task": names.TASK_INGEST_EVENT}, "body": "[]"}),
+    "no task header": re.sub(r'"task": "[^"]+", ', "", _envelope(names.TASK_INGEST_EVENT, {"event": _event("x-1")})),
+    "body not base64": json.dumps({**json.loads(_envelope(names.TASK_INGEST_EVENT, {"event": _event("x-2")})),
+                                   "body": "%%% not base64 %%%"}),
+    "body not [args, kwargs, options]": _envelope(names.TASK_INGEST_EVENT, {"event": _event("x-3")}).replace(
+        base64.b64encode(json.dumps([[], {"event": _event("x-3")}, {}]).encode()).decode(),
+        base64.b64encode(b'{"event": 1}').decode()),
+}
+
+
+@pytest.mark.parametrize("queues", [(names.QUEUE_INGEST,), names.QUEUES], ids=["one-queue", "all-queues"])
+def test_malformed_hand_built_messages_are_recorded_as_rejected_not_lost(
+    broker, store_url, celery_worker_process, queues
+):
+    for raw in BROKEN.values():
+        broker.lpush(names.QUEUE_INGEST, raw)
+    bad_event = '{"type": "message.added", "event_id": "bad-json", "agent_id": '  # cut off
+    broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_EVENT, {"event": bad_event}))
+    broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_EVENT, {"event": _event("good-after")}))
+    worker = celery_worker_process(store_url=store_url, queues=queues)
+
+    _wait(store_url, lambda s: s.count_messages("s-foreign") == 1, "the good event after the broken ones", worker)
+    rejections = _wait(store_url, lambda s: (lambda r: r if len(r) == len(BROKEN) + 1 else None)(s.list_rejections()),
+                       f"{len(BROKEN) + 1} rejections", worker)
+    by_raw = {r.raw: r for r in rejections}
+    for what, raw in BROKEN.items():
+        assert raw in by_raw, f"{what}: not recorded"
+        [error] = by_raw[raw].errors
+        assert error["field"] == "<message>" and error["reason"].startswith("undeliverable message on queue ingest: ")
+    assert by_raw[bad_event].errors[0]["field"] == "<event>"
+    assert broker.llen(names.QUEUE_INGEST) == 0
+    assert broker.llen(f"{names.QUEUE_INGEST}:undeliverable") == 0
+    assert broker.hlen("unacked") == 0
+    assert worker.is_alive()
+
+
+def _readme_node_example() -> str:
+    text = README.read_text()
+    start = text.index("From Node.js")
+    block = text[text.index("```js\n", start) + len("```js\n"):]
+    return block[:block.index("```")]
+
+
+# Stands in for the npm "redis" client, which is not installed here: it hands every LPUSH to
+# the test (stdout) instead of a socket, so what is checked is the envelope the README's code
+# builds; the test pushes it to the real Redis with redis-py.
+_NODE_REDIS_STUB = """
+export function createClient({ url }) {
+  if (!url) throw new Error("no url");
+  return {
+    async connect() {},
+    async lPush(key, value) { console.log(JSON.stringify({ key, value })); return 1; },
+  };
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_readme_node_example_builds_a_message_a_worker_stores(
+    tmp_path, broker, broker_urls, store_url, celery_worker_process
+):
+    stub = tmp_path / "node_modules" / "redis"
+    stub.mkdir(parents=True)
+    (stub / "package.json").write_text(json.dumps({"name": "redis", "type": "module", "main": "index.js"}))
+    (stub / "index.js").write_text(_NODE_REDIS_STUB)
+    (tmp_path / "publish.mjs").write_text(_readme_node_example())
+    done = subprocess.run(["node", "publish.mjs"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MEMORY_BROKER_URL": broker_urls[0]})
+    assert done.returncode == 0, done.stderr
+    [pushed] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert pushed["key"] == names.QUEUE_INGEST
+    envelope = json.loads(pushed["value"])
+    assert "I moved to Porto" not in envelope["headers"]["kwargsrepr"]
+    broker.lpush(pushed["key"], pushed["value"])
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
+    _wait(store_url, lambda s: s.count_messages("s1") == 1, "the Node example's event stored", worker)
+
+
+def test_replies_to_control_commands_are_not_taken_for_broken_task_messages(
+    broker_urls, store_url, celery_worker_process, celery_app_for
+):
+    # replies come back on a list of their own, in kombu's envelope without a task header
+    worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,), hostname="pinged@%h")
+    app = celery_app_for(*broker_urls)
+    replies = until(lambda: app.control.ping(timeout=2), "a pong", worker.log_file, timeout=30)
+    assert any(name.startswith("pinged@") for reply in replies for name in reply)
+    store = open_store(Settings(store_url=store_url))
+    try:
+        assert store.list_rejections() == []
+    finally:
+        store.close()
