@@ -11,6 +11,13 @@
 4. ``apply`` the output's effects. Every effect is idempotent on the run id (deterministic
    fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
    after a crash at any point applies nothing twice.
+
+Erasure (SPEC §11): ``forget-user`` ends a run in flight of an erased user's one-to-one
+session as ``erased`` (and empties and fails one of a group session). The stage reads the
+run's status again after ``compute`` and before storing the output or applying anything: a run
+that is no longer active stores nothing and applies nothing, and the chain stops. ``forget-user``
+ends the runs before it reads what to remove, so an effect applied just before that check is
+still found and removed by provenance.
 """
 
 from __future__ import annotations
@@ -121,6 +128,8 @@ def run_stage(
     started = time.perf_counter()
     usage = Usage()
     output = compute(run, usage)
+    if not still_active(store, run_id):
+        return None  # erased (or taken over) while computing: store and apply nothing
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
@@ -132,8 +141,16 @@ def run_stage(
         done = load_run(store, run_id).stages[stage]
         output, reused = done.output or {}, True
     if apply is not None:
+        if not still_active(store, run_id):
+            return None
         apply(run, output)
     return StageResult(run, output, reused=reused, record=done)
+
+
+def still_active(store: Store, run_id: str) -> bool:
+    """Whether the run is still claimed or running: not erased, failed, finished or gone."""
+    run = store.get_run(run_id)
+    return run is not None and run.status in ("claimed", "running")
 
 
 def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:
