@@ -3,8 +3,8 @@
     python -m ops.bench.small_store --data ../shared/data/locomo/dev.json --json
 
 Setup: the facts are LoCoMo's ``observation`` items (one sentence each, written from one
-turn), grouped per speaker into stores of N facts in conversation order (one user scope per
-store). Each fact is embedded as formation embeds it: its retrieval text (the fact behind
+turn), grouped per speaker into stores of N facts in conversation order (each store is its
+own agent's facts, as one user's would be). Each fact is embedded as formation embeds it: its retrieval text (the fact behind
 the date and its turn with the two turns before it, ``pipeline.retrieval.retrieval_text``,
 within the local model's window). Each question with evidence is asked of every store that
 holds a fact written from one of its evidence turns (a *target*), in two forms:
