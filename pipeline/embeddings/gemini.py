@@ -21,6 +21,9 @@ MAX_BATCH = 100
 
 
 class GeminiEmbedder(Embedder):
+    # https://ai.google.dev/gemini-api/docs/models#gemini-embedding: input token limit 2,048
+    window = 2048
+
     def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:
         self.client = client

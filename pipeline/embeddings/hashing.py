@@ -21,6 +21,9 @@ _WORD_WEIGHT = 2.0
 
 
 class HashingEmbedder(Embedder):
+    #: hashing reads every word; a window keeps its retrieval texts as bounded as a model's
+    window = 8192
+
     def __init__(self, dim: int = 384) -> None:
         if dim < 8:
             raise ValueError(f"hashing embedder: dim must be at least 8, got {dim}")

@@ -159,7 +159,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         if not facts:
             return {"model": model, "vectors": [], "input_tokens": 0}
         sources = _provenances(deps.store, run, facts)
-        texts = [p.text(f.text) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
+        texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = deps.embedder.embed([*texts, *(f.text for f in facts)])
         n = len(facts)
         return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
@@ -224,7 +224,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         update_vectors: dict[str, str] = {}
         if updates:
             sources = dict(zip((f.index for f in facts), _sources(run)))
-            texts = [sources[d.index].text(d.text or "") if d.index in sources else d.text or "" for d in updates]
+            texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
             result = deps.embedder.embed(texts)
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
