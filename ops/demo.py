@@ -87,7 +87,7 @@ def _formed(store, session_ids: Sequence[str]) -> bool:
         session = store.get_session(session_id)
         if session is None or session.active_run_id is not None or session.claimed_through < session.last_seq:
             return False
-    return all(run.status in ("done", "failed", "dead") for run in store.list_runs(limit=1000))
+    return all(run.status in ("done", "failed", "dead", "erased") for run in store.list_runs(limit=1000))
 
 
 def wait_until_idle(app, store, session_ids: Sequence[str], timeout_s: float) -> bool:

@@ -1,6 +1,8 @@
 """The ``MemoryService`` facade (SPEC §6): what an agent runtime calls.
 
-    service = MemoryService("agent-1")
+    from workers.client import memory_service
+
+    service = memory_service("agent-1")   # wired to the worker queues (Celery lives there)
     xml = service.get_memory_context(session_id="session-9", user_id="alice")  # into the prompt
     hits = service.search_facts("Alice's email", session_id="session-9", user_id="alice")
     service.maybe_form_memories([{"message_id": "m1", "role": "user", "sender_id": "alice",
@@ -13,8 +15,12 @@ Every method is synchronous and thread-safe; each has an ``a``-prefixed coroutin
 (``await service.aget_memory_context(...)``) that runs it in a worker thread
 (``asyncio.to_thread``), so an event loop is never blocked by the store.
 
-Clients (store, search, embedder, publisher, clock) are built lazily from settings, or
-injected (tests, or a runtime that already holds them).
+Clients (store, search, embedder, clock) are built lazily from settings, or injected (tests,
+or a runtime that already holds them). The publisher of events and the starter of claimed runs
+are always injected: ``pipeline`` imports nothing of ``workers``, and
+``workers.client.memory_service`` builds a service wired to the Celery queues. A service
+built with ``MemoryService(agent_id)`` alone reads memory (context, search, stats) and says
+so clearly if asked to publish.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from pipeline import context, cost, retrieval, tracing, validity
 from pipeline.clock import Clock
-from pipeline.errors import InvalidInput
+from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.packing import pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
@@ -49,14 +55,10 @@ _USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 # every run of the agent is summed into its stats (the store lists runs under a limit)
 _ALL_RUNS = 10_000_000
-
-
-def _default_run_starter(run_id: str) -> None:
-    """Start a claimed run's chain on the worker queues (Celery lives in ``workers/``)."""
-    from pipeline import names
-    from workers.dispatch import send
-
-    send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
+_NOT_WIRED = (
+    "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
+    "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
+)
 
 
 class MemoryService:
@@ -73,7 +75,7 @@ class MemoryService:
         self.settings = settings or get_settings()
         self.clock = clock or Clock()
         self._given = {"store": store, "search": search, "embedder": embedder, "publisher": publisher}
-        self._run_starter = run_starter or _default_run_starter
+        self._given_run_starter = run_starter
 
     # ----------------------------------------------------------------- clients -------------
     @cached_property
@@ -100,13 +102,19 @@ class MemoryService:
 
         return open_embedder(self.settings)
 
-    @cached_property
+    @property
     def publisher(self) -> Publisher:
-        if self._given["publisher"] is not None:
-            return self._given["publisher"]
-        from workers.producer import CeleryPublisher
+        """Where conversation events go. The facade knows no queue: the agent runtime builds
+        the service with ``workers.client.memory_service``, which gives it the Celery one."""
+        if self._given["publisher"] is None:
+            raise ConfigurationError(_NOT_WIRED.format(what="publisher", arg="publisher"))
+        return self._given["publisher"]
 
-        return CeleryPublisher()
+    @property
+    def _run_starter(self) -> Callable[[str], None]:
+        if self._given_run_starter is None:
+            raise ConfigurationError(_NOT_WIRED.format(what="run starter", arg="run_starter"))
+        return self._given_run_starter
 
     # ----------------------------------------------------------------- visibility ----------
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:

@@ -15,7 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
-RunStatus = Literal["claimed", "running", "done", "failed", "dead"]
+# erased: a user or session of the run was erased while it ran; it applied nothing after that
+RunStatus = Literal["claimed", "running", "done", "failed", "dead", "erased"]
+ACTIVE_RUN_STATUSES = ("claimed", "running")
+# never reopened: formed, or erased while in flight (its user's data is gone)
+FINAL_RUN_STATUSES = ("done", "erased")
 StageName = Literal[
     "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"
 ]
@@ -182,6 +186,9 @@ class Fact(_Doc):
     embedding_model: str | None = None
     source_session_id: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    # provenance: the humans whose messages it came from (an UPDATE adds the new source's);
+    # empty on a record stored before provenance (see ``pipeline.erasure`` for its rule)
+    source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
     updated_at: datetime | None = None    # the latest change (formed_at until an UPDATE)
@@ -223,6 +230,10 @@ class Reflection(_Doc):
     scope_key: str
     content: str
     source_session_id: str | None = None
+    # provenance: the human messages of the run's range it was formed from, and their
+    # senders (empty on a record stored before provenance, see ``pipeline.erasure``)
+    source_message_ids: list[str] = Field(default_factory=list)
+    source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
     formed_at: datetime
     absorbed: bool = False

@@ -34,7 +34,17 @@ class Deps:
     def llm(self):
         from pipeline.llm import open_llm
 
-        return open_llm(self.settings)
+        return open_llm(self.settings, redis_client=self.slots_redis)
+
+    @cached_property
+    def slots_redis(self):
+        """The broker's Redis, where the LLM concurrency cap is shared by every worker (None
+        for another broker: the cap is then per process)."""
+        if not self.settings.broker_url.startswith(("redis://", "rediss://")):
+            return None
+        import redis
+
+        return redis.Redis.from_url(self.settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
 
     @cached_property
     def embedder(self):

@@ -5,11 +5,13 @@
 Setup: each conversation is its own agent; each dialog turn is one agent-scoped fact whose
 content is ``[<session date>] <speaker>: <text>`` plus ``[image: <caption>]`` when the turn
 shares an image. Its embedding is that of its retrieval text: the content joined to its
-provenance (the date and the two turns before it in its session). Only the turns are indexed (never ``observation``, ``session_summary`` or
+provenance (the date and the two turns before it in its session), budgeted in the
+embedder's tokens as formation budgets it (``retrieval_text``). Only the turns are indexed (never ``observation``, ``session_summary`` or
 ``event_summary``). Facts are embedded by the offline local model. Each question with
 evidence is searched with top_k 10 through the production ranking code
 (``pipeline.retrieval.rank_query`` over ``LocalFactSearch``), with thresholds off (pure
-ranking) and with the production thresholds (``*_thresholded``). Recall of a question is
+ranking) and with the production thresholds (``*_thresholded``); ``setup.search_ms`` is the
+p50/p95 of that hybrid ranking per question (the query embedded already). Recall of a question is
 the share of its evidence turns in the top k; "overall" counts every question once.
 
 The last line printed is one JSON object.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -28,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.embeddings import open_embedder
+from pipeline.embeddings.port import Embedder
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
@@ -65,8 +69,9 @@ def _turn_line(turn: dict) -> str:
     return line
 
 
-def conversation_turns(conversation: dict) -> list[tuple[str, str, str, datetime]]:
-    """(dia_id, content, retrieval text, formed_at) of every turn of every session with turns."""
+def conversation_turns(conversation: dict, embedder: Embedder | None = None) -> list[tuple[str, str, str, datetime]]:
+    """(dia_id, content, retrieval text, formed_at) of every turn of every session with turns;
+    with ``embedder``, each retrieval text is budgeted in its tokens as formation does."""
     out = []
     sessions = sorted(
         (int(k.split("_")[1]), k) for k, v in conversation.items()
@@ -78,7 +83,8 @@ def conversation_turns(conversation: dict) -> list[tuple[str, str, str, datetime
         turns = conversation[key]
         for i, turn in enumerate(turns):
             excerpt = turns[max(0, i - EXCERPT_TURNS):i]
-            text = retrieval_text(_turn_line(turn), excerpt=[f"{t['speaker']}: {t['text']}" for t in excerpt], date=date)
+            lines = [f"{t['speaker']}: {t['text']}" for t in excerpt]
+            text = retrieval_text(_turn_line(turn), excerpt=lines, date=date, embedder=embedder)
             out.append((turn["dia_id"], turn_content(date, turn), text, formed))
     return out
 
@@ -109,6 +115,14 @@ def _summary(rows: list[tuple[int, float, float]]) -> dict:
     }
 
 
+def _percentiles(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    if not ordered:
+        return {}
+    return {name: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+            for name, q in (("p50", 0.5), ("p95", 0.95))}
+
+
 def run(data: Path, settings: Settings) -> dict:
     conversations = json.loads(data.read_text())
     embedder = open_embedder(settings)
@@ -117,6 +131,7 @@ def run(data: Path, settings: Settings) -> dict:
     # for comparison: the same ranking with the §10 default k (60)
     default_k = Thresholds(None, None, None, 60, production.semantic_weight, production.text_weight)
     rows: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    latencies: list[float] = []  # hybrid with the production thresholds, query embedded already
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(str(Path(tmp) / "locomo.db"))
@@ -124,7 +139,7 @@ def run(data: Path, settings: Settings) -> dict:
         search = LocalFactSearch(store)
         for conv in conversations:
             agent = f"locomo-{conv['sample_id']}"
-            turns = conversation_turns(conv["conversation"])
+            turns = conversation_turns(conv["conversation"], embedder)
             vectors = embedder.embed([text for _, _, text, _ in turns]).vectors
             for (dia_id, content, _, formed), vector in zip(turns, vectors):
                 store.insert_fact(Fact(
@@ -146,6 +161,9 @@ def run(data: Path, settings: Settings) -> dict:
                         r5 = len(wanted & set(found[:5])) / len(wanted)
                         r10 = len(wanted & set(found[:10])) / len(wanted)
                         rows[mode + suffix].append((int(q["category"]), r5, r10))
+                t0 = time.perf_counter()
+                fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, production)
+                latencies.append(time.perf_counter() - t0)
                 fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, default_k)
                 found = [f.fact_id for f in fused]
                 rows["hybrid_k60"].append((
@@ -160,6 +178,7 @@ def run(data: Path, settings: Settings) -> dict:
         "thresholds": {"semantic": production.semantic, "text": production.text, "rrf": production.rrf},
         "defaults_used": origin,
         "seconds": round(time.perf_counter() - started, 1),
+        "search_ms": _percentiles(latencies), "load_average": os.getloadavg(),
     }
     return out
 

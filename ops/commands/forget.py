@@ -14,7 +14,7 @@ def _run(args: argparse.Namespace) -> int:
 
     store = open_existing(get_settings())
     try:
-        counts = forget_user(store, args.user, None if args.all_agents else args.agent)
+        counts = forget_user(store, args.user, None if args.all_agents else args.agent, settings=get_settings())
         left = traces(store.dump_all(), args.user, None if args.all_agents else args.agent) if args.verify else None
     finally:
         store.close()
@@ -24,7 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"forgot user {args.user} under {scope}:")
         for name, count in sorted(counts.items()):
-            print(f"  {name:<16} {count:>8}")
+            print(f"  {name:<22} {count:>8}")
         if left is not None:
             print(f"  traces left: {len(left)}" + (f" ({', '.join(left[:10])})" if left else ""))
     return 1 if left else 0
@@ -32,12 +32,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "forget-user", help="delete everything of a user (facts, reflections, blobs, messages, runs, caches)",
+        "forget-user", help="delete everything of a user (facts, reflections, blobs, messages, runs, caches), and every "
+             "item in any scope formed from their messages; blobs that absorbed one are rebuilt",
     )
     p.add_argument("--user", required=True, help="the user's id")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--agent", help="erase under this agent only")
     where.add_argument("--all-agents", action="store_true", help="erase under every agent")
-    p.add_argument("--verify", action="store_true", help="then check every id field of every collection for the user (exit 1 if one names them)")
+    p.add_argument("--verify", action="store_true", help="then check every id field of every collection for the user, and every item's sources "
+                        "(exit 1 if one names them, or a blob still counts a removed reflection)")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     p.set_defaults(func=_run)

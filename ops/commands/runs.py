@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import get_args
 
 from ops.commands import positive_int
+from schemas.documents import RunStatus
 from schemas.settings import get_settings
 
 
@@ -95,7 +97,8 @@ def _reembed(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="list formation runs: status, stage timings, tokens and errors")
-    p.add_argument("--status", choices=["claimed", "running", "done", "failed", "dead"])
+    p.add_argument("--status", choices=list(get_args(RunStatus)),
+                   help="erased: a user or session of the run was erased while it ran; it applied nothing after that")
     p.add_argument("--agent")
     p.add_argument("--session")
     p.add_argument("--limit", type=positive_int, default=50)

@@ -22,6 +22,8 @@ MAX_BATCH = 100
 
 class GeminiEmbedder(Embedder):
     provider = "gemini"
+    # https://ai.google.dev/gemini-api/docs/models#gemini-embedding: input token limit 2,048
+    window = 2048
 
     def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:

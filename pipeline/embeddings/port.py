@@ -31,6 +31,15 @@ class Embedder(abc.ABC):
     #: the vector size (``create-indexes`` sizes the Atlas vector index with it); a network
     #: embedder without ``MEMORY_EMBEDDING_DIMENSIONS`` asks its provider once to learn it
     dim: int
+    #: how many tokens of a text the model reads (beside its own special tokens); the rest
+    #: is cut off unseen. Network models read thousands (OpenAI's 8191, Gemini's 2048).
+    window: int = 2048
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this model's window, without the special tokens. This
+        estimate (3 characters a token, on the safe side of English's 4) serves the network
+        models, whose windows are far larger than any retrieval text."""
+        return -(-len(text) // 3)
 
     @abc.abstractmethod
     def embed(self, texts: Sequence[str]) -> Embeddings:

@@ -16,16 +16,14 @@ merged again. A failed merge changes nothing: the buffer stays.
 
 from __future__ import annotations
 
-import uuid
-
 from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage, stage_output
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage, stage_output
 from pipeline.formation.scopes import plan_from_dict, plan_scopes
 from pipeline.formation.stages import EXTRACT_FACTS
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
-from schemas.documents import ConsolidatedBlob, FormationRun, UsageRecord
+from schemas.documents import ConsolidatedBlob, FormationRun
 
 CONSOLIDATE = "consolidate"
 #: the stage name of a session-end consolidation's usage record (it has no run)
@@ -172,10 +170,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     finally:
         # no run holds these calls: a usage record does, so the agent's cost counts them too,
         # those of an attempt that failed after its calls included
-        if usage.by_model:
-            store.record_usage(UsageRecord(
-                usage_id=uuid.uuid4().hex, agent_id=agent_id, session_id=session_id,
-                stage=CONSOLIDATE_SESSION, at=deps.clock.now(),
-                by_model=usage.record(deps.settings.price_table()).by_model,
-            ))
+        record_spend(deps, usage, agent_id=agent_id, stage=CONSOLIDATE_SESSION, session_id=session_id)
     return results

@@ -29,7 +29,8 @@ from pipeline.formation.facts import NewFact
 from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
 from pipeline.store.port import Store
-from schemas.documents import Fact, FormationRun
+from pipeline.sources import message_sources
+from schemas.documents import Fact, FormationRun, StoredMessage
 
 
 def apply(
@@ -40,8 +41,12 @@ def apply(
     """Apply ``output["effects"]`` (see the module docstring), record notes, bump the stamps."""
     model = output["embedding_model"]
     said = {f.index: f for f in new_facts}
-    said_at = _said_at(store, run, sources, now)
+    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output["effects"] else []
+    said_at = _said_at(claimed, sources, now)
     notes: list[dict] = []
+
+    def source_ids(index: int) -> list[str]:
+        return [sources[index].message_id] if sources else list(message_ids)
 
     def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
         return store.insert_fact(Fact(
@@ -49,8 +54,8 @@ def apply(
             user_id=plan.user_id if scope == "user" else None,
             scope_key=key, content=text, hash=digest,
             embedding=vector or vectors[index], embedding_model=model,
-            source_session_id=run.session_id,
-            source_message_ids=[sources[index].message_id] if sources else list(message_ids),
+            source_session_id=run.session_id, source_message_ids=source_ids(index),
+            source_user_ids=message_sources(source_ids(index), claimed),
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
         ))[1]
 
@@ -67,6 +72,7 @@ def apply(
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
                 embedding=merged_vector(output, index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.get("version"),
+                sources=(source_ids(index), message_sources(source_ids(index), claimed)),
             ):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")
@@ -95,13 +101,13 @@ def merged_vector(output: dict, index: int) -> list[float] | None:
 
 
 def _said_at(
-    store: Store, run: FormationRun, sources: Sequence[Provenance], now: datetime,
+    claimed: Sequence[StoredMessage], sources: Sequence[Provenance], now: datetime,
 ) -> Callable[[int], datetime]:
     """New fact index -> when its source message was sent (a fact is valid from then), never
     later than ``now``; ``now`` when the message is unknown (erased since)."""
     if not sources:
         return lambda index: now
-    sent = {m.message_id: m.created_at for m in store.get_messages(run.session_id, run.seq_from, run.seq_to)}
+    sent = {m.message_id: m.created_at for m in claimed}
 
     def at(index: int) -> datetime:
         created = sent.get(sources[index].message_id) if index < len(sources) else None

@@ -11,7 +11,8 @@ fact joined to its provenance. The content of the fact itself is unchanged.
   (earlier runs' messages count), then the source message itself, one ``Name: text`` line
   each. In LoCoMo the fact *is* the turn, so its excerpt is only the turns before it; here
   the fact is a rewrite of the source message, so the source line is part of the excerpt.
-  Each line is cut at ``MAX_LINE_CHARS`` so that one long message cannot drown the fact.
+  Each line is cut at ``MAX_LINE_CHARS``, and the whole text is budgeted by the embedder's
+  own tokenizer (``retrieval_text``): the fact whole, then the nearest lines first.
 - Date: the source message's, in the benchmark's form (``9:04 am on 2 March, 2026``).
 
 Dedup compares contents, not these vectors (``pipeline.formation.dedup``): the stored
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pipeline.conversation import ordered, speaker, user_name
+from pipeline.embeddings.port import Embedder
 from pipeline.retrieval import retrieval_text
 from pipeline.text import normalize
 from schemas.documents import StoredMessage
@@ -50,8 +52,9 @@ class Provenance:
     excerpt: tuple[str, ...]
     date: str
 
-    def text(self, content: str) -> str:
-        return retrieval_text(content, excerpt=self.excerpt, date=self.date)
+    def text(self, content: str, embedder: Embedder | None = None) -> str:
+        """The retrieval text of ``content``; with ``embedder``, within its window."""
+        return retrieval_text(content, excerpt=self.excerpt, date=self.date, embedder=embedder)
 
     def to_dict(self) -> dict:
         return {"message_id": self.message_id, "excerpt": list(self.excerpt), "date": self.date}

@@ -11,6 +11,13 @@
 4. ``apply`` the output's effects. Every effect is idempotent on the run id (deterministic
    fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
    after a crash at any point applies nothing twice.
+
+Erasure (SPEC §11): ``forget-user`` ends a run in flight of an erased user's one-to-one
+session as ``erased`` (and empties and fails one of a group session). The stage reads the
+run's status again after ``compute`` and before storing the output or applying anything: a run
+that is no longer active stores nothing and applies nothing, and the chain stops. ``forget-user``
+ends the runs before it reads what to remove, so an effect applied just before that check is
+still found and removed by provenance.
 """
 
 from __future__ import annotations
@@ -159,6 +166,9 @@ def run_stage(
     except BaseException:
         keep_spent(deps, run, stage, usage)
         raise
+    if not still_active(store, run_id):
+        keep_spent(deps, run, stage, usage)  # paid for, though nothing is stored
+        return None  # erased (or taken over) while computing: store and apply nothing
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
@@ -170,25 +180,41 @@ def run_stage(
         done = load_run(store, run_id).stages[stage]
         output, reused = done.output or {}, True
     if apply is not None:
+        if not still_active(store, run_id):
+            return None
         apply(run, output)
     return StageResult(run, output, reused=reused, record=done)
+
+
+def still_active(store: Store, run_id: str) -> bool:
+    """Whether the run is still claimed or running: not erased, failed, finished or gone."""
+    run = store.get_run(run_id)
+    return run is not None and run.status in ("claimed", "running")
 
 
 def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:
     """The calls of an attempt that failed after making them (an answer over its word limit
     asked again until the attempts ran out, a store write that failed after the LLM answered)
-    were paid for: a usage record keeps them, since no stage record will. A failure to keep
-    them is logged, never raised over the stage's own error."""
+    were paid for: a usage record keeps them, since no stage record will."""
+    record_spend(deps, usage, agent_id=run.agent_id, stage=stage, session_id=run.session_id, run_id=run.run_id)
+
+
+def record_spend(
+    deps: Deps, usage: Usage, *, agent_id: str, stage: str, session_id: str | None = None, run_id: str | None = None,
+) -> None:
+    """Keep ``usage`` (priced now) as a usage record when no stage record holds it: calls made
+    outside any run, or by a failed attempt. A failure to keep it is logged, never raised over
+    the caller's own outcome."""
     if not usage.by_model:
         return
     try:
         deps.store.record_usage(UsageRecord(
-            usage_id=uuid.uuid4().hex, agent_id=run.agent_id, session_id=run.session_id, run_id=run.run_id,
+            usage_id=uuid.uuid4().hex, agent_id=agent_id, session_id=session_id, run_id=run_id,
             stage=stage, at=deps.clock.now(), by_model=usage.record(deps.settings.price_table()).by_model,
         ))
-    except Exception as exc:  # noqa: BLE001 - logged; the stage's error is the one raised
-        log.warning("run %s: the calls of a failed %s attempt were not recorded (%s: %s)",
-                    run.run_id, stage, type(exc).__name__, exc)
+    except Exception as exc:  # noqa: BLE001 - logged; the caller's own error or result stands
+        log.warning("%s of agent %s: the cost of its model calls was not recorded (%s: %s)",
+                    stage, agent_id, type(exc).__name__, exc)
 
 
 def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:

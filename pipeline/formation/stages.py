@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from pipeline import sources as provenance_sources
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup, fact_effects
@@ -158,7 +159,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         if not facts:
             return {"model": model, "vectors": [], "input_tokens": 0}
         sources = _provenances(deps.store, run, facts)
-        texts = [p.text(f.text) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
+        texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
         return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
@@ -223,7 +224,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         update_vectors: dict[str, str] = {}
         if updates:
             sources = dict(zip((f.index for f in facts), _sources(run)))
-            texts = [sources[d.index].text(d.text or "") if d.index in sources else d.text or "" for d in updates]
+            texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
             result = usage.embed(deps.embedder, texts, "updates")
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
@@ -325,15 +326,18 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
         now = deps.clock.now()
         items = [NewReflection.from_dict(r) for r in output["reflections"]]
-        deps.store.insert_reflections([
-            Reflection(
+        messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
+        reflections = []
+        for r in items:
+            # the run's human messages of the reflection's scope: its user's, or everyone's
+            ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
+            reflections.append(Reflection(
                 reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
                 user_id=plan.user_id if r.scope == "user" else None,
                 session_id=run.session_id if r.scope == "session" else None,
                 scope_key=r.scope_key, content=r.text, source_session_id=run.session_id,
-                source_run_id=run.run_id, formed_at=now,
-            )
-            for r in items
-        ])
+                source_message_ids=ids, source_user_ids=users, source_run_id=run.run_id, formed_at=now,
+            ))
+        deps.store.insert_reflections(reflections)
 
     return run_stage(deps, run_id, EXTRACT_REFLECTIONS, compute, apply)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.errors import ConfigurationError
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
 from schemas.settings import Settings
@@ -9,12 +11,13 @@ from schemas.settings import Settings
 __all__ = ["LLM", "LLMRequest", "LLMResponse", "open_llm"]
 
 
-def open_llm(settings: Settings) -> LLM:
+def open_llm(settings: Settings, *, redis_client: Any = None) -> LLM:
     """The LLM of ``settings.resolved_llm_provider()``.
 
     An explicit ``MEMORY_LLM_PROVIDER`` wins; else a Gemini key, then an OpenAI key, then the
     offline rules. Network providers are wrapped in the concurrency cap of
-    ``MEMORY_LLM_MAX_CONCURRENCY`` (shared by every worker through Redis when the broker is Redis).
+    ``MEMORY_LLM_MAX_CONCURRENCY``: shared by every worker through ``redis_client`` when one
+    is given (``workers.deps`` gives the broker's), else per process.
     """
     provider = settings.resolved_llm_provider()
     if provider == "offline":
@@ -33,4 +36,4 @@ def open_llm(settings: Settings) -> LLM:
         raise ConfigurationError(f"MEMORY_LLM_PROVIDER: unknown provider {provider!r} (openai, gemini or offline)")
     from pipeline.llm.limits import limit_concurrency
 
-    return limit_concurrency(llm, settings)
+    return limit_concurrency(llm, settings, redis_client=redis_client)

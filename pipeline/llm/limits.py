@@ -122,16 +122,14 @@ class LimitedLLM(LLM):
             self.slots.release(token)
 
 
-def limit_concurrency(llm: LLM, settings: Settings) -> LLM:
+def limit_concurrency(llm: LLM, settings: Settings, *, redis_client: Any = None) -> LLM:
     """Cap ``llm`` by ``settings.llm_max_concurrency`` (0 means no cap): in Redis when the
-    broker is Redis, so the cap holds across every worker, else within this process."""
+    caller hands a Redis client (the workers hand one on the broker, so the cap holds across
+    every worker), else within this process. ``pipeline`` builds no client of its own."""
     limit = settings.llm_max_concurrency
     if limit <= 0:
         return llm
-    if settings.broker_url.startswith(("redis://", "rediss://")):
-        import redis
-
-        client = redis.Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    if redis_client is not None:
         key = f"{settings.collection_prefix}llm_slots:{llm.provider}"
-        return LimitedLLM(llm, RedisSemaphore(client, key, limit))
+        return LimitedLLM(llm, RedisSemaphore(redis_client, key, limit))
     return LimitedLLM(llm, LocalSemaphore(limit))

@@ -18,7 +18,10 @@ clauses' scores, so a document scores the same BM25 sum as one ``text`` clause w
 distinct term is sent once, as the local search counts it once. Left different: Atlas expands
 a fuzzy term to at most ``maxExpansions`` (50) vocabulary terms, the local search to all of
 them; and Atlas's BM25 statistics are those of the whole index, the local search's those of
-the pre-filtered candidates.
+the pre-filtered candidates. So the text threshold is applied here as set: the local search
+scales it to a small pre-filtered store (``scoring.text_threshold_scale``), which Atlas's
+whole-index idf does not need; an index small altogether would need its ``$searchMeta``
+count to do the same.
 
 Retired facts are excluded through the boolean ``live`` flag the store keeps beside
 ``retired_at``, never through ``retired_at: null``: a ``$vectorSearch`` filter refuses a null

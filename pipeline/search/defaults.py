@@ -38,9 +38,10 @@ MODEL_DEFAULTS: Mapping[str, ModelDefaults] = MappingProxyType({
         values=MappingProxyType({"rrf_k": 10}),
         evidence=(
             "python -m ops.bench.locomo_retrieval --data ../shared/data/locomo/dev.json: hybrid "
-            "evidence recall@10 0.764 (recall@5 0.656) at RRF k = 10 against 0.696 (0.587) at "
-            "k = 60, 495 questions; equal signal weights were best, and the global thresholds "
-            "(semantic 0.65, text 1.5, rrf 0.015) keep recall@10 at 0.766"
+            "evidence recall@10 0.772 (recall@5 0.663) at RRF k = 10 against 0.688 (0.567) at "
+            "k = 60, 495 questions, retrieval texts budgeted in the model's tokens; equal signal "
+            "weights were best, and the global thresholds (semantic 0.65, text 1.5 scaled to the "
+            "store size, rrf 0.015) give recall@10 0.776"
         ),
     ),
 })

@@ -191,6 +191,8 @@ class LocalFactSearch(FactSearch):
         if n_docs == 0:
             return []
         avg_len = float(sum(float(s.text.doc_len.sum()) for s in segments)) / n_docs
+        # the threshold means the same at every store size (scoring.text_threshold_scale)
+        floor = None if min_score is None else min_score / scoring.text_threshold_scale(n_docs)
         # every query term's matching vocabulary, per segment, then df over the union
         matches = [[s.text.matches(t) for s in segments] for t in terms]
         doc_freq: dict[str, int] = Counter()
@@ -215,7 +217,7 @@ class LocalFactSearch(FactSearch):
             touched = np.flatnonzero(total > 0)
             if touched.size == 0:
                 continue
-            top = touched[_top(total[touched], limit, min_score)]
+            top = touched[_top(total[touched], limit, floor)]
             pools.append((top, total[top], segment))
         return _merge(pools, limit)
 

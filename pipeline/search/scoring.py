@@ -9,6 +9,8 @@ Every search implementation reports its scores on these scales, so one set of th
   ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
   a query term also matches vocabulary terms one edit away (Damerau: insert, delete,
   substitute, transpose), weighted ``1 - edits / min(len)`` like Lucene's fuzzy query;
+- the text threshold applies to the BM25 score times ``text_threshold_scale(n)`` for a store
+  of n candidate facts, so that it means the same in a store of 5 facts as in one of 500;
 - fusion = weighted Reciprocal Rank Fusion with 1-based ranks: ``sum(w / (k + rank))``.
 """
 
@@ -76,6 +78,22 @@ def semantic_score(cosine: float | np.ndarray) -> float | np.ndarray:
 def bm25_idf(n_docs: int, doc_freq: int) -> float:
     """Lucene's always-positive BM25 idf."""
     return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+#: the store size the text threshold is stated at (LoCoMo dev: 369 to 663 facts per agent)
+TEXT_THRESHOLD_DOCS = 500
+
+
+def text_threshold_scale(n_docs: int) -> float:
+    """What a BM25 score over ``n_docs`` documents is worth at ``TEXT_THRESHOLD_DOCS``.
+
+    BM25's idf grows with the corpus: a term found in one fact of five weighs 1.1, in one of
+    500 6.1, so an absolute threshold (1.5) is unreachable in a small store even for its
+    rarest term ("Berlin" in "The user lives in Berlin"). Scaling by the ratio of the idf of
+    a term found once at the reference size to that at ``n_docs`` makes the threshold mean
+    the same at every size: a term rare in its store passes, a term in most of its facts
+    still does not. Bigger stores are not scaled (1.0)."""
+    return max(1.0, bm25_idf(TEXT_THRESHOLD_DOCS, 1) / bm25_idf(max(1, n_docs), 1))
 
 
 def bm25_term_score(

@@ -8,7 +8,7 @@ make them atomic (a SQLite write transaction, or conditional Mongo updates).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -16,9 +16,10 @@ import numpy as np
 
 from pipeline import trigger
 from pipeline.store.port import ClaimRule
-from schemas.documents import Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage
+from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
+    ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage,
+)
 
-ACTIVE_RUN_STATUSES = ("claimed", "running")
 
 # Extra collections beside pipeline.names.COLLECTIONS: named leases, and the persisted
 # context cache (one document per (session, user), so no user id ever becomes a field name).
@@ -269,24 +270,3 @@ def after_claim(session: SessionState, run: FormationRun) -> SessionState:
             "lease_expires_at": run.lease_expires_at,
         }
     )
-
-
-# ---------------------------------------------------------------------- forget-user ----------
-FORGOTTEN_RUN_ERROR = "a user of this group session was forgotten: the range is formed again without them"
-
-
-def sole_human(user_id: str, humans: Iterable[str | None]) -> bool:
-    """Whether ``user_id`` is the only human a session ever had (a one-to-one chat): then every
-    message of it, replies included, is about that user."""
-    return {h for h in humans if h} <= {user_id}
-
-
-def forgotten_from_run(run: FormationRun, user_id: str) -> FormationRun:
-    """An unfinished run of a group session after one of its users is forgotten: the stage
-    outputs (which quote that user) are dropped and the run fails, so that the retry sweep (or
-    a replay, if it was dead) forms its range again from the messages that remain."""
-    return run.model_copy(update={
-        "user_ids": [u for u in run.user_ids if u != user_id], "stages": {}, "totals": {},
-        "status": "dead" if run.status == "dead" else "failed", "error": FORGOTTEN_RUN_ERROR,
-        "lease_expires_at": None,
-    })

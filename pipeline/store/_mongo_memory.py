@@ -52,7 +52,7 @@ class MongoMemoryMixin:
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
     ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
@@ -71,7 +71,9 @@ class MongoMemoryMixin:
                               "embedding": None if embedding is None else [float(x) for x in embedding],
                               "embedding_model": embedding_model, "updated_at": c.utc(now),
                               "valid_from": opened},
-                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()}},
+                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
+                     "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
+                                   "source_user_ids": {"$each": list(sources[1])}}},
                 )
             except DuplicateKeyError:
                 return False  # the new text already exists in this scope

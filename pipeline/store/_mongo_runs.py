@@ -98,7 +98,7 @@ class MongoRunsMixin:
         runs, sessions = self.col("runs"), self.col("sessions")
         doc = runs.find_one({"_id": run_id})
         run = run_from(doc)
-        if run is None or run.status == "done":
+        if run is None or run.status in c.FINAL_RUN_STATUSES:
             return None
         now = c.utc(now)
         if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None and run.lease_expires_at > now:

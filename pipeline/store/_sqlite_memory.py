@@ -69,7 +69,7 @@ class MemoryMixin:
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
     ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
@@ -90,6 +90,8 @@ class MemoryMixin:
                 "content": content, "hash": hash, "embedding": embedding, "embedding_model": embedding_model,
                 "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(now),
                 "valid_from": opened,
+                "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *sources[0]])),
+                "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *sources[1]])),
             }), insert=False)
             return True
 

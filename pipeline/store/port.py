@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from pipeline.erasure import Plan
 from schemas.documents import (
     AgentSettings,
     CachedContext,
@@ -293,14 +294,15 @@ class Store(abc.ABC):
     def update_fact(
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
     ) -> bool:
         """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
         appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
-        (the new text's source message time, default now), which opens the new text's. No-op
-        (False) if ``run_id`` already updated this fact, if the fact is retired, if its version
-        is no longer ``expected_version`` (another run changed it since the decision), or if
-        the new hash already exists in a live fact of its scope key."""
+        (the new text's source message time, default now), which opens the new text's, and
+        ``sources`` (message ids, user ids of the new text) added to the fact's provenance.
+        No-op (False) if ``run_id`` already updated this fact, if the fact is retired, if its
+        version is no longer ``expected_version`` (another run changed it since the decision),
+        or if the new hash already exists in a live fact of its scope key."""
 
     @abc.abstractmethod
     def retire_fact(
@@ -421,10 +423,18 @@ class Store(abc.ABC):
         """Delete everything of a user (under one agent, or all): user facts (history with
         them), user reflections and blobs, the user's messages, rejected events that name them,
         context caches, and their id in session user lists. A session where they were the only
-        human goes whole (messages, session memory, runs); a group session keeps the others'
-        and the assistant's messages and its session memory, loses its finished runs that name
-        the user, and an unfinished one is emptied and failed, to be formed again without them.
-        Other users' data is untouched. Returns counts per collection."""
+        human goes whole (messages, session memory, finished runs; a run in flight is emptied
+        and ends ``erased``); a group session keeps the others' and the assistant's messages
+        and its session memory, loses its finished runs that name the user, and an unfinished
+        one is emptied and failed, to be formed again without them. Items of other scopes
+        formed from the user's messages are removed by provenance (``erase_memory``). Other
+        users' data is untouched. Returns counts per collection."""
+
+    @abc.abstractmethod
+    def erase_memory(self, plan: Plan) -> None:
+        """Execute the removal part of a ``pipeline.erasure.Plan``: delete its facts (history
+        with them), reflections and blobs, and move the stamps of the scope keys it changed.
+        Idempotent: what is already gone is skipped."""
 
     @abc.abstractmethod
     def dump_all(self) -> dict[str, list[dict]]:

@@ -461,7 +461,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False
     ) -> FormationRun | None:
         def change(conn, run):
-            if run.status == "done":
+            if run.status in c.FINAL_RUN_STATUSES:
                 return None, None
             if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None \
                     and c.utc(run.lease_expires_at) > c.utc(now):

@@ -95,10 +95,10 @@ def test_a_replay_the_broker_refuses_releases_the_run_and_says_why(failed_run, b
 
 _COLD = """
 import sys
-from pipeline.service import MemoryService
+from workers.client import memory_service
 from pipeline.errors import TransientError
 try:
-    print(MemoryService("a1").process_cold_session(session_id="s1"))
+    print(memory_service("a1").process_cold_session(session_id="s1"))
 except TransientError as exc:
     print(f"error: {exc}")
 """

@@ -222,6 +222,27 @@ def test_the_command_prints_counts_and_verifies(sqlite_store, settings, monkeypa
     assert f"forgot user {KEPT} under agent a1:" in text and "facts" in text
 
 
+def test_verify_checks_provenance_not_strings(sqlite_store, settings, monkeypatch, capsys):
+    monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
+    text = "The venue shortlist has Quokka Hall"  # said by the user, stored as agent memory
+    sqlite_store.insert_fact(Fact(fact_id="f-planted", agent_id="a1", scope="agent", scope_key="agent", content=text,
+                                  hash=text_hash(text), source_user_ids=[GONE], formed_at=FrozenClock().now()))
+    planted = [t for t in traces(sqlite_store.dump_all(), GONE) if t.endswith(".source_user_ids")]
+    assert len(planted) == 1 and planted[0].startswith("facts[")
+    # a blob that still counts a reflection no longer stored: nothing explains it, --verify fails
+    sqlite_store.save_blob(ConsolidatedBlob(agent_id="a2", scope="agent", scope_key="agent", word_limit=1200,
+                                            version=1, absorbing_ids=["x-removed"]), 0)
+
+    assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 1
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["deleted"]["facts_by_source"] == 1 and sqlite_store.get_facts(["f-planted"]) == []
+    assert out["traces"] == ["consolidated[2]: counts 1 removed reflection(s)"]
+    sqlite_store.save_blob(ConsolidatedBlob(agent_id="a2", scope="agent", scope_key="agent", word_limit=1200,
+                                            version=2), 1)
+    assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 0
+
+
 def test_the_command_needs_an_agent_or_all_agents(capsys):
     with pytest.raises(SystemExit):
         cli.main(["forget-user", "--user", GONE])

@@ -400,6 +400,15 @@ def test_a_budget_that_is_not_a_positive_whole_number_is_refused(memory, clock, 
         service.get_memory_context(session_id="s1", user_id="u1", max_tokens=bad)
 
 
+def test_a_service_built_alone_reads_and_says_which_client_it_lacks_to_publish(memory, clock):
+    from pipeline.errors import ConfigurationError
+
+    service = MemoryService("a1", settings=Settings(_env_file=None), store=memory, embedder=EMB, clock=clock)
+    assert "Alice prefers short answers." in service.get_memory_context(session_id="s1", user_id="u1")
+    with pytest.raises(ConfigurationError, match="no publisher: build it with workers.client.memory_service"):
+        service.on_session_end(session_id="s1")
+
+
 def test_stats_show_the_tokens_and_cost_of_each_scope(memory, clock):
     from pipeline import sweep
     from pipeline.cost import price_models

@@ -8,7 +8,6 @@ searchable only a minute later), as Atlas's eventually consistent indexes behave
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from pipeline.embeddings.local import LocalEmbedder
@@ -16,7 +15,6 @@ from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.formation import dedup, stages
 from pipeline.formation.facts import NewFact
 from pipeline.search.port import FactSearch, Hit
-from pipeline.search.scoring import semantic_score
 
 from formation_helpers import decisions, facts, make_atlas_env, make_env
 
@@ -88,12 +86,8 @@ def test_a_correction_said_in_another_session_is_a_candidate_and_becomes_an_upda
     _form(env, FIRST_SESSION, LISBON)
     [old] = env.live_facts()
     run_id = _form(env, LATER_SESSION, PORTO, decisions((0, "UPDATE", 0, PORTO)))
-    # the stored vector carries an excerpt of the first session (here the email lines, which
-    # share the most words with the fact) and its date; the content query alone does not reach
-    # 0.7 against it, which is why candidates are scored content to content
-    query = np.asarray(local_model.embed([PORTO]).vectors[0])
-    stored = np.asarray(old.embedding)
-    assert semantic_score(query @ stored / np.linalg.norm(query) / np.linalg.norm(stored)) < 0.7
+    # the stored vector carries an excerpt of the first session and its date (at most twice
+    # the fact's tokens); candidates are scored content to content, whatever that excerpt was
     [call] = [c for c in env.llm.calls if c.operation == "decide_facts"]
     assert call.inputs["items"][0]["candidates"] == [{"alias": 0, "text": LISBON}]
     [[fid, score]] = env.store.get_run(run_id).stages["decide_facts"].output["candidates"]["0"]

@@ -106,6 +106,7 @@ def test_a_new_fact_is_embedded_with_its_provenance_and_keeps_its_content(env):
     expected = retrieval_text(
         fact.content, date=format_date(source.created_at),
         excerpt=["U-1: Hello there.", "Assistant: Hi, how can I help?", "U-1: My email is alice@example.com."],
+        embedder=env.embedder,  # within the embedder's token budget
     )
     assert np.allclose(fact.embedding, env.embedder.embed([expected]).vectors[0], atol=1e-6)
 
@@ -125,7 +126,7 @@ def test_an_update_is_embedded_with_the_provenance_of_the_fact_that_caused_it(en
     source = env.store.get_messages(f"s-{2}", 1, 10)[0]
     assert fact.content == merged and fact.version == 2
     expected = retrieval_text(merged, excerpt=["U-1: My email is alice@example.org now."],
-                              date=format_date(source.created_at))
+                              date=format_date(source.created_at), embedder=env.embedder)
     assert np.allclose(fact.embedding, env.embedder.embed([expected]).vectors[0], atol=1e-6)
 
 

@@ -86,6 +86,9 @@ class _TokenEmbedder:
     def __init__(self, inner):
         self.inner, self.model, self.dim, self.provider = inner, "embed-x", inner.dim, "openai"
 
+    def __getattr__(self, name):  # what else an embedder has (its window, its token count)
+        return getattr(self.inner, name)
+
     def embed(self, texts):
         out = self.inner.embed(texts)
         return Embeddings(vectors=out.vectors, model=self.model, dim=out.dim,

@@ -66,10 +66,21 @@ def test_network_providers_are_capped_in_process_without_a_redis_broker():
     assert llm.slots.limit == 3 and llm.provider == "openai"
 
 
-def test_network_providers_share_a_redis_cap_per_provider_with_a_redis_broker():
-    llm = open_llm(_settings(gemini_api_key="g", broker_url="redis://127.0.0.1:1/0", llm_max_concurrency=4))
+def test_network_providers_share_a_redis_cap_per_provider_when_given_a_redis_client():
+    import fakeredis
+
+    llm = open_llm(_settings(gemini_api_key="g", llm_max_concurrency=4), redis_client=fakeredis.FakeRedis())
     assert isinstance(llm.slots, RedisSemaphore)
     assert (llm.slots.key, llm.slots.limit) == ("memory2_llm_slots:gemini", 4)
+
+
+def test_workers_hand_the_broker_redis_to_the_cap_and_pipeline_builds_none():
+    from workers.deps import Deps
+
+    assert Deps(_settings(broker_url="redis://127.0.0.1:1/0")).slots_redis is not None
+    assert Deps(_settings(broker_url="memory://")).slots_redis is None
+    llm = open_llm(_settings(openai_api_key="o", broker_url="redis://127.0.0.1:1/0", llm_max_concurrency=2))
+    assert isinstance(llm.slots, LocalSemaphore)
 
 
 def test_a_zero_concurrency_setting_means_no_cap():

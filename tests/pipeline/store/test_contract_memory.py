@@ -372,7 +372,11 @@ def test_forget_user_removes_everything_of_that_user_and_nothing_of_others(store
     assert [f["fact_id"] for f in after["facts"]] == [f["fact_id"] for f in before["facts"] if f["fact_id"] != "f-gone"]
     assert [r["reflection_id"] for r in after["reflections"]] == ["x-kept"]
     assert store.get_messages("s-kept", 1, 1)[0].content == f"I am {other}"
-    assert store.get_run("r-kept") is not None and store.get_run("r-gone") is None
+    assert store.get_run("r-kept") is not None
+    # r-gone was in flight: it stays, emptied and ended ``erased``, so its stage applies nothing
+    erased = store.get_run("r-gone")
+    assert (erased.status, erased.user_ids, erased.stages) == ("erased", [], {})
+    assert store.reopen_run("r-gone", at(9), 60) is None
     assert store.get_cached_context("s-kept", other).xml == "<y/>"
     assert [r.rejection_id for r in store.list_rejections()] == ["rej-kept"]
     assert store.get_scope_versions("a1", [f"user:{other}"]) == {f"user:{other}": 1}

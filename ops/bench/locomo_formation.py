@@ -1,0 +1,250 @@
+"""Evidence recall of ``search_facts`` over facts formed by the real chain from LoCoMo.
+
+    python -m ops.bench.locomo_formation --data ../shared/data/locomo/dev.json --json
+
+Each conversation is one agent; its two speakers are users. Every session is published as
+``message.added`` events through the producer API (``created_at`` = the session's date, one
+minute per turn; a shared image's caption is appended to its turn as ``[image: ...]``), then
+``session.ended``, and formed by the real chain (ingest, extract_facts, embed_facts,
+decide_facts, extract_reflections, consolidate, finish) on an in-process worker as
+``make demo`` runs it: SQLite, the offline local embedder, each session settled before the next.
+
+Extraction is answered by one of two providers (``--provider``; both by default):
+
+- ``offline_rules``: the offline rules provider, what ``make demo`` users get;
+- ``observation_replay``: ``ops.bench.observation_replay``, a benchmark stand-in for a good
+  extraction model (never a product provider): LoCoMo's own ``observation`` items written
+  from the claimed turns. The chain maps each to its source message by provenance.
+
+Dedup, reflections and consolidation are the offline rules in both. Then each question with
+evidence is searched through ``MemoryService.search_facts`` (top 10, production defaults, as
+the first speaker in the conversation's last session); the hits' ``source_message_ids`` map
+back to turn ids. Recall of a question is the share of its evidence turns among them.
+``in_context``: the share of questions with a fact formed from an evidence turn in that
+speaker's ``get_memory_context``. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+from ops.bench.locomo_retrieval import _summary, evidence_ids, parse_session_date
+from ops.demo import wait_until_idle
+
+PROVIDERS = ("offline_rules", "observation_replay")
+TOP_K = 10
+TIMEOUT_S = 120.0
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "speaker"
+
+
+def _sessions(conversation: dict) -> list[tuple[int, list[dict], str]]:
+    found = sorted(
+        (int(k.split("_")[1]), v, conversation.get(f"{k}_date_time", "")) for k, v in conversation.items()
+        if re.fullmatch(r"session_\d+", k) and isinstance(v, list) and v
+    )
+    return found
+
+
+def conversation_events(sample: dict) -> tuple[str, list[dict], dict[str, str]]:
+    """The agent id, the events of every session in order, and speaker name -> user id."""
+    from workers.producer import message_event, session_ended_event
+
+    conv = sample["conversation"]
+    agent = f"locomo-{sample['sample_id']}"
+    users = {conv[k]: f"{agent}-{_slug(conv[k])}" for k in ("speaker_a", "speaker_b")}
+    events: list[dict] = []
+    for number, turns, date in _sessions(conv):
+        session_id = f"{agent}-s{number}"
+        start = parse_session_date(date)
+        for i, turn in enumerate(turns):
+            text = turn["text"] + (f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            speaker = turn["speaker"]
+            events.append(message_event(
+                agent_id=agent, session_id=session_id, content=text, role="user",
+                sender_id=users.get(speaker, f"{agent}-{_slug(speaker)}"), sender_name=speaker,
+                message_id=f"{agent}:{turn['dia_id']}", created_at=start + timedelta(minutes=i),
+                event_id=f"{session_id}-e{i}", session_users=list(users.values()),
+            ))
+        events.append(session_ended_event(agent_id=agent, session_id=session_id, event_id=f"{session_id}-end"))
+    return agent, events, users
+
+
+def observations_by_message(sample: dict) -> dict[str, list[str]]:
+    """Message id -> the observation texts written from that turn."""
+    agent = f"locomo-{sample['sample_id']}"
+    out: dict[str, list[str]] = defaultdict(list)
+    for items in (sample.get("observation") or {}).values():
+        for facts in items.values():
+            for text, evidence in facts:
+                raw = [evidence] if isinstance(evidence, str) else list(evidence)
+                for turn in evidence_ids(raw)[:1]:
+                    out[f"{agent}:{turn}"].append(text)
+    return out
+
+
+def _turn(message_id: str) -> str:
+    return message_id.split(":", 1)[1] if ":" in message_id else message_id
+
+
+class _NoPublisher:
+    def publish(self, events):
+        raise RuntimeError("the benchmark's reads publish nothing")
+
+
+def evaluate(deps, samples: list[dict]) -> dict:
+    from pipeline.service import MemoryService
+
+    store = deps.store
+    rows: list[tuple[int, float, float]] = []
+    in_context: list[int] = []
+    for sample in samples:
+        agent, events, users = conversation_events(sample)
+        session_id = events[-1]["session_id"]
+        user_id = next(iter(users.values()))
+        service = MemoryService(agent, settings=deps.settings, store=store, search=deps.search,
+                                embedder=deps.embedder, publisher=_NoPublisher(), clock=deps.clock)
+        context = service.get_memory_context(session_id=session_id, user_id=user_id)
+        live = store.list_facts(agent)
+        by_turn: dict[str, list[str]] = defaultdict(list)
+        for f in live:
+            for m in f.source_message_ids:
+                by_turn[_turn(m)].append(f.content)
+        for q in sample["qa"]:
+            if not q.get("evidence"):
+                continue
+            wanted = set(evidence_ids(q["evidence"]))
+            hits = service.search_facts(q["question"], user_id=user_id, session_id=session_id, top_k=TOP_K)
+            facts = {f.fact_id: f for f in store.get_facts([h["id"] for h in hits])} if hits else {}
+            turns = [[_turn(m) for m in facts[h["id"]].source_message_ids] for h in hits if h["id"] in facts]
+            r5 = len(wanted & {t for ts in turns[:5] for t in ts}) / len(wanted)
+            r10 = len(wanted & {t for ts in turns[:10] for t in ts}) / len(wanted)
+            rows.append((int(q["category"]), r5, r10))
+            in_context.append(int(any(c in context for t in wanted for c in by_turn.get(t, ()))))
+    out = _summary(rows)
+    out["in_context"] = round(sum(in_context) / len(in_context), 4) if in_context else 0.0
+    return out
+
+
+def form(deps, samples: list[dict]) -> dict:
+    """Publish and form every conversation on an in-process worker; the chain's figures."""
+    from celery.contrib.testing.worker import start_worker
+
+    from ops.demo import replay
+    from pipeline import names
+    from workers.app import app
+    from workers.deps import set_deps
+    from workers.producer import CeleryPublisher
+
+    deps.store.create_indexes()
+    late: list[str] = []
+    messages = 0
+    started = time.perf_counter()
+    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING",
+                      queues=list(names.QUEUES), shutdown_timeout=30):
+        # the worker's start resets the process's clients (worker_process_init): inject ours after
+        set_deps(deps)
+        publisher = CeleryPublisher(app)
+        for sample in samples:
+            _, events, _ = conversation_events(sample)
+            messages += sum(1 for e in events if e["type"] == "message.added")
+
+            def settle(session_ids: list[str]) -> None:
+                if not wait_until_idle(app, deps.store, session_ids, TIMEOUT_S):
+                    late.append(session_ids[-1])
+
+            replay(events, publisher, on_event=lambda: None, settle=settle)
+        publisher.close()
+    wall = time.perf_counter() - started
+    runs = deps.store.list_runs(limit=100_000)
+    done = [r for r in runs if r.status == "done"]
+    facts = sum(len(deps.store.list_facts(f"locomo-{s['sample_id']}")) for s in samples)
+    calls = [r.totals.get("llm_calls", 0) for r in done]
+    tokens = [(r.totals.get("tokens") or {}).get("total", 0) for r in done]
+    return {
+        "messages": messages, "formations": len(done), "formations_not_done": len(runs) - len(done),
+        "sessions_late": late, "facts": facts,
+        "facts_per_100_messages": round(100 * facts / messages, 2) if messages else 0.0,
+        "llm_calls_per_formation": round(sum(calls) / len(calls), 2) if calls else 0.0,
+        "tokens_per_formation": round(sum(tokens) / len(tokens), 1) if tokens else 0.0,
+        "messages_per_s": round(messages / wall, 2) if wall else 0.0,
+        "formation_wall_s": round(wall, 1),
+    }
+
+
+def run_provider(provider: str, samples: list[dict], workdir: Path) -> dict:
+    from pipeline.llm.offline import OfflineLLM
+    from schemas.settings import get_settings
+    from workers.deps import Deps
+
+    settings = get_settings().model_copy(update={
+        "store_url": f"sqlite:///{(workdir / f'{provider}.db').resolve()}",
+        "llm_provider": "offline", "embedding_provider": "local",
+    })
+    deps = Deps(settings)
+    if provider == "observation_replay":
+        from ops.bench.observation_replay import ObservationReplayLLM
+
+        mapping: dict[str, list[str]] = {}
+        for sample in samples:
+            mapping.update(observations_by_message(sample))
+        deps.llm = ObservationReplayLLM(mapping, OfflineLLM(settings))
+    started = time.perf_counter()
+    chain = form(deps, samples)
+    recall = evaluate(deps, samples)
+    deps.store.close()
+    label = ("observation replay (LoCoMo's observation items as the extraction answer; a benchmark "
+             "stand-in, not a product provider)") if provider == "observation_replay" else "offline rules provider"
+    return {"provider": label, **recall, "chain": chain, "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
+    parser.add_argument("--provider", choices=(*PROVIDERS, "both"), default="both",
+                        help="who answers extract_facts (default: both, one after the other)")
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"locomo_formation: --data {args.data}: no such file", file=sys.stderr)
+        return 2
+    try:
+        samples = json.loads(args.data.read_text())[:args.conversations]
+    except json.JSONDecodeError as exc:
+        print(f"locomo_formation: --data {args.data}: not JSON ({exc.msg})", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        # an in-memory broker, before workers.app is imported (it reads the broker at import)
+        os.environ["MEMORY_BROKER_URL"] = "memory://localhost/"
+        os.environ["MEMORY_RESULT_BACKEND"] = "cache+memory://"
+        os.environ["MEMORY_STORE_URL"] = f"sqlite:///{Path(tmp).resolve() / 'unused.db'}"
+        from schemas.settings import get_settings
+
+        get_settings.cache_clear()
+        chosen = PROVIDERS if args.provider == "both" else (args.provider,)
+        result: dict = {name: run_provider(name, samples, Path(tmp)) for name in chosen}
+    result["setup"] = {"conversations": len(samples), "top_k": TOP_K, "load_average": os.getloadavg()}
+    if not args.json:
+        for name in chosen:
+            r = result[name]
+            print(f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
+                  f"in context {r['in_context']:.3f}  facts/100 msgs {r['chain']['facts_per_100_messages']}  "
+                  f"{r['chain']['messages_per_s']} msgs/s")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

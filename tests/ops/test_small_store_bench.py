@@ -1,0 +1,26 @@
+"""``ops.bench.small_store`` on a tiny LoCoMo-shaped file: every form of question is asked and
+an exact distinctive word finds its fact."""
+
+from __future__ import annotations
+
+import json
+
+from ops.bench import small_store
+from tests.ops.test_locomo_formation import SAMPLE
+
+
+def test_the_bench_reports_each_store_size_and_a_distinctive_word_finds_its_fact(tmp_path, capsys):
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([SAMPLE]))
+    assert small_store.main(["--data", str(data), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for size in ("5", "20", "100"):
+        row = out[size]
+        assert row["full"]["questions"] == 3 and row["entity"]["questions"] == 3
+        assert row["entity_unique"]["questions"] >= 1 and row["entity_unique"]["hit_rate"] == 1.0
+    assert len(out["setup"]["load_average"]) == 3 and out["setup"]["thresholds"]["text"] == 1.5
+
+
+def test_a_missing_data_file_is_a_clear_error(tmp_path, capsys):
+    assert small_store.main(["--data", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
