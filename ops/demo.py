@@ -9,7 +9,10 @@
   four sessions, one of them a group chat) replayed through the producer API, session by
   session, with a progress bar;
 - then the facts, reflections, consolidated blobs, each run's stage timings, the assembled
-  memory context and a ``search_facts`` answer are printed.
+  memory context and a ``search_facts`` answer are printed;
+- with ``--trace``, every run's trace (the ingest that claimed it, then each stage with its
+  LLM and embedding calls) is written as JSON to ``traces/<run id>.json`` beside the store
+  (``.runtime/traces/`` by default); needs the ``otel`` extra.
 """
 
 from __future__ import annotations
@@ -128,11 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help="a JSONL file of events")
     parser.add_argument("--db", type=Path, default=RUNTIME / "demo.db", help="the SQLite file (recreated)")
     parser.add_argument("--timeout", type=float, default=45.0, help="seconds to wait for each session")
+    parser.add_argument("--trace", action="store_true",
+                        help="write each run's spans as JSON to traces/ beside the store")
     args = parser.parse_args(argv)
 
     events = load_events(args.data)
     _fresh_db(args.db)
     _configure_environment(args.db)
+    exporter = None
+    if args.trace:
+        from ops.trace_export import install_memory_exporter
+        from pipeline.errors import ConfigurationError
+
+        try:
+            exporter = install_memory_exporter()
+        except ConfigurationError as exc:
+            raise SystemExit(f"error: {exc}") from None
 
     from celery.contrib.testing.worker import start_worker
     from tqdm import tqdm
@@ -164,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     if late:
         print(f"warning: sessions still forming after {args.timeout:.0f} s: {', '.join(late)}")
     print_report(deps, events, elapsed)
+    if exporter is not None:
+        from ops.trace_export import write_run_traces
+
+        folder = args.db.parent / "traces"
+        for old in folder.glob("*.json"):
+            old.unlink()
+        written = write_run_traces(deps.store, exporter, folder)
+        print(f"\ntraces: {len(written)} run(s) written to {folder}/<run id>.json")
     print(look_again(settings.store_url, events[0]["agent_id"]))
     return 0
 

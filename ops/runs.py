@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from pipeline import cost, tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.store.port import Store
@@ -47,8 +48,12 @@ def run_summary(run: FormationRun) -> dict[str, Any]:
         "total_ms": sum(s["ms"] or 0 for s in stages.values()),
         "stages": stages,
         "tokens": tokens,
+        # from the stage records, so a failed or running run shows what it cost so far
+        "cost": cost.summary(record.usage.by_model for record in run.stages.values()),
         **screening_totals(run),
         "error": run.error,
+        # open it in a trace viewer (Jaeger: /trace/<id>); None when the run was not traced
+        "trace_id": tracing.trace_id(run.trace_context),
     }
 
 
@@ -60,6 +65,7 @@ def format_run(summary: dict[str, Any]) -> str:
         f"agent={summary['agent_id']} session={summary['session_id']} "
         f"seq={summary['seq'][0]}-{summary['seq'][1]} attempts={summary['attempts']} "
         f"{summary['total_ms']:.0f} ms  tokens in/out {tokens['input']}/{tokens['output']} ({tokens['calls']} calls)"
+        f"  cost {cost.describe(summary['cost'])}"
     )
     lines = [head]
     kept_out = {c: summary.get(c, 0) for c in SCREENING_COUNTERS}
@@ -71,6 +77,8 @@ def format_run(summary: dict[str, Any]) -> str:
         lines.append(f"    {name:<20} {stage['status']:<8} {ms:>10}{error}")
     if summary["error"]:
         lines.append(f"    error: {summary['error']}")
+    if summary.get("trace_id"):
+        lines.append(f"    trace: {summary['trace_id']}")
     return "\n".join(lines)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from pipeline import trigger
+from pipeline import tracing, trigger
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.store.port import ClaimRule, IngestOutcome, Store
@@ -190,8 +190,24 @@ def _claim(
     store: Store, settings: Settings, *, agent_id: str, session_id: str, rule: ClaimRule,
     reason: Reason, now: datetime,
 ) -> FormationRun | None:
-    run = trigger.new_run(session_id, agent_id, reason, now)
-    return store.try_claim(session_id, rule, run, now, settings.claim_lease_s)
+    return claim_run(store, trigger.new_run(session_id, agent_id, reason, now), rule, now, settings.claim_lease_s)
+
+
+def claim_run(
+    store: Store, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
+) -> FormationRun | None:
+    """``store.try_claim`` within a ``claim_run`` span whose context the run keeps
+    (``trace_context``): every stage of the run becomes a span under it, in the trace of
+    whatever claimed it (the ingest of the message that made the session due, the sweep).
+    ``follow_up``: a run claimed as another one finishes starts a trace of its own, linked to
+    the finishing run's, so that each run stays one trace."""
+    with tracing.span("claim_run", {"memory.run_id": run.run_id, "memory.session_id": run.session_id,
+                                    "memory.agent_id": run.agent_id, "memory.reason": run.reason},
+                      new_trace=follow_up) as span:
+        run.trace_context = tracing.carrier()
+        claimed = store.try_claim(run.session_id, rule, run, now, lease_s)
+        span.set_attribute("memory.claimed", claimed is not None)
+        return claimed
 
 
 def _claim_if_due(
@@ -302,8 +318,20 @@ def ingest_raw_event(raw: Any, store: Store, settings: Settings, clock: Clock) -
 
     Raises ``TransientError`` only when the store is unavailable; bad input never raises.
     """
-    event = parse_event(raw, max_message_bytes=settings.max_message_bytes)
-    return _ingest_parsed(raw, event, store, settings, clock.now())
+    with tracing.span("ingest", {"memory.events": 1}) as span:
+        event = parse_event(raw, max_message_bytes=settings.max_message_bytes)
+        result = _ingest_parsed(raw, event, store, settings, clock.now())
+        span.set_attributes(_span_counts([result]))
+        return result
+
+
+def _span_counts(results: Sequence[IngestResult]) -> dict[str, int]:
+    """What an ingest span says: counts and the runs claimed, ids only."""
+    counts = {f"memory.{status}": 0 for status in ("accepted", "duplicate", "rejected")}
+    for r in results:
+        counts[f"memory.{r.status}"] += 1
+    counts["memory.runs_claimed"] = sum(1 for r in results if r.run is not None)
+    return counts
 
 
 def _ingest_parsed(
@@ -329,6 +357,14 @@ def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clo
     only the events it hits fail: each is recorded by ``record_failure`` and listed in
     ``BatchResult.failures``, and the batch goes on. The caller then fails visibly.
     """
+    with tracing.span("ingest", {"memory.events": len(raws)}) as span:
+        batch = _ingest_batch(raws, store, settings, clock)
+        span.set_attributes(_span_counts(batch.results))
+        span.set_attribute("memory.failures", len(batch.failures))
+        return batch
+
+
+def _ingest_batch(raws: Sequence[Any], store: Store, settings: Settings, clock: Clock) -> BatchResult:
     parsed = [parse_event(raw, max_message_bytes=settings.max_message_bytes) for raw in raws]
     batch = BatchResult(results=[])
     index = 0

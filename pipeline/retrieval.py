@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pipeline import context
+from pipeline import context, tracing
 from pipeline.clock import Clock
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import InvalidInput, TransientError
@@ -294,7 +294,7 @@ def search_facts(
     if scope_keys and embedder is not None:
         t = time.perf_counter()
         try:
-            vectors = list(embedder.embed(queries).vectors)
+            vectors = list(tracing.embed(embedder, queries, "query").vectors)
         except TransientError as exc:
             # the embedding provider is down or slow: answer from the text branch alone
             # rather than failing the agent's tool call
@@ -327,6 +327,8 @@ def search_facts(
         store.record_fact_access([r["id"] for r in results], now)
         timings["access"] = _ms(t)
     timings["total"] = _ms(start)
+    tracing.set_attributes({**{f"memory.{k}_ms": v for k, v in timings.items() if isinstance(v, (int, float))},
+                            "memory.results": len(results), "memory.embed_failed": embed_error is not None})
     if not debug:
         return results
     return {

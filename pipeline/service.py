@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, retrieval, validity
+from pipeline import context, cost, retrieval, tracing, validity
 from pipeline.clock import Clock
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.packing import pack_context
@@ -53,6 +53,8 @@ MAX_RECENT_REFLECTIONS = 20
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
+# every run of the agent is summed into its stats (the store lists runs under a limit)
+_ALL_RUNS = 10_000_000
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
     "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
@@ -144,6 +146,15 @@ class MemoryService:
         """
         _require("session_id", session_id)
         as_of = check_as_of(as_of)
+        with tracing.span("get_memory_context", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
+                                                 "memory.user_id": user_id, "memory.force_refresh": force_refresh,
+                                                 "memory.as_of": as_of.isoformat() if as_of else None}):
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of)
+
+    def _memory_context(
+        self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
+        as_of: datetime | None,
+    ) -> str:
         budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
@@ -160,8 +171,11 @@ class MemoryService:
             if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
             ):
+                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
+                                        "memory.context_chars": len(cached.xml)})
                 return cached.xml
         xml = self._build_context(view, now, budget)
+        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
         self.store.put_cached_context(CachedContext(
             session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
             built_at=now, versions=versions,
@@ -209,11 +223,14 @@ class MemoryService:
         when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
         timezone-aware time; default now) searches the facts as they were valid then."""
         _require("session_id", session_id)
-        return retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-            query=query, top_k=top_k, debug=debug, as_of=as_of,
-        )
+        queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
+        with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
+                                           "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
+            return retrieval.search_facts(
+                store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
+                clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
+                query=query, top_k=top_k, debug=debug, as_of=as_of,
+            )
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
@@ -326,9 +343,27 @@ class MemoryService:
             keys.append(("session", scope_key("session", session_id=session_id)))
         return keys
 
+    def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
+        """Cost per scope key: the agent's every run and usage record (session-end
+        consolidations, failed attempts); the user's runs (those whose users include them); the
+        session's runs and usage records."""
+        runs = self.store.list_runs(agent_id=self.agent_id, limit=_ALL_RUNS)
+        records = self.store.list_usage(self.agent_id)
+        out = {scope_key("agent"): cost.of_runs(runs, records)}
+        if user_id:
+            theirs = [r for r in runs if user_id in r.user_ids]
+            ids = {r.run_id for r in theirs}
+            out[scope_key("user", user_id=user_id)] = cost.of_runs(theirs, (r for r in records if r.run_id in ids))
+        if session_id:
+            out[scope_key("session", session_id=session_id)] = cost.of_runs(
+                (r for r in runs if r.session_id == session_id), (r for r in records if r.session_id == session_id))
+        return out
+
     def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        """Per scope: words of its blob, reflection counts, fact counts and timestamps."""
+        """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the
+        tokens and cost of the model calls that formed it (``pipeline.cost``)."""
         out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
+        spend = self._spend(user_id, session_id)
         for scope, key in self._scope_keys(user_id, session_id):
             blob = self.store.get_blob(self.agent_id, key)
             reflections = self.store.list_reflections(self.agent_id, key)
@@ -342,6 +377,9 @@ class MemoryService:
                 "reflections_unabsorbed": len(unabsorbed),
                 "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
                 "last_reflection_at": _iso(max((r.formed_at for r in reflections), default=None)),
+                "tokens": cost.tokens_of(spend[key]),
+                "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"],
+                         "text": cost.describe(spend[key])},
             }
             if scope != "session":
                 newest = self.store.list_facts(self.agent_id, key, limit=1)

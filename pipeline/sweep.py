@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pipeline import tracing
 from pipeline.errors import TransientError
+from pipeline.ingest import claim_run
 from pipeline.store.port import Store
 from pipeline.trigger import cold_rule, new_run
 from schemas.settings import Settings
@@ -33,6 +35,14 @@ class SweepResult:
 def sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> SweepResult:
     """Claim every session idle for ``cold_after_s`` with ``min_messages_to_form`` unformed
     messages, in batches of ``sweep_batch_size``, with the cold rule re-checked atomically."""
+    with tracing.span("sweep_cold_sessions") as span:
+        result = _sweep_cold_sessions(store, settings, now)
+        span.set_attributes({"memory.candidates": result.candidates, "memory.claimed": len(result.run_ids),
+                             "memory.lost": result.lost})
+        return result
+
+
+def _sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> SweepResult:
     rule = cold_rule(settings, now)
     result = SweepResult()
     seen: set[str] = set()
@@ -48,9 +58,8 @@ def sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> Swee
             if session is None:
                 result.lost += 1
                 continue
-            run = store.try_claim(
-                session_id, rule, new_run(session_id, session.agent_id, "cold", now), now, settings.claim_lease_s
-            )
+            run = claim_run(store, new_run(session_id, session.agent_id, "cold", now), rule, now,
+                            settings.claim_lease_s)
             if run is None:
                 result.lost += 1
             else:
@@ -75,7 +84,16 @@ def exhausted_reason(attempts: int, error: str | None) -> str:
 
 def retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryResult:
     """Reopen runs whose lease expired and failed runs, within ``max_run_attempts``; a run that
-    has used them all is marked ``dead`` with its last error (only an operator replays it)."""
+    has used them all is marked ``dead`` with its last error (only an operator replays it).
+    A reopened run keeps its trace: its first stage joins the trace stored on it."""
+    with tracing.span("retry_stale_runs") as span:
+        result = _retry_stale_runs(store, settings, now)
+        span.set_attributes({"memory.reopened": len(result.run_ids), "memory.dead": len(result.dead),
+                             "memory.held": len(result.held)})
+        return result
+
+
+def _retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryResult:
     result = RetryResult()
     for run in store.find_stale_runs(now, settings.sweep_batch_size):
         if run.attempts >= settings.max_run_attempts:

@@ -101,6 +101,9 @@ class LLMUsage(_Doc):
     output_tokens: int = 0
     # calls per structured-output mode (json_schema, json_object, prompt): what the provider did
     structured_output: dict[str, int] = Field(default_factory=dict)
+    # every call per model, embeddings included, priced when recorded (pipeline.cost):
+    # {model: {kind, provider, calls, input_tokens, output_tokens, usd (None: unpriced), price}}
+    by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class StageRecord(_Doc):
@@ -140,6 +143,22 @@ class FormationRun(_Doc):
     # where an effect did something other than its decision (an UPDATE of a fact another run
     # retired meanwhile became an ADD, ...): [{"index", "fact_id", "note", ...}]
     effect_notes: list[dict[str, Any]] = Field(default_factory=list)
+    # W3C trace context (traceparent, tracestate) the run was claimed under: every stage of the
+    # run, redelivered or started later, joins that trace (pipeline.tracing)
+    trace_context: dict[str, str] = Field(default_factory=dict)
+
+
+class UsageRecord(_Doc):
+    """Model calls no stage record holds, priced when recorded: a session-end consolidation
+    (no run), or a stage attempt that failed after its calls (its record keeps no usage)."""
+
+    usage_id: str
+    agent_id: str
+    session_id: str | None = None
+    run_id: str | None = None
+    stage: str                      # e.g. "consolidate_session"
+    at: datetime
+    by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class FactHistoryEntry(_Doc):

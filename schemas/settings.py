@@ -186,6 +186,11 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(default=30.0, gt=0)
     hashing_embedding_dim: int = Field(default=384, ge=1)
 
+    # --- cost (§11) --------------------------------------------------------------------------
+    # USD per million tokens per model, over the shipped defaults (``schemas.prices``), e.g.
+    # MEMORY_PRICES='{"gpt-6.1-sol": {"input": 2.0, "output": 10.0}}'. A model in neither is "unpriced".
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+
     # --- task limits -----------------------------------------------------------------------
     # Checked together (``_limits_agree``): soft < hard; both leases outlive a task killed at the
     # hard limit (the consolidation lease is not renewed mid-task); a retry countdown stays under
@@ -246,6 +251,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"pattern {i} ({pattern!r}) is not a valid regular expression: {exc}") from None
         return value
 
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for model, price in value.items():
+            if set(price) != {"input", "output"} or min(price.values()) < 0:
+                raise ValueError(
+                    f"model {model!r}: give exactly \"input\" and \"output\", USD per million tokens, "
+                    "not negative")
+        return value
+
     @field_validator("store_url", "broker_url", "result_backend")
     @classmethod
     def _url_with_password(cls, url: str | None, info: ValidationInfo) -> str | None:
@@ -258,6 +273,12 @@ class Settings(BaseSettings):
             return urls.check_url(setting, url)
         password_field = info.field_name.replace("_url", "_password")
         return urls.url_setting(setting, url, info.data.get(password_field), f"MEMORY_{password_field.upper()}")
+
+    def price_table(self) -> dict[str, dict[str, float]]:
+        """USD per million input and output tokens per model: the defaults, then MEMORY_PRICES."""
+        from schemas.prices import DEFAULT_PRICES
+
+        return {**DEFAULT_PRICES, **self.prices}
 
     def consolidation_threshold(self, scope: Scope) -> int:
         return {

@@ -195,6 +195,25 @@ def test_no_service_configures_a_result_backend(services):
     assert [name for name, svc in services.items() if "MEMORY_RESULT_BACKEND" in (svc.get("environment") or {})] == []
 
 
+def test_jaeger_runs_only_with_the_tracing_profile_and_shows_its_ui_on_the_loopback(services):
+    jaeger = services["jaeger"]
+    assert jaeger["profiles"] == ["tracing"] and jaeger["image"].startswith("jaegertracing/all-in-one:")
+    assert jaeger["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert [p for p in jaeger["ports"] if p.endswith(":16686")] and all(p.startswith("127.0.0.1:") for p in jaeger["ports"])
+    # the other services have no profile: `docker compose up` without --profile starts no Jaeger
+    assert [name for name, svc in services.items() if svc.get("profiles")] == ["jaeger"]
+
+
+def test_every_app_service_exports_traces_only_when_an_otlp_endpoint_is_given(services):
+    for name in (*WORKERS, "beat"):
+        env = services[name]["environment"]
+        # empty by default: workers.telemetry keeps the OpenTelemetry API a no-op
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}"
+        assert env["OTEL_SERVICE_NAME"] == "memory-pipeline"
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318 docker compose --profile tracing up" in COMPOSE.read_text()
+    assert "otel" in (ROOT / "Dockerfile").read_text().split("pip install", 1)[1].split("\\", 1)[0]
+
+
 def _compose_available() -> bool:
     if shutil.which("docker") is None:
         return False
@@ -208,8 +227,9 @@ def test_docker_compose_accepts_the_file():
         **os.environ,
         "REDIS_PASSWORD": "r", "MONGO_PASSWORD": "m", "FLOWER_BASIC_AUTH": "u:p",
     }
-    result = subprocess.run(
-        ["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
+    for profile in ([], ["--profile", "tracing"]):
+        result = subprocess.run(
+            ["docker", "compose", "-f", str(COMPOSE), *profile, "config", "--quiet"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )
+        assert result.returncode == 0, result.stderr

@@ -21,7 +21,7 @@ from kombu import Queue
 
 from pipeline import names
 from schemas.settings import get_settings
-from workers import redaction, transport  # noqa: F401 - redaction: monitoring shows no content
+from workers import redaction, telemetry, transport  # noqa: F401 - redaction: monitoring shows no content
 
 # ``redis://`` brokers use kombu's Redis transport closed against losing a popped message when
 # Redis crashes (workers/transport.py), under the scheme Flower and every tool understands
@@ -102,6 +102,7 @@ def create_app() -> Celery:
 
 
 app = create_app()
+telemetry.configure()  # OTEL_* set: spans are exported (workers.telemetry); unset: a no-op
 
 if "flower" in sys.argv[1:]:
     # `celery -A workers.app flower` gets the same /metrics behind auth as `-A workers.flower`

@@ -1,5 +1,11 @@
-"""The one base task: log context with the run and session ids, timing, and the mapping of
-transient errors to Celery retries (backoff, jitter, Retry-After, bounded)."""
+"""The one base task: log context with the run and session ids, timing, a span per task run,
+and the mapping of transient errors to Celery retries (backoff, jitter, Retry-After, bounded).
+
+The span joins the trace its sender was in (the ``traceparent`` header ``workers.dispatch``
+adds). A run's first stage, and any stage that arrives without the header (a Celery retry),
+joins the trace stored on its run instead (``FormationRun.trace_context``, set when the run
+was claimed), so a run started by the sweep, replayed or redelivered stays one trace.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,10 @@ import random
 import time
 
 from celery import Task
+from celery.exceptions import Retry
+from opentelemetry.trace import SpanKind
 
+from pipeline import names, tracing
 from pipeline.errors import PermanentError, TransientError
 from schemas.settings import get_settings
 
@@ -31,12 +40,36 @@ class MemoryTask(Task):
             ctx["run_id"] = args[0]
         return ctx
 
+    def trace_parent(self, kwargs):
+        """The context this task's span continues (see the module docstring); None: a new trace."""
+        carried = tracing.context_from({key: value for key in ("traceparent", "tracestate")
+                                        if isinstance(value := getattr(self.request, key, None), str)})
+        run_id = kwargs.get("run_id")
+        if run_id and tracing.enabled() and (carried is None or self.name == names.TASK_EXTRACT_FACTS):
+            from workers.deps import get_deps
+
+            try:
+                run = get_deps().store.get_run(run_id)
+            except Exception as exc:  # noqa: BLE001 - said below; the stage meets the store itself
+                # a trace must never fail a task: the stage's own read of the run raises it again,
+                # under the retry policy, and this span starts from the header (or a new trace)
+                log.warning("run %s: its trace context was not read (%s: %s)", run_id, type(exc).__name__, exc)
+                return carried
+            if run is not None and run.trace_context:
+                return tracing.context_from(run.trace_context)
+        return carried
+
     def __call__(self, *args, **kwargs):
         ctx = self.log_context(args, kwargs)
         started = time.perf_counter()
         log.debug("task start", extra={"ctx": ctx})
+        attributes = {f"memory.{k}": v for k, v in ctx.items() if k not in ("task", "task_id")}
+        attributes.update({"messaging.system": "celery", "messaging.message.id": ctx["task_id"],
+                           "memory.task": self.name, "memory.retries": getattr(self.request, "retries", 0)})
         try:
-            return super().__call__(*args, **kwargs)
+            with tracing.span(self.name.removeprefix("memory."), attributes, parent=self.trace_parent(kwargs),
+                              kind=SpanKind.CONSUMER, expected=(Retry,)):
+                return super().__call__(*args, **kwargs)
         finally:
             ctx["ms"] = round((time.perf_counter() - started) * 1000, 2)
             log.info("task end %s", ctx, extra={"ctx": ctx})
@@ -56,8 +89,14 @@ class MemoryTask(Task):
         """Retry a transient error, or re-raise it once the bounded attempts are used up."""
         settings = get_settings()
         if self.request.retries >= settings.task_max_retries:
+            tracing.add_event("retries_exhausted", {"memory.retries": self.request.retries,
+                                                    "error.type": type(exc).__name__})
             raise exc
-        raise self.retry(exc=exc, countdown=self.retry_delay(exc), max_retries=settings.task_max_retries)
+        countdown = self.retry_delay(exc)
+        # the error's type only: its message may quote what the provider was sent
+        tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
+                                    "error.type": type(exc).__name__})
+        raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
 
 
 __all__ = ["MemoryTask", "PermanentError", "TransientError"]

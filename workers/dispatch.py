@@ -9,6 +9,8 @@ through here, so each send
   it would contact Celery's default backend and fail when there is none;
 - carries redacted ``argsrepr`` / ``kwargsrepr`` (``workers.redaction``): Flower and the task
   events show ids, counts and sizes, never a message;
+- carries the current trace context in its headers (W3C ``traceparent``), so the task it
+  starts is a span of the same trace (``workers.base`` picks it up); empty when untraced;
 - retries a lost broker ``publish_retry_max`` times, then raises ``TransientError`` naming the
   task and the broker (password masked), never the arguments.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from kombu.utils.url import maybe_sanitize_url
 
+from pipeline import tracing
 from pipeline.errors import TransientError
 from schemas.settings import get_settings
 from workers.redaction import reprs
@@ -53,6 +56,7 @@ def send(
         app.send_task(
             name, kwargs=dict(kwargs), countdown=countdown, producer=producer,
             ignore_result=True, result_cls=Sent, argsrepr=argsrepr, kwargsrepr=kwargsrepr,
+            headers=tracing.carrier(),
             retry=True,
             retry_policy={"max_retries": retry_max, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 2.0},
         )

@@ -21,6 +21,7 @@ MAX_BATCH = 100
 
 
 class GeminiEmbedder(Embedder):
+    provider = "gemini"
     # https://ai.google.dev/gemini-api/docs/models#gemini-embedding: input token limit 2,048
     window = 2048
 

@@ -21,6 +21,7 @@ _WORD_WEIGHT = 2.0
 
 
 class HashingEmbedder(Embedder):
+    provider = "hashing"
     #: hashing reads every word; a window keeps its retrieval texts as bounded as a model's
     window = 8192
 

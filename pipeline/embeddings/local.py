@@ -91,6 +91,7 @@ def _build() -> _Model:
 
 
 class LocalEmbedder(Embedder):
+    provider = "local"
     model = MODEL_NAME
     dim = DIM
     window = MAX_TOKENS - 2  # [CLS] and [SEP] take two of the model's 256 positions

@@ -25,6 +25,7 @@ _TAKES_DIMENSIONS = ("text-embedding-3",)
 
 
 class OpenAIEmbedder(Embedder):
+    provider = "openai"
     # https://platform.openai.com/docs/guides/embeddings: "max input 8192 tokens" (8191 read)
     window = 8191
 

@@ -26,6 +26,8 @@ class Embeddings:
 class Embedder(abc.ABC):
     #: recorded on every fact; facts of different models are never compared
     model: str
+    #: who answers: openai, gemini, or ``local`` / ``hashing`` (in process, costs nothing)
+    provider: str = "unknown"
     #: the vector size (``create-indexes`` sizes the Atlas vector index with it); a network
     #: embedder without ``MEMORY_EMBEDDING_DIMENSIONS`` asks its provider once to learn it
     dim: int

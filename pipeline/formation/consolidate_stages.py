@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage, stage_output
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage, stage_output
 from pipeline.formation.scopes import plan_from_dict, plan_scopes
 from pipeline.formation.stages import EXTRACT_FACTS
 from pipeline.llm.models import tier_model
@@ -26,6 +26,8 @@ from pipeline.prompts.consolidation import build_consolidation_request
 from schemas.documents import ConsolidatedBlob, FormationRun
 
 CONSOLIDATE = "consolidate"
+#: the stage name of a session-end consolidation's usage record (it has no run)
+CONSOLIDATE_SESSION = "consolidate_session"
 
 
 class ScopeBusy(TransientError):
@@ -129,9 +131,8 @@ def merge_scope(
                 scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
             ),
             version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
-            current_blob=current,
+            current_blob=current, usage=usage,
         )
-        usage.add_counts(merge.usage, merge.modes)
         first = buffer[0]
         saved = store.save_blob(ConsolidatedBlob(
             agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
@@ -161,7 +162,13 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     buffers = {k: store.unabsorbed_reflections(agent_id, k) for k in keys}
     model = tier_model(deps.settings, session.max_tier, session.preview)
     results = []
-    for key in rules.merge_order(rules.due_at_session_end(buffers, session_id)):
-        results.append(merge_scope(deps, agent_id, key, model=model, holder=f"session_end:{session_id}",
-                                   usage=Usage(), session_end=session_id))
+    usage = Usage()
+    try:
+        for key in rules.merge_order(rules.due_at_session_end(buffers, session_id)):
+            results.append(merge_scope(deps, agent_id, key, model=model, holder=f"session_end:{session_id}",
+                                       usage=usage, session_end=session_id))
+    finally:
+        # no run holds these calls: a usage record does, so the agent's cost counts them too,
+        # those of an attempt that failed after its calls included
+        record_spend(deps, usage, agent_id=agent_id, stage=CONSOLIDATE_SESSION, session_id=session_id)
     return results

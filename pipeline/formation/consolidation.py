@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pipeline import tracing
 from pipeline.errors import TransientError
 from pipeline.llm.port import LLM, LLMRequest
 from pipeline.prompts.consolidation import ConsolidationAnswer, blob_words, missing_sections, render_blob
@@ -76,6 +77,7 @@ def merge_within_limit(
     word_limit: int,
     max_length_retries: int,
     current_blob: str = "",
+    usage=None,
 ) -> Merge:
     """Ask for the merge, then again with what was wrong stated (the excess words, the sections
     of ``current_blob`` left out without being named outdated), at most
@@ -86,7 +88,9 @@ def merge_within_limit(
     excess: int | None = None
     missing: list[str] = []
     for _ in range(1 + max_length_retries):
-        response = llm.complete(build(excess, missing))
+        # ``usage`` (a runner.Usage) counts each call per model for the cost
+        request = build(excess, missing)
+        response = usage.complete(llm, request) if usage is not None else tracing.complete(llm, request)
         merge.attempts += 1
         merge.usage["calls"] += 1
         merge.usage["input_tokens"] += response.input_tokens

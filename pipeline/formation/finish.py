@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline import trigger
+from pipeline import cost, trigger
 from pipeline.formation.consolidate_stages import CONSOLIDATE, scope_stage
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
 from pipeline.formation.stages import DECIDE_FACTS, EXTRACT_FACTS, EXTRACT_REFLECTIONS
+from pipeline.ingest import claim_run
 from schemas.documents import FormationRun
 
 FINISH = "finish"
@@ -74,11 +75,13 @@ def run_totals(run: FormationRun) -> dict:
         calls += record.usage.calls
         tokens["input"] += record.usage.input_tokens
         tokens["output"] += record.usage.output_tokens
+        # every embedding call: the new facts', the dedup candidates' and the UPDATE re-embeddings
+        tokens["embedding"] += sum(r.get("input_tokens", 0) for r in record.usage.by_model.values()
+                                   if r.get("kind") == "embedding")
         if record.duration_ms is not None:
             timings[name] = record.duration_ms
     out = {name: (run.stages.get(name).output or {}) if run.stages.get(name) else {}
            for name in (EXTRACT_FACTS, "embed_facts", DECIDE_FACTS, EXTRACT_REFLECTIONS, CONSOLIDATE)}
-    tokens["embedding"] = out["embed_facts"].get("input_tokens", 0)
     dropped_facts = out[EXTRACT_FACTS].get("dropped", {})
     refl_counts = out[EXTRACT_REFLECTIONS].get("counts", {})
     due = out[CONSOLIDATE].get("due", [])
@@ -106,6 +109,7 @@ def run_totals(run: FormationRun) -> dict:
         **screening_totals(run),
         "consolidated": merged,
         "timings_ms": timings,
+        "cost": cost.summary(record.usage.by_model for record in run.stages.values()),
     }
 
 
@@ -150,10 +154,8 @@ def next_step(deps: Deps, run: FormationRun) -> NextStep:
     rule = trigger.session_end_rule() if ended else trigger.threshold_rule(settings)
     if trigger.rule_holds(rule, session):
         reason = "session_end" if ended else "threshold"
-        claimed = store.try_claim(
-            run.session_id, rule, trigger.new_run(run.session_id, run.agent_id, reason, now), now,
-            settings.claim_lease_s,
-        )
+        claimed = claim_run(store, trigger.new_run(run.session_id, run.agent_id, reason, now), rule, now,
+                            settings.claim_lease_s, follow_up=True)
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)
     cons = run.stages.get(CONSOLIDATE)

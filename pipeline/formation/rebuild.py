@@ -19,10 +19,12 @@ from pipeline.erasure import Rebuild
 from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
 from pipeline.formation.consolidate_stages import ScopeBusy
-from pipeline.formation.runner import Deps
+from pipeline.formation.runner import Deps, Usage, record_spend
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
 
+#: the stage name of a rebuild's usage record
+REBUILD_BLOB = "rebuild_blob"
 #: how long an erasure waits for a consolidation of the same scope key to end
 LEASE_WAIT_S = 30.0
 
@@ -62,14 +64,19 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
     scope = rules.scope_of_key(key)
     limit = settings.word_limit(scope)  # type: ignore[arg-type]
     texts = [r.content for r in keep]
-    merge = rules.merge_within_limit(
-        deps.llm,
-        lambda excess, missing: build_consolidation_request(
-            scope, "", texts, word_limit=limit, model=tier_model(settings, 0),
-            excess_words=excess, missing_sections=missing,
-        ),
-        version=blob.version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
-    )
+    usage = Usage()
+    try:
+        merge = rules.merge_within_limit(
+            deps.llm,
+            lambda excess, missing: build_consolidation_request(
+                scope, "", texts, word_limit=limit, model=tier_model(settings, 0),
+                excess_words=excess, missing_sections=missing,
+            ),
+            version=blob.version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
+            usage=usage,
+        )
+    finally:  # the rebuild's calls are paid for like any other (memoryctl cost, stage "rebuild_blob")
+        record_spend(deps, usage, agent_id=agent_id, stage=REBUILD_BLOB)
     now = deps.clock.now()
     ids = [r.reflection_id for r in keep]
     rebuilt = blob.model_copy(update={

@@ -22,19 +22,26 @@ still found and removed by provenance.
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline import tracing
 from pipeline.clock import Clock
-from pipeline.embeddings.port import Embedder
+from pipeline.cost import price_models
+from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.errors import PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
-from schemas.documents import FormationRun, LLMUsage, StageRecord
+from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
 from schemas.settings import Settings
+
+
+log = logging.getLogger("memory.formation")
 
 
 class Deps(Protocol):
@@ -62,6 +69,9 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     structured_output: dict[str, int] = field(default_factory=dict)
+    # every call per model, embeddings included: {model: {kind, provider, calls, input_tokens,
+    # output_tokens}}; what the cost is computed from
+    by_model: dict[str, dict] = field(default_factory=dict)
 
     def add(self, response: LLMResponse) -> LLMResponse:
         self.calls += 1
@@ -69,7 +79,29 @@ class Usage:
         self.output_tokens += response.output_tokens
         if response.structured_output:
             self.add_modes({response.structured_output: 1})
+        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens)
         return response
+
+    def complete(self, llm: LLM, request) -> LLMResponse:
+        """One LLM call, traced (a GenAI span) and counted."""
+        return self.add(tracing.complete(llm, request))
+
+    def embed(self, embedder: Embedder, texts, purpose: str) -> Embeddings:
+        """One embedding call, traced (a GenAI span) and counted."""
+        return self.add_embedding(tracing.embed(embedder, texts, purpose), embedder.provider)
+
+    def add_embedding(self, result: Embeddings, provider: str) -> Embeddings:
+        """Count an embedding call (it is not an LLM call: ``calls`` and the LLM tokens stay)."""
+        self._count("embedding", result.model, provider, result.input_tokens, 0)
+        return result
+
+    def _count(self, kind: str, model: str, provider: str, input_tokens: int, output_tokens: int,
+               calls: int = 1) -> None:
+        row = self.by_model.setdefault(model, {"kind": kind, "provider": provider, "calls": 0,
+                                               "input_tokens": 0, "output_tokens": 0})
+        row["calls"] += calls
+        row["input_tokens"] += input_tokens
+        row["output_tokens"] += output_tokens
 
     def add_counts(self, counts: dict[str, int], modes: dict[str, int] | None = None) -> None:
         self.calls += counts.get("calls", 0)
@@ -81,9 +113,11 @@ class Usage:
         for mode, calls in modes.items():
             self.structured_output[mode] = self.structured_output.get(mode, 0) + calls
 
-    def record(self) -> LLMUsage:
+    def record(self, prices: dict[str, dict[str, float]] | None = None) -> LLMUsage:
+        """The stage's usage, each model's cost priced now from ``prices`` (the settings' table)."""
         return LLMUsage(calls=self.calls, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
-                        structured_output=dict(self.structured_output))
+                        structured_output=dict(self.structured_output),
+                        by_model=price_models(self.by_model, prices or {}))
 
 
 @dataclass
@@ -127,13 +161,18 @@ def run_stage(
         return StageResult(run, output, reused=True, record=record)
     started = time.perf_counter()
     usage = Usage()
-    output = compute(run, usage)
+    try:
+        output = compute(run, usage)
+    except BaseException:
+        keep_spent(deps, run, stage, usage)
+        raise
     if not still_active(store, run_id):
+        keep_spent(deps, run, stage, usage)  # paid for, though nothing is stored
         return None  # erased (or taken over) while computing: store and apply nothing
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
-        usage=usage.record(),
+        usage=usage.record(deps.settings.price_table()),
     )
     reused = False
     if not store.complete_stage(run_id, stage, done):
@@ -151,6 +190,31 @@ def still_active(store: Store, run_id: str) -> bool:
     """Whether the run is still claimed or running: not erased, failed, finished or gone."""
     run = store.get_run(run_id)
     return run is not None and run.status in ("claimed", "running")
+
+
+def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:
+    """The calls of an attempt that failed after making them (an answer over its word limit
+    asked again until the attempts ran out, a store write that failed after the LLM answered)
+    were paid for: a usage record keeps them, since no stage record will."""
+    record_spend(deps, usage, agent_id=run.agent_id, stage=stage, session_id=run.session_id, run_id=run.run_id)
+
+
+def record_spend(
+    deps: Deps, usage: Usage, *, agent_id: str, stage: str, session_id: str | None = None, run_id: str | None = None,
+) -> None:
+    """Keep ``usage`` (priced now) as a usage record when no stage record holds it: calls made
+    outside any run, or by a failed attempt. A failure to keep it is logged, never raised over
+    the caller's own outcome."""
+    if not usage.by_model:
+        return
+    try:
+        deps.store.record_usage(UsageRecord(
+            usage_id=uuid.uuid4().hex, agent_id=agent_id, session_id=session_id, run_id=run_id,
+            stage=stage, at=deps.clock.now(), by_model=usage.record(deps.settings.price_table()).by_model,
+        ))
+    except Exception as exc:  # noqa: BLE001 - logged; the caller's own error or result stands
+        log.warning("%s of agent %s: the cost of its model calls was not recorded (%s: %s)",
+                    stage, agent_id, type(exc).__name__, exc)
 
 
 def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:

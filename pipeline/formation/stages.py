@@ -85,7 +85,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         except InvalidInput as exc:  # no fact scope left (both toggles off, ...): no LLM call
             output["skipped"] = str(exc)
             return output
-        answer = usage.add(deps.llm.complete(request)).parsed
+        answer = usage.complete(deps.llm, request).parsed
         allowed, screened = screen_facts(answer.facts, plan, guard_for(settings),
                                          _session_user_ids(run, plan, messages))
         kept = filter_facts(allowed, plan, settings.fact_word_limit)
@@ -160,7 +160,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
             return {"model": model, "vectors": [], "input_tokens": 0}
         sources = _provenances(deps.store, run, facts)
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
-        result = deps.embedder.embed([*texts, *(f.text for f in facts)])
+        result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
         return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
                 "dedup_vectors": pack_vectors(result.vectors[n:]),
@@ -200,7 +200,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
             candidate_vectors = {}
             if live:  # one batched call for every shortlisted content of the stage
-                result = deps.embedder.embed(list(live.values()))
+                result = usage.embed(deps.embedder, list(live.values()), "candidates")
                 candidate_tokens = result.input_tokens
                 candidate_vectors = dict(zip(live, result.vectors))
             scored = dedup.merge_candidates(
@@ -216,7 +216,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             if batch:
                 request = build_dedup_request(batch.texts, batch.candidates, model=model,
                                               word_limit=settings.fact_word_limit)
-                decided = dedup.validate(usage.add(deps.llm.complete(request)).parsed, batch)
+                decided = dedup.validate(usage.complete(deps.llm, request).parsed, batch)
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
                                  dedup_enabled=settings.facts_dedup, same_run=same_run)
         update_secrets = _guard_updates(run.run_id, resolved, guard_for(settings))
@@ -225,7 +225,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         if updates:
             sources = dict(zip((f.index for f in facts), _sources(run)))
             texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
-            result = deps.embedder.embed(texts)
+            result = usage.embed(deps.embedder, texts, "updates")
             update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
@@ -315,7 +315,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             new_facts=list(dict.fromkeys(new_facts)), model=extracted["models"]["tier"],
             word_limit=settings.reflection_word_limit,
         )
-        answer = usage.add(deps.llm.complete(request)).parsed
+        answer = usage.complete(deps.llm, request).parsed
         answer, screened = screen_reflections(answer, plan, guard_for(settings),
                                               _session_user_ids(run, plan, messages))
         kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)

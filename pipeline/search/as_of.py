@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+from pipeline import tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import TransientError
 from pipeline.search.local import LocalFactSearch
@@ -62,7 +63,7 @@ def search_as_of(
     error = None
     if replaced and embedder is not None:
         try:
-            vectors.update(zip(replaced, embedder.embed([shown[fid].content for fid in replaced]).vectors))
+            vectors.update(zip(replaced, tracing.embed(embedder, [shown[fid].content for fid in replaced], "as_of").vectors))
         except TransientError as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.warning("search_facts as_of: embedding replaced texts failed, text search only for them: %s", error)

@@ -25,6 +25,8 @@ from schemas.documents import (  # noqa: F401  (the statuses: read here by the a
 # context cache (one document per (session, user), so no user id ever becomes a field name).
 LEASES = "leases"
 CONTEXTS = "contexts"
+# model calls made outside any run (session-end consolidations), for ``memoryctl cost``
+USAGE = "usage"
 
 
 def utc(value: datetime) -> datetime:

@@ -58,6 +58,7 @@ _TABLES: tuple[tuple[str, str], ...] = (
         session_id TEXT NOT NULL, user_id TEXT NOT NULL, doc TEXT NOT NULL,
         PRIMARY KEY (session_id, user_id)"""),
     ("leases", "name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TEXT NOT NULL"),
+    ("usage", "usage_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, at TEXT NOT NULL, doc TEXT NOT NULL"),
 )
 
 # (index name suffix, table, columns, unique). A unique key that holds only some rows says so
@@ -80,6 +81,7 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("facts_scope_model_formed", "facts", "agent_id, scope_key, embedding_model, formed_at", False),
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
+    ("usage_agent_at", "usage", "agent_id, at", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text

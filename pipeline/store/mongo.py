@@ -32,12 +32,12 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc
+from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
-from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage
+from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage, UsageRecord
 
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
 
@@ -70,6 +70,7 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
     ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("rejected", [("received_at", _D)], "received", False),
+    (c.USAGE, [("agent_id", _A), ("at", _A)], "agent_at", False),
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),
@@ -263,6 +264,17 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         doc = self.col("sessions").find_one_and_update(
             {"_id": session_id}, {"$inc": {"duplicates": 1}}, return_document=ReturnDocument.AFTER)
         return from_doc(SessionState, doc)
+
+    def record_usage(self, record: UsageRecord) -> None:
+        # model names hold dots ("gpt-6.1-sol"): escaped like every free-form map
+        doc = escape_keys(to_doc(record, record.usage_id))
+        self.col(c.USAGE).replace_one({"_id": record.usage_id}, doc, upsert=True)
+
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        query: dict = {"agent_id": agent_id}
+        if since is not None:
+            query["at"] = {"$gte": c.utc(since)}
+        return [from_doc(UsageRecord, unescape_keys(d)) for d in self.col(c.USAGE).find(query, sort=[("at", _A)])]
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
         self.col("rejected").replace_one({"_id": rejected.rejection_id}, to_doc(rejected, rejected.rejection_id), upsert=True)

@@ -34,6 +34,7 @@ from schemas.documents import (
     SessionState,
     StageRecord,
     StoredMessage,
+    UsageRecord,
 )
 
 
@@ -141,6 +142,14 @@ class Store(abc.ABC):
         whole batch at once (atomically: all or nothing); this default stores them one by one,
         so a ``TransientError`` may leave a prefix stored (a redelivery sees it as duplicates)."""
         return [self.ingest_message(message, now) for message in messages]
+
+    @abc.abstractmethod
+    def record_usage(self, record: UsageRecord) -> None:
+        """Keep the priced model calls of work done outside any run (idempotent on its id)."""
+
+    @abc.abstractmethod
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        """An agent's usage records at or after ``since``, oldest first."""
 
     @abc.abstractmethod
     def record_rejection(self, rejected: RejectedEvent) -> None:

@@ -31,6 +31,7 @@ from schemas.documents import (
     SessionState,
     StageRecord,
     StoredMessage,
+    UsageRecord,
 )
 
 
@@ -146,6 +147,20 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             )
             self._put_sessions(conn, sessions.values())
         return outcomes
+
+    def record_usage(self, record: UsageRecord) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self.db.t(c.USAGE)} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
+                (record.usage_id, record.agent_id, c.ts(record.at), record.model_dump_json()),
+            )
+
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t(c.USAGE)} WHERE agent_id = ? AND at >= ? ORDER BY at",
+            (agent_id, c.ts(since) if since is not None else ""),
+        ).fetchall()
+        return [UsageRecord.model_validate_json(doc) for (doc,) in rows]
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
         with self.db.write() as conn:

@@ -3,6 +3,7 @@ offline LLM and the hashing embedder; every section of the report is printed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -67,3 +68,35 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-4000:]
     assert again.stdout.split("=== Formation runs")[1].count(" done ") == runs_section.count(" done ")
+
+
+def test_the_demo_exports_each_runs_trace_and_memoryctl_cost_reads_its_store(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    env = {k: v for k, v in env.items() if not k.startswith(("MEMORY_", "OTEL_"))}
+    env.update({"MEMORY_EMBEDDING_PROVIDER": "hashing", "PYTHONPATH": str(REPO_ROOT)})
+    db = tmp_path / ".runtime" / "demo.db"
+    result = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db), "--trace"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    traces = sorted((tmp_path / ".runtime" / "traces").glob("*.json"))
+    assert f"traces: {len(traces)} run(s) written to" in result.stdout and len(traces) >= 4
+    stages = ["extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"]
+    for path in traces:
+        exported = json.loads(path.read_text())
+        assert {s["trace_id"] for s in exported["spans"]} == {exported["trace_id"]}
+        names = [s["name"] for s in exported["spans"]]
+        run_stages = [n for n in names if n in stages]
+        assert list(dict.fromkeys(run_stages))[:len(stages)] == stages, (path.name, names)
+
+    env["MEMORY_STORE_URL"] = f"sqlite:///{db}"
+    cost = subprocess.run([sys.executable, "-m", "ops.cli", "cost", "--agent", "agent-juniper", "--json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert cost.returncode == 0, cost.stderr
+    report = json.loads(cost.stdout)
+    # the offline LLM and the hashing embedder: every call counted, and said to cost nothing
+    assert report["total"]["usd"] == 0 and report["total"]["unpriced"] == []
+    assert {r["price"] for r in report["total"]["by_model"].values()} == {"offline"}
+    assert report["total"]["by_model"]["offline-rules-v1"]["calls"] >= 4 * 3
+    by_stage = subprocess.run([sys.executable, "-m", "ops.cli", "cost", "--agent", "agent-juniper", "--by", "stage"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert by_stage.returncode == 0 and "extract_facts" in by_stage.stdout and "offline ($0)" in by_stage.stdout

@@ -407,3 +407,34 @@ def test_a_service_built_alone_reads_and_says_which_client_it_lacks_to_publish(m
     assert "Alice prefers short answers." in service.get_memory_context(session_id="s1", user_id="u1")
     with pytest.raises(ConfigurationError, match="no publisher: build it with workers.client.memory_service"):
         service.on_session_end(session_id="s1")
+
+
+def test_stats_show_the_tokens_and_cost_of_each_scope(memory, clock):
+    from pipeline import sweep
+    from pipeline.cost import price_models
+    from schemas.documents import LLMUsage, StageRecord, UsageRecord
+
+    for n in range(1, 5):
+        memory.ingest_message(message(n, session="s1"), clock.now())
+    clock.advance(minutes=30)
+    service, _, _ = _service(memory, clock)
+    [run_id] = sweep.sweep_cold_sessions(memory, service.settings, clock.now()).run_ids
+    rows = price_models({"gpt-6-luna": {"kind": "llm", "provider": "openai", "calls": 1, "input_tokens": 1_000_000,
+                                        "output_tokens": 0}}, {"gpt-6-luna": {"input": 0.10, "output": 0.50}})
+    memory.start_stage(run_id, "extract_facts", clock.now())
+    memory.complete_stage(run_id, "extract_facts", StageRecord(
+        status="done", output={}, finished_at=clock.now(), attempts=1,
+        usage=LLMUsage(calls=1, input_tokens=1_000_000, by_model=rows)))
+    memory.record_usage(UsageRecord(usage_id="end-s9", agent_id=service.agent_id, session_id="s9",
+                                    stage="consolidate_session", at=clock.now(),
+                                    by_model={"mystery": {"kind": "llm", "provider": "openai", "calls": 1,
+                                                          "input_tokens": 7, "output_tokens": 3, "usd": None,
+                                                          "price": "unpriced"}}))
+    stats = service.get_memory_stats(user_id=memory.get_run(run_id).user_ids[0], session_id="s1")["scopes"]
+    agent = stats["agent"]
+    assert agent["tokens"] == {"input": 1_000_007, "output": 3, "embedding": 0}
+    assert agent["cost"]["usd"] == pytest.approx(0.10) and agent["cost"]["unpriced"] == ["mystery"]
+    session = stats["session:s1"]
+    assert session["cost"] == {"usd": pytest.approx(0.10), "unpriced": [], "text": "$0.100000"}
+    [user_key] = [k for k in stats if k.startswith("user:")]
+    assert stats[user_key]["tokens"]["input"] == 1_000_000

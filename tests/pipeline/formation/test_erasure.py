@@ -93,6 +93,9 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
     assert env.store.get_blob("agent-2", "agent") is None
     assert (counts["blobs_rebuilt"], counts["blobs_deleted"]) == (1, 1)
     assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)
+    # the rebuild's model call is paid for like any other: the agent's cost counts it
+    [spent] = [r for r in env.store.list_usage("agent-1") if r.stage == "rebuild_blob"]
+    assert sum(row["calls"] for row in spent.by_model.values()) == 1
 
 
 def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_others_own_fact_stays(env):
