@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     collection_prefix: str = "memory2_"
     # Atlas Search / Vector Search are used when the store is Mongo and this is on.
     atlas_search: bool = False
+    # How long a SQLite write waits for another process's lock before the task retries later.
+    sqlite_busy_timeout_s: float = Field(default=60.0, gt=0)
 
     # --- broker --------------------------------------------------------------------------
     broker_url: str = "redis://localhost:6379/0"

@@ -9,6 +9,11 @@ handler does not wait for the lock to be released: it sleeps 1, 2, 5, 10 ... 100
 again, so with many worker threads a 1 ms transaction waited tens of ms behind the others.
 The Python lock hands over as soon as the holder commits; other processes still meet the
 busy handler (rarely: one worker process writes most).
+
+A lock held by another connection past the busy timeout (``SQLITE_BUSY``, ``SQLITE_LOCKED``)
+is the one SQLite error that means "not now": ``unavailable`` turns it into
+``StoreUnavailable``, which the workers retry. Schema, constraint and I/O errors stay as
+they are.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-BUSY_TIMEOUT_MS = 60_000
+from pipeline.errors import StoreUnavailable
+
+BUSY_TIMEOUT_S = 60.0
+
+# Primary result codes (the low byte of an extended code): https://www.sqlite.org/rescode.html
+# SQLITE_BUSY (5): another connection holds a conflicting lock past the busy timeout.
+# SQLITE_LOCKED (6): a conflict inside one shared-cache connection group (same meaning here).
+_NOT_NOW = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED"}
 
 # (table, DDL body). Every table keeps the whole document as JSON in ``doc`` plus the columns
 # that are queried or unique. Unique keys never hold NULL: scope keys are computed strings.
@@ -86,9 +98,10 @@ TABLES = tuple(name for name, _ in _TABLES)
 class Database:
     """Connections to one SQLite file. ``:memory:`` uses one shared connection under a lock."""
 
-    def __init__(self, path: str, prefix: str) -> None:
+    def __init__(self, path: str, prefix: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = path
         self.prefix = prefix
+        self.busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._memory = path == ":memory:"
         self._memory_lock = threading.RLock()
@@ -109,10 +122,10 @@ class Database:
     # ------------------------------------------------------------------ connections --------
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            self.path, timeout=self.busy_timeout_s, isolation_level=None,
             check_same_thread=not self._memory,
         )
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
         if not self._memory:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -144,8 +157,11 @@ class Database:
             self._writer_lock = threading.RLock()
             self._writer_pid = os.getpid()
         lock = self._writer_lock
-        if not lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
-            raise sqlite3.OperationalError("database is locked (waited for this process's other writers)")
+        if not lock.acquire(timeout=self.busy_timeout_s):
+            raise StoreUnavailable(
+                f"SQLite store {self.path}: this process's other writers held the write lock for more than "
+                f"{self.busy_timeout_s:g} s"
+            )
         try:
             yield
         finally:
@@ -205,6 +221,17 @@ class Database:
                 conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
         return names
+
+
+def unavailable(exc: BaseException) -> StoreUnavailable | None:
+    """``StoreUnavailable`` for a lock held past the busy timeout, None for anything else."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in _NOT_NOW:
+        return None
+    return StoreUnavailable(f"the SQLite store is locked by another connection past the busy timeout "
+                            f"({_NOT_NOW[code & 0xFF]}: {exc})")
 
 
 @contextmanager
