@@ -1,5 +1,12 @@
 """The one base task: log context with the run and session ids, timing, and the mapping of
-transient errors to Celery retries (backoff, jitter, Retry-After, bounded)."""
+transient errors to Celery retries (backoff, jitter, Retry-After, bounded).
+
+A store outage (``StoreUnavailable``) retries like any transient error. A task whose message
+must never be dropped (ingest: the event exists nowhere else) gives the message back to the
+broker once the bounded retries are spent (``keep_message``): Celery's ``Reject`` with
+requeue puts it at the back of its queue, and every later delivery tries the store again,
+each attempt waiting the driver's own timeout first (SQLite's busy timeout, pymongo's server
+selection timeout), until the store is back."""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ import random
 import time
 
 from celery import Task
+from celery.exceptions import Reject
 
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from schemas.settings import get_settings
 
 log = logging.getLogger("memory.tasks")
@@ -52,12 +60,17 @@ class MemoryTask(Task):
             delay = max(delay, exc.retry_after)
         return min(delay, settings.broker_visibility_timeout_s / 2)
 
-    def retry_transient(self, exc: TransientError):
-        """Retry a transient error, or re-raise it once the bounded attempts are used up."""
+    def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
+        """Retry a transient error, or re-raise it once the bounded attempts are used up; with
+        ``keep_message``, a store outage past them puts the message back in its queue instead."""
         settings = get_settings()
         if self.request.retries >= settings.task_max_retries:
+            if keep_message and isinstance(exc, StoreUnavailable):
+                log.error("%s: the store stayed unavailable through %d retries; the message goes back to its "
+                          "queue: %s", self.name, self.request.retries, exc)
+                raise Reject(exc, requeue=True)
             raise exc
         raise self.retry(exc=exc, countdown=self.retry_delay(exc), max_retries=settings.task_max_retries)
 
 
-__all__ = ["MemoryTask", "PermanentError", "TransientError"]
+__all__ = ["MemoryTask", "PermanentError", "StoreUnavailable", "TransientError"]
