@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
+from pipeline.threads import shared_pool
 from schemas.settings import Settings
 
 MAX_QUERIES = 3
@@ -29,8 +29,6 @@ MAX_TOP_K = 50
 #: each branch returns this many candidates per wanted result before fusion
 BRANCH_DEPTH = 5
 MIN_BRANCH_LIMIT = 50
-
-_pool = ThreadPoolExecutor(max_workers=MAX_QUERIES, thread_name_prefix="search_facts")
 
 TOOL_NAME = "search_facts"
 log = logging.getLogger("memory.search")
@@ -223,7 +221,7 @@ def search_facts(
         if len(args) == 1:
             per_query = [rank_query(*args[0])]
         else:
-            per_query = list(_pool.map(lambda a: rank_query(*a), args))
+            per_query = list(shared_pool("search_facts", MAX_QUERIES).map(lambda a: rank_query(*a), args))
     merged = scoring.merge_best(fused for fused, _ in per_query)
     timings["search"] = _ms(t)
 
