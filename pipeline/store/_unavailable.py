@@ -2,8 +2,8 @@
 there just now" become ``StoreUnavailable``, so the workers retry them like any transient
 error instead of reading them as a bug (and recording that bug in the same dead store).
 
-``translate_errors(translate)`` decorates an adapter class: every public method of the
-``Store`` port is wrapped so that an error for which ``translate`` returns a
+``translate_errors(translate)`` decorates an adapter class: its constructor and every public
+method of the ``Store`` port are wrapped so that an error for which ``translate`` returns a
 ``StoreUnavailable`` is raised as that one (chained to the driver's error); every other error
 passes through untouched. A generator method (``iter_facts_for_reembed``) is translated
 while it is iterated. A public method that calls another one is translated once: a
@@ -21,10 +21,11 @@ from pipeline.store.port import Store
 
 Translate = Callable[[BaseException], "StoreUnavailable | None"]
 
-#: the port's public methods: what callers reach the store through
-PORT_METHODS = tuple(
+#: the port's public methods, and the constructor (SQLite creates its schema when opened, so a
+#: worker that opens its store during an outage meets it there first)
+PORT_METHODS = ("__init__", *(
     name for name, value in vars(Store).items() if not name.startswith("_") and callable(value)
-)
+))
 
 
 def _wrap(method: Callable, translate: Translate) -> Callable:

@@ -192,3 +192,14 @@ def test_the_outage_window_closes_by_itself(mongo_store):
         mongo_store.get_run("r1")
     time.sleep(0.3)
     assert mongo_store.get_run("r1") is None
+
+
+def test_opening_the_store_during_an_outage_is_store_unavailable(sqlite_store, tmp_path):
+    # a worker process opens its store on its first task; SQLite creates its schema then
+    holder = _hold_lock(tmp_path / "memory.db", 2.0)
+    try:
+        with pytest.raises(StoreUnavailable):
+            SQLiteStore(str(tmp_path / "memory.db"), busy_timeout_s=0.2)
+    finally:
+        holder.wait(timeout=10)
+    SQLiteStore(str(tmp_path / "memory.db"), busy_timeout_s=0.2).close()
