@@ -2,11 +2,12 @@
 transient errors to Celery retries (backoff, jitter, Retry-After, bounded).
 
 A store outage (``StoreUnavailable``) retries like any transient error. A task whose message
-must never be dropped (ingest: the event exists nowhere else) gives the message back to the
-broker once the bounded retries are spent (``keep_message``): Celery's ``Reject`` with
-requeue puts it at the back of its queue, and every later delivery tries the store again,
-each attempt waiting the driver's own timeout first (SQLite's busy timeout, pymongo's server
-selection timeout), until the store is back."""
+must never be dropped (ingest: the event exists nowhere else) keeps it in the broker once the
+bounded retries are spent (``keep_message``): it is retried again at the backoff ceiling, and
+again, until the store is back, with an ERROR line each time. A requeue (``Reject``) would
+keep it too, but hands it straight back: a failover answering at once ("not primary") then
+spins the worker through the queue, hundreds of attempts a second in the Mongo scenario of
+``ops.bench.reliability``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import random
 import time
 
 from celery import Task
-from celery.exceptions import Reject
 
 from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from schemas.settings import get_settings
@@ -62,13 +62,14 @@ class MemoryTask(Task):
 
     def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
         """Retry a transient error, or re-raise it once the bounded attempts are used up; with
-        ``keep_message``, a store outage past them puts the message back in its queue instead."""
+        ``keep_message``, a store outage past them keeps the message queued instead."""
         settings = get_settings()
         if self.request.retries >= settings.task_max_retries:
             if keep_message and isinstance(exc, StoreUnavailable):
-                log.error("%s: the store stayed unavailable through %d retries; the message goes back to its "
-                          "queue: %s", self.name, self.request.retries, exc)
-                raise Reject(exc, requeue=True)
+                delay = self.retry_delay(exc)
+                log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
+                          "tried again in %.0f s: %s", self.name, self.request.retries, delay, exc)
+                raise self.retry(exc=exc, countdown=delay, max_retries=None)
             raise exc
         raise self.retry(exc=exc, countdown=self.retry_delay(exc), max_retries=settings.task_max_retries)
 

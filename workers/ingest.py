@@ -2,8 +2,8 @@
 
 Thin by design: the decisions live in ``pipeline.ingest``. A rejected event is recorded there
 and never retried; an unavailable store or broker is retried with backoff by ``MemoryTask``,
-and an event whose store stays unavailable past the retries goes back to its queue (never
-acked and lost, never recorded in the store that is down).
+and an event whose store stays unavailable past the retries stays queued, tried again at the
+backoff ceiling (never acked and lost, never recorded in the store that is down).
 An event that fails on an unexpected error is recorded in the rejected-events record too (an
 acked task would otherwise lose it), to be replayed with ``memoryctl replay-rejected`` once the
 cause is fixed; the task then fails with ``IngestFailed``, logged at ERROR without content.
@@ -161,8 +161,8 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
 
 
 def _retry_rest(task: MemoryTask, rest: list[Any], exc: TransientError) -> None:
-    """Retry only the events the batch did not reach (all of them go back to the queue when
-    the store stays unavailable: those already stored are then counted as duplicates)."""
+    """Retry only the events the batch did not reach (all of the message's events when the
+    store stays unavailable: those already stored are then counted as duplicates)."""
     settings = get_settings()
     if task.request.retries >= settings.task_max_retries:
         task.retry_transient(exc, keep_message=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from celery.exceptions import Reject
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline" / "formation"))
 
@@ -94,17 +93,22 @@ def _run_as(task, retries: int, *args, **kwargs):
     (ingest.ingest_event, (_message(1),)),
     (ingest.ingest_batch, ([_message(1), _message(2)],)),
 ])
-def test_an_event_whose_store_is_locked_is_retried_then_requeued_never_recorded_or_lost(deps, monkeypatch, task, args):
+def test_an_event_whose_store_is_locked_is_retried_past_the_bounded_retries_never_recorded_or_lost(
+        deps, monkeypatch, task, args):
     retried = []
-    monkeypatch.setattr(task, "retry", lambda exc=None, **kw: retried.append(exc) or Retried(exc))
+    monkeypatch.setattr(task, "retry", lambda exc=None, **kw: retried.append((exc, kw)) or Retried(exc))
     path = Path(deps.settings.store_url[len("sqlite:///"):])
     with locked(path):
         with pytest.raises(Retried):
             _run_as(task, 0, *args)
-        with pytest.raises(Reject) as rejected:
+        with pytest.raises(Retried):
             _run_as(task, deps.settings.task_max_retries, *args)
-    assert isinstance(retried[0], StoreUnavailable)
-    assert rejected.value.requeue is True  # back to the broker, not acked away
+    assert all(isinstance(exc, StoreUnavailable) for exc, _ in retried)
+    # past the bounded retries the message stays queued (an unbounded retry), paced at the
+    # backoff ceiling, instead of being acked away
+    exhausted = retried[-1][1]
+    assert exhausted["max_retries"] is None
+    assert exhausted["countdown"] >= 2 ** deps.settings.task_max_retries / 2
     assert deps.store.list_rejections() == []  # not recorded as a bug in the store that was down
     assert deps.store.count_messages("s1") == 0
     _run_as(task, deps.settings.task_max_retries, *args)  # the redelivery, once the store is back
