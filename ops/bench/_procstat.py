@@ -29,12 +29,14 @@ def handles_on(pid: int, suffix: str) -> int | None:
     return count
 
 
-def rss_mb(pid: int) -> float | None:
-    """Resident set size of ``pid`` in MB (None once it is gone)."""
+def rss_mb(pid: int, kind: str = "VmRSS") -> float | None:
+    """Resident set size of ``pid`` in MB (None once it is gone). ``kind="RssAnon"`` counts
+    only anonymous memory (the heap): SQLite's memory-mapped reads are file pages, counted in
+    ``VmRSS`` as the database grows, reclaimable and shared with the page cache."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{kind}:"):
                     return int(line.split()[1]) / 1024
     except (FileNotFoundError, ProcessLookupError):
         return None

@@ -11,9 +11,10 @@ turns of the LoCoMo conversations (``--data``, read at run time; the demo conver
 the file is missing); a session ends after 20 to 60 messages and a new one takes its place
 (the first sessions start part-way through, so sessions end, and form, from the first minute).
 
-Every ``--sample-s`` seconds it samples the resident memory and the open file handles
-(``/proc/<pid>/fd``) of every worker process (the main process and its pool children) and of
-beat. After the warm-up minute it fits a line to each and prints the slopes (MB/min and
+Every ``--sample-s`` seconds it samples the resident memory (all of it, and the heap alone:
+SQLite's memory-mapped reads add file pages to RSS as the database grows) and the open file
+handles (``/proc/<pid>/fd``) of every worker process (the main process and its pool
+children) and of beat. After the warm-up minute it fits a line to each and prints the slopes (MB/min and
 handles/min); healthy is flat handles and under 1 MB/min. The last line is the JSON of the
 figures, with events published vs stored and the load average.
 """
@@ -181,16 +182,16 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
             producer = Producer(publisher, texts, rate, sessions)
             started = time.monotonic()
             producer.start()
-            samples: dict[str, list[tuple[float, float, float]]] = {}
+            samples: dict[str, list[tuple[float, float, float, float]]] = {}  # t, rss, handles, anon
             while time.monotonic() - started < minutes * 60:
                 t = time.monotonic() - started
                 for name, pid in _processes(workers, beat).items():
-                    rss, fds = rss_mb(pid), open_handles(pid)
-                    if rss is not None and fds is not None:
-                        samples.setdefault(name, []).append((t, rss, fds))
+                    rss, anon, fds = rss_mb(pid), rss_mb(pid, "RssAnon"), open_handles(pid)
+                    if rss is not None and anon is not None and fds is not None:
+                        samples.setdefault(name, []).append((t, rss, fds, anon))
                 print(f"t={t:6.0f}s published={producer.published} "
-                      + " ".join(f"{n}={v[-1][1]:.0f}MB/{v[-1][2]:.0f}fd" for n, v in samples.items() if v),
-                      flush=True)
+                      + " ".join(f"{n}={v[-1][1]:.0f}MB({v[-1][3]:.0f}heap)/{v[-1][2]:.0f}fd"
+                                 for n, v in samples.items() if v), flush=True)
                 time.sleep(max(0.0, sample_s - (time.monotonic() - started - t)))
             producer.stop.set()
             producer.join(timeout=30)
@@ -216,8 +217,10 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
         per_process[name] = {
             "rss_mb_first": round(points[0][1], 1), "rss_mb_last": round(points[-1][1], 1),
             "handles_first": int(points[0][2]), "handles_last": int(points[-1][2]),
-            "rss_mb_per_min": slope([(t, r) for t, r, _ in warm]),
-            "handles_per_min": slope([(t, f) for t, _, f in warm]),
+            "rss_mb_per_min": slope([(t, r) for t, r, _, _ in warm]),
+            "anon_mb_first": round(points[0][3], 1), "anon_mb_last": round(points[-1][3], 1),
+            "anon_mb_per_min": slope([(t, a) for t, _, _, a in warm]),
+            "handles_per_min": slope([(t, f) for t, _, f, _ in warm]),
             "rss_mb_last_half": round(half[-1][1] - half[0][1], 1) if half else None,
             "handles_last_half": int(half[-1][2] - half[0][2]) if half else None,
         }
@@ -227,6 +230,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
         "events_published": producer.published, "events_stored": stored, "publish_errors": producer.errors,
         "sessions_ended": producer.ended, "runs_by_status": runs, "drained": drained,
         "max_rss_mb_per_min": max((p["rss_mb_per_min"] or 0 for p in per_process.values()), default=None),
+        "max_anon_mb_per_min": max((p["anon_mb_per_min"] or 0 for p in per_process.values()), default=None),
         "max_handles_per_min": max((p["handles_per_min"] or 0 for p in per_process.values()), default=None),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             figures = run(*options, Path(tmp), warm_up_s=args.warm_up_s)
     for name, p in figures["processes"].items():
         print(f"{name:<22} rss {p['rss_mb_first']:>6} -> {p['rss_mb_last']:>6} MB ({p['rss_mb_per_min']} MB/min, "
-              f"{p['rss_mb_last_half']} over the last half)  handles {p['handles_first']:>4} -> {p['handles_last']:>4} "
+              f"{p['rss_mb_last_half']} over the last half; heap {p['anon_mb_first']} -> {p['anon_mb_last']}, "
+              f"{p['anon_mb_per_min']} MB/min)  handles {p['handles_first']:>4} -> {p['handles_last']:>4} "
               f"({p['handles_per_min']}/min, {p['handles_last_half']} over the last half)")
     print(json.dumps(figures))
     return 0
