@@ -13,8 +13,11 @@ must finish (SPEC §11: a store outage is retried, never acked and lost).
 
 The harness plays beat (the stale-run retry every few seconds). Figures: ``told_accepted``,
 ``stored``, ``lost`` (accepted, not stored), ``stuck_runs``, ``messages_unformed``,
-``duplicate_facts`` (the audit's), ``outage_s`` (how long the store was really unavailable)
-and ``store_errors`` (how many operations the outage failed, proof that it hit the pipeline).
+``duplicate_facts`` (the audit's), ``outage_s`` (how long the store was really unavailable),
+``store_errors`` (store errors retried; for Mongo, operations the outage failed) and
+``store_errors_by_task`` (proof that it hit ingest and formations alike),
+``retried_past_limit`` (ingest retries past the bounded ones: the message stayed queued) and
+``left_to_sweep`` (stages whose retries ran out: the stale-run sweep finished their runs).
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, 
         figures.update(
             outage_s=round(released_at - locked_at, 1), busy_timeout_s=BUSY_TIMEOUT_S,
             store_errors=text.count("StoreUnavailable"), store_errors_by_task=_by_task(text),
-            requeued=text.count("stays queued"), left_to_sweep=text.count("stale-run sweep reopens"),
+            retried_past_limit=text.count("stays queued"), left_to_sweep=text.count("stale-run sweep reopens"),
             worker_crashes=cluster.unexpected_exits + crashed + text.count("Unrecoverable error"),
         )
         return figures
@@ -226,7 +229,7 @@ def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dic
 
 
 def _mongo_log_figures(log_text: str) -> dict:
-    return {"store_errors_by_task": _by_task(log_text), "requeued": log_text.count("stays queued"),
+    return {"store_errors_by_task": _by_task(log_text), "retried_past_limit": log_text.count("stays queued"),
             "left_to_sweep": log_text.count("stale-run sweep reopens"),
             "worker_crashes": log_text.count("Unrecoverable error")}
 

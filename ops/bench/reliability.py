@@ -122,7 +122,7 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
                                         lock_s=sizes["sqlite_lock_s"], seed=seed)
     s["store_mongo"] = run_mongo_failover(workdir / "store-mongo", sessions=sizes["store_outage_sessions"],
                                           outage_s=sizes["mongo_outage_s"], seed=seed)
-    store_keys = ["outage_s", "store_errors", "store_errors_by_task", "requeued", "left_to_sweep", "told_accepted",
+    store_keys = ["outage_s", "store_errors", "store_errors_by_task", "retried_past_limit", "left_to_sweep", "told_accepted",
                   "stored", "lost", "formations_completed", "stuck_runs", "duplicate_facts", "settled"]
     _say("store-sql", s["store_sqlite"], store_keys)
     _say("store-mdb", s["store_mongo"], store_keys)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 
 import pytest
 from pymongo.errors import (
@@ -23,8 +22,6 @@ from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings
 from tests.support.mongo_emulation import OUTAGE, emulated_database
-
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 LOCK_HOLDER = """
 import sqlite3, sys, time
