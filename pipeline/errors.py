@@ -3,7 +3,10 @@
     PipelineError
     ├── TransientError          retry with backoff and jitter (timeouts, 429, 5xx, lost leases)
     │   ├── RateLimited         carries the provider's Retry-After, honoured by the retry
-    │   └── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
+    │   ├── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
+    │   └── StoreUnavailable    the store's driver said "not now" (failover, lost connection,
+    │                           a lock held past the busy timeout): retried, never recorded
+    │                           in that same store, never acked away
     ├── PermanentError          fail the run at once with this reason (auth, bad request)
     │   └── ConfigurationError  a missing SDK, key or setting; the message says how to fix it
     └── InvalidInput            bad input from a caller: a clear what/where/why, never retried
@@ -30,6 +33,13 @@ class RateLimited(TransientError):
 
 class InvalidLLMAnswer(TransientError):
     """The model's answer did not parse or did not match its schema. Never read as 'nothing'."""
+
+
+class StoreUnavailable(TransientError):
+    """The store cannot be reached or written just now (a replica-set failover, a lost
+    connection, SQLite's write lock held past the busy timeout). Only the driver errors their
+    documentation calls retryable become this (``pipeline.store._unavailable``); anything else
+    (a schema or integrity error, a bad query) stays what it is."""
 
 
 class PermanentError(PipelineError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +24,7 @@ from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
+from pipeline.threads import shared_pool
 from pipeline.validity import FactVersion, check_as_of
 from schemas.settings import Settings
 
@@ -33,8 +33,6 @@ MAX_TOP_K = 50
 #: each branch returns this many candidates per wanted result before fusion
 BRANCH_DEPTH = 5
 MIN_BRANCH_LIMIT = 50
-
-_pool = ThreadPoolExecutor(max_workers=MAX_QUERIES, thread_name_prefix="search_facts")
 
 TOOL_NAME = "search_facts"
 log = logging.getLogger("memory.search")
@@ -310,7 +308,7 @@ def search_facts(
         if len(args) == 1:
             per_query = [rank_query(*args[0])]
         else:
-            per_query = list(_pool.map(lambda a: rank_query(*a), args))
+            per_query = list(shared_pool("search_facts", MAX_QUERIES).map(lambda a: rank_query(*a), args))
     merged = scoring.merge_best(fused for fused, _ in per_query)
     timings["search"] = _ms(t)
 

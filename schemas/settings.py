@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     atlas_search: bool = False
     # create-indexes waits this long for a new or changed Atlas search index to be READY.
     atlas_index_wait_s: float = Field(default=300.0, ge=0)
+    # How long a SQLite write waits for another process's lock before the task retries later.
+    sqlite_busy_timeout_s: float = Field(default=60.0, gt=0)
 
     # --- broker --------------------------------------------------------------------------
     # the broker's password, percent-encoded into MEMORY_BROKER_URL (which then carries none)

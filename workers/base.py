@@ -5,6 +5,14 @@ The span joins the trace its sender was in (the ``traceparent`` header ``workers
 adds). A run's first stage, and any stage that arrives without the header (a Celery retry),
 joins the trace stored on its run instead (``FormationRun.trace_context``, set when the run
 was claimed), so a run started by the sweep, replayed or redelivered stays one trace.
+
+A store outage (``StoreUnavailable``) retries like any transient error. A task whose message
+must never be dropped (ingest: the event exists nowhere else) keeps it in the broker once the
+bounded retries are spent (``keep_message``): it is retried again at the backoff ceiling, and
+again, until the store is back, with an ERROR line each time. A requeue (``Reject``) would
+keep it too, but hands it straight back: a failover answering at once ("not primary") then
+spins the worker through the queue, hundreds of attempts a second in the Mongo scenario of
+``ops.bench.reliability``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from celery.exceptions import Retry
 from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from schemas.settings import get_settings
 
 log = logging.getLogger("memory.tasks")
@@ -85,10 +93,18 @@ class MemoryTask(Task):
             delay = max(delay, exc.retry_after)
         return min(delay, settings.broker_visibility_timeout_s / 2)
 
-    def retry_transient(self, exc: TransientError):
-        """Retry a transient error, or re-raise it once the bounded attempts are used up."""
+    def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
+        """Retry a transient error, or re-raise it once the bounded attempts are used up; with
+        ``keep_message``, a store outage past them keeps the message queued instead."""
         settings = get_settings()
         if self.request.retries >= settings.task_max_retries:
+            if keep_message and isinstance(exc, StoreUnavailable):
+                delay = self.retry_delay(exc)
+                log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
+                          "tried again in %.0f s: %s", self.name, self.request.retries, delay, exc)
+                tracing.add_event("retry", {"memory.attempt": self.request.retries + 1,
+                                            "memory.countdown_s": round(delay, 3), "error.type": type(exc).__name__})
+                raise self.retry(exc=exc, countdown=delay, max_retries=None)
             tracing.add_event("retries_exhausted", {"memory.retries": self.request.retries,
                                                     "error.type": type(exc).__name__})
             raise exc
@@ -99,4 +115,4 @@ class MemoryTask(Task):
         raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
 
 
-__all__ = ["MemoryTask", "PermanentError", "TransientError"]
+__all__ = ["MemoryTask", "PermanentError", "StoreUnavailable", "TransientError"]

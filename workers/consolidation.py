@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from pipeline import names
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from pipeline.formation import consolidate_stages as cs
 from workers.app import app
 from workers.base import MemoryTask
@@ -41,7 +41,11 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
     result = guarded(self, run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
     if result is None:
         return None
-    if cs.scopes_done(get_deps(), run_id):
+    try:
+        done = cs.scopes_done(get_deps(), run_id)
+    except StoreUnavailable as exc:
+        self.retry_transient(exc)  # the scope's stage is complete: the rerun reuses it
+    if done:
         send(names.TASK_FINISH, {"run_id": run_id})
     return {"scope_key": result.output.get("scope_key", scope_key), "status": result.output.get("status")}
 

@@ -13,6 +13,11 @@ Errors, decided by type (``pipeline.errors``):
 - ``PermanentError`` (auth, bad request, a broken chain): the run is ``dead`` at once;
 - anything else is a bug: the run is marked ``failed`` (so the sweep retries it, bounded) and
   the exception is re-raised for Flower.
+
+A store outage (``StoreUnavailable``, raised by the stage or by the bookkeeping of any branch
+above) is retried the same way, but nothing is written to the store that is down: once the
+retries are spent the run keeps its lease, and when that expires the stale-run sweep reopens
+it, so a run outlives an outage longer than the retries without being lost or stuck.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline import names
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from pipeline.formation import consolidate_stages, stages
 from pipeline.formation.finish import finish as finish_run
 from pipeline.formation.runner import RunNotFound
@@ -37,10 +42,24 @@ log = logging.getLogger("memory.formation")
 def guarded(task, run_id: str, stage: str, fn: Callable[[Any], Any],
             on_exhausted: Callable[[Any, TransientError], Any] | None = None) -> Any:
     """Run ``fn(deps)`` with the error policy of the module docstring. Returns its result, or
-    None when the run was failed (the chain stops here)."""
+    None when the run was failed or left to the stale-run sweep (the chain stops here)."""
     deps = get_deps()
     try:
+        return _policy(task, deps, run_id, stage, fn, on_exhausted)
+    except StoreUnavailable as exc:
+        if task.request.retries < deps.settings.task_max_retries:
+            task.retry_transient(exc)  # raises celery's Retry
+        log.warning("run %s %s: the store stayed unavailable through %d retries (%s); the run keeps its lease "
+                    "and the stale-run sweep reopens it once that expires", run_id, stage, task.request.retries, exc)
+        return None
+
+
+def _policy(task, deps, run_id: str, stage: str, fn: Callable[[Any], Any],
+            on_exhausted: Callable[[Any, TransientError], Any] | None) -> Any:
+    try:
         return fn(deps)
+    except StoreUnavailable:
+        raise
     except RunNotFound as exc:
         log.error("%s: %s", stage, exc)
         return None

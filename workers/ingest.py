@@ -1,7 +1,9 @@
 """Ingest tasks: validate and store producer events, then hand a claimed run to formation.
 
 Thin by design: the decisions live in ``pipeline.ingest``. A rejected event is recorded there
-and never retried; an unavailable store or broker is retried with backoff by ``MemoryTask``.
+and never retried; an unavailable store or broker is retried with backoff by ``MemoryTask``,
+and an event whose store stays unavailable past the retries stays queued, tried again at the
+backoff ceiling (never acked and lost, never recorded in the store that is down).
 An event that fails on an unexpected error is recorded in the rejected-events record too (an
 acked task would otherwise lose it), to be replayed with ``memoryctl replay-rejected`` once the
 cause is fixed; the task then fails with ``IngestFailed``, logged at ERROR without content.
@@ -107,7 +109,7 @@ def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
             raise failed from None  # the original's message may quote the event's content
         hand_on(result, event, deferrals)
     except TransientError as exc:
-        self.retry_transient(exc)
+        self.retry_transient(exc, keep_message=True)
     if result.status == "rejected":
         log.warning("rejected event %s: %s", result.event_id, result.errors)
     return _summary([result])
@@ -127,14 +129,14 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
             failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in events])
             raise failed from None
     except TransientError as exc:
-        self.retry_transient(exc)
+        self.retry_transient(exc, keep_message=True)
     try:
         for raw, result in zip(events, batch.results):
             hand_on(result, raw)
     except TransientError as exc:
         # every event is already stored: a retry re-reads them as duplicates and claims again
         # only where a rule still holds, so nothing is formed twice
-        self.retry_transient(exc)
+        self.retry_transient(exc, keep_message=True)
     failed = {i for i, _ in batch.failures}
     for i, result in enumerate(batch.results):
         if result.status == "rejected" and i not in failed:
@@ -148,10 +150,11 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
 
 
 def _retry_rest(task: MemoryTask, rest: list[Any], exc: TransientError) -> None:
-    """Retry only the events the batch did not reach."""
+    """Retry only the events the batch did not reach (all of the message's events when the
+    store stays unavailable: those already stored are then counted as duplicates)."""
     settings = get_settings()
     if task.request.retries >= settings.task_max_retries:
-        raise exc
+        task.retry_transient(exc, keep_message=True)
     raise task.retry(
         kwargs={"events": rest}, exc=exc, countdown=task.retry_delay(exc),
         max_retries=settings.task_max_retries,

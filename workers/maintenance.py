@@ -1,8 +1,12 @@
-"""Beat's tasks (maintenance queue): thin wrappers around ``pipeline.sweep``."""
+"""Beat's tasks (maintenance queue): thin wrappers around ``pipeline.sweep``.
+
+A transient error (the store unavailable) is retried with backoff like anywhere else; once
+the retries are spent the task fails, and beat runs the sweep again at its next interval."""
 
 from __future__ import annotations
 
 from pipeline import names, sweep
+from pipeline.errors import TransientError
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import Deps, get_deps
@@ -20,7 +24,10 @@ def _start(deps: Deps, run_ids: list[str]) -> None:
 def sweep_cold_sessions(self) -> dict:
     """Claim every cold session and start a formation run for each."""
     deps = get_deps()
-    result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
+    try:
+        result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
+    except TransientError as exc:
+        self.retry_transient(exc)
     _start(deps, result.run_ids)
     return {"claimed": len(result.run_ids), "candidates": result.candidates}
 
@@ -29,6 +36,9 @@ def sweep_cold_sessions(self) -> dict:
 def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
     deps = get_deps()
-    result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
+    try:
+        result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
+    except TransientError as exc:
+        self.retry_transient(exc)
     _start(deps, result.run_ids)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}

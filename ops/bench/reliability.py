@@ -1,8 +1,9 @@
-"""Reliability report: crash, provider-fault, hostile-provider, race, hostile-input, log and
-broker-outage scenarios on real Redis and real Celery workers, with SQLite.
+"""Reliability report: crash, provider-fault, hostile-provider, race, hostile-input, log,
+broker-outage and store-outage scenarios on real Redis and real Celery workers, with SQLite
+(and the Mongo emulation for the store outage).
 
-    python -m ops.bench.reliability --json          # about 3 minutes on 2 cores
-    python -m ops.bench.reliability --json --quick  # smaller sizes, about 2 minutes
+    python -m ops.bench.reliability --json          # about 4 minutes on 2 cores
+    python -m ops.bench.reliability --json --quick  # smaller sizes, about 2.5 minutes
 
 Prints one line per scenario, then one JSON object as the last line. The loss, duplicate,
 stuck and leak figures of a healthy pipeline are all zero; the control run (stage effects
@@ -30,9 +31,11 @@ from ops.bench._checks import compose_exposures, load_compose
 REPO = Path(__file__).resolve().parents[2]
 
 FULL = dict(crash_sessions=50, kills=20, control_sessions=6, control_kills=2, fault_sessions=16,
-            hostile_sessions=9, fuzz=600, log_fuzz=40, outage_events=300)
+            hostile_sessions=9, fuzz=600, log_fuzz=40, outage_events=300,
+            store_outage_sessions=16, sqlite_lock_s=15.0, mongo_outage_s=10.0)
 QUICK = dict(crash_sessions=16, kills=8, control_sessions=4, control_kills=1, fault_sessions=8,
-             hostile_sessions=6, fuzz=200, log_fuzz=20, outage_events=150)
+             hostile_sessions=6, fuzz=200, log_fuzz=20, outage_events=150,
+             store_outage_sessions=10, sqlite_lock_s=9.0, mongo_outage_s=7.0)
 
 
 def fuzz_ingest(workdir: Path, size: int, seed: int) -> dict:
@@ -70,10 +73,12 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
     from ops.bench._logs import run_log_hygiene
     from ops.bench._outage import run_broker_outage
     from ops.bench._races import race_consolidations, race_producers, race_sweep_vs_trigger
+    from ops.bench._store_outage import run_mongo_failover, run_sqlite_lock
 
     started = time.monotonic()
     s: dict[str, dict] = {}
-    for name in ("crash", "control", "faults", "hostile", "races", "fuzz", "logs", "outage", "outage-crash"):
+    for name in ("crash", "control", "faults", "hostile", "races", "fuzz", "logs", "outage", "outage-crash",
+                 "store-sqlite", "store-mongo"):
         (workdir / name).mkdir(parents=True, exist_ok=True)
 
     s["crash"] = run_crash(workdir / "crash", sessions=sizes["crash_sessions"], kills=sizes["kills"], seed=seed)
@@ -112,10 +117,20 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
                                           crash=True)
     _say("crash-out", s["outage_crash"], ["restart_signal", "told_accepted", "clear_errors", "stored", "lost",
                                           "lost_to_unanswered_pops", "lost_unexplained", "worker_crashes"])
+    # the store unavailable for several seconds while producers publish and formations run
+    s["store_sqlite"] = run_sqlite_lock(workdir / "store-sqlite", sessions=sizes["store_outage_sessions"],
+                                        lock_s=sizes["sqlite_lock_s"], seed=seed)
+    s["store_mongo"] = run_mongo_failover(workdir / "store-mongo", sessions=sizes["store_outage_sessions"],
+                                          outage_s=sizes["mongo_outage_s"], seed=seed)
+    store_keys = ["outage_s", "store_errors", "store_errors_by_task", "retried_past_limit", "left_to_sweep", "told_accepted",
+                  "stored", "lost", "formations_completed", "stuck_runs", "duplicate_facts", "settled"]
+    _say("store-sql", s["store_sqlite"], store_keys)
+    _say("store-mdb", s["store_mongo"], store_keys)
     exposures = compose_exposures(load_compose(REPO / "docker-compose.yml"))
     print(f"{'compose':<10} exposures={exposures}", flush=True)
 
-    formed = [s["crash"], s["faults"], s["hostile"]]
+    formed = [s["crash"], s["faults"], s["hostile"], s["store_sqlite"], s["store_mongo"]]
+    stores = [s["store_sqlite"], s["store_mongo"]]
     faults = s["faults"]["faults_injected"]
     report = {
         "kills": s["crash"]["kills_confirmed"],
@@ -126,7 +141,7 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "stuck_runs": sum(f["stuck_runs"] for f in formed),
         "events_rejected": s["fuzz"]["events_rejected"] + s["logs"]["rejections_recorded"],
         "worker_crashes": sum(s[k]["worker_crashes"] for k in ("crash", "faults", "hostile", "logs", "outage",
-                                                                "outage_crash")),
+                                                                "outage_crash", "store_sqlite", "store_mongo")),
         "leaks": sum(f["leaks"] for f in formed) + s["logs"]["leaks"] + len(exposures),
         # denominators
         "kills_confirmed": s["crash"]["kills_confirmed"],
@@ -136,7 +151,8 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "faults_by_kind": {**faults, "outside_candidates": s["faults"]["outside_ids_injected"]},
         "llm_calls_under_faults": s["faults"]["llm_calls"],
         "events_fuzzed": s["fuzz"]["events_fuzzed"] + s["logs"]["events_fuzzed"],
-        "sessions": sizes["crash_sessions"] + sizes["fault_sessions"] + sizes["hostile_sessions"],
+        "sessions": sizes["crash_sessions"] + sizes["fault_sessions"] + sizes["hostile_sessions"]
+        + 2 * sizes["store_outage_sessions"],
         # further losses and duplicates, zero when healthy
         "lost_facts": sum(f["lost_facts"] for f in formed),
         "messages_not_ingested": sum(f["messages_not_ingested"] for f in formed),
@@ -156,10 +172,17 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "broker_crash_lost_unexplained": s["outage_crash"]["lost_unexplained"],
         "broker_crash_told_accepted": s["outage_crash"]["told_accepted"],
         "broker_outage_clear_errors": s["outage"]["clear_errors"],
+        "store_outage_lost": sum(f["lost"] for f in stores),
+        "store_outage_stuck_runs": sum(f["stuck_runs"] for f in stores),
+        "store_outage_told_accepted": sum(f["told_accepted"] for f in stores),
+        "store_outage_errors_retried": sum(f["store_errors"] for f in stores),
+        "store_outage_s": {"sqlite_lock": s["store_sqlite"]["outage_s"], "mongo_failover": s["store_mongo"]["outage_s"]},
+        "store_outage_by_task": {"sqlite": s["store_sqlite"]["store_errors_by_task"],
+                                 "mongo": s["store_mongo"]["store_errors_by_task"]},
         "compose_exposures": len(exposures),
         "control_duplicate_facts": s["control"]["duplicate_facts"],
         "control_sees_duplicates": s["control"]["duplicate_facts"] > 0,
-        "all_settled": all(f["settled"] for f in (s["crash"], s["faults"], s["hostile"], s["logs"])),
+        "all_settled": all(f["settled"] for f in (s["crash"], s["faults"], s["hostile"], s["logs"], *stores)),
         "seconds": round(time.monotonic() - started, 1),
     }
     return report
@@ -183,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     healthy = all(report[k] == 0 for k in (
         "messages_unformed", "duplicate_facts", "lost_reflections", "stuck_runs", "worker_crashes", "leaks",
         "lost_facts", "messages_not_ingested", "duplicate_reflections", "race_duplicates", "race_losses", "broker_outage_lost", "broker_crash_lost",
+        "store_outage_lost", "store_outage_stuck_runs",
         "silently_empty_runs", "outside_candidate_effects", "fuzz_misclassified")) and report["control_sees_duplicates"]
     return 0 if healthy else 1
 

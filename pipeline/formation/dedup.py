@@ -35,7 +35,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -45,6 +44,7 @@ from pipeline.formation.facts import NewFact
 from pipeline.prompts.dedup import DecisionsAnswer, FactDecision
 from pipeline.search.port import FactSearch
 from pipeline.search.scoring import semantic_score
+from pipeline.threads import shared_pool
 from pipeline.text import text_hash, word_count
 
 ACTIONS = ("ADD", "UPDATE", "DELETE", "NONE")
@@ -59,6 +59,8 @@ class Candidate:
 
 #: shortlist size per search branch, as a multiple of the candidate limit
 SHORTLIST_FACTOR = 4
+#: threads searching shortlists in parallel, shared by every decide_facts of a process
+SHORTLIST_THREADS = 8
 
 
 def shortlist(
@@ -80,8 +82,9 @@ def shortlist(
         return list(dict.fromkeys(h.fact_id for h in hits))
 
     if len(facts) > 1:
-        with ThreadPoolExecutor(max_workers=min(8, len(facts))) as pool:
-            return dict(zip((f.index for f in facts), pool.map(one, facts)))
+        # one pool for the process: threads made per call each opened a store connection
+        pool = shared_pool("dedup-shortlist", SHORTLIST_THREADS)
+        return dict(zip((f.index for f in facts), pool.map(one, facts)))
     return {f.index: one(f) for f in facts}
 
 

@@ -13,7 +13,8 @@ def open_store(settings: Settings) -> Store:
     if url.startswith("sqlite:"):
         from pipeline.store.sqlite import SQLiteStore
 
-        return SQLiteStore.from_url(url, prefix=settings.collection_prefix)
+        return SQLiteStore.from_url(url, prefix=settings.collection_prefix,
+                                    busy_timeout_s=settings.sqlite_busy_timeout_s)
     if url.startswith(("mongodb://", "mongodb+srv://")):
         from pipeline.store.mongo import MongoStore
 

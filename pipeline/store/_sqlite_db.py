@@ -9,6 +9,17 @@ handler does not wait for the lock to be released: it sleeps 1, 2, 5, 10 ... 100
 again, so with many worker threads a 1 ms transaction waited tens of ms behind the others.
 The Python lock hands over as soon as the holder commits; other processes still meet the
 busy handler (rarely: one worker process writes most).
+
+A connection belongs to the thread that opened it and lives as long as that thread: when a
+thread opens its first connection, those of threads that have ended are closed. Without that,
+every short-lived thread (a per-call executor, a background refresh) left a connection, and
+its two or three file handles, open until the store was closed: a worker hit the open-file
+limit after about 120 formations.
+
+A lock held by another connection past the busy timeout (``SQLITE_BUSY``, ``SQLITE_LOCKED``)
+is the one SQLite error that means "not now": ``unavailable`` turns it into
+``StoreUnavailable``, which the workers retry. Schema, constraint and I/O errors stay as
+they are.
 """
 
 from __future__ import annotations
@@ -22,7 +33,14 @@ from datetime import datetime
 
 from pipeline.store._common import ts
 
-BUSY_TIMEOUT_MS = 60_000
+from pipeline.errors import StoreUnavailable
+
+BUSY_TIMEOUT_S = 60.0
+
+# Primary result codes (the low byte of an extended code): https://www.sqlite.org/rescode.html
+# SQLITE_BUSY (5): another connection holds a conflicting lock past the busy timeout.
+# SQLITE_LOCKED (6): a conflict inside one shared-cache connection group (same meaning here).
+_NOT_NOW = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED"}
 
 # (table, DDL body). Every table keeps the whole document as JSON in ``doc`` plus the columns
 # that are queried or unique. Unique keys never hold NULL: scope keys are computed strings.
@@ -102,14 +120,17 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
 class Database:
     """Connections to one SQLite file. ``:memory:`` uses one shared connection under a lock."""
 
-    def __init__(self, path: str, prefix: str) -> None:
+    def __init__(self, path: str, prefix: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = path
         self.prefix = prefix
+        self.busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._memory = path == ":memory:"
         self._memory_lock = threading.RLock()
         self._memory_conn: sqlite3.Connection | None = None
-        self._all: list[tuple[int, sqlite3.Connection]] = []
+        # (pid, owning thread, connection) of every connection opened and not yet closed; the
+        # one shared connection of ``:memory:`` has no owner
+        self._all: list[tuple[int, threading.Thread | None, sqlite3.Connection]] = []
         self._all_lock = threading.Lock()
         self._writer_lock = threading.RLock()
         self._writer_pid = os.getpid()
@@ -124,19 +145,29 @@ class Database:
 
     # ------------------------------------------------------------------ connections --------
     def _connect(self) -> sqlite3.Connection:
+        # check_same_thread=False only so that a connection can be closed once its thread has
+        # ended (from another thread); while the thread lives, only it uses its connection.
         conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-            check_same_thread=not self._memory,
+            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False,
         )
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
         if not self._memory:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             # Memory-mapped reads load 100k search candidates (with their vectors) ~3x faster.
             conn.execute(f"PRAGMA mmap_size={1 << 30}")
         with self._all_lock:
-            self._all.append((os.getpid(), conn))
+            ended = [e for e in self._all if e[0] == os.getpid() and e[1] is not None and not e[1].is_alive()]
+            self._all = [e for e in self._all if e not in ended]
+            self._all.append((os.getpid(), None if self._memory else threading.current_thread(), conn))
+        for _, _, old in ended:
+            old.close()
         return conn
+
+    def open_connections(self) -> int:
+        """Connections of this process still open (one per live thread that used the store)."""
+        with self._all_lock:
+            return sum(1 for pid, _, _ in self._all if pid == os.getpid())
 
     def conn(self) -> sqlite3.Connection:
         if self._memory:
@@ -160,8 +191,11 @@ class Database:
             self._writer_lock = threading.RLock()
             self._writer_pid = os.getpid()
         lock = self._writer_lock
-        if not lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
-            raise sqlite3.OperationalError("database is locked (waited for this process's other writers)")
+        if not lock.acquire(timeout=self.busy_timeout_s):
+            raise StoreUnavailable(
+                f"SQLite store {self.path}: this process's other writers held the write lock for more than "
+                f"{self.busy_timeout_s:g} s"
+            )
         try:
             yield
         finally:
@@ -194,13 +228,14 @@ class Database:
     def close(self) -> None:
         with self._all_lock:
             conns, self._all = self._all, []
-        for pid, conn in conns:
+        me = threading.current_thread()
+        for pid, owner, conn in conns:
             if pid != os.getpid():
                 continue  # inherited through a fork: the parent still owns it
-            try:
+            if owner is None or owner is me or not owner.is_alive():
                 conn.close()
-            except sqlite3.ProgrammingError:
-                pass  # opened by another thread that still owns it; it closes with that thread
+            # a live thread may be inside a statement on its own connection: that one is
+            # dropped here and closes when the thread lets go of it
         self._local = threading.local()
         self._memory_conn = None
 
@@ -238,6 +273,17 @@ class Database:
         ).fetchall():
             conn.execute(f"UPDATE {facts} SET updated_at = ? WHERE fact_id = ?",
                          (ts(datetime.fromisoformat(changed)), fact_id))
+
+
+def unavailable(exc: BaseException) -> StoreUnavailable | None:
+    """``StoreUnavailable`` for a lock held past the busy timeout, None for anything else."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in _NOT_NOW:
+        return None
+    return StoreUnavailable(f"the SQLite store is locked by another connection past the busy timeout "
+                            f"({_NOT_NOW[code & 0xFF]}: {exc})")
 
 
 @contextmanager

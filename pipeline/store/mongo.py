@@ -36,6 +36,8 @@ from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
+from pipeline.store._mongo_unavailable import unavailable
+from pipeline.store._unavailable import translate_errors
 from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage, UsageRecord
 
@@ -85,7 +87,11 @@ PARTIAL = {
 }
 
 
+@translate_errors(unavailable)
 class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
+    """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
+    a lost connection: ``_mongo_unavailable``), through the one decorator above."""
+
     def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
         self.database = database
         self.prefix = prefix

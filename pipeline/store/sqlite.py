@@ -20,9 +20,10 @@ from pydantic import TypeAdapter
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._sqlite_db import Database
+from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
+from pipeline.store._unavailable import translate_errors
 from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
 from schemas.documents import (
     AgentSettings,
@@ -54,16 +55,20 @@ def _stage_path(stage: str) -> str:
     return f'$.stages."{stage}"'
 
 
+@translate_errors(unavailable)
 class SQLiteStore(MemoryMixin, ErasureMixin, Store):
-    def __init__(self, path: str, prefix: str = "memory2_") -> None:
-        self.db = Database(path, prefix)
+    """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
+    (``_sqlite_db.unavailable``), through the one decorator above."""
+
+    def __init__(self, path: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.db = Database(path, prefix, busy_timeout_s=busy_timeout_s)
 
     @classmethod
-    def from_url(cls, url: str, prefix: str = "memory2_") -> "SQLiteStore":
+    def from_url(cls, url: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> "SQLiteStore":
         """``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``."""
         if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
             raise ConfigurationError(f"store URL {url!r}: expected sqlite:///path/to/memory.db")
-        return cls(url[len("sqlite:///"):], prefix=prefix)
+        return cls(url[len("sqlite:///"):], prefix=prefix, busy_timeout_s=busy_timeout_s)
 
     def create_indexes(self) -> list[str]:
         return self.db.create_schema()

@@ -43,9 +43,11 @@ class LockedCollection:
 
         def locked(*args, **kwargs):
             with _LOCK:
+                OUTAGE.before(name)
                 result = attr(*args, **kwargs)
                 if name in _WRITES:
                     self.search_catalog.after_write()
+                OUTAGE.after(name)
                 if name in _CURSORS:
                     return list(result)
                 return result
@@ -114,3 +116,92 @@ def emulated_database(name: str | None = None, *, clock: Clock | None = None,
     if index_lag_s:
         database.set_index_lag(index_lag_s)
     return database
+
+
+class Outage:
+    """Fault injection: while a window is open, collection operations fail as pymongo fails
+    during a replica-set failover or a lost connection (``OUTAGE.open(seconds)``, or
+    ``with OUTAGE.during():``).
+
+    As strict as the real thing: a write may be applied on the server and its answer lost
+    (``AutoReconnect``: "the operation which caused it has not necessarily succeeded",
+    https://pymongo.readthedocs.io/en/stable/api/pymongo/errors.html), so some writes fail
+    *after* they took effect. The errors are the driver's own classes with the server's codes
+    (10107 NotWritablePrimary, 189 PrimarySteppedDown, 91 ShutdownInProgress; codes from the
+    SDAM specification, as in pymongo's ``helpers_shared.py``).
+    """
+
+    WRITES = frozenset({
+        "insert_one", "insert_many", "update_one", "update_many", "replace_one", "delete_one", "delete_many",
+        "find_one_and_update", "find_one_and_replace", "find_one_and_delete", "bulk_write",
+    })
+
+    def __init__(self, seed: int = 0) -> None:
+        import random
+
+        self._rng = random.Random(seed)
+        self._until = 0.0
+        self.raised: dict[str, int] = {}
+
+    def open(self, seconds: float) -> None:
+        import time
+
+        self._until = time.monotonic() + seconds
+
+    def close(self) -> None:
+        self._until = 0.0
+
+    @property
+    def is_open(self) -> bool:
+        import time
+
+        return time.monotonic() < self._until
+
+    def during(self, seconds: float = 3600.0):
+        import contextlib
+
+        @contextlib.contextmanager
+        def window():
+            self.open(seconds)
+            try:
+                yield self
+            finally:
+                self.close()
+
+        return window()
+
+    def _error(self) -> Exception:
+        from pymongo.errors import AutoReconnect, NetworkTimeout, NotPrimaryError, ServerSelectionTimeoutError
+
+        kind = self._rng.choice(("not_primary", "stepped_down", "shutdown", "reconnect", "timeout", "selection"))
+        self.raised[kind] = self.raised.get(kind, 0) + 1
+        if kind == "not_primary":
+            return NotPrimaryError("not primary", {"ok": 0, "code": 10107, "codeName": "NotWritablePrimary",
+                                                   "errmsg": "not primary"})
+        if kind == "stepped_down":
+            return NotPrimaryError("primary stepped down", {"ok": 0, "code": 189, "codeName": "PrimarySteppedDown",
+                                                            "errmsg": "PrimarySteppedDown"})
+        if kind == "shutdown":
+            return NotPrimaryError("shutdown in progress", {"ok": 0, "code": 91, "codeName": "ShutdownInProgress",
+                                                            "errmsg": "The server is in quiesce mode"})
+        if kind == "reconnect":
+            return AutoReconnect("connection closed")
+        if kind == "timeout":
+            return NetworkTimeout("timed out")
+        return ServerSelectionTimeoutError("No replica set members match selector \"Primary()\"")
+
+    def before(self, operation: str) -> None:
+        if self.is_open and not (operation in self.WRITES and self._rng.random() < 0.3):
+            raise self._error()
+
+    def after(self, operation: str) -> None:
+        # the write went through; its answer is lost with the connection
+        if self.is_open and operation in self.WRITES:
+            self.raised["after_write"] = self.raised.get("after_write", 0) + 1
+            from pymongo.errors import AutoReconnect
+
+            raise AutoReconnect("connection closed before the reply")
+
+
+#: the one switch every emulated collection checks (one lock, one process, like ``_LOCK``)
+OUTAGE = Outage()
