@@ -17,10 +17,10 @@ SETTINGS = ROOT / "schemas" / "settings.py"
 HEADING = re.compile(r"^#{2,3}\s+(\d+(?:\.\d+)*)\.?\s+\S", re.MULTILINE)
 SECTION = re.compile(r"§(\d+(?:\.\d+)*)")
 # a citation runs from its document's name to the end of its parenthesis or line, so that
-# "(design §9 ``forget-user``, §11 provenance)" and "design §3-§5" cite every number in them.
-# Citations still naming the product contract kept outside the repository follow the same
-# numbering until they are rewritten to "design".
-CITATION = re.compile(r"\b(?:design|" + "SPEC" + r")\s+§[^)\n]*")
+# "(design §9 ``forget-user``, §11 provenance)" and "design §3-§5" cite every number in them
+CITATION = re.compile(r"\bdesign\s+§[^)\n]*")
+# the product contract the code cited before this file existed; it is not in the repository
+OLD_CITATION = re.compile(r"\b" + "SPEC" + r"\s*§[^)\n]*")
 SETTINGS_SECTION = re.compile(r"^\s*# --- [^\n]*?\((§[^)]*)\)", re.MULTILINE)
 # a path in backquotes: segments joined by "/", or a file name with an extension we ship
 NAMED_PATH = re.compile(r"`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*/?)`")
@@ -88,6 +88,12 @@ def test_settings_sections_name_design_sections():
     assert found, "no settings section names a design section"
     missing = unresolved(found, known)
     assert not missing, "\n".join(missing)
+
+
+def test_old_contract_citations_are_gone():
+    found = dict.fromkeys(f"{file}:{line}: {text!r}" for path in [*python_files(), README]
+                          for file, line, text, _ in citations(path, OLD_CITATION))
+    assert not found, "cite docs/design.md as 'design §n' instead:\n" + "\n".join(found)
 
 
 def named_paths() -> list[str]:
