@@ -1,4 +1,4 @@
-"""The periodic schedule of ``celery beat`` (SPEC §9). Nothing else is hidden in it:
+"""The periodic schedule of ``celery beat`` (design §9). Nothing else is hidden in it:
 
 - the cold-session sweep, every ``MEMORY_SWEEP_INTERVAL_S`` (10 minutes by default);
 - the retry of runs whose lease expired (and of failed runs), every

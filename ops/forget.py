@@ -1,4 +1,4 @@
-"""Erasure of one user (SPEC §9 ``forget-user``, §11 provenance), and the audit that proves it.
+"""Erasure of one user (design §9 ``forget-user``, §11 provenance), and the audit that proves it.
 
 In this order:
 

@@ -1,4 +1,4 @@
-"""Migration from the previous memory system's collections (SPEC §9).
+"""Migration from the previous memory system's collections (design §9).
 
 Mapping, per source document:
 - ``memory_sessions`` ``directive`` -> a user reflection for each of its ``related_users``;

@@ -1,4 +1,4 @@
-"""Run inspection and repair (SPEC §9): ``runs``, ``replay-failed`` and ``reembed``.
+"""Run inspection and repair (design §9): ``runs``, ``replay-failed`` and ``reembed``.
 
 Pure over the store and embedder ports; the command module sends the first stage of each
 replayed run (``names.TASK_EXTRACT_FACTS``).
@@ -22,7 +22,7 @@ REPLAYABLE = ("failed", "dead")
 
 def run_summary(run: FormationRun) -> dict[str, Any]:
     """One run as an operator reads it: status, range, stage timings, tokens, what was kept
-    out of memory (secrets, contact data; SPEC §11) and errors."""
+    out of memory (secrets, contact data; design §11) and errors."""
     stages = {}
     tokens = {"input": 0, "output": 0, "calls": 0}
     for name in STAGES:

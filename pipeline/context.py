@@ -1,5 +1,5 @@
 """What a conversation may see, the memory-context XML, and when a cached context is stale
-(SPEC §1, §6). Pure: the service reads the store and hands plain data in.
+(design §1, §6). Pure: the service reads the store and hands plain data in.
 """
 
 from __future__ import annotations

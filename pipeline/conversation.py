@@ -1,4 +1,4 @@
-"""Messages -> the role-labelled conversation text an LLM reads (SPEC §5.1). Pure.
+"""Messages -> the role-labelled conversation text an LLM reads (design §5.1). Pure.
 
 One line per message, oldest first::
 
@@ -92,7 +92,7 @@ def humans(messages: Iterable[StoredMessage]) -> list[str]:
 
 
 def is_group_chat(messages: Iterable[StoredMessage]) -> bool:
-    """More than one human in the session: no user-scoped memory is formed (SPEC §1)."""
+    """More than one human in the session: no user-scoped memory is formed (design §1)."""
     return len(humans(messages)) > 1
 
 

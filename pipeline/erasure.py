@@ -1,4 +1,4 @@
-"""The erasure of one user (SPEC §9 ``forget-user``, §11 provenance), planned. Pure: plain
+"""The erasure of one user (design §9 ``forget-user``, §11 provenance), planned. Pure: plain
 documents in, a plan out; the stores only execute it.
 
 ``forget_plan`` (``Store.forget_user``): the user's own scope and their one-to-one sessions go

@@ -1,4 +1,4 @@
-"""Ingest one producer event (SPEC §3, §4): validate, store once, update the trigger, claim.
+"""Ingest one producer event (design §3, §4): validate, store once, update the trigger, claim.
 
 No Celery here: ``workers/ingest.py`` calls these functions and hands a claimed run on to the
 formation chain.

@@ -1,4 +1,4 @@
-"""``search_facts``: the agent's hybrid fact search (SPEC §6).
+"""``search_facts``: the agent's hybrid fact search (design §6).
 
 1 to 3 queries run in parallel. Each runs a semantic and a text branch, both pre-filtered to
 the scope keys this (agent, user, session) may see, each cut by its production threshold,

@@ -1,4 +1,4 @@
-"""The ``MemoryService`` facade (SPEC §6): what an agent runtime calls.
+"""The ``MemoryService`` facade (design §6): what an agent runtime calls.
 
     from workers.client import memory_service
 
@@ -119,7 +119,7 @@ class MemoryService:
     # ----------------------------------------------------------------- visibility ----------
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
         """Who may see what here, from the session's humans as stored: every process that
-        shares the store decides alike (SPEC §11)."""
+        shares the store decides alike (design §11)."""
         session = self.store.get_session(session_id)
         return context.visibility(
             self.settings, self.store.get_agent_settings(self.agent_id),

@@ -1,4 +1,4 @@
-"""Who a derived memory item came from (SPEC §11 provenance): the humans whose messages a fact
+"""Who a derived memory item came from (design §11 provenance): the humans whose messages a fact
 or reflection rests on. Pure; used when an item is formed (``pipeline.formation.stages``) and
 when an old record without provenance is attributed (``pipeline.erasure``)."""
 

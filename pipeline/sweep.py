@@ -1,4 +1,4 @@
-"""Beat's two jobs (SPEC §4, §9): the cold-session sweep and the retry of stale runs.
+"""Beat's two jobs (design §4, §9): the cold-session sweep and the retry of stale runs.
 
 Both return the ids of the runs to start; the maintenance task sends the first stage for each.
 Both are safe to run twice at once: every claim and every reopen is atomic in the store, so two

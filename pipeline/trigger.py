@@ -1,4 +1,4 @@
-"""When a session must form memory (SPEC §4). Pure: no I/O, no clock of its own.
+"""When a session must form memory (design §4). Pure: no I/O, no clock of its own.
 
 - Token estimate: characters / 4.5, weighted by role (user 1.0, tool 0.5, assistant 0.2,
   anything else 0.5).

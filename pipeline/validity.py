@@ -1,4 +1,4 @@
-"""Which text of a fact was valid when, and what memory held at a past time (SPEC §11
+"""Which text of a fact was valid when, and what memory held at a past time (design §11
 "Time"). Pure.
 
 A fact has versions: the texts its UPDATEs replaced (``history``, oldest first) and its current

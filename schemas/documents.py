@@ -1,4 +1,4 @@
-"""Stored documents (SPEC §5, §7): what the store port reads and writes.
+"""Stored documents (design §5, §7): what the store port reads and writes.
 
 Every timestamp is timezone-aware UTC. Ids are opaque strings. A *scope key* is a computed,
 never-NULL string that identifies one memory scope inside an agent: ``agent``,
@@ -29,7 +29,7 @@ STAGES: tuple[str, ...] = (
 
 
 def scope_key(scope: Scope, *, user_id: str | None = None, session_id: str | None = None) -> str:
-    """The computed key of a scope inside one agent (never NULL, see SPEC §7)."""
+    """The computed key of a scope inside one agent (never NULL, see design §7)."""
     if scope == "agent":
         return "agent"
     if scope == "user":

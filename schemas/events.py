@@ -1,4 +1,4 @@
-"""Producer events (SPEC §3): versioned pydantic models that travel as JSON.
+"""Producer events (design §3): versioned pydantic models that travel as JSON.
 
 ``parse_event`` turns a raw payload (dict, JSON text or bytes) into an event or a
 ``Rejection`` that says which field is wrong and why. It never raises on bad input.

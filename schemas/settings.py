@@ -1,4 +1,4 @@
-"""Every setting of the pipeline, with the defaults of SPEC §10, in one place.
+"""Every setting of the pipeline, with the defaults of design §10, in one place.
 
 All of them come from environment variables under the prefix ``MEMORY_`` (for example
 ``MEMORY_STORE_URL=sqlite:///memory.db``). Provider keys keep their usual names

@@ -1,4 +1,4 @@
-"""The compose file describes the stack of SPEC §9: checked by parsing it, and by
+"""The compose file describes the stack of design §9: checked by parsing it, and by
 ``docker compose config`` where a docker compose plugin is installed."""
 
 from __future__ import annotations

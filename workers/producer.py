@@ -1,4 +1,4 @@
-"""The producer API (SPEC §3): publish conversation events to the ingest queue.
+"""The producer API (design §3): publish conversation events to the ingest queue.
 
     from workers.producer import publish_message, publish_messages, end_session
 

@@ -1,4 +1,4 @@
-"""``memoryctl agent set|show``: an agent's display name and memory toggles (SPEC §1, §3)."""
+"""``memoryctl agent set|show``: an agent's display name and memory toggles (design §1, §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``memoryctl create-indexes``: every index of the store, idempotently (SPEC §7).
+"""``memoryctl create-indexes``: every index of the store, idempotently (design §7).
 
 On MongoDB with ``MEMORY_ATLAS_SEARCH`` on, the Atlas Search and Vector Search indexes are
 created too, or updated when their definition changed (never otherwise: each update makes

@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "migrate-v1",
         help="migrate the previous memory system's collections (dry run unless --apply)",
         description="Reads memory_sessions, memory_user and memory_agent (never writes them) and "
-        "maps them as SPEC §9 says into the store of MEMORY_STORE_URL.",
+        "maps them as design §9 says into the store of MEMORY_STORE_URL.",
     )
     p.add_argument("--source-url", required=True, help="MongoDB URL of the previous system")
     p.add_argument("--source-db", help="its database (default: the one named in the URL)")

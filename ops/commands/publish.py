@@ -1,4 +1,4 @@
-"""``memoryctl publish | end-session | replay | rejected``: the producer's command line (SPEC §3).
+"""``memoryctl publish | end-session | replay | rejected``: the producer's command line (design §3).
 
 ``publish`` and ``end-session`` validate the event with the worker's model before sending it
 (exit 2 naming the field); ``replay`` is ``ops.replay``; ``rejected`` lists what the workers

@@ -1,4 +1,4 @@
-"""``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (SPEC §6).
+"""``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (design §6).
 
     memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--as-of ISO] [--json]
     memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug]

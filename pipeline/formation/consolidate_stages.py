@@ -1,5 +1,5 @@
 """The consolidate fan-out, one consolidate_scope per due scope key, and the session-end
-consolidation that has no run (SPEC §5.5). Plain functions; Celery lives in ``workers/``.
+consolidation that has no run (design §5.5). Plain functions; Celery lives in ``workers/``.
 
 Fan-in is store-based, not a chord: each ``consolidate_scope`` completes its own stage record
 (``consolidate_scope:<i>``, ``i`` the key's position in the due list, so no user id ever

@@ -1,4 +1,4 @@
-"""Consolidation decisions (SPEC §5.5): which scopes are due, and a merge that never ends over
+"""Consolidation decisions (design §5.5): which scopes are due, and a merge that never ends over
 its word limit. Pure, apart from the LLM port handed to ``merge_within_limit``.
 
 - Due after a run: every enabled scope key whose unabsorbed count is >= its threshold.

@@ -1,4 +1,4 @@
-"""Contact data that agent-scope memory must not carry (SPEC §11). Pure, standard library.
+"""Contact data that agent-scope memory must not carry (design §11). Pure, standard library.
 
 Agent-scope memory is shown to every user of the agent, so an agent-scope item that carries a
 person's email address, phone number or user id does not belong there. ``contact_kind(text,

@@ -1,4 +1,4 @@
-"""The dedup decision of decide_facts (SPEC §5.3). Pure, apart from the search port it is given.
+"""The dedup decision of decide_facts (design §5.3). Pure, apart from the search port it is given.
 
 1. Candidates compare content with content. Stored facts carry their retrieval-text vector
    (content + provenance excerpt + date, for search), which a bare-content query does not

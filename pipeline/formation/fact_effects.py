@@ -1,4 +1,4 @@
-"""Applying decide_facts' effects to the store (SPEC §5.3, §11). Called by the stage with
+"""Applying decide_facts' effects to the store (design §5.3, §11). Called by the stage with
 what earlier stages stored; every effect is idempotent on the run id.
 
 - insert: a new fact, valid from the time its source message was sent;

@@ -1,4 +1,4 @@
-"""Which extracted facts a run keeps (SPEC §1, §5.1). Pure.
+"""Which extracted facts a run keeps (design §1, §5.1). Pure.
 
 - A fact over the word limit is dropped and counted, never cut.
 - A user-scoped fact in a group chat (or with user memory off) is dropped and counted, never

@@ -1,4 +1,4 @@
-"""finish: close a run and decide what comes next (SPEC §4, §5.6).
+"""finish: close a run and decide what comes next (design §4, §5.6).
 
 - ``finish_run`` advances the session watermark, releases the claim and bumps the version
   stamps of every scope key the run changed; the run's totals are recorded with it.
@@ -36,7 +36,7 @@ SCREENING_COUNTERS = ("secrets_dropped", "contacts_rescoped", "contacts_dropped"
 
 
 def screening_totals(run: FormationRun) -> dict[str, int]:
-    """What the run kept out of memory (SPEC §11): secrets dropped from facts, fact updates and
+    """What the run kept out of memory (design §11): secrets dropped from facts, fact updates and
     reflections; agent-scope items with contact data moved to the user's scope or dropped."""
     totals = dict.fromkeys(SCREENING_COUNTERS, 0)
     for name in (EXTRACT_FACTS, EXTRACT_REFLECTIONS):

@@ -1,4 +1,4 @@
-"""Where a new fact was said, and the text its embedding is made of (SPEC §6). Pure.
+"""Where a new fact was said, and the text its embedding is made of (design §6). Pure.
 
 A fact is embedded as ``retrieval_text(content, excerpt=..., date=...)``, the same treatment
 the LoCoMo retrieval benchmark gives its turns (``ops/bench/locomo_retrieval.py``): the

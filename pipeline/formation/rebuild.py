@@ -1,4 +1,4 @@
-"""Rebuilding a consolidated blob after erasure removed reflections it absorbed (SPEC §11).
+"""Rebuilding a consolidated blob after erasure removed reflections it absorbed (design §11).
 
 The blob's text mixes every reflection it absorbed, so it cannot be edited: it is merged again,
 from nothing, out of the absorbed reflections that remain (they are kept after absorption),

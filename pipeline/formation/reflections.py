@@ -1,4 +1,4 @@
-"""Which extracted reflections a run keeps (SPEC §5.4). Pure.
+"""Which extracted reflections a run keeps (design §5.4). Pure.
 
 Hierarchy agent -> user -> session: a lower level keeps only what no level above holds. A
 reflection is dropped (and counted) when its level is not enabled for the run, when it is over

@@ -1,4 +1,4 @@
-"""How every formation stage runs, idempotently (SPEC §5).
+"""How every formation stage runs, idempotently (design §5).
 
 ``run_stage`` is the one shape of a stage:
 
@@ -12,7 +12,7 @@
    fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
    after a crash at any point applies nothing twice.
 
-Erasure (SPEC §11): ``forget-user`` ends a run in flight of an erased user's one-to-one
+Erasure (design §11): ``forget-user`` ends a run in flight of an erased user's one-to-one
 session as ``erased`` (and empties and fails one of a group session). The stage reads the
 run's status again after ``compute`` and before storing the output or applying anything: a run
 that is no longer active stores nothing and applies nothing, and the chain stops. ``forget-user``

@@ -1,4 +1,4 @@
-"""Which memory scopes a formation run may write (SPEC §1). Pure.
+"""Which memory scopes a formation run may write (design §1). Pure.
 
 - ``user`` scope: the agent's ``user_memory_enabled`` is on and the session has exactly one
   human. A group chat forms no user-scoped memory at all.

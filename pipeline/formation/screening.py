@@ -1,4 +1,4 @@
-"""What a model's answer may not store (SPEC §11), applied before its stage output is stored,
+"""What a model's answer may not store (design §11), applied before its stage output is stored,
 to LLM and offline answers alike, so a rerun reuses the screened output. Pure.
 
 - An item that carries a secret (``pipeline.formation.secrets``) is dropped, whatever its scope.

@@ -1,4 +1,4 @@
-"""Secrets that are never stored as facts or reflections (SPEC §11). Pure, standard library.
+"""Secrets that are never stored as facts or reflections (design §11). Pure, standard library.
 
 ``SecretGuard.kind(text)`` names the first secret a text carries, or None:
 

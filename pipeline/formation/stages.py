@@ -43,7 +43,7 @@ def _agent_name(agent, messages) -> str | None:
 
 def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
     """The claimed range, each message naming the session's humans as the run was claimed
-    (declared at session start included, SPEC §11), so that the prompts see a group chat
+    (declared at session start included, design §11), so that the prompts see a group chat
     before its second human has spoken."""
     messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
     return [m if set(run.user_ids) <= set(m.session_users)
@@ -52,7 +52,7 @@ def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
 
 
 def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]:
-    """Every human of the run: whose ids agent-scope memory must not carry (SPEC §11)."""
+    """Every human of the run: whose ids agent-scope memory must not carry (design §11)."""
     return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
 
 

@@ -1,4 +1,4 @@
-"""Which model each call uses (SPEC §5, §8): a table of settings per provider.
+"""Which model each call uses (design §5, §8): a table of settings per provider.
 
 - The fast model runs fact extraction and the dedup decision.
 - The tier model runs reflections and consolidation: the free model for tier 0, the premium

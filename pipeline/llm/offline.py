@@ -1,4 +1,4 @@
-"""The offline LLM provider (SPEC §8): deterministic rules, no key, no network.
+"""The offline LLM provider (design §8): deterministic rules, no key, no network.
 
 It reads the structured ``inputs`` a prompt builder put on the request (never the prose) and
 answers through the same schema validation as a real model. Where its output shows:

@@ -1,4 +1,4 @@
-"""consolidate: prompt builder and answer model (SPEC §5.5). The pipeline renders the blob
+"""consolidate: prompt builder and answer model (design §5.5). The pipeline renders the blob
 (``VERSION: n`` then ``[SECTION]`` and ``- `` bullets) from the structured sections."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def build_consolidation_request(
     excess_words: int | None = None,
     missing_sections: Sequence[str] = (),
 ) -> LLMRequest[ConsolidationAnswer]:
-    """The ``consolidate`` call for one scope key (SPEC §5.5).
+    """The ``consolidate`` call for one scope key (design §5.5).
 
     ``current_blob`` is the stored blob text ("" for none), ``reflections`` the buffered ones,
     oldest first. ``word_limit`` counts the rendered blob (``blob_words``). On a retry after

@@ -1,4 +1,4 @@
-"""decide_facts: prompt builder and answer model (SPEC §5.3). The model sees integer aliases only."""
+"""decide_facts: prompt builder and answer model (design §5.3). The model sees integer aliases only."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def build_dedup_request(
     model: str,
     word_limit: int = 30,
 ) -> LLMRequest[DecisionsAnswer]:
-    """The one batched ``decide_facts`` call (SPEC §5.3).
+    """The one batched ``decide_facts`` call (design §5.3).
 
     A new fact's alias is its index in ``new_facts`` (0-based). ``candidates`` maps a new
     fact's alias to its ``(candidate alias, existing text)`` pairs. Candidate aliases are ints

@@ -1,4 +1,4 @@
-"""extract_facts: prompt builder and answer model (SPEC §5.1)."""
+"""extract_facts: prompt builder and answer model (design §5.1)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def build_facts_request(
     model: str,
     word_limit: int = 30,
 ) -> LLMRequest[FactsAnswer]:
-    """The ``extract_facts`` call for one claimed message range (SPEC §5.1).
+    """The ``extract_facts`` call for one claimed message range (design §5.1).
 
     ``conversation_text`` is ``pipeline.conversation.render_conversation(messages)``;
     ``user_scope``/``agent_scope`` are the agent's toggles; ``user_names`` maps user id -> name.

@@ -1,4 +1,4 @@
-"""extract_reflections: prompt builder and answer model (SPEC §5.4), hierarchical."""
+"""extract_reflections: prompt builder and answer model (design §5.4), hierarchical."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ _LEVEL_RULES = {
 
 def reflection_levels(messages: Sequence[StoredMessage], scopes: Sequence[str]) -> list[str]:
     """The levels formed, in hierarchical order: the enabled ones, ``user`` never in a group
-    chat, and ``session`` always (SPEC §1)."""
+    chat, and ``session`` always (design §1)."""
     unknown = sorted(set(scopes) - set(LEVELS))
     if unknown:
         raise InvalidInput("scopes", f"unknown reflection levels {unknown}; expected among {list(LEVELS)}")
@@ -82,7 +82,7 @@ def build_reflections_request(
     word_limit: int = 35,
     user_names: Mapping[str, str] | None = None,
 ) -> LLMRequest[ReflectionsAnswer]:
-    """The ``extract_reflections`` call (SPEC §5.4), hierarchical agent -> user -> session.
+    """The ``extract_reflections`` call (design §5.4), hierarchical agent -> user -> session.
 
     ``scopes`` lists the enabled levels among agent/user/session; ``user`` is dropped in a
     group chat and ``session`` is always formed (see ``reflection_levels``). ``blobs`` maps a

@@ -1,4 +1,4 @@
-"""Fact search: one port, the implementation chosen by the store (SPEC §7).
+"""Fact search: one port, the implementation chosen by the store (design §7).
 
 - Mongo store with ``MEMORY_ATLAS_SEARCH=true``: ``AtlasFactSearch`` ($vectorSearch, $search);
 - otherwise (SQLite, plain MongoDB): ``LocalFactSearch``, exact and in-process.

@@ -1,4 +1,4 @@
-"""``search_facts`` as of a past time (SPEC §11 "Time"): the same branches, thresholds and
+"""``search_facts`` as of a past time (design §11 "Time"): the same branches, thresholds and
 fusion, over the fact versions valid then instead of the live index.
 
 The live index holds the current text of live facts only. A search ``as_of`` reads every fact

@@ -1,4 +1,4 @@
-"""Atlas fact search (SPEC §7): ``$vectorSearch`` and ``$search`` over the Mongo facts collection.
+"""Atlas fact search (design §7): ``$vectorSearch`` and ``$search`` over the Mongo facts collection.
 
 Both branches pre-filter inside the search stage, never after it:
 - ``$vectorSearch.filter``: ``agent_id`` ==, ``scope_key`` $in the visible keys,

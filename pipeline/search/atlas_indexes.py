@@ -1,4 +1,4 @@
-"""Atlas search index management for ``memoryctl create-indexes`` (SPEC §7).
+"""Atlas search index management for ``memoryctl create-indexes`` (design §7).
 
 Each index is created when missing, updated only when its ``latestDefinition`` (from
 ``list_search_indexes``) differs from the wanted one, and left alone otherwise: every update

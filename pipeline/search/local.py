@@ -1,4 +1,4 @@
-"""Local fact search for SQLite and plain MongoDB (SPEC §7): exact cosine and BM25 in-process.
+"""Local fact search for SQLite and plain MongoDB (design §7): exact cosine and BM25 in-process.
 
 The candidates of one (agent, scope key, embedding model) are loaded once through
 ``Store.search_candidates`` into a *segment* (``pipeline.search.segment``: unit vectors, exact

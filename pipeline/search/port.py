@@ -1,4 +1,4 @@
-"""The fact-search port: the same scores and thresholds on every implementation (SPEC §6).
+"""The fact-search port: the same scores and thresholds on every implementation (design §6).
 
 - semantic score = (1 + cosine) / 2, the scale Atlas reports for cosine vector indexes;
 - text score = BM25 (k1 1.2, b 0.75) with typo-tolerant term matching;

@@ -1,4 +1,4 @@
-"""Score scales, BM25, typo tolerance and Reciprocal Rank Fusion (SPEC §6). Pure.
+"""Score scales, BM25, typo tolerance and Reciprocal Rank Fusion (design §6). Pure.
 
 Every search implementation reports its scores on these scales, so one set of thresholds
 (settings, per embedding model) holds everywhere:

@@ -1,4 +1,4 @@
-"""The production store (SPEC §7): MongoDB through pymongo, no transactions needed.
+"""The production store (design §7): MongoDB through pymongo, no transactions needed.
 
 Atomicity comes from single-document conditional updates (``find_one_and_update`` with a
 filter that states the precondition) and unique indexes (``DuplicateKeyError`` means "someone

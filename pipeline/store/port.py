@@ -1,4 +1,4 @@
-"""The store port (SPEC §7): repository methods, with no query dicts leaking into the domain.
+"""The store port (design §7): repository methods, with no query dicts leaking into the domain.
 
 Two adapters implement it, ``sqlite.py`` (the embedded default) and ``mongo.py`` (production),
 and one contract test suite (``tests/pipeline/store/test_contract.py``) runs unchanged against

@@ -1,4 +1,4 @@
-"""The embedded store (SPEC §7): one SQLite file, WAL mode, safe across threads and processes.
+"""The embedded store (design §7): one SQLite file, WAL mode, safe across threads and processes.
 
 Every atomic method is one ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_db``), so a
 read-modify-write in Python is as atomic as a conditional update on a server. Documents are

@@ -1,6 +1,6 @@
 """Flower, started before a real worker on the real Redis broker, shows the worker and every
 stage task of a formation with the run id in its arguments, the depth of every queue, and
-answers ``/metrics`` only with credentials (SPEC §9)."""
+answers ``/metrics`` only with credentials (design §9)."""
 
 from __future__ import annotations
 

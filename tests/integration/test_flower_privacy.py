@@ -1,4 +1,4 @@
-"""Flower shows ids, counts and sizes, never a conversation (SPEC §9): a canary string in the
+"""Flower shows ids, counts and sizes, never a conversation (design §9): a canary string in the
 published messages reaches no answer of a real Flower watching a real worker on real Redis."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Starting a claimed run needs the broker only (SPEC §9): ``memoryctl replay-failed`` and
+"""Starting a claimed run needs the broker only (design §9): ``memoryctl replay-failed`` and
 ``MemoryService.process_cold_session`` enqueue the run's first stage with no result backend
 anywhere (nothing listens on Redis's default port 6379 here), and a run whose start the broker
 refuses is released for the stale-run retry instead of staying ``claimed``."""

@@ -1,4 +1,4 @@
-"""migrate-v1 on documents shaped like the previous system's collections (SPEC §9)."""
+"""migrate-v1 on documents shaped like the previous system's collections (design §9)."""
 
 from __future__ import annotations
 

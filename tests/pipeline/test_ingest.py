@@ -1,4 +1,4 @@
-"""Ingest of producer events (SPEC §3, §4), on the SQLite store and on the Mongo adapter."""
+"""Ingest of producer events (design §3, §4), on the SQLite store and on the Mongo adapter."""
 
 from __future__ import annotations
 

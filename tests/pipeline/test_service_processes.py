@@ -1,5 +1,5 @@
 """Two processes of one agent runtime share a store, and only the store: whatever one of them
-is told about a session (its humans) the other applies at once (SPEC §11, sessions and
+is told about a session (its humans) the other applies at once (design §11, sessions and
 visibility). Two ``MemoryService`` instances, each with its own connection to one SQLite file,
 stand in for the two processes; one test runs a real second OS process."""
 

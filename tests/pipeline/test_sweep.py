@@ -1,4 +1,4 @@
-"""The cold-session sweep and the retry of stale runs (SPEC §4), on the SQLite store with a
+"""The cold-session sweep and the retry of stale runs (design §4), on the SQLite store with a
 frozen clock."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The formation trigger rules of SPEC §4, table-driven."""
+"""The formation trigger rules of design §4, table-driven."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A broker restart in the middle of ingest (SPEC §3: "A producer is told an event is accepted
+"""A broker restart in the middle of ingest (design §3: "A producer is told an event is accepted
 only once the broker holds it"): no event the producer was told is accepted is lost.
 
 Redis may execute and persist a consumer's pop and stop before it answers it; kombu's BRPOP

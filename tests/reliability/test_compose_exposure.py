@@ -1,4 +1,4 @@
-"""The compose stack exposes neither Flower nor Redis without a credential (SPEC §9)."""
+"""The compose stack exposes neither Flower nor Redis without a credential (design §9)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    assert COMPOSE.exists(), f"{COMPOSE} is missing: SPEC §2 requires the real stack"
+    assert COMPOSE.exists(), f"{COMPOSE} is missing: design §2 requires the real stack"
     return load_compose(COMPOSE)
 
 

@@ -1,6 +1,6 @@
 """SIGKILL a worker inside each formation stage, after the stage wrote something; a fresh
 worker (or the pool's replacement) finishes every run, and nothing is lost or applied twice
-(SPEC §4, §5: every stage is idempotent; acks_late + reject_on_worker_lost)."""
+(design §4, §5: every stage is idempotent; acks_late + reject_on_worker_lost)."""
 
 from __future__ import annotations
 

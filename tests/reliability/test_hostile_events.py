@@ -1,4 +1,4 @@
-"""Hostile producer events through the ingest path (SPEC §3): every invalid one gets a
+"""Hostile producer events through the ingest path (design §3): every invalid one gets a
 structured rejection that is recorded with its raw payload, hostile but valid text is stored
 verbatim, and good events in the same stream are unaffected."""
 

@@ -1,4 +1,4 @@
-"""Races between OS processes on one SQLite store (SPEC §3-§5): nothing duplicated, nothing
+"""Races between OS processes on one SQLite store (design §3-§5): nothing duplicated, nothing
 lost, whoever wins."""
 
 from __future__ import annotations

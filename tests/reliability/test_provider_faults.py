@@ -1,4 +1,4 @@
-"""Provider faults and hostile answers through real workers (SPEC §5): every run completes or
+"""Provider faults and hostile answers through real workers (design §5): every run completes or
 fails with a recorded reason and is picked up again; nothing is silently empty, applied twice,
 or stored outside the scopes, agent and user its run allows."""
 

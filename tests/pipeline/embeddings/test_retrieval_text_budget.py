@@ -1,4 +1,4 @@
-"""The retrieval text of a fact fits the embedder's window with the fact whole (SPEC §6)."""
+"""The retrieval text of a fact fits the embedder's window with the fact whole (design §6)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The local model is semantic: paraphrases score clearly above unrelated pairs (SPEC §8).
+"""The local model is semantic: paraphrases score clearly above unrelated pairs (design §8).
 
 The same criterion is run against the hashing embedder, which must NOT meet it: it sees
 spelling, not meaning, so the test can tell a semantic model from a lexical one.

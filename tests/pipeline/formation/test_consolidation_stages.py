@@ -1,4 +1,4 @@
-"""consolidate / consolidate_scope / consolidate_session on fakes (SPEC §5.5)."""
+"""consolidate / consolidate_scope / consolidate_session on fakes (design §5.5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Two runs of one agent (two sessions) decide on the same stored fact at once, on the real
 SQLite store: run A retires it while run B, whose decision was taken before, merges into it.
-Nothing B learned may be lost (SPEC §11 "Time")."""
+Nothing B learned may be lost (design §11 "Time")."""
 
 from __future__ import annotations
 

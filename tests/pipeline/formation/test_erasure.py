@@ -1,4 +1,4 @@
-"""forget-user by provenance (SPEC §11): what a user said leaves agent-scope memory too.
+"""forget-user by provenance (design §11): what a user said leaves agent-scope memory too.
 
 Formation runs the real stages (scripted answers); the erasure rebuilds blobs through the
 offline LLM provider, on SQLite and on the Mongo store over the Atlas emulation."""

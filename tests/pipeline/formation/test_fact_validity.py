@@ -1,5 +1,5 @@
 """Corrections weeks apart, through the real stages and read back through ``MemoryService``
-(SPEC §11 "Time"): an UPDATE refreshes the fact's latest change, closes the old text's
+(design §11 "Time"): an UPDATE refreshes the fact's latest change, closes the old text's
 validity where the new one's opens, and ``as_of`` shows what was valid then."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """New facts of one run are deduplicated against each other, by the same content rule as
-against stored facts (SPEC §11 "Formation details"): before, two near-duplicates said in one
+against stored facts (design §11 "Formation details"): before, two near-duplicates said in one
 conversation were both added, because neither was stored when the other was decided."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A store of a handful of facts finds a fact by its one distinctive word (SPEC §6)."""
+"""A store of a handful of facts finds a fact by its one distinctive word (design §6)."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""The store contract, part 1: ingest, sessions, claims and formation runs (SPEC §3-§5, §7).
+"""The store contract, part 1: ingest, sessions, claims and formation runs (design §3-§5, §7).
 
 Runs unchanged against every adapter (the ``store`` fixture in conftest). The memory side
 (facts, reflections, blobs, caches, erasure) is in ``test_contract_memory.py``.

@@ -1,4 +1,4 @@
-"""Claims and exact-duplicate facts under real concurrency (SPEC §4, §5.3).
+"""Claims and exact-duplicate facts under real concurrency (design §4, §5.3).
 
 SQLite: 8 processes on one database file. Both adapters (the ``store`` fixture): 8 threads,
 Mongo on the locked emulation. Whatever

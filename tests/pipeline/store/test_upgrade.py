@@ -44,7 +44,7 @@ def test_old_mongo_facts_and_index_are_upgraded_by_create_indexes():
     assert store.insert_fact(fact("f5", "The office is in Paris")) == (True, "f5")
 
 
-# ------------------------------------------------------------------ validity (SPEC §11 Time) ---
+# ------------------------------------------------------------------ validity (design §11 Time) ---
 def _old_shape(f, *, updated_at=None, history=()) -> dict:
     """A fact document as stored before updated_at was always set and validity was kept."""
     doc = f.model_dump(mode="json", exclude={"embedding", "valid_from", "valid_to"})
