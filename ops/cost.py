@@ -1,4 +1,4 @@
-"""``memoryctl cost``: what an agent's model calls cost, summed from the store (SPEC §11).
+"""``memoryctl cost``: what an agent's model calls cost, summed from the store (design §11).
 
 Every formation run keeps its calls per stage and model, priced when they were recorded
 (``pipeline.cost``); session-end consolidations, which have no run, and stage attempts that

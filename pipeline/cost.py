@@ -1,4 +1,4 @@
-"""What the model calls cost, in US dollars (SPEC §11 "Observability and cost").
+"""What the model calls cost, in US dollars (design §11 "Observability and cost").
 
 Every call is counted per model (``runner.Usage.by_model``) and priced when its stage is
 recorded, from the price table of the settings (``Settings.price_table``: USD per million

@@ -1,4 +1,4 @@
-"""Spans of the pipeline, with the OpenTelemetry API only (SPEC §11 "Observability and cost").
+"""Spans of the pipeline, with the OpenTelemetry API only (design §11 "Observability and cost").
 
 Without a configured SDK (``workers.telemetry`` sets one up when ``OTEL_*`` asks for it) every
 call here is the API's no-op. The worker side carries the context between tasks in the task

@@ -1,6 +1,6 @@
 """Store outage: the store becomes unavailable for several seconds while producers publish and
 formations run; every event the producer was told is accepted must be stored, and every run
-must finish (SPEC §11: a store outage is retried, never acked and lost).
+must finish (design §11: a store outage is retried, never acked and lost).
 
 - ``sqlite``: real Redis and real prefork workers on every queue (``_crash.scenario``), with a
   busy timeout of ``BUSY_TIMEOUT_S``; another process holds ``BEGIN EXCLUSIVE`` for longer

@@ -1,4 +1,4 @@
-"""``memoryctl runs`` shows each run's cost; ``memoryctl cost`` sums an agent's (SPEC §11)."""
+"""``memoryctl runs`` shows each run's cost; ``memoryctl cost`` sums an agent's (design §11)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The store becomes unavailable for several seconds while producers publish and formations
 run: SQLite locked by another process past the busy timeout, or the Mongo emulation failing
-as a failover does. Every accepted event is stored and every run finishes (SPEC §11)."""
+as a failover does. Every accepted event is stored and every run finishes (design §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One OpenTelemetry trace per formation run (SPEC §11), on the real tasks and an in-process
+"""One OpenTelemetry trace per formation run (design §11), on the real tasks and an in-process
 worker, in a process of its own (``tests.support.traced_chain``: the tracer provider is
 process-wide), read back from the SDK's in-memory exporter."""
 

@@ -1,4 +1,4 @@
-"""Cost (SPEC §11): every model call of a run is priced per model from the settings' table; an
+"""Cost (design §11): every model call of a run is priced per model from the settings' table; an
 unknown model is "unpriced", never 0; in-process providers are "offline"; UPDATE re-embeddings
 and session-end consolidations count too."""
 
