@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,13 +47,19 @@ than too very just there here when where why how all any both each few more most
 such only own same s t don now
 """.split())
 
-_stemmer = snowballstemmer.stemmer("english")
+# A snowballstemmer stemmer keeps its word in instance state while it works: one shared by
+# threads (dedup's pool, search_facts' queries) returned wrong stems and raised IndexError.
+_stemmers = threading.local()
 
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """Snowball (Porter2) English stem: "paintings", "painted" and "painting" meet."""
-    return _stemmer.stemWord(word)
+    """Snowball (Porter2) English stem: "paintings", "painted" and "painting" meet. One
+    stemmer per thread (a stemmer is not thread-safe)."""
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def words(text: str) -> list[str]:

@@ -140,3 +140,30 @@ def test_retrieval_text_joins_a_fact_to_its_date_and_source_excerpt(excerpt, dat
     from pipeline.retrieval import retrieval_text
 
     assert retrieval_text("Alice: fine", excerpt=excerpt, date=date) == expected
+
+
+def test_stemming_from_many_threads_at_once_gives_every_thread_the_right_stems():
+    import threading
+
+    import snowballstemmer
+
+    words = [f"painting{i}s" for i in range(3000)] + [f"organization{i}al" for i in range(3000)]
+    reference = snowballstemmer.stemmer("english")
+    expected = {w: reference.stemWord(w) for w in words}
+    scoring.stem.cache_clear()
+    errors, wrong = [], []
+
+    def work(chunk):
+        try:
+            for w in chunk:
+                if scoring.stem(w) != expected[w]:
+                    wrong.append(w)
+        except Exception as exc:  # a stemmer shared by threads raised IndexError here
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(words[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and wrong == []
