@@ -36,7 +36,8 @@ from typing import Any, Literal
 from pipeline import tracing, trigger
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
-from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from pipeline.store.port import IngestOutcome, Store
+from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage
 from schemas.events import FieldError, MessageAdded, Rejection, SessionEnded, parse_event
 from schemas.settings import Settings

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from pipeline import trigger
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
     ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage,
 )

@@ -22,9 +22,11 @@ from pipeline.store.port import Store
 Translate = Callable[[BaseException], "StoreUnavailable | None"]
 
 #: the port's public methods, and the constructor (SQLite creates its schema when opened, so a
-#: worker that opens its store during an outage meets it there first)
-PORT_METHODS = ("__init__", *(
-    name for name, value in vars(Store).items() if not name.startswith("_") and callable(value)
+#: worker that opens its store during an outage meets it there first). ``Store`` is the union of
+#: the four ports, so their methods are read along its MRO.
+PORT_METHODS = ("__init__", *dict.fromkeys(
+    name for port in Store.__mro__[:-1] for name, value in vars(port).items()
+    if not name.startswith("_") and callable(value)
 ))
 
 

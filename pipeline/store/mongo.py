@@ -38,7 +38,8 @@ from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store._mongo_unavailable import unavailable
 from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
+from pipeline.store.port import IngestOutcome, Store, owned_by_another
+from pipeline.trigger import ClaimRule
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage, UsageRecord
 
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up

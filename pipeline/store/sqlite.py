@@ -24,7 +24,8 @@ from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
 from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
+from pipeline.store.port import IngestOutcome, Store, owned_by_another
+from pipeline.trigger import ClaimRule
 from schemas.documents import (
     AgentSettings,
     FormationRun,
