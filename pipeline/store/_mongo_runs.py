@@ -22,6 +22,10 @@ def _stage_field(stage: str) -> str:
     return f"stages.{escape_key(stage)}"
 
 
+def _under(field: str, values: dict) -> dict:
+    return {f"{field}.{k}": v for k, v in values.items()}
+
+
 def run_from(doc: dict | None) -> FormationRun | None:
     return None if doc is None else from_doc(FormationRun, unescape_keys(doc))
 
@@ -62,21 +66,18 @@ class MongoRunsMixin:
         runs = self.col("runs")
         doc = runs.find_one_and_update(
             {"_id": run_id, f"{field}.status": {"$ne": "done"}},
-            {"$set": {f"{field}.status": "running", f"{field}.started_at": c.utc(now), f"{field}.error": None},
-             "$inc": {f"{field}.attempts": 1}},
+            {"$set": _under(field, c.started_fields(now)), "$inc": {f"{field}.attempts": 1}},
             return_document=ReturnDocument.AFTER,
         )
         if doc is None:
             return self._require_run(run_id).stages[stage]
-        runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": "running"}})
+        runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": c.running_status("claimed")}})
         return run_from(doc).stages[stage]
 
     def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
         field = _stage_field(stage)
-        values = escape_keys(record.model_dump(exclude={"attempts"}))
-        values["status"] = "done"
-        update: dict = {"$set": {f"{field}.{k}": v for k, v in values.items() if k != "started_at" or v is not None},
-                        "$max": {f"{field}.attempts": record.attempts}}
+        update = {"$set": _under(field, escape_keys(c.completed_fields(record))),
+                  "$max": {f"{field}.attempts": record.attempts}}
         result = self.col("runs").update_one({"_id": run_id, f"{field}.status": {"$ne": "done"}}, update)
         if result.matched_count == 0:
             self._require_run(run_id)
@@ -87,7 +88,7 @@ class MongoRunsMixin:
         field = _stage_field(stage)
         result = self.col("runs").update_one(
             {"_id": run_id, f"{field}.status": {"$ne": "done"}},
-            {"$set": {f"{field}.status": "failed", f"{field}.error": error, f"{field}.finished_at": c.utc(now)}},
+            {"$set": _under(field, c.failed_fields(error, now))},
         )
         if result.matched_count == 0:
             self._require_run(run_id)

@@ -363,17 +363,14 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 f"UPDATE {self.db.t('sessions')} SET doc = json_set(doc, '$.lease_expires_at', json(?)) "
                 "WHERE session_id = ? AND active_run_id = ?", (_json_time(until), run.session_id, run_id),
             )
-            record = run.stages.get(stage) or StageRecord()
-            if record.status == "done":
+            record = c.started(run.stages.get(stage), now)
+            if record is None:
                 conn.execute(
                     f"UPDATE {runs} SET lease_expires_at = ?, doc = json_set(doc, '$.lease_expires_at', json(?)) "
                     "WHERE run_id = ?", (c.ts(until), _json_time(until), run_id),
                 )
-                return run.model_copy(update={"lease_expires_at": until}), record
-            record = record.model_copy(update={
-                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now), "error": None,
-            })
-            status = "running" if run.status == "claimed" else run.status
+                return run.model_copy(update={"lease_expires_at": until}), run.stages[stage]
+            status = c.running_status(run.status)
             conn.execute(
                 f"UPDATE {runs} SET status = ?, lease_expires_at = ?, doc = json_set(doc, '$.status', ?, "
                 "'$.lease_expires_at', json(?), ?, json(?)) WHERE run_id = ?",
@@ -385,14 +382,10 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
 
     def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
         def change(conn, run):
-            record = run.stages.get(stage) or StageRecord()
-            if record.status == "done":
-                return None, record
-            record = record.model_copy(update={
-                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now),
-                "error": None,
-            })
-            status = "running" if run.status == "claimed" else run.status
+            record = c.started(run.stages.get(stage), now)
+            if record is None:
+                return None, run.stages[stage]
+            status = c.running_status(run.status)
             return run.model_copy(update={"stages": {**run.stages, stage: record}, "status": status}), record
 
         return self._modify_run(run_id, change)
@@ -405,13 +398,9 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if row is None:
                 raise KeyError(f"run {run_id!r} does not exist")
             current = StageRecord.model_validate_json(row[0]) if row[0] is not None else None
-            if current is not None and current.status == "done":
+            done = c.completed(current, record)
+            if done is None:
                 return False
-            done = record.model_copy(update={
-                "status": "done",
-                "attempts": max(record.attempts, current.attempts if current else 0),
-                "started_at": record.started_at or (current.started_at if current else None),
-            })
             conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)) WHERE run_id = ?",
                          (path, done.model_dump_json(), run_id))
             return True
@@ -421,7 +410,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             record = run.stages.get(stage) or StageRecord()
             if record.status == "done":
                 return None, None
-            record = record.model_copy(update={"status": "failed", "error": error, "finished_at": c.utc(now)})
+            record = record.model_copy(update=c.failed_fields(error, now))
             return run.model_copy(update={"stages": {**run.stages, stage: record}}), None
 
         self._modify_run(run_id, change)
