@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.embeddings.port import PROBE, Embedder, Embeddings, checked_vectors
+from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
 from pipeline.llm.answers import estimate_tokens
 from pipeline.llm.gemini import import_sdk, make_client, map_error
 from schemas.settings import Settings
@@ -20,18 +20,14 @@ from schemas.settings import Settings
 MAX_BATCH = 100
 
 
-class GeminiEmbedder(Embedder):
+class GeminiEmbedder(NetworkEmbedder):
     provider = "gemini"
     # https://ai.google.dev/gemini-api/docs/models#gemini-embedding: input token limit 2,048
     window = 2048
 
     def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:
-        self.client = client
-        self.model = model
-        self.timeout_s = timeout_s
-        self.dimensions = dimensions
-        self._dim: int | None = dimensions
+        super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
 
     @classmethod
     def from_settings(cls, settings: Settings, http_client: Any = None) -> GeminiEmbedder:
@@ -42,13 +38,6 @@ class GeminiEmbedder(Embedder):
         )
         return cls(client, settings.gemini_embedding_model, dimensions=settings.embedding_dimensions,
                    timeout_s=settings.embedding_timeout_s)
-
-    @property
-    def dim(self) -> int:  # type: ignore[override]
-        if self._dim is None:
-            self.embed([PROBE])
-        assert self._dim is not None
-        return self._dim
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:

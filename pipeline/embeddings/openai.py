@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.embeddings.port import PROBE, Embedder, Embeddings, checked_vectors
+from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
 from pipeline.errors import InvalidInput
 from pipeline.llm.openai import import_sdk, make_client, map_error
 from schemas.settings import Settings
@@ -24,18 +24,14 @@ MAX_BATCH = 2048
 _TAKES_DIMENSIONS = ("text-embedding-3",)
 
 
-class OpenAIEmbedder(Embedder):
+class OpenAIEmbedder(NetworkEmbedder):
     provider = "openai"
     # https://platform.openai.com/docs/guides/embeddings: "max input 8192 tokens" (8191 read)
     window = 8191
 
     def __init__(self, client: Any, model: str = "text-embedding-3-small", *, dimensions: int | None = None,
                  timeout_s: float = 30.0) -> None:
-        self.client = client
-        self.model = model
-        self.timeout_s = timeout_s
-        self.dimensions = dimensions
-        self._dim: int | None = dimensions
+        super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
 
     @classmethod
     def from_settings(cls, settings: Settings, http_client: Any = None) -> OpenAIEmbedder:
@@ -46,13 +42,6 @@ class OpenAIEmbedder(Embedder):
         )
         return cls(client, settings.openai_embedding_model, dimensions=settings.embedding_dimensions,
                    timeout_s=settings.embedding_timeout_s)
-
-    @property
-    def dim(self) -> int:  # type: ignore[override]
-        if self._dim is None:
-            self.embed([PROBE])
-        assert self._dim is not None
-        return self._dim
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:

@@ -46,6 +46,27 @@ class Embedder(abc.ABC):
         """Embed a batch in one call. Vectors are L2-normalised."""
 
 
+class NetworkEmbedder(Embedder):
+    """An embedder behind a provider's API (OpenAI, Gemini): an SDK client, a model, an
+    optional fixed dimension, and a per-call timeout. Without ``dimensions`` the first answer
+    teaches the dimension (``checked_vectors``); ``dim`` asks the provider once if nothing
+    was embedded yet."""
+
+    def __init__(self, client: Any, model: str, *, dimensions: int | None = None, timeout_s: float = 30.0) -> None:
+        self.client = client
+        self.model = model
+        self.timeout_s = timeout_s
+        self.dimensions = dimensions
+        self._dim: int | None = dimensions
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            self.embed([PROBE])
+        assert self._dim is not None
+        return self._dim
+
+
 def checked_vectors(embedder: Any, rows: list[list[float]], expected: int, where: str) -> list[list[float]]:
     """Unit-length vectors of one dimension; the first answer teaches ``embedder._dim``."""
     if len(rows) != expected or not rows:

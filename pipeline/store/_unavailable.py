@@ -12,9 +12,10 @@ while it is iterated. A public method that calls another one is translated once:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from pipeline.errors import StoreUnavailable
 from pipeline.store.port import Store
@@ -22,41 +23,39 @@ from pipeline.store.port import Store
 Translate = Callable[[BaseException], "StoreUnavailable | None"]
 
 #: the port's public methods, and the constructor (SQLite creates its schema when opened, so a
-#: worker that opens its store during an outage meets it there first). ``Store`` is the union of
-#: the four ports, so their methods are read along its MRO.
+#: worker that opens its store during an outage meets it there first)
 PORT_METHODS = ("__init__", *dict.fromkeys(
-    name for port in Store.__mro__[:-1] for name, value in vars(port).items()
-    if not name.startswith("_") and callable(value)
+    name for klass in Store.__mro__ if klass is not object
+    for name, value in vars(klass).items() if not name.startswith("_") and callable(value)
 ))
+
+
+@contextlib.contextmanager
+def _translating(translate: Translate) -> Iterator[None]:
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        unavailable = translate(exc)
+        if unavailable is None:
+            raise
+        raise unavailable from exc
 
 
 def _wrap(method: Callable, translate: Translate) -> Callable:
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def iterate(*args, **kwargs):
-            try:
+            with _translating(translate):
                 yield from method(*args, **kwargs)
-            except StoreUnavailable:
-                raise
-            except Exception as exc:
-                unavailable = translate(exc)
-                if unavailable is None:
-                    raise
-                raise unavailable from exc
 
         return iterate
 
     @functools.wraps(method)
     def call(*args, **kwargs):
-        try:
+        with _translating(translate):
             return method(*args, **kwargs)
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            unavailable = translate(exc)
-            if unavailable is None:
-                raise
-            raise unavailable from exc
 
     return call
 
