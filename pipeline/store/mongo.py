@@ -343,7 +343,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return [d["_id"] for d in docs]
 
     # ------------------------------------------------------------------ claims --------------
-    def _holder(self, session: SessionState) -> FormationRun | None:
+    def claim_holder(self, session: SessionState) -> FormationRun | None:
         if session.active_run_id is None:
             return None
         holder = self.get_run(session.active_run_id)
@@ -357,7 +357,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             session = self.get_session(session_id)
             if session is None or session.agent_id != run.agent_id:
                 return None
-            if session.active_run_id is not None and self._holder(session) is None:
+            if session.active_run_id is not None and self.claim_holder(session) is None:
                 # The holder finished or failed without releasing (a crash): free the claim.
                 sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
                                     {"$set": {"active_run_id": None, "lease_expires_at": None}})
@@ -396,7 +396,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
                             {"$set": {"active_run_id": None, "lease_expires_at": None}})
 
     def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
-        run = self._require_run(run_id)
+        run = self.require_run(run_id)
         if run.status == "done":
             self._release(run, watermark=True)  # completes a finish interrupted after its flip
             return False
@@ -412,7 +412,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return flipped is not None
 
     def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
-        run = self._require_run(run_id)
+        run = self.require_run(run_id)
         if run.status == "done":
             return
         self._release(run, watermark=False)
