@@ -17,7 +17,9 @@ from typing import Any
 
 from pipeline import names
 from pipeline.errors import TransientError
-from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events, record_failure
+from pipeline.ingest import (
+    IngestResult, ingest_raw_event, ingest_raw_events, record_failure, session_to_consolidate,
+)
 from pipeline.sweep import start_runs
 from schemas.settings import get_settings
 from workers.app import app
@@ -54,14 +56,8 @@ def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
                    lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}), deps.clock.now())
     elif result.ended_without_run and result.session_id:
         deps = get_deps()
-        session = deps.store.get_session(result.session_id)
-        # a live run of this session consolidates at its own end (it sees ended_at); asking
-        # now would consolidate before that run's reflections exist
-        live = (
-            session is not None and session.active_run_id is not None
-            and session.lease_expires_at is not None and session.lease_expires_at > deps.clock.now()
-        )
-        if session is not None and not live:
+        session = session_to_consolidate(deps.store, result.session_id, deps.clock.now())
+        if session is not None:
             send(
                 names.TASK_CONSOLIDATE_SESSION,
                 {"agent_id": session.agent_id, "session_id": session.session_id},
