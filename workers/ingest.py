@@ -21,7 +21,6 @@ from pipeline.ingest import (
     IngestResult, ingest_raw_event, ingest_raw_events, record_failure, session_to_consolidate,
 )
 from pipeline.sweep import start_runs
-from schemas.settings import get_settings
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
@@ -139,22 +138,12 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
             log.warning("rejected event %s: %s", result.event_id, result.errors)
     error = _log_failures([(batch.results[i], exc) for i, exc in batch.failures]) if batch.failures else None
     if batch.error is not None:
-        _retry_rest(self, events[batch.next_index:], batch.error)
+        # only the events the batch did not reach (all of them when the store stays
+        # unavailable: those already stored are then counted as duplicates)
+        self.retry_with({"events": events[batch.next_index:]}, batch.error)
     if error is not None:
         raise error from None
     return _summary(batch.results)
-
-
-def _retry_rest(task: MemoryTask, rest: list[Any], exc: TransientError) -> None:
-    """Retry only the events the batch did not reach (all of the message's events when the
-    store stays unavailable: those already stored are then counted as duplicates)."""
-    settings = get_settings()
-    if task.request.retries >= settings.task_max_retries:
-        task.retry_transient(exc, keep_message=True)
-    raise task.retry(
-        kwargs={"events": rest}, exc=exc, countdown=task.retry_delay(exc),
-        max_retries=settings.task_max_retries,
-    )
 
 
 @app.task(base=MemoryTask, name=names.TASK_NOOP, bind=True)
