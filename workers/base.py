@@ -19,10 +19,11 @@ spins the worker through the queue, hundreds of attempts a second in the Mongo s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from celery import Task
@@ -118,6 +119,14 @@ class MemoryTask(Task):
         tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
                                     "error.type": type(exc).__name__})
         raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+
+    @contextlib.contextmanager
+    def retrying(self, *, keep_message: bool = False) -> Iterator[None]:
+        """A transient error raised inside is retried by ``retry_transient``."""
+        try:
+            yield
+        except TransientError as exc:
+            self.retry_transient(exc, keep_message=keep_message)
 
     def retry_if_left(self, exc: TransientError) -> None:
         """Retry ``exc`` (raises Celery's ``Retry``) while bounded retries are left; return once
