@@ -19,7 +19,8 @@ formation chain.
 - ``session.ended`` marks the session ended and claims whatever is unformed (at least one
   message) with reason ``session_end``; the formation chain then consolidates the session's
   scopes. When nothing is unformed, ``IngestResult.ended_without_run`` is set: consolidating
-  leftovers of such a session is the business of another task, not of ingest. When the
+  leftovers of such a session is the business of another task, not of ingest, and
+  ``session_to_consolidate`` says whether they are due now. When the
   session is not known yet (its messages are still on the way), ``session_unknown`` is set
   and the caller delivers the event again later.
 """
@@ -36,7 +37,8 @@ from typing import Any, Literal
 from pipeline import tracing, trigger
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
-from pipeline.store.port import ClaimRule, IngestOutcome, Store
+from pipeline.store.port import IngestOutcome, Store
+from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage
 from schemas.events import FieldError, MessageAdded, Rejection, SessionEnded, parse_event
 from schemas.settings import Settings
@@ -311,6 +313,20 @@ def end_session(
         status="accepted", event_id=event.event_id, kind=event.type, session_id=event.session_id,
         run=run, session_unknown=session is None,
     )
+
+
+def session_to_consolidate(store: Store, session_id: str, now: datetime) -> SessionState | None:
+    """The ended session whose leftover reflection buffers are to be consolidated now, or None:
+    an unknown session, or one a live run holds. That run consolidates at its own end (it sees
+    ``ended_at``); consolidating now would come before that run's reflections exist."""
+    session = store.get_session(session_id)
+    if session is None:
+        return None
+    live = (
+        session.active_run_id is not None
+        and session.lease_expires_at is not None and session.lease_expires_at > now
+    )
+    return None if live else session
 
 
 def ingest_raw_event(raw: Any, store: Store, settings: Settings, clock: Clock) -> IngestResult:

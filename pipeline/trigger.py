@@ -13,10 +13,10 @@ atomic claim; ``should_form`` lets the caller skip the claim when it cannot succ
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from pipeline.store.port import ClaimRule
 from schemas.documents import FormationRun
 from schemas.settings import Settings
 
@@ -24,6 +24,25 @@ CHARS_PER_TOKEN = 4.5
 ROLE_WEIGHTS: dict[str, float] = {"user": 1.0, "tool": 0.5, "assistant": 0.2}
 DEFAULT_ROLE_WEIGHT = 0.5
 SESSION_END_MIN_MESSAGES = 1
+
+
+@dataclass(frozen=True)
+class ClaimRule:
+    """When a claim may be taken, evaluated *inside* the store's atomic operation.
+
+    Built here (``threshold_rule``, ``cold_rule``, ``session_end_rule``); the store only
+    translates it. A claim is taken when the session has no live claim (none, or its lease expired and the run is no longer active)
+    and, counted over messages after ``claimed_through``:
+    - ``messages_since >= min_messages``, and
+    - ``messages_since >= message_interval`` or ``tokens_since >= token_interval``
+      (either may be None, meaning "no such condition", both None meaning "no threshold"), and
+    - if ``idle_before`` is set, ``last_activity_at <= idle_before`` (the cold rule).
+    """
+
+    min_messages: int
+    message_interval: int | None = None
+    token_interval: float | None = None
+    idle_before: datetime | None = None
 
 
 class _MessageLike(Protocol):

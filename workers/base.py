@@ -1,5 +1,7 @@
 """The one base task: log context with the run and session ids, timing, a span per task run,
-and the mapping of transient errors to Celery retries (backoff, jitter, Retry-After, bounded).
+and the error policy: transient errors to Celery retries (backoff, jitter, Retry-After,
+bounded), and a formation run's stage under ``guarded`` (``workers.formation`` says how each
+error type ends). Every limit is read from one settings object, the workers' (``workers.deps``).
 
 The span joins the trace its sender was in (the ``traceparent`` header ``workers.dispatch``
 adds). A run's first stage, and any stage that arrives without the header (a Celery retry),
@@ -17,9 +19,12 @@ spins the worker through the queue, hundreds of attempts a second in the Mongo s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from celery import Task
 from celery.exceptions import Retry
@@ -27,9 +32,12 @@ from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
 from pipeline.errors import PermanentError, StoreUnavailable, TransientError
-from schemas.settings import get_settings
+from pipeline.formation.runner import RunNotFound
+from workers.deps import get_deps
 
 log = logging.getLogger("memory.tasks")
+# a formation run failed, dead or left to the sweep: said where operators have always read it
+run_log = logging.getLogger("memory.formation")
 
 
 class MemoryTask(Task):
@@ -54,8 +62,6 @@ class MemoryTask(Task):
                                         if isinstance(value := getattr(self.request, key, None), str)})
         run_id = kwargs.get("run_id")
         if run_id and tracing.enabled() and (carried is None or self.name == names.TASK_EXTRACT_FACTS):
-            from workers.deps import get_deps
-
             try:
                 run = get_deps().store.get_run(run_id)
             except Exception as exc:  # noqa: BLE001 - said below; the stage meets the store itself
@@ -85,7 +91,7 @@ class MemoryTask(Task):
     def retry_delay(self, exc: TransientError) -> float:
         """Exponential backoff with full jitter, never shorter than the provider's Retry-After,
         never longer than the broker's visibility timeout allows."""
-        settings = get_settings()
+        settings = get_deps().settings
         attempt = self.request.retries
         ceiling = min(settings.task_retry_backoff_max_s, 2 ** attempt)
         delay = random.uniform(ceiling / 2, ceiling)
@@ -96,7 +102,7 @@ class MemoryTask(Task):
     def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
         """Retry a transient error, or re-raise it once the bounded attempts are used up; with
         ``keep_message``, a store outage past them keeps the message queued instead."""
-        settings = get_settings()
+        settings = get_deps().settings
         if self.request.retries >= settings.task_max_retries:
             if keep_message and isinstance(exc, StoreUnavailable):
                 delay = self.retry_delay(exc)
@@ -113,6 +119,81 @@ class MemoryTask(Task):
         tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
                                     "error.type": type(exc).__name__})
         raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+
+    @contextlib.contextmanager
+    def retrying(self, *, keep_message: bool = False) -> Iterator[None]:
+        """A transient error raised inside is retried by ``retry_transient``."""
+        try:
+            yield
+        except TransientError as exc:
+            self.retry_transient(exc, keep_message=keep_message)
+
+    def retry_if_left(self, exc: TransientError) -> None:
+        """Retry ``exc`` (raises Celery's ``Retry``) while bounded retries are left; return once
+        they are spent, for the caller to give up its own way."""
+        if self.request.retries < get_deps().settings.task_max_retries:
+            self.retry_transient(exc)
+
+    def retry_with(self, kwargs: dict, exc: TransientError):
+        """Retry with other arguments (a batch's events not reached yet); past the bounded
+        retries, as ``retry_transient(keep_message=True)``."""
+        max_retries = get_deps().settings.task_max_retries
+        if self.request.retries >= max_retries:
+            self.retry_transient(exc, keep_message=True)
+        raise self.retry(kwargs=kwargs, exc=exc, countdown=self.retry_delay(exc), max_retries=max_retries)
+
+    def guarded(self, run_id: str, stage: str, fn: Callable[[Any], Any],
+                on_exhausted: Callable[[Any, TransientError], Any] | None = None) -> Any:
+        """Run ``fn(deps)``, a stage of a formation run, under the policy of
+        ``workers.formation``. Returns its result, or None when the run was failed or left to
+        the stale-run sweep (the chain stops here)."""
+        deps = get_deps()
+        try:
+            return self._run_stage(deps, run_id, stage, fn, on_exhausted)
+        except StoreUnavailable as exc:
+            self.retry_if_left(exc)
+            run_log.warning("run %s %s: the store stayed unavailable through %d retries (%s); the run keeps its "
+                        "lease and the stale-run sweep reopens it once that expires",
+                        run_id, stage, self.request.retries, exc)
+            return None
+
+    def _run_stage(self, deps, run_id: str, stage: str, fn: Callable[[Any], Any],
+                   on_exhausted: Callable[[Any, TransientError], Any] | None) -> Any:
+        try:
+            return fn(deps)
+        except StoreUnavailable:
+            raise
+        except RunNotFound as exc:
+            run_log.error("%s: %s", stage, exc)
+            return None
+        except PermanentError as exc:
+            _fail(deps, run_id, stage, exc, dead=True)
+            return None
+        except TransientError as exc:
+            _fail_stage(deps, run_id, stage, exc)
+            self.retry_if_left(exc)
+            if on_exhausted is not None:
+                return on_exhausted(deps, exc)
+            _fail(deps, run_id, stage, exc, dead=False, retries=self.request.retries)
+            return None
+        except Exception as exc:
+            _fail(deps, run_id, stage, exc, dead=False)
+            raise
+
+
+def _fail_stage(deps, run_id: str, stage: str, exc: Exception) -> None:
+    try:
+        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
+    except KeyError:  # the run is gone; nothing to record
+        pass
+
+
+def _fail(deps, run_id: str, stage: str, exc: Exception, *, dead: bool, retries: int | None = None) -> None:
+    after = f" after {retries} retries" if retries is not None else ""
+    reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
+    run_log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
+    _fail_stage(deps, run_id, stage, exc)
+    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)
 
 
 __all__ = ["MemoryTask", "PermanentError", "StoreUnavailable", "TransientError"]

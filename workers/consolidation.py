@@ -22,7 +22,6 @@ from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
 from workers.dispatch import send
-from workers.formation import guarded
 
 log = logging.getLogger("memory.consolidation")
 
@@ -38,7 +37,7 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
         deps.store.fail_run(run_id, f"{stage}: {type(exc).__name__}: {exc}", deps.clock.now(), dead=False)
         return None
 
-    result = guarded(self, run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
+    result = self.guarded(run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
     if result is None:
         return None
     try:
@@ -60,7 +59,6 @@ def consolidate_session(self, agent_id: str, session_id: str) -> list[dict] | No
         log.error("consolidate_session %s/%s: %s (the buffers stay)", agent_id, session_id, exc)
         return None
     except TransientError as exc:
-        if self.request.retries < deps.settings.task_max_retries:
-            self.retry_transient(exc)
+        self.retry_if_left(exc)
         log.warning("consolidate_session %s/%s gave up: %s (the buffers stay)", agent_id, session_id, exc)
         return None

@@ -5,7 +5,7 @@ Thin by design: each task loads nothing itself, calls one stage function of
 ``pipeline.formation`` with the run id, and hands on to the next task by name. Every stage is
 idempotent, so a redelivery (acks_late) or a retry reruns it safely.
 
-Errors, decided by type (``pipeline.errors``):
+Errors, decided by type (``pipeline.errors``) in ``MemoryTask.guarded``:
 - ``TransientError`` (timeouts, 429 with Retry-After, 5xx, invalid LLM answers, a busy lease):
   retried with backoff and jitter by ``MemoryTask.retry_transient``; when the bounded retries
   are used up the run is marked ``failed`` with the reason, and the stale-run sweep reopens it
@@ -22,81 +22,17 @@ it, so a run outlives an outage longer than the retries without being lost or st
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import Any
-
 from pipeline import names
-from pipeline.errors import PermanentError, StoreUnavailable, TransientError
 from pipeline.formation import consolidate_stages, stages
 from pipeline.formation.finish import finish as finish_run
-from pipeline.formation.runner import RunNotFound
-from workers.dispatch import send
 from workers.app import app
 from workers.base import MemoryTask
-from workers.deps import get_deps
-
-log = logging.getLogger("memory.formation")
-
-
-def guarded(task, run_id: str, stage: str, fn: Callable[[Any], Any],
-            on_exhausted: Callable[[Any, TransientError], Any] | None = None) -> Any:
-    """Run ``fn(deps)`` with the error policy of the module docstring. Returns its result, or
-    None when the run was failed or left to the stale-run sweep (the chain stops here)."""
-    deps = get_deps()
-    try:
-        return _policy(task, deps, run_id, stage, fn, on_exhausted)
-    except StoreUnavailable as exc:
-        if task.request.retries < deps.settings.task_max_retries:
-            task.retry_transient(exc)  # raises celery's Retry
-        log.warning("run %s %s: the store stayed unavailable through %d retries (%s); the run keeps its lease "
-                    "and the stale-run sweep reopens it once that expires", run_id, stage, task.request.retries, exc)
-        return None
-
-
-def _policy(task, deps, run_id: str, stage: str, fn: Callable[[Any], Any],
-            on_exhausted: Callable[[Any, TransientError], Any] | None) -> Any:
-    try:
-        return fn(deps)
-    except StoreUnavailable:
-        raise
-    except RunNotFound as exc:
-        log.error("%s: %s", stage, exc)
-        return None
-    except PermanentError as exc:
-        _fail(deps, run_id, stage, exc, dead=True)
-        return None
-    except TransientError as exc:
-        _fail_stage(deps, run_id, stage, exc)
-        if task.request.retries < deps.settings.task_max_retries:
-            task.retry_transient(exc)  # raises celery's Retry
-        if on_exhausted is not None:
-            return on_exhausted(deps, exc)
-        _fail(deps, run_id, stage, exc, dead=False, retries=task.request.retries)
-        return None
-    except Exception as exc:
-        _fail(deps, run_id, stage, exc, dead=False)
-        raise
-
-
-def _fail_stage(deps, run_id: str, stage: str, exc: Exception) -> None:
-    try:
-        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
-    except KeyError:  # the run is gone; nothing to record
-        pass
-
-
-def _fail(deps, run_id: str, stage: str, exc: Exception, *, dead: bool, retries: int | None = None) -> None:
-    after = f" after {retries} retries" if retries is not None else ""
-    reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
-    log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
-    _fail_stage(deps, run_id, stage, exc)
-    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)
+from workers.dispatch import send
 
 
 def _stage_task(name: str, stage: str, fn, next_task: str):
     def run(self, run_id: str) -> dict | None:
-        result = guarded(self, run_id, stage, lambda deps: fn(run_id, deps))
+        result = self.guarded(run_id, stage, lambda deps: fn(run_id, deps))
         if result is None:
             return None
         send(next_task, {"run_id": run_id})
@@ -127,7 +63,7 @@ def consolidate(self, run_id: str) -> dict | None:
             return due, list(range(len(due)))
         return due, consolidate_stages.pending_scopes(deps.store.get_run(run_id))
 
-    outcome = guarded(self, run_id, "consolidate", fan_out)
+    outcome = self.guarded(run_id, "consolidate", fan_out)
     if outcome is None:
         return None
     due, pending = outcome
@@ -141,7 +77,7 @@ def consolidate(self, run_id: str) -> dict | None:
 @app.task(base=MemoryTask, name=names.TASK_FINISH, bind=True)
 def finish(self, run_id: str) -> dict | None:
     """Close the run, then start the next one or the session's leftover consolidation."""
-    outcome = guarded(self, run_id, "finish", lambda deps: finish_run(run_id, deps))
+    outcome = self.guarded(run_id, "finish", lambda deps: finish_run(run_id, deps))
     if outcome is None:
         return None
     _, step = outcome

@@ -11,15 +11,18 @@ cause is fixed; the task then fails with ``IngestFailed``, logged at ERROR witho
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from pipeline import names
 from pipeline.errors import TransientError
-from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events, record_failure
+from pipeline.ingest import (
+    IngestResult, ingest_raw_event, ingest_raw_events, record_failure, session_to_consolidate,
+)
 from pipeline.sweep import start_runs
-from schemas.settings import get_settings
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
@@ -54,14 +57,8 @@ def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
                    lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}), deps.clock.now())
     elif result.ended_without_run and result.session_id:
         deps = get_deps()
-        session = deps.store.get_session(result.session_id)
-        # a live run of this session consolidates at its own end (it sees ended_at); asking
-        # now would consolidate before that run's reflections exist
-        live = (
-            session is not None and session.active_run_id is not None
-            and session.lease_expires_at is not None and session.lease_expires_at > deps.clock.now()
-        )
-        if session is not None and not live:
+        session = session_to_consolidate(deps.store, result.session_id, deps.clock.now())
+        if session is not None:
             send(
                 names.TASK_CONSOLIDATE_SESSION,
                 {"agent_id": session.agent_id, "session_id": session.session_id},
@@ -87,6 +84,20 @@ def _log_failures(failures: list[tuple[IngestResult, Exception]]) -> IngestFaile
     )
 
 
+@contextlib.contextmanager
+def _recorded(raws: list[Any], deps) -> Iterator[None]:
+    """An unexpected error raised inside is recorded for replay for each of ``raws``, and the
+    task fails with ``IngestFailed`` instead; a transient one passes on, to be retried."""
+    try:
+        yield
+    except TransientError:
+        raise
+    except Exception as exc:
+        now = deps.clock.now()
+        failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in raws])
+        raise failed from None  # the original's message may quote the events' content
+
+
 def _summary(results: list[IngestResult]) -> dict[str, int]:
     counts = {"accepted": 0, "duplicate": 0, "rejected": 0, "runs": 0}
     for r in results:
@@ -99,17 +110,10 @@ def _summary(results: list[IngestResult]) -> dict[str, int]:
 def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
     """One raw event (a JSON object or its text)."""
     deps = get_deps()
-    try:
-        try:
+    with self.retrying(keep_message=True):
+        with _recorded([event], deps):
             result = ingest_raw_event(event, deps.store, deps.settings, deps.clock)
-        except TransientError:
-            raise
-        except Exception as exc:
-            failed = _log_failures([(record_failure(event, exc, deps.store, deps.clock.now()), exc)])
-            raise failed from None  # the original's message may quote the event's content
         hand_on(result, event, deferrals)
-    except TransientError as exc:
-        self.retry_transient(exc, keep_message=True)
     if result.status == "rejected":
         log.warning("rejected event %s: %s", result.event_id, result.errors)
     return _summary([result])
@@ -119,46 +123,26 @@ def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
 def ingest_batch(self, events: list[Any]) -> dict[str, int]:
     """A batch published in one queue message; each event is ingested on its own."""
     deps = get_deps()
-    try:
-        try:
-            batch = ingest_raw_events(events, deps.store, deps.settings, deps.clock)
-        except TransientError:
-            raise
-        except Exception as exc:  # outside any one event (parsing the batch): all are affected
-            now = deps.clock.now()
-            failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in events])
-            raise failed from None
-    except TransientError as exc:
-        self.retry_transient(exc, keep_message=True)
-    try:
+    # an unexpected error here is outside any one event (parsing the batch): all are affected
+    with self.retrying(keep_message=True), _recorded(events, deps):
+        batch = ingest_raw_events(events, deps.store, deps.settings, deps.clock)
+    # every event is already stored: a retry re-reads them as duplicates and claims again
+    # only where a rule still holds, so nothing is formed twice
+    with self.retrying(keep_message=True):
         for raw, result in zip(events, batch.results):
             hand_on(result, raw)
-    except TransientError as exc:
-        # every event is already stored: a retry re-reads them as duplicates and claims again
-        # only where a rule still holds, so nothing is formed twice
-        self.retry_transient(exc, keep_message=True)
     failed = {i for i, _ in batch.failures}
     for i, result in enumerate(batch.results):
         if result.status == "rejected" and i not in failed:
             log.warning("rejected event %s: %s", result.event_id, result.errors)
     error = _log_failures([(batch.results[i], exc) for i, exc in batch.failures]) if batch.failures else None
     if batch.error is not None:
-        _retry_rest(self, events[batch.next_index:], batch.error)
+        # only the events the batch did not reach (all of them when the store stays
+        # unavailable: those already stored are then counted as duplicates)
+        self.retry_with({"events": events[batch.next_index:]}, batch.error)
     if error is not None:
         raise error from None
     return _summary(batch.results)
-
-
-def _retry_rest(task: MemoryTask, rest: list[Any], exc: TransientError) -> None:
-    """Retry only the events the batch did not reach (all of the message's events when the
-    store stays unavailable: those already stored are then counted as duplicates)."""
-    settings = get_settings()
-    if task.request.retries >= settings.task_max_retries:
-        task.retry_transient(exc, keep_message=True)
-    raise task.retry(
-        kwargs={"events": rest}, exc=exc, countdown=task.retry_delay(exc),
-        max_retries=settings.task_max_retries,
-    )
 
 
 @app.task(base=MemoryTask, name=names.TASK_NOOP, bind=True)

@@ -6,7 +6,6 @@ the retries are spent the task fails, and beat runs the sweep again at its next 
 from __future__ import annotations
 
 from pipeline import names, sweep
-from pipeline.errors import TransientError
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import Deps, get_deps
@@ -24,10 +23,8 @@ def _start(deps: Deps, run_ids: list[str]) -> None:
 def sweep_cold_sessions(self) -> dict:
     """Claim every cold session and start a formation run for each."""
     deps = get_deps()
-    try:
+    with self.retrying():
         result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
-    except TransientError as exc:
-        self.retry_transient(exc)
     _start(deps, result.run_ids)
     return {"claimed": len(result.run_ids), "candidates": result.candidates}
 
@@ -36,9 +33,7 @@ def sweep_cold_sessions(self) -> dict:
 def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
     deps = get_deps()
-    try:
+    with self.retrying():
         result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
-    except TransientError as exc:
-        self.retry_transient(exc)
     _start(deps, result.run_ids)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}

@@ -29,7 +29,7 @@ import numpy as np
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.search.segment import QUANTIZE_MIN, Segment
-from pipeline.store.port import Store
+from pipeline.store.port_memory import MemoryStore
 
 #: memory the cached segments of one process may hold (least recently used goes first)
 DEFAULT_CACHE_MB = 512
@@ -44,7 +44,7 @@ class LocalFactSearch(FactSearch):
     """Exact, vectorized search over the store's pre-filtered candidates."""
 
     def __init__(
-        self, store: Store, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
+        self, store: MemoryStore, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
         background_min: int = BACKGROUND_REBUILD_MIN, blas_threads: int | None = 1,
         quantize_min: int = QUANTIZE_MIN,
     ) -> None:

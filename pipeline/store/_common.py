@@ -1,5 +1,6 @@
 """Rules both store adapters share: how a message moves a session, when a claim rule holds,
-what a freshly claimed run looks like, and how embeddings and timestamps are encoded.
+what a freshly claimed run looks like, how a stage record moves, and how embeddings and
+timestamps are encoded.
 
 Pure functions over the documents of ``schemas.documents``; the adapters only decide how to
 make them atomic (a SQLite write transaction, or conditional Mongo updates).
@@ -15,9 +16,10 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from pipeline import trigger
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
-    ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StoredMessage,
+    ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StageRecord,
+    StoredMessage,
 )
 
 
@@ -270,3 +272,50 @@ def after_claim(session: SessionState, run: FormationRun) -> SessionState:
             "lease_expires_at": run.lease_expires_at,
         }
     )
+
+
+# Stage records (design §5): each transition once. SQLite applies the record functions inside
+# its write transaction; Mongo writes the same fields with a conditional update (attempts by
+# ``$inc`` on start and ``$max`` on completion).
+def started_fields(now: datetime) -> dict:
+    """What starting a stage sets, besides ``attempts`` + 1."""
+    return {"status": "running", "started_at": utc(now), "error": None}
+
+
+def started(record: StageRecord | None, now: datetime) -> StageRecord | None:
+    """The stage's record once started now; None when it is done (a done stage never restarts)."""
+    record = record or StageRecord()
+    if record.status == "done":
+        return None
+    return record.model_copy(update={**started_fields(now), "attempts": record.attempts + 1})
+
+
+def running_status(status: str) -> str:
+    """A run's status once one of its stages started: a claimed run is running."""
+    return "running" if status == "claimed" else status
+
+
+def completed_fields(record: StageRecord) -> dict:
+    """What completing a stage writes over its stored record: every field of ``record`` but
+    ``attempts`` (the larger of both counts stays) and an unset ``started_at`` (the stored
+    start stays), with status ``done``."""
+    values = record.model_dump(exclude={"attempts"})
+    values["status"] = "done"
+    if values["started_at"] is None:
+        del values["started_at"]
+    return values
+
+
+def completed(current: StageRecord | None, record: StageRecord) -> StageRecord | None:
+    """The stored record ``current`` completed with ``record``; None when it is done already."""
+    if current is not None and current.status == "done":
+        return None
+    base = current or StageRecord()
+    return StageRecord.model_validate({
+        **base.model_dump(), **completed_fields(record), "attempts": max(record.attempts, base.attempts),
+    })
+
+
+def failed_fields(error: str, now: datetime) -> dict:
+    """What failing a stage sets (a done stage is never failed)."""
+    return {"status": "failed", "error": error, "finished_at": utc(now)}

@@ -2,7 +2,7 @@
 
 Stage records live under ``stages.<stage name>``. Free-form maps (stage outputs, totals,
 models) have their keys escaped (``_mongo_codec.escape_keys``): a scope key that names a user
-may hold ``.`` or ``$``.
+may hold ``.`` or ``$``. What it calls on the rest of the store is ``_inner.MongoParts``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from datetime import datetime
 from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
+from pipeline.store._inner import MongoParts
 from pipeline.store._mongo_codec import escape_key, escape_keys, from_doc, unescape_keys
 from schemas.documents import FormationRun, StageRecord
 
@@ -22,15 +23,19 @@ def _stage_field(stage: str) -> str:
     return f"stages.{escape_key(stage)}"
 
 
+def _under(field: str, values: dict) -> dict:
+    return {f"{field}.{k}": v for k, v in values.items()}
+
+
 def run_from(doc: dict | None) -> FormationRun | None:
     return None if doc is None else from_doc(FormationRun, unescape_keys(doc))
 
 
-class MongoRunsMixin:
+class MongoRunsMixin(MongoParts):
     def get_run(self, run_id: str) -> FormationRun | None:
         return run_from(self.col("runs").find_one({"_id": run_id}))
 
-    def _require_run(self, run_id: str) -> FormationRun:
+    def require_run(self, run_id: str) -> FormationRun:
         run = self.get_run(run_id)
         if run is None:
             raise KeyError(f"run {run_id!r} does not exist")
@@ -40,7 +45,7 @@ class MongoRunsMixin:
         unknown = set(fields) - set(FormationRun.model_fields)
         if unknown:
             raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
-        run = self._require_run(run_id)
+        run = self.require_run(run_id)
         checked = FormationRun.model_validate({**run.model_dump(), **fields})
         values = escape_keys(checked.model_dump(include=set(fields)))
         self.col("runs").update_one({"_id": run_id}, {"$set": values})
@@ -62,24 +67,21 @@ class MongoRunsMixin:
         runs = self.col("runs")
         doc = runs.find_one_and_update(
             {"_id": run_id, f"{field}.status": {"$ne": "done"}},
-            {"$set": {f"{field}.status": "running", f"{field}.started_at": c.utc(now), f"{field}.error": None},
-             "$inc": {f"{field}.attempts": 1}},
+            {"$set": _under(field, c.started_fields(now)), "$inc": {f"{field}.attempts": 1}},
             return_document=ReturnDocument.AFTER,
         )
         if doc is None:
-            return self._require_run(run_id).stages[stage]
-        runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": "running"}})
+            return self.require_run(run_id).stages[stage]
+        runs.update_one({"_id": run_id, "status": "claimed"}, {"$set": {"status": c.running_status("claimed")}})
         return run_from(doc).stages[stage]
 
     def complete_stage(self, run_id: str, stage: str, record: StageRecord) -> bool:
         field = _stage_field(stage)
-        values = escape_keys(record.model_dump(exclude={"attempts"}))
-        values["status"] = "done"
-        update: dict = {"$set": {f"{field}.{k}": v for k, v in values.items() if k != "started_at" or v is not None},
-                        "$max": {f"{field}.attempts": record.attempts}}
+        update = {"$set": _under(field, escape_keys(c.completed_fields(record))),
+                  "$max": {f"{field}.attempts": record.attempts}}
         result = self.col("runs").update_one({"_id": run_id, f"{field}.status": {"$ne": "done"}}, update)
         if result.matched_count == 0:
-            self._require_run(run_id)
+            self.require_run(run_id)
             return False
         return True
 
@@ -87,10 +89,10 @@ class MongoRunsMixin:
         field = _stage_field(stage)
         result = self.col("runs").update_one(
             {"_id": run_id, f"{field}.status": {"$ne": "done"}},
-            {"$set": {f"{field}.status": "failed", f"{field}.error": error, f"{field}.finished_at": c.utc(now)}},
+            {"$set": _under(field, c.failed_fields(error, now))},
         )
         if result.matched_count == 0:
-            self._require_run(run_id)
+            self.require_run(run_id)
 
     def reopen_run(
         self, run_id: str, now: datetime, lease_s: float, *, reset_attempts: bool = False
@@ -109,7 +111,7 @@ class MongoRunsMixin:
                 runs.delete_one({"_id": run_id, "_claim_pending": True})  # it never got its range
                 return None
         if session is not None and session.active_run_id not in (None, run_id):
-            if self._holder(session) is not None:
+            if self.claim_holder(session) is not None:
                 return None  # another live run holds the session; retried later
         until = c.lease_until(now, lease_s)
         if session is not None:

@@ -1,4 +1,5 @@
-"""SQLite store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``SQLiteStore``."""
+"""SQLite store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``SQLiteStore``;
+the row writes it shares with the rest of the store are ``_inner.SQLiteParts``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 from pipeline import erasure
 from pipeline.erasure import Plan
 from pipeline.store import _common as c
+from pipeline.store._inner import SQLiteParts
 from pipeline.store._sqlite_db import TABLES
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
@@ -16,7 +18,7 @@ def _in(values: list[str]) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
 
-class ErasureMixin:
+class ErasureMixin(SQLiteParts):
     db: "object"
 
     def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
@@ -95,8 +97,8 @@ class ErasureMixin:
                 f"DELETE FROM {t('runs')} WHERE run_id IN ({_in(plan.delete_runs)})", plan.delete_runs,
             ).rowcount + len(plan.rewrite_runs)
             for run in plan.rewrite_runs:
-                self._release(conn, run, watermark=False)
-                self._put_run(conn, run)
+                self.release_claim(conn, run, watermark=False)
+                self.put_run_row(conn, run)
             counts["rejected"] = conn.execute(
                 f"DELETE FROM {t('rejected')} WHERE rejection_id IN ({_in(plan.rejected_ids)})", plan.rejected_ids,
             ).rowcount
@@ -112,7 +114,7 @@ class ErasureMixin:
                 row = conn.execute(f"SELECT doc FROM {t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
                 session = SessionState.model_validate_json(row[0]) if row else None
                 if session is not None and user_id in session.users:
-                    self._put_session(conn, session.model_copy(
+                    self.put_session_row(conn, session.model_copy(
                         update={"users": [u for u in session.users if u != user_id]}))
                     touched += 1
             counts["sessions"] = touched
@@ -123,7 +125,7 @@ class ErasureMixin:
                 f"DELETE FROM {t('scope_versions')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
             ).rowcount
             for agent, keys in plan.stamps.items():
-                self._bump(conn, agent, keys)
+                self.bump_stamps(conn, agent, keys)
             counts["leases"] = conn.execute(
                 f"DELETE FROM {t('leases')} WHERE name IN ({_in(plan.leases)})", plan.leases,
             ).rowcount
@@ -140,7 +142,7 @@ class ErasureMixin:
             conn.executemany(f"DELETE FROM {t('consolidated')} WHERE agent_id = ? AND scope_key = ?",
                              plan.drop_blobs)
             for agent, keys in plan.changed_keys().items():
-                self._bump(conn, agent, keys)
+                self.bump_stamps(conn, agent, keys)
 
     def dump_all(self) -> dict[str, list[dict]]:
         conn = self.db.conn()

@@ -323,7 +323,7 @@ class MemoryMixin:
             conn.execute(f"DELETE FROM {self.db.t('leases')} WHERE name = ? AND holder = ?", (name, holder))
 
     # ------------------------------------------------------------------ versions & cache ----
-    def _bump(self, conn: sqlite3.Connection, agent_id: str, scope_keys: Sequence[str]) -> None:
+    def bump_stamps(self, conn: sqlite3.Connection, agent_id: str, scope_keys: Sequence[str]) -> None:
         for key in dict.fromkeys(scope_keys):
             conn.execute(
                 f"INSERT INTO {self.db.t('scope_versions')} (agent_id, scope_key, version) VALUES (?, ?, 1) "
@@ -333,7 +333,7 @@ class MemoryMixin:
 
     def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None:
         with self.db.write() as conn:
-            self._bump(conn, agent_id, scope_keys)
+            self.bump_stamps(conn, agent_id, scope_keys)
 
     def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         versions = {key: 0 for key in scope_keys}

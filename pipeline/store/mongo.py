@@ -38,7 +38,8 @@ from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store._mongo_unavailable import unavailable
 from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
+from pipeline.store.port import IngestOutcome, Store, owned_by_another
+from pipeline.trigger import ClaimRule
 from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage, UsageRecord
 
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
@@ -342,7 +343,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return [d["_id"] for d in docs]
 
     # ------------------------------------------------------------------ claims --------------
-    def _holder(self, session: SessionState) -> FormationRun | None:
+    def claim_holder(self, session: SessionState) -> FormationRun | None:
         if session.active_run_id is None:
             return None
         holder = self.get_run(session.active_run_id)
@@ -356,7 +357,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
             session = self.get_session(session_id)
             if session is None or session.agent_id != run.agent_id:
                 return None
-            if session.active_run_id is not None and self._holder(session) is None:
+            if session.active_run_id is not None and self.claim_holder(session) is None:
                 # The holder finished or failed without releasing (a crash): free the claim.
                 sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
                                     {"$set": {"active_run_id": None, "lease_expires_at": None}})
@@ -395,7 +396,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
                             {"$set": {"active_run_id": None, "lease_expires_at": None}})
 
     def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
-        run = self._require_run(run_id)
+        run = self.require_run(run_id)
         if run.status == "done":
             self._release(run, watermark=True)  # completes a finish interrupted after its flip
             return False
@@ -411,7 +412,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return flipped is not None
 
     def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
-        run = self._require_run(run_id)
+        run = self.require_run(run_id)
         if run.status == "done":
             return
         self._release(run, watermark=False)

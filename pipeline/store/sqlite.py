@@ -24,7 +24,8 @@ from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
 from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import ClaimRule, IngestOutcome, Store, owned_by_another
+from pipeline.store.port import IngestOutcome, Store, owned_by_another
+from pipeline.trigger import ClaimRule
 from schemas.documents import (
     AgentSettings,
     FormationRun,
@@ -207,7 +208,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         ).fetchone()
         return SessionState.model_validate_json(row[0]) if row else None
 
-    def _put_session(self, conn: sqlite3.Connection, s: SessionState) -> None:
+    def put_session_row(self, conn: sqlite3.Connection, s: SessionState) -> None:
         self._put_sessions(conn, [s])
 
     def _put_sessions(self, conn: sqlite3.Connection, sessions: Iterable[SessionState]) -> None:
@@ -243,7 +244,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             users = c.merge_users(session.users, user_ids)
             if stored is None or users != session.users:
                 session = session.model_copy(update={"users": users})
-                self._put_session(conn, session)
+                self.put_session_row(conn, session)
             return session
 
     def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
@@ -255,7 +256,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 raise InvalidInput("session_id", owned_by_another(session_id))
             if session.ended_at is None:
                 session = c.ended(session, now)
-                self._put_session(conn, session)
+                self.put_session_row(conn, session)
             return session
 
     def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
@@ -272,7 +273,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         row = conn.execute(f"SELECT doc FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
         return FormationRun.model_validate_json(row[0]) if row else None
 
-    def _put_run(self, conn: sqlite3.Connection, run: FormationRun) -> None:
+    def put_run_row(self, conn: sqlite3.Connection, run: FormationRun) -> None:
         conn.execute(
             f"INSERT OR REPLACE INTO {self.db.t('runs')} (run_id, agent_id, session_id, status, "
             "lease_expires_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -300,8 +301,8 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if self._run(conn, run.run_id) is not None:
                 return None  # a run id is used once
             stored = c.claimed_run(session, run, now, lease_s)
-            self._put_run(conn, stored)
-            self._put_session(conn, c.after_claim(session, stored))
+            self.put_run_row(conn, stored)
+            self.put_session_row(conn, c.after_claim(session, stored))
             return stored
 
     def get_run(self, run_id: str) -> FormationRun | None:
@@ -316,7 +317,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 raise KeyError(f"run {run_id!r} does not exist")
             updated, result = change(conn, run)
             if updated is not None:
-                self._put_run(conn, updated)
+                self.put_run_row(conn, updated)
             return result
 
     def update_run_fields(self, run_id: str, **fields: object) -> None:
@@ -338,7 +339,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             until = c.lease_until(now, lease_s)
             session = self._session(conn, run.session_id)
             if session is not None and session.active_run_id == run_id:
-                self._put_session(conn, session.model_copy(update={"lease_expires_at": until}))
+                self.put_session_row(conn, session.model_copy(update={"lease_expires_at": until}))
             return run.model_copy(update={"lease_expires_at": until}), True
 
         try:
@@ -362,17 +363,14 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 f"UPDATE {self.db.t('sessions')} SET doc = json_set(doc, '$.lease_expires_at', json(?)) "
                 "WHERE session_id = ? AND active_run_id = ?", (_json_time(until), run.session_id, run_id),
             )
-            record = run.stages.get(stage) or StageRecord()
-            if record.status == "done":
+            record = c.started(run.stages.get(stage), now)
+            if record is None:
                 conn.execute(
                     f"UPDATE {runs} SET lease_expires_at = ?, doc = json_set(doc, '$.lease_expires_at', json(?)) "
                     "WHERE run_id = ?", (c.ts(until), _json_time(until), run_id),
                 )
-                return run.model_copy(update={"lease_expires_at": until}), record
-            record = record.model_copy(update={
-                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now), "error": None,
-            })
-            status = "running" if run.status == "claimed" else run.status
+                return run.model_copy(update={"lease_expires_at": until}), run.stages[stage]
+            status = c.running_status(run.status)
             conn.execute(
                 f"UPDATE {runs} SET status = ?, lease_expires_at = ?, doc = json_set(doc, '$.status', ?, "
                 "'$.lease_expires_at', json(?), ?, json(?)) WHERE run_id = ?",
@@ -384,14 +382,10 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
 
     def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
         def change(conn, run):
-            record = run.stages.get(stage) or StageRecord()
-            if record.status == "done":
-                return None, record
-            record = record.model_copy(update={
-                "status": "running", "attempts": record.attempts + 1, "started_at": c.utc(now),
-                "error": None,
-            })
-            status = "running" if run.status == "claimed" else run.status
+            record = c.started(run.stages.get(stage), now)
+            if record is None:
+                return None, run.stages[stage]
+            status = c.running_status(run.status)
             return run.model_copy(update={"stages": {**run.stages, stage: record}, "status": status}), record
 
         return self._modify_run(run_id, change)
@@ -404,13 +398,9 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if row is None:
                 raise KeyError(f"run {run_id!r} does not exist")
             current = StageRecord.model_validate_json(row[0]) if row[0] is not None else None
-            if current is not None and current.status == "done":
+            done = c.completed(current, record)
+            if done is None:
                 return False
-            done = record.model_copy(update={
-                "status": "done",
-                "attempts": max(record.attempts, current.attempts if current else 0),
-                "started_at": record.started_at or (current.started_at if current else None),
-            })
             conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)) WHERE run_id = ?",
                          (path, done.model_dump_json(), run_id))
             return True
@@ -420,12 +410,12 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             record = run.stages.get(stage) or StageRecord()
             if record.status == "done":
                 return None, None
-            record = record.model_copy(update={"status": "failed", "error": error, "finished_at": c.utc(now)})
+            record = record.model_copy(update=c.failed_fields(error, now))
             return run.model_copy(update={"stages": {**run.stages, stage: record}}), None
 
         self._modify_run(run_id, change)
 
-    def _release(self, conn: sqlite3.Connection, run: FormationRun, watermark: bool) -> None:
+    def release_claim(self, conn: sqlite3.Connection, run: FormationRun, watermark: bool) -> None:
         session = self._session(conn, run.session_id)
         if session is None:
             return
@@ -435,14 +425,14 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         if session.active_run_id == run.run_id:
             update.update(active_run_id=None, lease_expires_at=None)
         if update:
-            self._put_session(conn, session.model_copy(update=update))
+            self.put_session_row(conn, session.model_copy(update=update))
 
     def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
         def change(conn, run):
             if run.status == "done":
                 return None, False
-            self._release(conn, run, watermark=True)
-            self._bump(conn, run.agent_id, changed_scope_keys)
+            self.release_claim(conn, run, watermark=True)
+            self.bump_stamps(conn, run.agent_id, changed_scope_keys)
             return run.model_copy(update={
                 "status": "done", "finished_at": c.utc(now), "totals": dict(totals),
                 "lease_expires_at": None, "error": None,
@@ -454,7 +444,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         def change(conn, run):
             if run.status == "done":
                 return None, None
-            self._release(conn, run, watermark=False)
+            self.release_claim(conn, run, watermark=False)
             return run.model_copy(update={
                 "status": "dead" if dead else "failed", "error": error, "lease_expires_at": None,
                 "finished_at": c.utc(now),
@@ -481,7 +471,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
                 "lease_expires_at": until, "finished_at": None,
             })
             if session is not None:
-                self._put_session(conn, session.model_copy(update={"active_run_id": run_id, "lease_expires_at": until}))
+                self.put_session_row(conn, session.model_copy(update={"active_run_id": run_id, "lease_expires_at": until}))
             return reopened, reopened
 
         try:

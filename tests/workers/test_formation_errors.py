@@ -19,7 +19,6 @@ from workers.base import MemoryTask  # noqa: E402
 from pipeline import names  # noqa: E402
 from workers import consolidation as worker_consolidation, formation as worker_formation  # noqa: E402
 from workers.consolidation import consolidate_scope  # noqa: E402
-from workers.formation import guarded  # noqa: E402
 
 from formation_helpers import ALICE_CHAT, facts, make_env, merge_all, reflections  # noqa: E402
 
@@ -35,12 +34,17 @@ class FakeTask:
 
     retry_delay = MemoryTask.retry_delay
     retry_transient = MemoryTask.retry_transient
+    retry_if_left = MemoryTask.retry_if_left
+    _run_stage = MemoryTask._run_stage
 
     def __init__(self, retries: int = 0) -> None:
         self.request = SimpleNamespace(retries=retries, id="t-1")
 
     def retry(self, exc, countdown, max_retries):
         raise Retried(countdown)
+
+
+guarded = MemoryTask.guarded  # the error policy, run on the fake task
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from workers import deps as worker_deps  # noqa: E402
 from workers import ingest, maintenance  # noqa: E402
 from workers.app import app  # noqa: E402
 from workers.base import MemoryTask  # noqa: E402
-from workers.formation import guarded  # noqa: E402
 
 from formation_helpers import ALICE_CHAT, facts, make_env  # noqa: E402
 
@@ -57,6 +56,8 @@ class FakeTask:
 
     retry_delay = MemoryTask.retry_delay
     retry_transient = MemoryTask.retry_transient
+    retry_if_left = MemoryTask.retry_if_left
+    _run_stage = MemoryTask._run_stage
     name = "fake"
 
     def __init__(self, retries: int = 0) -> None:
@@ -64,6 +65,9 @@ class FakeTask:
 
     def retry(self, exc, countdown, max_retries, **_):
         raise Retried(exc)
+
+
+guarded = MemoryTask.guarded  # the error policy, run on the fake task
 
 
 def _message(i: int) -> dict:

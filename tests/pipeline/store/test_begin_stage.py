@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from schemas.documents import StageRecord
 from tests.support.documents import at, message, run
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from schemas.documents import RejectedEvent, StageRecord
 from tests.support.documents import T0, at, message, run
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from pipeline.text import text_hash
 from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent, StageRecord
 from tests.support.documents import T0, at, fact, message, reflection, run

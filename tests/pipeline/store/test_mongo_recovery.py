@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.store import _common as c
 from pipeline.store.mongo import MongoStore
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from schemas.documents import StoredMessage
 from tests.support.documents import at, message, run
 from tests.support.mongo_emulation import emulated_database

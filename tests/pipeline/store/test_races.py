@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from pipeline.store.sqlite import SQLiteStore
 from tests.support.documents import at, fact, message, run
 

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.errors import ConfigurationError
 from pipeline.store import open_store
-from pipeline.store.port import ClaimRule
+from pipeline.trigger import ClaimRule
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 from tests.support.documents import at, fact, message, run

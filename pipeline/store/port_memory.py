@@ -1,0 +1,160 @@
+"""The memory port (design §7): facts, reflections, consolidated blobs, leases, scope stamps
+and context caches.
+
+What formation, consolidation and the read side need; part of ``pipeline.store.port.Store``.
+Methods that apply an effect of a run are idempotent on the run id.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
+
+
+@dataclass(frozen=True)
+class FactCandidate:
+    """A fact as the search side needs it: id, text and vector (for the local search).
+
+    ``embedding`` may be a read-only float32 sequence rather than a ``list`` (adapters load
+    100k of these at once): it supports ``len``, indexing, iteration, truth value, ``==``
+    against a list, and ``np.asarray`` without a per-element copy.
+    """
+
+    fact_id: str
+    scope: str
+    user_id: str | None
+    content: str
+    embedding: list[float] | None
+    formed_at: datetime
+
+
+class MemoryStore(abc.ABC):
+    """What memory holds, and the stamps and caches that follow it."""
+
+    @abc.abstractmethod
+    def insert_fact(self, fact: Fact) -> tuple[bool, str]:
+        """Insert unless a live fact with the same (agent, scope key, hash) or the same
+        ``fact_id`` exists. Returns (inserted, id of the fact that now holds that text). A
+        retired fact never blocks its text: that text comes back as a new fact, and the retired
+        one stays as it was. Racing inserts of one text leave one live fact."""
+
+    @abc.abstractmethod
+    def update_fact(
+        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
+        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
+        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
+    ) -> bool:
+        """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
+        appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
+        (the new text's source message time, default now), which opens the new text's, and
+        ``sources`` (message ids, user ids of the new text) added to the fact's provenance.
+        No-op (False) if ``run_id`` already updated this fact, if the fact is retired, if its
+        version is no longer ``expected_version`` (another run changed it since the decision),
+        or if the new hash already exists in a live fact of its scope key."""
+
+    @abc.abstractmethod
+    def retire_fact(
+        self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
+        expected_version: int | None = None,
+    ) -> bool:
+        """DELETE effect: set ``retired_at`` (and ``valid_to``: when the superseding fact became
+        valid, default now, never before the fact's ``valid_from``) unless already retired or
+        its version is no longer ``expected_version``."""
+
+    @abc.abstractmethod
+    def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...
+
+    @abc.abstractmethod
+    def find_fact_by_hash(self, agent_id: str, scope_key: str, hash: str) -> Fact | None:
+        """The live fact holding that text (a retired one is no longer known)."""
+
+    @abc.abstractmethod
+    def search_candidates(
+        self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None
+    ) -> list[FactCandidate]:
+        """Every live (not retired) fact of the agent in these scope keys, with its embedding
+        when ``embedding_model`` matches (``None``: any model, embedding omitted). The local
+        search caches the result per (agent, scope keys), invalidated by the scope stamps."""
+
+    @abc.abstractmethod
+    def recent_facts(
+        self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
+        include_retired: bool = False,
+    ) -> list[Fact]:
+        """Live facts (and retired ones with ``include_retired``) whose latest change
+        (``updated_at``) is at or after ``since``, latest change first, at most ``limit``
+        (None: all)."""
+
+    @abc.abstractmethod
+    def recent_fact_ids(
+        self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int
+    ) -> list[str]:
+        """Ids of the live facts of one scope key whose vector is of ``embedding_model``, formed
+        at or after ``since``, newest first, at most ``limit``. An ordinary indexed query: it
+        sees a write at once, which an eventually consistent search index does not (dedup
+        reads its own recent writes through it)."""
+
+    @abc.abstractmethod
+    def record_fact_access(self, fact_ids: Sequence[str], now: datetime) -> None:
+        """``access_count`` + 1 and ``last_accessed_at`` = now on each hit."""
+
+    @abc.abstractmethod
+    def list_facts(
+        self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    def count_facts(self, agent_id: str, scope_key: str) -> int: ...
+
+    @abc.abstractmethod
+    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
+        """Insert those whose ``reflection_id`` is new; returns how many were new."""
+
+    @abc.abstractmethod
+    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
+        """Buffered reflections, oldest first."""
+
+    @abc.abstractmethod
+    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]: ...
+
+    @abc.abstractmethod
+    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
+        """Exactly these, if not yet absorbed: ``absorbed``, ``absorbed_at``, ``consolidated_into``."""
+
+    @abc.abstractmethod
+    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]: ...
+
+    @abc.abstractmethod
+    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None: ...
+
+    @abc.abstractmethod
+    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
+        """Compare-and-set on ``version``: write ``blob`` only if the stored version is
+        ``expected_version`` (0 = no blob yet). False if another consolidation got there."""
+
+    @abc.abstractmethod
+    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+        """A named lease (one consolidation per scope key, ...): True if ``holder`` now holds it
+        (free, expired, or already held by ``holder``)."""
+
+    @abc.abstractmethod
+    def release_lease(self, name: str, holder: str) -> None: ...
+
+    @abc.abstractmethod
+    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None: ...
+
+    @abc.abstractmethod
+    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        """Current stamp per scope key (0 when never bumped)."""
+
+    @abc.abstractmethod
+    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None: ...
+
+    @abc.abstractmethod
+    def put_cached_context(self, cached: CachedContext) -> None: ...
