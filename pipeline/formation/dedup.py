@@ -303,14 +303,13 @@ def resolve(
             decide(Decision(fact.index, "NONE", "same_run_duplicate"))
         elif d.action in ("ADD", "NONE"):
             decide(Decision(fact.index, d.action, "llm"))
-        elif existing in touched:
-            decide(Decision(fact.index, "ADD", "existing_already_changed"))
         elif d.action == "UPDATE" and word_count(d.text or "") > word_limit:
             out.update_over_limit += 1
             decide(Decision(fact.index, "ADD", "update_over_limit"))
         elif existing in same_run:
-            decide(_on_same_run(out, position, same_run[existing], fact.index, d, existing))
-            touched.add(existing)  # type: ignore[arg-type]
+            decide(_on_same_run(out, position, same_run, fact.index, d, existing))
+        elif existing in touched:
+            decide(Decision(fact.index, "ADD", "existing_already_changed"))
         else:
             touched.add(existing)  # type: ignore[arg-type]
             text = " ".join((d.text or "").split()) if d.action == "UPDATE" else None
@@ -324,13 +323,19 @@ def _named(batch: DedupBatch, alias: int) -> list[tuple[int, str]]:
 
 
 def _on_same_run(
-    out: Resolved, position: Mapping[int, int], earlier: int, later: int, d: FactDecision, earlier_id: str,
+    out: Resolved, position: Mapping[int, int], same_run: Mapping[str, int], later: int, d: FactDecision,
+    earlier_id: str,
 ) -> Decision:
     """The later fact's decision when the model's UPDATE or DELETE names an earlier fact of the
-    same run; the earlier fact's decision changes with it when it was to be added as said."""
-    at = position[earlier]
-    previous = out.decisions[at]
-    if previous.action != "ADD" or previous.text is not None:
+    same run; the earlier fact's decision changes with it when it is to be added (as said, or
+    merged). A fact already merged into another one stands for that one: a third value of a
+    slot ("lives in Lyon", "Porto", "Nice") merges into what the first two became."""
+    previous = out.decisions[position[same_run[earlier_id]]]
+    while previous.reason == "merged_into_same_run" and previous.existing_id in same_run:
+        earlier_id = previous.existing_id
+        previous = out.decisions[position[same_run[earlier_id]]]
+    earlier, at = previous.index, position[previous.index]
+    if previous.action != "ADD" or (previous.text is not None and previous.reason != "merged_same_run"):
         return Decision(later, "ADD", "same_run_not_added")
     if d.action == "UPDATE":
         out.same_run["merged"] += 1
