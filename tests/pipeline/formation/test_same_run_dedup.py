@@ -122,3 +122,18 @@ def test_three_values_of_one_slot_in_one_run_leave_only_the_last_live(env):
     assert [f.content for f in env.live_facts()] == ["U-1 lives in Nice"]
     assert _same_run(env, run_id)["merged"] == 2
 
+
+
+def test_two_corrections_of_a_stored_fact_in_one_run_leave_only_the_last_live(env):
+    """"Lyon" stored; then "Porto" and "Nice" in one conversation both UPDATE it: the later
+    statement carries the update, so Porto does not stay live beside Nice."""
+    env.llm = OfflineLLM(env.settings)
+    first = env.new_run([("user", "u-1", "I live in Lyon.")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(first, env)
+    run_id = env.new_run([("user", "u-1", f"I live in {city}.") for city in ("Porto", "Nice")], session_id="s-2")
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(run_id, env)
+    assert [f.content for f in env.live_facts()] == ["U-1 lives in Nice"]
+    [fact] = env.live_facts()
+    assert [h.content for h in fact.history] == ["U-1 lives in Lyon"]
