@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pipeline.formation.secrets import SecretGuard
@@ -198,8 +198,9 @@ class MemoryGuarantees(RuleBasedStateMachine):
     # ---- rules --------------------------------------------------------------------------
     @initialize(via=st.integers(0, 1))
     def first_sessions(self, via):
-        """Two one-to-one sessions and a group, so that people can talk from the first step."""
-        for session_id, users in (("s-ana", ["user-ana"]), ("s-ben", ["user-ben"]),
+        """One-to-one sessions (Ana on two devices at once) and a group, so that people can
+        talk from the first step."""
+        for session_id, users in (("s-ana", ["user-ana"]), ("s-ana-phone", ["user-ana"]), ("s-ben", ["user-ben"]),
                                   ("g-team", ["user-ana", "user-ben", "user-cid"])):
             self.model.sessions[session_id] = SessionModel(users)
         self.stack.services[via].on_session_start(session_id="g-team", user_ids=["user-ana", "user-ben", "user-cid"])
@@ -240,6 +241,12 @@ class MemoryGuarantees(RuleBasedStateMachine):
     @rule(data=st.data(), kind=st.sampled_from(KINDS), via=st.integers(0, 1))
     def say_in_group(self, data, kind, via):
         self._say(data, kind, via, [s for s in self._open_sessions() if len(self.model.sessions[s].users) > 1])
+
+    @precondition(lambda self: any(len(self.model.sessions[s].users) == 1 for s in self._open_sessions()))
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def move_house(self, data, via):
+        """"I live in <city>" in a one-to-one session: a correction of the last one said."""
+        self._say(data, "city", via, [s for s in self._open_sessions() if len(self.model.sessions[s].users) == 1])
 
     def _say(self, data, kind, via, sessions):
         session_id = data.draw(st.sampled_from(sessions))
@@ -486,6 +493,8 @@ def _traces(dump: dict, user: str) -> list[str]:
 
 MemoryGuarantees.TestCase.settings = settings(
     max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+    # explain traces every line of a failing example again: minutes here, past the test timeout
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     derandomize=bool(os.environ.get("CI")),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
 )
