@@ -5,7 +5,8 @@
   apart: they keep a recorded reason and only an operator's replay picks them up);
 - ``messages_unformed``: stored messages inside no ``done`` run's range;
 - ``duplicate_facts``: extra live facts with the same (agent, scope key, normalized-text hash), or
-  more facts from a run than it planned to insert, plus the same run's UPDATE applied twice
+  more facts from a run than it planned to insert (its insert effects and the facts its effect
+  notes say it added instead of an UPDATE), plus the same run's UPDATE applied twice
   to one fact;
 - ``duplicate_reflections``: extra reflections of one run with the same text in one scope key;
 - ``lost_reflections``: reflections a done run's extract_reflections stage produced that are
@@ -64,6 +65,8 @@ def audit(store) -> dict[str, Any]:
         decide = run.stages.get("decide_facts")
         planned[run.run_id] = sum(1 for e in ((decide.output or {}).get("effects", []) if decide else [])
                                   if e.get("op") == "insert")
+        # an UPDATE that could not apply as decided adds its fact instead (effect notes)
+        planned[run.run_id] += sum(1 for n in run.effect_notes if n.get("added"))
     from_run = Counter(f.source_run_id for f in facts if f.source_run_id in planned)
     applied_twice = sum(max(0, n - planned[run_id]) for run_id, n in from_run.items())
     dup_facts = max(dup_facts, applied_twice)

@@ -276,8 +276,9 @@ def resolve(
     - an exact duplicate (same hash in the scope key) is NONE, without the LLM;
     - a fact without candidates (or with dedup off) is ADD;
     - an UPDATE whose merged text is over the word limit is dropped (counted) and the new fact
-      ADDed instead; one existing fact is changed at most once per run (a later UPDATE/DELETE
-      of the same fact becomes an ADD), so nothing is lost;
+      ADDed instead; one existing fact is changed at most once per run: of two UPDATEs of it
+      the later carries the update and the earlier is merged into it (``_on_changed``), any
+      other later UPDATE/DELETE of the same fact becomes an ADD, so nothing is lost;
     - ``same_run`` maps the candidate ids that stand for earlier new facts of this run to their
       index: a decision naming one acts on that fact's decision (see the module docstring).
     """
@@ -285,7 +286,7 @@ def resolve(
     by_index = {idx: alias for alias, idx in enumerate(batch.indexes)}
     out = Resolved([])
     position: dict[int, int] = {}   # new fact index -> its place in out.decisions
-    touched: set[str] = set()
+    touched: dict[str, int] = {}   # stored fact id -> the new fact index whose decision changes it
 
     def decide(decision: Decision) -> None:
         position[decision.index] = len(out.decisions)
@@ -306,19 +307,37 @@ def resolve(
             decide(Decision(fact.index, "NONE", "same_run_duplicate"))
         elif d.action in ("ADD", "NONE"):
             decide(Decision(fact.index, d.action, "llm"))
-        elif existing in touched:
-            decide(Decision(fact.index, "ADD", "existing_already_changed"))
         elif d.action == "UPDATE" and word_count(d.text or "") > word_limit:
             out.update_over_limit += 1
             decide(Decision(fact.index, "ADD", "update_over_limit"))
         elif existing in same_run:
-            decide(_on_same_run(out, position, same_run[existing], fact.index, d, existing))
-            touched.add(existing)  # type: ignore[arg-type]
+            decide(_on_same_run(out, position, same_run, fact.index, d, existing))
+        elif existing in touched:
+            decide(_on_changed(out, position, touched, fact.index, d, existing))
         else:
-            touched.add(existing)  # type: ignore[arg-type]
+            touched[existing] = fact.index  # type: ignore[index]
             text = " ".join((d.text or "").split()) if d.action == "UPDATE" else None
             decide(Decision(fact.index, d.action, "llm", existing, text))
     return out
+
+
+def _on_changed(
+    out: Resolved, position: Mapping[int, int], touched: dict[str, int], later: int, d: FactDecision,
+    existing_id: str,
+) -> Decision:
+    """A second decision of the run about one stored fact (its effects are applied once per
+    run). Two UPDATEs: the later statement carries the update (its text, said last) and the
+    earlier one is merged into it, so that no superseded value of a slot stays live ("lives in
+    Lyon" stored, then "Porto" and "Nice" in one conversation). Otherwise the later fact is
+    added as said."""
+    at = position[touched[existing_id]]
+    previous = out.decisions[at]
+    if d.action != "UPDATE" or previous.action != "UPDATE":
+        return Decision(later, "ADD", "existing_already_changed")
+    out.same_run["merged"] += 1
+    out.decisions[at] = Decision(previous.index, "NONE", "merged_into_later_update", existing_id)
+    touched[existing_id] = later
+    return Decision(later, "UPDATE", "llm", existing_id, " ".join((d.text or "").split()))
 
 
 def _named(batch: DedupBatch, alias: int) -> list[tuple[int, str]]:
@@ -327,13 +346,19 @@ def _named(batch: DedupBatch, alias: int) -> list[tuple[int, str]]:
 
 
 def _on_same_run(
-    out: Resolved, position: Mapping[int, int], earlier: int, later: int, d: FactDecision, earlier_id: str,
+    out: Resolved, position: Mapping[int, int], same_run: Mapping[str, int], later: int, d: FactDecision,
+    earlier_id: str,
 ) -> Decision:
     """The later fact's decision when the model's UPDATE or DELETE names an earlier fact of the
-    same run; the earlier fact's decision changes with it when it was to be added as said."""
-    at = position[earlier]
-    previous = out.decisions[at]
-    if previous.action != "ADD" or previous.text is not None:
+    same run; the earlier fact's decision changes with it when it is to be added (as said, or
+    merged). A fact already merged into another one stands for that one: a third value of a
+    slot ("lives in Lyon", "Porto", "Nice") merges into what the first two became."""
+    previous = out.decisions[position[same_run[earlier_id]]]
+    while previous.reason == "merged_into_same_run" and previous.existing_id in same_run:
+        earlier_id = previous.existing_id
+        previous = out.decisions[position[same_run[earlier_id]]]
+    earlier, at = previous.index, position[previous.index]
+    if previous.action != "ADD" or (previous.text is not None and previous.reason != "merged_same_run"):
         return Decision(later, "ADD", "same_run_not_added")
     if d.action == "UPDATE":
         out.same_run["merged"] += 1

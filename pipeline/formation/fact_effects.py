@@ -14,6 +14,11 @@ UPDATE: the effect carries the version decided on): the update adds the new fact
 instead of overwriting the other run's text, and the delete leaves the other run's text live
 and adds its new fact. Each case is noted on the run (``effect_notes``: ``update_of_retired``,
 ``delete_of_retired``, ``update_of_changed``, ``delete_of_changed``).
+
+An UPDATE whose new statement was said before the stored text became valid (an older
+statement formed late, its session formed after the correction's) changes nothing live: the
+newer stored text stays, and the older one is added as a past version, retired and valid until
+the stored one (``update_of_newer``), so ``as_of`` still finds it.
 """
 
 from __future__ import annotations
@@ -68,6 +73,16 @@ def apply(
                 note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
         elif effect["op"] == "update":
+            newer = _said_later(store, effect["fact_id"], said_at(index))
+            if newer is not None:
+                # an older statement formed late (its session formed after the correction's):
+                # the stored text stays; this one is kept as a past version, valid until it
+                fact = said[index]
+                added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
+                store.retire_fact(added, now, run.run_id, valid_to=newer)
+                notes.append({"index": index, "fact_id": effect["fact_id"], "note": "update_of_newer",
+                              "added": added})
+                continue
             if store.update_fact(
                 effect["fact_id"], content=effect["text"], hash=effect["hash"],
                 embedding=merged_vector(output, index), embedding_model=model,
@@ -114,6 +129,16 @@ def _said_at(
         return min(created, now) if created is not None else now
 
     return at
+
+
+def _said_later(store: Store, fact_id: str, said: datetime) -> datetime | None:
+    """When the live fact an UPDATE names became valid, if that is after ``said`` (the new
+    statement's time): the stored text is the newer one. None otherwise."""
+    found = store.get_facts([fact_id])
+    fact = found[0] if found else None
+    if fact is None or fact.retired_at is not None or fact.valid_from is None:
+        return None
+    return fact.valid_from if fact.valid_from > said else None
 
 
 def _changed_meanwhile(store: Store, run: FormationRun, effect: dict, action: str) -> dict | None:

@@ -49,7 +49,8 @@ def screening_totals(run: FormationRun) -> dict[str, int]:
     return totals
 
 
-EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed")
+EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed",
+                "update_of_newer")
 
 
 def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
@@ -63,6 +64,8 @@ def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
     if became_adds and "updated" in counts:
         counts["updated"] -= became_adds
         counts["added"] = counts.get("added", 0) + became_adds
+    if counts["update_of_newer"] and "updated" in counts:  # kept as a past version, not live
+        counts["updated"] -= counts["update_of_newer"]
     return counts
 
 

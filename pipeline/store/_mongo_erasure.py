@@ -103,6 +103,9 @@ class MongoErasureMixin:
                 {"$or": [{"agent_id": agent, "scope_key": key} for agent, key in plan.drop_blobs]})
         for agent, keys in plan.changed_keys().items():
             self.bump_scope_versions(agent, keys)
+            # a cached context of this agent may quote a removed item: stale, never served
+            # again, but still a stored copy of what was erased
+            self.col(c.CONTEXTS).delete_many({"agent_id": agent})
 
     def dump_all(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

@@ -143,6 +143,9 @@ class ErasureMixin(SQLiteParts):
                              plan.drop_blobs)
             for agent, keys in plan.changed_keys().items():
                 self.bump_stamps(conn, agent, keys)
+                # a cached context of this agent may quote a removed item: stale, never served
+                # again, but still a stored copy of what was erased
+                conn.execute(f"DELETE FROM {t('contexts')} WHERE json_extract(doc, '$.agent_id') = ?", (agent,))
 
     def dump_all(self) -> dict[str, list[dict]]:
         conn = self.db.conn()

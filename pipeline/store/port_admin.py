@@ -60,7 +60,8 @@ class AdminStore(abc.ABC):
     @abc.abstractmethod
     def erase_memory(self, plan: Plan) -> None:
         """Execute the removal part of a ``pipeline.erasure.Plan``: delete its facts (history
-        with them), reflections and blobs, and move the stamps of the scope keys it changed.
+        with them), reflections and blobs, move the stamps of the scope keys it changed, and
+        delete the cached contexts of every agent it changed (one may quote a removed item).
         Idempotent: what is already gone is skipped."""
 
     @abc.abstractmethod

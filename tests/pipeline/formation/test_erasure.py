@@ -71,6 +71,17 @@ def test_a_one_to_one_detail_stored_as_agent_memory_is_gone_for_everyone_after_f
     assert traces(env.store.dump_all(), GONE) == []
 
 
+def test_no_cached_context_of_another_user_keeps_quoting_what_was_erased(env):
+    _chat(env, GONE, "s-gone", "We booked Quokka Hall for the venue", agent_fact=["The venue is Quokka Hall"])
+    assert "Quokka" in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)  # cached
+
+    _erase(env)
+
+    # stale, it would not be served; but the erased detail must not stay stored in it either
+    assert "Quokka" not in json.dumps(env.store.dump_all(), default=str)
+    assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)
+
+
 def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(env):
     _chat(env, GONE, "s-gone", "Quokka Hall parking is awful", agent_reflection=["Quokka Hall has poor parking"])
     _chat(env, KEPT, "s-kept", "Please keep budget notes short", agent_reflection=["Keep budget notes short"])

@@ -118,3 +118,26 @@ def test_as_of_must_be_a_timezone_aware_datetime(env, bad):
 def test_as_of_is_keyword_only(env):
     with pytest.raises(TypeError):
         _service(env).search_facts("x", datetime.now(timezone.utc), **ALICE)
+
+
+def test_a_statement_formed_after_its_correction_does_not_replace_it_and_stays_readable_as_of_then(env):
+    """Two sessions of one user: Lyon said first in one, Porto a day later in the other, whose
+    run forms first (it ended; the first is swept later). The late UPDATE carries the older
+    statement: Porto stays live, Lyon is recorded as a past version, valid until Porto."""
+    env.add_messages([("user", "u-1", "I live in Lyon."), ("assistant", None, "Noted.")], session_id="s-old")
+    said_lyon = env.clock.now() - timedelta(seconds=1)
+    env.clock.advance(days=1)
+    _form(env, "I live in Porto.", PORTO)
+    env.llm.on("extract_facts", facts(("user", LYON)), times=1)
+    env.llm.on("decide_facts", decisions((0, "UPDATE", 0, LYON)), times=1)
+    late = env.claim(session_id="s-old")
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        assert stage(late, env) is not None
+
+    assert [f.content for f in env.live_facts()] == [PORTO]
+    [past] = [f for f in env.all_facts() if f.content == LYON]
+    assert past.retired_at is not None and past.valid_from == said_lyon and past.valid_to == _said_at(env, "run-1")
+    assert env.store.get_run(late).effect_notes[0]["note"] == "update_of_newer"
+    service = _service(env)
+    assert LYON in service.get_memory_context(as_of=said_lyon + timedelta(hours=1), **ALICE)
+    assert PORTO in service.get_memory_context(**ALICE) and LYON not in service.get_memory_context(**ALICE)

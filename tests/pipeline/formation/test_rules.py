@@ -97,11 +97,13 @@ def test_decisions_become_idempotent_effects():
     decided = dedup.validate(decisions((0, "UPDATE", 0, "merged"), (1, "UPDATE", 0, "again"), (2, "NONE"),
                                        (3, "ADD")), batch)
     resolved = dedup.resolve(new, {4: "f9"}, batch, decided, 30)
+    # the second UPDATE of f1 carries the update (said last); the first is merged into it
     assert [(d.action, d.reason) for d in resolved.decisions] == [
-        ("UPDATE", "llm"), ("ADD", "existing_already_changed"), ("NONE", "llm"), ("ADD", "llm"), ("NONE", "exact")]
+        ("NONE", "merged_into_later_update"), ("UPDATE", "llm"), ("NONE", "llm"), ("ADD", "llm"), ("NONE", "exact")]
     effects = dedup.plan_effects("run-7", new, resolved.decisions)
-    assert [(e["op"], e["fact_id"]) for e in effects] == [("update", "f1"), ("insert", "run-7:1"), ("insert", "run-7:3")]
-    assert dedup.action_counts(resolved.decisions) == {"added": 2, "updated": 1, "deleted": 0, "none": 2}
+    assert [(e["op"], e["fact_id"], e.get("text")) for e in effects] == [
+        ("update", "f1", "again"), ("insert", "run-7:3", "a3")]
+    assert dedup.action_counts(resolved.decisions) == {"added": 1, "updated": 1, "deleted": 0, "none": 3}
 
 
 def test_delete_retires_then_inserts_and_an_over_long_update_becomes_an_add():

@@ -110,3 +110,30 @@ def test_offline_providers_keep_one_fact_of_a_repeated_statement(env):
     assert len(extracted) == 2, extracted  # the rules extract both statements
     assert len([f for f in env.live_facts() if "Lyon" in f.content]) == 1
     assert sum(_same_run(env, run_id).values()) == 1
+
+
+def test_three_values_of_one_slot_in_one_run_leave_only_the_last_live(env):
+    """"I live in Lyon", then "Porto", then "Nice" in one conversation: the second merges into
+    the first, and the third must merge into that merged fact too, not be added beside it."""
+    env.llm = OfflineLLM(env.settings)
+    run_id = env.new_run([("user", "u-1", f"I live in {city}.") for city in ("Lyon", "Porto", "Nice")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(run_id, env)
+    assert [f.content for f in env.live_facts()] == ["U-1 lives in Nice"]
+    assert _same_run(env, run_id)["merged"] == 2
+
+
+
+def test_two_corrections_of_a_stored_fact_in_one_run_leave_only_the_last_live(env):
+    """"Lyon" stored; then "Porto" and "Nice" in one conversation both UPDATE it: the later
+    statement carries the update, so Porto does not stay live beside Nice."""
+    env.llm = OfflineLLM(env.settings)
+    first = env.new_run([("user", "u-1", "I live in Lyon.")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(first, env)
+    run_id = env.new_run([("user", "u-1", f"I live in {city}.") for city in ("Porto", "Nice")], session_id="s-2")
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(run_id, env)
+    assert [f.content for f in env.live_facts()] == ["U-1 lives in Nice"]
+    [fact] = env.live_facts()
+    assert [h.content for h in fact.history] == ["U-1 lives in Lyon"]
