@@ -18,8 +18,8 @@ quarter of them, unrelated. For each side, in one run:
   rescore's candidates.
 
 usearch is not a dependency of the project (``pip install usearch`` to run this); nothing
-shipped uses it. usearch's numkong library breaks simsimd's int8 ``cdist`` when it is imported
-first, so the two could not share a process as they are (this bench imports simsimd first). The last line printed is one JSON object, with the load average.
+shipped uses it. importing usearch before simsimd makes simsimd's int8 ``cdist`` refuse its
+inputs, so the two could not share a process as they are (this bench imports simsimd first). The last line printed is one JSON object, with the load average.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.facts < 100 or args.queries < 1:
         parser.error(f"--facts must be >= 100 and --queries >= 1, got {args.facts} and {args.queries}")
-    # simsimd first: imported after usearch (whose numkong library exports the same symbols),
-    # simsimd's cdist refuses int8 inputs ("Input tensors must have matching datatypes")
+    # simsimd first: imported after usearch (2.26.6, numkong 7.8.6), simsimd's cdist refuses
+    # int8 inputs ("Input tensors must have matching datatypes")
     import simsimd  # noqa: F401
 
     try:
