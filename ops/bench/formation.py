@@ -17,6 +17,9 @@ four session reflections (a consolidation); every stage is its own task.
   each: ``spans_off`` (no ``OTEL_*``: the OpenTelemetry API is a no-op) and ``spans_on`` (the
   worker exports every span over OTLP/HTTP to a local sink, as to a collector), with
   ``spans_on_minus_off`` and the load average beside them.
+- ``--processes N``: scale-out. One ingest worker and N worker processes on the formation and
+  consolidation queues (as ``docker compose --scale worker-formation=N`` runs them), measured
+  at N = 1 and at N side by side in one run (spans off); worker CPU is summed over the N.
 The clock of the batch starts when its first start is published (the claims are made before, as
 a session end makes them); an unmeasured batch of ``--warmup`` sessions runs first, so the pool
 threads exist already with their connections, as in a long-lived worker. The last line is one
@@ -86,6 +89,7 @@ from workers.dispatch import send
 
 AGENT = "bench-agent"
 QUEUES = ("ingest", "formation", "consolidation")
+INGEST_QUEUES, FORMATION_QUEUES = QUEUES[:1], QUEUES[1:]
 
 
 def seed(store: SQLiteStore, users: list[str], dim: int) -> None:
@@ -217,7 +221,7 @@ class OtlpSink:
         self.server.shutdown()
 
 
-def measure(args: argparse.Namespace, say, *, traced: bool) -> dict:
+def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) -> dict:
     """One sitting of the benchmark on a fresh Redis, store and worker; ``traced``: the worker
     exports its spans (OTLP over HTTP to a local sink), else the OpenTelemetry API is a no-op."""
     sink = OtlpSink() if traced else None
@@ -233,15 +237,28 @@ def measure(args: argparse.Namespace, say, *, traced: bool) -> dict:
         together = [f"together-{i}" for i in range(args.sessions)]
         warmup = [f"warmup-{i}" for i in range(args.sessions if args.warmup < 0 else args.warmup)]
         seed(store, [f"u-{s}" for s in alone + warmup + together], settings.hashing_embedding_dim)
-        worker = WorkerProcess(
-            broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
-            log_file=tmp_path / "worker.log", queues=QUEUES, pool=args.pool,
-            concurrency=args.concurrency or max(16, 2 * args.sessions), app="ops.bench.formation_app", loglevel="WARNING",
-            extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
-                       "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env},
-        )
+        def start_worker(name: str, queues: tuple[str, ...], concurrency: int) -> WorkerProcess:
+            return WorkerProcess(
+                broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
+                log_file=tmp_path / f"{name}.log", queues=queues, pool=args.pool, concurrency=concurrency,
+                app="ops.bench.formation_app", loglevel="WARNING",
+                extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
+                           "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env},
+            )
+
+        # one worker process on every queue, or (``processes``) one ingest worker and that many
+        # on the formation and consolidation queues, as ``--scale worker-formation=N`` runs them
+        if processes:
+            ingest = start_worker("worker-ingest", INGEST_QUEUES, 4)
+            workers = [ingest] + [start_worker(f"worker-formation-{i}", FORMATION_QUEUES,
+                                               args.concurrency or max(16, 2 * args.sessions))
+                                  for i in range(processes)]
+            forming = workers[1:]
+        else:
+            workers = forming = [start_worker("worker", QUEUES, args.concurrency or max(16, 2 * args.sessions))]
         try:
-            worker.wait_ready()
+            for w in workers:
+                w.wait_ready()
             from ops.bench._harness import producer_app
             from workers.producer import CeleryPublisher, publish_messages
 
@@ -258,10 +275,10 @@ def measure(args: argparse.Namespace, say, *, traced: bool) -> dict:
             if warmup:  # a long-lived worker's pool threads exist already, each with its connections
                 start_formations(store, app, warmup, settings.claim_lease_s)
                 wait_done(store, warmup, 300)
-            cpu_before = cpu_s(worker.pid)
+            cpu_before = sum(cpu_s(w.pid) for w in forming)
             first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
             group_runs = wait_done(store, together, 300)
-            worker_cpu = cpu_s(worker.pid) - cpu_before
+            worker_cpu = sum(cpu_s(w.pid) for w in forming) - cpu_before
             say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
                 statistics.median(wall_s(r) for r in group_runs) * 1000,
                 statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
@@ -271,10 +288,12 @@ def measure(args: argparse.Namespace, say, *, traced: bool) -> dict:
                     say(r.run_id, trace(r, t0))
             publisher.close()
         except Exception:
-            print(worker.log_text()[-3000:], file=sys.stderr)
+            for w in workers:
+                print(w.log_text()[-3000:], file=sys.stderr)
             raise
         finally:
-            worker.stop()  # flushes the spans still batched
+            for w in workers:
+                w.stop()  # flushes the spans still batched
             store_runs = store.list_runs(agent_id=AGENT, limit=1000)
             store.close()
             redis.stop()
@@ -305,6 +324,8 @@ def measure(args: argparse.Namespace, say, *, traced: bool) -> dict:
         "min_dedup_llm_calls": dedup_calls,
         "min_consolidations": consolidations,
     }
+    if processes:
+        result["formation_processes"] = processes
     if sink is not None:
         result["otlp_exports"] = {"requests": sink.requests, "bytes": sink.bytes}
     say(f"spans {'on' if traced else 'off'}: overhead_ratio {result['overhead_ratio']} (aim <= 1.05), "
@@ -324,8 +345,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=0, help="worker slots (default 2 x sessions)")
     parser.add_argument("--spans", choices=["off", "on", "both"], default="both",
                         help="trace the worker (OTLP to a local sink): off, on, or both side by side (default)")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="N worker processes on the formation and consolidation queues (plus one on ingest), "
+                             "measured beside N = 1 in the same run, spans off (default: one worker on every queue)")
     args = parser.parse_args(argv)
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr))
+    if args.processes < 0:
+        parser.error(f"--processes must be >= 1, got {args.processes}")
+    if args.processes:
+        counts = sorted({1, args.processes})
+        result = {f"processes_{n}": measure(args, say, traced=False, processes=n) for n in counts}
+        result["cores"] = os.cpu_count()
+        result["load_average"] = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps(result))
+        return 0
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.spans]
     sittings = {("spans_on" if traced else "spans_off"): measure(args, say, traced=traced) for traced in modes}
     if len(sittings) == 1:

@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         for key, value in result.items():
             print(f"{key:>20}: {value}")
+    result["load_average"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(result))
     return 0
 
