@@ -1,4 +1,4 @@
-"""The memory guarantees of SPEC §11, held together by one stateful property test.
+"""The memory guarantees of design §11, held together by one stateful property test.
 
 A Hypothesis ``RuleBasedStateMachine`` drives the whole pipeline (``tests/properties/stack.py``:
 the real SQLite store, ingest, formation stages, sweeps and ``forget-user``; the offline LLM,
@@ -35,8 +35,8 @@ the store:
    runs than it has ends.
 5. No secret is stored in facts (history included), reflections, blobs or what a run
    formed (its extracted facts, decided texts and reflections), and no stored text of facts,
-   reflections and blobs matches the secret guard. Messages keep the raw text by design (SPEC
-   §11: only derived memory is screened), and so do the source excerpts ``embed_facts`` keeps
+   reflections and blobs matches the secret guard. Messages keep the raw text by design
+   (design §11: only derived memory is screened), and so do the source excerpts ``embed_facts`` keeps
    on the run (lines of the conversation, for provenance): neither is checked.
 
 Budget: ``MEMORY_PROPERTY_EXAMPLES`` (default 40) examples of up to ``MEMORY_PROPERTY_STEPS``
@@ -192,7 +192,7 @@ class MemoryGuarantees(RuleBasedStateMachine):
             {"message_id": f"m{n}r", "role": "assistant", "content": "Noted."},
         ], session_id=session_id)
         self.model.sessions[session_id].messages += 2
-        # a message after the end reopens the session (SPEC §11)
+        # a message after the end reopens the session (design §11)
         self.model.sessions[session_id].ended = False
 
     # ---- rules --------------------------------------------------------------------------
