@@ -1,6 +1,7 @@
 """Latency of ``search_facts`` and of the memory context at 100k facts per agent.
 
     python -m ops.bench.search --facts 100000 --json [--store sqlite|mongo|both]
+    python -m ops.bench.search --cache-sweep [--agents 50 --agent-facts 20000]
 
 The target agent holds ``--facts`` facts visible to (agent, user U0): agent-scoped ones plus
 U0's own; they sit among at least 3x as many others (the same agent's other users, and two
@@ -330,6 +331,53 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     }
 
 
+def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:
+    """The segment cache under more agents than it can hold: ``n_agents`` agents of
+    ``per_agent`` facts each are searched in turn, twice round, by one search instance with the
+    shipped ``MEMORY_SEARCH_CACHE_MB``. Reports the bytes the cache holds and the process RSS
+    after every search, so the bound is seen holding (or not) while segments are evicted."""
+    from pipeline.search import open_search
+    from pipeline.store.sqlite import SQLiteStore
+
+    rng, nrng = random.Random(seed), np.random.default_rng(seed)
+    words = _vocabulary(rng)
+    layout = [(f"agent-{i}", "agent", per_agent) for i in range(n_agents)]
+    tmp = tempfile.TemporaryDirectory()
+    settings = Settings(_env_file=None)
+    store = SQLiteStore(str(Path(tmp.name) / "bench.db"))
+    store.create_indexes()
+    t0 = time.perf_counter()
+    _load_sqlite(store, _facts(layout, words, rng, nrng, vectors_for_others=True))
+    load_s = time.perf_counter() - t0
+    search = open_search(store, settings)
+    table = {"": _unit(nrng, 1)[0]}
+    queries = [" ".join(rng.sample(words, 3)) for _ in range(2 * n_agents)]
+    table.update({q: _unit(nrng, 1)[0] for q in queries})
+    embedder = LookupEmbedder(table)
+    rss_start = _rss_mb()
+    held, rss, search_ms = [], [], []
+    for i, query in enumerate(queries):
+        agent = f"agent-{i % n_agents}"
+        service = MemoryService(agent, settings=settings, store=store, search=search, embedder=embedder,
+                                clock=FrozenClock(NOW))
+        t = time.perf_counter()
+        service.search_facts(query, session_id="s0", user_id=USER)
+        search_ms.append((time.perf_counter() - t) * 1000)
+        held.append(search.held_bytes() / 2**20)
+        rss.append(_rss_mb())
+    store.close()
+    tmp.cleanup()
+    return {
+        "agents": n_agents, "facts_per_agent": per_agent, "searches": len(queries),
+        "cache_mb_setting": settings.search_cache_mb, "load_s": round(load_s, 1),
+        "segment_mb": round(held[0], 1), "held_mb_max": round(max(held), 1),
+        "held_mb_end": round(held[-1], 1),
+        "rss_mb_start": round(rss_start, 1), "rss_mb_max": round(max(rss), 1), "rss_mb_end": round(rss[-1], 1),
+        "rss_growth_mb_max": round(max(rss) - rss_start, 1),
+        "search_ms": _pct(search_ms),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="facts visible to the target agent and user")
@@ -339,11 +387,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="facts for the Mongo emulation, which scans every document in Python "
                              "(~3k inserts/s, seconds per query at 300k): 20k keeps the run short")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache-sweep", action="store_true",
+                        help="instead: search --agents agents of --agent-facts facts each in turn, twice, "
+                             "and report the segment cache's bytes and the RSS against MEMORY_SEARCH_CACHE_MB")
+    parser.add_argument("--agents", type=int, default=50, help="agents for --cache-sweep")
+    parser.add_argument("--agent-facts", type=int, default=20_000, help="facts per agent for --cache-sweep")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if args.facts < 100 or args.queries < 10:
         print("search bench: --facts must be >= 100 and --queries >= 10", file=sys.stderr)
         return 2
+    if args.cache_sweep:
+        if args.agents < 1 or args.agent_facts < 100:
+            print("search bench: --agents must be >= 1 and --agent-facts >= 100", file=sys.stderr)
+            return 2
+        out = {"cache_sweep": cache_sweep(args.agents, args.agent_facts, args.seed),
+               "load_average": [round(x, 2) for x in os.getloadavg()]}
+        print(json.dumps(out))
+        return 0
     out: dict = {
         "facts": args.facts, "vectors": f"random unit, {DIM} dims", "thresholds": "production",
         "search_settings": {"cache_mb": Settings(_env_file=None).search_cache_mb,

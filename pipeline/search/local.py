@@ -2,8 +2,8 @@
 
 The candidates of one (agent, scope key, embedding model) are loaded once through
 ``Store.search_candidates`` into a *segment* (``pipeline.search.segment``: unit vectors, exact
-in float32 or scanned in int8 and rescored in float32 when big, and an inverted index with a
-deletion-key vocabulary for typo-tolerant terms). Segments are cached in-process, up to
+in float32 or scanned in int8 and rescored in float32 when big, and a flat inverted index
+whose typo tolerance is computed at query time). Segments are cached in-process, up to
 ``MEMORY_SEARCH_CACHE_MB`` of memory (least recently used go first), one build per segment
 at a time, and rebuilt as soon as the scope's version stamp moves (``Store.get_scope_versions``), so a
 formation, a retirement or an erasure is seen by the next search. A search over several
