@@ -57,6 +57,7 @@ class LockedCollection:
     # ------------------------------------------------------------------ Atlas search --------
     def aggregate(self, pipeline, **kwargs):
         with _LOCK:
+            OUTAGE.before("aggregate")  # a failover fails reads and searches too
             if any(key in _SEARCH_STAGES for stage in pipeline for key in stage):
                 return self.search_catalog.aggregate(list(pipeline))
             return list(self._collection.aggregate(pipeline, **kwargs))

@@ -7,15 +7,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from pymongo.errors import OperationFailure
+from pymongo.errors import AutoReconnect, OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from pipeline.clock import FrozenClock
+from pipeline.errors import StoreUnavailable
 from pipeline.search import atlas
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.mongo import MongoStore
 from tests.support.documents import fact
-from tests.support.mongo_emulation import emulated_database
+from tests.support.mongo_emulation import OUTAGE, emulated_database
 
 DIM = 3
 FACTS = [
@@ -244,3 +245,21 @@ def test_the_emulation_refuses_vector_index_definitions_atlas_refuses(field, mes
     facts = emulated_database()["facts"]
     with pytest.raises(OperationFailure, match=message):
         facts.create_search_index(SearchIndexModel(name="v", type="vectorSearch", definition={"fields": [field]}))
+
+
+def test_a_search_during_a_failover_is_store_unavailable_and_finds_again_after(store):
+    search = atlas.AtlasFactSearch.from_store(store)
+    with OUTAGE.during():
+        for branch in (lambda: search.semantic("a1", ["agent"], "m1", [1.0, 0.0, 0.0], 10, None),
+                       lambda: search.text("a1", ["agent"], "Lisbon", 10, None)):
+            with pytest.raises(StoreUnavailable) as caught:
+                branch()
+            assert isinstance(caught.value.__cause__, (AutoReconnect, OperationFailure))
+    assert [h.fact_id for h in search.text("a1", ["agent"], "Lisbon", 10, None)] == ["f1"]
+
+
+def test_a_bad_query_is_not_taken_for_an_outage(store):
+    search = atlas.AtlasFactSearch(store.col("facts"))
+    with pytest.raises(OperationFailure) as caught:
+        search._run([{"$match": {}}, {"$vectorSearch": {}}])  # a search stage must come first
+    assert not isinstance(caught.value, StoreUnavailable)
