@@ -1,9 +1,9 @@
 """An ANN index (usearch HNSW) against the shipped int8 scan with exact float32 rescore.
 
-    python -m ops.bench.ann [--facts 1000000] [--queries 200] [--json]
+    python -m bench.ann [--facts 1000000] [--queries 200] [--json]
 
 Both sides index the same ``--facts`` random unit vectors (384 dimensions, as
-``ops.bench.search``); each query is a noisy copy of one fact's vector (cosine ~0.9) or, for a
+``bench.search``); each query is a noisy copy of one fact's vector (cosine ~0.9) or, for a
 quarter of them, unrelated. For each side, in one run:
 
 - ``build_s``: the shipped side is ``Segment``'s vector part (int8 codes, per-row scales, the

@@ -1,7 +1,7 @@
-"""Formation benchmark: ``python -m ops.bench.formation [--json] [--latency 0.2] [--sessions 32] [--spans both]``.
+"""Formation benchmark: ``python -m bench.formation [--json] [--latency 0.2] [--sessions 32] [--spans both]``.
 
 A real ``redis-server``, one real worker process (threads pool, every formation queue) built by
-``ops.bench.formation_app`` with a scripted LLM of fixed latency L per call, SQLite, the
+``bench.formation_app`` with a scripted LLM of fixed latency L per call, SQLite, the
 hashing embedder. Each formation has one fact that updates a seeded one (a dedup LLM call) and
 four session reflections (a consolidation); every stage is its own task.
 
@@ -78,8 +78,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ops.bench.formation_app import fact_text
-from ops.procs import RedisServer, WorkerProcess
+from bench.formation_app import fact_text
+from tests.support.procs import RedisServer, WorkerProcess
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
@@ -241,7 +241,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
             return WorkerProcess(
                 broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
                 log_file=tmp_path / f"{name}.log", queues=queues, pool=args.pool, concurrency=concurrency,
-                app="ops.bench.formation_app", loglevel="WARNING",
+                app="bench.formation_app", loglevel="WARNING",
                 extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
                            "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env},
             )
@@ -259,7 +259,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         try:
             for w in workers:
                 w.wait_ready()
-            from ops.bench._harness import producer_app
+            from tests.reliability.scenarios.harness import producer_app
             from workers.producer import CeleryPublisher, publish_messages
 
             app = producer_app(redis.url(0))

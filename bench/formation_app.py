@@ -1,5 +1,5 @@
-"""Bench-only worker bootstrap for ``python -m ops.bench.formation``:
-``celery -A ops.bench.formation_app worker ...`` is ``workers.app`` whose clients are the ones
+"""Bench-only worker bootstrap for ``python -m bench.formation``:
+``celery -A bench.formation_app worker ...`` is ``workers.app`` whose clients are the ones
 from settings except the LLM, a scripted one with a fixed latency per call
 (``BENCH_LLM_LATENCY_S``, default 0.2). Production settings never select it.
 

@@ -1,4 +1,4 @@
-"""Ingest throughput on a real Redis and a real Celery worker: ``python -m ops.bench.ingest --json``.
+"""Ingest throughput on a real Redis and a real Celery worker: ``python -m bench.ingest --json``.
 
 One run measures every path with the same number of producer processes and events:
 
@@ -43,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ops.procs import RedisServer, WorkerProcess
+from tests.support.procs import RedisServer, WorkerProcess
 
 BATCH = 100
 PATHS = ("batch", "raw", "single", "noop")
@@ -225,7 +225,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.ingest", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000, help="events per path (default 10000)")
     parser.add_argument("--producers", type=int, default=4, help="producer processes on every path (default 4)")
     parser.add_argument("--sessions", type=int, default=50, help="sessions the events spread over (default 50)")

@@ -1,6 +1,6 @@
 """Evidence recall of ``search_facts`` over facts formed by the real chain from LoCoMo.
 
-    python -m ops.bench.locomo_formation --data ../shared/data/locomo/dev.json --json
+    python -m bench.locomo_formation --data ../shared/data/locomo/dev.json --json
 
 Each conversation is one agent; its two speakers are users. Every session is published as
 ``message.added`` events through the producer API (``created_at`` = the session's date, one
@@ -12,7 +12,7 @@ decide_facts, extract_reflections, consolidate, finish) on an in-process worker 
 Extraction is answered by one of two providers (``--provider``; both by default):
 
 - ``offline_rules``: the offline rules provider, what ``make demo`` users get;
-- ``observation_replay``: ``ops.bench.observation_replay``, a benchmark stand-in for a good
+- ``observation_replay``: ``bench.observation_replay``, a benchmark stand-in for a good
   extraction model (never a product provider): LoCoMo's own ``observation`` items written
   from the claimed turns. The chain maps each to its source message by provenance.
 
@@ -37,7 +37,7 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
-from ops.bench.locomo_retrieval import _summary, evidence_ids, parse_session_date
+from bench.locomo_retrieval import _summary, evidence_ids, parse_session_date
 from ops.demo import wait_until_idle
 
 PROVIDERS = ("offline_rules", "observation_replay")
@@ -194,7 +194,7 @@ def run_provider(provider: str, samples: list[dict], workdir: Path) -> dict:
     })
     deps = Deps(settings)
     if provider == "observation_replay":
-        from ops.bench.observation_replay import ObservationReplayLLM
+        from bench.observation_replay import ObservationReplayLLM
 
         mapping: dict[str, list[str]] = {}
         for sample in samples:

@@ -1,6 +1,6 @@
 """Evidence recall of ``search_facts`` on LoCoMo (semantic, text and hybrid).
 
-    python -m ops.bench.locomo_retrieval --data ../shared/data/locomo/dev.json --json
+    python -m bench.locomo_retrieval --data ../shared/data/locomo/dev.json --json
 
 Setup: each conversation is its own agent; each dialog turn is one agent-scoped fact whose
 content is ``[<session date>] <speaker>: <text>`` plus ``[image: <caption>]`` when the turn

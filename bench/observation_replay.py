@@ -1,4 +1,4 @@
-"""The observation replay LLM of ``ops.bench.locomo_formation``: a benchmark stand-in, never a
+"""The observation replay LLM of ``bench.locomo_formation``: a benchmark stand-in, never a
 product provider.
 
 It answers ``extract_facts`` with LoCoMo's own ``observation`` items (facts an LLM wrote from

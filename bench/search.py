@@ -1,7 +1,7 @@
 """Latency of ``search_facts`` and of the memory context at 100k facts per agent.
 
-    python -m ops.bench.search --facts 100000 --json [--store sqlite|mongo|both]
-    python -m ops.bench.search --cache-sweep [--agents 50 --agent-facts 20000]
+    python -m bench.search --facts 100000 --json [--store sqlite|mongo|both]
+    python -m bench.search --cache-sweep [--agents 50 --agent-facts 20000]
 
 The target agent holds ``--facts`` facts visible to (agent, user U0): agent-scoped ones plus
 U0's own; they sit among at least 3x as many others (the same agent's other users, and two
@@ -261,7 +261,6 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     else:
         from pipeline.store.mongo import MongoStore
 
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         from tests.support.mongo_emulation import emulated_database
 
         store = MongoStore(emulated_database())

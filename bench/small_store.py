@@ -1,6 +1,6 @@
 """Do small stores find exact terms? Hit rate of ``search_facts`` ranking on 5-, 20- and 100-fact stores.
 
-    python -m ops.bench.small_store --data ../shared/data/locomo/dev.json --json
+    python -m bench.small_store --data ../shared/data/locomo/dev.json --json
 
 Setup: the facts are LoCoMo's ``observation`` items (one sentence each, written from one
 turn), grouped per speaker into stores of N facts in conversation order (each store is its
@@ -33,7 +33,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from ops.bench.locomo_retrieval import evidence_ids, parse_session_date
+from bench.locomo_retrieval import evidence_ids, parse_session_date
 from pipeline.embeddings import open_embedder
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search import scoring

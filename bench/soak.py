@@ -1,7 +1,7 @@
 """Soak: the compose worker layout under a steady producer, watched for leaks.
 
-    python -m ops.bench.soak --minutes 4                 # 20 messages/s over 300 sessions
-    python -m ops.bench.soak --minutes 8 --sample-s 15 --rate 40
+    python -m bench.soak --minutes 4                 # 20 messages/s over 300 sessions
+    python -m bench.soak --minutes 8 --sample-s 15 --rate 40
 
 Runs one worker per queue class as ``docker-compose.yml`` defines them (its pool and
 concurrency; a prefork pool is capped at the machine's cores) and one beat, as real processes
@@ -34,8 +34,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ops.bench._procstat import open_handles, rss_mb
-from ops.procs import REPO_ROOT, RedisServer, WorkerProcess
+from tests.support.procstat import open_handles, rss_mb
+from tests.support.procs import REPO_ROOT, RedisServer, WorkerProcess
 
 #: the LoCoMo development data beside the repository (``shared/`` next to it, or one level up
 #: from a worktree)
@@ -49,7 +49,7 @@ WARM_UP_S = 60.0
 
 def compose_workers(path: Path = REPO_ROOT / "docker-compose.yml") -> list[dict]:
     """(name, queues, pool, concurrency) of each ``worker-*`` service, prefork capped at the cores."""
-    from ops.bench._checks import load_compose
+    from tests.reliability.scenarios.checks import load_compose
 
     out = []
     for name, service in sorted(load_compose(path)["services"].items()):
@@ -152,7 +152,7 @@ def _processes(workers: dict[str, WorkerProcess], beat: subprocess.Popen) -> dic
 
 def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path, workdir: Path,
         warm_up_s: float = WARM_UP_S) -> dict:
-    from ops.bench._harness import producer_app, queues_idle, wait_until
+    from tests.reliability.scenarios.harness import producer_app, queues_idle, wait_until
     from pipeline.store.sqlite import SQLiteStore
     from workers.producer import CeleryPublisher
 
@@ -237,7 +237,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.soak", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=4.0)
     parser.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples")
     parser.add_argument("--rate", type=float, default=20.0, help="messages published per second")

@@ -14,7 +14,7 @@ bounded retries are spent (``keep_message``): it is retried again at the backoff
 again, until the store is back, with an ERROR line each time. A requeue (``Reject``) would
 keep it too, but hands it straight back: a failover answering at once ("not primary") then
 spins the worker through the queue, hundreds of attempts a second in the Mongo scenario of
-``ops.bench.reliability``.
+``bench.reliability``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 kombu's Redis transport takes a message with BRPOP and records it as unacked in a second
 round trip. When Redis dies between the two (seen in the broker-outage scenario of
-``ops.bench.reliability``: the append-only file ends on the RPOP), the stock transport drops a
+``bench.reliability``: the append-only file ends on the RPOP), the stock transport drops a
 message the broker no longer holds: an event the producer was told is accepted is lost.
 Here the consumer waits for the broker to come back and records the delivery then, so the
 message is redelivered by the visibility timeout like any other if the worker later drops it.

@@ -1,7 +1,7 @@
 """Where a new fact was said, and the text its embedding is made of (design §6). Pure.
 
 A fact is embedded as ``retrieval_text(content, excerpt=..., date=...)``, the same treatment
-the LoCoMo retrieval benchmark gives its turns (``ops/bench/locomo_retrieval.py``): the
+the LoCoMo retrieval benchmark gives its turns (``bench/locomo_retrieval.py``): the
 fact joined to its provenance. The content of the fact itself is unchanged.
 
 - Source message: among the claimed messages, the one whose normalized tokens overlap the

@@ -37,7 +37,7 @@ MODEL_DEFAULTS: Mapping[str, ModelDefaults] = MappingProxyType({
     "all-MiniLM-L6-v2-int8": ModelDefaults(
         values=MappingProxyType({"rrf_k": 10}),
         evidence=(
-            "python -m ops.bench.locomo_retrieval --data ../shared/data/locomo/dev.json: hybrid "
+            "python -m bench.locomo_retrieval --data ../shared/data/locomo/dev.json: hybrid "
             "evidence recall@10 0.772 (recall@5 0.663) at RRF k = 10 against 0.688 (0.567) at "
             "k = 60, 495 questions, retrieval texts budgeted in the model's tokens; equal signal "
             "weights were best, and the global thresholds (semantic 0.65, text 1.5 scaled to the "

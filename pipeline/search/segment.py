@@ -8,7 +8,7 @@ best ``max(RESCORE_FACTOR * limit, RESCORE_MIN)`` rows exactly in float32. The f
 live in an anonymous temporary file (deleted by the system when the segment goes) and are read
 back with ``pread``: they cost no process memory, and a query reads ~100 rows of them. Scores
 are always exact float32 cosines; only which rows get rescored comes from the int8 scan, and
-``ops.bench.search`` reports the top-10 overlap with the exact scan beside the timings.
+``bench.search`` reports the top-10 overlap with the exact scan beside the timings.
 
 Text. A flat inverted index with query-time typo tolerance (``pipeline.search.text_index``).
 """

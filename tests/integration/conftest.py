@@ -7,7 +7,7 @@
 - ``broker_urls`` (function): a fresh (broker, result backend) pair of database numbers on that
   server, so each test starts with empty queues.
 - ``celery_worker_process`` (function): a factory that starts ``celery -A workers.app worker``
-  subprocesses, waits until each is ready and returns an ``ops.procs.WorkerProcess`` handle
+  subprocesses, waits until each is ready and returns an ``tests.support.procs.WorkerProcess`` handle
   (``.stop()``, ``.kill(sig)``, ``.kill_group(sig)``, ``.child_pids()``, ``.log_text()``,
   ``.env``). Every worker it started is stopped at teardown.
 - ``celery_app_for`` (function): a Celery app configured like ``workers.app`` but pointed at a
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.procs import RedisServer, WorkerProcess, redis_server_path
+from tests.support.procs import RedisServer, WorkerProcess, redis_server_path
 
 pytestmark = pytest.mark.integration
 

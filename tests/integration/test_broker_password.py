@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import redis
 
-from ops.procs import free_port, redis_server_path
+from tests.support.procs import free_port, redis_server_path
 from pipeline import names
 from pipeline.store import open_store
 from schemas.settings import Settings, get_settings

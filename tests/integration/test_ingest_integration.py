@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ops.bench.ingest import produce
+from bench.ingest import produce
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
 from workers.producer import CeleryPublisher, message_event

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ops.procs import REPO_ROOT
+from tests.support.procs import REPO_ROOT
 from pipeline import names
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ops.procs import REPO_ROOT, free_port
+from tests.support.procs import REPO_ROOT, free_port
 from pipeline import names, sweep
 from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event

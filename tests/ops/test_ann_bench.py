@@ -1,4 +1,4 @@
-"""``python -m ops.bench.ann``: the ANN comparison bench runs end to end at a small size, and
+"""``python -m bench.ann``: the ANN comparison bench runs end to end at a small size, and
 says how to get usearch (which the project does not depend on) when it is missing."""
 
 import importlib.util
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ops.bench import ann
+from bench import ann
 
 
 def test_missing_usearch_exits_2_with_the_install_line(monkeypatch, capsys):
@@ -22,7 +22,7 @@ def test_small_run_prints_both_sides_and_the_load_average():
         pytest.skip("usearch is not installed")
     # in its own process: once usearch is loaded, simsimd's int8 distances fail or crash in
     # that process, and the rest of the suite searches with simsimd
-    done = subprocess.run([sys.executable, "-m", "ops.bench.ann", "--facts", "600", "--queries", "8",
+    done = subprocess.run([sys.executable, "-m", "bench.ann", "--facts", "600", "--queries", "8",
                            "--expansion-search", "64", "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

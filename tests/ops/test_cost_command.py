@@ -131,7 +131,7 @@ def test_a_price_table_it_cannot_use_is_one_clear_line(tmp_path, prices, says):
     import subprocess
     import sys
 
-    from ops.procs import REPO_ROOT
+    from tests.support.procs import REPO_ROOT
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env.update({"MEMORY_PRICES": prices, "MEMORY_STORE_URL": f"sqlite:///{tmp_path / 'm.db'}",

@@ -1,4 +1,4 @@
-"""``ops.bench.locomo_formation`` on a tiny LoCoMo-shaped file: the real chain forms it and
+"""``bench.locomo_formation`` on a tiny LoCoMo-shaped file: the real chain forms it and
 both providers are measured and labelled."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from ops.procs import REPO_ROOT
+from tests.support.procs import REPO_ROOT
 
 SAMPLE = {
     "sample_id": "tiny",
@@ -51,7 +51,7 @@ def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     result = subprocess.run(
-        [sys.executable, "-m", "ops.bench.locomo_formation", "--data", str(data), "--json"],
+        [sys.executable, "-m", "bench.locomo_formation", "--data", str(data), "--json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -71,7 +71,7 @@ def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
 
 def test_a_missing_data_file_is_a_clear_error(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "ops.bench.locomo_formation", "--data", str(tmp_path / "nope.json")],
+        [sys.executable, "-m", "bench.locomo_formation", "--data", str(tmp_path / "nope.json")],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 2 and "no such file" in result.stderr

@@ -1,11 +1,11 @@
-"""``ops.bench.search --cache-sweep``: more agents than the segment cache can hold are
+"""``bench.search --cache-sweep``: more agents than the segment cache can hold are
 searched in turn, and the cache's bytes stay under ``MEMORY_SEARCH_CACHE_MB``."""
 
 from __future__ import annotations
 
 import json
 
-from ops.bench import search
+from bench import search
 
 
 def test_the_cache_sweep_holds_the_cache_under_its_setting_while_it_evicts(monkeypatch, capsys):

@@ -1,11 +1,11 @@
-"""``ops.bench.small_store`` on a tiny LoCoMo-shaped file: every form of question is asked and
+"""``bench.small_store`` on a tiny LoCoMo-shaped file: every form of question is asked and
 an exact distinctive word finds its fact."""
 
 from __future__ import annotations
 
 import json
 
-from ops.bench import small_store
+from bench import small_store
 from tests.ops.test_locomo_formation import SAMPLE
 
 

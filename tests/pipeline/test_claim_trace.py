@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from ops.procs import REPO_ROOT
+from tests.support.procs import REPO_ROOT
 
 SCRIPT = textwrap.dedent("""
     import json, sys

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ops.procs import redis_server_path
+from tests.support.procs import redis_server_path
 
 
 @pytest.fixture

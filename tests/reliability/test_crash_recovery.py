@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.bench._crash import CONTROL_POINTS, POINTS, run_crash
+from tests.reliability.scenarios.crash import CONTROL_POINTS, POINTS, run_crash
 
 pytestmark = pytest.mark.integration
 

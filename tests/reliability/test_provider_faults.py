@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.bench._faults import run_faults
+from tests.reliability.scenarios.faults import run_faults
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ops.bench.soak import compose_workers, slope, turns, LOCOMO, DEMO
+from bench.soak import compose_workers, slope, turns, LOCOMO, DEMO
 
 
 def test_the_layout_is_one_worker_per_queue_class_of_the_compose_file():

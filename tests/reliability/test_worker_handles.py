@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from ops.bench._harness import producer_app, wait_until, worker_env
-from ops.bench._procstat import handles_on, open_handles
-from ops.bench._workload import end_event, plan_sessions, session_events
-from ops.procs import RedisServer, WorkerProcess
+from tests.reliability.scenarios.harness import producer_app, wait_until, worker_env
+from tests.support.procstat import handles_on, open_handles
+from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.procs import RedisServer, WorkerProcess
 from pipeline.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration

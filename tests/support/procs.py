@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

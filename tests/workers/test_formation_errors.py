@@ -4,23 +4,19 @@ it at once with the reason, and a lease that stays busy skips the scope without 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline" / "formation"))
+from pipeline.formation import consolidate_stages as cs, stages
+from pipeline.llm.scripted import Fault
+from workers import deps as worker_deps
+from workers.base import MemoryTask
+from pipeline import names
+from workers import consolidation as worker_consolidation, formation as worker_formation
+from workers.consolidation import consolidate_scope
 
-from pipeline.formation import consolidate_stages as cs, stages  # noqa: E402
-from pipeline.llm.scripted import Fault  # noqa: E402
-from workers import deps as worker_deps  # noqa: E402
-from workers.base import MemoryTask  # noqa: E402
-from pipeline import names  # noqa: E402
-from workers import consolidation as worker_consolidation, formation as worker_formation  # noqa: E402
-from workers.consolidation import consolidate_scope  # noqa: E402
-
-from formation_helpers import ALICE_CHAT, facts, make_env, merge_all, reflections  # noqa: E402
+from tests.support.formation import ALICE_CHAT, facts, make_env, merge_all, reflections
 
 
 class Retried(Exception):

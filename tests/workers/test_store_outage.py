@@ -12,16 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline" / "formation"))
+from pipeline.errors import StoreUnavailable
+from pipeline.formation import stages
+from workers import deps as worker_deps
+from workers import ingest, maintenance
+from workers.app import app
+from workers.base import MemoryTask
 
-from pipeline.errors import StoreUnavailable  # noqa: E402
-from pipeline.formation import stages  # noqa: E402
-from workers import deps as worker_deps  # noqa: E402
-from workers import ingest, maintenance  # noqa: E402
-from workers.app import app  # noqa: E402
-from workers.base import MemoryTask  # noqa: E402
-
-from formation_helpers import ALICE_CHAT, facts, make_env  # noqa: E402
+from tests.support.formation import ALICE_CHAT, facts, make_env
 
 LOCK_HOLDER = """
 import sqlite3, sys

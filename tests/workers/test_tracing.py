@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ops.procs import REPO_ROOT
+from tests.support.procs import REPO_ROOT
 from workers.telemetry import wanted_exporters
 
 CANARY = "CANARY-QX7-5e1f"

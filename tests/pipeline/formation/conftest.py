@@ -1,10 +1,10 @@
-"""Stage tests run on hand-written fakes of every port (see ``formation_helpers.make_env``)."""
+"""Stage tests run on hand-written fakes of every port (see ``tests.support.formation.make_env``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from formation_helpers import Env, make_env
+from tests.support.formation import Env, make_env
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pipeline.formation.runner import Usage
 from pipeline.llm.offline import OfflineLLM
 from pipeline.service import MemoryService
 
-from formation_helpers import decisions, facts, make_atlas_env, make_env, merge_all, reflections
+from tests.support.formation import decisions, facts, make_atlas_env, make_env, merge_all, reflections
 
 GONE, KEPT = "u-1", "u-2"
 

@@ -13,7 +13,7 @@ from pipeline.formation import stages
 from pipeline.service import MemoryService
 from pipeline.validity import version_at
 
-from formation_helpers import decisions, facts
+from tests.support.formation import decisions, facts
 
 LYON, PORTO = "Alice lives in Lyon", "Alice lives in Porto"
 WHERE = "Alice Porto Lyon lives"  # matches both texts with the tests' hashing embedder

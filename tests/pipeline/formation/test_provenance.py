@@ -14,7 +14,7 @@ from pipeline.formation.provenance import format_date, provenance, source_index
 from pipeline.retrieval import retrieval_text
 from schemas.documents import StoredMessage
 
-from formation_helpers import decisions, facts
+from tests.support.formation import decisions, facts
 
 
 def _msg(n: int, role: str, content: str, sender: str | None = "u-1", minute: int | None = None) -> StoredMessage:

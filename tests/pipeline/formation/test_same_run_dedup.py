@@ -7,7 +7,7 @@ from __future__ import annotations
 from pipeline.formation import finish, stages
 from pipeline.llm.offline import OfflineLLM
 
-from formation_helpers import decisions, facts
+from tests.support.formation import decisions, facts
 
 LYON = "Alice lives in Lyon"
 LYON_MORE = "Alice lives in Lyon, France"

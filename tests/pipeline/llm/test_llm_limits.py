@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.procs import RedisServer, redis_server_path
+from tests.support.procs import RedisServer, redis_server_path
 from pipeline.errors import PermanentError, TransientError
 from pipeline.llm.limits import LimitedLLM, LocalSemaphore, RedisSemaphore
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse

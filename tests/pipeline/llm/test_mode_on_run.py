@@ -3,7 +3,7 @@
 from pipeline.formation import stages
 from pipeline.llm.openai import OpenAILLM
 from schemas.settings import Settings
-from tests.pipeline.formation.formation_helpers import ALICE_CHAT, make_env
+from tests.support.formation import ALICE_CHAT, make_env
 from tests.support.llm_server import Answer, LLMServer
 
 FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'

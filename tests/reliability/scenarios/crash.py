@@ -2,7 +2,7 @@
 
 Real Redis, real prefork workers on every queue, SQLite, the offline LLM and the hashing
 embedder. A worker is SIGKILLed inside each stage, at a kill point armed through
-``ops.bench._deps.HookedStore``: the process that reaches the point (after the stage's write)
+``tests.reliability.scenarios.deps.HookedStore``: the process that reaches the point (after the stage's write)
 reports itself and sleeps, and is killed there. Even kills take the pool process only (the
 pool replaces it and the broker redelivers at once: acks_late + reject_on_worker_lost); odd
 kills take the whole worker, and a fresh one finishes (redelivery after the visibility
@@ -25,12 +25,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ops.bench._audit import audit
-from ops.bench._deps import stage_category
-from ops.bench._harness import (
+from tests.reliability.scenarios.audit import audit
+from tests.reliability.scenarios.deps import stage_category
+from tests.reliability.scenarios.harness import (
     ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
-from ops.bench._workload import end_event, plan_sessions, session_events
+from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
 from pipeline import names
 from workers.dispatch import send
 
@@ -75,7 +75,8 @@ class _Cluster:
         log = self.workdir / f"worker-{self.generation}.log"
         self.logs.append(log)
         return start_worker(broker_url=self.broker_url, store_url=self.store_url, log_file=log,
-                            queues=ALL_QUEUES, app="ops.bench._worker_app", env=self.env, concurrency=2)
+                            queues=ALL_QUEUES, app="tests.reliability.scenarios.worker_app", env=self.env,
+                            concurrency=2)
 
     def replace_after_kill(self) -> None:
         self.worker.kill_group(signal.SIGKILL)
@@ -144,7 +145,7 @@ def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
     points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_timeout_s: float = 120.0,
 ) -> dict:
-    """Run the scenario and return its figures (see ``ops.bench._audit.audit``)."""
+    """Run the scenario and return its figures (see ``tests.reliability.scenarios.audit.audit``)."""
     workdir = Path(workdir)
     hooks = workdir / "hooks"
     hooks.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Bench-only dependencies, injected into each worker pool process by ``ops.bench._worker_app``
-(``workers.deps.set_deps``) when ``RELIABILITY_MODE`` names them (comma-separated):
+"""Scenario-only dependencies, injected into each worker pool process by
+``tests.reliability.scenarios.worker_app`` (``workers.deps.set_deps``) when ``RELIABILITY_MODE``
+names them (comma-separated):
 
 - ``hooks``: ``HookedStore``: kill points. When ``<RELIABILITY_DIR>/arm.json`` names a stage
   and a store method, the first process that calls that method inside that stage (after the

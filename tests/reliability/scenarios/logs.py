@@ -12,12 +12,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ops.bench._checks import log_leaks_above_debug
-from ops.bench._crash import _settle, scenario
-from ops.bench._deps import injected_counts
-from ops.bench._fuzz import KINDS, fuzzed_event
-from ops.bench._harness import crash_lines
-from ops.bench._workload import end_event, plan_sessions, session_events
+from tests.reliability.scenarios.checks import log_leaks_above_debug
+from tests.reliability.scenarios.crash import _settle, scenario
+from tests.reliability.scenarios.deps import injected_counts
+from tests.reliability.scenarios.fuzz import KINDS, fuzzed_event
+from tests.reliability.scenarios.harness import crash_lines
+from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
 from pipeline import names
 from workers.dispatch import send
 

@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from ops.bench._fuzz import good_event
-from ops.bench._harness import (
+from tests.reliability.scenarios.fuzz import good_event
+from tests.reliability.scenarios.harness import (
     PersistentRedis, Supervisor, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
 from pipeline.errors import TransientError
@@ -97,7 +97,7 @@ def run_broker_outage(
         # like the compose file's restart policy: a worker that exits is started again
         supervisor = Supervisor(lambda n: start_worker(
             broker_url=redis.url(0), store_url=store_url, log_file=workdir / f"worker-{n}.log",
-            queues=("ingest",), app="ops.bench._worker_app", env=worker_env(**settings),
+            queues=("ingest",), app="tests.reliability.scenarios.worker_app", env=worker_env(**settings),
         ))
         app = producer_app(redis.url(0), **settings)
         publisher = CeleryPublisher(app=app, retry_max=3, timeout_s=1.0)

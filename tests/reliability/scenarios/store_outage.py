@@ -6,7 +6,7 @@ must finish (design §11: a store outage is retried, never acked and lost).
   busy timeout of ``BUSY_TIMEOUT_S``; another process holds ``BEGIN EXCLUSIVE`` for longer
   than that, so every write in that window fails with ``SQLITE_BUSY``.
 - ``mongo``: the emulated MongoDB of ``tests/support`` lives in one process, so this one runs
-  in a subprocess (``python -m ops.bench._store_outage``): real Redis, an in-process Celery
+  in a subprocess (``python -m tests.reliability.scenarios.store_outage``): real Redis, an in-process Celery
   worker (threads pool) on every queue, and the emulation's ``OUTAGE`` window, which fails
   operations with the driver's own failover errors (some writes apply before their reply is
   lost).
@@ -32,9 +32,9 @@ import threading
 import time
 from pathlib import Path
 
-from ops.bench._audit import audit
-from ops.bench._workload import end_event, plan_sessions, session_events
-from ops.procs import REPO_ROOT
+from tests.reliability.scenarios.audit import audit
+from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.procs import REPO_ROOT
 
 BUSY_TIMEOUT_S = 2.0
 #: the broker redelivers an unacked message after this; the crash scenario's 3 s would also
@@ -92,7 +92,7 @@ def _figures(store, producer: _Producer, settled: bool) -> dict:
 
 def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
     """Until some run is claimed or running, so the outage meets formations mid-chain."""
-    from ops.bench._harness import wait_until
+    from tests.reliability.scenarios.harness import wait_until
 
     wait_until(lambda: any(r.status in ("claimed", "running") for r in store.list_runs(limit=1000)),
                timeout=timeout_s, interval=0.02)
@@ -102,8 +102,8 @@ def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
 
 def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, seed: int = 0,
                     settle_timeout_s: float = 120.0) -> dict:
-    from ops.bench._crash import SCENARIO_SETTINGS, _settle, scenario
-    from ops.bench._harness import start_worker, worker_env
+    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _settle, scenario
+    from tests.reliability.scenarios.harness import start_worker, worker_env
 
     workdir = Path(workdir)
     rng = random.Random(seed)
@@ -115,7 +115,8 @@ def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, 
         # the outage) while ingest waits for the lock
         formation = start_worker(broker_url=redis.url(0), store_url=f"sqlite:///{workdir / 'memory.db'}",
                                  log_file=workdir / "worker-formation.log", queues=("formation", "consolidation"),
-                                 app="ops.bench._worker_app", env={**worker_env(**SCENARIO_SETTINGS), **env})
+                                 app="tests.reliability.scenarios.worker_app",
+                                 env={**worker_env(**SCENARIO_SETTINGS), **env})
         try:
             producer = _Producer(publisher, plan_sessions(rng, sessions, prefix=f"lock{seed}"), rng, gap_s=0.4,
                                  burst=sessions // 2)
@@ -159,8 +160,8 @@ def run_mongo_failover(workdir: Path, *, sessions: int = 16, outage_s: float = 8
     """Run the Mongo scenario in a fresh interpreter (the emulation and the worker share it)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "ops.bench._store_outage", "--workdir", str(workdir), "--sessions", str(sessions),
-           "--outage-s", str(outage_s), "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "tests.reliability.scenarios.store_outage", "--workdir", str(workdir),
+           "--sessions", str(sessions), "--outage-s", str(outage_s), "--seed", str(seed)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with open(workdir / "mongo-scenario.log", "wb") as log:
         done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=log, timeout=timeout_s)
@@ -174,9 +175,9 @@ def run_mongo_failover(workdir: Path, *, sessions: int = 16, outage_s: float = 8
 
 
 def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dict:
-    from ops.bench._crash import SCENARIO_SETTINGS, _all_formed
-    from ops.bench._harness import queues_idle, wait_until, worker_env
-    from ops.procs import RedisServer
+    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _all_formed
+    from tests.reliability.scenarios.harness import queues_idle, wait_until, worker_env
+    from tests.support.procs import RedisServer
 
     with RedisServer(workdir / "redis") as redis:
         os.environ.update({**worker_env(**SCENARIO_SETTINGS), "MEMORY_BROKER_URL": redis.url(0),
@@ -235,7 +236,7 @@ def _mongo_log_figures(log_text: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="the Mongo store-outage scenario (run by ops.bench.reliability)")
+    parser = argparse.ArgumentParser(description="the Mongo store-outage scenario (run by bench.reliability)")
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--outage-s", type=float, default=8.0)
