@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-live install redis-server bench clean
+.PHONY: demo test test-live install redis-server clean
 
 # The environment is rebuilt when the project's dependencies change.
 $(STAMP): pyproject.toml
