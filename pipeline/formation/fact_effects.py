@@ -23,12 +23,10 @@ the stored one (``update_of_newer``), so ``as_of`` still finds it.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-import numpy as np
-
+from pipeline import vectors
 from pipeline.formation.dedup import new_fact_id
 from pipeline.formation.facts import NewFact
 from pipeline.formation.provenance import Provenance
@@ -109,10 +107,7 @@ def apply(
 
 def merged_vector(output: dict, index: int) -> list[float] | None:
     """The vector of a merged text of new fact ``index`` (an UPDATE's), if it has one."""
-    value = output["update_vectors"].get(str(index))
-    if value is None or isinstance(value, list):
-        return value
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
+    return vectors.unpack_one(output["update_vectors"].get(str(index)))
 
 
 def _said_at(

@@ -8,12 +8,10 @@ the first stage and recorded on the run with the scopes it may form.
 
 from __future__ import annotations
 
-import base64
 from datetime import timedelta
 
-import numpy as np
-
 from pipeline import sources as provenance_sources
+from pipeline import vectors as packing
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup, fact_effects
@@ -97,27 +95,9 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     return run_stage(deps, run_id, EXTRACT_FACTS, compute)
 
 
-def pack_vectors(vectors) -> str:
-    """Vectors as base64 float32 bytes for the run record: a 384-dim vector takes 2 KB there
-    instead of up to 8 KB of JSON floats, which every later stage would parse again (the
-    facts keep float32 vectors too)."""
-    if not len(vectors):
-        return ""
-    return base64.b64encode(np.asarray(vectors, dtype=np.float32).tobytes()).decode("ascii")
-
-
-def unpack_vectors(value, dim: int) -> list[list[float]]:
-    """The vectors ``pack_vectors`` stored (a list of lists is a record stored before)."""
-    if isinstance(value, list):
-        return value
-    if not value:
-        return []
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).reshape(-1, dim).tolist()
-
-
 def _fact_vectors(run: FormationRun) -> list[list[float]]:
     embedded = stage_output(run, EMBED_FACTS)
-    return unpack_vectors(embedded["vectors"], embedded.get("dim", 0))
+    return packing.unpack(embedded["vectors"], embedded.get("dim", 0))
 
 
 def _dedup_vectors(run: FormationRun) -> list[list[float]]:
@@ -125,7 +105,7 @@ def _dedup_vectors(run: FormationRun) -> list[list[float]]:
     embedded = stage_output(run, EMBED_FACTS)
     if "dedup_vectors" not in embedded:
         return _fact_vectors(run)
-    return unpack_vectors(embedded["dedup_vectors"], embedded.get("dim", 0))
+    return packing.unpack(embedded["dedup_vectors"], embedded.get("dim", 0))
 
 
 def _sources(run: FormationRun) -> list[Provenance]:
@@ -162,8 +142,8 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
-        return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
-                "dedup_vectors": pack_vectors(result.vectors[n:]),
+        return {"model": result.model, "dim": result.dim, "vectors": packing.pack(result.vectors[:n]),
+                "dedup_vectors": packing.pack(result.vectors[n:]),
                 "sources": [p.to_dict() for p in sources], "input_tokens": result.input_tokens}
 
     return run_stage(deps, run_id, EMBED_FACTS, compute)
@@ -226,7 +206,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             sources = dict(zip((f.index for f in facts), _sources(run)))
             texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
             result = usage.embed(deps.embedder, texts, "updates")
-            update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
+            update_vectors = {str(d.index): packing.pack([v]) for d, v in zip(updates, result.vectors)}
         return {
             "decisions": [d.to_dict() for d in resolved.decisions],
             "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
