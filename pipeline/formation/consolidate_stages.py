@@ -20,22 +20,13 @@ from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage, stage_output
 from pipeline.formation.scopes import plan_from_dict, plan_scopes
-from pipeline.formation.stages import EXTRACT_FACTS
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
-from schemas.documents import ConsolidatedBlob, FormationRun
-
-CONSOLIDATE = "consolidate"
-#: the stage name of a session-end consolidation's usage record (it has no run)
-CONSOLIDATE_SESSION = "consolidate_session"
+from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
 
 
 class ScopeBusy(TransientError):
     """Another consolidation holds this scope key's lease; try again later."""
-
-
-def scope_stage(index: int) -> str:
-    return f"consolidate_scope:{index}"
 
 
 def consolidate(run_id: str, deps: Deps) -> StageResult | None:
@@ -44,7 +35,7 @@ def consolidate(run_id: str, deps: Deps) -> StageResult | None:
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
-        extracted = stage_output(run, EXTRACT_FACTS)
+        extracted = stage_output(run, Stage.EXTRACT_FACTS)
         keys = list(plan_from_dict(extracted["plan"]).reflection_keys.values())
         counts = store.count_unabsorbed(run.agent_id, keys)
         thresholds = {s: settings.consolidation_threshold(s) for s in ("agent", "user", "session")}
@@ -57,12 +48,12 @@ def consolidate(run_id: str, deps: Deps) -> StageResult | None:
         return {"due": rules.merge_order(due), "session_end": ended, "model": extracted["models"]["tier"],
                 "unabsorbed": counts}
 
-    return run_stage(deps, run_id, CONSOLIDATE, compute)
+    return run_stage(deps, run_id, Stage.CONSOLIDATE, compute)
 
 
 def pending_scopes(run: FormationRun) -> list[int]:
     """Indexes of due scope keys whose consolidate_scope stage is not done yet."""
-    due = stage_output(run, CONSOLIDATE)["due"]
+    due = stage_output(run, Stage.CONSOLIDATE)["due"]
     done = {name for name, record in run.stages.items() if record.status == "done"}
     return [i for i in range(len(due)) if scope_stage(i) not in done]
 
@@ -75,7 +66,7 @@ def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None
     """Merge one due scope key of the run, under its lease, with the run's tier model."""
 
     def compute(run: FormationRun, usage: Usage) -> dict:
-        out = stage_output(run, CONSOLIDATE)
+        out = stage_output(run, Stage.CONSOLIDATE)
         return merge_scope(deps, run.agent_id, out["due"][index], model=out["model"], holder=run.run_id,
                            usage=usage, session_end=run.session_id if out["session_end"] else None)
 
@@ -170,5 +161,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     finally:
         # no run holds these calls: a usage record does, so the agent's cost counts them too,
         # those of an attempt that failed after its calls included
-        record_spend(deps, usage, agent_id=agent_id, stage=CONSOLIDATE_SESSION, session_id=session_id)
+        record_spend(deps, usage, agent_id=agent_id, stage=Stage.CONSOLIDATE_SESSION, session_id=session_id)
     return results

@@ -15,13 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline import cost, trigger
-from pipeline.formation.consolidate_stages import CONSOLIDATE, scope_stage
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
-from pipeline.formation.stages import DECIDE_FACTS, EXTRACT_FACTS, EXTRACT_REFLECTIONS
 from pipeline.ingest import claim_run
-from schemas.documents import FormationRun
-
-FINISH = "finish"
+from schemas.documents import FormationRun, Stage, scope_stage
 
 
 @dataclass(frozen=True)
@@ -39,12 +35,12 @@ def screening_totals(run: FormationRun) -> dict[str, int]:
     """What the run kept out of memory (design §11): secrets dropped from facts, fact updates and
     reflections; agent-scope items with contact data moved to the user's scope or dropped."""
     totals = dict.fromkeys(SCREENING_COUNTERS, 0)
-    for name in (EXTRACT_FACTS, EXTRACT_REFLECTIONS):
+    for name in (Stage.EXTRACT_FACTS, Stage.EXTRACT_REFLECTIONS):
         record = run.stages.get(name)
         screened = ((record.output or {}) if record else {}).get("screened", {})
         for counter in SCREENING_COUNTERS:
             totals[counter] += screened.get(counter, 0)
-    decide = run.stages.get(DECIDE_FACTS)
+    decide = run.stages.get(Stage.DECIDE_FACTS)
     totals["secrets_dropped"] += ((decide.output or {}) if decide else {}).get("update_secrets", 0)
     return totals
 
@@ -84,10 +80,11 @@ def run_totals(run: FormationRun) -> dict:
         if record.duration_ms is not None:
             timings[name] = record.duration_ms
     out = {name: (run.stages.get(name).output or {}) if run.stages.get(name) else {}
-           for name in (EXTRACT_FACTS, "embed_facts", DECIDE_FACTS, EXTRACT_REFLECTIONS, CONSOLIDATE)}
-    dropped_facts = out[EXTRACT_FACTS].get("dropped", {})
-    refl_counts = out[EXTRACT_REFLECTIONS].get("counts", {})
-    due = out[CONSOLIDATE].get("due", [])
+           for name in (Stage.EXTRACT_FACTS, Stage.EMBED_FACTS, Stage.DECIDE_FACTS, Stage.EXTRACT_REFLECTIONS,
+                        Stage.CONSOLIDATE)}
+    dropped_facts = out[Stage.EXTRACT_FACTS].get("dropped", {})
+    refl_counts = out[Stage.EXTRACT_REFLECTIONS].get("counts", {})
+    due = out[Stage.CONSOLIDATE].get("due", [])
     merged = {}
     for i, key in enumerate(due):
         record = run.stages.get(scope_stage(i))
@@ -95,14 +92,14 @@ def run_totals(run: FormationRun) -> dict:
     return {
         "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
         "llm_calls": calls,
-        "facts": {**fact_counts(run, out[DECIDE_FACTS].get("counts", {})),
-                  "extracted": len(out[EXTRACT_FACTS].get("facts", [])),
-                  "same_run": out[DECIDE_FACTS].get("same_run", {})},
+        "facts": {**fact_counts(run, out[Stage.DECIDE_FACTS].get("counts", {})),
+                  "extracted": len(out[Stage.EXTRACT_FACTS].get("facts", [])),
+                  "same_run": out[Stage.DECIDE_FACTS].get("same_run", {})},
         "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
         "dropped_over_limit": {
             "facts": dropped_facts.get("over_limit", 0),
             "reflections": refl_counts.get("over_limit", 0),
-            "fact_updates": out[DECIDE_FACTS].get("update_over_limit", 0),
+            "fact_updates": out[Stage.DECIDE_FACTS].get("update_over_limit", 0),
         },
         "dropped_other": {
             "facts_scope_not_allowed": dropped_facts.get("scope_not_allowed", 0),
@@ -118,13 +115,13 @@ def run_totals(run: FormationRun) -> dict:
 
 def changed_scope_keys(run: FormationRun) -> list[str]:
     keys: set[str] = set()
-    decide = run.stages.get(DECIDE_FACTS)
+    decide = run.stages.get(Stage.DECIDE_FACTS)
     for effect in ((decide.output or {}).get("effects", []) if decide else []):
         if effect.get("scope_key"):
             keys.add(effect["scope_key"])
-    refl = run.stages.get(EXTRACT_REFLECTIONS)
+    refl = run.stages.get(Stage.EXTRACT_REFLECTIONS)
     keys.update(r["scope_key"] for r in ((refl.output or {}).get("reflections", []) if refl else []))
-    cons = run.stages.get(CONSOLIDATE)
+    cons = run.stages.get(Stage.CONSOLIDATE)
     keys.update((cons.output or {}).get("due", []) if cons else [])
     return sorted(keys)
 
@@ -140,7 +137,7 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     def apply(run: FormationRun, output: dict) -> None:
         store.finish_run(run_id, deps.clock.now(), output["totals"], output["changed"])
 
-    result = run_stage(deps, run_id, FINISH, compute, apply)
+    result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
         run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run) if run.status == "done" else NextStep()
@@ -161,7 +158,7 @@ def next_step(deps: Deps, run: FormationRun) -> NextStep:
                             settings.claim_lease_s, follow_up=True)
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)
-    cons = run.stages.get(CONSOLIDATE)
+    cons = run.stages.get(Stage.CONSOLIDATE)
     consolidated_at_end = bool(cons and (cons.output or {}).get("session_end"))
     if ended and not consolidated_at_end and session.last_seq <= session.claimed_through:
         return NextStep(consolidate_session=(run.agent_id, run.session_id))

@@ -25,10 +25,7 @@ from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import build_reflections_request
-from schemas.documents import FormationRun, Reflection, StoredMessage
-
-EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
-EXTRACT_REFLECTIONS = "extract_reflections"
+from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
 
 
 def _names(messages) -> dict[str, str]:
@@ -92,28 +89,28 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         output["screened"] = screened.counts()
         return output
 
-    return run_stage(deps, run_id, EXTRACT_FACTS, compute)
+    return run_stage(deps, run_id, Stage.EXTRACT_FACTS, compute)
 
 
 def _fact_vectors(run: FormationRun) -> list[list[float]]:
-    embedded = stage_output(run, EMBED_FACTS)
+    embedded = stage_output(run, Stage.EMBED_FACTS)
     return packing.unpack(embedded["vectors"], embedded.get("dim", 0))
 
 
 def _dedup_vectors(run: FormationRun) -> list[list[float]]:
     """The content-only vectors (a record without them embedded the content alone)."""
-    embedded = stage_output(run, EMBED_FACTS)
+    embedded = stage_output(run, Stage.EMBED_FACTS)
     if "dedup_vectors" not in embedded:
         return _fact_vectors(run)
     return packing.unpack(embedded["dedup_vectors"], embedded.get("dim", 0))
 
 
 def _sources(run: FormationRun) -> list[Provenance]:
-    return [Provenance.from_dict(p) for p in stage_output(run, EMBED_FACTS).get("sources", [])]
+    return [Provenance.from_dict(p) for p in stage_output(run, Stage.EMBED_FACTS).get("sources", [])]
 
 
 def _facts(run: FormationRun) -> list[NewFact]:
-    return [NewFact.from_dict(f) for f in stage_output(run, EXTRACT_FACTS)["facts"]]
+    return [NewFact.from_dict(f) for f in stage_output(run, Stage.EXTRACT_FACTS)["facts"]]
 
 
 def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
@@ -146,7 +143,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
                 "dedup_vectors": packing.pack(result.vectors[n:]),
                 "sources": [p.to_dict() for p in sources], "input_tokens": result.input_tokens}
 
-    return run_stage(deps, run_id, EMBED_FACTS, compute)
+    return run_stage(deps, run_id, Stage.EMBED_FACTS, compute)
 
 
 def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
@@ -157,9 +154,9 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
         facts = _facts(run)
-        embedded = stage_output(run, EMBED_FACTS)
+        embedded = stage_output(run, Stage.EMBED_FACTS)
         vectors = dict(zip((f.index for f in facts), _dedup_vectors(run)))
-        model = stage_output(run, EXTRACT_FACTS)["models"]["fast"]
+        model = stage_output(run, Stage.EXTRACT_FACTS)["models"]["fast"]
         exact = {}
         for f in facts:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
@@ -226,7 +223,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     def apply(run: FormationRun, output: dict) -> None:
         _apply_fact_effects(deps, run, output)
 
-    return run_stage(deps, run_id, DECIDE_FACTS, compute, apply)
+    return run_stage(deps, run_id, Stage.DECIDE_FACTS, compute, apply)
 
 
 def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: int) -> dict[str, list[str]]:
@@ -260,7 +257,7 @@ def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
-    extracted = stage_output(run, EXTRACT_FACTS)
+    extracted = stage_output(run, Stage.EXTRACT_FACTS)
     fact_effects.apply(
         deps.store, run, output, now=deps.clock.now(), plan=plan_from_dict(extracted["plan"]),
         new_facts=_facts(run), vectors=_fact_vectors(run), sources=_sources(run),
@@ -270,7 +267,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
 
 def formed_fact_texts(run: FormationRun) -> list[str]:
     """Texts of the facts this run formed (added, or merged by an UPDATE)."""
-    return [e["text"] for e in stage_output(run, DECIDE_FACTS)["effects"] if e["op"] in ("insert", "update")]
+    return [e["text"] for e in stage_output(run, Stage.DECIDE_FACTS)["effects"] if e["op"] in ("insert", "update")]
 
 
 def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
@@ -278,7 +275,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
 
     def compute(run: FormationRun, usage: Usage) -> dict:
         store, settings = deps.store, deps.settings
-        extracted = stage_output(run, EXTRACT_FACTS)
+        extracted = stage_output(run, Stage.EXTRACT_FACTS)
         plan = plan_from_dict(extracted["plan"])
         messages = _run_messages(store, run)
         if not messages:
@@ -303,7 +300,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
                 "screened": screened.counts()}
 
     def apply(run: FormationRun, output: dict) -> None:
-        plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
+        plan = plan_from_dict(stage_output(run, Stage.EXTRACT_FACTS)["plan"])
         now = deps.clock.now()
         items = [NewReflection.from_dict(r) for r in output["reflections"]]
         messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
@@ -320,4 +317,4 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             ))
         deps.store.insert_reflections(reflections)
 
-    return run_stage(deps, run_id, EXTRACT_REFLECTIONS, compute, apply)
+    return run_stage(deps, run_id, Stage.EXTRACT_REFLECTIONS, compute, apply)
