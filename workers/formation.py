@@ -60,7 +60,7 @@ def consolidate(self, run_id: str) -> dict | None:
         result = consolidate_stages.consolidate(run_id, deps)
         if result is None:
             return None
-        due = result.output["due"]
+        due = result.value.due
         if not result.reused:  # decided just now: no scope of it can have run yet
             return due, list(range(len(due)))
         return due, consolidate_stages.pending_scopes(deps.store.get_run(run_id))
