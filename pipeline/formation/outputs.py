@@ -2,9 +2,9 @@
 
 A stage's ``compute`` returns one of these; ``runner.run_stage`` stores its JSON-mode dump (the
 stored shape: plain JSON, as records of every release hold it) and a later stage, ``finish``
-or ``memoryctl runs`` reads it back through ``read`` (parsed when read, once per reader). A
-field renamed on one side is then an error where it is read, never a silent 0 in an
-operator's totals.
+or ``memoryctl runs`` reads it back through ``read`` (parsed when read, once per reader).
+Writer and readers share the model, so a renamed field is an error on either side (an
+undeclared keyword, an unknown attribute), never a silent 0 in an operator's totals.
 
 Records of earlier releases read as they are: a field they lack takes its default (an empty
 count map, no vectors, no version on an effect), and the one shape that changed meaning
