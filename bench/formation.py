@@ -83,7 +83,7 @@ from tests.support.procs import RedisServer, WorkerProcess
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
-from schemas.documents import Fact, FormationRun
+from schemas.documents import Fact, FormationRun, Stage, stage_kind
 from schemas.settings import Settings
 from workers.dispatch import send
 
@@ -166,8 +166,8 @@ def wait_done(store: SQLiteStore, sessions: list[str], timeout: float) -> list[F
 
 def critical_calls(run: FormationRun) -> int:
     """Sequential LLM calls: the chain's stages, plus the longest of the parallel scopes."""
-    chain = sum(run.stages[s].usage.calls for s in ("extract_facts", "decide_facts", "extract_reflections"))
-    scopes = [r.usage.calls for n, r in run.stages.items() if n.startswith("consolidate_scope:")]
+    chain = sum(run.stages[s].usage.calls for s in (Stage.EXTRACT_FACTS, Stage.DECIDE_FACTS, Stage.EXTRACT_REFLECTIONS))
+    scopes = [r.usage.calls for n, r in run.stages.items() if stage_kind(n) == Stage.CONSOLIDATE_SCOPE]
     return chain + max(scopes, default=0)
 
 
@@ -306,8 +306,8 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
     # session end would make them) to the last finish; ideal: all N in one critical path
     makespan = max(r.finished_at.timestamp() for r in group_runs) - first_sent
     efficiency = critical / makespan
-    dedup_calls = min(r.stages["decide_facts"].usage.calls for r in store_runs)
-    consolidations = min(sum(1 for n in r.stages if n.startswith("consolidate_scope:")) for r in store_runs)
+    dedup_calls = min(r.stages[Stage.DECIDE_FACTS].usage.calls for r in store_runs)
+    consolidations = min(sum(1 for n in r.stages if stage_kind(n) == Stage.CONSOLIDATE_SCOPE) for r in store_runs)
     result = {
         "latency_s": args.latency,
         "formations_alone": len(solo_runs),

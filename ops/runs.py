@@ -13,6 +13,7 @@ from typing import Any
 from pipeline import cost, tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
+from pipeline.formation.outputs import StageOutputInvalid
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from schemas.documents import STAGES, FormationRun
@@ -22,7 +23,8 @@ REPLAYABLE = ("failed", "dead")
 
 def run_summary(run: FormationRun) -> dict[str, Any]:
     """One run as an operator reads it: status, range, stage timings, tokens, what was kept
-    out of memory (secrets, contact data; design §11) and errors."""
+    out of memory (secrets, contact data; design §11) and errors. A stage output that does
+    not read is said (``unreadable``), and the rest of the run is shown."""
     stages = {}
     tokens = {"input": 0, "output": 0, "calls": 0}
     for name in STAGES:
@@ -35,6 +37,10 @@ def run_summary(run: FormationRun) -> dict[str, Any]:
         tokens["input"] += record.usage.input_tokens
         tokens["output"] += record.usage.output_tokens
         tokens["calls"] += record.usage.calls
+    try:
+        kept_out, unreadable = screening_totals(run), None
+    except StageOutputInvalid as exc:
+        kept_out, unreadable = {}, str(exc)
     return {
         "run_id": run.run_id,
         "agent_id": run.agent_id,
@@ -50,7 +56,8 @@ def run_summary(run: FormationRun) -> dict[str, Any]:
         "tokens": tokens,
         # from the stage records, so a failed or running run shows what it cost so far
         "cost": cost.summary(record.usage.by_model for record in run.stages.values()),
-        **screening_totals(run),
+        **kept_out,
+        **({"unreadable": unreadable} if unreadable else {}),
         "error": run.error,
         # open it in a trace viewer (Jaeger: /trace/<id>); None when the run was not traced
         "trace_id": tracing.trace_id(run.trace_context),
@@ -77,6 +84,8 @@ def format_run(summary: dict[str, Any]) -> str:
         lines.append(f"    {name:<20} {stage['status']:<8} {ms:>10}{error}")
     if summary["error"]:
         lines.append(f"    error: {summary['error']}")
+    if summary.get("unreadable"):
+        lines.append(f"    unreadable: {summary['unreadable']}")
     if summary.get("trace_id"):
         lines.append(f"    trace: {summary['trace_id']}")
     return "\n".join(lines)

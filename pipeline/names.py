@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from schemas.documents import Stage
+
 QUEUE_INGEST = "ingest"
 QUEUE_FORMATION = "formation"
 QUEUE_CONSOLIDATION = "consolidation"
@@ -14,18 +16,19 @@ COLLECTIONS = (
     "agents", "scope_versions",
 )
 
-# Celery task names: stable, because Flower, routing and replays refer to them.
+# Celery task names: stable, because Flower, routing and replays refer to them. A formation
+# task is named after its stage.
 TASK_INGEST_EVENT = "memory.ingest_event"
 TASK_INGEST_BATCH = "memory.ingest_batch"
-TASK_EXTRACT_FACTS = "memory.extract_facts"
-TASK_EMBED_FACTS = "memory.embed_facts"
-TASK_DECIDE_FACTS = "memory.decide_facts"
-TASK_EXTRACT_REFLECTIONS = "memory.extract_reflections"
-TASK_CONSOLIDATE = "memory.consolidate"
-TASK_CONSOLIDATE_SCOPE = "memory.consolidate_scope"
-TASK_FINISH = "memory.finish"
+TASK_EXTRACT_FACTS = f"memory.{Stage.EXTRACT_FACTS}"
+TASK_EMBED_FACTS = f"memory.{Stage.EMBED_FACTS}"
+TASK_DECIDE_FACTS = f"memory.{Stage.DECIDE_FACTS}"
+TASK_EXTRACT_REFLECTIONS = f"memory.{Stage.EXTRACT_REFLECTIONS}"
+TASK_CONSOLIDATE = f"memory.{Stage.CONSOLIDATE}"
+TASK_CONSOLIDATE_SCOPE = f"memory.{Stage.CONSOLIDATE_SCOPE}"
+TASK_FINISH = f"memory.{Stage.FINISH}"
 # consolidates the leftover buffers of an ended session that has nothing left to form
-TASK_CONSOLIDATE_SESSION = "memory.consolidate_session"
+TASK_CONSOLIDATE_SESSION = f"memory.{Stage.CONSOLIDATE_SESSION}"
 TASK_SWEEP_COLD = "memory.sweep_cold_sessions"
 TASK_RETRY_STALE = "memory.retry_stale_runs"
 TASK_NOOP = "memory.noop"

@@ -9,6 +9,7 @@ the ``agent_id``, so ids that contain ``:`` cannot collide across scopes.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,12 +21,41 @@ RunStatus = Literal["claimed", "running", "done", "failed", "dead", "erased"]
 ACTIVE_RUN_STATUSES = ("claimed", "running")
 # never reopened: formed, or erased while in flight (its user's data is gone)
 FINAL_RUN_STATUSES = ("done", "erased")
-StageName = Literal[
-    "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"
-]
-STAGES: tuple[str, ...] = (
-    "extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish",
+
+
+class Stage(StrEnum):
+    """Every stage name: the keys of a run's ``stages`` and the ``stage`` of a usage record.
+    The one source of these names (task names, run records, ``memoryctl runs`` and ``cost``)."""
+
+    EXTRACT_FACTS = "extract_facts"
+    EMBED_FACTS = "embed_facts"
+    DECIDE_FACTS = "decide_facts"
+    EXTRACT_REFLECTIONS = "extract_reflections"
+    CONSOLIDATE = "consolidate"
+    #: one per due scope key, recorded as ``consolidate_scope:<i>`` (``scope_stage``)
+    CONSOLIDATE_SCOPE = "consolidate_scope"
+    FINISH = "finish"
+    #: usage records only (no run holds these calls): a session-end consolidation, an erasure's rebuild
+    CONSOLIDATE_SESSION = "consolidate_session"
+    REBUILD_BLOB = "rebuild_blob"
+
+
+#: a run's chain, in order (the consolidate_scope fan-out runs between consolidate and finish)
+STAGES: tuple[Stage, ...] = (
+    Stage.EXTRACT_FACTS, Stage.EMBED_FACTS, Stage.DECIDE_FACTS, Stage.EXTRACT_REFLECTIONS, Stage.CONSOLIDATE,
+    Stage.FINISH,
 )
+
+
+def scope_stage(index: int) -> str:
+    """The record name of the consolidate_scope stage of the run's ``index``-th due scope key
+    (its position, so that no user id ever becomes part of a field name)."""
+    return f"{Stage.CONSOLIDATE_SCOPE}:{index}"
+
+
+def stage_kind(name: str) -> Stage:
+    """The stage of a record name (``consolidate_scope:<i>`` is a ``CONSOLIDATE_SCOPE``)."""
+    return Stage(name.split(":", 1)[0])
 
 
 def scope_key(scope: Scope, *, user_id: str | None = None, session_id: str | None = None) -> str:
@@ -156,7 +186,7 @@ class UsageRecord(_Doc):
     agent_id: str
     session_id: str | None = None
     run_id: str | None = None
-    stage: str                      # e.g. "consolidate_session"
+    stage: str                      # a Stage, e.g. "consolidate_session"
     at: datetime
     by_model: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -46,7 +46,7 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
         self.retry_transient(exc)  # the scope's stage is complete: the rerun reuses it
     if done:
         send(names.TASK_FINISH, {"run_id": run_id})
-    return {"scope_key": result.output.get("scope_key", scope_key), "status": result.output.get("status")}
+    return {"scope_key": getattr(result.value, "scope_key", scope_key), "status": result.value.status}
 
 
 @app.task(base=MemoryTask, name=names.TASK_CONSOLIDATE_SESSION, bind=True)

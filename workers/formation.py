@@ -27,6 +27,7 @@ from pipeline.formation import consolidate_stages, stages
 from pipeline.formation.finish import finish as finish_run
 from workers.app import app
 from workers.base import MemoryTask
+from schemas.documents import Stage
 from workers.dispatch import send
 
 
@@ -43,11 +44,12 @@ def _stage_task(name: str, stage: str, fn, next_task: str):
     return app.task(base=MemoryTask, name=name, bind=True)(run)
 
 
-extract_facts = _stage_task(names.TASK_EXTRACT_FACTS, "extract_facts", stages.extract_facts, names.TASK_EMBED_FACTS)
-embed_facts = _stage_task(names.TASK_EMBED_FACTS, "embed_facts", stages.embed_facts, names.TASK_DECIDE_FACTS)
-decide_facts = _stage_task(names.TASK_DECIDE_FACTS, "decide_facts", stages.decide_facts,
+extract_facts = _stage_task(names.TASK_EXTRACT_FACTS, Stage.EXTRACT_FACTS, stages.extract_facts,
+                            names.TASK_EMBED_FACTS)
+embed_facts = _stage_task(names.TASK_EMBED_FACTS, Stage.EMBED_FACTS, stages.embed_facts, names.TASK_DECIDE_FACTS)
+decide_facts = _stage_task(names.TASK_DECIDE_FACTS, Stage.DECIDE_FACTS, stages.decide_facts,
                            names.TASK_EXTRACT_REFLECTIONS)
-extract_reflections = _stage_task(names.TASK_EXTRACT_REFLECTIONS, "extract_reflections",
+extract_reflections = _stage_task(names.TASK_EXTRACT_REFLECTIONS, Stage.EXTRACT_REFLECTIONS,
                                   stages.extract_reflections, names.TASK_CONSOLIDATE)
 
 
@@ -58,12 +60,12 @@ def consolidate(self, run_id: str) -> dict | None:
         result = consolidate_stages.consolidate(run_id, deps)
         if result is None:
             return None
-        due = result.output["due"]
+        due = result.value.due
         if not result.reused:  # decided just now: no scope of it can have run yet
             return due, list(range(len(due)))
         return due, consolidate_stages.pending_scopes(deps.store.get_run(run_id))
 
-    outcome = self.guarded(run_id, "consolidate", fan_out)
+    outcome = self.guarded(run_id, Stage.CONSOLIDATE, fan_out)
     if outcome is None:
         return None
     due, pending = outcome
@@ -77,7 +79,7 @@ def consolidate(self, run_id: str) -> dict | None:
 @app.task(base=MemoryTask, name=names.TASK_FINISH, bind=True)
 def finish(self, run_id: str) -> dict | None:
     """Close the run, then start the next one or the session's leftover consolidation."""
-    outcome = self.guarded(run_id, "finish", lambda deps: finish_run(run_id, deps))
+    outcome = self.guarded(run_id, Stage.FINISH, lambda deps: finish_run(run_id, deps))
     if outcome is None:
         return None
     _, step = outcome

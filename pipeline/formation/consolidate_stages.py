@@ -18,34 +18,28 @@ from __future__ import annotations
 
 from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage, stage_output
-from pipeline.formation.scopes import plan_from_dict, plan_scopes
-from pipeline.formation.stages import EXTRACT_FACTS
+from pipeline.formation.outputs import (
+    AlreadyMerged, ConsolidateOutput, Merged, NotDue, NothingToMerge, ScopeOutcome, Skipped, read,
+)
+from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage
+from pipeline.formation.scopes import plan_scopes
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
-from schemas.documents import ConsolidatedBlob, FormationRun
-
-CONSOLIDATE = "consolidate"
-#: the stage name of a session-end consolidation's usage record (it has no run)
-CONSOLIDATE_SESSION = "consolidate_session"
+from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
 
 
 class ScopeBusy(TransientError):
     """Another consolidation holds this scope key's lease; try again later."""
 
 
-def scope_stage(index: int) -> str:
-    return f"consolidate_scope:{index}"
-
-
 def consolidate(run_id: str, deps: Deps) -> StageResult | None:
     """Which scope keys are due: over their threshold, or (session ended) holding a reflection
     of this session. Output ``due`` (ordered keys), ``session_end``, ``model``."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
+    def compute(run: FormationRun, usage: Usage) -> ConsolidateOutput:
         store, settings = deps.store, deps.settings
-        extracted = stage_output(run, EXTRACT_FACTS)
-        keys = list(plan_from_dict(extracted["plan"]).reflection_keys.values())
+        extracted = read(run, Stage.EXTRACT_FACTS)
+        keys = list(extracted.plan.scope_plan().reflection_keys.values())
         counts = store.count_unabsorbed(run.agent_id, keys)
         thresholds = {s: settings.consolidation_threshold(s) for s in ("agent", "user", "session")}
         due = rules.due_by_threshold({k: counts.get(k, 0) for k in keys}, thresholds)
@@ -54,15 +48,15 @@ def consolidate(run_id: str, deps: Deps) -> StageResult | None:
         if ended:
             buffers = {k: store.unabsorbed_reflections(run.agent_id, k) for k in keys}
             due += rules.due_at_session_end(buffers, run.session_id)
-        return {"due": rules.merge_order(due), "session_end": ended, "model": extracted["models"]["tier"],
-                "unabsorbed": counts}
+        return ConsolidateOutput(due=rules.merge_order(due), session_end=ended, model=extracted.models.tier,
+                                 unabsorbed=counts)
 
-    return run_stage(deps, run_id, CONSOLIDATE, compute)
+    return run_stage(deps, run_id, Stage.CONSOLIDATE, compute)
 
 
 def pending_scopes(run: FormationRun) -> list[int]:
     """Indexes of due scope keys whose consolidate_scope stage is not done yet."""
-    due = stage_output(run, CONSOLIDATE)["due"]
+    due = read(run, Stage.CONSOLIDATE).due
     done = {name for name, record in run.stages.items() if record.status == "done"}
     return [i for i in range(len(due)) if scope_stage(i) not in done]
 
@@ -74,22 +68,30 @@ def scopes_done(deps: Deps, run_id: str) -> bool:
 def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None:
     """Merge one due scope key of the run, under its lease, with the run's tier model."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
-        out = stage_output(run, CONSOLIDATE)
-        return merge_scope(deps, run.agent_id, out["due"][index], model=out["model"], holder=run.run_id,
-                           usage=usage, session_end=run.session_id if out["session_end"] else None)
+    def compute(run: FormationRun, usage: Usage) -> ScopeOutcome:
+        out = read(run, Stage.CONSOLIDATE)
+        return _merge_scope(deps, run.agent_id, out.due[index], model=out.model, holder=run.run_id,
+                            usage=usage, session_end=run.session_id if out.session_end else None)
 
     return run_stage(deps, run_id, scope_stage(index), compute)
 
 
 def skip_scope(run_id: str, index: int, reason: str, deps: Deps) -> StageResult | None:
     """Give a scope up for this run (its lease stayed busy): the buffer stays for the next one."""
-    return run_stage(deps, run_id, scope_stage(index), lambda run, usage: {"status": "skipped", "reason": reason})
+    return run_stage(deps, run_id, scope_stage(index), lambda run, usage: Skipped(status="skipped", reason=reason))
 
 
 def merge_scope(
     deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage, session_end: str | None = None,
 ) -> dict:
+    """One consolidation of one scope key, its outcome as JSON (``_merge_scope``)."""
+    return _merge_scope(deps, agent_id, key, model=model, holder=holder, usage=usage,
+                        session_end=session_end).model_dump(mode="json")
+
+
+def _merge_scope(
+    deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage, session_end: str | None = None,
+) -> ScopeOutcome:
     """One consolidation of one scope key; idempotent for ``holder`` (a run id, or the
     session-end holder). Raises ``ScopeBusy`` when another holder has the lease.
 
@@ -107,21 +109,21 @@ def merge_scope(
         if blob is not None and blob.absorbing_ids:
             store.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
         if blob is not None and blob.last_run_id == holder:
-            return {"scope_key": key, "status": "already_merged", "version": blob.version,
-                    "absorbed": len(blob.absorbing_ids)}
+            return AlreadyMerged(status="already_merged", scope_key=key, version=blob.version,
+                                 absorbed=len(blob.absorbing_ids))
         buffer = store.unabsorbed_reflections(agent_id, key)
         ids = rules.snapshot_ids(buffer)
         if not ids:
-            return {"scope_key": key, "status": "nothing_to_merge", "version": blob.version if blob else 0,
-                    "absorbed": 0}
+            return NothingToMerge(status="nothing_to_merge", scope_key=key, version=blob.version if blob else 0,
+                                  absorbed=0)
         scope = rules.scope_of_key(key)
         threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
         due = rules.due_by_threshold({key: len(ids)}, {scope: threshold})
         if session_end is not None:
             due += rules.due_at_session_end({key: buffer}, session_end)
         if not due:
-            return {"scope_key": key, "status": "not_due", "version": blob.version if blob else 0,
-                    "absorbed": 0, "unabsorbed": len(ids), "threshold": threshold}
+            return NotDue(status="not_due", scope_key=key, version=blob.version if blob else 0,
+                          absorbed=0, unabsorbed=len(ids), threshold=threshold)
         current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
         limit = settings.word_limit(scope)  # type: ignore[arg-type]
         texts = [r.content for r in buffer if r.reflection_id in set(ids)]
@@ -143,9 +145,9 @@ def merge_scope(
             raise TransientError(f"blob {agent_id}/{key} moved past version {version} during the merge")
         store.mark_absorbed(ids, version + 1, now)
         store.bump_scope_versions(agent_id, [key])
-        return {"scope_key": key, "status": "merged", "version": version + 1, "absorbed": len(ids),
-                "words": merge.words, "attempts": merge.attempts, "over_limit_answers": merge.over_limit_answers,
-                "lost_section_answers": merge.lost_section_answers, "outdated_sections": merge.outdated_sections}
+        return Merged(status="merged", scope_key=key, version=version + 1, absorbed=len(ids),
+                      words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
+                      lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections)
     finally:
         store.release_lease(lease, holder)
 
@@ -170,5 +172,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     finally:
         # no run holds these calls: a usage record does, so the agent's cost counts them too,
         # those of an attempt that failed after its calls included
-        record_spend(deps, usage, agent_id=agent_id, stage=CONSOLIDATE_SESSION, session_id=session_id)
+        record_spend(deps, usage, agent_id=agent_id, stage=Stage.CONSOLIDATE_SESSION, session_id=session_id)
     return results

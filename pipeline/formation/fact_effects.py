@@ -23,14 +23,12 @@ the stored one (``update_of_newer``), so ``as_of`` still finds it.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-import numpy as np
-
 from pipeline.formation.dedup import new_fact_id
 from pipeline.formation.facts import NewFact
+from pipeline.formation.outputs import DecideFactsOutput, Insert, Retire, Update
 from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
 from pipeline.store.port import Store
@@ -39,14 +37,14 @@ from schemas.documents import Fact, FormationRun, StoredMessage
 
 
 def apply(
-    store: Store, run: FormationRun, output: dict, *, now: datetime, plan: ScopePlan,
+    store: Store, run: FormationRun, output: DecideFactsOutput, *, now: datetime, plan: ScopePlan,
     new_facts: Sequence[NewFact], vectors: Sequence[Sequence[float]], sources: Sequence[Provenance],
     message_ids: Sequence[str],
 ) -> None:
-    """Apply ``output["effects"]`` (see the module docstring), record notes, bump the stamps."""
-    model = output["embedding_model"]
+    """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps."""
+    model = output.embedding_model
     said = {f.index: f for f in new_facts}
-    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output["effects"] else []
+    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
     said_at = _said_at(claimed, sources, now)
     notes: list[dict] = []
 
@@ -64,29 +62,29 @@ def apply(
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
         ))[1]
 
-    for effect in output["effects"]:
-        index = effect["index"]
-        if effect["op"] == "retire":
+    for effect in output.effects:
+        index = effect.index
+        if isinstance(effect, Retire):
             # the contradicted fact was valid until the new one was said
-            if not store.retire_fact(effect["fact_id"], now, run.run_id, valid_to=said_at(index),
-                                     expected_version=effect.get("version")):
+            if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
+                                     expected_version=effect.version):
                 note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
-        elif effect["op"] == "update":
-            newer = _said_later(store, effect["fact_id"], said_at(index))
+        elif isinstance(effect, Update):
+            newer = _said_later(store, effect.fact_id, said_at(index))
             if newer is not None:
                 # an older statement formed late (its session formed after the correction's):
                 # the stored text stays; this one is kept as a past version, valid until it
                 fact = said[index]
                 added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
                 store.retire_fact(added, now, run.run_id, valid_to=newer)
-                notes.append({"index": index, "fact_id": effect["fact_id"], "note": "update_of_newer",
+                notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
             if store.update_fact(
-                effect["fact_id"], content=effect["text"], hash=effect["hash"],
-                embedding=merged_vector(output, index), embedding_model=model,
-                run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.get("version"),
+                effect.fact_id, content=effect.text, hash=effect.hash,
+                embedding=output.merged_vector(index), embedding_model=model,
+                run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 sources=(source_ids(index), message_sources(source_ids(index), claimed)),
             ):
                 continue
@@ -98,21 +96,13 @@ def apply(
                 notes.append(note)
         else:
             # a text merged from two facts of this run was embedded again, like an UPDATE's
-            insert(effect["fact_id"], index, effect["text"], effect["scope"], effect["scope_key"],
-                   effect["hash"], merged_vector(output, index))
+            insert(effect.fact_id, index, effect.text, effect.scope, effect.scope_key, effect.hash,
+                   output.merged_vector(index))
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
-    keys = sorted({e["scope_key"] for e in output["effects"] if "scope_key" in e})
+    keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})
     if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
         store.bump_scope_versions(run.agent_id, keys)
-
-
-def merged_vector(output: dict, index: int) -> list[float] | None:
-    """The vector of a merged text of new fact ``index`` (an UPDATE's), if it has one."""
-    value = output["update_vectors"].get(str(index))
-    if value is None or isinstance(value, list):
-        return value
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).tolist()
 
 
 def _said_at(
@@ -141,20 +131,20 @@ def _said_later(store: Store, fact_id: str, said: datetime) -> datetime | None:
     return fact.valid_from if fact.valid_from > said else None
 
 
-def _changed_meanwhile(store: Store, run: FormationRun, effect: dict, action: str) -> dict | None:
+def _changed_meanwhile(store: Store, run: FormationRun, effect: Update | Retire, action: str) -> dict | None:
     """The note when the fact an UPDATE or DELETE names is no longer as decided on: retired
     (by another run, or erased) or changed by another run since the decision. None when this
     run's own earlier apply (a rerun) or a text already live in the scope explains why the
     effect changed nothing."""
-    found = store.get_facts([effect["fact_id"]])
+    found = store.get_facts([effect.fact_id])
     fact = found[0] if found else None
     if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
         return None
     if fact is None or fact.retired_at is not None:
         note = f"{action}_of_retired"
-    elif effect.get("version") is not None and fact.version != effect["version"]:
+    elif effect.version is not None and fact.version != effect.version:
         note = f"{action}_of_changed"
     else:
         return None
-    return {"index": effect["index"], "fact_id": effect["fact_id"], "note": note,
+    return {"index": effect.index, "fact_id": effect.fact_id, "note": note,
             "retired_by": fact.retired_by if fact is not None else None}

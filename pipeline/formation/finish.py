@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline import cost, trigger
-from pipeline.formation.consolidate_stages import CONSOLIDATE, scope_stage
+from pipeline.formation.outputs import (
+    ActionCounts, DecideFactsOutput, Earlier, ExtractFactsOutput, ExtractReflectionsOutput, FactDrops, FinishOutput,
+    ReflectionCounts, SameRunCounts, read_stored,
+)
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
-from pipeline.formation.stages import DECIDE_FACTS, EXTRACT_FACTS, EXTRACT_REFLECTIONS
 from pipeline.ingest import claim_run
-from schemas.documents import FormationRun
-
-FINISH = "finish"
+from schemas.documents import FormationRun, Stage, scope_stage
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,19 @@ SCREENING_COUNTERS = ("secrets_dropped", "contacts_rescoped", "contacts_dropped"
 def screening_totals(run: FormationRun) -> dict[str, int]:
     """What the run kept out of memory (design §11): secrets dropped from facts, fact updates and
     reflections; agent-scope items with contact data moved to the user's scope or dropped."""
-    totals = dict.fromkeys(SCREENING_COUNTERS, 0)
-    for name in (EXTRACT_FACTS, EXTRACT_REFLECTIONS):
-        record = run.stages.get(name)
-        screened = ((record.output or {}) if record else {}).get("screened", {})
-        for counter in SCREENING_COUNTERS:
-            totals[counter] += screened.get(counter, 0)
-    decide = run.stages.get(DECIDE_FACTS)
-    totals["secrets_dropped"] += ((decide.output or {}) if decide else {}).get("update_secrets", 0)
-    return totals
+    return _screening_totals(read_stored(run, Stage.EXTRACT_FACTS), read_stored(run, Stage.EXTRACT_REFLECTIONS),
+                             read_stored(run, Stage.DECIDE_FACTS))
+
+
+def _screening_totals(
+    extracted: ExtractFactsOutput | None, reflected: ExtractReflectionsOutput | None, decided: DecideFactsOutput | None,
+) -> dict[str, int]:
+    screened = [out.screened for out in (extracted, reflected) if out is not None]
+    return {
+        "secrets_dropped": sum(s.secrets_dropped for s in screened) + (decided.update_secrets if decided else 0),
+        "contacts_rescoped": sum(s.contacts_rescoped for s in screened),
+        "contacts_dropped": sum(s.contacts_dropped for s in screened),
+    }
 
 
 EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed",
@@ -69,9 +73,10 @@ def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
     return counts
 
 
-def run_totals(run: FormationRun) -> dict:
+def run_totals(run: FormationRun, earlier: Earlier | None = None) -> dict:
     """Tokens, calls, fact actions, reflections per scope, dropped items, what was kept out of
     memory (``screening_totals``) and timings."""
+    stored = (earlier or Earlier()).stored
     tokens = {"input": 0, "output": 0, "embedding": 0}
     calls, timings = 0, {}
     for name, record in run.stages.items():
@@ -83,49 +88,51 @@ def run_totals(run: FormationRun) -> dict:
                                    if r.get("kind") == "embedding")
         if record.duration_ms is not None:
             timings[name] = record.duration_ms
-    out = {name: (run.stages.get(name).output or {}) if run.stages.get(name) else {}
-           for name in (EXTRACT_FACTS, "embed_facts", DECIDE_FACTS, EXTRACT_REFLECTIONS, CONSOLIDATE)}
-    dropped_facts = out[EXTRACT_FACTS].get("dropped", {})
-    refl_counts = out[EXTRACT_REFLECTIONS].get("counts", {})
-    due = out[CONSOLIDATE].get("due", [])
+    # a stage not run (yet) counts nothing
+    extracted = stored(run, Stage.EXTRACT_FACTS)
+    decided = stored(run, Stage.DECIDE_FACTS)
+    reflected = stored(run, Stage.EXTRACT_REFLECTIONS)
+    consolidated = stored(run, Stage.CONSOLIDATE)
+    drops = extracted.dropped if extracted else FactDrops()
+    actions, same_run = (decided.counts, decided.same_run) if decided else (ActionCounts(), SameRunCounts())
+    counts = reflected.counts if reflected else ReflectionCounts()
     merged = {}
-    for i, key in enumerate(due):
-        record = run.stages.get(scope_stage(i))
-        merged[key] = (record.output or {}).get("status") if record else None
+    for i, key in enumerate(consolidated.due if consolidated else []):
+        outcome = stored(run, scope_stage(i))
+        merged[key] = outcome.status if outcome is not None else None
     return {
         "tokens": {**tokens, "total": tokens["input"] + tokens["output"]},
         "llm_calls": calls,
-        "facts": {**fact_counts(run, out[DECIDE_FACTS].get("counts", {})),
-                  "extracted": len(out[EXTRACT_FACTS].get("facts", [])),
-                  "same_run": out[DECIDE_FACTS].get("same_run", {})},
-        "reflections": {s: refl_counts.get(s, 0) for s in ("agent", "user", "session")},
+        "facts": {**fact_counts(run, actions.model_dump()),
+                  "extracted": len(extracted.facts) if extracted else 0,
+                  "same_run": same_run.model_dump()},
+        "reflections": {"agent": counts.agent, "user": counts.user, "session": counts.session},
         "dropped_over_limit": {
-            "facts": dropped_facts.get("over_limit", 0),
-            "reflections": refl_counts.get("over_limit", 0),
-            "fact_updates": out[DECIDE_FACTS].get("update_over_limit", 0),
+            "facts": drops.over_limit,
+            "reflections": counts.over_limit,
+            "fact_updates": decided.update_over_limit if decided else 0,
         },
         "dropped_other": {
-            "facts_scope_not_allowed": dropped_facts.get("scope_not_allowed", 0),
-            "reflections_scope_not_allowed": refl_counts.get("scope_not_allowed", 0),
-            "reflections_repeating_facts": refl_counts.get("repeats_fact", 0),
+            "facts_scope_not_allowed": drops.scope_not_allowed,
+            "reflections_scope_not_allowed": counts.scope_not_allowed,
+            "reflections_repeating_facts": counts.repeats_fact,
         },
-        **screening_totals(run),
+        **_screening_totals(extracted, reflected, decided),
         "consolidated": merged,
         "timings_ms": timings,
         "cost": cost.summary(record.usage.by_model for record in run.stages.values()),
     }
 
 
-def changed_scope_keys(run: FormationRun) -> list[str]:
+def changed_scope_keys(run: FormationRun, earlier: Earlier | None = None) -> list[str]:
+    stored = (earlier or Earlier()).stored
     keys: set[str] = set()
-    decide = run.stages.get(DECIDE_FACTS)
-    for effect in ((decide.output or {}).get("effects", []) if decide else []):
-        if effect.get("scope_key"):
-            keys.add(effect["scope_key"])
-    refl = run.stages.get(EXTRACT_REFLECTIONS)
-    keys.update(r["scope_key"] for r in ((refl.output or {}).get("reflections", []) if refl else []))
-    cons = run.stages.get(CONSOLIDATE)
-    keys.update((cons.output or {}).get("due", []) if cons else [])
+    decided = stored(run, Stage.DECIDE_FACTS)
+    keys.update(e.scope_key for e in (decided.effects if decided else []) if e.op != "retire")
+    reflected = stored(run, Stage.EXTRACT_REFLECTIONS)
+    keys.update(r.scope_key for r in (reflected.reflections if reflected else []))
+    consolidated = stored(run, Stage.CONSOLIDATE)
+    keys.update(consolidated.due if consolidated else [])
     return sorted(keys)
 
 
@@ -133,22 +140,24 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     """Close the run (once) and return what to start next."""
     store = deps.store
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
+    earlier = Earlier()
+
+    def compute(run: FormationRun, usage: Usage) -> FinishOutput:
         # ``run`` is as begin_stage left it: every earlier stage, and this one running
-        return {"totals": run_totals(run), "changed": changed_scope_keys(run)}
+        return FinishOutput(totals=run_totals(run, earlier), changed=changed_scope_keys(run, earlier))
 
-    def apply(run: FormationRun, output: dict) -> None:
-        store.finish_run(run_id, deps.clock.now(), output["totals"], output["changed"])
+    def apply(run: FormationRun, output: FinishOutput) -> None:
+        store.finish_run(run_id, deps.clock.now(), output.totals, output.changed)
 
-    result = run_stage(deps, run_id, FINISH, compute, apply)
+    result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
         run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run) if run.status == "done" else NextStep()
     # next_step reads the session, agent and consolidate output, which closing did not change
-    return result, next_step(deps, result.run)
+    return result, next_step(deps, result.run, earlier)
 
 
-def next_step(deps: Deps, run: FormationRun) -> NextStep:
+def next_step(deps: Deps, run: FormationRun, earlier: Earlier | None = None) -> NextStep:
     store, settings, now = deps.store, deps.settings, deps.clock.now()
     session = store.get_session(run.session_id)
     if session is None:
@@ -161,8 +170,8 @@ def next_step(deps: Deps, run: FormationRun) -> NextStep:
                             settings.claim_lease_s, follow_up=True)
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)
-    cons = run.stages.get(CONSOLIDATE)
-    consolidated_at_end = bool(cons and (cons.output or {}).get("session_end"))
+    consolidated = (earlier or Earlier()).stored(run, Stage.CONSOLIDATE)
+    consolidated_at_end = bool(consolidated and consolidated.session_end)
     if ended and not consolidated_at_end and session.last_seq <= session.claimed_through:
         return NextStep(consolidate_session=(run.agent_id, run.session_id))
     return NextStep()

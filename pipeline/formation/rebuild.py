@@ -22,9 +22,10 @@ from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Deps, Usage, record_spend
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
+from schemas.documents import Stage
 
 #: the stage name of a rebuild's usage record
-REBUILD_BLOB = "rebuild_blob"
+REBUILD_BLOB = Stage.REBUILD_BLOB
 #: how long an erasure waits for a consolidation of the same scope key to end
 LEASE_WAIT_S = 30.0
 

@@ -6,8 +6,9 @@
    longer active (taken over, finished, dead) stop quietly and apply nothing;
 2. a stage already ``done`` reuses its stored output (no LLM call);
 3. otherwise ``compute`` (LLM / embedder calls) and ``complete_stage`` with the output, the
-   token usage and the timings. The output is stored *before* any effect, so a rerun never
-   asks the LLM again for a decision that may already be half applied;
+   token usage and the timings. The output is the stage's model
+   (``pipeline.formation.outputs``), stored as its JSON dump; it is stored *before* any
+   effect, so a rerun never asks the LLM again for a decision that may already be half applied;
 4. ``apply`` the output's effects. Every effect is idempotent on the run id (deterministic
    fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
    after a crash at any point applies nothing twice.
@@ -29,10 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from pipeline import tracing
 from pipeline.clock import Clock
 from pipeline.cost import price_models
 from pipeline.embeddings.port import Embedder, Embeddings
+from pipeline.formation import outputs
 from pipeline.errors import PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
@@ -57,10 +61,6 @@ class Deps(Protocol):
 
 class RunNotFound(PermanentError):
     """A task names a run the store does not hold."""
-
-
-class StageMissing(PermanentError):
-    """A stage needs the output of an earlier one that is not done: the chain is broken."""
 
 
 @dataclass
@@ -123,14 +123,15 @@ class Usage:
 @dataclass
 class StageResult:
     run: FormationRun
-    output: dict[str, Any]
+    output: dict[str, Any]             # as stored (JSON)
     reused: bool                       # the stage was already done: stored output, no LLM call
     record: StageRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    value: Any = None                  # ``output`` as the stage's model (``outputs``)
 
 
-Compute = Callable[[FormationRun, Usage], dict[str, Any]]
-Apply = Callable[[FormationRun, dict[str, Any]], None]
+Compute = Callable[[FormationRun, Usage], BaseModel]
+Apply = Callable[[FormationRun, Any], None]
 
 
 def load_run(store: Store, run_id: str) -> FormationRun:
@@ -156,19 +157,21 @@ def run_stage(
     run, record = begun
     if record.status == "done":
         output = record.output or {}
+        value = outputs.parse(stage, output)
         if apply is not None:
-            apply(run, output)
-        return StageResult(run, output, reused=True, record=record)
+            apply(run, value)
+        return StageResult(run, output, reused=True, record=record, value=value)
     started = time.perf_counter()
     usage = Usage()
     try:
-        output = compute(run, usage)
+        value = compute(run, usage)
     except BaseException:
         keep_spent(deps, run, stage, usage)
         raise
     if not still_active(store, run_id):
         keep_spent(deps, run, stage, usage)  # paid for, though nothing is stored
         return None  # erased (or taken over) while computing: store and apply nothing
+    output = outputs.dump(value)
     done = StageRecord(
         status="done", output=output, started_at=record.started_at, finished_at=deps.clock.now(),
         duration_ms=round((time.perf_counter() - started) * 1000, 3), attempts=record.attempts,
@@ -179,11 +182,12 @@ def run_stage(
         # a concurrent delivery completed it first: its output is the one that counts
         done = load_run(store, run_id).stages[stage]
         output, reused = done.output or {}, True
+        value = outputs.parse(stage, output)
     if apply is not None:
         if not still_active(store, run_id):
             return None
-        apply(run, output)
-    return StageResult(run, output, reused=reused, record=done)
+        apply(run, value)
+    return StageResult(run, output, reused=reused, record=done, value=value)
 
 
 def still_active(store: Store, run_id: str) -> bool:
@@ -215,12 +219,3 @@ def record_spend(
     except Exception as exc:  # noqa: BLE001 - logged; the caller's own error or result stands
         log.warning("%s of agent %s: the cost of its model calls was not recorded (%s: %s)",
                     stage, agent_id, type(exc).__name__, exc)
-
-
-def stage_output(run: FormationRun, stage: str) -> dict[str, Any]:
-    """The stored output of an earlier stage; a missing one is a broken chain, not 'nothing'."""
-    record = run.stages.get(stage)
-    if record is None or record.status != "done" or record.output is None:
-        raise StageMissing(f"run {run.run_id}: stage {stage} has no stored output (status "
-                          f"{record.status if record else 'missing'})")
-    return record.output

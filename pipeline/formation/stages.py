@@ -1,36 +1,36 @@
 """The fact and reflection stages of a formation run, each a plain function (run_id, deps).
 
 Each returns a ``StageResult`` (None when the run is no longer active) and is idempotent:
-see ``pipeline.formation.runner``. Models: the fast model for extract_facts and
-decide_facts, the tier model for extract_reflections (and consolidation), both chosen in
-the first stage and recorded on the run with the scopes it may form.
+see ``pipeline.formation.runner``; what each stores: ``pipeline.formation.outputs``. Models:
+the fast model for extract_facts and decide_facts, the tier model for extract_reflections (and
+consolidation), both chosen in the first stage and recorded on the run with the scopes it may
+form.
 """
 
 from __future__ import annotations
 
-import base64
 from datetime import timedelta
 
-import numpy as np
-
 from pipeline import sources as provenance_sources
+from pipeline import vectors as packing
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup, fact_effects
+from pipeline.formation.outputs import (
+    ActionCounts, DecideFactsOutput, EmbedFactsOutput, ExtractFactsOutput, ExtractReflectionsOutput, FactDrops,
+    Earlier, ModelChoice, ReflectionCounts, SameRunCounts, Screened, read,
+)
 from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
 from pipeline.formation.reflections import NewReflection, filter_reflections
-from pipeline.formation.runner import Deps, StageResult, Usage, run_stage, stage_output
-from pipeline.formation.scopes import ScopePlan, plan_from_dict, plan_scopes, plan_to_dict
+from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
+from pipeline.formation.scopes import ScopePlan, plan_scopes, plan_to_dict
 from pipeline.formation.screening import guard_for, screen_facts, screen_reflections
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import build_reflections_request
-from schemas.documents import FormationRun, Reflection, StoredMessage
-
-EXTRACT_FACTS, EMBED_FACTS, DECIDE_FACTS = "extract_facts", "embed_facts", "decide_facts"
-EXTRACT_REFLECTIONS = "extract_reflections"
+from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
 
 
 def _names(messages) -> dict[str, str]:
@@ -59,81 +59,40 @@ def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]
 def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     """Plan the run's scopes and models, then extract, filter and number its facts."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
+    def compute(run: FormationRun, usage: Usage) -> ExtractFactsOutput:
         store, settings = deps.store, deps.settings
         messages = _run_messages(store, run)
         agent = store.get_agent_settings(run.agent_id)
         session = store.get_session(run.session_id)
         plan = plan_scopes(agent, run.session_id, [*run.user_ids, *humans(messages)], run.group_chat)
-        models = {
-            "fast": fast_model(settings),
-            "tier": tier_model(settings, run.tier, bool(session and session.preview)),
-        }
-        store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models)
-        output = {"plan": plan_to_dict(plan), "models": models, "facts": [], "dropped": {},
-                  "screened": {}, "message_ids": [m.message_id for m in messages], "skipped": None}
+        models = ModelChoice(fast=fast_model(settings),
+                             tier=tier_model(settings, run.tier, bool(session and session.preview)))
+        store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models.model_dump())
+        output = ExtractFactsOutput(plan=plan_to_dict(plan), models=models,
+                                    message_ids=[m.message_id for m in messages])
         if not messages:
-            output["skipped"] = "no messages in the claimed range"
+            output.skipped = "no messages in the claimed range"
             return output
         try:
             request = build_facts_request(
                 render_conversation(messages, _names(messages)), messages,
                 user_scope="user" in plan.fact_scopes, agent_scope="agent" in plan.fact_scopes,
                 agent_name=_agent_name(agent, messages), user_names=_names(messages),
-                model=models["fast"], word_limit=settings.fact_word_limit,
+                model=models.fast, word_limit=settings.fact_word_limit,
             )
         except InvalidInput as exc:  # no fact scope left (both toggles off, ...): no LLM call
-            output["skipped"] = str(exc)
+            output.skipped = str(exc)
             return output
         answer = usage.complete(deps.llm, request).parsed
         allowed, screened = screen_facts(answer.facts, plan, guard_for(settings),
                                          _session_user_ids(run, plan, messages))
         kept = filter_facts(allowed, plan, settings.fact_word_limit)
-        output["facts"] = [f.to_dict() for f in kept.kept]
-        output["dropped"] = kept.counts()
-        output["screened"] = screened.counts()
+        output.facts = kept.kept
+        output.dropped = FactDrops(**kept.counts())
+        output.screened = Screened(**screened.counts())
         return output
 
-    return run_stage(deps, run_id, EXTRACT_FACTS, compute)
-
-
-def pack_vectors(vectors) -> str:
-    """Vectors as base64 float32 bytes for the run record: a 384-dim vector takes 2 KB there
-    instead of up to 8 KB of JSON floats, which every later stage would parse again (the
-    facts keep float32 vectors too)."""
-    if not len(vectors):
-        return ""
-    return base64.b64encode(np.asarray(vectors, dtype=np.float32).tobytes()).decode("ascii")
-
-
-def unpack_vectors(value, dim: int) -> list[list[float]]:
-    """The vectors ``pack_vectors`` stored (a list of lists is a record stored before)."""
-    if isinstance(value, list):
-        return value
-    if not value:
-        return []
-    return np.frombuffer(base64.b64decode(value), dtype=np.float32).reshape(-1, dim).tolist()
-
-
-def _fact_vectors(run: FormationRun) -> list[list[float]]:
-    embedded = stage_output(run, EMBED_FACTS)
-    return unpack_vectors(embedded["vectors"], embedded.get("dim", 0))
-
-
-def _dedup_vectors(run: FormationRun) -> list[list[float]]:
-    """The content-only vectors (a record without them embedded the content alone)."""
-    embedded = stage_output(run, EMBED_FACTS)
-    if "dedup_vectors" not in embedded:
-        return _fact_vectors(run)
-    return unpack_vectors(embedded["dedup_vectors"], embedded.get("dim", 0))
-
-
-def _sources(run: FormationRun) -> list[Provenance]:
-    return [Provenance.from_dict(p) for p in stage_output(run, EMBED_FACTS).get("sources", [])]
-
-
-def _facts(run: FormationRun) -> list[NewFact]:
-    return [NewFact.from_dict(f) for f in stage_output(run, EXTRACT_FACTS)["facts"]]
+    return run_stage(deps, run_id, Stage.EXTRACT_FACTS, compute)
 
 
 def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
@@ -153,20 +112,19 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
     content (what dedup compares with the candidates' contents, see
     ``pipeline.formation.dedup``)."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
-        facts = _facts(run)
-        model = deps.embedder.model
+    def compute(run: FormationRun, usage: Usage) -> EmbedFactsOutput:
+        facts = read(run, Stage.EXTRACT_FACTS).facts
         if not facts:
-            return {"model": model, "vectors": [], "input_tokens": 0}
+            return EmbedFactsOutput(model=deps.embedder.model)
         sources = _provenances(deps.store, run, facts)
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
-        return {"model": result.model, "dim": result.dim, "vectors": pack_vectors(result.vectors[:n]),
-                "dedup_vectors": pack_vectors(result.vectors[n:]),
-                "sources": [p.to_dict() for p in sources], "input_tokens": result.input_tokens}
+        return EmbedFactsOutput(model=result.model, dim=result.dim, vectors=packing.pack(result.vectors[:n]),
+                                dedup_vectors=packing.pack(result.vectors[n:]), sources=sources,
+                                input_tokens=result.input_tokens)
 
-    return run_stage(deps, run_id, EMBED_FACTS, compute)
+    return run_stage(deps, run_id, Stage.EMBED_FACTS, compute)
 
 
 def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
@@ -174,12 +132,14 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     and BM25 on the content), scored content against content after one batched embedding
     of the shortlisted contents (``pipeline.formation.dedup``); one batched LLM call; effects."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
+    earlier = Earlier()
+
+    def compute(run: FormationRun, usage: Usage) -> DecideFactsOutput:
         store, settings = deps.store, deps.settings
-        facts = _facts(run)
-        embedded = stage_output(run, EMBED_FACTS)
-        vectors = dict(zip((f.index for f in facts), _dedup_vectors(run)))
-        model = stage_output(run, EXTRACT_FACTS)["models"]["fast"]
+        extracted, embedded = earlier(run, Stage.EXTRACT_FACTS), earlier(run, Stage.EMBED_FACTS)
+        facts = extracted.facts
+        vectors = dict(zip((f.index for f in facts), embedded.content_vectors()))
+        model = extracted.models.fast
         exact = {}
         for f in facts:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
@@ -189,13 +149,13 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
             limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
-            shortlists = dedup.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded["model"],
+            shortlists = dedup.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded.model,
                                          limit=limit)
             shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
-                                                                                    embedded["model"], limit))
+                                                                                    embedded.model, limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
             shortlisted = [x for x in (store.get_facts(ids) if ids else [])
-                           if x.retired_at is None and x.embedding_model == embedded["model"]]
+                           if x.retired_at is None and x.embedding_model == embedded.model]
             live = {x.fact_id: x.content for x in shortlisted}
             seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
             candidate_vectors = {}
@@ -223,30 +183,30 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         updates = [d for d in resolved.decisions if d.text is not None]  # merged texts
         update_vectors: dict[str, str] = {}
         if updates:
-            sources = dict(zip((f.index for f in facts), _sources(run)))
+            sources = dict(zip((f.index for f in facts), embedded.sources))
             texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
             result = usage.embed(deps.embedder, texts, "updates")
-            update_vectors = {str(d.index): pack_vectors([v]) for d, v in zip(updates, result.vectors)}
-        return {
-            "decisions": [d.to_dict() for d in resolved.decisions],
-            "effects": dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
-            "update_vectors": update_vectors,
-            "embedding_model": embedded["model"],
-            "counts": dedup.action_counts(resolved.decisions),
-            "update_over_limit": resolved.update_over_limit,
-            "same_run": resolved.same_run,
-            "update_secrets": update_secrets,
-            "llm_items": len(batch.indexes),
+            update_vectors = {str(d.index): packing.pack([v]) for d, v in zip(updates, result.vectors)}
+        return DecideFactsOutput(
+            decisions=resolved.decisions,
+            effects=dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
+            update_vectors=update_vectors,
+            embedding_model=embedded.model,
+            counts=ActionCounts(**dedup.action_counts(resolved.decisions)),
+            update_over_limit=resolved.update_over_limit,
+            same_run=SameRunCounts(**resolved.same_run),
+            update_secrets=update_secrets,
+            llm_items=len(batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
-            "candidates": {str(i): [[fid, round(score, 6)] for fid, score in pairs]
-                           for i, pairs in scored.items() if pairs},
-            "candidate_input_tokens": candidate_tokens,
-        }
+            candidates={str(i): [(fid, round(score, 6)) for fid, score in pairs]
+                        for i, pairs in scored.items() if pairs},
+            candidate_input_tokens=candidate_tokens,
+        )
 
-    def apply(run: FormationRun, output: dict) -> None:
-        _apply_fact_effects(deps, run, output)
+    def apply(run: FormationRun, output: DecideFactsOutput) -> None:
+        _apply_fact_effects(deps, run, output, earlier)
 
-    return run_stage(deps, run_id, DECIDE_FACTS, compute, apply)
+    return run_stage(deps, run_id, Stage.DECIDE_FACTS, compute, apply)
 
 
 def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: int) -> dict[str, list[str]]:
@@ -279,53 +239,50 @@ def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
     return dropped
 
 
-def _apply_fact_effects(deps: Deps, run: FormationRun, output: dict) -> None:
-    extracted = stage_output(run, EXTRACT_FACTS)
+def _apply_fact_effects(deps: Deps, run: FormationRun, output: DecideFactsOutput, earlier: Earlier) -> None:
+    extracted, embedded = earlier(run, Stage.EXTRACT_FACTS), earlier(run, Stage.EMBED_FACTS)
     fact_effects.apply(
-        deps.store, run, output, now=deps.clock.now(), plan=plan_from_dict(extracted["plan"]),
-        new_facts=_facts(run), vectors=_fact_vectors(run), sources=_sources(run),
-        message_ids=extracted["message_ids"],
+        deps.store, run, output, now=deps.clock.now(), plan=extracted.plan.scope_plan(),
+        new_facts=extracted.facts, vectors=embedded.fact_vectors(), sources=embedded.sources,
+        message_ids=extracted.message_ids,
     )
-
-
-def formed_fact_texts(run: FormationRun) -> list[str]:
-    """Texts of the facts this run formed (added, or merged by an UPDATE)."""
-    return [e["text"] for e in stage_output(run, DECIDE_FACTS)["effects"] if e["op"] in ("insert", "update")]
 
 
 def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
     """Hierarchical reflections, aware of the blobs, the buffers and this run's facts."""
 
-    def compute(run: FormationRun, usage: Usage) -> dict:
+    earlier = Earlier()
+
+    def compute(run: FormationRun, usage: Usage) -> ExtractReflectionsOutput:
         store, settings = deps.store, deps.settings
-        extracted = stage_output(run, EXTRACT_FACTS)
-        plan = plan_from_dict(extracted["plan"])
+        extracted = earlier(run, Stage.EXTRACT_FACTS)
+        plan = extracted.plan.scope_plan()
         messages = _run_messages(store, run)
         if not messages:
-            return {"reflections": [], "counts": {}, "skipped": "no messages in the claimed range"}
+            return ExtractReflectionsOutput(skipped="no messages in the claimed range")
         blobs, buffers = {}, {}
         for scope, key in plan.reflection_keys.items():
             blob = store.get_blob(run.agent_id, key)
             blobs[scope] = blob.consolidated_content if blob else ""
             buffers[scope] = [r.content for r in store.unabsorbed_reflections(run.agent_id, key)]
-        new_facts = [f["text"] for f in extracted["facts"]] + formed_fact_texts(run)
+        new_facts = [f.text for f in extracted.facts] + read(run, Stage.DECIDE_FACTS).formed_texts()
         request = build_reflections_request(
             render_conversation(messages, _names(messages)), messages,
             scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
-            new_facts=list(dict.fromkeys(new_facts)), model=extracted["models"]["tier"],
+            new_facts=list(dict.fromkeys(new_facts)), model=extracted.models.tier,
             word_limit=settings.reflection_word_limit,
         )
         answer = usage.complete(deps.llm, request).parsed
         answer, screened = screen_reflections(answer, plan, guard_for(settings),
                                               _session_user_ids(run, plan, messages))
         kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)
-        return {"reflections": [r.to_dict() for r in kept.kept], "counts": kept.counts(),
-                "screened": screened.counts()}
+        return ExtractReflectionsOutput(reflections=kept.kept, counts=ReflectionCounts(**kept.counts()),
+                                        screened=Screened(**screened.counts()))
 
-    def apply(run: FormationRun, output: dict) -> None:
-        plan = plan_from_dict(stage_output(run, EXTRACT_FACTS)["plan"])
+    def apply(run: FormationRun, output: ExtractReflectionsOutput) -> None:
+        plan = earlier(run, Stage.EXTRACT_FACTS).plan.scope_plan()
         now = deps.clock.now()
-        items = [NewReflection.from_dict(r) for r in output["reflections"]]
+        items = output.reflections
         messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
         reflections = []
         for r in items:
@@ -340,4 +297,4 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             ))
         deps.store.insert_reflections(reflections)
 
-    return run_stage(deps, run_id, EXTRACT_REFLECTIONS, compute, apply)
+    return run_stage(deps, run_id, Stage.EXTRACT_REFLECTIONS, compute, apply)

@@ -9,14 +9,14 @@ make them atomic (a SQLite write transaction, or conditional Mongo updates).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-import numpy as np
 
-from pipeline import trigger
+from pipeline import trigger, vectors
 from pipeline.trigger import ClaimRule
+from pipeline.vectors import Float32Vector  # noqa: F401  (read here by the adapters)
 from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
     ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StageRecord,
     StoredMessage,
@@ -67,66 +67,11 @@ def lease_until(now: datetime, lease_s: float) -> datetime:
     return utc(now) + timedelta(seconds=lease_s)
 
 
-def pack_embedding(vector: list[float] | None) -> bytes | None:
-    """float32 bytes: a 384-dim vector takes 1.5 KiB instead of ~8 KiB of JSON."""
-    if vector is None:
-        return None
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
-class Float32Vector(Sequence):
-    """A read-only float32 vector that reads like a list of floats (``len``, indexing,
-    iteration, truth value, ``==`` against a list) and converts to numpy without a copy per
-    element (``np.asarray``). Search candidates carry these: 100k of them load in a fraction of
-    the time (and memory) that lists of Python floats would take. It may be one row of a
-    matrix shared by a whole batch of candidates (the row is sliced only when read)."""
-
-    __slots__ = ("_base", "_row")
-
-    def __init__(self, base: np.ndarray, row: int = -1) -> None:
-        self._base = base
-        self._row = row
-
-    @property
-    def _array(self) -> np.ndarray:
-        return self._base if self._row < 0 else self._base[self._row]
-
-    def __len__(self) -> int:
-        return self._base.shape[-1]
-
-    def __getitem__(self, index):
-        return self._array[index].tolist()
-
-    def __iter__(self):
-        return iter(self._array.tolist())
-
-    def __bool__(self) -> bool:
-        return self._base.shape[-1] > 0
-
-    def __array__(self, dtype=None, copy=None):
-        array = self._array
-        return array if dtype is None else array.astype(dtype)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Float32Vector, np.ndarray, list, tuple)):
-            return self._array.tolist() == np.asarray(other, dtype=np.float32).tolist()
-        return NotImplemented
-
-    __hash__ = None  # mutable-looking sequences are unhashable, like lists
-
-    def __repr__(self) -> str:
-        return f"Float32Vector({self._array.tolist()!r})"
-
-    def __reduce__(self):
-        return (Float32Vector, (self._array.copy(),))
-
-    def tolist(self) -> list[float]:
-        return self._array.tolist()
-
-    def matrix_row(self) -> tuple[np.ndarray, int]:
-        """The batch matrix this vector is a row of, and its row (-1: the vector is its own
-        array), so that a reader of many candidates can gather rows without a copy each."""
-        return self._base, self._row
+# the adapters' names for the one vector encoding (``pipeline.vectors``)
+pack_embedding = vectors.to_bytes
+unpack_embedding = vectors.view
+unpack_embeddings = vectors.views
+embedding_list = vectors.from_bytes
 
 
 @contextmanager
@@ -140,36 +85,6 @@ def no_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def unpack_embeddings(blobs: list[bytes | None]) -> list[Float32Vector | None]:
-    """Vectors over many stored blobs at once: one matrix when they share a dimension."""
-    sizes = {len(b) for b in blobs if b is not None}
-    if len(sizes) != 1:
-        return [unpack_embedding(b) for b in blobs]
-    size = sizes.pop()
-    present = [b for b in blobs if b is not None]
-    matrix = np.frombuffer(b"".join(present), dtype=np.float32).reshape(len(present), size // 4)
-    out: list[Float32Vector | None] = []
-    row = 0
-    for blob in blobs:
-        if blob is None:
-            out.append(None)
-        else:
-            out.append(Float32Vector(matrix, row))
-            row += 1
-    return out
-
-
-def unpack_embedding(blob: bytes | None) -> Float32Vector | None:
-    """A read-only float32 vector over the stored bytes."""
-    if blob is None:
-        return None
-    return Float32Vector(np.frombuffer(blob, dtype=np.float32))
-
-
-def embedding_list(blob: bytes | None) -> list[float] | None:
-    return None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist()
 
 
 def humans_of(message: StoredMessage) -> list[str]:

@@ -4,6 +4,7 @@ conversation were both added, because neither was stored when the other was deci
 
 from __future__ import annotations
 
+from pipeline import vectors
 from pipeline.formation import finish, stages
 from pipeline.llm.offline import OfflineLLM
 
@@ -45,7 +46,7 @@ def test_an_update_merges_the_later_fact_into_the_earlier_one_which_is_added_mer
     assert (fact.fact_id, fact.content, fact.version) == (f"{run_id}:0", merged, 1)
     # embedded as merged, like an UPDATE's text, not with the earlier fact's own vector
     first_vector = env.store.get_run(run_id).stages["embed_facts"].output["vectors"]
-    assert stages.unpack_vectors(first_vector, env.embedder.dim)[0] != fact.embedding
+    assert vectors.unpack(first_vector, env.embedder.dim)[0] != fact.embedding
     assert _same_run(env, run_id) == {"dropped": 0, "merged": 1, "superseded": 0}
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pipeline.formation.outputs import Insert, read_stored
 from pipeline.text import normalize, text_hash
-from schemas.documents import ConsolidatedBlob, Fact, FormationRun, Reflection, SessionState, StoredMessage
+from schemas.documents import ConsolidatedBlob, Fact, FormationRun, Reflection, SessionState, Stage, StoredMessage
 
 
 def _load(dump: dict[str, list[dict]]) -> dict[str, list[Any]]:
@@ -62,9 +63,8 @@ def audit(store) -> dict[str, Any]:
     # (even when a later run has since merged the copies into different texts)
     planned: dict[str, int] = {}
     for run in done_runs:
-        decide = run.stages.get("decide_facts")
-        planned[run.run_id] = sum(1 for e in ((decide.output or {}).get("effects", []) if decide else [])
-                                  if e.get("op") == "insert")
+        decided = read_stored(run, Stage.DECIDE_FACTS)
+        planned[run.run_id] = sum(1 for e in (decided.effects if decided else []) if isinstance(e, Insert))
         # an UPDATE that could not apply as decided adds its fact instead (effect notes)
         planned[run.run_id] += sum(1 for n in run.effect_notes if n.get("added"))
     from_run = Counter(f.source_run_id for f in facts if f.source_run_id in planned)
@@ -79,15 +79,15 @@ def audit(store) -> dict[str, Any]:
     fact_ids = {f.fact_id for f in facts}
     fact_keys = {(f.agent_id, f.scope_key, f.hash) for f in facts}
     for run in done_runs:
-        refl_stage = run.stages.get("extract_reflections")
-        for item in ((refl_stage.output or {}).get("reflections", []) if refl_stage else []):
-            if item.get("reflection_id") not in stored_refl:
-                lost_refl.append(f"{run.run_id}:{item.get('reflection_id')}")
-        decide = run.stages.get("decide_facts")
-        for effect in ((decide.output or {}).get("effects", []) if decide else []):
-            if effect.get("op") == "insert" and effect.get("fact_id") not in fact_ids \
-                    and (run.agent_id, effect.get("scope_key"), effect.get("hash")) not in fact_keys:
-                lost_facts.append(f"{run.run_id}:{effect.get('fact_id')}")
+        reflected = read_stored(run, Stage.EXTRACT_REFLECTIONS)
+        for item in (reflected.reflections if reflected else []):
+            if item.reflection_id not in stored_refl:
+                lost_refl.append(f"{run.run_id}:{item.reflection_id}")
+        decided = read_stored(run, Stage.DECIDE_FACTS)
+        for effect in (decided.effects if decided else []):
+            if isinstance(effect, Insert) and effect.fact_id not in fact_ids \
+                    and (run.agent_id, effect.scope_key, effect.hash) not in fact_keys:
+                lost_facts.append(f"{run.run_id}:{effect.fact_id}")
     blobs = {(b.agent_id, b.scope_key): b for b in data["consolidated"]}
     for r in reflections:
         if r.absorbed:

@@ -32,25 +32,26 @@ from tests.reliability.scenarios.harness import (
 )
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
 from pipeline import names
+from schemas.documents import Stage
 from workers.dispatch import send
 
 # (stage, store method after which the process is killed): a partial effect, or a completed
 # stage record whose hand-on was never sent
 POINTS = (
-    ("extract_facts", "update_run_fields"),
-    ("embed_facts", "complete_stage"),
-    ("decide_facts", "insert_fact"),
-    ("extract_reflections", "insert_reflections"),
-    ("consolidate", "save_blob"),
-    ("finish", "complete_stage"),
-    ("extract_facts", "complete_stage"),
-    ("embed_facts", "start_stage"),
-    ("decide_facts", "complete_stage"),
-    ("extract_reflections", "complete_stage"),
-    ("consolidate", "mark_absorbed"),
-    ("finish", "finish_run"),
+    (Stage.EXTRACT_FACTS, "update_run_fields"),
+    (Stage.EMBED_FACTS, "complete_stage"),
+    (Stage.DECIDE_FACTS, "insert_fact"),
+    (Stage.EXTRACT_REFLECTIONS, "insert_reflections"),
+    (Stage.CONSOLIDATE, "save_blob"),
+    (Stage.FINISH, "complete_stage"),
+    (Stage.EXTRACT_FACTS, "complete_stage"),
+    (Stage.EMBED_FACTS, "start_stage"),
+    (Stage.DECIDE_FACTS, "complete_stage"),
+    (Stage.EXTRACT_REFLECTIONS, "complete_stage"),
+    (Stage.CONSOLIDATE, "mark_absorbed"),
+    (Stage.FINISH, "finish_run"),
 )
-CONTROL_POINTS = (("decide_facts", "insert_fact"), ("decide_facts", "complete_stage"))
+CONTROL_POINTS = ((Stage.DECIDE_FACTS, "insert_fact"), (Stage.DECIDE_FACTS, "complete_stage"))
 
 SCENARIO_SETTINGS = dict(
     broker_visibility_timeout_s=3, claim_lease_s=15, llm_provider="offline", embedding_provider="hashing",

@@ -26,7 +26,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-STAGE_OF = {"consolidate_scope": "consolidate"}
+from schemas.documents import Stage
+
+STAGE_OF = {Stage.CONSOLIDATE_SCOPE: Stage.CONSOLIDATE}
 
 
 def stage_category(stage: str) -> str:
