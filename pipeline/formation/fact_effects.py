@@ -18,7 +18,9 @@ and adds its new fact. Each case is noted on the run (``effect_notes``: ``update
 An UPDATE whose new statement was said before the stored text became valid (an older
 statement formed late, its session formed after the correction's) changes nothing live: the
 newer stored text stays, and the older one is added as a past version, retired and valid until
-the stored one (``update_of_newer``), so ``as_of`` still finds it.
+the stored one (``update_of_newer``), so ``as_of`` still finds it. A DELETE of that kind is the
+same: the newer stored fact is not retired, and the older statement's new fact is added as a
+past version (``delete_of_newer``).
 """
 
 from __future__ import annotations
@@ -62,9 +64,17 @@ def apply(
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
         ))[1]
 
+    superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid
     for effect in output.effects:
         index = effect.index
         if isinstance(effect, Retire):
+            newer = _said_later(store, effect.fact_id, said_at(index))
+            if newer is not None:
+                # as for an UPDATE below: an older statement formed late retires nothing; its
+                # fact (the INSERT of the same index) is kept as a past version, valid until then
+                superseded[index] = newer
+                notes.append({"index": index, "fact_id": effect.fact_id, "note": "delete_of_newer"})
+                continue
             # the contradicted fact was valid until the new one was said
             if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
                                      expected_version=effect.version):
@@ -98,6 +108,9 @@ def apply(
             # a text merged from two facts of this run was embedded again, like an UPDATE's
             insert(effect.fact_id, index, effect.text, effect.scope, effect.scope_key, effect.hash,
                    output.merged_vector(index))
+    for effect in output.effects:
+        if isinstance(effect, Insert) and effect.index in superseded:
+            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index])
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})

@@ -54,7 +54,7 @@ def _screening_totals(
 
 
 EFFECT_NOTES = ("update_of_retired", "update_of_changed", "delete_of_retired", "delete_of_changed",
-                "update_of_newer")
+                "update_of_newer", "delete_of_newer")
 
 
 def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
@@ -70,6 +70,8 @@ def fact_counts(run: FormationRun, decided: dict[str, int]) -> dict[str, int]:
         counts["added"] = counts.get("added", 0) + became_adds
     if counts["update_of_newer"] and "updated" in counts:  # kept as a past version, not live
         counts["updated"] -= counts["update_of_newer"]
+    if counts["delete_of_newer"] and "deleted" in counts:  # retired nothing: the stored text is newer
+        counts["deleted"] -= counts["delete_of_newer"]
     return counts
 
 

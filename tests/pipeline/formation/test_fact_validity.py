@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.errors import InvalidInput
 from pipeline.formation import stages
+from pipeline.formation.finish import fact_counts
 from pipeline.service import MemoryService
 from pipeline.validity import version_at
 
@@ -138,6 +139,31 @@ def test_a_statement_formed_after_its_correction_does_not_replace_it_and_stays_r
     [past] = [f for f in env.all_facts() if f.content == LYON]
     assert past.retired_at is not None and past.valid_from == said_lyon and past.valid_to == _said_at(env, "run-1")
     assert env.store.get_run(late).effect_notes[0]["note"] == "update_of_newer"
+    service = _service(env)
+    assert LYON in service.get_memory_context(as_of=said_lyon + timedelta(hours=1), **ALICE)
+    assert PORTO in service.get_memory_context(**ALICE) and LYON not in service.get_memory_context(**ALICE)
+
+
+def test_an_older_contradiction_formed_after_the_newer_statement_does_not_retire_it(env):
+    """As above, with the late run deciding DELETE: Porto was said after Lyon, so the late
+    contradiction retires nothing; Lyon is recorded as a past version, valid until Porto."""
+    env.add_messages([("user", "u-1", "I live in Lyon."), ("assistant", None, "Noted.")], session_id="s-old")
+    said_lyon = env.clock.now() - timedelta(seconds=1)
+    env.clock.advance(days=1)
+    _form(env, "I live in Porto.", PORTO)
+    env.llm.on("extract_facts", facts(("user", LYON)), times=1)
+    env.llm.on("decide_facts", decisions((0, "DELETE", 0)), times=1)
+    late = env.claim(session_id="s-old")
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        assert stage(late, env) is not None
+    stages.decide_facts(late, env)  # a redelivery applies nothing twice
+
+    assert [f.content for f in env.live_facts()] == [PORTO]
+    [past] = [f for f in env.all_facts() if f.content == LYON]
+    assert past.retired_at is not None and past.valid_from == said_lyon and past.valid_to == _said_at(env, "run-1")
+    assert [n["note"] for n in env.store.get_run(late).effect_notes] == ["delete_of_newer"]
+    counts = fact_counts(env.store.get_run(late), {"added": 0, "updated": 0, "deleted": 1, "none": 0})
+    assert counts["deleted"] == 0 and counts["delete_of_newer"] == 1  # what memoryctl runs reports
     service = _service(env)
     assert LYON in service.get_memory_context(as_of=said_lyon + timedelta(hours=1), **ALICE)
     assert PORTO in service.get_memory_context(**ALICE) and LYON not in service.get_memory_context(**ALICE)
