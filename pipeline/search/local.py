@@ -60,13 +60,18 @@ class LocalFactSearch(FactSearch):
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
         self._refreshing: set[tuple[str, str, str | None]] = set()
         self._background_min = background_min
+        self._warned_over = False
 
     # ----------------------------------------------------------------- segments ------------
-    def _segment(self, agent_id: str, key: str, model: str | None, stamp: tuple[int, int], *, any_model: bool = False) -> Segment:
+    def _segment(
+        self, agent_id: str, key: str, model: str | None, stamp: tuple[int, int], *, any_model: bool = False,
+        pinned: frozenset[tuple[str, str]] = frozenset(),
+    ) -> Segment:
         """The scope's segment at ``stamp``. ``any_model``: text search needs every live fact,
         which a segment of any model holds. A big stale segment keeps serving while its
         successor is built in the background (hits are re-read from the store, so a retired
-        or erased fact never shows); small ones are rebuilt at once."""
+        or erased fact never shows); small ones are rebuilt at once. ``pinned``: the (agent,
+        scope key) pairs the calling search reads, which a build must not evict."""
         with self._lock:
             held_keys = sorted(
                 (ck for ck in self._segments if ck[0] == agent_id and ck[1] == key and (any_model or ck[2] == model)),
@@ -81,7 +86,7 @@ class LocalFactSearch(FactSearch):
                 if stale_key not in self._refreshing:
                     self._refreshing.add(stale_key)
                     threading.Thread(
-                        target=self._refresh, args=(stale_key, stamp), name="segment-refresh", daemon=True,
+                        target=self._refresh, args=(stale_key, stamp, pinned), name="segment-refresh", daemon=True,
                     ).start()
                 return self._segments[stale_key][1]
             cache_key = stale_key or (agent_id, key, model)
@@ -90,9 +95,11 @@ class LocalFactSearch(FactSearch):
                 held = self._segments.get(cache_key)
                 if held is not None and held[0] == stamp:
                     return held[1]
-            return self._build(cache_key, stamp)
+            return self._build(cache_key, stamp, pinned)
 
-    def _build(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> Segment:
+    def _build(
+        self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int], pinned: frozenset[tuple[str, str]],
+    ) -> Segment:
         agent_id, key, model = cache_key
         segment = Segment.build(
             self._store.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
@@ -104,11 +111,23 @@ class LocalFactSearch(FactSearch):
                     self._held_bytes -= previous[1].nbytes
                 self._segments[cache_key] = (stamp, segment)
                 self._held_bytes += segment.nbytes
-                # least recently used first; the segment just built always stays, even alone
-                # over the bound (a search needs it), and is the next to go
-                while self._held_bytes > self._cache_bytes and len(self._segments) > 1:
-                    _, (_, evicted) = self._segments.popitem(last=False)
+                # least recently used first. The segment just built and the others of the
+                # search that needs it stay, even over the bound: evicting one of them would
+                # rebuild it on the next search, and then evict its sibling (at 1M facts, a
+                # rebuild per search)
+                keep = pinned | {(agent_id, key)}
+                for ck in [ck for ck in self._segments if (ck[0], ck[1]) not in keep]:
+                    if self._held_bytes <= self._cache_bytes:
+                        break
+                    _, evicted = self._segments.pop(ck)
                     self._held_bytes -= evicted.nbytes
+                if self._held_bytes > self._cache_bytes and not self._warned_over:
+                    self._warned_over = True
+                    log.warning(
+                        "one search needs %.0f MB of search segments, over MEMORY_SEARCH_CACHE_MB=%.0f: "
+                        "they are kept; raise the setting to leave room for other agents' segments",
+                        self._held_bytes / 2**20, self._cache_bytes / 2**20,
+                    )
         return segment
 
     def held_bytes(self) -> int:
@@ -116,14 +135,16 @@ class LocalFactSearch(FactSearch):
         with self._lock:
             return self._held_bytes
 
-    def _refresh(self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int]) -> None:
+    def _refresh(
+        self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int], pinned: frozenset[tuple[str, str]],
+    ) -> None:
         try:
             with self._build_lock(cache_key):  # never two builds of one segment at once
                 with self._lock:
                     held = self._segments.get(cache_key)
                     if held is not None and held[0] == stamp:
                         return
-                self._build(cache_key, stamp)
+                self._build(cache_key, stamp, pinned)
         except Exception:  # the stale segment keeps serving; the next search tries again
             log.exception("rebuilding the search segment %s failed", cache_key)
         finally:
@@ -149,8 +170,9 @@ class LocalFactSearch(FactSearch):
         if not keys:
             return []
         stamps = self._store.get_scope_versions(agent_id, list(dict.fromkeys([*keys, "agent"])))
+        pinned = frozenset((agent_id, k) for k in keys)
         return [
-            self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model) for k in keys
+            self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model, pinned=pinned) for k in keys
         ]
 
     def clear(self) -> None:

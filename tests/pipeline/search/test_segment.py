@@ -111,6 +111,32 @@ def test_the_segment_cache_stays_within_its_memory_bound_least_recently_used_fir
     assert store.loads == loads + 1      # evicted, built again
 
 
+def test_a_search_over_more_segments_than_the_cache_holds_keeps_them_all_and_does_not_rebuild(caplog):
+    """The agent's segment and the user's together exceed the bound: building the second must
+    not evict the first (the next search would rebuild it, then evict the second: a rebuild
+    per search). They stay, over the bound, with one warning; other agents' segments go."""
+    rng = np.random.default_rng(2)
+    store = CandidateStore()
+    for scope_key, n in (("agent", 3000), ("user:u1", 1500)):
+        for i, v in enumerate(_clustered(rng, n)):
+            store.add("a0", scope_key, f"{scope_key}-{i}", f"fact {i}", v.tolist())
+    for i, v in enumerate(_clustered(rng, 500)):
+        store.add("a1", "agent", f"other-{i}", f"fact {i}", v.tolist())
+    one = Segment.build(store.search_candidates("a0", ["agent"], "m"), "m").nbytes
+    search = LocalFactSearch(store, cache_mb=0.8 * one / 2**20)
+    query = _clustered(rng, 1)[0].tolist()
+    search.semantic("a1", ["agent"], "m", query, 5, None)
+    with caplog.at_level("WARNING", logger="memory.search"):
+        search.semantic("a0", ["agent", "user:u1"], "m", query, 5, None)
+    loads = store.loads
+    for _ in range(3):
+        assert len(search.semantic("a0", ["agent", "user:u1"], "m", query, 5, None)) == 5
+    assert store.loads == loads  # nothing rebuilt
+    assert {key[:2] for key in search._segments} == {("a0", "agent"), ("a0", "user:u1")}  # a1's went
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "MEMORY_SEARCH_CACHE_MB" in caplog.records[0].message
+
+
 def test_concurrent_misses_build_a_segment_once():
     store = CandidateStore()
     for i in range(500):
