@@ -21,7 +21,9 @@ evidence is searched through ``MemoryService.search_facts`` (top 10, production 
 the first speaker in the conversation's last session); the hits' ``source_message_ids`` map
 back to turn ids. Recall of a question is the share of its evidence turns among them.
 ``in_context``: the share of questions with a fact formed from an evidence turn in that
-speaker's ``get_memory_context``. The last line printed is one JSON object.
+speaker's ``get_memory_context`` given the question as the current message (``query``);
+``in_context_recent``: the same without it (the blobs, reflections and newest facts only).
+The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def evaluate(deps, samples: list[dict]) -> dict:
     store = deps.store
     rows: list[tuple[int, float, float]] = []
     in_context: list[int] = []
+    in_recent: list[int] = []
     for sample in samples:
         agent, events, users = conversation_events(sample)
         session_id = events[-1]["session_id"]
@@ -131,9 +134,12 @@ def evaluate(deps, samples: list[dict]) -> dict:
             r5 = len(wanted & {t for ts in turns[:5] for t in ts}) / len(wanted)
             r10 = len(wanted & {t for ts in turns[:10] for t in ts}) / len(wanted)
             rows.append((int(q["category"]), r5, r10))
-            in_context.append(int(any(c in context for t in wanted for c in by_turn.get(t, ()))))
+            asked = service.get_memory_context(session_id=session_id, user_id=user_id, query=q["question"])
+            in_context.append(int(any(c in asked for t in wanted for c in by_turn.get(t, ()))))
+            in_recent.append(int(any(c in context for t in wanted for c in by_turn.get(t, ()))))
     out = _summary(rows)
     out["in_context"] = round(sum(in_context) / len(in_context), 4) if in_context else 0.0
+    out["in_context_recent"] = round(sum(in_recent) / len(in_recent), 4) if in_recent else 0.0
     return out
 
 
@@ -240,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in chosen:
             r = result[name]
             print(f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
-                  f"in context {r['in_context']:.3f}  facts/100 msgs {r['chain']['facts_per_100_messages']}  "
+                  f"in context {r['in_context']:.3f} (recent only {r['in_context_recent']:.3f})  facts/100 msgs {r['chain']['facts_per_100_messages']}  "
                   f"{r['chain']['messages_per_s']} msgs/s")
     print(json.dumps(result))
     return 0

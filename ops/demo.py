@@ -8,8 +8,9 @@
 - the bundled sample (``ops/demo_data/launch_planning.jsonl``: a product launch planned over
   four sessions, one of them a group chat) replayed through the producer API, session by
   session, with a progress bar;
-- then the facts, reflections, consolidated blobs, each run's stage timings, the assembled
-  memory context and a ``search_facts`` answer are printed;
+- then the facts, reflections, consolidated blobs, each run's stage timings, the memory
+  context assembled for a question ("Where does Maya live now?", facts found for it first)
+  and a ``search_facts`` answer to it are printed;
 - with ``--trace``, every run's trace (the ingest that claimed it, then each stage with its
   LLM and embedding calls) is written as JSON to ``traces/<run id>.json`` beside the store
   (``.runtime/traces/`` by default); needs the ``otel`` extra.

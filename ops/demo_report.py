@@ -85,8 +85,11 @@ def print_read_side(deps, agent_id: str) -> None:
         agent_id, settings=deps.settings, store=deps.store, search=deps.search, embedder=deps.embedder,
         clock=deps.clock,
     )
-    heading(f"Memory context for {CONTEXT_USER} in {CONTEXT_SESSION}")
-    print(service.get_memory_context(session_id=CONTEXT_SESSION, user_id=CONTEXT_USER) or "(empty)")
+    # the context as the agent gets it before answering the question: the facts found for
+    # it first (<RelevantFacts>), then the blobs' and the recent facts
+    heading(f"Memory context for {CONTEXT_USER} in {CONTEXT_SESSION}, asked {SEARCH_QUERY!r}")
+    print(service.get_memory_context(session_id=CONTEXT_SESSION, user_id=CONTEXT_USER, query=SEARCH_QUERY)
+          or "(empty)")
     heading(f"search_facts({SEARCH_QUERY!r})")
     hits = service.search_facts(SEARCH_QUERY, session_id=CONTEXT_SESSION, user_id=CONTEXT_USER, top_k=5)
     for hit in hits:

@@ -104,25 +104,27 @@ class Omitted:
     blobs: int = 0
     reflections: int = 0
     facts: int = 0
+    relevant: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.blobs or self.reflections or self.facts)
+        return bool(self.blobs or self.reflections or self.facts or self.relevant)
 
     def render(self) -> str:
         """``<Omitted facts="12" reflections="3"/>`` (a kind with nothing left out is not named)."""
-        attrs = " ".join(
-            f'{name}="{count}"'
-            for name, count in (("blobs", self.blobs), ("reflections", self.reflections), ("facts", self.facts))
-            if count
-        )
+        counts = (("blobs", self.blobs), ("relevant_facts", self.relevant), ("reflections", self.reflections),
+                  ("facts", self.facts))
+        attrs = " ".join(f'{name}="{count}"' for name, count in counts if count)
         return f"  <Omitted {attrs}/>"
 
 
 def render_context(
     scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, omitted: Omitted = Omitted(),
+    relevant: Sequence[FactLine] = (),
 ) -> str:
     """The ``<MemoryContext>`` block; empty sections are left out, and "" when all are (and
-    nothing was omitted). ``omitted`` adds the line saying what a budget left out."""
+    nothing was omitted). ``omitted`` adds the line saying what a budget left out.
+    ``relevant``: the facts a search for the current message found, best first, in their own
+    ``<RelevantFacts>`` section before ``<Facts>``."""
     parts: list[str] = []
     for memory in scopes:
         inner: list[str] = []
@@ -134,12 +136,13 @@ def render_context(
         if inner:
             tag = _SECTION[memory.scope_key.split(":", 1)[0]]
             parts.append(f"  <{tag}>\n" + "\n".join(inner) + f"\n  </{tag}>")
-    if facts:
-        lines = [
-            f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.changed_at, now)})"
-            for f in facts
-        ]
-        parts.append("  <Facts>\n" + "\n".join(lines) + "\n  </Facts>")
+    for tag, shown in (("RelevantFacts", relevant), ("Facts", facts)):
+        if shown:
+            lines = [
+                f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.changed_at, now)})"
+                for f in shown
+            ]
+            parts.append(f"  <{tag}>\n" + "\n".join(lines) + f"\n  </{tag}>")
     if omitted:
         parts.append(omitted.render())
     if not parts:

@@ -129,11 +129,18 @@ class MemoryService:
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        as_of: datetime | None = None,
+        as_of: datetime | None = None, query: str | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
         ``pipeline.packing`` for what goes first and how what is left out is stated.
+
+        ``query`` (the current message, or what the agent is about to answer) adds
+        ``<RelevantFacts>``: the best ``MEMORY_CONTEXT_RELEVANT_FACTS`` facts ``search_facts``
+        finds for it, packed right after the consolidated blobs, so an older fact that
+        answers the message is in the prompt without a tool call. ``<Facts>`` then lists
+        only the recent facts not already shown. Such a context depends on the message and
+        is never cached (no access is recorded for it either).
 
         Served from the session's cache while it is younger than the TTL, no version stamp
         of a scope it shows has moved and it was built for the same budget; otherwise (or
@@ -146,14 +153,17 @@ class MemoryService:
         """
         _require("session_id", session_id)
         as_of = check_as_of(as_of)
+        if query is not None and (not isinstance(query, str) or not query.strip()):
+            raise InvalidInput("query", f"expected the current message as a non-blank string, got {query!r}")
         with tracing.span("get_memory_context", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                                  "memory.user_id": user_id, "memory.force_refresh": force_refresh,
-                                                 "memory.as_of": as_of.isoformat() if as_of else None}):
-            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of)
+                                                 "memory.as_of": as_of.isoformat() if as_of else None,
+                                                 "memory.query": query is not None}):
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
 
     def _memory_context(
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
-        as_of: datetime | None,
+        as_of: datetime | None, query: str | None,
     ) -> str:
         budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -161,8 +171,9 @@ class MemoryService:
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
-        if as_of is not None:
-            return self._build_context(view, as_of, budget, as_of=as_of)
+        if as_of is not None or query is not None:
+            relevant = self._relevant(session_id, user_id, query, as_of) if query is not None else []
+            return self._build_context(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
         now = self.clock.now()
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
         versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
@@ -182,10 +193,27 @@ class MemoryService:
         ))
         return xml
 
+    def _relevant(
+        self, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
+    ) -> list[context.FactLine]:
+        """What ``search_facts`` finds for ``query`` here, best first, as context lines."""
+        if not self.settings.context_relevant_facts:
+            return []
+        hits = retrieval.search_facts(
+            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
+            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query,
+            top_k=self.settings.context_relevant_facts, track_access=False, as_of=as_of,
+        )
+        changed = [datetime.fromisoformat(h["updated_at"]) for h in hits]
+        return [context.FactLine(h["scope"], h["content"], min(at, as_of) if as_of else at)
+                for h, at in zip(hits, changed)]
+
     def _build_context(
         self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
+        relevant: Sequence[context.FactLine] = (),
     ) -> str:
-        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then."""
+        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then.
+        ``relevant`` facts are shown first, and not again among the recent ones."""
         scopes = []
         for key in view.context_scope_keys:
             blob = self.store.get_blob(self.agent_id, key)
@@ -210,8 +238,9 @@ class MemoryService:
                                                   include_retired=True)
                 lines = [(v.fact.scope, v.content, min(v.recorded_at, as_of))
                          for v in validity.valid_at(changed, as_of) if v.recorded_at >= since][:limit]
-            facts = [context.FactLine(*line) for line in lines]
-        return pack_context(scopes, facts, now, max_tokens)
+            shown = {(f.scope, f.content) for f in relevant}
+            facts = [context.FactLine(*line) for line in lines if (line[0], line[1]) not in shown]
+        return pack_context(scopes, facts, now, max_tokens, relevant)
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
@@ -409,11 +438,11 @@ class MemoryService:
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        as_of: datetime | None = None,
+        as_of: datetime | None = None, query: str | None = None,
     ) -> str:
         return await asyncio.to_thread(
             self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
-            max_tokens=max_tokens, as_of=as_of,
+            max_tokens=max_tokens, as_of=as_of, query=query,
         )
 
     async def asearch_facts(

@@ -220,6 +220,9 @@ class Fact(_Doc):
     # empty on a record stored before provenance (see ``pipeline.erasure`` for its rule)
     source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
+    # the source message as said (``Name: text``, one line): the text search reads it beside
+    # the content, whose rewrite drops the words people used; None on records stored before
+    source_text: str | None = None
     formed_at: datetime
     updated_at: datetime | None = None    # the latest change (formed_at until an UPDATE)
     # Validity (bitemporal): since when the current text is true as far as we know (its source
@@ -249,6 +252,12 @@ class Fact(_Doc):
     def changed_at(self) -> datetime:
         """The latest change: what <Facts> orders and ages by."""
         return self.updated_at or self.formed_at
+
+    @property
+    def search_text(self) -> str:
+        """What the text branch of search analyses: the content, the texts it replaced (a
+        corrected "lives in Lisbon" stays findable by "live") and the source message."""
+        return "\n".join([self.content, *(h.content for h in self.history), *filter(None, [self.source_text])])
 
 
 class Reflection(_Doc):

@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     context_cache_ttl_s: int = Field(default=300, ge=0)
     # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts)
     context_max_tokens: int = Field(default=2000, ge=1)
+    # get_memory_context(query=...): facts a search for the current message found, shown first (0: none)
+    context_relevant_facts: int = Field(default=10, ge=0, le=50)
 
     # --- providers (§8) --------------------------------------------------------------------
     llm_provider: Literal["openai", "gemini", "offline"] | None = None

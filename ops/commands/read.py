@@ -1,6 +1,7 @@
 """``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (design §6).
 
-    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--as-of ISO] [--json]
+    memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--as-of ISO]
+                      [--query TEXT] [--json]
     memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug]
                       [--as-of ISO] [--json]
     memoryctl stats   --agent a1 [--user u1] [--session s1] [--json]
@@ -48,7 +49,7 @@ def _iso_time(text: str) -> datetime:
 def _context(args: argparse.Namespace) -> int:
     xml = _with_service(args, lambda s: s.get_memory_context(
         session_id=args.session, user_id=args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens,
-        as_of=args.as_of,
+        as_of=args.as_of, query=args.query,
     ))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
@@ -108,6 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
     )
     p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
+    p.add_argument("--query", default=None,
+                   help="the current message: the facts a search for it finds are shown first (<RelevantFacts>)")
     p.set_defaults(func=_context)
 
     p = sub.add_parser("search", help="run search_facts as the agent would")

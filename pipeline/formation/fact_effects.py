@@ -53,6 +53,10 @@ def apply(
     def source_ids(index: int) -> list[str]:
         return [sources[index].message_id] if sources else list(message_ids)
 
+    def source_text(index: int) -> str | None:
+        """The source message's line (the excerpt ends with it), which text search reads."""
+        return sources[index].excerpt[-1] if sources and sources[index].excerpt else None
+
     def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
         return store.insert_fact(Fact(
             fact_id=fact_id, agent_id=run.agent_id, scope=scope,
@@ -60,7 +64,7 @@ def apply(
             scope_key=key, content=text, hash=digest,
             embedding=vector or vectors[index], embedding_model=model,
             source_session_id=run.session_id, source_message_ids=source_ids(index),
-            source_user_ids=message_sources(source_ids(index), claimed),
+            source_user_ids=message_sources(source_ids(index), claimed), source_text=source_text(index),
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
         ))[1]
 
@@ -96,6 +100,7 @@ def apply(
                 embedding=output.merged_vector(index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 sources=(source_ids(index), message_sources(source_ids(index), claimed)),
+                source_text=source_text(index),
             ):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")

@@ -4,7 +4,8 @@ Both branches pre-filter inside the search stage, never after it:
 - ``$vectorSearch.filter``: ``agent_id`` ==, ``scope_key`` $in the visible keys,
   ``embedding_model`` == the query's model, ``live`` == true;
 - ``$search.compound.filter``: ``equals`` on ``agent_id`` and ``live`` (true) and ``in``
-  on ``scope_key``, beside ``text`` clauses on ``content``, analysed by the same chain as
+  on ``scope_key``, beside ``text`` clauses on ``search_text`` (``Fact.search_text``: the
+  content, the texts it replaced and its source message), analysed by the same chain as
   ``scoring.tokenize`` (standard tokenizer, lower case, the same stopwords, Snowball English
   stemming).
 
@@ -49,7 +50,8 @@ from pipeline.store._mongo_unavailable import unavailable
 VECTOR_INDEX = "memory_facts_vector"
 SEARCH_INDEX = "memory_facts_text"
 EMBEDDING_PATH = "embedding"
-CONTENT_PATH = "content"
+#: the text the text branch analyses (``Fact.search_text``, stored by the Mongo adapter)
+TEXT_PATH = "search_text"
 ANALYZER = "memoryText"
 #: the store's boolean "not retired" flag (``pipeline.store._mongo_memory.LIVE``)
 LIVE_PATH = "live"
@@ -89,8 +91,8 @@ def vector_index_definition(dim: int) -> dict[str, Any]:
 
 
 def search_index_definition() -> dict[str, Any]:
-    """The ``search`` index: analysed ``content`` and the filter paths indexed for ``equals``/``in``."""
-    fields: dict[str, Any] = {CONTENT_PATH: {"type": "string", "analyzer": ANALYZER}}
+    """The ``search`` index: analysed ``search_text`` and the filter paths indexed for ``equals``/``in``."""
+    fields: dict[str, Any] = {TEXT_PATH: {"type": "string", "analyzer": ANALYZER}}
     for path in FILTER_PATHS:
         fields[path] = {"type": "boolean"} if path == LIVE_PATH else {"type": "token"}
     return {
@@ -153,7 +155,7 @@ def text_clauses(query: str) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = []
     if fuzzy:
         clauses.append({"text": {
-            "query": " ".join(fuzzy), "path": CONTENT_PATH,
+            "query": " ".join(fuzzy), "path": TEXT_PATH,
             "fuzzy": {
                 "maxEdits": scoring.FUZZY_MAX_EDITS,
                 "prefixLength": scoring.FUZZY_PREFIX_LENGTH,
@@ -161,7 +163,7 @@ def text_clauses(query: str) -> list[dict[str, Any]]:
             },
         }})
     if exact:
-        clauses.append({"text": {"query": " ".join(exact), "path": CONTENT_PATH}})
+        clauses.append({"text": {"query": " ".join(exact), "path": TEXT_PATH}})
     return clauses
 
 

@@ -24,6 +24,8 @@ _CAS_ATTEMPTS = 50
 # partial on it, so that a retired fact never blocks its text from being formed again; a
 # partial index can filter on ``live: true`` but not on ``retired_at: null``.
 LIVE = "live"
+# ``Fact.search_text``, stored: the Atlas search index analyses it (``pipeline.search.atlas``)
+SEARCH_TEXT = "search_text"
 _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
 _OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
 _CHANGED = [("updated_at", DESCENDING), ("_id", DESCENDING)]
@@ -35,6 +37,7 @@ class MongoMemoryMixin:
         facts = self.col("facts")
         doc = to_doc(fact, fact.fact_id)
         doc[LIVE] = fact.retired_at is None
+        doc[SEARCH_TEXT] = fact.search_text
         for _ in range(_CAS_ATTEMPTS):
             try:
                 facts.insert_one(doc)
@@ -53,6 +56,7 @@ class MongoMemoryMixin:
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
         expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
+        source_text: str | None = None,
     ) -> bool:
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
@@ -64,13 +68,16 @@ class MongoMemoryMixin:
             if expected_version is not None and fact.version != expected_version:
                 return False
             entry, opened = c.closed_version(fact, now, valid_from, run_id)
+            said = source_text or fact.source_text
+            updated = fact.model_copy(update={"content": content, "history": [*fact.history, entry],
+                                              "source_text": said})
             try:
                 result = facts.update_one(
                     {"_id": fact_id, "version": fact.version, "retired_at": None},
                     {"$set": {"content": content, "hash": hash,
                               "embedding": None if embedding is None else [float(x) for x in embedding],
                               "embedding_model": embedding_model, "updated_at": c.utc(now),
-                              "valid_from": opened},
+                              "valid_from": opened, "source_text": said, SEARCH_TEXT: updated.search_text},
                      "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
                      "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
                                    "source_user_ids": {"$each": list(sources[1])}}},
@@ -116,7 +123,8 @@ class MongoMemoryMixin:
     ) -> list[FactCandidate]:
         if not scope_keys:
             return []
-        projection = {"_id": 1, "scope": 1, "user_id": 1, "content": 1, "formed_at": 1, "embedding_model": 1}
+        projection = {"_id": 1, "scope": 1, "user_id": 1, "content": 1, SEARCH_TEXT: 1, "formed_at": 1,
+                      "embedding_model": 1}
         if embedding_model is not None:
             projection["embedding"] = 1
         docs = self.col("facts").find(
@@ -125,7 +133,7 @@ class MongoMemoryMixin:
         for d in docs:
             vector = d.get("embedding") if embedding_model is not None and d.get("embedding_model") == embedding_model else None
             out.append(FactCandidate(
-                d["_id"], d["scope"], d.get("user_id"), d["content"],
+                d["_id"], d["scope"], d.get("user_id"), d.get(SEARCH_TEXT) or d["content"],
                 None if vector is None else c.Float32Vector(np.asarray(vector, dtype=np.float32)),
                 c.utc(d["formed_at"]),
             ))

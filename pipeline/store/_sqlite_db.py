@@ -61,7 +61,7 @@ _TABLES: tuple[tuple[str, str], ...] = (
         fact_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, scope_key TEXT NOT NULL,
         hash TEXT NOT NULL, scope TEXT NOT NULL, user_id TEXT, content TEXT NOT NULL,
         embedding BLOB, embedding_model TEXT, formed_at TEXT NOT NULL, retired_at TEXT,
-        doc TEXT NOT NULL, updated_at TEXT"""),
+        doc TEXT NOT NULL, updated_at TEXT, search_text TEXT"""),
     ("reflections", """
         reflection_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, scope_key TEXT NOT NULL,
         absorbed INTEGER NOT NULL DEFAULT 0, formed_at TEXT NOT NULL, doc TEXT NOT NULL"""),
@@ -114,6 +114,8 @@ TABLES = tuple(name for name, _ in _TABLES)
 # gets them with ALTER TABLE when opened, then ``_backfill`` fills them from the documents.
 _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("facts", "updated_at", "TEXT"),
+    # Fact.search_text; NULL on a fact written before: search reads its content then
+    ("facts", "search_text", "TEXT"),
 )
 
 

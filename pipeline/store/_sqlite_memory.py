@@ -37,14 +37,14 @@ class MemoryMixin:
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
             fact.content, c.pack_embedding(fact.embedding), fact.embedding_model,
             c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
-            c.ts(fact.changed_at),
+            c.ts(fact.changed_at), fact.search_text,
         )
 
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
         columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-                   "embedding_model, formed_at, retired_at, doc, updated_at")
+                   "embedding_model, formed_at, retired_at, doc, updated_at, search_text")
         if insert:
-            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(13))})",
+            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(14))})",
                          self._fact_values(fact))
             return
         values = self._fact_values(fact)
@@ -73,6 +73,7 @@ class MemoryMixin:
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
         expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
+        source_text: str | None = None,
     ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
@@ -95,6 +96,7 @@ class MemoryMixin:
                 "valid_from": opened,
                 "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *sources[0]])),
                 "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *sources[1]])),
+                "source_text": source_text or fact.source_text,
             }), insert=False)
             return True
 
@@ -138,7 +140,7 @@ class MemoryMixin:
         if not scope_keys:
             return []
         rows = self.db.conn().execute(
-            f"SELECT fact_id, scope, user_id, content, formed_at, embedding_model, embedding "
+            f"SELECT fact_id, scope, user_id, COALESCE(search_text, content), formed_at, embedding_model, embedding "
             f"FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN ({_qmarks(scope_keys)}) "
             "AND retired_at IS NULL",
             (agent_id, *scope_keys),

@@ -34,7 +34,7 @@ from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store._mongo_erasure import MongoErasureMixin
-from pipeline.store._mongo_memory import LIVE, MongoMemoryMixin
+from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store._mongo_unavailable import unavailable
 from pipeline.store._unavailable import translate_errors
@@ -133,11 +133,13 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
     def _mark_live_facts(self) -> None:
         """Facts stored before the ``live`` flag existed get it, so the partial key holds them;
         facts stored before ``updated_at`` was always set get their ``formed_at`` there, so
-        that ``recent_facts`` (<Facts>) finds them."""
+        that ``recent_facts`` (<Facts>) finds them; facts stored before ``search_text`` get
+        their content there, which the text search index reads."""
         facts = self.col("facts")
         facts.update_many({LIVE: {"$exists": False}, "retired_at": None}, {"$set": {LIVE: True}})
         facts.update_many({LIVE: {"$exists": False}}, {"$set": {LIVE: False}})
         facts.update_many({"updated_at": None}, [{"$set": {"updated_at": "$formed_at"}}])
+        facts.update_many({SEARCH_TEXT: {"$exists": False}}, [{"$set": {SEARCH_TEXT: "$content"}}])
 
     def close(self) -> None:
         if self._client is not None:

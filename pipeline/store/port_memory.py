@@ -27,7 +27,7 @@ class FactCandidate:
     fact_id: str
     scope: str
     user_id: str | None
-    content: str
+    content: str                       # what the text branch reads: ``Fact.search_text``
     embedding: list[float] | None
     formed_at: datetime
 
@@ -47,11 +47,13 @@ class MemoryStore(abc.ABC):
         self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
         embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
         expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
+        source_text: str | None = None,
     ) -> bool:
         """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
         appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
         (the new text's source message time, default now), which opens the new text's, and
-        ``sources`` (message ids, user ids of the new text) added to the fact's provenance.
+        ``sources`` (message ids, user ids of the new text) added to the fact's provenance;
+        ``source_text`` (the new text's source message line) replaces the fact's, if given.
         No-op (False) if ``run_id`` already updated this fact, if the fact is retired, if its
         version is no longer ``expected_version`` (another run changed it since the decision),
         or if the new hash already exists in a live fact of its scope key."""

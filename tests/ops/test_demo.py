@@ -50,7 +50,8 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
         assert section in out, f"missing {section!r} in:\n{out[-3000:]}"
     runs_section = out.split("=== Formation runs (stage timings)")[1].split("=== Memory context")[0]
     assert runs_section.count(" done ") >= 4 and "extract_facts" in runs_section and " ms" in runs_section
-    assert "<" in out.split("=== Memory context for user-maya")[1]  # the XML block
+    shown = out.split("=== Memory context for user-maya")[1].split("=== search_facts")[0]
+    assert "<RelevantFacts>" in shown and "Porto" in shown.split("</RelevantFacts>")[0]  # found for the question
     assert "63 messages in 4 sessions formed" in out
     assert db.exists()
     # the ready-to-paste line reads this demo's store, from any folder

@@ -52,6 +52,17 @@ def test_context_max_tokens_must_be_positive(db, capsys):
     assert "--max-tokens: must be at least 1" in capsys.readouterr().err
 
 
+def test_context_query_shows_the_facts_found_for_the_message_first(db, capsys):
+    assert main(["context", "--agent", "a1", "--session", "s1", "--query", "festival budget", "--json"]) == 0
+    xml = json.loads(capsys.readouterr().out)["context"]
+    assert "<RelevantFacts>\n  - [agent] Mars Festival budget is $50,000" in xml and "<Facts>" not in xml
+
+
+def test_a_blank_context_query_is_a_clear_error(db, capsys):
+    assert main(["context", "--agent", "a1", "--session", "s1", "--query", "  "]) != 0
+    assert "query" in capsys.readouterr().err
+
+
 def test_search_json_lists_results(db, capsys):
     assert main(["search", "--agent", "a1", "--session", "s1", "--user", "u1", "-q", "festival budget", "--json"]) == 0
     results = json.loads(capsys.readouterr().out)

@@ -4,6 +4,7 @@ first -> third person, and a token similarity. Deterministic, standard library o
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -168,6 +169,35 @@ _NOT_PROPER = {"I", "I'm", "I've", "I'll", "I'd", "OK"}
 
 def _word(token: str) -> str:
     return token.strip("\"'()[]{}.,!?;:")
+
+
+_INTERJECTION = (r"(?i:wow|woah|whoa|hey|hi|hello|oh|ah|aw+|yay|yeah|yep|yup|yes|no|ok|okay|thanks|thank you|congrats|"
+                 r"congratulations|haha|omg|gosh|hmm|sorry|well|dear|good (?:morning|night)|morning)")
+_NAME_WORD = r"([A-Z][\w'-]*)"
+# a name set off as the one spoken to: "Wow, Caroline, ...", "Caroline, ...", "Thanks Mel!",
+# "..., Mel." or "... great Jon!" at the end, and ", Mel," inside
+_ADDRESS = (
+    re.compile(rf"^(?:{_INTERJECTION}\s*[,!]?\s+)?{_NAME_WORD}\s*[,!]+\s*"),
+    re.compile(rf"(?:,\s*|\s+){_NAME_WORD}\s*(?=[,.!?]*$)"),
+    re.compile(rf",\s*{_NAME_WORD}\s*,"),
+)
+
+
+def _one_of(word: str, names: Iterable[str]) -> bool:
+    """``word`` is one of ``names``, or a short form of one ("Mel" of "Melanie", 3+ letters)."""
+    folded = word.casefold()
+    return any(folded == n or (len(folded) >= 3 and n.startswith(folded)) for n in names)
+
+
+def without_address(sentence: str, names: Iterable[str]) -> str:
+    """``sentence`` without the name of someone in the conversation it speaks to: "Wow,
+    Caroline, that's great" is about nothing named, though it holds a name."""
+    first_names = {part.casefold() for name in names if name for part in name.split()[:1]}
+    if not first_names:
+        return sentence
+    for pattern in _ADDRESS:
+        sentence = pattern.sub(lambda m: " " if _one_of(m.group(1), first_names) else m.group(0), sentence)
+    return sentence.strip()
 
 
 def has_entity(sentence: str) -> bool:

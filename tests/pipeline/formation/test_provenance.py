@@ -56,6 +56,18 @@ def test_a_first_person_message_outweighs_a_reply_that_only_repeats_the_speakers
     assert source_index("Alice Moreau lives in Lisbon", chat, {"u-1": "Alice Moreau"}) == 0
 
 
+def test_the_facts_rare_words_name_its_message_over_a_short_reply_sharing_its_common_ones():
+    # the reply repeats "felt accepted" and the name; only the first message holds "LGBTQ
+    # conference" (a plain overlap ratio took the reply: it is short)
+    chat = [
+        _msg(1, "user", "I went to an LGBTQ conference two days ago and it was really special. I met people "
+                        "who have gone through similar journeys and I felt totally accepted there."),
+        _msg(2, "user", "Wow, Alice, so glad you felt accepted and supported!", sender="u-2"),
+    ]
+    names = {"u-1": "Alice", "u-2": "Bob"}
+    assert source_index("Alice attended an LGBTQ conference and felt accepted", chat, names) == 0
+
+
 def test_a_tie_in_overlap_goes_to_the_latest_message():
     chat = [_msg(1, "user", "I like tea."), _msg(2, "assistant", "Ok."), _msg(3, "user", "I like tea.")]
     assert source_index("Alice likes tea", chat) == 2

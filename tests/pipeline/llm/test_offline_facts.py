@@ -155,6 +155,21 @@ def test_in_a_group_chat_we_and_our_are_the_groups_shared_affairs():
     ]
 
 
+def test_a_name_said_to_its_owner_is_no_entity_but_another_name_still_is():
+    messages = chat(
+        ("u1", "Wow, Bob, that painting is amazing!"),
+        ("u2", "That's so sweet, Ali."),
+        ("u2", "Thanks Alice! The gallery on Main Street has it now, Alice."),
+        ("u1", "That is really great Bob"),
+        ("u1", "Bob, the venue deposit is due on May 2."),
+        users={"u1": "Alice", "u2": "Bob"},
+    )
+    assert extract(messages) == [
+        ("The gallery on Main Street has it now, Alice", "agent"),
+        ("Bob, the venue deposit is due on May 2", "agent"),
+    ]
+
+
 def test_in_a_one_to_one_chat_we_sentences_are_dropped_when_user_memory_is_off():
     assert extract(chat(("u1", "Our studio opens at 9 on weekdays.")), user_scope=False) == []
 

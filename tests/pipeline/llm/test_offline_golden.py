@@ -4,7 +4,9 @@ must not produce the odd outputs the rules once made.
 - "<name> is <name>, ..." from an introduction with a clause after it;
 - "we/our/us" statements of a one-to-one chat stored as agent knowledge (they are the
   speaker's affairs), or rewritten as someone's in a group chat (where they are the group's);
-- an introduction to the room ("Team, meet Juniper, our planning assistant") as a reflection.
+- an introduction to the room ("Team, meet Juniper, our planning assistant") as a reflection;
+- praise or thanks whose only name is that of the person spoken to ("Wow, Caroline, that's
+  so cool", "That's great, Mel") as a fact: it is about nothing named.
 
 The LoCoMo data is read from ``../shared/data/locomo/dev.json`` next to the repository (the
 main checkout's, for a worktree); it is never copied into the repository, and the tests that
@@ -123,6 +125,30 @@ def test_locomo_sessions_as_group_chats_keep_we_as_the_groups():
         agent_we += sum(1 for _, scope, text in outputs if scope == "agent" and WE.search(text))
         odd += [(name, *o) for o in _odd(outputs, one_to_one=False)]
     assert agent_we > 10, "no group 'we' statement was formed: the check would prove nothing"
+    assert odd == []
+
+
+def _spoken_to_only(text: str, names: list[str]) -> bool:
+    """A fact whose only name (after its first word) is a participant's, or a short form of
+    one ("Mel" of "Melanie"), set off by a comma or ending it: "Wow, Caroline, that's cool"."""
+    firsts = [n.split()[0].casefold() for n in names]
+    capitalised = [w.strip("\"'().,!?;:") for w in text.split()[1:] if w[:1].isupper()]
+    if re.search(r"\d", text) or not capitalised:
+        return False
+    if not all(any(n.startswith(w.casefold()) and len(w) >= 3 for n in firsts) for w in capitalised):
+        return False
+    return all(re.search(rf"(?:^|,\s*|\w\s+){re.escape(w)}\s*(?:[,!.?]|$)", text) for w in capitalised)
+
+
+def test_locomo_group_sessions_form_no_fact_that_only_names_the_person_spoken_to():
+    odd, facts = [], 0
+    for name, speakers, turns in _locomo_sessions():
+        users = [s.lower() for s in speakers]
+        messages = [_message(i, t["speaker"], t["text"], human=True, users=users) for i, t in enumerate(turns)]
+        formed = [text for kind, _, text in _form(messages) if kind == "fact"]
+        facts += len(formed)
+        odd += [(name, text) for text in formed if _spoken_to_only(text, list(speakers))]
+    assert facts > 20, "the rules formed almost no fact: the check would prove nothing"
     assert odd == []
 
 

@@ -64,8 +64,8 @@ def test_every_path_the_search_pipeline_filters_on_is_indexed_for_filtering():
     assert fields["live"] == {"type": "boolean"}  # `equals` on a boolean needs a boolean mapping
     for path in used - {"live"}:
         assert fields[path]["type"] == "token"  # `equals`/`in` on strings need a token mapping
-    assert {c["text"]["path"] for c in stage["compound"]["should"]} == {"content"}
-    assert fields["content"]["analyzer"] == atlas.ANALYZER
+    assert {c["text"]["path"] for c in stage["compound"]["should"]} == {"search_text"}
+    assert fields["search_text"]["analyzer"] == atlas.ANALYZER
 
 
 def _null_operands(node):
@@ -114,7 +114,7 @@ def test_text_search_is_fuzzy_like_the_local_search_only_for_long_non_numeric_te
     assert fuzzy["text"]["query"] == "budgets ref42 Lisbn"   # one word per distinct term
     assert fuzzy["text"]["fuzzy"] == {"maxEdits": scoring.FUZZY_MAX_EDITS,
                                       "prefixLength": scoring.FUZZY_PREFIX_LENGTH, "maxExpansions": 50}
-    assert exact["text"] == {"query": "cat 2023", "path": "content"}   # no fuzzy key: exact terms
+    assert exact["text"] == {"query": "cat 2023", "path": "search_text"}   # no fuzzy key: exact terms
 
 
 def test_a_query_of_stopwords_only_is_not_sent():

@@ -159,6 +159,21 @@ def test_search_candidates_filter_by_agent_scope_and_model(store):
     assert store.search_candidates("a1", [], "m1") == []
 
 
+def test_search_candidates_read_the_content_its_former_texts_and_the_words_of_its_source_message(store):
+    said = fact("home", "Maya lives in Lisbon", user="u1", embedding=[1.0, 0.0])
+    store.insert_fact(said.model_copy(update={"source_text": "Maya: I live in Lisbon, near the river"}))
+    store.insert_fact(fact("old", "Maya likes tea", user="u1", embedding=[0.0, 1.0]))  # stored without one
+    texts = {c.fact_id: c.content for c in store.search_candidates("a1", ["user:u1"], "m1")}
+    assert texts == {"home": "Maya lives in Lisbon\nMaya: I live in Lisbon, near the river", "old": "Maya likes tea"}
+    moved = "Maya moved to Porto"
+    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=[1.0, 0.0], embedding_model="m1",
+                             run_id="r2", now=at(60), source_text="Maya: I moved to Porto last weekend") is True
+    (candidate,) = [c for c in store.search_candidates("a1", ["user:u1"], "m1") if c.fact_id == "home"]
+    assert candidate.content == "Maya moved to Porto\nMaya lives in Lisbon\nMaya: I moved to Porto last weekend"
+    (got,) = store.get_facts(["home"])
+    assert (got.content, got.source_text) == (moved, "Maya: I moved to Porto last weekend")
+
+
 def test_recent_facts_newest_first_since_and_limited(store):
     for i in range(5):
         store.insert_fact(fact(f"f{i}", f"fact {i}", formed=at(i * 60)))

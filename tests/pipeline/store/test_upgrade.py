@@ -91,6 +91,9 @@ def test_an_sqlite_file_of_the_previous_schema_opens_and_its_facts_keep_their_la
     assert version_at(home_now, at(-86400)).content == "Alice lives in city A"
     assert version_at(home_now, at(1)).content == "Alice moved to city B"
     assert gone_now.valid_to == at(-3600) and version_at(gone_now, at(1)) is None
+    # no search_text was stored: the text search reads the content
+    assert {c.fact_id: c.content for c in store.search_candidates("a1", ["user:u1"], None)} == {
+        "home": "Alice moved to city B", "pet": "Alice has a cat"}
     store.insert_fact(fact("new", "Alice likes tea", user="u1", formed=at(5)))
     assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], week_ago, 10)] == ["new", "home", "pet"]
     store.close()
@@ -113,6 +116,9 @@ def test_old_mongo_facts_get_their_latest_change_from_create_indexes():
     assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["home", "pet"]
     (got,) = store.get_facts(["pet"])
     assert (got.updated_at, got.valid_from, got.valid_to) == (pet.formed_at, pet.formed_at, None)
+    # the Atlas search index reads search_text: the old facts get their content there
+    assert {d["_id"]: d["search_text"] for d in facts.find({}, {"search_text": 1})} == {
+        "home": "Alice moved to city B", "pet": "Alice has a cat"}
 
 
 def test_an_old_mongo_message_key_becomes_unique_per_seq_and_old_interrupted_ingests_still_complete():
