@@ -118,20 +118,16 @@ def _facts(layout, words, rng, nrng, *, vectors_for_others: bool):
 
 
 def _load_sqlite(store, batches) -> None:
-    from pipeline.store import _common as c
-
+    columns = store._fact_columns
+    marks = ", ".join("?" for _ in columns.split(","))
     for batch in batches:
+        rows = []
+        for fact, vec in batch:
+            values = list(store._fact_values(fact))
+            values[7] = None if vec is None else vec.astype(np.float32).tobytes()
+            rows.append(values)
         with store.db.write() as conn:
-            for fact, vec in batch:
-                values = list(store._fact_values(fact))
-                values[7] = None if vec is None else vec.astype(np.float32).tobytes()
-                conn.execute(
-                    f"INSERT INTO {store.db.t('facts')} (fact_id, agent_id, scope_key, hash, scope, user_id, content, "
-                    "embedding, embedding_model, formed_at, retired_at, doc, updated_at) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    values,
-                )
-    del c
+            conn.executemany(f"INSERT INTO {store.db.t('facts')} ({columns}) VALUES ({marks})", rows)
 
 
 def _load_mongo(store, batches) -> None:

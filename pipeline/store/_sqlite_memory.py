@@ -40,11 +40,14 @@ class MemoryMixin:
             c.ts(fact.changed_at), fact.search_text,
         )
 
+    #: the columns ``_fact_values`` fills, in its order
+    _fact_columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
+                     "embedding_model, formed_at, retired_at, doc, updated_at, search_text")
+
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
-        columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-                   "embedding_model, formed_at, retired_at, doc, updated_at, search_text")
+        columns = self._fact_columns
         if insert:
-            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(range(14))})",
+            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(columns.split(','))})",
                          self._fact_values(fact))
             return
         values = self._fact_values(fact)
