@@ -33,6 +33,9 @@ from pipeline.formation.facts import NewFact
 from pipeline.formation.outputs import DecideFactsOutput, Insert, Retire, Update
 from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
+from pipeline.formation.screening import storable_line
+from pipeline.formation.secrets import SecretGuard
+from pipeline.conversation import humans
 from pipeline.store.port import Store
 from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
@@ -41,9 +44,10 @@ from schemas.documents import Fact, FormationRun, StoredMessage
 def apply(
     store: Store, run: FormationRun, output: DecideFactsOutput, *, now: datetime, plan: ScopePlan,
     new_facts: Sequence[NewFact], vectors: Sequence[Sequence[float]], sources: Sequence[Provenance],
-    message_ids: Sequence[str],
+    message_ids: Sequence[str], guard: SecretGuard,
 ) -> None:
-    """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps."""
+    """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps.
+    ``guard``: the run's secret patterns, which a fact's stored source line must pass too."""
     model = output.embedding_model
     said = {f.index: f for f in new_facts}
     claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
@@ -53,9 +57,14 @@ def apply(
     def source_ids(index: int) -> list[str]:
         return [sources[index].message_id] if sources else list(message_ids)
 
-    def source_text(index: int) -> str | None:
-        """The source message's line (the excerpt ends with it), which text search reads."""
-        return sources[index].excerpt[-1] if sources and sources[index].excerpt else None
+    people = [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(claimed)]
+
+    def source_text(index: int, scope_key: str) -> str | None:
+        """The source message's line (the excerpt ends with it), which text search reads,
+        if it may be stored with the fact (``screening.storable_line``)."""
+        if not sources or not sources[index].excerpt:
+            return None
+        return storable_line(sources[index].excerpt[-1], scope_key.split(":", 1)[0], guard, people)
 
     def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
         return store.insert_fact(Fact(
@@ -64,7 +73,7 @@ def apply(
             scope_key=key, content=text, hash=digest,
             embedding=vector or vectors[index], embedding_model=model,
             source_session_id=run.session_id, source_message_ids=source_ids(index),
-            source_user_ids=message_sources(source_ids(index), claimed), source_text=source_text(index),
+            source_user_ids=message_sources(source_ids(index), claimed), source_text=source_text(index, key),
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
         ))[1]
 
@@ -100,7 +109,7 @@ def apply(
                 embedding=output.merged_vector(index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 sources=(source_ids(index), message_sources(source_ids(index), claimed)),
-                source_text=source_text(index),
+                source_text=source_text(index, effect.scope_key),
             ):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")

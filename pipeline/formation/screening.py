@@ -6,6 +6,9 @@ to LLM and offline answers alike, so a rerun reuses the screened output. Pure.
   speaking user's scope in a one-to-one session with user memory on; otherwise (a group chat,
   or user memory off for the agent) it is dropped. Its text is unchanged.
 
+A fact's stored source line (``Fact.source_text``) passes the same rules for the fact's scope
+(``storable_line``), or is not stored.
+
 Both are counted: ``secrets_dropped``, ``contacts_rescoped``, ``contacts_dropped``. Items whose
 scope the run does not form are left to the scope filters (``facts``, ``reflections``), which
 drop them anyway: screening never moves an item into memory it would not have reached.
@@ -66,6 +69,17 @@ def _screen(
         else:
             result.contacts_dropped += 1
     return kept
+
+
+def storable_line(line: str, scope: str, guard: SecretGuard, user_ids: Iterable[str]) -> str | None:
+    """A source message line stored with a fact for its text search (``Fact.source_text``), if
+    the fact's own text could carry it: none with a secret, and none with contact data for an
+    agent-scope fact. The fact itself stays; it only loses the line."""
+    if guard.kind(line) is not None:
+        return None
+    if scope == "agent" and contact_kind(line, [u for u in dict.fromkeys(user_ids) if u]) is not None:
+        return None
+    return line
 
 
 def screen_facts(

@@ -244,7 +244,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: DecideFactsOutput
     fact_effects.apply(
         deps.store, run, output, now=deps.clock.now(), plan=extracted.plan.scope_plan(),
         new_facts=extracted.facts, vectors=embedded.fact_vectors(), sources=embedded.sources,
-        message_ids=extracted.message_ids,
+        message_ids=extracted.message_ids, guard=guard_for(deps.settings),
     )
 
 

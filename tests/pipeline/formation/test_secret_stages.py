@@ -99,3 +99,31 @@ def test_a_rerun_reuses_the_screened_output_even_if_the_patterns_changed(env):
     assert stages.extract_facts(run_id, env).reused
     env.whole_chain(run_id)
     assert sorted(_contents(env)) == [EMAIL, "Alice's licence is ACME-123456"]
+
+
+def _fact_rows(env) -> str:
+    dump = env.store.dump_all()
+    return str(next(rows for name, rows in dump.items() if name.endswith("facts")))
+
+
+def test_a_fact_does_not_keep_a_source_line_that_carries_a_secret(env):
+    """The fact is fine, its message is not: the line its text search would read stays out."""
+    env.llm.on("extract_facts", facts(("user", "Alice lives in Berlin")))
+    env.llm.on("extract_reflections", reflections())
+    run_id = env.new_run([("user", "u-1", "My wifi password is hunter2 and I live in Berlin now."),
+                          ("assistant", None, "Noted.")])
+    env.whole_chain(run_id)
+    [fact] = env.all_facts()
+    assert fact.content == "Alice lives in Berlin" and fact.source_text is None
+    assert "hunter2" not in _fact_rows(env)
+
+
+def test_an_agent_fact_does_not_keep_a_source_line_with_contact_data(env):
+    env.llm.on("extract_facts", facts(("agent", "The offsite venue is in Porto"), ("user", "Alice plans the offsite")))
+    env.llm.on("extract_reflections", reflections())
+    run_id = env.new_run([("user", "u-1", "The offsite venue is in Porto, send the plans to alice.w@example.com"),
+                          ("assistant", None, "Will do.")])
+    env.whole_chain(run_id)
+    by_scope = {f.scope: f for f in env.all_facts()}
+    assert by_scope["agent"].source_text is None and "alice.w@example.com" not in by_scope["agent"].search_text
+    assert "alice.w@example.com" in by_scope["user"].source_text  # her own scope may hold it
