@@ -198,12 +198,13 @@ def _search_stage(service: MemoryService, query: str) -> dict:
     return {"results": fused, "debug": {"timings_ms": {"search": (time.perf_counter() - t) * 1000}, "queries": [info]}}
 
 
-def _rss_mb() -> float:
-    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+def _rss_mb(field: str = "VmRSS") -> float:
+    """Resident memory of this process (Linux /proc; 0 elsewhere). ``RssAnon``: the heap
+    alone, without the database pages SQLite reads through its memory map."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -349,8 +350,8 @@ def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:
     queries = [" ".join(rng.sample(words, 3)) for _ in range(2 * n_agents)]
     table.update({q: _unit(nrng, 1)[0] for q in queries})
     embedder = LookupEmbedder(table)
-    rss_start = _rss_mb()
-    held, rss, search_ms = [], [], []
+    rss_start, heap_start = _rss_mb(), _rss_mb("RssAnon")
+    held, rss, heap, search_ms = [], [], [], []
     for i, query in enumerate(queries):
         agent = f"agent-{i % n_agents}"
         service = MemoryService(agent, settings=settings, store=store, search=search, embedder=embedder,
@@ -360,6 +361,7 @@ def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:
         search_ms.append((time.perf_counter() - t) * 1000)
         held.append(search.held_bytes() / 2**20)
         rss.append(_rss_mb())
+        heap.append(_rss_mb("RssAnon"))
     store.close()
     tmp.cleanup()
     return {
@@ -369,6 +371,9 @@ def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:
         "held_mb_end": round(held[-1], 1),
         "rss_mb_start": round(rss_start, 1), "rss_mb_max": round(max(rss), 1), "rss_mb_end": round(rss[-1], 1),
         "rss_growth_mb_max": round(max(rss) - rss_start, 1),
+        "heap_mb_start": round(heap_start, 1), "heap_mb_max": round(max(heap), 1), "heap_mb_end": round(heap[-1], 1),
+        "heap_growth_mb_max": round(max(heap) - heap_start, 1),
+        "heap_mb_after_first_round": round(heap[n_agents - 1], 1),
         "search_ms": _pct(search_ms),
     }
 
