@@ -31,6 +31,7 @@ from tests.reliability.scenarios.harness import (
     ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.waiting import settle, store_state
 from pipeline import names
 from workers.dispatch import send
 
@@ -51,6 +52,10 @@ POINTS = (
     ("finish", "finish_run"),
 )
 CONTROL_POINTS = (("decide_facts", "insert_fact"), ("decide_facts", "complete_stage"))
+#: how long the store may stand still before a scenario that has not settled is called stuck:
+#: well past the longest quiet a healthy recovery has (a 15 s lease expiring, then the next
+#: stale-run retry), and independent of how slowly a loaded machine runs the work
+SETTLE_QUIET_S = 90.0
 
 SCENARIO_SETTINGS = dict(
     broker_visibility_timeout_s=3, claim_lease_s=15, llm_provider="offline", embedding_provider="hashing",
@@ -143,7 +148,7 @@ def scenario(workdir: Path, env: dict[str, str]) -> Iterator[Scenario]:
 
 def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
-    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_timeout_s: float = 120.0,
+    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_quiet_s: float = SETTLE_QUIET_S,
 ) -> dict:
     """Run the scenario and return its figures (see ``tests.reliability.scenarios.audit.audit``)."""
     workdir = Path(workdir)
@@ -198,7 +203,7 @@ def run_crash(
         while queue:
             publish_next(len(queue))
 
-        settled = _settle(cluster, app, redis, store, settle_timeout_s)
+        settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
         killed = {k["pid"] for k in kill_log if k.get("fired")}
         text = cluster.log_text()
@@ -228,21 +233,21 @@ def _by_stage(kill_log: list[dict]) -> dict[str, int]:
     return out
 
 
-def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, timeout_s: float) -> bool:
-    """Until every session is formed and nothing is queued, playing beat's stale-run retry."""
-    deadline = time.monotonic() + timeout_s
+def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: float) -> bool:
+    """Until every session is formed and nothing is queued, playing beat's stale-run retry;
+    False once the store has stood still for ``quiet_s`` short of that
+    (``tests.support.waiting.settle``)."""
     next_retry = 0.0
-    while time.monotonic() < deadline:
+
+    def tick() -> None:
+        nonlocal next_retry
         cluster.ensure_alive()
         if time.monotonic() >= next_retry:
             send(names.TASK_RETRY_STALE, {}, app=app)
             next_retry = time.monotonic() + 4.0
-        if queues_idle(redis.client(0)) and _all_formed(store):
-            time.sleep(1.0)  # a finish may still hand on a consolidate_session
-            if queues_idle(redis.client(0)) and _all_formed(store):
-                return True
-        time.sleep(0.5)
-    return False
+
+    return settle(lambda: queues_idle(redis.client(0)) and _all_formed(store), lambda: store_state(store),
+                  quiet_s=quiet_s, tick=tick)
 
 
 def _all_formed(store) -> bool:
