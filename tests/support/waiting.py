@@ -13,8 +13,13 @@ import json
 import time
 from collections.abc import Callable, Hashable
 
+#: how long the pipeline may stand still, short of done, before it is called stuck: well past
+#: the longest quiet a healthy pipeline of the tests has (a 15 s claim lease expiring, then
+#: the next stale-run retry; a worker restarting on a loaded machine)
+QUIET_S = 90.0
 
-def settle(done: Callable[[], bool], state: Callable[[], Hashable], *, quiet_s: float, confirm_s: float = 1.0,
+
+def settle(done: Callable[[], bool], state: Callable[[], Hashable], *, quiet_s: float = QUIET_S, confirm_s: float = 1.0,
            interval: float = 0.5, tick: Callable[[], None] | None = None, cap_s: float = 1800.0) -> bool:
     """True once ``done()`` holds at two polls ``confirm_s`` or more apart with the same
     ``state()`` at both (work that ended or began between them changes one or the other);

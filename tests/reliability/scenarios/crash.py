@@ -31,7 +31,7 @@ from tests.reliability.scenarios.harness import (
     ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
-from tests.support.waiting import settle, store_state
+from tests.support.waiting import QUIET_S, settle, store_state
 from pipeline import names
 from workers.dispatch import send
 
@@ -52,10 +52,6 @@ POINTS = (
     ("finish", "finish_run"),
 )
 CONTROL_POINTS = (("decide_facts", "insert_fact"), ("decide_facts", "complete_stage"))
-#: how long the store may stand still before a scenario that has not settled is called stuck:
-#: well past the longest quiet a healthy recovery has (a 15 s lease expiring, then the next
-#: stale-run retry), and independent of how slowly a loaded machine runs the work
-SETTLE_QUIET_S = 90.0
 
 SCENARIO_SETTINGS = dict(
     broker_visibility_timeout_s=3, claim_lease_s=15, llm_provider="offline", embedding_provider="hashing",
@@ -148,7 +144,7 @@ def scenario(workdir: Path, env: dict[str, str]) -> Iterator[Scenario]:
 
 def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
-    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_quiet_s: float = SETTLE_QUIET_S,
+    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_quiet_s: float = QUIET_S,
 ) -> dict:
     """Run the scenario and return its figures (see ``tests.reliability.scenarios.audit.audit``)."""
     workdir = Path(workdir)
@@ -233,7 +229,7 @@ def _by_stage(kill_log: list[dict]) -> dict[str, int]:
     return out
 
 
-def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: float) -> bool:
+def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: float = QUIET_S) -> bool:
     """Until every session is formed and nothing is queued, playing beat's stale-run retry;
     False once the store has stood still for ``quiet_s`` short of that
     (``tests.support.waiting.settle``)."""

@@ -20,10 +20,11 @@ import random
 from pathlib import Path
 
 from tests.reliability.scenarios.audit import audit
-from tests.reliability.scenarios.crash import SETTLE_QUIET_S, _settle, publish_session, scenario
+from tests.reliability.scenarios.crash import _settle, publish_session, scenario
 from tests.reliability.scenarios.deps import injected_counts
 from tests.reliability.scenarios.fuzz import INJECTIONS
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.waiting import QUIET_S
 from schemas.documents import AgentSettings
 
 FORGED = "forged by the provider"
@@ -51,7 +52,7 @@ def silently_empty(runs) -> list[str]:
 
 def run_faults(
     workdir: Path, *, sessions: int = 12, messages: int = 8, seed: int = 0, faults: str = DEFAULT_FAULTS,
-    hostile: bool = False, settle_quiet_s: float = SETTLE_QUIET_S,
+    hostile: bool = False, settle_quiet_s: float = QUIET_S,
 ) -> dict:
     workdir = Path(workdir)
     calls_dir = workdir / "llm"

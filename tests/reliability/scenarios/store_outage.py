@@ -101,7 +101,7 @@ def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
 # ------------------------------------------------------------------ SQLite -------------------------
 
 def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, seed: int = 0) -> dict:
-    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, SETTLE_QUIET_S, _settle, scenario
+    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _settle, scenario
     from tests.reliability.scenarios.harness import start_worker, worker_env
 
     workdir = Path(workdir)
@@ -127,7 +127,7 @@ def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, 
             released_at = float(holder.stdout.readline())
             holder.wait(timeout=30)
             producer.join(timeout=120)
-            settled = _settle(cluster, app, redis, store, SETTLE_QUIET_S)
+            settled = _settle(cluster, app, redis, store)
             crashed = not formation.is_alive()
         finally:
             formation.stop()
@@ -176,7 +176,7 @@ def run_mongo_failover(workdir: Path, *, sessions: int = 16, outage_s: float = 8
 
 
 def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dict:
-    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, SETTLE_QUIET_S, _all_formed
+    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _all_formed
     from tests.reliability.scenarios.harness import queues_idle, worker_env
     from tests.support.waiting import settle, store_state
     from tests.support.procs import RedisServer
@@ -221,7 +221,7 @@ def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dic
                     next_retry = time.monotonic() + 4.0
 
             ok = settle(lambda: queues_idle(redis.client(0)) and _all_formed(store), lambda: store_state(store),
-                        quiet_s=SETTLE_QUIET_S, tick=beat)
+                        tick=beat)
             publisher.close()
         figures = _figures(store, producer, ok)
         figures.update(outage_s=round(outage, 1), store_errors=sum(OUTAGE.raised.values()),
