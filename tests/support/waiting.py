@@ -24,7 +24,8 @@ def settle(done: Callable[[], bool], state: Callable[[], Hashable], *, quiet_s: 
     """True once ``done()`` holds at two polls ``confirm_s`` or more apart with the same
     ``state()`` at both (work that ended or began between them changes one or the other);
     False once ``state()`` has not changed for ``quiet_s`` while not done, or after ``cap_s``.
-    ``tick()`` runs before every poll (a harness playing beat sends its tasks there)."""
+    ``tick()`` runs before every poll (a harness playing beat sends its tasks there); at each
+    poll ``state()`` is read before ``done()``."""
     started = changed_at = time.monotonic()
     last = None
     done_since: tuple[float, Hashable] | None = None
