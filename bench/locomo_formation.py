@@ -28,7 +28,6 @@ The last line printed is one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -39,7 +38,7 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
-from bench.locomo_retrieval import _summary, evidence_ids, parse_session_date
+from bench.locomo_retrieval import _summary, data_arguments, evidence_ids, parse_session_date, read_conversations
 from ops.demo import wait_until_idle
 
 PROVIDERS = ("offline_rules", "observation_replay")
@@ -216,21 +215,15 @@ def run_provider(provider: str, samples: list[dict], workdir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
+    parser = data_arguments(__doc__)
     parser.add_argument("--provider", choices=(*PROVIDERS, "both"), default="both",
                         help="who answers extract_facts (default: both, one after the other)")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"locomo_formation: --data {args.data}: no such file", file=sys.stderr)
+    samples = read_conversations("locomo_formation", args.data)
+    if samples is None:
         return 2
-    try:
-        samples = json.loads(args.data.read_text())[:args.conversations]
-    except json.JSONDecodeError as exc:
-        print(f"locomo_formation: --data {args.data}: not JSON ({exc.msg})", file=sys.stderr)
-        return 2
+    samples = samples[:args.conversations]
     with tempfile.TemporaryDirectory() as tmp:
         # an in-memory broker, before workers.app is imported (it reads the broker at import)
         os.environ["MEMORY_BROKER_URL"] = "memory://localhost/"

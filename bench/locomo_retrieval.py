@@ -97,6 +97,32 @@ def evidence_ids(raw: list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def data_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options every LoCoMo benchmark takes: ``--data`` and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    return parser
+
+
+def read_conversations(tool: str, path: Path) -> list[dict] | None:
+    """The conversations of a LoCoMo file, or None once ``tool`` has said on stderr why there
+    are none (no such file, not JSON, not a list)."""
+    if not path.is_file():
+        print(f"{tool}: --data {path}: no such file", file=sys.stderr)
+        return None
+    try:
+        conversations = json.loads(path.read_bytes())
+    except ValueError as exc:  # not JSON, or not text at all
+        print(f"{tool}: --data {path}: not JSON ({exc})", file=sys.stderr)
+        return None
+    if not isinstance(conversations, list):
+        print(f"{tool}: --data {path}: a JSON {type(conversations).__name__}, not a list of conversations",
+              file=sys.stderr)
+        return None
+    return conversations
+
+
 def _summary(rows: list[tuple[int, float, float]]) -> dict:
     by_cat: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for cat, r5, r10 in rows:
@@ -123,8 +149,7 @@ def _percentiles(seconds: list[float]) -> dict[str, float]:
             for name, q in (("p50", 0.5), ("p95", 0.95))}
 
 
-def run(data: Path, settings: Settings) -> dict:
-    conversations = json.loads(data.read_text())
+def run(conversations: list[dict], settings: Settings) -> dict:
     embedder = open_embedder(settings)
     production, origin = Thresholds.resolve(settings, embedder.model)
     variants = {"": production.off(), "_thresholded": production}
@@ -184,16 +209,13 @@ def run(data: Path, settings: Settings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"locomo_retrieval: --data {args.data}: no such file", file=sys.stderr)
+    args = data_arguments(__doc__).parse_args(argv)
+    conversations = read_conversations("locomo_retrieval", args.data)
+    if conversations is None:
         return 2
     # the shipped search defaults (pipeline.search.defaults); MEMORY_SEARCH_* variables override
     settings = Settings(embedding_provider="local")
-    result = run(args.data, settings)
+    result = run(conversations, settings)
     if not args.json:
         for key in ("hybrid", "semantic", "text", "hybrid_thresholded", "semantic_thresholded", "text_thresholded", "hybrid_k60"):
             r = result[key]

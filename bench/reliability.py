@@ -86,7 +86,7 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
                                "messages_unformed",
                                "duplicate_facts", "lost_reflections", "stuck_runs", "dead_runs", "leaks", "settled"])
     s["control"] = run_crash(workdir / "control", sessions=sizes["control_sessions"], kills=sizes["control_kills"],
-                             seed=seed + 1, control=True, points=CONTROL_POINTS, settle_timeout_s=60)
+                             seed=seed + 1, control=True, points=CONTROL_POINTS)
     _say("control", s["control"], ["kills_confirmed", "duplicate_facts"])
     s["faults"] = run_faults(workdir / "faults", sessions=sizes["fault_sessions"], seed=seed + 2)
     _say("faults", s["faults"], ["llm_calls", "faults_injected", "outside_ids_injected", "formations_completed",

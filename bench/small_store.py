@@ -23,7 +23,6 @@ The last line printed is one JSON object (with the load average).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -33,7 +32,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.locomo_retrieval import evidence_ids, parse_session_date
+from bench.locomo_retrieval import data_arguments, evidence_ids, parse_session_date, read_conversations
 from pipeline.embeddings import open_embedder
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search import scoring
@@ -85,8 +84,7 @@ def key_entity(question: str, targets: list[str], df: dict[str, int]) -> tuple[s
     return (best[2], best[0]) if best else None
 
 
-def run(data: Path, settings: Settings) -> dict:
-    conversations = json.loads(data.read_text())
+def run(conversations: list[dict], settings: Settings) -> dict:
     embedder = open_embedder(settings)
     limits, origin = Thresholds.resolve(settings, embedder.model)
     hits: dict[str, list[int]] = defaultdict(list)
@@ -148,14 +146,11 @@ def run(data: Path, settings: Settings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON (a list of conversations)")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"small_store: --data {args.data}: no such file", file=sys.stderr)
+    args = data_arguments(__doc__).parse_args(argv)
+    conversations = read_conversations("small_store", args.data)
+    if conversations is None:
         return 2
-    result = run(args.data, Settings(embedding_provider="local"))
+    result = run(conversations, Settings(embedding_provider="local"))
     if not args.json:
         for size in SIZES:
             row = result[str(size)]

@@ -18,7 +18,9 @@ about 300 per restart in the broker-outage scenario). A channel that consumes on
 every worker of docker-compose.yml does, therefore never pops blindly: it waits with
 ``BLMOVE q q RIGHT RIGHT`` (which leaves the list as it was) and then takes the message and
 records it as unacked in one Lua script, so a persisted pop always has its unacked record and
-the visibility timeout redelivers it. A channel on several queues keeps kombu's BRPOP.
+the visibility timeout redelivers it. A channel on several queues keeps kombu's BRPOP, and so
+does a consumer that never acks (a control command reading its replies): an unacked record of
+its delivery would never be dropped.
 
 A message a worker cannot run (a hand-built one that is not JSON, lacks the envelope's delivery
 tag or the task header, or has an undecodable body) is set aside by both paths
@@ -168,9 +170,21 @@ _NOT_AN_ENVELOPE = "not a kombu envelope (a JSON object with properties.delivery
 class Channel(_redis.Channel):
     QoS = QoS
 
+    def __init__(self, *args, **kwargs):
+        #: queues consumed without acks (a control command's reply queue): the reliable pop
+        #: would give their deliveries unacked records that nothing ever drops, and the
+        #: visibility timeout would deliver them again
+        self._no_ack_queues: set[str] = set()
+        super().__init__(*args, **kwargs)
+
+    def basic_consume(self, queue, no_ack, *args, **kwargs):
+        (self._no_ack_queues.add if no_ack else self._no_ack_queues.discard)(queue)
+        return super().basic_consume(queue, no_ack, *args, **kwargs)
+
     # --- reliable pop, for a channel that consumes one queue (every worker of the compose file)
     def _reliable_pop(self) -> bool:
-        return len(self.active_queues) == 1 and not self.global_keyprefix
+        queues = self.active_queues
+        return len(queues) == 1 and queues[0] not in self._no_ack_queues and not self.global_keyprefix
 
     def _brpop_start(self, timeout=None):
         if not self._reliable_pop():

@@ -8,7 +8,7 @@ stamps as a list of ``{k, v}`` pairs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -58,40 +58,39 @@ class MongoMemoryMixin:
         expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
         source_text: str | None = None,
     ) -> bool:
-        facts = self.col("facts")
-        for _ in range(_CAS_ATTEMPTS):
-            fact = from_doc(Fact, facts.find_one({"_id": fact_id}))
-            if fact is None or fact.retired_at is not None:
-                return False
+        def change(fact: Fact) -> dict | None:
             if any(entry.run_id == run_id for entry in fact.history):
-                return False
-            if expected_version is not None and fact.version != expected_version:
-                return False
+                return None  # this run's UPDATE is already applied
             entry, opened = c.closed_version(fact, now, valid_from, run_id)
             said = source_text or fact.source_text
             updated = fact.model_copy(update={"content": content, "history": [*fact.history, entry],
                                               "source_text": said})
-            try:
-                result = facts.update_one(
-                    {"_id": fact_id, "version": fact.version, "retired_at": None},
-                    {"$set": {"content": content, "hash": hash,
-                              "embedding": None if embedding is None else [float(x) for x in embedding],
-                              "embedding_model": embedding_model, "updated_at": c.utc(now),
-                              "valid_from": opened, "source_text": said, SEARCH_TEXT: updated.search_text},
-                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
-                     "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
-                                   "source_user_ids": {"$each": list(sources[1])}}},
-                )
-            except DuplicateKeyError:
-                return False  # the new text already exists in this scope
-            if result.matched_count:
-                return True
-        return False
+            return {"$set": {"content": content, "hash": hash,
+                             "embedding": None if embedding is None else [float(x) for x in embedding],
+                             "embedding_model": embedding_model, "updated_at": c.utc(now), "valid_from": opened,
+                             "source_text": said, SEARCH_TEXT: updated.search_text},
+                    "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
+                    "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
+                                  "source_user_ids": {"$each": list(sources[1])}}}
+
+        return self._change_live_fact(fact_id, expected_version, change)
 
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
         expected_version: int | None = None,
     ) -> bool:
+        # valid_to from the version read, so that an UPDATE in between cannot leave it before
+        # that UPDATE's valid_from
+        return self._change_live_fact(fact_id, expected_version, lambda fact: {
+            "$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False,
+                     "valid_to": c.valid_until(fact, now, valid_to)}})
+
+    def _change_live_fact(self, fact_id: str, expected_version: int | None,
+                          change: Callable[[Fact], dict | None]) -> bool:
+        """Compare and set: read the live fact, build the change from the version read (``None``:
+        leave it), and write only while that version is still the live one, reading again
+        when another write came in between. False when the fact is gone, retired, not at
+        ``expected_version``, left as it was, or its new text already exists in its scope."""
         facts = self.col("facts")
         for _ in range(_CAS_ATTEMPTS):
             fact = from_doc(Fact, facts.find_one({"_id": fact_id}))
@@ -99,12 +98,13 @@ class MongoMemoryMixin:
                 return False
             if expected_version is not None and fact.version != expected_version:
                 return False
-            # on the version read, so that an UPDATE in between cannot leave valid_to before
-            # its valid_from
-            result = facts.update_one(
-                {"_id": fact_id, "version": fact.version, "retired_at": None},
-                {"$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False,
-                          "valid_to": c.valid_until(fact, now, valid_to)}})
+            update = change(fact)
+            if update is None:
+                return False
+            try:
+                result = facts.update_one({"_id": fact_id, "version": fact.version, "retired_at": None}, update)
+            except DuplicateKeyError:
+                return False  # an UPDATE's new text is already a live fact of the scope
             if result.matched_count:
                 return True
         return False

@@ -10,8 +10,8 @@
   subprocesses, waits until each is ready and returns an ``tests.support.procs.WorkerProcess`` handle
   (``.stop()``, ``.kill(sig)``, ``.kill_group(sig)``, ``.child_pids()``, ``.log_text()``,
   ``.env``). Every worker it started is stopped at teardown.
-- ``celery_app_for`` (function): a Celery app configured like ``workers.app`` but pointed at a
-  given broker, for publishing from the test process (``CeleryPublisher(app=...)``).
+- ``celery_app_for`` (``tests/conftest.py``): a Celery app built like ``workers.app`` for a given
+  broker and result backend, for publishing from the test process (``CeleryPublisher(app=...)``).
 """
 
 from __future__ import annotations
@@ -121,30 +121,3 @@ def celery_worker_process(tmp_path, broker_urls):
     yield start
     for worker in started:
         worker.stop()
-
-
-@pytest.fixture
-def celery_app_for(monkeypatch):
-    """``make(broker_url, result_backend)`` -> a Celery app built by ``workers.app.create_app``
-    with those URLs (the process-wide settings are restored afterwards)."""
-    from schemas.settings import get_settings
-
-    apps = []
-
-    def make(broker_url: str, result_backend: str):
-        from workers.app import create_app
-
-        with monkeypatch.context() as patch:
-            patch.setenv("MEMORY_BROKER_URL", broker_url)
-            patch.setenv("MEMORY_RESULT_BACKEND", result_backend)
-            get_settings.cache_clear()
-            try:
-                app = create_app()
-            finally:
-                get_settings.cache_clear()
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.close()

@@ -6,7 +6,6 @@ which was written before the formation chain."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,10 @@ import pytest
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import word_count
 from schemas.documents import AgentSettings
+from tests.support.waiting import settle, store_state
 from workers.producer import CeleryPublisher, end_session, publish_messages
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "formation_e2e"
-PHASE_TIMEOUT_S = 120
 
 
 @pytest.fixture
@@ -58,13 +57,17 @@ def _settled(store: SQLiteStore, sessions: list[dict]) -> bool:
 
 
 def _wait(store, worker, sessions):
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    while not _settled(store, sessions):
-        runs = [(r.session_id, r.status, r.error) for s in sessions for r in store.list_runs(session_id=s["session_id"])]
-        broken = any(status in ("failed", "dead") for _, status, _ in runs)
-        if broken or time.monotonic() > deadline or not worker.is_alive():
-            pytest.fail(f"formation did not settle: runs {runs}\nworker log:\n{worker.log_text()[-4000:]}")
-        time.sleep(0.2)
+    """Until every session is formed, for as long as formation keeps writing to the store."""
+    def runs():
+        return [(r.session_id, r.status, r.error) for s in sessions for r in store.list_runs(session_id=s["session_id"])]
+
+    def done() -> bool:
+        if any(status in ("failed", "dead") for _, status, _ in runs()) or not worker.is_alive():
+            pytest.fail(f"formation broke: runs {runs()}\nworker log:\n{worker.log_text()[-4000:]}")
+        return _settled(store, sessions)
+
+    if not settle(done, lambda: store_state(store), confirm_s=0.0, interval=0.2):
+        pytest.fail(f"formation did not settle: runs {runs()}\nworker log:\n{worker.log_text()[-4000:]}")
 
 
 def _live(store, agent_id, scope_key):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from bench import small_store
+import pytest
+
+from bench import locomo_retrieval, small_store
 from tests.ops.test_locomo_formation import SAMPLE
 
 
@@ -24,3 +26,17 @@ def test_the_bench_reports_each_store_size_and_a_distinctive_word_finds_its_fact
 def test_a_missing_data_file_is_a_clear_error(tmp_path, capsys):
     assert small_store.main(["--data", str(tmp_path / "nope.json")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ("{not json", "not JSON"),
+    (b"\xff\xfe\x00binary", "not JSON"),
+    ('{"conversations": []}', "a JSON dict, not a list of conversations"),
+])
+def test_a_data_file_that_is_not_a_list_of_conversations_is_a_clear_error(tmp_path, capsys, content, said):
+    data = tmp_path / "bad.json"
+    data.write_bytes(content if isinstance(content, bytes) else content.encode())
+    for bench in (small_store, locomo_retrieval):
+        assert bench.main(["--data", str(data)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and str(data) in err and "Traceback" not in err

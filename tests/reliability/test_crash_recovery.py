@@ -14,7 +14,7 @@ STAGES = {"extract_facts", "embed_facts", "decide_facts", "extract_reflections",
 
 
 def test_a_worker_killed_inside_each_stage_loses_and_duplicates_nothing(tmp_path, needs_redis):
-    figures = run_crash(tmp_path, sessions=9, kills=6, seed=3, points=POINTS[:6], settle_timeout_s=90)
+    figures = run_crash(tmp_path, sessions=9, kills=6, seed=3, points=POINTS[:6])
     summary = {k: v for k, v in figures.items() if k not in ("kill_log", "samples")}
     assert set(figures["kills_by_stage"]) == STAGES, figures["kill_log"]
     assert figures["kills_confirmed"] == 6, figures["kill_log"]
@@ -29,7 +29,6 @@ def test_a_worker_killed_inside_each_stage_loses_and_duplicates_nothing(tmp_path
 
 
 def test_the_audit_sees_duplicates_when_stage_effects_ignore_their_idempotency_keys(tmp_path, needs_redis):
-    figures = run_crash(tmp_path, sessions=4, kills=1, seed=5, control=True, points=CONTROL_POINTS[:1],
-                        settle_timeout_s=60)
+    figures = run_crash(tmp_path, sessions=4, kills=1, seed=5, control=True, points=CONTROL_POINTS[:1])
     assert figures["kills_confirmed"] == 1, figures["kill_log"]
     assert figures["duplicate_facts"] > 0, {k: v for k, v in figures.items() if k != "kill_log"}

@@ -24,7 +24,7 @@ def _assert_nothing_lost_or_stuck(figures: dict) -> None:
 
 
 def test_a_sqlite_lock_held_past_the_busy_timeout_loses_no_event_and_strands_no_run(tmp_path, needs_redis):
-    figures = run_sqlite_lock(tmp_path, sessions=10, lock_s=9.0, seed=1, settle_timeout_s=90)
+    figures = run_sqlite_lock(tmp_path, sessions=10, lock_s=9.0, seed=1)
     assert figures["outage_s"] > figures["busy_timeout_s"]
     _assert_nothing_lost_or_stuck(figures)
 

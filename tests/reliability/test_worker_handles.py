@@ -6,14 +6,14 @@ handles, per short-lived thread and keep it until the store was closed)."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
-from tests.reliability.scenarios.harness import producer_app, wait_until, worker_env
+from tests.reliability.scenarios.harness import producer_app, queues_idle, worker_env
 from tests.support.procstat import handles_on, open_handles
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
 from tests.support.procs import RedisServer, WorkerProcess
+from tests.support.waiting import settle, store_state
 from pipeline.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration
@@ -53,9 +53,10 @@ def test_fifty_formations_on_a_threads_worker_do_not_grow_its_open_handles(tmp_p
                     events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"],
                                             users=s["users"], messages=MESSAGES)
                     publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
-                assert wait_until(lambda: _done(store) >= target, timeout=240, interval=0.5), (
+                # every formation done and every task acked: the worker has nothing left open
+                done = lambda: _done(store) >= target and queues_idle(redis.client(0))  # noqa: E731
+                assert settle(done, lambda: store_state(store)), (
                     f"{_done(store)} of {target} formations done; log:\n{worker.log_text()[-3000:]}")
-                time.sleep(1.0)  # let the last hand-ons and acks settle
 
             form(plan[:10])  # warm-up: every pool thread, cache and connection is made here
             before, before_db = open_handles(worker.pid), handles_on(worker.pid, db.name)

@@ -9,34 +9,11 @@ from celery.backends.base import DisabledBackend
 from tests.support.procs import free_port
 from pipeline import names
 from pipeline.errors import TransientError
-from schemas.settings import Settings, get_settings
+from schemas.settings import Settings
 from workers.dispatch import send
 from workers.redaction import reprs
 
 SECRET = "my-bank-pin-is-4071"
-
-
-@pytest.fixture
-def make_app(monkeypatch):
-    """``make(broker_url)``: an app built by ``workers.app.create_app`` for that broker."""
-    apps = []
-
-    def make(broker_url: str):
-        from workers.app import create_app
-
-        monkeypatch.setenv("MEMORY_BROKER_URL", broker_url)
-        monkeypatch.delenv("MEMORY_RESULT_BACKEND", raising=False)
-        get_settings.cache_clear()
-        try:
-            app = create_app()
-        finally:
-            get_settings.cache_clear()
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.close()
 
 
 def _take(app, queue: str):
@@ -55,8 +32,8 @@ def test_the_default_is_no_result_backend():
     assert Settings().result_backend is None
 
 
-def test_a_send_ignores_its_result_and_carries_only_ids_and_sizes(make_app):
-    app = make_app("memory://")
+def test_a_send_ignores_its_result_and_carries_only_ids_and_sizes(celery_app_for):
+    app = celery_app_for("memory://")
     assert isinstance(app.backend, DisabledBackend)
     send(names.TASK_INGEST_EVENT, {"event": _event()}, app=app)
     message = _take(app, names.QUEUE_INGEST)
@@ -67,18 +44,18 @@ def test_a_send_ignores_its_result_and_carries_only_ids_and_sizes(make_app):
     assert message.decode()[1]["event"]["message"]["content"] == SECRET  # the worker gets it all
 
 
-def test_a_message_celery_builds_itself_is_redacted_too(make_app):
+def test_a_message_celery_builds_itself_is_redacted_too(celery_app_for):
     # what a task's retry does: send_task with Celery's own repr of the arguments
-    app = make_app("memory://")
+    app = celery_app_for("memory://")
     app.send_task(names.TASK_INGEST_BATCH, kwargs={"events": [_event(), _event(event_id="e-2")]})
     headers = _take(app, names.QUEUE_INGEST).headers
     assert SECRET not in headers["kwargsrepr"]
     assert headers["kwargsrepr"].startswith("{'events': '<2 events, ")
 
 
-def test_a_broker_that_stays_unreachable_is_a_transient_error_naming_it_not_the_arguments(make_app):
+def test_a_broker_that_stays_unreachable_is_a_transient_error_naming_it_not_the_arguments(celery_app_for):
     broker = f"redis://:s3cret@127.0.0.1:{free_port()}/0"
-    app = make_app(broker)
+    app = celery_app_for(broker)
     with pytest.raises(TransientError) as caught:
         send(names.TASK_INGEST_EVENT, {"event": _event()}, app=app, retry_max=0)
     message = str(caught.value)

@@ -31,6 +31,7 @@ from tests.reliability.scenarios.harness import (
     ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.waiting import QUIET_S, settle, store_state
 from pipeline import names
 from schemas.documents import Stage
 from workers.dispatch import send
@@ -144,7 +145,7 @@ def scenario(workdir: Path, env: dict[str, str]) -> Iterator[Scenario]:
 
 def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
-    points=POINTS, control: bool = False, fire_timeout_s: float = 12.0, settle_timeout_s: float = 120.0,
+    points=POINTS, control: bool = False, fire_quiet_s: float = 15.0, settle_quiet_s: float = QUIET_S,
 ) -> dict:
     """Run the scenario and return its figures (see ``tests.reliability.scenarios.audit.audit``)."""
     workdir = Path(workdir)
@@ -167,6 +168,12 @@ def run_crash(
                 sent += 1
             return sent
 
+        def reached(marker: Path) -> bool:
+            """The armed point fired; False once the store stood still ``fire_quiet_s`` without
+            it (the sessions published so far never reach it), however slowly a loaded machine
+            forms them until then."""
+            return settle(marker.exists, lambda: store_state(store), quiet_s=fire_quiet_s, confirm_s=0.0, interval=0.1)
+
         per_kill = max(1, sessions // (kills + 1))
         kill_log: list[dict] = []
         for k in range(kills):
@@ -174,10 +181,10 @@ def run_crash(
             (hooks / "arm.json").write_text(json.dumps({"id": k, "stage": stage, "after": method}))
             marker_path = hooks / f"fired-{k}.json"
             publish_next(per_kill)
-            fired = wait_until(marker_path.exists, timeout=fire_timeout_s, interval=0.05)
+            fired = reached(marker_path)
             while not fired and queue:
                 publish_next(1)
-                fired = wait_until(marker_path.exists, timeout=fire_timeout_s, interval=0.05)
+                fired = reached(marker_path)
             if not fired:
                 (hooks / "arm.json").unlink(missing_ok=True)
                 kill_log.append({"id": k, "stage": stage, "after": method, "fired": False, "confirmed": False})
@@ -199,7 +206,7 @@ def run_crash(
         while queue:
             publish_next(len(queue))
 
-        settled = _settle(cluster, app, redis, store, settle_timeout_s)
+        settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
         killed = {k["pid"] for k in kill_log if k.get("fired")}
         text = cluster.log_text()
@@ -229,21 +236,21 @@ def _by_stage(kill_log: list[dict]) -> dict[str, int]:
     return out
 
 
-def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, timeout_s: float) -> bool:
-    """Until every session is formed and nothing is queued, playing beat's stale-run retry."""
-    deadline = time.monotonic() + timeout_s
+def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: float = QUIET_S) -> bool:
+    """Until every session is formed and nothing is queued, playing beat's stale-run retry;
+    False once the store has stood still for ``quiet_s`` short of that
+    (``tests.support.waiting.settle``)."""
     next_retry = 0.0
-    while time.monotonic() < deadline:
+
+    def tick() -> None:
+        nonlocal next_retry
         cluster.ensure_alive()
         if time.monotonic() >= next_retry:
             send(names.TASK_RETRY_STALE, {}, app=app)
             next_retry = time.monotonic() + 4.0
-        if queues_idle(redis.client(0)) and _all_formed(store):
-            time.sleep(1.0)  # a finish may still hand on a consolidate_session
-            if queues_idle(redis.client(0)) and _all_formed(store):
-                return True
-        time.sleep(0.5)
-    return False
+
+    return settle(lambda: queues_idle(redis.client(0)) and _all_formed(store), lambda: store_state(store),
+                  quiet_s=quiet_s, tick=tick)
 
 
 def _all_formed(store) -> bool:

@@ -24,6 +24,7 @@ from tests.reliability.scenarios.crash import _settle, publish_session, scenario
 from tests.reliability.scenarios.deps import injected_counts
 from tests.reliability.scenarios.fuzz import INJECTIONS
 from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from tests.support.waiting import QUIET_S
 from schemas.documents import AgentSettings
 
 FORGED = "forged by the provider"
@@ -51,7 +52,7 @@ def silently_empty(runs) -> list[str]:
 
 def run_faults(
     workdir: Path, *, sessions: int = 12, messages: int = 8, seed: int = 0, faults: str = DEFAULT_FAULTS,
-    hostile: bool = False, settle_timeout_s: float = 150.0,
+    hostile: bool = False, settle_quiet_s: float = QUIET_S,
 ) -> dict:
     workdir = Path(workdir)
     calls_dir = workdir / "llm"
@@ -66,7 +67,7 @@ def run_faults(
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=messages, injections=INJECTIONS if hostile else ())
             publish_session(publisher, events, end_event(s["agent_id"], s["session_id"]))
-        settled = _settle(cluster, app, redis, store, settle_timeout_s)
+        settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
         runs = store.list_runs(limit=100_000)
         facts = store.dump_all().get("facts", [])

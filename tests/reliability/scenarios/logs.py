@@ -53,7 +53,7 @@ def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: i
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=8, tag=f" {marker}")
             publisher.publish_batch(events + [end_event(s["agent_id"], s["session_id"])])
-        settled = _settle(cluster, app, redis, store, 120)
+        settled = _settle(cluster, app, redis, store)
         text = cluster.log_text()
         leaks = log_leaks_above_debug(text.splitlines(), [marker, *FAKE_KEYS.values()])
         stored_ok = sum(

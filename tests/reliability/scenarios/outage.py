@@ -17,6 +17,7 @@ from tests.reliability.scenarios.fuzz import good_event
 from tests.reliability.scenarios.harness import (
     PersistentRedis, Supervisor, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
+from tests.support.waiting import settle, store_state
 from pipeline.errors import TransientError
 
 AGENT = "agent-outage"
@@ -79,7 +80,7 @@ def unanswered_pops(directory: Path, queue: bytes = b"ingest") -> set[str]:
 
 def run_broker_outage(
     workdir: Path, *, events: int = 300, sessions: int = 6, downtimes: tuple[float, ...] = (1.5, 6.0), crash: bool = False,
-    publish_gap_s: float = 0.01, seed: int = 0, drain_timeout_s: float = 60.0,
+    publish_gap_s: float = 0.01, seed: int = 0,
 ) -> dict:
     from pipeline.store.sqlite import SQLiteStore
     from workers.producer import CeleryPublisher
@@ -128,10 +129,11 @@ def run_broker_outage(
             redis.restart(down_for_s=down_for_s, sig=signal.SIGKILL if crash else signal.SIGTERM)
         producer.join(timeout=300)
         publisher.close()
-        drained = wait_until(lambda: queues_idle(redis.client(0), ("ingest",)), timeout=drain_timeout_s, interval=0.25)
-
         store = SQLiteStore(str(workdir / "memory.db"))
         try:
+            # while events are still being stored, however slowly; not once the store stands still
+            drained = settle(lambda: queues_idle(redis.client(0), ("ingest",)), lambda: store_state(store),
+                             interval=0.25)
             stored = {m["event_id"] for m in store.dump_all().get("messages", [])}
         finally:
             store.close()
