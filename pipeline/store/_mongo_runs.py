@@ -35,6 +35,10 @@ class MongoRunsMixin(MongoParts):
     def get_run(self, run_id: str) -> FormationRun | None:
         return run_from(self.col("runs").find_one({"_id": run_id}))
 
+    def run_status(self, run_id: str) -> str | None:
+        doc = self.col("runs").find_one({"_id": run_id}, {"status": 1})
+        return None if doc is None else doc["status"]
+
     def require_run(self, run_id: str) -> FormationRun:
         run = self.get_run(run_id)
         if run is None:

@@ -308,6 +308,10 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     def get_run(self, run_id: str) -> FormationRun | None:
         return self._run(self.db.conn(), run_id)
 
+    def run_status(self, run_id: str) -> str | None:
+        row = self.db.conn().execute(f"SELECT status FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
+        return row[0] if row else None
+
     def _modify_run(self, run_id: str, change) -> object:
         """Apply ``change(conn, run)`` to a run inside one write transaction. ``change`` returns
         (new run or None to keep, result)."""

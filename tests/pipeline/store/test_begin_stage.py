@@ -66,3 +66,22 @@ def test_stage_patches_keep_every_other_stage_and_field_intact(store, claimed):
 def test_complete_stage_of_an_unknown_run_raises_key_error(store, claimed):
     with pytest.raises(KeyError):
         store.complete_stage("nope", "embed_facts", StageRecord(output={}))
+
+
+def test_run_status_follows_every_change_of_the_run(store, claimed):
+    assert store.run_status("r1") == "claimed"
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    assert store.run_status("r1") == "running"
+    store.fail_run("r1", "boom", at(12), dead=False)
+    assert store.run_status("r1") == "failed"
+    store.reopen_run("r1", at(13), 60)
+    assert store.run_status("r1") == "claimed"
+    store.finish_run("r1", at(14), {}, [])
+    assert store.run_status("r1") == store.get_run("r1").status == "done"
+    assert store.run_status("nope") is None
+
+
+def test_run_status_sees_a_run_ended_by_erasure(store, claimed):
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    store.forget_user("u1", "a1")
+    assert store.run_status("r1") == store.get_run("r1").status == "erased"
