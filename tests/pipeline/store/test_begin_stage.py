@@ -4,6 +4,7 @@ of the SQLite adapter: the same outcomes as the separate calls, on both adapters
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from pipeline.trigger import ClaimRule
 from schemas.documents import StageRecord
@@ -85,3 +86,26 @@ def test_run_status_sees_a_run_ended_by_erasure(store, claimed):
     store.begin_stage("r1", "extract_facts", at(11), 60)
     store.forget_user("u1", "a1")
     assert store.run_status("r1") == store.get_run("r1").status == "erased"
+
+
+def test_run_field_patches_check_values_and_keep_the_queried_columns(store, claimed):
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    store.complete_stage("r1", "extract_facts", StageRecord(output={"facts": [{"text": "x", "score": 0.1}]}))
+    with pytest.raises(ValidationError):
+        store.update_run_fields("r1", status="half-done")
+    with pytest.raises(ValidationError):
+        store.update_run_fields("r1", models={"fast": ["not", "a", "name"]})
+    assert store.run_status("r1") == "running" and store.get_run("r1").models == {}
+    store.update_run_fields("r1", status="failed", error="stopped by hand", lease_expires_at="2030-01-01T00:00:00Z")
+    stale = store.find_stale_runs(at(12), 10)
+    assert [(r.run_id, r.status, r.error) for r in stale] == [("r1", "failed", "stopped by hand")]
+    assert store.list_runs(status="failed")[0].stages["extract_facts"].output == {"facts": [{"text": "x", "score": 0.1}]}
+    store.reopen_run("r1", at(13), 60)
+    assert store.finish_run("r1", at(14), {"facts": 1}, ["user:u1"]) is True
+    done = store.get_run("r1")
+    assert (done.status, done.finished_at, done.totals, done.lease_expires_at, done.error) == \
+        ("done", at(14), {"facts": 1}, None, None)
+    assert store.list_runs(status="done")[0].run_id == "r1" and store.find_stale_runs(at(10**6), 10) == []
+    assert store.finish_run("r1", at(15), {}, []) is False and store.get_run("r1").finished_at == at(14)
+    with pytest.raises(KeyError):
+        store.update_run_fields("nope", models={"fast": "m"})
