@@ -53,7 +53,6 @@ def _json_time(value: datetime) -> str:
 
 # run fields that are also key columns beside the document: changed by rewriting the row
 _RUN_KEYS = {"run_id", "agent_id", "session_id", "created_at"}
-_FIELD_TYPES: dict[str, TypeAdapter] = {}
 
 
 class _RunHead(NamedTuple):
@@ -64,16 +63,6 @@ class _RunHead(NamedTuple):
     agent_id: str
     session_id: str
     seq_to: int
-
-
-def _run_field(name: str, value: object) -> tuple[object, str]:
-    """A run field's value checked as the model checks it, and that value as pydantic writes
-    it inside the document (for ``json_set`` patches)."""
-    adapter = _FIELD_TYPES.get(name)
-    if adapter is None:
-        adapter = _FIELD_TYPES[name] = TypeAdapter(FormationRun.model_fields[name].annotation)
-    checked = adapter.validate_python(value)
-    return checked, adapter.dump_json(checked).decode()
 
 
 def _stage_path(stage: str) -> str:
@@ -374,15 +363,15 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             if conn.execute(f"SELECT 1 FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone() is None:
                 raise KeyError(f"run {run_id!r} does not exist")
             return
-        checked = {name: _run_field(name, value) for name, value in fields.items()}
+        checked = {name: c.run_field(name, value) for name, value in fields.items()}
         sets = ["doc = json_set(doc, " + ", ".join(f"'$.{name}', json(?)" for name in checked) + ")"]
-        args: list[object] = [text for _, text in checked.values()]
+        args: list[object] = [adapter.dump_json(value).decode() for adapter, value in checked.values()]
         if "status" in checked:
             sets.append("status = ?")
-            args.append(checked["status"][0])
+            args.append(checked["status"][1])
         if "lease_expires_at" in checked:
             sets.append("lease_expires_at = ?")
-            args.append(c.ts(checked["lease_expires_at"][0]))  # type: ignore[arg-type]
+            args.append(c.ts(checked["lease_expires_at"][1]))  # type: ignore[arg-type]
         changed = conn.execute(f"UPDATE {self.db.t('runs')} SET {', '.join(sets)} WHERE run_id = ?",
                                (*args, run_id)).rowcount
         if not changed:

@@ -109,3 +109,27 @@ def test_run_field_patches_check_values_and_keep_the_queried_columns(store, clai
     assert store.finish_run("r1", at(15), {}, []) is False and store.get_run("r1").finished_at == at(14)
     with pytest.raises(KeyError):
         store.update_run_fields("nope", models={"fast": "m"})
+
+
+def test_mongo_begin_stage_parses_the_run_once_and_setting_fields_reads_none(monkeypatch):
+    from pipeline.store import _mongo_runs
+    from pipeline.store.mongo import MongoStore
+    from tests.support.mongo_emulation import emulated_database
+
+    store = MongoStore(emulated_database(), prefix="memory2_")
+    store.create_indexes()
+    for n in (1, 2, 3):
+        store.ingest_message(message(n), at(n))
+    store.try_claim("s1", ANY, run("r1"), at(10), 60)
+    parsed, parse = [], _mongo_runs.run_from
+    monkeypatch.setattr(_mongo_runs, "run_from", lambda doc: parsed.append(doc) or parse(doc))
+    begun_run, record = store.begin_stage("r1", "extract_facts", at(30), 60)
+    assert len(parsed) == 1
+    store.update_run_fields("r1", models={"fast": "m"}, scopes_enabled=["user"])
+    assert len(parsed) == 1
+    monkeypatch.undo()
+    assert store.get_run("r1").models == {"fast": "m"}
+    begun_run = begun_run.model_copy(update={"models": {"fast": "m"}, "scopes_enabled": ["user"]})
+    assert begun_run == store.get_run("r1") and record == begun_run.stages["extract_facts"]
+    assert (begun_run.status, record.attempts) == ("running", 1)
+
