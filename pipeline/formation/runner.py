@@ -191,9 +191,9 @@ def run_stage(
 
 
 def still_active(store: Store, run_id: str) -> bool:
-    """Whether the run is still claimed or running: not erased, failed, finished or gone."""
-    run = store.get_run(run_id)
-    return run is not None and run.status in ("claimed", "running")
+    """Whether the run is still claimed or running: not erased, failed, finished or gone (its
+    status alone is read, not the run and its stage outputs)."""
+    return store.run_status(run_id) in ("claimed", "running")
 
 
 def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+from pydantic import TypeAdapter
+
 from pipeline import trigger, vectors
 from pipeline.trigger import ClaimRule
 from pipeline.vectors import Float32Vector  # noqa: F401  (read here by the adapters)
@@ -234,3 +236,18 @@ def completed(current: StageRecord | None, record: StageRecord) -> StageRecord |
 def failed_fields(error: str, now: datetime) -> dict:
     """What failing a stage sets (a done stage is never failed)."""
     return {"status": "failed", "error": error, "finished_at": utc(now)}
+
+
+_RUN_FIELD_TYPES: dict[str, TypeAdapter] = {}
+
+
+def run_field(name: str, value: object) -> tuple[TypeAdapter, object]:
+    """A top-level run field's value checked as ``FormationRun`` checks it (``ValueError`` for
+    a field it does not have), with the field's adapter to write it: an adapter sets a field
+    without reading, checking and rewriting the whole run and its stage outputs."""
+    adapter = _RUN_FIELD_TYPES.get(name)
+    if adapter is None:
+        if name not in FormationRun.model_fields:
+            raise ValueError(f"update_run_fields: unknown run field {name!r}")
+        adapter = _RUN_FIELD_TYPES[name] = TypeAdapter(FormationRun.model_fields[name].annotation)
+    return adapter, adapter.validate_python(value)

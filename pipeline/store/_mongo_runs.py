@@ -35,6 +35,10 @@ class MongoRunsMixin(MongoParts):
     def get_run(self, run_id: str) -> FormationRun | None:
         return run_from(self.col("runs").find_one({"_id": run_id}))
 
+    def run_status(self, run_id: str) -> str | None:
+        doc = self.col("runs").find_one({"_id": run_id}, {"status": 1})
+        return None if doc is None else doc["status"]
+
     def require_run(self, run_id: str) -> FormationRun:
         run = self.get_run(run_id)
         if run is None:
@@ -45,10 +49,16 @@ class MongoRunsMixin(MongoParts):
         unknown = set(fields) - set(FormationRun.model_fields)
         if unknown:
             raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
-        run = self.require_run(run_id)
-        checked = FormationRun.model_validate({**run.model_dump(), **fields})
-        values = escape_keys(checked.model_dump(include=set(fields)))
-        self.col("runs").update_one({"_id": run_id}, {"$set": values})
+        # each field checked alone: the run and its stage outputs are not read to set a few
+        values = {}
+        for name, value in fields.items():
+            adapter, checked = c.run_field(name, value)
+            values[name] = escape_keys(adapter.dump_python(checked))
+        runs = self.col("runs")
+        found = runs.update_one({"_id": run_id}, {"$set": values}).matched_count if values \
+            else runs.count_documents({"_id": run_id}, limit=1)
+        if not found:
+            raise KeyError(f"run {run_id!r} does not exist")
 
     def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
         until = c.lease_until(now, lease_s)
@@ -61,6 +71,40 @@ class MongoRunsMixin(MongoParts):
         self.col("sessions").update_one({"_id": run["session_id"], "active_run_id": run_id},
                                         {"$set": {"lease_expires_at": until}})
         return True
+
+    def begin_stage(
+        self, run_id: str, stage: str, now: datetime, lease_s: float
+    ) -> tuple[FormationRun, StageRecord] | None:
+        """Renew the lease and start the stage, reading the run once: the renewal returns the
+        run (the stage's input), and the start returns only the stage's record."""
+        until = c.lease_until(now, lease_s)
+        runs = self.col("runs")
+        doc = runs.find_one_and_update(
+            {"_id": run_id, "status": {"$in": list(c.ACTIVE_RUN_STATUSES)}},
+            {"$set": {"lease_expires_at": until}}, return_document=ReturnDocument.AFTER,
+        )
+        if doc is None:
+            return None
+        self.col("sessions").update_one({"_id": doc["session_id"], "active_run_id": run_id},
+                                        {"$set": {"lease_expires_at": until}})
+        run = run_from(doc)
+        if c.started(run.stages.get(stage), now) is None:
+            return run, run.stages[stage]
+        field = _stage_field(stage)
+        started = runs.find_one_and_update(
+            {"_id": run_id, f"{field}.status": {"$ne": "done"}},
+            {"$set": _under(field, c.started_fields(now)), "$inc": {f"{field}.attempts": 1}},
+            projection={field: 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        if started is None:  # completed by a concurrent delivery meanwhile, or the run is gone
+            run = self.get_run(run_id)
+            return None if run is None else (run, run.stages[stage])
+        record = from_doc(StageRecord, unescape_keys(started)["stages"][stage])
+        status = c.running_status(run.status)
+        if status != run.status:
+            runs.update_one({"_id": run_id, "status": run.status}, {"$set": {"status": status}})
+        return run.model_copy(update={"stages": {**run.stages, stage: record}, "status": status}), record
 
     def start_stage(self, run_id: str, stage: str, now: datetime) -> StageRecord:
         field = _stage_field(stage)

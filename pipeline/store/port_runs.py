@@ -36,6 +36,13 @@ class RunStore(abc.ABC):
     @abc.abstractmethod
     def get_run(self, run_id: str) -> FormationRun | None: ...
 
+    def run_status(self, run_id: str) -> str | None:
+        """The run's status alone, None for an unknown run: what a stage checks again after
+        its model calls (design §11), without reading the whole run and its stage outputs.
+        Adapters read the one field; this default reads the run."""
+        run = self.get_run(run_id)
+        return None if run is None else run.status
+
     @abc.abstractmethod
     def update_run_fields(self, run_id: str, **fields: object) -> None:
         """Set top-level run fields (status, scopes_enabled, models, error, totals, ...)."""

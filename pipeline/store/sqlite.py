@@ -15,6 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from pydantic import TypeAdapter
 
@@ -48,6 +49,20 @@ def _chunks(items: Sequence, size: int) -> list[Sequence]:
 def _json_time(value: datetime) -> str:
     """A time as pydantic writes it inside a document (for ``json_set`` patches)."""
     return _DATETIME.dump_json(c.utc(value)).decode()
+
+
+# run fields that are also key columns beside the document: changed by rewriting the row
+_RUN_KEYS = {"run_id", "agent_id", "session_id", "created_at"}
+
+
+class _RunHead(NamedTuple):
+    """What closing a run needs of it, read without parsing its stage outputs."""
+
+    run_id: str
+    status: str
+    agent_id: str
+    session_id: str
+    seq_to: int
 
 
 def _stage_path(stage: str) -> str:
@@ -308,6 +323,10 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     def get_run(self, run_id: str) -> FormationRun | None:
         return self._run(self.db.conn(), run_id)
 
+    def run_status(self, run_id: str) -> str | None:
+        row = self.db.conn().execute(f"SELECT status FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
+        return row[0] if row else None
+
     def _modify_run(self, run_id: str, change) -> object:
         """Apply ``change(conn, run)`` to a run inside one write transaction. ``change`` returns
         (new run or None to keep, result)."""
@@ -325,12 +344,45 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
         if unknown:
             raise ValueError(f"update_run_fields: unknown run fields {sorted(unknown)}")
 
-        def change(conn, run):
-            data = run.model_dump()
-            data.update(fields)
-            return FormationRun.model_validate(data), None
+        if set(fields) & _RUN_KEYS:
+            def change(conn, run):
+                data = run.model_dump()
+                data.update(fields)
+                return FormationRun.model_validate(data), None
 
-        self._modify_run(run_id, change)
+            self._modify_run(run_id, change)
+            return
+        with self.db.write() as conn:
+            self._patch_run(conn, run_id, fields)
+
+    def _patch_run(self, conn: sqlite3.Connection, run_id: str, fields: dict[str, object]) -> None:
+        """Set top-level fields of a run in place (its document is not parsed or rewritten by
+        Python, and its stage outputs are not serialised again), and the status and lease
+        columns with them. ``KeyError`` for an unknown run."""
+        if not fields:
+            if conn.execute(f"SELECT 1 FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise KeyError(f"run {run_id!r} does not exist")
+            return
+        checked = {name: c.run_field(name, value) for name, value in fields.items()}
+        sets = ["doc = json_set(doc, " + ", ".join(f"'$.{name}', json(?)" for name in checked) + ")"]
+        args: list[object] = [adapter.dump_json(value).decode() for adapter, value in checked.values()]
+        if "status" in checked:
+            sets.append("status = ?")
+            args.append(checked["status"][1])
+        if "lease_expires_at" in checked:
+            sets.append("lease_expires_at = ?")
+            args.append(c.ts(checked["lease_expires_at"][1]))  # type: ignore[arg-type]
+        changed = conn.execute(f"UPDATE {self.db.t('runs')} SET {', '.join(sets)} WHERE run_id = ?",
+                               (*args, run_id)).rowcount
+        if not changed:
+            raise KeyError(f"run {run_id!r} does not exist")
+
+    def _run_head(self, conn: sqlite3.Connection, run_id: str) -> _RunHead | None:
+        row = conn.execute(
+            f"SELECT run_id, status, agent_id, session_id, json_extract(doc, '$.seq_to') FROM {self.db.t('runs')} "
+            "WHERE run_id = ?", (run_id,),
+        ).fetchone()
+        return _RunHead(*row) if row else None
 
     def renew_run_lease(self, run_id: str, now: datetime, lease_s: float) -> bool:
         def change(conn, run):
@@ -415,7 +467,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
 
         self._modify_run(run_id, change)
 
-    def release_claim(self, conn: sqlite3.Connection, run: FormationRun, watermark: bool) -> None:
+    def release_claim(self, conn: sqlite3.Connection, run: FormationRun | _RunHead, watermark: bool) -> None:
         session = self._session(conn, run.session_id)
         if session is None:
             return
@@ -428,17 +480,17 @@ class SQLiteStore(MemoryMixin, ErasureMixin, Store):
             self.put_session_row(conn, session.model_copy(update=update))
 
     def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
-        def change(conn, run):
+        with self.db.write() as conn:
+            run = self._run_head(conn, run_id)
+            if run is None:
+                raise KeyError(f"run {run_id!r} does not exist")
             if run.status == "done":
-                return None, False
+                return False
             self.release_claim(conn, run, watermark=True)
             self.bump_stamps(conn, run.agent_id, changed_scope_keys)
-            return run.model_copy(update={
-                "status": "done", "finished_at": c.utc(now), "totals": dict(totals),
-                "lease_expires_at": None, "error": None,
-            }), True
-
-        return self._modify_run(run_id, change)
+            self._patch_run(conn, run_id, {"status": "done", "finished_at": c.utc(now), "totals": dict(totals),
+                                           "lease_expires_at": None, "error": None})
+            return True
 
     def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
         def change(conn, run):

@@ -4,6 +4,7 @@ of the SQLite adapter: the same outcomes as the separate calls, on both adapters
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from pipeline.trigger import ClaimRule
 from schemas.documents import StageRecord
@@ -66,3 +67,69 @@ def test_stage_patches_keep_every_other_stage_and_field_intact(store, claimed):
 def test_complete_stage_of_an_unknown_run_raises_key_error(store, claimed):
     with pytest.raises(KeyError):
         store.complete_stage("nope", "embed_facts", StageRecord(output={}))
+
+
+def test_run_status_follows_every_change_of_the_run(store, claimed):
+    assert store.run_status("r1") == "claimed"
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    assert store.run_status("r1") == "running"
+    store.fail_run("r1", "boom", at(12), dead=False)
+    assert store.run_status("r1") == "failed"
+    store.reopen_run("r1", at(13), 60)
+    assert store.run_status("r1") == "claimed"
+    store.finish_run("r1", at(14), {}, [])
+    assert store.run_status("r1") == store.get_run("r1").status == "done"
+    assert store.run_status("nope") is None
+
+
+def test_run_status_sees_a_run_ended_by_erasure(store, claimed):
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    store.forget_user("u1", "a1")
+    assert store.run_status("r1") == store.get_run("r1").status == "erased"
+
+
+def test_run_field_patches_check_values_and_keep_the_queried_columns(store, claimed):
+    store.begin_stage("r1", "extract_facts", at(11), 60)
+    store.complete_stage("r1", "extract_facts", StageRecord(output={"facts": [{"text": "x", "score": 0.1}]}))
+    with pytest.raises(ValidationError):
+        store.update_run_fields("r1", status="half-done")
+    with pytest.raises(ValidationError):
+        store.update_run_fields("r1", models={"fast": ["not", "a", "name"]})
+    assert store.run_status("r1") == "running" and store.get_run("r1").models == {}
+    store.update_run_fields("r1", status="failed", error="stopped by hand", lease_expires_at="2030-01-01T00:00:00Z")
+    stale = store.find_stale_runs(at(12), 10)
+    assert [(r.run_id, r.status, r.error) for r in stale] == [("r1", "failed", "stopped by hand")]
+    assert store.list_runs(status="failed")[0].stages["extract_facts"].output == {"facts": [{"text": "x", "score": 0.1}]}
+    store.reopen_run("r1", at(13), 60)
+    assert store.finish_run("r1", at(14), {"facts": 1}, ["user:u1"]) is True
+    done = store.get_run("r1")
+    assert (done.status, done.finished_at, done.totals, done.lease_expires_at, done.error) == \
+        ("done", at(14), {"facts": 1}, None, None)
+    assert store.list_runs(status="done")[0].run_id == "r1" and store.find_stale_runs(at(10**6), 10) == []
+    assert store.finish_run("r1", at(15), {}, []) is False and store.get_run("r1").finished_at == at(14)
+    with pytest.raises(KeyError):
+        store.update_run_fields("nope", models={"fast": "m"})
+
+
+def test_mongo_begin_stage_parses_the_run_once_and_setting_fields_reads_none(monkeypatch):
+    from pipeline.store import _mongo_runs
+    from pipeline.store.mongo import MongoStore
+    from tests.support.mongo_emulation import emulated_database
+
+    store = MongoStore(emulated_database(), prefix="memory2_")
+    store.create_indexes()
+    for n in (1, 2, 3):
+        store.ingest_message(message(n), at(n))
+    store.try_claim("s1", ANY, run("r1"), at(10), 60)
+    parsed, parse = [], _mongo_runs.run_from
+    monkeypatch.setattr(_mongo_runs, "run_from", lambda doc: parsed.append(doc) or parse(doc))
+    begun_run, record = store.begin_stage("r1", "extract_facts", at(30), 60)
+    assert len(parsed) == 1
+    store.update_run_fields("r1", models={"fast": "m"}, scopes_enabled=["user"])
+    assert len(parsed) == 1
+    monkeypatch.undo()
+    assert store.get_run("r1").models == {"fast": "m"}
+    begun_run = begun_run.model_copy(update={"models": {"fast": "m"}, "scopes_enabled": ["user"]})
+    assert begun_run == store.get_run("r1") and record == begun_run.stages["extract_facts"]
+    assert (begun_run.status, record.attempts) == ("running", 1)
+

@@ -66,7 +66,7 @@ class HookedStore(_Wrapper):
 
     def __getattr__(self, name: str):
         attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith(("get_", "list_", "find_", "count_", "search_", "recent_", "dump_", "unabsorbed")):
+        if not callable(attr) or name.startswith(("get_", "list_", "find_", "count_", "search_", "recent_", "dump_", "unabsorbed", "run_status")):
             return attr
 
         def call(*args, **kwargs):
