@@ -1,7 +1,9 @@
 """Applying decide_facts' effects to the store (design §5.3, §11). Called by the stage with
 what earlier stages stored; every effect is idempotent on the run id.
 
-- insert: a new fact, valid from the time its source message was sent;
+- insert: a new fact, valid from the time its source message was sent; one that took in later
+  facts of the run (a same-run merge) is valid from the latest of their messages, and all of
+  them are its sources;
 - update: the stored fact takes the merged text; its old text goes to history with its
   validity closed where the new text's opens (the new fact's source message time);
 - retire: the contradicted fact is retired, valid until the new fact was said.
@@ -66,15 +68,27 @@ def apply(
             return None
         return storable_line(sources[index].excerpt[-1], scope_key.split(":", 1)[0], guard, people)
 
+    # an ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run)
+    absorbed: dict[str, list[int]] = {}
+    for d in output.decisions:
+        if d.reason == "merged_into_same_run" and d.existing_id:
+            absorbed.setdefault(d.existing_id, []).append(d.index)
+
     def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
+        # A merged text holds what each merged statement said: it is valid from the latest of
+        # them (as an UPDATE's text is), its source line is that one's, and its sources are
+        # all of theirs (an erasure of any of their speakers finds it)
+        merged = [index, *absorbed.get(fact_id, [])]
+        latest = max(merged, key=lambda i: (said_at(i), i))
+        ids = list(dict.fromkeys(m for i in merged for m in source_ids(i)))
         return store.insert_fact(Fact(
             fact_id=fact_id, agent_id=run.agent_id, scope=scope,
             user_id=plan.user_id if scope == "user" else None,
             scope_key=key, content=text, hash=digest,
             embedding=vector or vectors[index], embedding_model=model,
-            source_session_id=run.session_id, source_message_ids=source_ids(index),
-            source_user_ids=message_sources(source_ids(index), claimed), source_text=source_text(index, key),
-            source_run_id=run.run_id, formed_at=now, valid_from=said_at(index),
+            source_session_id=run.session_id, source_message_ids=ids,
+            source_user_ids=message_sources(ids, claimed), source_text=source_text(latest, key),
+            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest),
         ))[1]
 
     superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid

@@ -138,3 +138,21 @@ def test_two_corrections_of_a_stored_fact_in_one_run_leave_only_the_last_live(en
     assert [f.content for f in env.live_facts()] == ["U-1 lives in Nice"]
     [fact] = env.live_facts()
     assert [h.content for h in fact.history] == ["U-1 lives in Lyon"]
+
+
+def test_a_merged_fact_is_valid_from_its_latest_statement_and_keeps_every_source(env):
+    """Two statements of one run merged into one text: the text holds what the later one said,
+    so it is valid from then (a later run's older statement must not replace it), and both
+    messages are its sources (an erasure of either speaker finds it)."""
+    env.llm.on("extract_facts", facts(("user", "Alice lives in Lyon"), ("user", "Alice lives in Porto")), times=1)
+    env.llm.on("decide_facts", decisions((0, "UPDATE", 0, "Alice lives in Porto")), times=1)
+    run_id = env.new_run([("user", "u-1", "I live in Lyon."), ("assistant", None, "Nice city."),
+                          ("user", "u-1", "Actually I live in Porto now."), ("assistant", None, "Noted.")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        assert stage(run_id, env) is not None
+    run = env.store.get_run(run_id)
+    lyon, _, porto, _ = env.store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    [fact] = env.live_facts()
+    assert fact.content == "Alice lives in Porto" and fact.valid_from == porto.created_at
+    assert set(fact.source_message_ids) == {lyon.message_id, porto.message_id}
+    assert fact.source_text.endswith("Actually I live in Porto now.")
