@@ -9,21 +9,13 @@ from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import InvalidInput
 from pipeline.service import MemoryService
-from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
 from tests.support.documents import T0, fact, reflection
+from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 NOW = T0 + timedelta(days=30)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(str(tmp_path / "memory.db"))
-    s.create_indexes()
-    yield s
-    s.close()
 
 
 def _service(store, **settings):

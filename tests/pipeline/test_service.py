@@ -8,11 +8,11 @@ from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import InvalidInput
 from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
-from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.events import SessionEnded, parse_event
 from schemas.settings import Settings
 from tests.support.documents import T0, fact, message, reflection
+from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 
@@ -24,14 +24,6 @@ class RecordingPublisher(Publisher):
     def publish(self, events):
         self.events.extend(events)
         return len(events)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(str(tmp_path / "memory.db"))
-    s.create_indexes()
-    yield s
-    s.close()
 
 
 @pytest.fixture

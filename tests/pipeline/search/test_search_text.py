@@ -8,10 +8,10 @@ import pytest
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.local import LocalEmbedder
 from pipeline.service import MemoryService
-from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
 from schemas.settings import Settings
 from tests.support.documents import T0, fact
+from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 NOW = T0 + timedelta(days=1)
 
@@ -19,14 +19,6 @@ NOW = T0 + timedelta(days=1)
 @pytest.fixture(scope="module")
 def embedder():
     return LocalEmbedder()
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(str(tmp_path / "memory.db"))
-    s.create_indexes()
-    yield s
-    s.close()
 
 
 def _remember(store, embedder, fid, content, source=None, user="u1"):

@@ -11,9 +11,9 @@ from pipeline.publisher import Publisher
 from pipeline.retrieval import retrieval_text
 from pipeline.search import scoring
 from pipeline.service import MemoryService
-from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 from tests.support.documents import T0, fact
+from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
 class _NoPublisher(Publisher):
@@ -24,14 +24,6 @@ class _NoPublisher(Publisher):
 @pytest.fixture(scope="module")
 def embedder():
     return LocalEmbedder()
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(str(tmp_path / "memory.db"))
-    s.create_indexes()
-    yield s
-    s.close()
 
 
 def _remember(store, embedder, fid, content, excerpt):
