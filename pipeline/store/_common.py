@@ -1,6 +1,6 @@
 """Rules both store adapters share: how a message moves a session, when a claim rule holds,
-what a freshly claimed run looks like, how a stage record moves, and how embeddings and
-timestamps are encoded.
+what a freshly claimed run looks like, how a stage record moves, and how timestamps are
+encoded (vectors: ``pipeline.vectors``).
 
 Pure functions over the documents of ``schemas.documents``; the adapters only decide how to
 make them atomic (a SQLite write transaction, or conditional Mongo updates).
@@ -16,9 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 from pydantic import TypeAdapter
 
-from pipeline import trigger, vectors
+from pipeline import trigger
 from pipeline.trigger import ClaimRule
-from pipeline.vectors import Float32Vector  # noqa: F401  (read here by the adapters)
 from schemas.documents import (  # noqa: F401  (the statuses: read here by the adapters)
     ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES, Fact, FactHistoryEntry, FormationRun, SessionState, StageRecord,
     StoredMessage,
@@ -67,13 +66,6 @@ def closed_version(
 
 def lease_until(now: datetime, lease_s: float) -> datetime:
     return utc(now) + timedelta(seconds=lease_s)
-
-
-# the adapters' names for the one vector encoding (``pipeline.vectors``)
-pack_embedding = vectors.to_bytes
-unpack_embedding = vectors.view
-unpack_embeddings = vectors.views
-embedding_list = vectors.from_bytes
 
 
 @contextmanager

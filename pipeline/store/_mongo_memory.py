@@ -14,6 +14,7 @@ from datetime import datetime
 import numpy as np
 from pymongo import ASCENDING, DESCENDING
 
+from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.port import FactCandidate
@@ -134,7 +135,7 @@ class MongoMemoryMixin:
             vector = d.get("embedding") if embedding_model is not None and d.get("embedding_model") == embedding_model else None
             out.append(FactCandidate(
                 d["_id"], d["scope"], d.get("user_id"), d.get(SEARCH_TEXT) or d["content"],
-                None if vector is None else c.Float32Vector(np.asarray(vector, dtype=np.float32)),
+                None if vector is None else vectors.Float32Vector(np.asarray(vector, dtype=np.float32)),
                 c.utc(d["formed_at"]),
             ))
         return out

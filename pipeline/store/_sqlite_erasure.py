@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from pipeline import erasure
+from pipeline import erasure, vectors
 from pipeline.erasure import Plan
 from pipeline.store import _common as c
 from pipeline.store._inner import SQLiteParts
@@ -159,7 +159,7 @@ class ErasureMixin(SQLiteParts):
                 if "doc" in record:
                     data = json.loads(record.pop("doc"))
                     if table == "facts":
-                        data["embedding"] = c.embedding_list(record.get("embedding"))
+                        data["embedding"] = vectors.from_bytes(record.get("embedding"))
                     rows.append(data)
                 else:
                     rows.append(record)

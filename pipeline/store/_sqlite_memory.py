@@ -10,6 +10,7 @@ from datetime import datetime
 
 from pydantic import TypeAdapter
 
+from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store.port import FactCandidate
 from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
@@ -24,7 +25,7 @@ def _qmarks(values: Sequence[object]) -> str:
 
 def fact_from_row(doc: str, embedding: bytes | None) -> Fact:
     data = json.loads(doc)
-    data["embedding"] = c.embedding_list(embedding)
+    data["embedding"] = vectors.from_bytes(embedding)
     return Fact.model_validate(data)
 
 
@@ -35,7 +36,7 @@ class MemoryMixin:
     def _fact_values(self, fact: Fact) -> tuple:
         return (
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
-            fact.content, c.pack_embedding(fact.embedding), fact.embedding_model,
+            fact.content, vectors.to_bytes(fact.embedding), fact.embedding_model,
             c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
             c.ts(fact.changed_at), fact.search_text,
         )
@@ -150,11 +151,11 @@ class MemoryMixin:
         ).fetchall()
         parse = datetime.fromisoformat
         with c.no_gc():
-            vectors = c.unpack_embeddings(
+            unpacked = vectors.views(
                 [row[6] if embedding_model is not None and row[5] == embedding_model else None for row in rows])
             return [
                 FactCandidate(fid, scope, user, content, vector, parse(formed))
-                for (fid, scope, user, content, formed, _, _), vector in zip(rows, vectors)
+                for (fid, scope, user, content, formed, _, _), vector in zip(rows, unpacked)
             ]
 
     def recent_facts(

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.search.local import LocalFactSearch
 from pipeline.search.segment import Segment, quantize
-from pipeline.store._common import unpack_embeddings
+from pipeline.vectors import views as unpack_embeddings
 from pipeline.store.sqlite import SQLiteStore
 from tests.pipeline.search.fakes import CandidateStore
 
