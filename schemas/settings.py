@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     # halves the latency of one search at 100k facts (see README, "Figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
     # Memory the local search's cached segments may hold per process, in MB (least recently
-    # used go first); ~45 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
+    # used go first); ~63 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
     search_cache_mb: float = Field(default=512, gt=0)
     # Per embedding model overrides of the above, e.g.
     # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
