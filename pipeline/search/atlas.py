@@ -46,6 +46,7 @@ from typing import Any
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store._mongo_unavailable import unavailable
+from pipeline.store._unavailable import translating
 
 VECTOR_INDEX = "memory_facts_vector"
 SEARCH_INDEX = "memory_facts_text"
@@ -211,13 +212,8 @@ class AtlasFactSearch(FactSearch):
         # a failover a search raises ``StoreUnavailable``, which a formation stage retries and
         # an agent can tell from a bug, not a raw driver error. The cursor is drained inside,
         # since a later batch can fail too.
-        try:
+        with translating(unavailable):
             docs = list(self._facts.aggregate(pipeline, maxTimeMS=QUERY_TIMEOUT_MS))
-        except Exception as exc:
-            outage = unavailable(exc)
-            if outage is None:
-                raise
-            raise outage from exc
         return [Hit(str(d["fact_id"]), float(d["score"])) for d in docs]
 
     def semantic(

@@ -31,7 +31,9 @@ PORT_METHODS = ("__init__", *dict.fromkeys(
 
 
 @contextlib.contextmanager
-def _translating(translate: Translate) -> Iterator[None]:
+def translating(translate: Translate) -> Iterator[None]:
+    """Within the block, an error ``translate`` maps to a ``StoreUnavailable`` is raised as
+    that one (chained to the original); others pass through untouched."""
     try:
         yield
     except StoreUnavailable:
@@ -47,14 +49,14 @@ def _wrap(method: Callable, translate: Translate) -> Callable:
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def iterate(*args, **kwargs):
-            with _translating(translate):
+            with translating(translate):
                 yield from method(*args, **kwargs)
 
         return iterate
 
     @functools.wraps(method)
     def call(*args, **kwargs):
-        with _translating(translate):
+        with translating(translate):
             return method(*args, **kwargs)
 
     return call
