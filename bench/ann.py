@@ -34,14 +34,14 @@ import numpy as np
 
 from pipeline.search.segment import RESCORE_FACTOR, RESCORE_MIN, Segment, VectorFile, quantize
 from pipeline.search.text_index import TextIndex
+from tests.support.procstat import rss_mb
 
 DIM = 384
 TOP = 10
 
 
 def _rss_mb() -> float:
-    with open("/proc/self/statm", encoding="ascii") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return rss_mb(os.getpid()) or 0.0
 
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:

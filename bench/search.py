@@ -50,6 +50,7 @@ from pipeline.service import MemoryService
 from pipeline.text import text_hash
 from schemas.documents import ConsolidatedBlob, Fact, Reflection
 from schemas.settings import Settings
+from tests.support.procstat import rss_mb
 
 DIM = 384
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
@@ -198,17 +199,9 @@ def _search_stage(service: MemoryService, query: str) -> dict:
     return {"results": fused, "debug": {"timings_ms": {"search": (time.perf_counter() - t) * 1000}, "queries": [info]}}
 
 
-def _rss_mb(field: str = "VmRSS") -> float:
-    """Resident memory of this process (Linux /proc; 0 elsewhere). ``RssAnon``: the heap
-    alone, without the database pages SQLite reads through its memory map."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+def _rss_mb(kind: str = "VmRSS") -> float:
+    """Resident memory of this process in MB (``procstat.rss_mb``; ``RssAnon``: the heap alone)."""
+    return rss_mb(os.getpid(), kind) or 0.0
 
 
 def _against_exact(service: MemoryService, queries: list[str], table: dict[str, np.ndarray]) -> dict:
