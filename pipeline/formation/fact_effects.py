@@ -35,9 +35,8 @@ from pipeline.formation.facts import NewFact
 from pipeline.formation.outputs import DecideFactsOutput, Insert, Retire, Update
 from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
-from pipeline.formation.screening import storable_line
+from pipeline.formation.screening import session_user_ids, storable_line
 from pipeline.formation.secrets import SecretGuard
-from pipeline.conversation import humans
 from pipeline.store.port import Store
 from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
@@ -59,7 +58,7 @@ def apply(
     def source_ids(index: int) -> list[str]:
         return [sources[index].message_id] if sources else list(message_ids)
 
-    people = [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(claimed)]
+    people = session_user_ids(run, plan, claimed)
 
     def source_text(index: int, scope_key: str) -> str | None:
         """The source message's line (the excerpt ends with it), which text search reads,

@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from pipeline.conversation import humans
 from pipeline.formation.contacts import contact_kind
 from pipeline.formation.scopes import ScopePlan
 from pipeline.formation.secrets import SecretGuard
 from pipeline.prompts.facts import ExtractedFact
 from pipeline.prompts.reflections import ReflectionsAnswer
+from schemas.documents import FormationRun, StoredMessage
 from schemas.settings import Settings
 
 
@@ -39,6 +41,11 @@ class Screened:
 
     def _saw(self, kind: str) -> None:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+
+def session_user_ids(run: FormationRun, plan: ScopePlan, messages: Iterable[StoredMessage]) -> list[str]:
+    """Every human of the run: whose ids agent-scope memory must not carry (design §11)."""
+    return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
 
 
 def guard_for(settings: Settings) -> SecretGuard:

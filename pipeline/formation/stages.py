@@ -22,10 +22,10 @@ from pipeline.formation.outputs import (
 )
 from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
-from pipeline.formation.reflections import NewReflection, filter_reflections
+from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
-from pipeline.formation.scopes import ScopePlan, plan_scopes, plan_to_dict
-from pipeline.formation.screening import guard_for, screen_facts, screen_reflections
+from pipeline.formation.scopes import plan_scopes, plan_to_dict
+from pipeline.formation.screening import guard_for, screen_facts, screen_reflections, session_user_ids
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
@@ -49,11 +49,6 @@ def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
     return [m if set(run.user_ids) <= set(m.session_users)
             else m.model_copy(update={"session_users": list(dict.fromkeys([*m.session_users, *run.user_ids]))})
             for m in messages]
-
-
-def _session_user_ids(run: FormationRun, plan: ScopePlan, messages) -> list[str]:
-    """Every human of the run: whose ids agent-scope memory must not carry (design §11)."""
-    return [*([plan.user_id] if plan.user_id else []), *run.user_ids, *humans(messages)]
 
 
 def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
@@ -85,7 +80,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
             return output
         answer = usage.complete(deps.llm, request).parsed
         allowed, screened = screen_facts(answer.facts, plan, guard_for(settings),
-                                         _session_user_ids(run, plan, messages))
+                                         session_user_ids(run, plan, messages))
         kept = filter_facts(allowed, plan, settings.fact_word_limit)
         output.facts = kept.kept
         output.dropped = FactDrops(**kept.counts())
@@ -274,7 +269,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         )
         answer = usage.complete(deps.llm, request).parsed
         answer, screened = screen_reflections(answer, plan, guard_for(settings),
-                                              _session_user_ids(run, plan, messages))
+                                              session_user_ids(run, plan, messages))
         kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)
         return ExtractReflectionsOutput(reflections=kept.kept, counts=ReflectionCounts(**kept.counts()),
                                         screened=Screened(**screened.counts()))

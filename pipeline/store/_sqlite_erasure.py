@@ -8,7 +8,6 @@ import sqlite3
 
 from pipeline import erasure, vectors
 from pipeline.erasure import Plan
-from pipeline.store import _common as c
 from pipeline.store._inner import SQLiteParts
 from pipeline.store._sqlite_db import TABLES
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
