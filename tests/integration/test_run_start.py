@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from tests.support.procs import REPO_ROOT, free_port
+from tests.support.sessions import ingest_messages
 from pipeline import names, sweep
 from pipeline.clock import FrozenClock
-from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
 from schemas.settings import Settings
 
@@ -27,15 +27,6 @@ def _nothing_on_default_redis_port() -> None:
             pytest.skip("something listens on 127.0.0.1:6379; this test needs that port closed")
 
 
-def _messages(store, settings, clock, session_id: str) -> None:
-    for i in range(4):
-        ingest_raw_event({
-            "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
-            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hello there",
-                        "created_at": clock.now().isoformat()},
-        }, store, settings, clock)
-
-
 @pytest.fixture
 def failed_run(tmp_path):
     """A SQLite store holding one failed run; yields (store URL, run id)."""
@@ -43,7 +34,7 @@ def failed_run(tmp_path):
     settings, clock = Settings(store_url=url), FrozenClock()
     store = open_store(settings)
     store.create_indexes()
-    _messages(store, settings, clock, "s1")
+    ingest_messages(store, settings, clock, "s1", content="hello there")
     clock.advance(minutes=10)
     [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
     store.fail_run(run_id, "embedding service unavailable", clock.now(), dead=False)
@@ -110,7 +101,7 @@ def test_process_cold_session_enqueues_the_run_with_no_result_backend(tmp_path, 
     settings, clock = Settings(store_url=url), FrozenClock()
     store = open_store(settings)
     store.create_indexes()
-    _messages(store, settings, clock, "s1")
+    ingest_messages(store, settings, clock, "s1", content="hello there")
     store.close()
     # cold at once: the real clock of the subprocess is far past the frozen one's messages
     done = _run(["-c", _COLD], {"MEMORY_STORE_URL": url, "MEMORY_BROKER_URL": broker_urls[0]})
@@ -127,7 +118,7 @@ def test_process_cold_session_with_the_broker_gone_releases_its_claim(tmp_path):
     settings, clock = Settings(store_url=url), FrozenClock()
     store = open_store(settings)
     store.create_indexes()
-    _messages(store, settings, clock, "s1")
+    ingest_messages(store, settings, clock, "s1", content="hello there")
     store.close()
     done = _run(["-c", _COLD], {"MEMORY_STORE_URL": url, "MEMORY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0",
                                 "MEMORY_PUBLISH_RETRY_MAX": "0"})

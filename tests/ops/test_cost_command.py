@@ -10,13 +10,12 @@ import pytest
 from ops import cli
 from ops.commands import cost as cost_command
 from ops.commands import runs as runs_command
-from pipeline import sweep
 from pipeline.clock import FrozenClock
 from pipeline.cost import price_models
-from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
 from schemas.documents import LLMUsage, StageRecord, UsageRecord
 from schemas.settings import Settings
+from tests.support.sessions import cold_run
 
 PRICES = {"gpt-6-luna": {"input": 0.10, "output": 0.50}}
 
@@ -46,14 +45,7 @@ def _calls(**models):
 
 
 def _run_with(store, settings, clock, session_id, stage, by_model):
-    for i in range(4):
-        ingest_raw_event({
-            "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
-            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hello",
-                        "created_at": clock.now().isoformat()},
-        }, store, settings, clock)
-    clock.advance(minutes=10)
-    [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
+    run_id = cold_run(store, settings, clock, session_id)
     store.start_stage(run_id, stage, clock.now())
     store.complete_stage(run_id, stage, StageRecord(
         status="done", output={}, started_at=clock.now(), finished_at=clock.now(), duration_ms=10.0, attempts=1,

@@ -18,6 +18,7 @@ from pipeline.store import open_store
 from pipeline.text import text_hash
 from schemas.documents import Fact, LLMUsage, StageRecord
 from schemas.settings import Settings
+from tests.support.sessions import cold_run
 
 
 @pytest.fixture
@@ -49,20 +50,8 @@ def started(monkeypatch) -> list[str]:
     return calls
 
 
-def _cold_run(store, settings, clock, session_id: str) -> str:
-    for i in range(4):
-        ingest_raw_event({
-            "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
-            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hello",
-                        "created_at": clock.now().isoformat()},
-        }, store, settings, clock)
-    clock.advance(minutes=10)
-    [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
-    return run_id
-
-
 def test_runs_lists_status_stage_timings_tokens_and_errors(store, settings, clock, capsys):
-    run_id = _cold_run(store, settings, clock, "s1")
+    run_id = cold_run(store, settings, clock, "s1")
     now = clock.now()
     store.start_stage(run_id, "extract_facts", now)
     store.complete_stage(run_id, "extract_facts", StageRecord(
@@ -88,10 +77,10 @@ def test_runs_lists_status_stage_timings_tokens_and_errors(store, settings, cloc
 
 
 def test_replay_failed_reopens_failed_and_dead_runs_and_starts_them(store, settings, clock, started, capsys):
-    failed = _cold_run(store, settings, clock, "s-failed")
-    dead = _cold_run(store, settings, clock, "s-dead")
-    done = _cold_run(store, settings, clock, "s-done")
-    live = _cold_run(store, settings, clock, "s-live")
+    failed = cold_run(store, settings, clock, "s-failed")
+    dead = cold_run(store, settings, clock, "s-dead")
+    done = cold_run(store, settings, clock, "s-done")
+    live = cold_run(store, settings, clock, "s-live")
     store.update_run_fields(dead, attempts=5)
     store.fail_run(failed, "timeout", clock.now(), dead=False)
     store.fail_run(dead, "exhausted 5 attempts: timeout", clock.now(), dead=True)
@@ -111,8 +100,8 @@ def test_replay_failed_reopens_failed_and_dead_runs_and_starts_them(store, setti
 
 
 def test_replay_failed_can_target_one_run(store, settings, clock, started, capsys):
-    first = _cold_run(store, settings, clock, "s1")
-    second = _cold_run(store, settings, clock, "s2")
+    first = cold_run(store, settings, clock, "s1")
+    second = cold_run(store, settings, clock, "s2")
     for run_id in (first, second):
         store.fail_run(run_id, "boom", clock.now(), dead=True)
     assert cli.main(["replay-failed", "--run", second]) == 0
@@ -121,7 +110,7 @@ def test_replay_failed_can_target_one_run(store, settings, clock, started, capsy
 
 
 def test_replay_failed_says_why_it_skipped_each_run(store, settings, clock, started, capsys):
-    held = _cold_run(store, settings, clock, "s1")
+    held = cold_run(store, settings, clock, "s1")
     store.fail_run(held, "boom", clock.now(), dead=True)
     for i in range(4):  # newer messages: a new run claims the session meanwhile
         ingest_raw_event({

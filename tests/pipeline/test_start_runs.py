@@ -7,9 +7,9 @@ import pytest
 from pipeline import sweep
 from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
-from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
 from schemas.settings import Settings
+from tests.support.sessions import ingest_messages
 
 
 @pytest.fixture
@@ -18,12 +18,7 @@ def claimed(tmp_path):
     store = open_store(settings)
     store.create_indexes()
     for session_id in ("s1", "s2", "s3"):
-        for i in range(4):
-            ingest_raw_event({
-                "type": "message.added", "event_id": f"{session_id}-{i}", "agent_id": "a1", "session_id": session_id,
-                "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": "hi",
-                            "created_at": clock.now().isoformat()},
-            }, store, settings, clock)
+        ingest_messages(store, settings, clock, session_id, content="hi")
     clock.advance(minutes=10)
     run_ids = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
     yield store, clock, sorted(run_ids)
