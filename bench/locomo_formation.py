@@ -16,6 +16,12 @@ Extraction is answered by one of two providers (``--provider``; both by default)
   extraction model (never a product provider): LoCoMo's own ``observation`` items written
   from the claimed turns. The chain maps each to its source message by provenance.
 
+With ``--one-to-one`` each conversation is published twice instead, as each speaker's
+one-to-one chat with an agent of its own whose turns are the other speaker's (role
+``assistant``, the agent named after them): there a speaker's first-person statements are
+user facts, which a group chat never forms (design §1). A question is asked in the chat of
+the speaker it names (by first name), or the first speaker's when it names both or neither.
+
 Dedup, reflections and consolidation are the offline rules in both. Then each question with
 evidence is searched through ``MemoryService.search_facts`` (top 10, production defaults, as
 the first speaker in the conversation's last session); the hits' ``source_message_ids`` map
@@ -58,13 +64,20 @@ def _sessions(conversation: dict) -> list[tuple[int, list[dict], str]]:
     return found
 
 
-def conversation_events(sample: dict) -> tuple[str, list[dict], dict[str, str]]:
-    """The agent id, the events of every session in order, and speaker name -> user id."""
-    from workers.producer import message_event, session_ended_event
+def conversation_events(sample: dict, as_user: str | None = None) -> tuple[str, list[dict], dict[str, str]]:
+    """The agent id, the events of every session in order, and speaker name -> user id.
 
+    ``as_user`` (a speaker's name): the conversation as that speaker's one-to-one chat with
+    the agent, whose turns the other speaker's become (role ``assistant``, the agent named
+    after them), under an agent of its own; the one user is that speaker."""
     conv = sample["conversation"]
     agent = f"locomo-{sample['sample_id']}"
-    users = {conv[k]: f"{agent}-{_slug(conv[k])}" for k in ("speaker_a", "speaker_b")}
+    speakers = [conv[k] for k in ("speaker_a", "speaker_b")]
+    if as_user is not None:
+        agent = f"{agent}-1to1-{_slug(as_user)}"
+        speakers = [as_user]
+    users = {name: f"{agent}-{_slug(name)}" for name in speakers}
+    agent_name = next((n for n in (conv["speaker_a"], conv["speaker_b"]) if n != as_user), None) if as_user else None
     events: list[dict] = []
     for number, turns, date in _sessions(conv):
         session_id = f"{agent}-s{number}"
@@ -72,26 +85,59 @@ def conversation_events(sample: dict) -> tuple[str, list[dict], dict[str, str]]:
         for i, turn in enumerate(turns):
             text = turn["text"] + (f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
             speaker = turn["speaker"]
-            events.append(message_event(
-                agent_id=agent, session_id=session_id, content=text, role="user",
-                sender_id=users.get(speaker, f"{agent}-{_slug(speaker)}"), sender_name=speaker,
-                message_id=f"{agent}:{turn['dia_id']}", created_at=start + timedelta(minutes=i),
-                event_id=f"{session_id}-e{i}", session_users=list(users.values()),
-            ))
-        events.append(session_ended_event(agent_id=agent, session_id=session_id, event_id=f"{session_id}-end"))
+            common = dict(agent_id=agent, session_id=session_id, content=text, message_id=f"{agent}:{turn['dia_id']}",
+                          created_at=start + timedelta(minutes=i), event_id=f"{session_id}-e{i}",
+                          session_users=list(users.values()))
+            if as_user is not None and speaker != as_user:
+                events.append(_message(**common, role="assistant", agent_name=agent_name))
+            else:
+                events.append(_message(**common, role="user", sender_name=speaker,
+                                       sender_id=users.get(speaker, f"{agent}-{_slug(speaker)}")))
+        events.append(_session_ended(agent_id=agent, session_id=session_id, event_id=f"{session_id}-end"))
     return agent, events, users
 
 
-def observations_by_message(sample: dict) -> dict[str, list[str]]:
-    """Message id -> the observation texts written from that turn."""
-    agent = f"locomo-{sample['sample_id']}"
+def _message(**fields) -> dict:
+    from workers.producer import message_event
+
+    return message_event(**fields)
+
+
+def _session_ended(**fields) -> dict:
+    from workers.producer import session_ended_event
+
+    return session_ended_event(**fields)
+
+
+def chats(sample: dict, one_to_one: bool) -> list[tuple[str | None, tuple[str, list[dict], dict[str, str]]]]:
+    """The chats a conversation is published as: one group chat of its two speakers, or
+    (``one_to_one``) one chat per speaker with the other as the agent; each with the speaker
+    it is the user's chat of (None for the group chat)."""
+    if not one_to_one:
+        return [(None, conversation_events(sample))]
+    conv = sample["conversation"]
+    return [(name, conversation_events(sample, as_user=name)) for name in (conv["speaker_a"], conv["speaker_b"])]
+
+
+def asked_of(question: str, speakers: list[str | None]) -> int:
+    """Which chat a question is asked in: the one-to-one chat of the one speaker it names
+    (by first name, as LoCoMo's questions do), else the first chat."""
+    named = [i for i, name in enumerate(speakers)
+             if name and re.search(rf"\b{re.escape(name.split()[0])}\b", question, re.IGNORECASE)]
+    return named[0] if len(named) == 1 else 0
+
+
+def observations_by_message(sample: dict, agents: list[str]) -> dict[str, list[str]]:
+    """Message id -> the observation texts written from that turn, for each of ``agents``
+    (the conversation's chats)."""
     out: dict[str, list[str]] = defaultdict(list)
     for items in (sample.get("observation") or {}).values():
         for facts in items.values():
             for text, evidence in facts:
                 raw = [evidence] if isinstance(evidence, str) else list(evidence)
                 for turn in evidence_ids(raw)[:1]:
-                    out[f"{agent}:{turn}"].append(text)
+                    for agent in agents:
+                        out[f"{agent}:{turn}"].append(text)
     return out
 
 
@@ -104,7 +150,7 @@ class _NoPublisher:
         raise RuntimeError("the benchmark's reads publish nothing")
 
 
-def evaluate(deps, samples: list[dict]) -> dict:
+def evaluate(deps, samples: list[dict], one_to_one: bool = False) -> dict:
     from pipeline.service import MemoryService
 
     store = deps.store
@@ -112,20 +158,24 @@ def evaluate(deps, samples: list[dict]) -> dict:
     in_context: list[int] = []
     in_recent: list[int] = []
     for sample in samples:
-        agent, events, users = conversation_events(sample)
-        session_id = events[-1]["session_id"]
-        user_id = next(iter(users.values()))
-        service = MemoryService(agent, settings=deps.settings, store=store, search=deps.search,
-                                embedder=deps.embedder, publisher=_NoPublisher(), clock=deps.clock)
-        context = service.get_memory_context(session_id=session_id, user_id=user_id)
-        live = store.list_facts(agent)
-        by_turn: dict[str, list[str]] = defaultdict(list)
-        for f in live:
-            for m in f.source_message_ids:
-                by_turn[_turn(m)].append(f.content)
+        readers = []  # per chat: its service, session, user, formed facts by turn and recent context
+        speakers = []
+        for speaker, (agent, events, users) in chats(sample, one_to_one):
+            session_id = events[-1]["session_id"]
+            user_id = users[speaker] if speaker else next(iter(users.values()))
+            service = MemoryService(agent, settings=deps.settings, store=store, search=deps.search,
+                                    embedder=deps.embedder, publisher=_NoPublisher(), clock=deps.clock)
+            by_turn: dict[str, list[str]] = defaultdict(list)
+            for f in store.list_facts(agent):
+                for m in f.source_message_ids:
+                    by_turn[_turn(m)].append(f.content)
+            context = service.get_memory_context(session_id=session_id, user_id=user_id)
+            readers.append((service, session_id, user_id, by_turn, context))
+            speakers.append(speaker)
         for q in sample["qa"]:
             if not q.get("evidence"):
                 continue
+            service, session_id, user_id, by_turn, context = readers[asked_of(q["question"], speakers)]
             wanted = set(evidence_ids(q["evidence"]))
             hits = service.search_facts(q["question"], user_id=user_id, session_id=session_id, top_k=TOP_K)
             facts = {f.fact_id: f for f in store.get_facts([h["id"] for h in hits])} if hits else {}
@@ -142,7 +192,7 @@ def evaluate(deps, samples: list[dict]) -> dict:
     return out
 
 
-def form(deps, samples: list[dict]) -> dict:
+def form(deps, samples: list[dict], one_to_one: bool = False) -> dict:
     """Publish and form every conversation on an in-process worker; the chain's figures."""
     from celery.contrib.testing.worker import start_worker
 
@@ -154,6 +204,7 @@ def form(deps, samples: list[dict]) -> dict:
 
     deps.store.create_indexes()
     late: list[str] = []
+    agents: list[str] = []
     messages = 0
     started = time.perf_counter()
     with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING",
@@ -161,20 +212,20 @@ def form(deps, samples: list[dict]) -> dict:
         # the worker's start resets the process's clients (worker_process_init): inject ours after
         set_deps(deps)
         publisher = CeleryPublisher(app)
+        def settle(session_ids: list[str]) -> None:
+            if not wait_until_idle(app, deps.store, session_ids, TIMEOUT_S):
+                late.append(session_ids[-1])
+
         for sample in samples:
-            _, events, _ = conversation_events(sample)
-            messages += sum(1 for e in events if e["type"] == "message.added")
-
-            def settle(session_ids: list[str]) -> None:
-                if not wait_until_idle(app, deps.store, session_ids, TIMEOUT_S):
-                    late.append(session_ids[-1])
-
-            replay(events, publisher, on_event=lambda: None, settle=settle)
+            for _, (agent, events, _) in chats(sample, one_to_one):
+                agents.append(agent)
+                messages += sum(1 for e in events if e["type"] == "message.added")
+                replay(events, publisher, on_event=lambda: None, settle=settle)
         publisher.close()
     wall = time.perf_counter() - started
     runs = deps.store.list_runs(limit=100_000)
     done = [r for r in runs if r.status == "done"]
-    facts = sum(len(deps.store.list_facts(f"locomo-{s['sample_id']}")) for s in samples)
+    facts = sum(len(deps.store.list_facts(agent)) for agent in agents)
     calls = [r.totals.get("llm_calls", 0) for r in done]
     tokens = [(r.totals.get("tokens") or {}).get("total", 0) for r in done]
     return {
@@ -188,7 +239,7 @@ def form(deps, samples: list[dict]) -> dict:
     }
 
 
-def run_provider(provider: str, samples: list[dict], workdir: Path) -> dict:
+def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: bool = False) -> dict:
     from pipeline.llm.offline import OfflineLLM
     from schemas.settings import get_settings
     from workers.deps import Deps
@@ -203,11 +254,11 @@ def run_provider(provider: str, samples: list[dict], workdir: Path) -> dict:
 
         mapping: dict[str, list[str]] = {}
         for sample in samples:
-            mapping.update(observations_by_message(sample))
+            mapping.update(observations_by_message(sample, [agent for _, (agent, _, _) in chats(sample, one_to_one)]))
         deps.llm = ObservationReplayLLM(mapping, OfflineLLM(settings))
     started = time.perf_counter()
-    chain = form(deps, samples)
-    recall = evaluate(deps, samples)
+    chain = form(deps, samples, one_to_one)
+    recall = evaluate(deps, samples, one_to_one)
     deps.store.close()
     label = ("observation replay (LoCoMo's observation items as the extraction answer; a benchmark "
              "stand-in, not a product provider)") if provider == "observation_replay" else "offline rules provider"
@@ -219,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--provider", choices=(*PROVIDERS, "both"), default="both",
                         help="who answers extract_facts (default: both, one after the other)")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--one-to-one", action="store_true",
+                        help="publish each conversation as two one-to-one chats, one per speaker, the other "
+                             "speaker as the agent; a question is asked in the chat of the speaker it names")
     args = parser.parse_args(argv)
     samples = read_conversations("locomo_formation", args.data)
     if samples is None:
@@ -233,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
 
         get_settings.cache_clear()
         chosen = PROVIDERS if args.provider == "both" else (args.provider,)
-        result: dict = {name: run_provider(name, samples, Path(tmp)) for name in chosen}
-    result["setup"] = {"conversations": len(samples), "top_k": TOP_K, "load_average": os.getloadavg()}
+        result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one) for name in chosen}
+    result["setup"] = {"conversations": len(samples), "top_k": TOP_K, "chats": "one-to-one" if args.one_to_one else "group",
+                       "load_average": os.getloadavg()}
     if not args.json:
         for name in chosen:
             r = result[name]

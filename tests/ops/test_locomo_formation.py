@@ -66,7 +66,35 @@ def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
     # the replayed facts are found, and mapped back to their turns by provenance
     assert replay["chain"]["facts"] == 3
     assert replay["recall@10"] == 1.0 and replay["recall@5"] == 1.0
+    # two speakers make a group chat: the rules form no user fact ("I moved to Lisbon")
+    assert rules["recall@10"] == 0.0
     assert out["setup"]["conversations"] == 1 and len(out["setup"]["load_average"]) == 3
+    assert out["setup"]["chats"] == "group"
+
+
+def _run(tmp_path, *args: str) -> dict:
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([SAMPLE]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.locomo_formation", "--data", str(data), "--json", *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_one_to_one_chats_let_the_rules_form_each_speakers_own_facts(tmp_path):
+    out = _run(tmp_path, "--provider", "offline_rules", "--one-to-one")
+    rules = out["offline_rules"]
+    assert out["setup"]["chats"] == "one-to-one" and "observation_replay" not in out
+    # each speaker's chat holds every turn: the other speaker's as the agent's
+    assert rules["chain"]["messages"] == 10 and rules["chain"]["formations_not_done"] == 0
+    # each question is asked in the chat of the speaker it names, where "I adopted a dog called
+    # Pepper" and Melanie's "I started a pottery class" are user facts; "I moved to Lisbon last
+    # month, I love the light there" carries a preference, which the rules leave to reflections
+    assert rules["questions"] == 3 and rules["recall@10"] == 0.6667
 
 
 def test_a_missing_data_file_is_a_clear_error(tmp_path):
