@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         get_settings.cache_clear()
         chosen = PROVIDERS if args.provider == "both" else (args.provider,)
         result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one) for name in chosen}
-    result["setup"] = {"conversations": len(samples), "top_k": TOP_K, "chats": "one-to-one" if args.one_to_one else "group",
-                       "load_average": os.getloadavg()}
+    result["setup"] = {"conversations": len(samples), "top_k": TOP_K,
+                       "chats": "one-to-one" if args.one_to_one else "group", "load_average": os.getloadavg()}
     if not args.json:
         for name in chosen:
             r = result[name]

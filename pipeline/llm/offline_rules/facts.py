@@ -7,7 +7,11 @@
 - Compounds are split where a new subject starts ("..., and my email is x").
 - An imperative ("Send the draft to ...") is a request, not a fact.
 - It must carry an entity (a number, date, email, URL, amount or a capitalised proper noun)
-  and a verb: a fragment ("Lumen Beam, our new lamp") is not a statement. The name of
+  and a verb: a fragment ("Lumen Beam, our new lamp") is not a statement. Or it tells what
+  its speaker did, in the first person at the start of a clause, an action with an object
+  ("I volunteered at the homeless shelter", "Last week, I built a new website"; "we" in a
+  one-to-one chat only): not a feeling or a thought ("I felt", "I realized"), not
+  "had"/"got", not a thing only pointed at ("I took it at the beach"). The name of
   someone in the conversation, said to them ("Wow, Caroline, that's so cool", "Thanks
   Mel!"), is no entity: the sentence is about nothing named (on LoCoMo dev, most of what
   the rules formed was such praise).
@@ -38,14 +42,25 @@ def fact_sentence(sentence: str, speaker: str | None = None, people: Iterable[st
         return False
     if lang.introduced_name(sentence, speaker):
         return True
-    if lang.is_small_talk(sentence):
+    if not _statement(sentence):
         return False
-    if lang.IMPERATIVE.match(sentence):
-        return False
-    for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL):
-        if markers.search(sentence):
-            return False
     return lang.has_entity(lang.without_address(sentence, people)) and bool(lang.VERB.search(sentence))
+
+
+def event_sentence(sentence: str, *, one_to_one: bool) -> bool:
+    """Whether a sentence tells what its speaker did ("I volunteered at the homeless
+    shelter"), a fact about them without a name or number; "we" only in a one-to-one chat."""
+    return not lang.is_question(sentence) and _statement(sentence) \
+        and lang.personal_event(sentence, plural=one_to_one)
+
+
+def _statement(sentence: str) -> bool:
+    """Not small talk, an imperative, a preference, a wish, a request, an opinion or a state
+    of the moment."""
+    if lang.is_small_talk(sentence) or lang.IMPERATIVE.match(sentence):
+        return False
+    return not any(markers.search(sentence)
+                   for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL))
 
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
@@ -62,7 +77,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
         name = message.get("sender_name")
         for sentence in (c for s in lang.sentences(message.get("content") or "") for c in lang.clauses(s)):
             name = name or lang.introduced_name(sentence)
-            if not fact_sentence(sentence, name, people):
+            if not (fact_sentence(sentence, name, people) or event_sentence(sentence, one_to_one=one_to_one)):
                 continue
             about_speaker = lang.about_speaker(sentence, one_to_one=one_to_one)
             scope = "user" if about_speaker else "agent"

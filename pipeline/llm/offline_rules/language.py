@@ -125,8 +125,8 @@ PROJECT = _markers(
     r"our team", r"the team", r"festival", r"conference", r"events?", r"meetings?", r"sprints?", r"venue",
     r"kick-?off", r"phase",
 )
-OPINION = _markers(r"i think", r"i feel", r"i believe", r"in my opinion", r"i guess", r"maybe", r"probably",
-                   r"i hope", r"i wonder")
+OPINION = _markers(r"i think", r"i feel", r"i felt", r"i believe", r"in my opinion", r"i guess", r"maybe",
+                   r"probably", r"i hope", r"i wonder")
 EPHEMERAL = _markers(r"here is", r"here's", r"here are", r"this week", r"next week", r"tomorrow", r"yesterday",
                      r"today", r"tonight", r"right now", r"at the moment", r"this morning", r"this afternoon",
                      r"this evening", r"just now", r"i'm tired", r"i am tired", r"i'm hungry", r"on my way")
@@ -152,6 +152,49 @@ def about_speaker(sentence: str, *, one_to_one: bool) -> bool:
     """The sentence is about its speaker: first person, or "we/our" in a one-to-one chat (a
     group's "we" is the group, whose affairs are shared)."""
     return bool(FIRST_PERSON.search(sentence) or (one_to_one and FIRST_PERSON_PLURAL.search(sentence)))
+
+
+# --- events -------------------------------------------------------------------------------------
+
+# What its speaker did, told in the first person at the start of a clause ("I volunteered at
+# the homeless shelter", "Last week, I built a new website", "... - we adopted a puppy"): a
+# fact about them with or without a name or number. Not a feeling or a thought ("I felt",
+# "I realized", "I wish"), not "had"/"got" (a feeling as often as a thing: "I had a similar
+# experience", "I got a surge of energy"), and not about a thing only pointed at ("I took it
+# at the beach", "I made this for you").
+_EVENT_LEAD = (r"(?:^|,\s+|\s[-\u2013\u2014:]\s+)(?:(?:last|this|on|in|over|at|early|later)\s+\w+,?\s+"
+               r"|(?:recently|finally|then|also|and|so|well|actually|anyway),?\s+)?")
+_ADVERB = r"(?:just\s+|recently\s+|finally\s+|also\s+|even\s+|actually\s+|already\s+)?"
+_NOT_EVENTS = (
+    r"felt|thought|loved|liked|enjoyed|hated|wished|hoped|guessed|wondered|meant|realized|realised|noticed|"
+    r"missed|needed|wanted|tried|used|ended|decided|appreciated|imagined|figured|remembered|forgot|expected|"
+    r"believed|supposed|seemed|managed|happened|learned|learnt|mentioned|said|asked|talked|chatted|laughed|"
+    r"cried|smiled|worried|struggled|considered|dreamed|dreamt|agreed|called|named|kept|stayed|waited"
+)
+_IRREGULAR_ACTIONS = (
+    r"went|made|took|saw|met|found|bought|began|started|joined|won|lost|ran|gave|built|wrote|drew|painted|"
+    r"taught|left|sold|became|flew|drove|rode|swam|grew|held|caught|spent|sent|read|sang|fed|fixed|moved"
+)
+_POINTED = r"(?:it|that|this|these|those|them|him|her|you|me|so|really|something|anything|everything|up|out|back)"
+
+
+def _event(subject: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"{_EVENT_LEAD}{subject}\s+{_ADVERB}(?!(?:{_NOT_EVENTS})\b)(?:{_IRREGULAR_ACTIONS}|[a-z]{{3,}}ed)\b"
+        rf"\s+(?!{_POINTED}\b)(?:(?:a|an)\s+)?[\w']{{2,}}",
+        re.IGNORECASE,
+    )
+
+
+_EVENT_I = _event(r"(?-i:I)")
+_EVENT_WE = _event(r"(?:we)")
+
+
+def personal_event(sentence: str, *, plural: bool) -> bool:
+    """Whether the sentence tells what its speaker did; "we" counts when ``plural`` (in a
+    one-to-one chat, where "we" is the speaker's own affairs)."""
+    return bool(_EVENT_I.search(sentence) or (plural and _EVENT_WE.search(sentence)))
+
 
 # --- entities -----------------------------------------------------------------------------------
 

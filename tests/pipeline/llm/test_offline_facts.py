@@ -91,6 +91,43 @@ def test_sentences_with_specific_entities_become_facts_and_the_rest_does_not(lin
     assert extract(chat(("u1", line))) == facts
 
 
+@pytest.mark.parametrize(
+    ("line", "facts"),
+    [
+        # what the speaker did is a fact about them, with or without a name or a number
+        ("I volunteered at the homeless shelter.", [("Alice volunteered at the homeless shelter", "user")]),
+        ("I lost my job at the engineering company.", [("Alice lost Alice's job at the engineering company", "user")]),
+        ("Last week, I built a new website for my customers.",
+         [("Last week, Alice built a new website for Alice's customers", "user")]),
+        ("Work was wild - I started a weekend yoga class with a colleague.",
+         [("Work was wild - Alice started a weekend yoga class with a colleague", "user")]),
+        ("We adopted a puppy.", [("Alice and others adopted a puppy", "user")]),  # one-to-one: "we" is hers
+        # not events: feelings and thoughts, "had"/"got", a thing only pointed at, a clause
+        # that does not start with the speaker, questions, and a state of the moment
+        ("I felt so accepted at the group.", []),
+        ("I realized the group helps a lot.", []),
+        ("I had a similar experience.", []),
+        ("I got a surge of energy.", []),
+        ("I took it at the beach last month.", []),
+        ("This is the cake I made for you.", []),
+        ("Did I mention the shelter?", []),
+        ("I volunteered at the shelter yesterday.", []),
+    ],
+)
+def test_what_the_speaker_did_is_a_fact_about_them(line, facts):
+    assert extract(chat(("u1", line))) == facts
+
+
+def test_in_a_group_chat_what_someone_did_is_theirs_and_not_formed():
+    messages = chat(
+        ("u1", "I volunteered at the homeless shelter."),
+        ("u2", "We adopted a puppy."),
+        users={"u1": "Alice", "u2": "Bob"},
+    )
+    # "I" is user scope (none in a group chat); a group's "we" is no event of one speaker
+    assert extract(messages) == []
+
+
 def test_assistant_messages_are_not_read_as_facts():
     assert extract(chat(("bot", "The Mars Festival budget is $80,000."))) == []
 

@@ -6,7 +6,9 @@ must not produce the odd outputs the rules once made.
   speaker's affairs), or rewritten as someone's in a group chat (where they are the group's);
 - an introduction to the room ("Team, meet Juniper, our planning assistant") as a reflection;
 - praise or thanks whose only name is that of the person spoken to ("Wow, Caroline, that's
-  so cool", "That's great, Mel") as a fact: it is about nothing named.
+  so cool", "That's great, Mel") as a fact: it is about nothing named;
+- a feeling or a thought told as something a speaker did ("Caroline felt so accepted"): what
+  the speaker did is a fact about them, how they felt is not.
 
 The LoCoMo data is read from ``../shared/data/locomo/dev.json`` next to the repository (the
 main checkout's, for a worktree); it is never copied into the repository, and the tests that
@@ -34,6 +36,9 @@ DEMO = REPO / "ops" / "demo_data" / "launch_planning.jsonl"
 T0 = datetime(2023, 5, 8, tzinfo=timezone.utc)
 WE = re.compile(r"\b(?:[Ww]e|[Ww]e're|[Ww]e've|[Ww]e'll|[Ww]e'd|[Oo]ur|[Oo]urs|[Uu]s)\b")
 INTRODUCTION = re.compile(r"^(?:\w+\s*,\s*)?(?:meet|welcome|please welcome|say (?:hi|hello) to)\b", re.IGNORECASE)
+# a feeling or a thought told as what someone did: "Caroline felt so accepted"
+FEELING = re.compile(r"\b[A-Z][a-z]+(?: and others)? (?:just |also |really )?(?:felt|realized|realised|thought|wished|"
+                     r"wondered|hoped)\b")
 
 
 def _locomo_path() -> Path:
@@ -98,6 +103,8 @@ def _odd(outputs, *, one_to_one: bool) -> list[tuple[str, str, str]]:
         elif not one_to_one and " and others" in text:
             odd.append((kind, scope, text))
         elif kind == "reflection" and INTRODUCTION.match(text):
+            odd.append((kind, scope, text))
+        elif kind == "fact" and FEELING.search(text) and not re.search(r"\d", text):
             odd.append((kind, scope, text))
     return odd
 
