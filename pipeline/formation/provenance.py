@@ -58,13 +58,6 @@ class Provenance:
         """The retrieval text of ``content``; with ``embedder``, within its window."""
         return retrieval_text(content, excerpt=self.excerpt, date=self.date, embedder=embedder)
 
-    def to_dict(self) -> dict:
-        return {"message_id": self.message_id, "excerpt": list(self.excerpt), "date": self.date}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> Provenance:
-        return cls(data["message_id"], tuple(data["excerpt"]), data["date"])
-
 
 def _terms(message: StoredMessage, user_names: Mapping[str, str] | None) -> list[str]:
     """A message's search terms; a user's message also holds the user's name: a fact names
