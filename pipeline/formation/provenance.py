@@ -66,35 +66,39 @@ def _terms(message: StoredMessage, user_names: Mapping[str, str] | None) -> list
     return scoring.tokenize(message.content) + scoring.tokenize(name)
 
 
-def match_scores(
-    fact: str, messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None = None,
-) -> list[float]:
-    """BM25 of ``fact`` as a query against each of ``messages``, the messages as the corpus."""
-    docs = [_terms(m, user_names) for m in messages]
-    if not docs:
-        return []
-    avg = sum(map(len, docs)) / len(docs)
-    freq = Counter(term for doc in docs for term in set(doc))
-    query = set(scoring.tokenize(fact))
-    scores = []
-    for doc in docs:
-        counts = Counter(doc)
-        scores.append(sum(
-            float(scoring.bm25_term_score(counts[t], len(doc), avg, scoring.bm25_idf(len(docs), freq[t])))
-            for t in query if counts[t]
-        ))
-    return scores
+class _Corpus:
+    """The claimed messages as a BM25 corpus, tokenized once for every fact of a run."""
+
+    def __init__(self, messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None) -> None:
+        docs = [_terms(m, user_names) for m in messages]
+        self.counts = [Counter(doc) for doc in docs]
+        self.lengths = [len(doc) for doc in docs]
+        self.avg = sum(self.lengths) / len(docs) if docs else 0.0
+        freq = Counter(term for doc in docs for term in set(doc))
+        self.idf = {term: scoring.bm25_idf(len(docs), n) for term, n in freq.items()}
+
+    def scores(self, fact: str) -> list[float]:
+        """BM25 of ``fact`` as a query against each message."""
+        query = set(scoring.tokenize(fact))
+        return [
+            sum(float(scoring.bm25_term_score(counts[t], length, self.avg, self.idf[t])) for t in query if counts[t])
+            for counts, length in zip(self.counts, self.lengths)
+        ]
+
+    def best(self, fact: str) -> int:
+        """Index of the message the fact matches best; ties go to the latest."""
+        best, best_score = len(self.counts) - 1, -1.0
+        for i, score in enumerate(self.scores(fact)):
+            if score >= best_score:
+                best, best_score = i, score
+        return best
 
 
 def source_index(
     fact: str, messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None = None,
 ) -> int:
     """Index in ``messages`` of the one the fact matches best; ties go to the latest."""
-    best, best_score = len(messages) - 1, -1.0
-    for i, score in enumerate(match_scores(fact, messages, user_names)):
-        if score >= best_score:
-            best, best_score = i, score
-    return best
+    return _Corpus(messages, user_names).best(fact)
 
 
 def message_line(message: StoredMessage, user_names: Mapping[str, str] | None = None) -> str:
@@ -119,9 +123,24 @@ def provenance(
 ) -> Provenance:
     """The provenance of ``fact`` among the ``claimed`` messages; ``before`` are earlier
     messages of the session, used only as excerpt lines. ``claimed`` must not be empty."""
+    return provenances([fact], claimed, before, user_names)[0]
+
+
+def provenances(
+    facts: Sequence[str], claimed: Sequence[StoredMessage], before: Sequence[StoredMessage] = (),
+    user_names: Mapping[str, str] | None = None,
+) -> list[Provenance]:
+    """``provenance`` of each of ``facts``, the messages read once for all of them."""
     claimed = ordered(claimed)
-    source = claimed[source_index(fact, claimed, user_names)]
+    corpus = _Corpus(claimed, user_names)
     session = ordered([*before, *claimed])
-    at = next(i for i, m in enumerate(session) if m.message_id == source.message_id)
-    lines = [message_line(m, user_names) for m in session[max(0, at - EXCERPT_TURNS):at + 1]]
-    return Provenance(source.message_id, tuple(lines), format_date(source.created_at))
+    position: dict[str, int] = {}
+    for i, m in enumerate(session):
+        position.setdefault(m.message_id, i)
+    out = []
+    for fact in facts:
+        source = claimed[corpus.best(fact)]
+        at = position[source.message_id]
+        lines = [message_line(m, user_names) for m in session[max(0, at - EXCERPT_TURNS):at + 1]]
+        out.append(Provenance(source.message_id, tuple(lines), format_date(source.created_at)))
+    return out

@@ -21,7 +21,7 @@ from pipeline.formation.outputs import (
     Earlier, ModelChoice, ReflectionCounts, SameRunCounts, Screened, read,
 )
 from pipeline.formation.facts import NewFact, filter_facts
-from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenance
+from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenances
 from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
 from pipeline.formation.scopes import plan_scopes, plan_to_dict
@@ -98,7 +98,7 @@ def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provena
     before = store.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
         if run.seq_from > 1 else []
     names = _names([*before, *claimed])
-    return [provenance(f.text, claimed, before, names) for f in facts]
+    return provenances([f.text for f in facts], claimed, before, names)
 
 
 def embed_facts(run_id: str, deps: Deps) -> StageResult | None:

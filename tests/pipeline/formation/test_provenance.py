@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.embeddings.local import LocalEmbedder
 from pipeline.formation import stages
-from pipeline.formation.provenance import format_date, provenance, source_index
+from pipeline.formation.provenance import format_date, provenance, provenances, source_index
 from pipeline.retrieval import retrieval_text
 from schemas.documents import StoredMessage
 
@@ -92,6 +92,14 @@ def test_the_excerpt_reaches_back_before_the_claimed_range_but_the_source_stays_
     early = provenance("Alice's daughter Lena was born on 14 March 2019", CHAT[3:], before=CHAT[:3])
     assert early.message_id == "m5"
     assert early.excerpt[0] == "Alice: My email address is alice@nordwind.example."
+
+
+def test_the_facts_of_a_run_get_the_provenance_each_would_get_alone():
+    facts = ["Alice works at Nordwind", "Alice's email address is alice@nordwind.example",
+             "Alice's daughter Lena was born on 14 March 2019", "Alice likes tea"]
+    for claimed, before in ((CHAT, []), (CHAT[3:], CHAT[:3])):
+        assert provenances(facts, claimed, before) == [provenance(f, claimed, before) for f in facts]
+    assert [p.message_id for p in provenances(facts[:3], CHAT)] == ["m1", "m3", "m5"]
 
 
 @pytest.mark.parametrize(("at", "text"), [
