@@ -70,14 +70,17 @@ def conversation_events(sample: dict, as_user: str | None = None) -> tuple[str, 
     ``as_user`` (a speaker's name): the conversation as that speaker's one-to-one chat with
     the agent, whose turns the other speaker's become (role ``assistant``, the agent named
     after them), under an agent of its own; the one user is that speaker."""
+    from workers.producer import message_event, session_ended_event
+
     conv = sample["conversation"]
     agent = f"locomo-{sample['sample_id']}"
     speakers = [conv[k] for k in ("speaker_a", "speaker_b")]
+    agent_name = None
     if as_user is not None:
         agent = f"{agent}-1to1-{_slug(as_user)}"
+        agent_name = next((n for n in speakers if n != as_user), None)
         speakers = [as_user]
     users = {name: f"{agent}-{_slug(name)}" for name in speakers}
-    agent_name = next((n for n in (conv["speaker_a"], conv["speaker_b"]) if n != as_user), None) if as_user else None
     events: list[dict] = []
     for number, turns, date in _sessions(conv):
         session_id = f"{agent}-s{number}"
@@ -89,24 +92,12 @@ def conversation_events(sample: dict, as_user: str | None = None) -> tuple[str, 
                           created_at=start + timedelta(minutes=i), event_id=f"{session_id}-e{i}",
                           session_users=list(users.values()))
             if as_user is not None and speaker != as_user:
-                events.append(_message(**common, role="assistant", agent_name=agent_name))
+                events.append(message_event(**common, role="assistant", agent_name=agent_name))
             else:
-                events.append(_message(**common, role="user", sender_name=speaker,
-                                       sender_id=users.get(speaker, f"{agent}-{_slug(speaker)}")))
-        events.append(_session_ended(agent_id=agent, session_id=session_id, event_id=f"{session_id}-end"))
+                events.append(message_event(**common, role="user", sender_name=speaker,
+                                            sender_id=users.get(speaker, f"{agent}-{_slug(speaker)}")))
+        events.append(session_ended_event(agent_id=agent, session_id=session_id, event_id=f"{session_id}-end"))
     return agent, events, users
-
-
-def _message(**fields) -> dict:
-    from workers.producer import message_event
-
-    return message_event(**fields)
-
-
-def _session_ended(**fields) -> dict:
-    from workers.producer import session_ended_event
-
-    return session_ended_event(**fields)
 
 
 def chats(sample: dict, one_to_one: bool) -> list[tuple[str | None, tuple[str, list[dict], dict[str, str]]]]:
