@@ -12,7 +12,7 @@ import redis
 from tests.support.procs import free_port, redis_server_path
 from pipeline import names
 from pipeline.store import open_store
-from schemas.settings import Settings, get_settings
+from schemas.settings import Settings
 from tests.support.flower import FlowerProcess, api, until
 from workers.producer import CeleryPublisher, publish_message
 
@@ -47,18 +47,11 @@ def locked_redis(tmp_path):
 
 
 def test_a_broker_password_with_reserved_characters_works_for_producer_worker_and_flower(
-    locked_redis, tmp_path, monkeypatch, celery_worker_process
+    locked_redis, tmp_path, monkeypatch, celery_app_for, celery_worker_process
 ):
     broker_url = f"redis://127.0.0.1:{locked_redis}/0"
-    from workers.app import create_app
-
-    monkeypatch.setenv("MEMORY_BROKER_URL", broker_url)
     monkeypatch.setenv("MEMORY_BROKER_PASSWORD", PASSWORD)
-    get_settings.cache_clear()
-    try:
-        app = create_app()
-    finally:
-        get_settings.cache_clear()
+    app = celery_app_for(broker_url)
 
     flower = FlowerProcess(tmp_path, broker_url, extra_env={"MEMORY_BROKER_PASSWORD": PASSWORD})
     try:
@@ -71,7 +64,6 @@ def test_a_broker_password_with_reserved_characters_works_for_producer_worker_an
         assert {q["name"]: q["messages"] for q in body["active_queues"]}[names.QUEUE_INGEST] == 1
     finally:
         flower.stop()
-        app.close()
 
     store_url = f"sqlite:///{tmp_path / 'memory.db'}"
     worker = celery_worker_process(store_url=store_url, broker_url=broker_url,
