@@ -20,7 +20,6 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,25 +29,15 @@ from pipeline import trigger
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.formation import consolidate_stages, finish, stages
-from pipeline.llm.scripted import ScriptedLLM
 from pipeline.search.local import LocalFactSearch
 from pipeline.store import _sqlite_db
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
 from schemas.settings import Settings
+from tests.support.formation import Env as Deps  # every port a stage needs, as the stage tests build them
 
 BATCH = 20
 DIM = 384
-
-
-@dataclass
-class Deps:
-    settings: Settings
-    store: SQLiteStore
-    llm: ScriptedLLM
-    embedder: HashingEmbedder
-    search: LocalFactSearch
-    clock: FrozenClock
 
 
 def claimed_run(deps: Deps, user: str) -> str:
