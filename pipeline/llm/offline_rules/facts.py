@@ -35,32 +35,25 @@ from pipeline.llm.offline_rules import language as lang
 from pipeline.text import normalize, word_count
 
 
-def fact_sentence(sentence: str, speaker: str | None = None, people: Iterable[str] = ()) -> bool:
+def fact_sentence(
+    sentence: str, speaker: str | None = None, people: Iterable[str] = (), *, one_to_one: bool | None = None,
+) -> bool:
     """Whether a sentence reads as a fact (entity-bearing, not a preference, request or
-    chatter); ``people``: the names of those in the conversation, who may be spoken to."""
+    chatter); ``people``: the names of those in the conversation, who may be spoken to. Given
+    the chat's shape (``one_to_one``), what its speaker did counts too ("I volunteered at the
+    homeless shelter"; "we" only in a one-to-one chat)."""
     if lang.is_question(sentence):
         return False
     if lang.introduced_name(sentence, speaker):
         return True
-    if not _statement(sentence):
-        return False
-    return lang.has_entity(lang.without_address(sentence, people)) and bool(lang.VERB.search(sentence))
-
-
-def event_sentence(sentence: str, *, one_to_one: bool) -> bool:
-    """Whether a sentence tells what its speaker did ("I volunteered at the homeless
-    shelter"), a fact about them without a name or number; "we" only in a one-to-one chat."""
-    return not lang.is_question(sentence) and _statement(sentence) \
-        and lang.personal_event(sentence, plural=one_to_one)
-
-
-def _statement(sentence: str) -> bool:
-    """Not small talk, an imperative, a preference, a wish, a request, an opinion or a state
-    of the moment."""
     if lang.is_small_talk(sentence) or lang.IMPERATIVE.match(sentence):
         return False
-    return not any(markers.search(sentence)
-                   for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL))
+    for markers in (lang.RULE, lang.WANT, lang.REQUEST, lang.OPINION, lang.EPHEMERAL):
+        if markers.search(sentence):
+            return False
+    if lang.has_entity(lang.without_address(sentence, people)) and lang.VERB.search(sentence):
+        return True
+    return one_to_one is not None and lang.personal_event(sentence, plural=one_to_one)
 
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
@@ -77,7 +70,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
         name = message.get("sender_name")
         for sentence in (c for s in lang.sentences(message.get("content") or "") for c in lang.clauses(s)):
             name = name or lang.introduced_name(sentence)
-            if not (fact_sentence(sentence, name, people) or event_sentence(sentence, one_to_one=one_to_one)):
+            if not fact_sentence(sentence, name, people, one_to_one=one_to_one):
                 continue
             about_speaker = lang.about_speaker(sentence, one_to_one=one_to_one)
             scope = "user" if about_speaker else "agent"
