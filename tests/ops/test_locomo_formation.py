@@ -45,17 +45,22 @@ SAMPLE = {
 }
 
 
-def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
+def _run(tmp_path, *args: str) -> dict:
+    """The bench on ``SAMPLE``, as a user runs it; its JSON line."""
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps([SAMPLE]))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     result = subprocess.run(
-        [sys.executable, "-m", "bench.locomo_formation", "--data", str(data), "--json"],
+        [sys.executable, "-m", "bench.locomo_formation", "--data", str(data), "--json", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
+    out = _run(tmp_path)
     replay, rules = out["observation_replay"], out["offline_rules"]
     assert "not a product provider" in replay["provider"] and rules["provider"] == "offline rules provider"
     for r in (replay, rules):
@@ -70,19 +75,6 @@ def test_both_providers_form_through_the_chain_and_are_measured(tmp_path):
     assert rules["recall@10"] == 0.0
     assert out["setup"]["conversations"] == 1 and len(out["setup"]["load_average"]) == 3
     assert out["setup"]["chats"] == "group"
-
-
-def _run(tmp_path, *args: str) -> dict:
-    data = tmp_path / "tiny.json"
-    data.write_text(json.dumps([SAMPLE]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.locomo_formation", "--data", str(data), "--json", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_one_to_one_chats_let_the_rules_form_each_speakers_own_facts(tmp_path):
