@@ -6,7 +6,9 @@
   hunter2", "the wifi passphrase: ...", "pw: ...", "PIN is 4821"). The keyword must be followed
   by a value ("is", ":", "=", "set to" ...); a word that describes the secret instead of being
   it ("the password is wrong", "my PIN is in the drawer") does not count, nor does a mention
-  without a value ("I forgot my password").
+  without a value ("I forgot my password"), unless plain words go on after it as a passphrase
+  does ("my passphrase is correct horse battery staple"). The keyword's own phrase ends at a
+  whole word: "are" inside "Password for the shared drive: ..." is no connector.
 - ``api_key``: a token with a well-known provider prefix (``sk-``, ``sk-proj-``, ``ghp_``,
   ``github_pat_``, ``xoxb-``, ``AKIA``, ``AIza``, ``glpat-`` ...), a ``Bearer`` token, a JWT,
   a PEM private key; or a high-entropy string given as the value of a "key", "token" or
@@ -34,7 +36,10 @@ from collections.abc import Iterable
 _PASSWORD = re.compile(
     r"\b(?P<keyword>password|passphrase|pass phrase|passcode|passwd|pwd|pw|pin(?:\s+(?:code|number))?)s?\b"
     r"(?:\s+(?:for|of|to|on)\s+(?:[\w'.-]+\s+){0,3}?[\w'.-]+)?"        # "... for the office wifi"
-    r"\s*(?P<connector>(?:(?:is|was|has\s+been)\s+)?(?:set|changed|updated|reset)\s+to|is\s+now|is|was|are|=|:|->|now)\s*"
+    # a word connector is a whole word after a space: "are" inside "shared" is none (a match
+    # that ended there hid "Password for the shared drive: tulip42"); a symbol may touch
+    r"(?P<connector>\s+(?:(?:(?:is|was|has\s+been)\s+)?(?:set|changed|updated|reset)\s+to|is\s+now|is|was|are|now)\b"
+    r"|\s*(?:=|:|->))\s*"
     r"[\"'`\u201c\u2018]?(?P<value>[^\s\"'`\u201d\u2019]+(?:\s+[^\s\"'`\u201d\u2019]+){0,5})",
     re.IGNORECASE,
 )
@@ -55,6 +60,18 @@ _NOT_A_VALUE = frozenset("""
     it this that these those my your his her their our its changing rotating managed rotated reused
     generated checked enforced hidden printed taped case four six eight twelve digits characters
 """.split())
+
+# Words that carry a sentence on after a describing word ("the password is wrong again", "is
+# stored in the vault", "is correct, Maya said"): the describing word was a description.
+_CONTINUES = frozenset("""
+    and or but so nor yet because if when whenever while until since though although unless as than
+    again every each all any anymore enough twice once always usually often sometimes today
+    yesterday tomorrow tonight last next week month year day days weeks months years ago then
+    said says say told tells think thinks thought according apparently please
+    is are was were be been being has have had do does did will would can could should may might must
+""".split())
+#: plain words after a describing word that make it the first word of a passphrase
+_PASSPHRASE_TAIL = 2
 
 # --- API keys and tokens ---------------------------------------------------------------------
 
@@ -199,4 +216,24 @@ def _password_value(keyword: str, connector: str, value: str) -> bool:
         return any(c.isdigit() for c in first)
     if connector.strip() in (":", "=", "->"):
         return bool(first)
-    return len(first) >= 3 and first.lower() not in _NOT_A_VALUE
+    if first.lower() in _NOT_A_VALUE:
+        return _passphrase(value.split())
+    return len(first) >= 3
+
+
+def _passphrase(words: list[str]) -> bool:
+    """"my passphrase is correct horse battery staple": a describing word ("correct") is the
+    first word of a passphrase when at least ``_PASSPHRASE_TAIL`` plain words follow it with
+    no punctuation between, none of them a word that carries a sentence on ("the password is
+    correct so you can log in", "is stored in the vault" stay descriptions)."""
+    if not words or not words[0].isalpha():
+        return False
+    tail = 0
+    for word in words[1:]:
+        bare = word.rstrip(".,;!?)")
+        if not bare.isalpha() or bare.lower() in _NOT_A_VALUE or bare.lower() in _CONTINUES:
+            break
+        tail += 1
+        if bare != word:   # punctuation ends the phrase
+            break
+    return tail >= _PASSPHRASE_TAIL

@@ -19,6 +19,15 @@ SECRETS = [
     ("Alice's bank password was changed to 'S3cure-Pass'", "password"),
     ("The guest wifi has the password hunter2", "password"),
     ("Door PIN 4821", "password"),
+    # a word connector is a whole word: "are" inside "shared" once ended the match too early
+    ("Password for the shared drive: tulip42", "password"),
+    ("Password for the shared drive is tulip42", "password"),
+    ("The passcode for the spare room = 7731", "password"),
+    # passphrases: plain words going on after a describing word
+    ("my passphrase is correct horse battery staple", "password"),
+    ("The vault passphrase is correct horse battery staple.", "password"),
+    ("Our pass phrase is blue orchid river stone", "password"),
+    ("The wifi password is correct horse battery", "password"),
     # API keys and tokens by prefix
     ("The OpenAI key is sk-proj-abcdEFGH1234ijklMNOP5678qrst", "api_key"),
     ("Use sk-abcdefghijklmnop1234 for the test account", "api_key"),
@@ -58,6 +67,19 @@ KEPT = [
     "The key to the storage room is at reception",
     "Fixed in commit 3f9a2c4e5b6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f",   # a commit sha is team knowledge
     "The token budget is 1500 per formation",
+    # ordinary sentences about passwords: a description, then the sentence goes on
+    "The password is correct",
+    "The password is correct, Maya said",
+    "The password is correct so you can log in now",
+    "The password is stored in the vault",
+    "The password is wrong again today",
+    "The password is shared with the whole team",
+    "Passwords for the shared drives are rotated monthly",
+    "The password for the shared drive is in the vault",
+    "The passphrase is long and hard to type",
+    "The password is case sensitive",
+    "The password is different for every account",
+    "Our password policy is strict about length",
     "Order number 4111 1111 1111 1112 ships Monday",      # 16 digits that fail Luhn
     "Tracking number 1234 5678 9012 3456 7",              # starts like no card
     "Call +49 1511 2345 6789 0 after six",                # a phone number, not a card
