@@ -21,8 +21,10 @@ from pipeline.formation import consolidation as rules
 from pipeline.formation.outputs import (
     AlreadyMerged, ConsolidateOutput, Merged, NotDue, NothingToMerge, ScopeOutcome, Skipped, read,
 )
+from pipeline.formation.outputs import Screened as ScreenedCounts
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage
 from pipeline.formation.scopes import plan_scopes
+from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
 from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
@@ -136,9 +138,14 @@ def _merge_scope(
             current_blob=current, usage=usage,
         )
         first = buffer[0]
+        # the model's answer is screened like every write (design §12): a secret or, in agent
+        # scope, contact data that reached the merge leaves with its line
+        screened = Screened()
+        content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
+                              people=[u for r in buffer for u in (*r.source_user_ids, r.user_id) if u])
         saved = store.save_blob(ConsolidatedBlob(
             agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
-            consolidated_content=merge.content, word_limit=limit, version=version + 1,
+            consolidated_content=content, word_limit=limit, version=version + 1,
             last_consolidated_at=now, absorbing_ids=ids, last_run_id=holder,
         ), expected_version=version)
         if not saved:
@@ -147,7 +154,8 @@ def _merge_scope(
         store.bump_scope_versions(agent_id, [key])
         return Merged(status="merged", scope_key=key, version=version + 1, absorbed=len(ids),
                       words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
-                      lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections)
+                      lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections,
+                      screened=ScreenedCounts(**screened.counts()))
     finally:
         store.release_lease(lease, holder)
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pipeline import cost, trigger
 from pipeline.formation.outputs import (
     ActionCounts, DecideFactsOutput, Earlier, ExtractFactsOutput, ExtractReflectionsOutput, FactDrops, FinishOutput,
-    ReflectionCounts, SameRunCounts, read_stored,
+    Merged, ReflectionCounts, SameRunCounts, read_stored,
 )
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
 from pipeline.ingest import claim_run
-from schemas.documents import FormationRun, Stage, scope_stage
+from schemas.documents import FormationRun, Stage, scope_stage, stage_kind
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,24 @@ SCREENING_COUNTERS = ("secrets_dropped", "contacts_rescoped", "contacts_dropped"
 
 
 def screening_totals(run: FormationRun) -> dict[str, int]:
-    """What the run kept out of memory (design §11): secrets dropped from facts, fact updates and
-    reflections; agent-scope items with contact data moved to the user's scope or dropped."""
+    """What the run kept out of memory (design §11): secrets dropped from facts, fact updates,
+    reflections and consolidated blobs; agent-scope items with contact data moved to the user's
+    scope or dropped (lines of an agent blob: dropped)."""
     return _screening_totals(read_stored(run, Stage.EXTRACT_FACTS), read_stored(run, Stage.EXTRACT_REFLECTIONS),
-                             read_stored(run, Stage.DECIDE_FACTS))
+                             read_stored(run, Stage.DECIDE_FACTS), _merged(run, read_stored))
+
+
+def _merged(run: FormationRun, stored) -> list[Merged]:
+    """The run's consolidations that merged (their blob's screen counted what it removed)."""
+    outcomes = (stored(run, name) for name in run.stages if stage_kind(name) == Stage.CONSOLIDATE_SCOPE)
+    return [o for o in outcomes if isinstance(o, Merged)]
 
 
 def _screening_totals(
     extracted: ExtractFactsOutput | None, reflected: ExtractReflectionsOutput | None, decided: DecideFactsOutput | None,
+    merged: list[Merged] = (),
 ) -> dict[str, int]:
-    screened = [out.screened for out in (extracted, reflected) if out is not None]
+    screened = [out.screened for out in (extracted, reflected, *merged) if out is not None]
     return {
         "secrets_dropped": sum(s.secrets_dropped for s in screened) + (decided.update_secrets if decided else 0),
         "contacts_rescoped": sum(s.contacts_rescoped for s in screened),
@@ -119,7 +127,7 @@ def run_totals(run: FormationRun, earlier: Earlier | None = None) -> dict:
             "reflections_scope_not_allowed": counts.scope_not_allowed,
             "reflections_repeating_facts": counts.repeats_fact,
         },
-        **_screening_totals(extracted, reflected, decided),
+        **_screening_totals(extracted, reflected, decided, _merged(run, stored)),
         "consolidated": merged,
         "timings_ms": timings,
         "cost": cost.summary(record.usage.by_model for record in run.stages.values()),

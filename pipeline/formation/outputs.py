@@ -134,8 +134,11 @@ class EmbedFactsOutput(_Output):
     dim: int = 0
     vectors: Packed = ""           # each new fact's retrieval text (content, excerpt, date)
     dedup_vectors: Packed = ""     # each new fact's bare content, what dedup compares
+    # excerpt lines carrying a secret are blanked before they are stored or embedded
+    # (``screening.screen_excerpt``): the record keeps no secret said in the conversation
     sources: list[Provenance] = Field(default_factory=list)
     input_tokens: int = 0
+    excerpt_lines_blanked: int = 0
 
     @model_validator(mode="before")
     @classmethod
@@ -237,6 +240,7 @@ class Merged(_Output):
     over_limit_answers: list[int] = Field(default_factory=list)
     lost_section_answers: list[list[str]] = Field(default_factory=list)
     outdated_sections: list[str] = Field(default_factory=list)
+    screened: Screened = Field(default_factory=Screened)   # lines the blob's screen removed
 
 
 class AlreadyMerged(_Output):

@@ -20,6 +20,7 @@ from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
 from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Deps, Usage, record_spend
+from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
 from schemas.documents import Stage
@@ -80,8 +81,11 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
         record_spend(deps, usage, agent_id=agent_id, stage=REBUILD_BLOB)
     now = deps.clock.now()
     ids = [r.reflection_id for r in keep]
+    screened = Screened()   # a rebuild is a write like any other (design §12)
+    content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
+                          people=[u for r in keep for u in (*r.source_user_ids, r.user_id) if u])
     rebuilt = blob.model_copy(update={
-        "consolidated_content": merge.content, "word_limit": limit, "version": blob.version + 1,
+        "consolidated_content": content, "word_limit": limit, "version": blob.version + 1,
         "last_consolidated_at": now, "absorbing_ids": ids, "last_run_id": holder,
     })
     if not store.save_blob(rebuilt, expected_version=blob.version):
@@ -89,4 +93,4 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
     store.mark_absorbed(ids, blob.version + 1, now)
     store.bump_scope_versions(agent_id, [key])
     return {"scope_key": key, "status": "rebuilt", "version": blob.version + 1, "absorbed": len(ids),
-            "words": merge.words, "attempts": merge.attempts}
+            "words": merge.words, "attempts": merge.attempts, **screened.counts()}

@@ -12,15 +12,28 @@ A fact's stored source line (``Fact.source_text``) passes the same rules for the
 Both are counted: ``secrets_dropped``, ``contacts_rescoped``, ``contacts_dropped``. Items whose
 scope the run does not form are left to the scope filters (``facts``, ``reflections``), which
 drop them anyway: screening never moves an item into memory it would not have reached.
+
+Every other write path goes through the same rules (design §12, "Screening and erasure"):
+
+- ``screen_write``: one item any writer wants to store (a user's edit of a fact or reflection,
+  a ``remember`` tool call, a migrated v1 record). Call it before the write; store
+  ``verdict.text`` in ``verdict.scope`` unless ``verdict.dropped``.
+- ``screen_blob``: a consolidated blob a model or a migration wrote (consolidation output,
+  blob rebuilds after erasure, migrated v1 blobs): lines that carry a secret go, and in agent
+  scope lines that carry contact data; the rest is kept as written.
+- ``screen_excerpt``: the source excerpt a run keeps on its ``embed_facts`` record (a derived
+  copy of the conversation): a line that carries a secret is blanked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 from pipeline.conversation import humans
 from pipeline.formation.contacts import contact_kind
+from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
 from pipeline.formation.secrets import SecretGuard
 from pipeline.prompts.facts import ExtractedFact
@@ -82,7 +95,7 @@ def storable_line(line: str, scope: str, guard: SecretGuard, user_ids: Iterable[
     """A source message line stored with a fact for its text search (``Fact.source_text``), if
     the fact's own text could carry it: none with a secret, and none with contact data for an
     agent-scope fact. The fact itself stays; it only loses the line."""
-    if guard.kind(line) is not None:
+    if not line.strip() or guard.kind(line) is not None:
         return None
     if scope == "agent" and contact_kind(line, [u for u in dict.fromkeys(user_ids) if u]) is not None:
         return None
@@ -110,3 +123,81 @@ def screen_reflections(
     for level, text in kept:
         by_level[level].append(text)
     return ReflectionsAnswer(**by_level), result
+
+
+# --- every other write path (design §12) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteVerdict:
+    """What ``screen_write`` allows: ``text`` stored in ``scope`` (for ``user_id`` when the
+    scope is ``user``), or nothing (``dropped``). ``found``: the secret or contact kind seen."""
+
+    outcome: Literal["kept", "rescoped", "dropped"]
+    text: str | None
+    scope: str | None
+    user_id: str | None = None
+    found: str | None = None
+
+    @property
+    def dropped(self) -> bool:
+        return self.outcome == "dropped"
+
+
+def screen_write(
+    text: str, scope: str, *, guard: SecretGuard, people: Iterable[str] = (), owner: str | None = None,
+    user_id: str | None = None, counts: Screened | None = None,
+) -> WriteVerdict:
+    """Screen one item before any write path stores it (design §11-§12): the single guard that
+    formation, consolidation, rebuilds, ``migrate-v1`` and write APIs (a user's edit, a
+    ``remember`` call) share.
+
+    - ``text`` carries a secret (``guard``: ``guard_for(settings)``): dropped, whatever the scope.
+    - ``scope`` is ``agent`` and ``text`` carries contact data (an email address, a phone
+      number, or one of ``people``: the user ids concerned, e.g. the caller and the session's
+      humans): moved to ``owner``'s user scope when there is one (the one user it came from, in
+      a one-to-one exchange, with user memory on), otherwise dropped.
+    - Anything else is kept as it is (``user_id`` passes through for a user-scope item).
+
+    ``counts`` (a run's ``Screened``) adds ``secrets_dropped``, ``contacts_rescoped``,
+    ``contacts_dropped`` and the kind seen; the text itself is never recorded."""
+    counts = counts if counts is not None else Screened()
+    secret = guard.kind(text)
+    if secret is not None:
+        counts.secrets_dropped += 1
+        counts._saw(secret)
+        return WriteVerdict("dropped", None, None, found=secret)
+    contact = contact_kind(text, [u for u in dict.fromkeys([*people, *([owner] if owner else [])]) if u]) \
+        if scope == "agent" else None
+    if contact is None:
+        return WriteVerdict("kept", text, scope, user_id if scope == "user" else None)
+    counts._saw(contact)
+    if owner:
+        counts.contacts_rescoped += 1
+        return WriteVerdict("rescoped", text, "user", owner, found=contact)
+    counts.contacts_dropped += 1
+    return WriteVerdict("dropped", None, None, found=contact)
+
+
+def screen_blob(
+    text: str, scope: str, *, guard: SecretGuard, people: Iterable[str] = (), counts: Screened | None = None,
+) -> str:
+    """A consolidated blob as it may be stored: every line (a bullet, a header, a paragraph)
+    that ``screen_write`` would not keep in ``scope`` is removed, the others are kept as
+    written. A blob is shared by everyone its scope reaches, so a line with contact data in an
+    agent blob cannot move anywhere: it is dropped (counted as ``contacts_dropped``)."""
+    people = list(people)
+    kept = [line for line in text.split("\n")
+            if not line.strip() or not screen_write(line, scope, guard=guard, people=people, counts=counts).dropped]
+    return "\n".join(kept)
+
+
+def screen_excerpt(source: Provenance, guard: SecretGuard) -> tuple[Provenance, int]:
+    """``source`` with every excerpt line that carries a secret blanked (the line stays, empty,
+    so the excerpt still ends with the source message's line, which ``storable_line`` reads),
+    and how many were. The run record keeps excerpts for provenance and for embedding an
+    UPDATE's text; the messages themselves are kept as sent, but a run record is memory's
+    derived copy and keeps no secret (design §12)."""
+    lines = tuple("" if line and guard.kind(line) is not None else line for line in source.excerpt)
+    blanked = sum(1 for before, after in zip(source.excerpt, lines) if before != after)
+    return (source if not blanked else Provenance(source.message_id, lines, source.date)), blanked

@@ -25,7 +25,9 @@ from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenances
 from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
 from pipeline.formation.scopes import plan_scopes, plan_to_dict
-from pipeline.formation.screening import guard_for, screen_facts, screen_reflections, session_user_ids
+from pipeline.formation.screening import (
+    guard_for, screen_excerpt, screen_facts, screen_reflections, session_user_ids,
+)
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
@@ -103,7 +105,8 @@ def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provena
 
 def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
     """One batched embedding call for all new facts: each fact's retrieval text (its content
-    joined to its source excerpt and date, stored with the fact for search) and its bare
+    joined to its source excerpt and date, stored with the fact for search; excerpt lines
+    carrying a secret are blanked first, ``screening.screen_excerpt``) and its bare
     content (what dedup compares with the candidates' contents, see
     ``pipeline.formation.dedup``)."""
 
@@ -111,13 +114,16 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         facts = read(run, Stage.EXTRACT_FACTS).facts
         if not facts:
             return EmbedFactsOutput(model=deps.embedder.model)
-        sources = _provenances(deps.store, run, facts)
+        guard = guard_for(deps.settings)
+        screened = [screen_excerpt(p, guard) for p in _provenances(deps.store, run, facts)]
+        sources = [p for p, _ in screened]
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
         return EmbedFactsOutput(model=result.model, dim=result.dim, vectors=packing.pack(result.vectors[:n]),
                                 dedup_vectors=packing.pack(result.vectors[n:]), sources=sources,
-                                input_tokens=result.input_tokens)
+                                input_tokens=result.input_tokens,
+                                excerpt_lines_blanked=sum(blanked for _, blanked in screened))
 
     return run_stage(deps, run_id, Stage.EMBED_FACTS, compute)
 
