@@ -1,4 +1,5 @@
-"""Migration from the previous memory system's collections (design §9).
+"""Migration from the previous memory system's collections (design §9), under the guarantees
+of design §12: screened, within word limits, with provenance.
 
 Mapping, per source document:
 - ``memory_sessions`` ``directive`` -> a user reflection for each of its ``related_users``;
@@ -11,6 +12,22 @@ Mapping, per source document:
 - the ``content`` of active ``memory_agent`` shards, as ``[SHARD NAME]`` sections under
   ``VERSION: 1`` -> the agent's consolidated blob.
 
+Guarantees (every write path screens, ``pipeline.formation.screening.screen_write``):
+- Screening: a record that carries a secret is not migrated; a blob loses the sentence or
+  bullet that carries one. An agent-scope record (fact, suggestion, shard line) with contact
+  data (an email address, a phone number, a v1 user id of that agent) moves to the user scope
+  of its one related user (the one user id a shard line names), as a user fact or an
+  unabsorbed user reflection; with none or several, it is dropped. Counted.
+- Provenance: ``source_user_ids`` are the record's ``related_users`` (a user blob's and its
+  reflections': ``memory_user.user_id``), ``source_message_ids`` and ``source_session_id``
+  are copied; ``forget-user`` then finds what rests on a v1 user. Shard text names no user:
+  it carries none and ``forget-user`` counts it as unattributed.
+- Word limits: a blob over its scope's limit keeps whole units up to it (``ops.v1_blobs.fit``)
+  and the rest become unabsorbed reflections of the same scope, which the next consolidation
+  merges through the model within the limit. Each blob's text also becomes one absorbed
+  reflection (``v1:<_id>``) that the blob names in ``absorbing_ids``: a blob rebuilt after an
+  erasure is merged from it, so a rebuild keeps the migrated memory.
+
 Dry run by default (counts only); ``apply=True`` writes. Idempotent: every new id is derived
 from the old ``_id`` (``v1:<_id>``) and blobs are written only where none exists. The source is
 only ever read (``find``).
@@ -19,12 +36,15 @@ only ever read (``find``).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ops import v1_blobs
 from pipeline.embeddings.port import Embedder
+from pipeline.formation.screening import Screened, guard_for, screen_write
+from pipeline.formation.secrets import SecretGuard
 from pipeline.store.port import Store
 from pipeline.text import text_hash
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, scope_key
@@ -44,24 +64,44 @@ class SourceCollections:
 class MigrationPlan:
     """Everything the source maps to, before anything is written."""
 
-    user_reflections: list[Reflection] = field(default_factory=list)
-    agent_reflections: list[Reflection] = field(default_factory=list)
+    user_reflections: list[Reflection] = field(default_factory=list)    # directives
+    agent_reflections: list[Reflection] = field(default_factory=list)   # suggestions
+    moved_reflections: list[Reflection] = field(default_factory=list)   # agent records with contact data
+    blob_reflections: list[Reflection] = field(default_factory=list)    # each blob's text, absorbed
+    overflow_reflections: list[Reflection] = field(default_factory=list)  # blob units over the limit
     facts: list[Fact] = field(default_factory=list)
     user_blobs: list[ConsolidatedBlob] = field(default_factory=list)
     agent_blobs: list[ConsolidatedBlob] = field(default_factory=list)
     episodes_dropped: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> count
+    screened: Screened = field(default_factory=Screened)
+
+    def size(self) -> int:
+        """Documents ``apply_plan`` writes (or finds already written)."""
+        return len(self.facts) + len(self.reflections()) + len(self.user_blobs) + len(self.agent_blobs)
+
+    def reflections(self) -> list[Reflection]:
+        return [*self.user_reflections, *self.agent_reflections, *self.moved_reflections,
+                *self.blob_reflections, *self.overflow_reflections]
 
     def counts(self) -> dict[str, int]:
+        items = [*self.facts, *self.reflections()]
         return {
             "directives -> user reflections": len(self.user_reflections),
             "directives -> user reflections, unabsorbed": sum(not r.absorbed for r in self.user_reflections),
             "suggestions -> agent reflections": len(self.agent_reflections),
             "suggestions -> agent reflections, unabsorbed": sum(not r.absorbed for r in self.agent_reflections),
-            "facts -> agent facts": len(self.facts),
+            "facts -> agent facts": sum(f.scope == "agent" for f in self.facts),
+            "facts with contact data -> user facts": sum(f.scope == "user" for f in self.facts),
+            "agent texts with contact data -> user reflections": len(self.moved_reflections),
             "memory_user -> user blobs": len(self.user_blobs),
             "memory_agent shards -> agent blobs": len(self.agent_blobs),
+            "blob texts -> absorbed reflections": len(self.blob_reflections),
+            "blob text over the word limit -> unabsorbed reflections": len(self.overflow_reflections),
             "episodes -> dropped": self.episodes_dropped,
+            "secrets -> dropped": self.screened.secrets_dropped,
+            "contact data in agent scope -> dropped": self.screened.contacts_dropped,
+            "unattributed (no v1 user id)": sum(not i.source_user_ids for i in items),
             **{f"skipped: {reason}": n for reason, n in sorted(self.skipped.items())},
         }
 
@@ -83,6 +123,10 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _ids(values: Any) -> list[str]:
+    return [str(v) for v in dict.fromkeys(values or []) if v]
+
+
 def _shard_fact_texts(shard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(key, text) of each fact a shard carries: plain strings or {content|text|fact} documents."""
     for i, item in enumerate(shard.get("facts") or []):
@@ -95,6 +139,71 @@ def _shard_fact_texts(shard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield key, text
 
 
+class _Planner:
+    """One pass over the source; every record through ``screen_write`` before it is planned."""
+
+    def __init__(self, users: list, agents: list, sessions: list, settings: Settings, now: datetime) -> None:
+        self.plan, self.settings, self.now = MigrationPlan(), settings, now
+        self.guard: SecretGuard = guard_for(settings)
+        # every v1 user id of an agent: agent-scope text must not carry one (design §11)
+        self.people: dict[str, set[str]] = defaultdict(set)
+        for doc in users:
+            self.people[str(doc.get("agent_id"))].add(str(doc.get("user_id") or ""))
+        for doc in sessions:
+            self.people[str(doc.get("agent_id"))].update(_ids(doc.get("related_users")))
+
+    def screen(self, text: str, scope: str, agent_id: str, related: list[str]):
+        """``screen_write`` with the record's one related user as the owner of contact data."""
+        return screen_write(text, scope, guard=self.guard, people=sorted(self.people[agent_id] - {""}),
+                            owner=related[0] if len(related) == 1 else None, counts=self.plan.screened)
+
+    def named_users(self, text: str, agent_id: str) -> list[str]:
+        """The v1 user ids of the agent that ``text`` names (as ``contacts`` looks for them)."""
+        from pipeline.formation.contacts import contact_kind
+
+        return [u for u in sorted(self.people[agent_id] - {""}) if contact_kind(text, [u]) == "user_id"]
+
+    def reflection(self, rid: str, agent_id: str, scope: str, user_id: str | None, text: str, *,
+                   related: list[str], absorbed: bool, formed_at: datetime, session_id: str | None = None,
+                   message_ids: Iterable[str] = ()) -> Reflection:
+        return Reflection(
+            reflection_id=rid, agent_id=agent_id, scope=scope, user_id=user_id,
+            scope_key=scope_key("user", user_id=user_id) if scope == "user" else "agent", content=text,
+            source_session_id=session_id, source_message_ids=list(message_ids), source_user_ids=related,
+            formed_at=formed_at, absorbed=absorbed, absorbed_at=self.now if absorbed else None,
+            consolidated_into=1 if absorbed else None,
+        )
+
+    def blob(self, origins: list[str], agent_id: str, scope: str, user_id: str | None,
+             sections: list[v1_blobs.Section], original: str, *, formed_at: datetime, related: list[str],
+             version: int | None) -> None:
+        """A v1 blob within its limit; the text of each source document (``origins[i]``: the v1
+        ``_id`` section ``i`` came from) as an absorbed reflection, the units over the limit
+        unabsorbed."""
+        limit = self.settings.word_limit(scope)  # type: ignore[arg-type]
+        over = v1_blobs.fit(sections, limit, version=version)
+        text = v1_blobs.render(sections, version=version)
+        if not over and " ".join(text.split()) == " ".join(original.split()):
+            text = original   # screened and fitted, nothing lost: kept as written
+        own = []
+        for origin in dict.fromkeys(origins):
+            parts = [s for s, o in zip(sections, origins) if o == origin]
+            body = v1_blobs.render(parts) if version is None else "\n".join(p.render() for p in parts)
+            own.append(f"v1:{origin}")
+            self.plan.blob_reflections.append(self.reflection(
+                own[-1], agent_id, scope, user_id, body, related=related, absorbed=True, formed_at=formed_at))
+        for n, (i, unit) in enumerate(over):
+            self.plan.overflow_reflections.append(self.reflection(
+                f"v1:{origins[i]}:over:{n}", agent_id, scope, user_id, unit, related=related, absorbed=False,
+                formed_at=formed_at))
+        blobs = self.plan.user_blobs if scope == "user" else self.plan.agent_blobs
+        blobs.append(ConsolidatedBlob(
+            agent_id=agent_id, scope=scope, scope_key=scope_key("user", user_id=user_id) if scope == "user" else "agent",
+            user_id=user_id, consolidated_content=text, word_limit=limit, version=1, last_consolidated_at=formed_at,
+            absorbing_ids=own,
+        ))
+
+
 def plan_migration(
     sessions: Iterable[Mapping[str, Any]],
     users: Iterable[Mapping[str, Any]],
@@ -103,9 +212,10 @@ def plan_migration(
     now: datetime,
 ) -> MigrationPlan:
     """Pure mapping of the three source collections (already read) to the new documents."""
-    plan = MigrationPlan()
-    users = list(users)
+    sessions, users = list(sessions), list(users)
     agents = sorted(agents, key=lambda d: (str(d.get("agent_id")), _id(d)))
+    planner = _Planner(users, agents, sessions, settings, now)
+    plan = planner.plan
     user_unabsorbed: dict[tuple[str, str], set[str]] = defaultdict(set)
     for doc in users:
         user_unabsorbed[(str(doc.get("agent_id")), str(doc.get("user_id")))].update(
@@ -123,47 +233,50 @@ def plan_migration(
         if not agent_id or not text:
             plan.skipped["no agent_id or empty content"] += 1
             continue
+        if kind not in ("directive", "suggestion", "fact"):
+            plan.skipped[f"unknown memory_type {kind!r}"] += 1
+            continue
         agent_id, old_id = str(agent_id), _id(doc)
         formed_at = _formed_at(doc, now)
         session_id = str(doc["source_session_id"]) if doc.get("source_session_id") else None
+        related, message_ids = _ids(doc.get("related_users")), _ids(doc.get("source_message_ids"))
+        if kind == "directive" and not related:
+            plan.skipped["directives without related_users"] += 1
+            continue
+        verdict = planner.screen(text, "user" if kind == "directive" else "agent", agent_id, related)
+        if verdict.dropped:
+            continue
+        common = {"related": related, "formed_at": formed_at, "session_id": session_id, "message_ids": message_ids}
         if kind == "directive":
-            related = [str(u) for u in doc.get("related_users") or []]
-            if not related:
-                plan.skipped["directives without related_users"] += 1
             for user_id in related:
                 absorbed = old_id not in user_unabsorbed[(agent_id, user_id)]
-                plan.user_reflections.append(Reflection(
-                    reflection_id=f"v1:{old_id}" if len(related) == 1 else f"v1:{old_id}:{user_id}",
-                    agent_id=agent_id, scope="user", user_id=user_id,
-                    scope_key=scope_key("user", user_id=user_id), content=text,
-                    source_session_id=session_id, formed_at=formed_at,
-                    absorbed=absorbed, absorbed_at=now if absorbed else None,
-                ))
+                rid = f"v1:{old_id}" if len(related) == 1 else f"v1:{old_id}:{user_id}"
+                plan.user_reflections.append(planner.reflection(rid, agent_id, "user", user_id, text,
+                                                                absorbed=absorbed, **common))
+        elif kind == "suggestion" and verdict.scope == "user":
+            # never absorbed into the owner's user blob: the next consolidation merges it
+            plan.moved_reflections.append(planner.reflection(f"v1:{old_id}", agent_id, "user", verdict.user_id,
+                                                             text, absorbed=False, **common))
         elif kind == "suggestion":
             absorbed = old_id not in agent_unabsorbed[agent_id]
-            plan.agent_reflections.append(Reflection(
-                reflection_id=f"v1:{old_id}", agent_id=agent_id, scope="agent", scope_key="agent",
-                content=text, source_session_id=session_id, formed_at=formed_at,
-                absorbed=absorbed, absorbed_at=now if absorbed else None,
-            ))
-        elif kind == "fact":
-            plan.facts.append(_fact(f"v1:{old_id}", agent_id, text, formed_at, session_id,
-                                    [str(m) for m in doc.get("source_message_ids") or []]))
+            plan.agent_reflections.append(planner.reflection(f"v1:{old_id}", agent_id, "agent", None, text,
+                                                             absorbed=absorbed, **common))
         else:
-            plan.skipped[f"unknown memory_type {kind!r}"] += 1
+            plan.facts.append(_fact(f"v1:{old_id}", agent_id, text, formed_at, session_id, message_ids, related,
+                                    user_id=verdict.user_id))
 
     for doc in users:
         text, agent_id, user_id = _text(doc.get("content")), doc.get("agent_id"), doc.get("user_id")
         if not (text and agent_id and user_id):
             plan.skipped["memory_user without content, agent_id or user_id"] += 1
             continue
-        plan.user_blobs.append(ConsolidatedBlob(
-            agent_id=str(agent_id), scope="user", scope_key=scope_key("user", user_id=str(user_id)),
-            user_id=str(user_id), consolidated_content=text, word_limit=settings.word_limit("user"),
-            version=1, last_consolidated_at=_formed_at(doc, now),
-        ))
+        agent_id, user_id = str(agent_id), str(user_id)
+        sections = v1_blobs.read_sections(text)
+        v1_blobs.screen(sections, lambda unit: not planner.screen(unit, "user", agent_id, [user_id]).dropped)
+        planner.blob([_id(doc)] * len(sections), agent_id, "user", user_id, sections, text, formed_at=_formed_at(doc, now),
+                     related=[user_id], version=None)
 
-    sections: dict[str, list[str]] = defaultdict(list)
+    shards: dict[str, list[tuple[Mapping[str, Any], v1_blobs.Section]]] = defaultdict(list)
     for shard in agents:
         agent_id = str(shard.get("agent_id"))
         if not shard.get("is_active"):
@@ -171,37 +284,81 @@ def plan_migration(
             continue
         text = _text(shard.get("content"))
         if text:
-            sections[agent_id].append(f"[{shard.get('shard_name') or 'GENERAL'}]\n{text}")
+            section = v1_blobs.Section(f"[{shard.get('shard_name') or 'GENERAL'}]",
+                                       [units for line in text.splitlines() if (units := v1_blobs.units_of(line))])
+            v1_blobs.screen([section], lambda unit, a=agent_id, s=shard: _keep_shard_text(planner, a, s, unit))
+            shards[agent_id].append((shard, section))
         for key, fact_text in _shard_fact_texts(shard):
-            plan.facts.append(_fact(f"v1:{_id(shard)}:{key}", agent_id, fact_text, _formed_at(shard, now), None, []))
-    for agent_id, parts in sections.items():
-        plan.agent_blobs.append(ConsolidatedBlob(
-            agent_id=agent_id, scope="agent", scope_key="agent",
-            consolidated_content="VERSION: 1\n\n" + "\n\n".join(parts),
-            word_limit=settings.word_limit("agent"), version=1, last_consolidated_at=now,
-        ))
+            named = planner.named_users(fact_text, agent_id)
+            verdict = planner.screen(fact_text, "agent", agent_id, named)
+            if not verdict.dropped:
+                plan.facts.append(_fact(f"v1:{_id(shard)}:{key}", agent_id, fact_text, _formed_at(shard, now), None,
+                                        [], named if verdict.scope == "user" else [], user_id=verdict.user_id))
+    for agent_id, parts in shards.items():
+        original = "VERSION: 1\n\n" + "\n\n".join(f"[{s.get('shard_name') or 'GENERAL'}]\n{_text(s.get('content'))}"
+                                                   for s, _ in parts)
+        planner.blob([_id(shard) for shard, _ in parts], agent_id, "agent", None, [section for _, section in parts], original,
+                     formed_at=now, related=[], version=1)
     return plan
 
 
-def _fact(fact_id, agent_id, text, formed_at, session_id, message_ids) -> Fact:
+def _keep_shard_text(planner: _Planner, agent_id: str, shard: Mapping[str, Any], unit: str) -> bool:
+    """A shard sentence stays in the agent blob unless it carries a secret or contact data; one
+    with contact data that names exactly one v1 user moves to that user's scope."""
+    named = planner.named_users(unit, agent_id)
+    verdict = planner.screen(unit, "agent", agent_id, named)
+    if verdict.scope == "user":
+        n = len(planner.plan.moved_reflections)
+        planner.plan.moved_reflections.append(planner.reflection(
+            f"v1:{_id(shard)}:moved:{n}", agent_id, "user", verdict.user_id, unit, related=named, absorbed=False,
+            formed_at=_formed_at(shard, planner.now)))
+    return verdict.scope == "agent"
+
+
+def _fact(fact_id, agent_id, text, formed_at, session_id, message_ids, related, *, user_id=None) -> Fact:
+    """An agent fact, or (contact data of its one related user) that user's fact."""
+    scope = "user" if user_id else "agent"
     return Fact(
-        fact_id=fact_id, agent_id=agent_id, scope="agent", scope_key="agent", content=text,
-        hash=text_hash(text), source_session_id=session_id, source_message_ids=message_ids,
-        formed_at=formed_at,
+        fact_id=fact_id, agent_id=agent_id, scope=scope, user_id=user_id,
+        scope_key=scope_key("user", user_id=user_id) if user_id else "agent", content=text,
+        hash=text_hash(text), source_session_id=session_id, source_message_ids=list(message_ids),
+        source_user_ids=list(related), formed_at=formed_at,
     )
 
 
-def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder) -> dict[str, int]:
-    """Write the plan. Returns what was written and what was already there (a rerun writes 0)."""
+def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
+               progress: Callable[[int], None] = lambda n: None) -> dict[str, int]:
+    """Write the plan, calling ``progress(n)`` as ``n`` more documents are done (of
+    ``plan.size()``). Returns what was written and what was already there (a rerun writes 0).
+
+    A blob is written where the store has none. Where the store already holds a blob of that
+    scope (memory formed before the migration), the v1 blob's text is not lost: its reflection
+    goes in unabsorbed, and the next consolidation merges it into the existing blob."""
     written: Counter = Counter()
-    reflections = plan.user_reflections + plan.agent_reflections
+    blob_ids = {r.reflection_id for r in plan.blob_reflections}
+    merge_later: set[str] = set()
+    for blob in plan.user_blobs + plan.agent_blobs:
+        own = set(blob.absorbing_ids)
+        if store.save_blob(blob, expected_version=0):
+            written[f"{blob.scope} blobs written"] += 1
+        elif own <= set((store.get_blob(blob.agent_id, blob.scope_key) or blob).absorbing_ids):
+            written[f"{blob.scope} blobs already present"] += 1
+        else:
+            merge_later |= own
+            written[f"{blob.scope} blobs kept; v1 text -> unabsorbed reflection"] += 1
+        progress(1)
+    reflections = [r.model_copy(update={"absorbed": False, "absorbed_at": None, "consolidated_into": None})
+                   if r.reflection_id in merge_later and r.reflection_id in blob_ids else r
+                   for r in plan.reflections()]
     new = store.insert_reflections(reflections)
     written["reflections written"] = new
     written["reflections already present"] = len(reflections) - new
+    progress(len(reflections))
 
     existing = {f.fact_id for f in store.get_facts([f.fact_id for f in plan.facts])}
     todo = [f for f in plan.facts if f.fact_id not in existing]
     written["facts already present"] = len(existing)
+    progress(len(existing))
     for start in range(0, len(todo), EMBED_BATCH):
         batch = todo[start:start + EMBED_BATCH]
         vectors = embedder.embed([f.content for f in batch])
@@ -210,10 +367,7 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder) -> dict[st
                 fact.model_copy(update={"embedding": vector, "embedding_model": vectors.model})
             )
             written["facts written" if inserted else "facts already present (same text)"] += 1
-
-    for blob in plan.user_blobs + plan.agent_blobs:
-        saved = store.save_blob(blob, expected_version=0)
-        written[f"{blob.scope} blobs {'written' if saved else 'already present'}"] += 1
+        progress(len(batch))
     return dict(written)
 
 
@@ -229,11 +383,14 @@ def read_source(db: Any, collections: SourceCollections) -> tuple[list, list, li
 def migrate(
     db: Any, store: Store | None, embedder: Embedder | None, settings: Settings, now: datetime,
     *, collections: SourceCollections = SourceCollections(), apply: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, int], dict[str, int] | None]:
-    """Plan (and with ``apply``, write) the migration: (plan counts, written counts or None)."""
+    """Plan (and with ``apply``, write) the migration: (plan counts, written counts or None).
+    ``progress(total, n)``: ``n`` more of ``total`` documents written."""
     plan = plan_migration(*read_source(db, collections), settings=settings, now=now)
     if not apply:
         return plan.counts(), None
     if store is None or embedder is None:
         raise ValueError("migrate(apply=True) needs a target store and an embedder")
-    return plan.counts(), apply_plan(plan, store, embedder)
+    total = plan.size()
+    return plan.counts(), apply_plan(plan, store, embedder, (lambda n: progress(total, n)) if progress else (lambda n: None))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pipeline.errors import ConfigurationError
 from schemas.settings import get_settings
@@ -59,9 +62,11 @@ def _run(args: argparse.Namespace) -> int:
 
         store, embedder = open_or_create(settings), open_embedder(settings)
     try:
-        planned, written = migrate(
-            db, store, embedder, settings, Clock().now(), collections=collections, apply=args.apply
-        )
+        with _progress(quiet=args.json or not args.apply) as bar:
+            planned, written = migrate(
+                db, store, embedder, settings, Clock().now(), collections=collections, apply=args.apply,
+                progress=bar,
+            )
     finally:
         if store is not None:
             store.close()
@@ -74,6 +79,20 @@ def _run(args: argparse.Namespace) -> int:
     for name, count in sorted((written or {}).items()):
         print(f"  {name:<50} {count:>8}")
     return 0
+
+
+@contextmanager
+def _progress(*, quiet: bool) -> Iterator:
+    """A progress bar on stderr while the plan is written, on a terminal only and never under
+    ``--json`` (stdout then holds one JSON document, and scripts read stderr for errors)."""
+    from tqdm import tqdm
+
+    with tqdm(desc="migrate-v1", unit="doc", file=sys.stderr, disable=quiet or not sys.stderr.isatty()) as bar:
+        def advance(total: int, n: int) -> None:
+            bar.total = total
+            bar.update(n)
+
+        yield advance
 
 
 def register(sub: argparse._SubParsersAction) -> None:

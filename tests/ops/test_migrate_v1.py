@@ -102,10 +102,19 @@ def test_dry_run_counts_every_mapping_and_writes_nothing(legacy, store, settings
         "directives -> user reflections, unabsorbed": 1,
         "suggestions -> agent reflections": 2,
         "suggestions -> agent reflections, unabsorbed": 1,
-        "facts -> agent facts": 4,  # two from memory_sessions, two from the active shard
+        # the two from the active shard; the two email facts carry contact data of their one
+        # related user, so they become that user's facts
+        "facts -> agent facts": 2,
+        "facts with contact data -> user facts": 2,
+        "agent texts with contact data -> user reflections": 0,
         "memory_user -> user blobs": 2,
         "memory_agent shards -> agent blobs": 1,
+        "blob texts -> absorbed reflections": 4,   # two memory_user, two active shards
+        "blob text over the word limit -> unabsorbed reflections": 0,
         "episodes -> dropped": 1,
+        "secrets -> dropped": 0,
+        "contact data in agent scope -> dropped": 0,
+        "unattributed (no v1 user id)": 4,   # the shards' two facts and two texts
         "skipped: directives without related_users": 1,
         "skipped: inactive memory_agent shards": 1,
     }
@@ -142,10 +151,11 @@ def test_active_shards_become_one_versioned_agent_blob_in_sections():
 def test_apply_writes_embedded_facts_reflections_and_blobs(legacy, store, settings):
     embedder = HashingEmbedder(64)
     migrate(legacy, store, embedder, settings, NOW, apply=True)
-    facts = store.list_facts("agent-1", "agent")
-    # the two email facts normalise to the same text: one fact holds it
-    assert sorted(f.content for f in facts) == [
-        "Alice's email is alice@example.com.", "Shipping is free over 50 euros.", "The shop opens at 9 am.",
+    facts = store.list_facts("agent-1")
+    # the two email facts normalise to the same text: one fact holds it, in its user's scope
+    assert sorted((f.scope_key, f.content) for f in facts) == [
+        ("agent", "Shipping is free over 50 euros."), ("agent", "The shop opens at 9 am."),
+        ("user:u1", "Alice's email is alice@example.com."),
     ]
     assert all(f.embedding and f.embedding_model == embedder.model for f in facts)
     assert [r.content for r in store.unabsorbed_reflections("agent-1", "user:u1")] == ["Answer Alice in Spanish."]
@@ -164,7 +174,7 @@ def test_a_second_apply_writes_nothing_new_and_the_source_is_never_touched(legac
     _, first = migrate(legacy, store, HashingEmbedder(64), settings, NOW, apply=True)
     dump_after_first = store.dump_all()
     _, second = migrate(legacy, store, HashingEmbedder(64), settings, NOW, apply=True)
-    assert first["reflections written"] == 5 and first["facts written"] == 3
+    assert first["reflections written"] == 9 and first["facts written"] == 3
     assert second.get("reflections written", 0) == 0 and second.get("facts written", 0) == 0
     assert second["user blobs already present"] == 2 and second["agent blobs already present"] == 1
     assert store.dump_all() == dump_after_first
@@ -176,7 +186,7 @@ def test_source_collection_names_are_options(store, settings):
     db["old_mem"].insert_many(_sessions())
     names = SourceCollections(sessions="old_mem", users="nothing_u", agents="nothing_a")
     planned, _ = migrate(db, store, None, settings, NOW, collections=names)
-    assert planned["facts -> agent facts"] == 2 and planned["memory_user -> user blobs"] == 0
+    assert planned["facts with contact data -> user facts"] == 2 and planned["memory_user -> user blobs"] == 0
 
 
 def test_the_command_prints_counts_as_json_and_applies_only_when_asked(legacy, settings, monkeypatch, capsys):
@@ -190,7 +200,7 @@ def test_the_command_prints_counts_as_json_and_applies_only_when_asked(legacy, s
     assert dry["planned"]["episodes -> dropped"] == 1
     assert cli.main(["migrate-v1", "--source-url", "mongodb://legacy/db", "--apply", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)
-    assert applied["written"]["reflections written"] == 5
+    assert applied["written"]["reflections written"] == 9
 
 
 def test_a_source_without_the_v1_collections_is_refused_by_name(settings, monkeypatch, capsys):
