@@ -36,8 +36,8 @@ the store:
 5. No secret is stored in facts (history included), reflections, blobs or what a run
    formed (its extracted facts, decided texts and reflections), and no stored text of facts,
    reflections and blobs matches the secret guard. Messages keep the raw text by design
-   (design §11: only derived memory is screened), and so do the source excerpts ``embed_facts`` keeps
-   on the run (lines of the conversation, for provenance): neither is checked.
+   (design §11: only derived memory is screened) and are not checked; every other stored
+   document, source excerpts included, is checked by ``test_secrets_never_stored``.
 
 Budget: ``MEMORY_PROPERTY_EXAMPLES`` (default 40) examples of up to ``MEMORY_PROPERTY_STEPS``
 (default 40) steps; under a minute on a shared 2-core machine. With ``CI`` set the run is
@@ -476,8 +476,7 @@ def _rows(dump: dict, collection: str) -> list[dict]:
 
 def _formed(run: dict) -> list:
     """What a run formed, as stored in its stage outputs: the extracted facts, the decided
-    effects (merged texts) and the reflections. (``embed_facts`` keeps each fact's source
-    excerpt, lines of the conversation as sent: a copy of messages, not derived memory.)"""
+    effects (merged texts) and the reflections."""
     stages = run.get("stages") or {}
     out = (stages.get("extract_facts") or {}).get("output") or {}
     decided = (stages.get("decide_facts") or {}).get("output") or {}
