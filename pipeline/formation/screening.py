@@ -67,27 +67,19 @@ def guard_for(settings: Settings) -> SecretGuard:
 
 def _screen(
     items: Sequence[tuple[str, str]], scopes: Sequence[str], guard: SecretGuard, user_ids: Iterable[str],
-    result: Screened,
+    result: Screened, owner: str | None,
 ) -> list[tuple[str, str]]:
-    """(scope, text) pairs kept, in order, with agent items carrying contact data re-scoped."""
+    """(scope, text) pairs kept, in order, with agent items carrying contact data re-scoped to
+    ``owner``'s user scope (None: the run forms no user scope, they are dropped). Each item
+    goes through ``screen_write``; an agent item the run does not form is checked for secrets
+    only (the scope filter drops it, uncounted here)."""
     ids = [u for u in dict.fromkeys(user_ids) if u]
     kept = []
     for scope, text in items:
-        secret = guard.kind(text)
-        if secret is not None:
-            result.secrets_dropped += 1
-            result._saw(secret)
-            continue
-        contact = contact_kind(text, ids) if scope == "agent" and "agent" in scopes else None
-        if contact is None:
-            kept.append((scope, text))
-            continue
-        result._saw(contact)
-        if "user" in scopes:
-            result.contacts_rescoped += 1
-            kept.append(("user", text))
-        else:
-            result.contacts_dropped += 1
+        checked = scope if scope != "agent" or "agent" in scopes else "session"   # "session": secrets only
+        verdict = screen_write(text, checked, guard=guard, people=ids, owner=owner, counts=result)
+        if not verdict.dropped:
+            kept.append(("user", text) if verdict.outcome == "rescoped" else (scope, text))
     return kept
 
 
@@ -107,7 +99,8 @@ def screen_facts(
 ) -> tuple[list[ExtractedFact], Screened]:
     """The facts of an extract_facts answer that may be stored, and what was screened out."""
     result = Screened()
-    kept = _screen([(f.scope, f.text) for f in facts], plan.fact_scopes, guard, user_ids, result)
+    kept = _screen([(f.scope, f.text) for f in facts], plan.fact_scopes, guard, user_ids, result,
+                   plan.user_id if "user" in plan.fact_scopes else None)
     return [ExtractedFact(scope=scope, text=text) for scope, text in kept], result
 
 
@@ -118,7 +111,8 @@ def screen_reflections(
     end of the user level, where the hierarchy filter then treats it like any user reflection."""
     result = Screened()
     items = [(level, text) for level in ("agent", "user", "session") for text in getattr(answer, level)]
-    kept = _screen(items, plan.reflection_scopes, guard, user_ids, result)
+    kept = _screen(items, plan.reflection_scopes, guard, user_ids, result,
+                   plan.user_id if "user" in plan.reflection_scopes else None)
     by_level: dict[str, list[str]] = {"agent": [], "user": [], "session": []}
     for level, text in kept:
         by_level[level].append(text)
