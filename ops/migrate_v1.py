@@ -1,5 +1,5 @@
 """Migration from the previous memory system's collections (design §9), under the guarantees
-of design §12: screened, within word limits, with provenance.
+of design §11: screened, within word limits, with provenance.
 
 Mapping, per source document:
 - ``memory_sessions`` ``directive`` -> a user reflection for each of its ``related_users``;

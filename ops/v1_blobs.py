@@ -1,5 +1,5 @@
 """The previous system's consolidated texts, cut into units that can be screened and trimmed
-one by one (``migrate-v1``, design §9 and §12). Pure, standard library.
+one by one (``migrate-v1``, design §9 and §11). Pure, standard library.
 
 A v1 blob (``memory_user.content``, an active shard's ``content``) is free text: sections
 under ``[NAME]`` headers, bullets, paragraphs. It is read as sections of lines, and each line

@@ -138,7 +138,7 @@ def _merge_scope(
             current_blob=current, usage=usage,
         )
         first = buffer[0]
-        # the model's answer is screened like every write (design §12): a secret or, in agent
+        # the model's answer is screened like every write (design §11): a secret or, in agent
         # scope, contact data that reached the merge leaves with its line
         screened = Screened()
         content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,

@@ -81,7 +81,7 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
         record_spend(deps, usage, agent_id=agent_id, stage=REBUILD_BLOB)
     now = deps.clock.now()
     ids = [r.reflection_id for r in keep]
-    screened = Screened()   # a rebuild is a write like any other (design §12)
+    screened = Screened()   # a rebuild is a write like any other (design §11)
     content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
                           people=[u for r in keep for u in (*r.source_user_ids, r.user_id) if u])
     rebuilt = blob.model_copy(update={

@@ -13,7 +13,7 @@ Both are counted: ``secrets_dropped``, ``contacts_rescoped``, ``contacts_dropped
 scope the run does not form are left to the scope filters (``facts``, ``reflections``), which
 drop them anyway: screening never moves an item into memory it would not have reached.
 
-Every other write path goes through the same rules (design §12, "Screening and erasure"):
+Every other write path goes through the same rules (design §11, "What is never stored"):
 
 - ``screen_write``: one item any writer wants to store (a user's edit of a fact or reflection,
   a ``remember`` tool call, a migrated v1 record). Call it before the write; store
@@ -119,7 +119,7 @@ def screen_reflections(
     return ReflectionsAnswer(**by_level), result
 
 
-# --- every other write path (design §12) -----------------------------------------------------
+# --- every other write path (design §11) -----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def screen_write(
     text: str, scope: str, *, guard: SecretGuard, people: Iterable[str] = (), owner: str | None = None,
     user_id: str | None = None, counts: Screened | None = None,
 ) -> WriteVerdict:
-    """Screen one item before any write path stores it (design §11-§12): the single guard that
+    """Screen one item before any write path stores it (design §11): the single guard that
     formation, consolidation, rebuilds, ``migrate-v1`` and write APIs (a user's edit, a
     ``remember`` call) share.
 
@@ -191,7 +191,7 @@ def screen_excerpt(source: Provenance, guard: SecretGuard) -> tuple[Provenance, 
     so the excerpt still ends with the source message's line, which ``storable_line`` reads),
     and how many were. The run record keeps excerpts for provenance and for embedding an
     UPDATE's text; the messages themselves are kept as sent, but a run record is memory's
-    derived copy and keeps no secret (design §12)."""
+    derived copy and keeps no secret (design §11)."""
     lines = tuple("" if line and guard.kind(line) is not None else line for line in source.excerpt)
     blanked = sum(1 for before, after in zip(source.excerpt, lines) if before != after)
     return (source if not blanked else Provenance(source.message_id, lines, source.date)), blanked

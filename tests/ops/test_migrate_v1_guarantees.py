@@ -1,4 +1,4 @@
-"""``memoryctl migrate-v1`` under the guarantees of design §12: what it copies is screened,
+"""``memoryctl migrate-v1`` under the guarantees of design §11: what it copies is screened,
 every blob is within its word limit (the rest merged later through consolidation), and
 provenance from ``related_users`` and v1 user ids lets ``forget-user`` erase a v1 user.
 

@@ -1,4 +1,4 @@
-"""What is never stored (design §11-§12), as a property over every write path.
+"""What is never stored (design §11), as a property over every write path.
 
 A generated secret (a password or passphrase in one of the phrasings people use, an API key
 or token of a known shape, a card number that passes Luhn, an IBAN whose check digits hold)

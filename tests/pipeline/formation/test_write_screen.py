@@ -1,4 +1,4 @@
-"""One screen at every write path (design §12): ``screening.screen_write`` for single items,
+"""One screen at every write path (design §11): ``screening.screen_write`` for single items,
 ``screen_blob`` for consolidation answers and rebuilds, ``screen_excerpt`` for run records."""
 
 from __future__ import annotations
