@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from ops.v1_blobs import Section, fit, read_sections, render, screen, units_of
-from pipeline.text import word_count
 
 
 @pytest.mark.parametrize(("line", "units"), [

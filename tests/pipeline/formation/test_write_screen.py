@@ -8,9 +8,7 @@ import json
 import pytest
 
 from pipeline.erasure import Rebuild
-from pipeline.formation import consolidate_stages as cs
-from pipeline.formation import rebuild, stages
-from pipeline.formation.runner import Usage
+from pipeline.formation import rebuild
 from pipeline.formation.screening import Screened, screen_blob, screen_write
 from pipeline.formation.secrets import SecretGuard
 from schemas.documents import ConsolidatedBlob, Reflection
