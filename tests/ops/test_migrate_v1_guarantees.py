@@ -25,6 +25,7 @@ from pipeline.llm.offline import OfflineLLM
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import word_count
+from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
 from tests.support.formation import Env
 from tests.support.mongo_emulation import emulated_database
@@ -149,6 +150,30 @@ def test_a_user_blob_over_its_limit_is_stored_within_it_and_the_rest_waits_for_c
         assert store.unabsorbed_reflections(AGENT, f"user:{BOB}") == []
     finally:
         store.close()
+    # a second migration finds its text merged into a later version, and writes nothing
+    again = _migrate(memoryctl)["written"]
+    assert again["user blobs already present"] == 2 and again.get("reflections written", 0) == 0
+    [blob] = [b for b in _dump(settings)["consolidated"] if b["scope_key"] == f"user:{BOB}"]
+    assert blob["version"] == 2
+
+
+def test_a_scope_that_already_has_a_blob_keeps_it_and_gets_the_v1_text_to_merge(memoryctl, settings):
+    store = SQLiteStore(settings.store_url.removeprefix("sqlite:///"))
+    try:
+        store.create_indexes()
+        store.save_blob(ConsolidatedBlob(
+            agent_id=AGENT, scope="user", scope_key=f"user:{ALICE}", user_id=ALICE,
+            consolidated_content="VERSION: 1\n[PREFERENCES]\n- Alice likes dark mode", word_limit=300, version=1,
+            last_consolidated_at=FrozenClock().now()), expected_version=0)
+    finally:
+        store.close()
+    written = _migrate(memoryctl)["written"]
+    assert written["user blobs kept; v1 text -> unabsorbed reflection"] == 1
+    dump = _dump(settings)
+    [blob] = [b for b in dump["consolidated"] if b["scope_key"] == f"user:{ALICE}"]
+    assert blob["consolidated_content"].endswith("Alice likes dark mode")
+    waiting = [r["content"] for r in dump["reflections"] if r["scope_key"] == f"user:{ALICE}" and not r["absorbed"]]
+    assert "[PREFERENCES]\nAlice prefers short answers." in waiting
 
 
 def test_forget_user_erases_a_v1_user_and_counts_shard_text_as_unattributed(memoryctl, settings):
