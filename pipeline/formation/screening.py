@@ -62,6 +62,7 @@ def session_user_ids(run: FormationRun, plan: ScopePlan, messages: Iterable[Stor
 
 
 def guard_for(settings: Settings) -> SecretGuard:
+    """The secret guard of a deployment: the built-in kinds and ``MEMORY_SECRET_PATTERNS``."""
     return SecretGuard(settings.secret_patterns)
 
 
@@ -154,7 +155,17 @@ def screen_write(
     - Anything else is kept as it is (``user_id`` passes through for a user-scope item).
 
     ``counts`` (a run's ``Screened``) adds ``secrets_dropped``, ``contacts_rescoped``,
-    ``contacts_dropped`` and the kind seen; the text itself is never recorded."""
+    ``contacts_dropped`` and the kind seen; the text itself is never recorded.
+
+    A user's edit of their own fact, or a ``remember`` call for the caller::
+
+        verdict = screen_write(text, fact.scope, guard=guard_for(settings), people=[user_id],
+                               owner=user_id if user_memory_on else None, user_id=user_id)
+        if verdict.dropped:
+            ...  # refuse: 422, naming verdict.found ("password", "email", ...), never the text
+        else:
+            ...  # write verdict.text in verdict.scope (verdict.user_id for a user-scope item)
+    """
     counts = counts if counts is not None else Screened()
     secret = guard.kind(text)
     if secret is not None:
