@@ -97,7 +97,7 @@ class MigrationPlan:
             "memory_user -> user blobs": len(self.user_blobs),
             "memory_agent shards -> agent blobs": len(self.agent_blobs),
             "blob texts -> absorbed reflections": len(self.blob_reflections),
-            "blob text over the word limit -> unabsorbed reflections": len(self.overflow_reflections),
+            "blob text over its limit -> unabsorbed reflections": len(self.overflow_reflections),
             "episodes -> dropped": self.episodes_dropped,
             "secrets -> dropped": self.screened.secrets_dropped,
             "contact data in agent scope -> dropped": self.screened.contacts_dropped,

@@ -110,7 +110,7 @@ def test_dry_run_counts_every_mapping_and_writes_nothing(legacy, store, settings
         "memory_user -> user blobs": 2,
         "memory_agent shards -> agent blobs": 1,
         "blob texts -> absorbed reflections": 4,   # two memory_user, two active shards
-        "blob text over the word limit -> unabsorbed reflections": 0,
+        "blob text over its limit -> unabsorbed reflections": 0,
         "episodes -> dropped": 1,
         "secrets -> dropped": 0,
         "contact data in agent scope -> dropped": 0,

@@ -134,7 +134,7 @@ def test_a_user_blob_over_its_limit_is_stored_within_it_and_the_rest_waits_for_c
     assert all(f"[{topic}]" in blob["consolidated_content"] for topic in TOPICS)
     waiting = [r for r in _dump(settings)["reflections"]
                if r["scope_key"] == f"user:{BOB}" and not r["absorbed"] and r["content"].startswith("Bob noted")]
-    assert out["planned"]["blob text over the word limit -> unabsorbed reflections"] == len(waiting) > 0
+    assert out["planned"]["blob text over its limit -> unabsorbed reflections"] == len(waiting) > 0
     # nothing the old blob held is lost: every sentence is in the blob or waits to be merged
     sentences = re.findall(r"Bob noted [^.]*\.", original)
     kept = blob["consolidated_content"] + " ".join(r["content"] for r in waiting)
