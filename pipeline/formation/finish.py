@@ -57,7 +57,7 @@ def _screening_totals(
     return {
         "secrets_dropped": sum(s.secrets_dropped for s in screened) + (decided.update_secrets if decided else 0),
         "contacts_rescoped": sum(s.contacts_rescoped for s in screened),
-        "contacts_dropped": sum(s.contacts_dropped for s in screened),
+        "contacts_dropped": sum(s.contacts_dropped for s in screened) + (decided.update_contacts if decided else 0),
     }
 
 

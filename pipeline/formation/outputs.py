@@ -202,6 +202,7 @@ class DecideFactsOutput(_Output):
     update_over_limit: int = 0
     same_run: SameRunCounts = Field(default_factory=SameRunCounts)
     update_secrets: int = 0
+    update_contacts: int = 0   # merged agent-scope texts carrying contact data, added as said instead
     llm_items: int = 0
     # new fact index -> [[candidate id, content-vs-content score], ...], kept before any effect
     candidates: dict[str, list[tuple[str, float]]] = Field(default_factory=dict)

@@ -26,7 +26,7 @@ from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
 from pipeline.formation.scopes import plan_scopes, plan_to_dict
 from pipeline.formation.screening import (
-    guard_for, screen_excerpt, screen_facts, screen_reflections, session_user_ids,
+    guard_for, screen_excerpt, screen_facts, screen_reflections, screen_write, session_user_ids,
 )
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
@@ -180,7 +180,9 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
                 decided = dedup.validate(usage.complete(deps.llm, request).parsed, batch)
         resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
                                  dedup_enabled=settings.facts_dedup, same_run=same_run)
-        update_secrets = _guard_updates(run.run_id, resolved, guard_for(settings))
+        update_secrets, update_contacts = _guard_updates(
+            run.run_id, resolved, guard_for(settings), {f.index: f.scope for f in facts},
+            session_user_ids(run, extracted.plan.scope_plan(), []))
         updates = [d for d in resolved.decisions if d.text is not None]  # merged texts
         update_vectors: dict[str, str] = {}
         if updates:
@@ -197,6 +199,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             update_over_limit=resolved.update_over_limit,
             same_run=SameRunCounts(**resolved.same_run),
             update_secrets=update_secrets,
+            update_contacts=update_contacts,
             llm_items=len(batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
             candidates={str(i): [(fid, round(score, 6)) for fid, score in pairs]
@@ -221,23 +224,31 @@ def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: in
             for key in dict.fromkeys(f.scope_key for f in facts)}
 
 
-def _guard_updates(run_id: str, resolved: dedup.Resolved, guard) -> int:
-    """A merged text that carries a secret is not stored: the new facts it merged (screened
-    already) are ADDed as they were said instead, as for an UPDATE over the word limit.
-    Returns how many merged texts were dropped."""
-    dropped = 0
+def _guard_updates(run_id: str, resolved: dedup.Resolved, guard, scopes: dict[int, str],
+                   people: list[str]) -> tuple[int, int]:
+    """A merged text that ``screening.screen_write`` would not keep in its fact's scope (a
+    secret; in agent scope, contact data, which cannot move: the stored fact stays where it
+    is) is not stored: the new facts it merged (screened already) are ADDed as they were said
+    instead, as for an UPDATE over the word limit. Returns how many merged texts were dropped
+    for a secret and for contact data."""
+    secrets = contacts = 0
     for i, d in enumerate(resolved.decisions):
-        if d.text is None or guard.kind(d.text) is None:
+        if d.text is None:
             continue
-        resolved.decisions[i] = dedup.Decision(d.index, "ADD", "update_secret")
-        dropped += 1
+        verdict = screen_write(d.text, scopes.get(d.index, "agent"), guard=guard, people=people)
+        if verdict.outcome == "kept":
+            continue
+        secret = guard.kind(d.text) is not None
+        secrets, contacts = secrets + secret, contacts + (not secret)
+        reason = "update_secret" if secret else "update_contact"
+        resolved.decisions[i] = dedup.Decision(d.index, "ADD", reason)
         if d.action == "ADD":  # merged a later fact of the run: that one is added again too
             merged_into = dedup.new_fact_id(run_id, d.index)
             for j, later in enumerate(resolved.decisions):
                 if later.reason == "merged_into_same_run" and later.existing_id == merged_into:
-                    resolved.decisions[j] = dedup.Decision(later.index, "ADD", "update_secret")
+                    resolved.decisions[j] = dedup.Decision(later.index, "ADD", reason)
                     resolved.same_run["merged"] -= 1
-    return dropped
+    return secrets, contacts
 
 
 def _apply_fact_effects(deps: Deps, run: FormationRun, output: DecideFactsOutput, earlier: Earlier) -> None:

@@ -8,12 +8,12 @@ import json
 import pytest
 
 from pipeline.erasure import Rebuild
-from pipeline.formation import rebuild
+from pipeline.formation import rebuild, stages
 from pipeline.formation.screening import Screened, screen_blob, screen_write
 from pipeline.formation.secrets import SecretGuard
 from schemas.documents import ConsolidatedBlob, Reflection
 
-from tests.support.formation import blob_answer, facts, reflections
+from tests.support.formation import blob_answer, decisions, facts, reflections
 
 GUARD = SecretGuard()
 PASSPHRASE = "correct horse battery staple"
@@ -99,3 +99,19 @@ def test_a_password_said_in_chat_is_kept_in_no_run_record(env):
     assert fact.content == "The team files live on the shared drive" and fact.source_text is None
     derived = {name: rows for name, rows in env.store.dump_all().items() if not name.endswith("messages")}
     assert "tulip42" not in json.dumps(derived, default=str)
+
+
+def test_an_agent_update_whose_merged_text_carries_contact_data_adds_the_new_fact_instead(env):
+    env.llm.on("extract_facts", facts(("agent", "The caterer is Luna Foods")), times=1)
+    first = env.new_run([("user", "u-1", "Luna Foods caters"), ("assistant", None, "ok")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(first, env)
+    env.llm.on("extract_facts", facts(("agent", "The caterer is Luna Foods of Porto")), times=1)
+    env.llm.on("decide_facts", decisions((0, "UPDATE", 0, "The caterer is Luna Foods of Porto, ask ana@home.example")))
+    second = env.new_run([("user", "u-1", "Luna is from Porto"), ("assistant", None, "ok")])
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(second, env)
+    assert sorted(f.content for f in env.all_facts()) == ["The caterer is Luna Foods", "The caterer is Luna Foods of Porto"]
+    output = env.store.get_run(second).stages["decide_facts"].output
+    assert (output["update_contacts"], output["update_secrets"]) == (1, 0)
+    assert [d["reason"] for d in output["decisions"]] == ["update_contact"]
