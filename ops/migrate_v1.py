@@ -17,7 +17,8 @@ Guarantees (every write path screens, ``pipeline.formation.screening.screen_writ
   bullet that carries one. An agent-scope record (fact, suggestion, shard line) with contact
   data (an email address, a phone number, a v1 user id of that agent) moves to the user scope
   of its one related user (the one user id a shard line names), as a user fact or an
-  unabsorbed user reflection; with none or several, it is dropped. Counted.
+  unabsorbed user reflection; with none or several, or with the agent's user memory off in the
+  target store, it is dropped. Counted.
 - Provenance: ``source_user_ids`` are the record's ``related_users`` (a user blob's and its
   reflections': ``memory_user.user_id``), ``source_message_ids`` and ``source_session_id``
   are copied; ``forget-user`` then finds what rests on a v1 user. Shard text names no user:
@@ -142,8 +143,9 @@ def _shard_fact_texts(shard: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 class _Planner:
     """One pass over the source; every record through ``screen_write`` before it is planned."""
 
-    def __init__(self, users: list, agents: list, sessions: list, settings: Settings, now: datetime) -> None:
-        self.plan, self.settings, self.now = MigrationPlan(), settings, now
+    def __init__(self, users: list, agents: list, sessions: list, settings: Settings, now: datetime,
+                 user_memory: Callable[[str], bool]) -> None:
+        self.plan, self.settings, self.now, self.user_memory = MigrationPlan(), settings, now, user_memory
         self.guard: SecretGuard = guard_for(settings)
         # every v1 user id of an agent: agent-scope text must not carry one (design §11)
         self.people: dict[str, set[str]] = defaultdict(set)
@@ -153,9 +155,11 @@ class _Planner:
             self.people[str(doc.get("agent_id"))].update(_ids(doc.get("related_users")))
 
     def screen(self, text: str, scope: str, agent_id: str, related: list[str]):
-        """``screen_write`` with the record's one related user as the owner of contact data."""
+        """``screen_write`` with the record's one related user as the owner of contact data
+        (none when the agent's user memory is off: then it is dropped, as in formation)."""
+        owner = related[0] if len(related) == 1 and self.user_memory(agent_id) else None
         return screen_write(text, scope, guard=self.guard, people=sorted(self.people[agent_id] - {""}),
-                            owner=related[0] if len(related) == 1 else None, counts=self.plan.screened)
+                            owner=owner, counts=self.plan.screened)
 
     def named_users(self, text: str, agent_id: str) -> list[str]:
         """The v1 user ids of the agent that ``text`` names (as ``contacts`` looks for them)."""
@@ -210,11 +214,14 @@ def plan_migration(
     agents: Iterable[Mapping[str, Any]],
     settings: Settings,
     now: datetime,
+    user_memory: Callable[[str], bool] = lambda agent_id: True,
 ) -> MigrationPlan:
-    """Pure mapping of the three source collections (already read) to the new documents."""
+    """Pure mapping of the three source collections (already read) to the new documents.
+    ``user_memory(agent_id)``: whether the agent forms user memory (the target store's toggle),
+    which decides whether contact data can move to a user's scope."""
     sessions, users = list(sessions), list(users)
     agents = sorted(agents, key=lambda d: (str(d.get("agent_id")), _id(d)))
-    planner = _Planner(users, agents, sessions, settings, now)
+    planner = _Planner(users, agents, sessions, settings, now, user_memory)
     plan = planner.plan
     user_unabsorbed: dict[tuple[str, str], set[str]] = defaultdict(set)
     for doc in users:
@@ -388,7 +395,9 @@ def migrate(
 ) -> tuple[dict[str, int], dict[str, int] | None]:
     """Plan (and with ``apply``, write) the migration: (plan counts, written counts or None).
     ``progress(total, n)``: ``n`` more of ``total`` documents written."""
-    plan = plan_migration(*read_source(db, collections), settings=settings, now=now)
+    toggles = (lambda agent_id: store.get_agent_settings(agent_id).user_memory_enabled) if store is not None \
+        else (lambda agent_id: True)
+    plan = plan_migration(*read_source(db, collections), settings=settings, now=now, user_memory=toggles)
     if not apply:
         return plan.counts(), None
     if store is None or embedder is None:

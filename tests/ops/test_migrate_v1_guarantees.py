@@ -25,7 +25,7 @@ from pipeline.llm.offline import OfflineLLM
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import word_count
-from schemas.documents import ConsolidatedBlob
+from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.settings import Settings
 from tests.support.formation import Env
 from tests.support.mongo_emulation import emulated_database
@@ -214,3 +214,16 @@ def test_progress_shows_on_a_terminal_and_never_under_json(memoryctl, monkeypatc
     monkeypatch.setattr("sys.stderr", quiet)
     code, out, _ = memoryctl("migrate-v1", "--source-url", "mongodb://legacy/v1", "--apply", "--json")
     assert code == 0 and "migrate-v1:" not in quiet.getvalue() and out["apply"] is True
+
+
+def test_with_user_memory_off_contact_data_is_dropped_not_moved(memoryctl, settings):
+    store = SQLiteStore(settings.store_url.removeprefix("sqlite:///"))
+    try:
+        store.create_indexes()
+        store.put_agent_settings(AgentSettings(agent_id=AGENT, user_memory_enabled=False))
+    finally:
+        store.close()
+    out = _migrate(memoryctl)
+    assert out["planned"]["facts with contact data -> user facts"] == 0
+    assert out["planned"]["contact data in agent scope -> dropped"] == 2   # Bob's email, the greeting
+    assert "bob@home.example" not in json.dumps(_dump(settings), default=str)
