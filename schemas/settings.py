@@ -150,8 +150,10 @@ class Settings(BaseSettings):
 
     # --- read side -------------------------------------------------------------------------
     context_cache_ttl_s: int = Field(default=300, ge=0)
-    # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts)
-    context_max_tokens: int = Field(default=2000, ge=1)
+    # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts).
+    # Unset: derived from the limits (every blob at its word limit, the recent reflections and
+    # a page of facts at their word limits; pipeline.packing.default_max_tokens).
+    context_max_tokens: int | None = Field(default=None, ge=1)
     # get_memory_context(query=...): facts a search for the current message found, shown first (0: none)
     context_relevant_facts: int = Field(default=10, ge=0, le=50)
 
