@@ -1,4 +1,4 @@
-"""Fitting the memory context into a token budget, and the default budget (pure; design §6, §12).
+"""Fitting the memory context into a token budget, and the default budget (pure; design §6).
 
 An agent's prompt has a budget, and the context must never break it. Items are taken in
 priority order:
@@ -172,7 +172,7 @@ def _design_blob(word_limit: int) -> str:
 
 
 def default_max_tokens(settings: Settings) -> int:
-    """The budget a context at the design's limits needs (design §12): every consolidated
+    """The budget a context at the design's limits needs (design §6): every consolidated
     blob at its word limit, each scope's buffer of recent reflections up to its consolidation
     threshold (at most ``MAX_RECENT_REFLECTIONS``) at the reflection word limit, and a page of
     facts (the FIFO limit) at the fact word limit, in words ``DESIGN_CHARS_PER_WORD`` long.

@@ -1,4 +1,4 @@
-"""The default context budget admits memory at the design's limits (design §12): every blob at
+"""The default context budget admits memory at the design's limits (design §6): every blob at
 its word limit, the recent reflections and a page of facts, read through ``MemoryService``
 with the shipped settings."""
 

@@ -70,7 +70,7 @@ def test_within_a_tight_budget_the_found_facts_go_after_reflections_and_before_r
     assert len(xml) / 4.5 <= 100
     assert "Maya moved from Lisbon to Porto" in xml and "Planning the venue" in xml
     assert xml.count("numbered note") < 40 and 'facts="' in xml
-    # tighter: the found fact goes before the reflection does (design §12: facts first)
+    # tighter: the found fact goes before the reflection does (design §6: facts first)
     tight = service.get_memory_context(session_id="s1", user_id="u1", query="Maya Lisbon Porto", max_tokens=75)
     assert "Maya moved" not in tight and 'relevant_facts="1"' in tight
     assert "Planning the venue" in tight

@@ -95,7 +95,7 @@ def test_the_packed_context_never_exceeds_its_budget_and_loses_nothing_silently(
         assert shown_blobs + _omitted(xml).get("blobs", 0) == blobs
 
 
-# ------------------------------------------------------------------ the drop order (design §12) --
+# ------------------------------------------------------------------ the drop order (design §6) --
 def _sectioned(key: str, sections: int) -> str:
     return "VERSION: 3\n" + "\n".join(f"[{key.upper()} PART {k}]\n- {key} detail {k} " + "word " * 12
                                         for k in range(sections))
