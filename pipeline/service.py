@@ -208,9 +208,9 @@ class MemoryService:
             clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query,
             top_k=self.settings.context_relevant_facts, track_access=False, as_of=as_of,
         )
-        changed = [datetime.fromisoformat(h["updated_at"]) for h in hits]
-        return [context.FactLine(h["scope"], h["content"], min(at, as_of) if as_of else at)
-                for h, at in zip(hits, changed)]
+        # as of a time, a hit is aged from when its text became valid (``pipeline.validity``)
+        changed = [datetime.fromisoformat(h["valid_from" if as_of else "updated_at"]) for h in hits]
+        return [context.FactLine(h["scope"], h["content"], at) for h, at in zip(hits, changed)]
 
     def _build_context(
         self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
@@ -237,11 +237,13 @@ class MemoryService:
                 lines = [(f.scope, f.content, f.changed_at)
                          for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
             else:
-                # every fact changed since the window opened may have had a version valid then
+                # every fact changed since the window opened may have had a version valid then;
+                # a version is aged from when it became valid, its recording may come later
+                # (a history replayed or imported today)
                 changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
                                                   include_retired=True)
-                lines = [(v.fact.scope, v.content, min(v.recorded_at, as_of))
-                         for v in validity.valid_at(changed, as_of) if v.recorded_at >= since][:limit]
+                valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
+                lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
             shown = {(f.scope, f.content) for f in relevant}
             facts = [context.FactLine(*line) for line in lines if (line[0], line[1]) not in shown]
         return pack_context(scopes, facts, now, max_tokens, relevant)
