@@ -22,7 +22,9 @@ Scope = Literal["agent", "user", "session"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
+    # a refused value is never printed with the error: it may be a password, a key or a URL
+    # holding one (memoryctl shows what is safe to, ops.failures)
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", hide_input_in_errors=True)
 
     # --- storage -------------------------------------------------------------------------
     # the store's password, percent-encoded into MEMORY_STORE_URL (which then carries none)
