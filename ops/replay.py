@@ -1,7 +1,8 @@
 """``memoryctl replay FILE.jsonl``: validate, de-duplicate and publish a file of events.
 
 Every line is validated locally first: a bad line is reported with its number and each of its
-reasons (field and why), and never stops the replay. A line is a full event (``message.added``
+reasons (field and why), and never stops the replay. A blank line is skipped and reported
+apart (how many, and where): it is not an event, and not an error either. A line is a full event (``message.added``
 or ``session.ended``) or the short form that ``publish_messages`` takes (the keyword fields of
 ``publish_message``: ``agent_id``, ``session_id``, ``content``, ``role``, ``sender_id``, ...),
 which must carry ``message_id`` or ``event_id`` so that replaying the file again finds the
@@ -53,6 +54,7 @@ class ReplayReport:
     duplicates_in_file: int = 0
     duplicates_in_store: int = 0
     rejected: list[RejectedLine] = field(default_factory=list)
+    blank: list[int] = field(default_factory=list)  # numbers of the lines holding nothing (skipped)
     waited: bool = False
     missing: int = 0  # published events with no outcome in the store when --wait gave up
     interrupted: bool = False
@@ -77,6 +79,9 @@ class ReplayReport:
             head + (" before Ctrl-C; " + RERUN_IS_SAFE if self.interrupted else ""),
             f"accepted: {self.accepted}   {dup}   rejected lines: {len(self.rejected)}",
         ]
+        if self.blank:
+            shown = ", ".join(map(str, self.blank[:10])) + (", ..." if len(self.blank) > 10 else "")
+            lines.append(f"blank lines: {len(self.blank)} (skipped; line{'s' if len(self.blank) > 1 else ''} {shown})")
         if not self.waited and not self.interrupted:
             lines.append("(accepted = held by the broker; --wait counts what the store shows)")
         if self.missing:
@@ -179,6 +184,8 @@ class _Publishing:
                     report.lines = number
                     if line.strip():
                         self._take(number, line, max_message_bytes)
+                    else:
+                        report.blank.append(number)
                 self.flush()
             except KeyboardInterrupt:
                 report.interrupted = True
