@@ -14,8 +14,9 @@ duplicates, so re-running the whole file is safe.
 With ``--wait`` it then watches the store until every published event has an outcome:
 per session of the file, the growth of its stored messages (accepted) plus the growth of its
 ``duplicates`` counter (already stored: a store-level duplicate) must reach the number of
-messages published for it; rejections the worker recorded for the published event ids count
-as rejected. Other producers writing the same sessions at the same time blur these counts.
+messages published for it, and each session the file ends must show the end; rejections the
+worker recorded for the published event ids count as rejected. Formation goes on after that:
+``memoryctl runs --wait`` waits for it. Other producers writing the same sessions at the same time blur these counts.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class _Publishing:
         self.per_session: Counter[str] = Counter()  # messages published per session
         self.line_of: dict[str, int] = {}           # event id -> line, for worker-side rejections
         self.before: dict[str, tuple[int, int]] = {}
+        self.ends: dict[str, int] = {}  # session ended in the file -> its end times stored before
         self.pending: list[dict] = []
 
     def flush(self) -> None:
@@ -201,6 +203,10 @@ class _Publishing:
             self.report.duplicates_in_file += 1
             return
         self.seen_events.add(event.event_id)
+        if message_key is None and self.waiting and event.session_id not in self.ends:
+            self.store = self.store or self.store_factory()
+            state = self.store.get_session(event.session_id)
+            self.ends[event.session_id] = len(state.ended_history) if state else 0
         if message_key:
             self.seen_messages.add(message_key)
             if self.waiting and event.session_id not in self.before:
@@ -215,11 +221,16 @@ class _Publishing:
         if len(self.pending) >= self.batch:
             self.flush()
 
+    def _ended(self, session_id: str, ends_before: int) -> bool:
+        """A session end of the file is stored: the session holds an end time it did not hold
+        before, or is ended (a repeated end changes nothing)."""
+        state = self.store.get_session(session_id) if self.store else None
+        return state is not None and (state.ended_at is not None or len(state.ended_history) > ends_before)
+
     def wait(self, timeout: float) -> None:
         report, store = self.report, self.store
         report.waited = True
-        expected = sum(self.per_session.values())
-        ended = report.published - expected  # session.ended events: no counter
+        expected = sum(self.per_session.values()) + len(self.ends)
         deadline = time.monotonic() + timeout
         while True:
             accepted = dups = 0
@@ -228,8 +239,9 @@ class _Publishing:
                 state = store.get_session(session_id) if store else None
                 accepted += (store.count_messages(session_id) - count0) if store else 0
                 dups += ((state.duplicates if state else 0) - dup0)
+            ended = sum(self._ended(session_id, before) for session_id, before in self.ends.items())
             remote = [r for r in store.list_rejections(limit=10_000) if r.event_id in self.line_of] if store else []
-            outcomes = accepted + dups + len(remote)
+            outcomes = accepted + dups + ended + len(remote)
             if outcomes >= expected or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

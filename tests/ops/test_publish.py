@@ -129,8 +129,8 @@ def test_replay_with_wait_says_how_many_events_the_store_never_showed(tmp_path, 
         path, batch=100, wait=True, timeout=0.3, publisher=RecordingPublisher(),
         store_factory=lambda: SQLiteStore(db), progress=False,
     )
-    assert report.missing == 3
-    assert "NOT YET INGESTED: 3" in report.render()
+    assert report.missing == 4   # three messages and the session end
+    assert "NOT YET INGESTED: 4" in report.render()
 
 
 def test_publish_command_sends_one_valid_event(monkeypatch, capsys):
