@@ -3,7 +3,6 @@ real redis-server and one real worker per queue class, on a store outside the re
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
