@@ -165,7 +165,7 @@ class MemoryService:
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
     ) -> str:
-        budget = self._default_budget() if max_tokens is None else max_tokens
+        budget = self._default_budget if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
         view = self._view(session_id, user_id)
@@ -193,7 +193,10 @@ class MemoryService:
         ))
         return xml
 
+    @cached_property
     def _default_budget(self) -> int:
+        """``MEMORY_CONTEXT_MAX_TOKENS``, or the budget derived from the limits (rendered once:
+        the settings of a service do not change)."""
         configured = self.settings.context_max_tokens
         return default_max_tokens(self.settings) if configured is None else configured
 
