@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-live install redis-server clean
+.PHONY: demo test test-live install redis-server node clean
 
 # The environment is rebuilt when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -32,10 +32,22 @@ redis-server:
 		echo "Without it the integration tests are skipped (and fail when CI is set)."; \
 	fi
 
+# The README's Node.js producer is run by a test, with node and npm (the redis package comes
+# from the npm registry). As root they are installed from Debian's packages when missing.
+node:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing nodejs and npm from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	else \
+		echo "node or npm is missing: the README's Node.js producer test is skipped (and fails when CI is set)."; \
+	fi
+
 demo: $(STAMP)
 	$(PY) -m ops.demo
 
-test: $(STAMP) redis-server
+test: $(STAMP) redis-server node
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The same code against real services; each part runs only when its variable is set and

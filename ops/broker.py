@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.errors import ConfigurationError
 from schemas.settings import Settings
+from schemas.urls import mask
 
 
 def check_broker(settings: Settings) -> None:
@@ -13,7 +14,7 @@ def check_broker(settings: Settings) -> None:
 
     if settings.broker_url.split("://", 1)[0].endswith("memory"):
         raise ConfigurationError(
-            f"MEMORY_BROKER_URL={settings.broker_url!r} is the in-process broker of `make demo`: what "
+            f"MEMORY_BROKER_URL={mask(settings.broker_url)!r} is the in-process broker of `make demo`: what "
             "memoryctl publishes there is lost when it exits; set it to your Redis (redis://host:6379/0)"
         )
     announce("broker", settings.broker_url)

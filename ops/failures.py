@@ -53,9 +53,22 @@ def _settings_errors(exc: ValidationError) -> Iterable[str]:
         message = error["msg"].removeprefix("Value error, ")
         if error["loc"]:
             name = "MEMORY_" + "_".join(str(p) for p in error["loc"]).upper()
-            yield f"{name}: {message} (got {error.get('input')!r})"
+            got = _shown_input(name, error.get("input"))
+            yield f"{name}: {message.removeprefix(f'{name}: ')}" + (f" (got {got})" if got else "")
         else:  # a cross-field rule: its message names the settings
             yield message
+
+
+def _shown_input(name: str, value: object) -> str | None:
+    """The value of a refused setting as an error may show it: never a secret (a password or
+    key setting shows nothing, a URL its password masked)."""
+    if any(word in name for word in ("PASSWORD", "KEY", "SECRET", "TOKEN")):
+        return None
+    if isinstance(value, str) and "://" in value:
+        from schemas.urls import mask
+
+        return repr(mask(value))
+    return repr(value)
 
 
 def _is_settings_parse_error(exc: BaseException) -> bool:

@@ -1,7 +1,8 @@
 """``memoryctl replay FILE.jsonl``: validate, de-duplicate and publish a file of events.
 
 Every line is validated locally first: a bad line is reported with its number and each of its
-reasons (field and why), and never stops the replay. A line is a full event (``message.added``
+reasons (field and why), and never stops the replay. A blank line is skipped and reported
+apart (how many, and where): it is not an event, and not an error either. A line is a full event (``message.added``
 or ``session.ended``) or the short form that ``publish_messages`` takes (the keyword fields of
 ``publish_message``: ``agent_id``, ``session_id``, ``content``, ``role``, ``sender_id``, ...),
 which must carry ``message_id`` or ``event_id`` so that replaying the file again finds the
@@ -13,8 +14,9 @@ duplicates, so re-running the whole file is safe.
 With ``--wait`` it then watches the store until every published event has an outcome:
 per session of the file, the growth of its stored messages (accepted) plus the growth of its
 ``duplicates`` counter (already stored: a store-level duplicate) must reach the number of
-messages published for it; rejections the worker recorded for the published event ids count
-as rejected. Other producers writing the same sessions at the same time blur these counts.
+messages published for it, and each session the file ends must show the end; rejections the
+worker recorded for the published event ids count as rejected. Formation goes on after that:
+``memoryctl runs --wait`` waits for it. Other producers writing the same sessions at the same time blur these counts.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class ReplayReport:
     duplicates_in_file: int = 0
     duplicates_in_store: int = 0
     rejected: list[RejectedLine] = field(default_factory=list)
+    blank: list[int] = field(default_factory=list)  # numbers of the lines holding nothing (skipped)
     waited: bool = False
     missing: int = 0  # published events with no outcome in the store when --wait gave up
     interrupted: bool = False
@@ -77,6 +80,9 @@ class ReplayReport:
             head + (" before Ctrl-C; " + RERUN_IS_SAFE if self.interrupted else ""),
             f"accepted: {self.accepted}   {dup}   rejected lines: {len(self.rejected)}",
         ]
+        if self.blank:
+            shown = ", ".join(map(str, self.blank[:10])) + (", ..." if len(self.blank) > 10 else "")
+            lines.append(f"blank lines: {len(self.blank)} (skipped; line{'s' if len(self.blank) > 1 else ''} {shown})")
         if not self.waited and not self.interrupted:
             lines.append("(accepted = held by the broker; --wait counts what the store shows)")
         if self.missing:
@@ -159,6 +165,7 @@ class _Publishing:
         self.per_session: Counter[str] = Counter()  # messages published per session
         self.line_of: dict[str, int] = {}           # event id -> line, for worker-side rejections
         self.before: dict[str, tuple[int, int]] = {}
+        self.ends: dict[str, int] = {}  # session ended in the file -> its end times stored before
         self.pending: list[dict] = []
 
     def flush(self) -> None:
@@ -179,6 +186,8 @@ class _Publishing:
                     report.lines = number
                     if line.strip():
                         self._take(number, line, max_message_bytes)
+                    else:
+                        report.blank.append(number)
                 self.flush()
             except KeyboardInterrupt:
                 report.interrupted = True
@@ -194,6 +203,10 @@ class _Publishing:
             self.report.duplicates_in_file += 1
             return
         self.seen_events.add(event.event_id)
+        if message_key is None and self.waiting and event.session_id not in self.ends:
+            self.store = self.store or self.store_factory()
+            state = self.store.get_session(event.session_id)
+            self.ends[event.session_id] = len(state.ended_history) if state else 0
         if message_key:
             self.seen_messages.add(message_key)
             if self.waiting and event.session_id not in self.before:
@@ -208,11 +221,16 @@ class _Publishing:
         if len(self.pending) >= self.batch:
             self.flush()
 
+    def _ended(self, session_id: str, ends_before: int) -> bool:
+        """A session end of the file is stored: the session holds an end time it did not hold
+        before, or is ended (a repeated end changes nothing)."""
+        state = self.store.get_session(session_id) if self.store else None
+        return state is not None and (state.ended_at is not None or len(state.ended_history) > ends_before)
+
     def wait(self, timeout: float) -> None:
         report, store = self.report, self.store
         report.waited = True
-        expected = sum(self.per_session.values())
-        ended = report.published - expected  # session.ended events: no counter
+        expected = sum(self.per_session.values()) + len(self.ends)
         deadline = time.monotonic() + timeout
         while True:
             accepted = dups = 0
@@ -221,8 +239,9 @@ class _Publishing:
                 state = store.get_session(session_id) if store else None
                 accepted += (store.count_messages(session_id) - count0) if store else 0
                 dups += ((state.duplicates if state else 0) - dup0)
+            ended = sum(self._ended(session_id, before) for session_id, before in self.ends.items())
             remote = [r for r in store.list_rejections(limit=10_000) if r.event_id in self.line_of] if store else []
-            outcomes = accepted + dups + len(remote)
+            outcomes = accepted + dups + ended + len(remote)
             if outcomes >= expected or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

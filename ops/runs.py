@@ -1,4 +1,5 @@
-"""Run inspection and repair (design §9): ``runs``, ``replay-failed`` and ``reembed``.
+"""Run inspection and repair (design §9): ``runs`` (and ``runs --wait``), ``replay-failed``
+and ``reembed``.
 
 Pure over the store and embedder ports; the command module sends the first stage of each
 replayed run (``names.TASK_EXTRACT_FACTS``).
@@ -16,9 +17,12 @@ from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.formation.outputs import StageOutputInvalid
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
-from schemas.documents import STAGES, FormationRun
+from schemas.documents import STAGES, FormationRun, scope_key
 
 REPLAYABLE = ("failed", "dead")
+IN_FLIGHT = ("claimed", "running")
+#: the sessions of this many newest runs are checked for formation still to come
+RECENT_RUNS = 500
 
 
 def run_summary(run: FormationRun) -> dict[str, Any]:
@@ -97,6 +101,41 @@ def list_run_summaries(
 ) -> list[dict[str, Any]]:
     runs = store.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=limit)
     return [run_summary(run) for run in runs]
+
+
+def formation_pending(
+    store: Store, *, agent_id: str | None = None, session_id: str | None = None,
+) -> list[str]:
+    """What formation still has to do, one line each ([] when it is done for now): runs
+    claimed or running; an ended session with messages no run has claimed yet (its
+    session-end run is being claimed); an ended session, with no run holding it, whose own
+    reflections are still buffered (its session-end consolidation comes next). The sessions
+    checked are those of the newest ``RECENT_RUNS`` runs. A failed run is not waited for: beat
+    retries it later, and ``runs`` lists it."""
+    pending = [
+        f"run {run.run_id} of session {run.session_id} is {run.status}"
+        for status in IN_FLIGHT
+        for run in store.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS)
+    ]
+    sessions = dict.fromkeys(
+        run.session_id for run in store.list_runs(agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS))
+    for sid in sessions:
+        session = store.get_session(sid)
+        if session is None or session.ended_at is None:
+            continue
+        if session.claimed_through < session.last_seq:
+            pending.append(f"session {sid} ended with {session.last_seq - session.claimed_through} "
+                           "unformed message(s): its run is being claimed")
+        elif session.active_run_id is None and _leftovers(store, session.agent_id, sid, session.users):
+            pending.append(f"session {sid} ended: its buffered reflections are being consolidated")
+    return pending
+
+
+def _leftovers(store: Store, agent_id: str, session_id: str, users: list[str]) -> bool:
+    """Whether a scope the session writes to buffers a reflection the session formed."""
+    keys = [scope_key("agent"), scope_key("session", session_id=session_id),
+            *(scope_key("user", user_id=u) for u in users)]
+    return any(r.source_session_id == session_id for key in keys for r in store.unabsorbed_reflections(agent_id, key))
 
 
 def replay_failed(

@@ -18,6 +18,8 @@ VIEW_KEY = "~view"
 #: key of the token budget inside ``CachedContext.versions``
 BUDGET_KEY = "~budget"
 _SECTION = {"agent": "AgentMemory", "user": "UserMemory", "session": "SessionMemory"}
+#: at most this many buffered reflections per scope are shown (the newest)
+MAX_RECENT_REFLECTIONS = 20
 
 
 @dataclass(frozen=True)
@@ -99,20 +101,22 @@ def _one_line(text: str) -> str:
 
 @dataclass(frozen=True)
 class Omitted:
-    """What a token budget left out of the context, by kind."""
+    """What a token budget left out of the context, by kind: whole blobs, ``[SECTION]``s cut
+    from the ends of the blobs shown, reflections, relevant facts and recent facts."""
 
     blobs: int = 0
     reflections: int = 0
     facts: int = 0
     relevant: int = 0
+    sections: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.blobs or self.reflections or self.facts or self.relevant)
+        return bool(self.blobs or self.sections or self.reflections or self.facts or self.relevant)
 
     def render(self) -> str:
-        """``<Omitted facts="12" reflections="3"/>`` (a kind with nothing left out is not named)."""
-        counts = (("blobs", self.blobs), ("relevant_facts", self.relevant), ("reflections", self.reflections),
-                  ("facts", self.facts))
+        """``<Omitted sections="2" facts="12"/>`` (a kind with nothing left out is not named)."""
+        counts = (("blobs", self.blobs), ("sections", self.sections), ("reflections", self.reflections),
+                  ("relevant_facts", self.relevant), ("facts", self.facts))
         attrs = " ".join(f'{name}="{count}"' for name, count in counts if count)
         return f"  <Omitted {attrs}/>"
 

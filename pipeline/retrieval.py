@@ -262,8 +262,8 @@ def search_facts(
     timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
     Visibility (the group-chat rule) comes from the session's humans as stored. With ``as_of``
     the facts are searched as they were valid then (``pipeline.search.as_of``): each result
-    shows the text valid then, with its ``valid_from`` and ``valid_to``, aged at ``as_of``; no
-    access is recorded.
+    shows the text valid then, with its ``valid_from`` and ``valid_to``, aged from
+    ``valid_from`` to ``as_of``; no access is recorded.
     """
     start = time.perf_counter()
     queries = normalize_queries(query)
@@ -365,5 +365,6 @@ def _version_result(version: FactVersion, score: float, as_of: datetime) -> dict
         "formed_at": fact.formed_at.isoformat(), "updated_at": version.recorded_at.isoformat(),
         "valid_from": version.valid_from.isoformat(),
         "valid_to": version.valid_to.isoformat() if version.valid_to else None,
-        "age": context.format_age(version.recorded_at, as_of), "score": round(score, 6),
+        # aged from when the text became valid: it may have been recorded after as_of (a replay)
+        "age": context.format_age(version.valid_from, as_of), "score": round(score, 6),
     }

@@ -37,7 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 from pipeline import context, cost, retrieval, tracing, validity
 from pipeline.clock import Clock
 from pipeline.errors import ConfigurationError, InvalidInput
-from pipeline.packing import pack_context
+from pipeline.packing import default_max_tokens, pack_context
 from pipeline.publisher import Publisher
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
@@ -48,8 +48,7 @@ from schemas.documents import CachedContext, scope_key
 from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
-#: at most this many buffered reflections per scope are shown (the newest)
-MAX_RECENT_REFLECTIONS = 20
+MAX_RECENT_REFLECTIONS = context.MAX_RECENT_REFLECTIONS
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
@@ -132,13 +131,14 @@ class MemoryService:
         as_of: datetime | None = None, query: str | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
-        within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``); see
+        within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``, by default
+        derived from the design's limits so that every blob at its word limit fits); see
         ``pipeline.packing`` for what goes first and how what is left out is stated.
 
         ``query`` (the current message, or what the agent is about to answer) adds
         ``<RelevantFacts>``: the best ``MEMORY_CONTEXT_RELEVANT_FACTS`` facts ``search_facts``
-        finds for it, packed right after the consolidated blobs, so an older fact that
-        answers the message is in the prompt without a tool call. ``<Facts>`` then lists
+        finds for it, packed after the blobs and reflections and before the recent facts, so
+        an older fact that answers the message is in the prompt without a tool call. ``<Facts>`` then lists
         only the recent facts not already shown. Such a context depends on the message and
         is never cached (no access is recorded for it either).
 
@@ -165,7 +165,7 @@ class MemoryService:
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
     ) -> str:
-        budget = self.settings.context_max_tokens if max_tokens is None else max_tokens
+        budget = self._default_budget if max_tokens is None else max_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
         view = self._view(session_id, user_id)
@@ -193,6 +193,13 @@ class MemoryService:
         ))
         return xml
 
+    @cached_property
+    def _default_budget(self) -> int:
+        """``MEMORY_CONTEXT_MAX_TOKENS``, or the budget derived from the limits (rendered once:
+        the settings of a service do not change)."""
+        configured = self.settings.context_max_tokens
+        return default_max_tokens(self.settings) if configured is None else configured
+
     def _relevant(
         self, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
     ) -> list[context.FactLine]:
@@ -204,16 +211,16 @@ class MemoryService:
             clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query,
             top_k=self.settings.context_relevant_facts, track_access=False, as_of=as_of,
         )
-        changed = [datetime.fromisoformat(h["updated_at"]) for h in hits]
-        return [context.FactLine(h["scope"], h["content"], min(at, as_of) if as_of else at)
-                for h, at in zip(hits, changed)]
+        # as of a time, a hit is aged from when its text became valid (``pipeline.validity``)
+        changed = [datetime.fromisoformat(h["valid_from" if as_of else "updated_at"]) for h in hits]
+        return [context.FactLine(h["scope"], h["content"], at) for h, at in zip(hits, changed)]
 
     def _build_context(
         self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
         relevant: Sequence[context.FactLine] = (),
     ) -> str:
         """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then.
-        ``relevant`` facts are shown first, and not again among the recent ones."""
+        ``relevant`` facts are shown before the recent ones, and not again among them."""
         scopes = []
         for key in view.context_scope_keys:
             blob = self.store.get_blob(self.agent_id, key)
@@ -233,11 +240,13 @@ class MemoryService:
                 lines = [(f.scope, f.content, f.changed_at)
                          for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
             else:
-                # every fact changed since the window opened may have had a version valid then
+                # every fact changed since the window opened may have had a version valid then;
+                # a version is aged from when it became valid, its recording may come later
+                # (a history replayed or imported today)
                 changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
                                                   include_retired=True)
-                lines = [(v.fact.scope, v.content, min(v.recorded_at, as_of))
-                         for v in validity.valid_at(changed, as_of) if v.recorded_at >= since][:limit]
+                valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
+                lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
             shown = {(f.scope, f.content) for f in relevant}
             facts = [context.FactLine(*line) for line in lines if (line[0], line[1]) not in shown]
         return pack_context(scopes, facts, now, max_tokens, relevant)

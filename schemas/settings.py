@@ -22,7 +22,9 @@ Scope = Literal["agent", "user", "session"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
+    # a refused value is never printed with the error: it may be a password, a key or a URL
+    # holding one (memoryctl shows what is safe to, ops.failures)
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore", hide_input_in_errors=True)
 
     # --- storage -------------------------------------------------------------------------
     # the store's password, percent-encoded into MEMORY_STORE_URL (which then carries none)
@@ -150,8 +152,10 @@ class Settings(BaseSettings):
 
     # --- read side -------------------------------------------------------------------------
     context_cache_ttl_s: int = Field(default=300, ge=0)
-    # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts)
-    context_max_tokens: int = Field(default=2000, ge=1)
+    # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts).
+    # Unset: derived from the limits (every blob at its word limit, the recent reflections and
+    # a page of facts at their word limits; pipeline.packing.default_max_tokens).
+    context_max_tokens: int | None = Field(default=None, ge=1)
     # get_memory_context(query=...): facts a search for the current message found, shown first (0: none)
     context_relevant_facts: int = Field(default=10, ge=0, le=50)
 

@@ -159,7 +159,7 @@ def test_a_password_with_url_reserved_characters_reaches_every_client_intact(ser
 
 
 @pytest.mark.parametrize(("setting", "url", "char"), [
-    ("MEMORY_BROKER_URL", "redis://:p@ss@redis:6379/0", "@"),
+    ("MEMORY_STORE_URL", "mongodb://memory:p@ss@mongo:27017/memory", "@"),  # redis-py reads it (test_urls)
     ("MEMORY_BROKER_URL", "redis://:pa#ss@redis:6379/0", "#"),
     ("MEMORY_BROKER_URL", "redis://:pa/ss@redis:6379/0", "/"),
     ("MEMORY_BROKER_URL", "redis://:pa?ss@redis:6379/0", "?"),

@@ -106,7 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force-refresh", action="store_true", help="rebuild instead of reading the cache")
     p.add_argument(
         "--max-tokens", type=positive_int, default=None,
-        help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS)",
+        help="token budget of the context (estimated; default MEMORY_CONTEXT_MAX_TOKENS, unset: derived "
+        "from the limits so that every blob at its word limit fits)",
     )
     p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
     p.add_argument("--query", default=None,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import get_args
 
-from ops.commands import positive_int
+from ops.commands import positive_float, positive_int
 from schemas.documents import RunStatus
 from schemas.settings import get_settings
 
@@ -18,11 +19,19 @@ def _store():
     return open_existing(get_settings())
 
 
+#: formation is taken as done once nothing is pending this long: an ingest claims its run,
+#: and a finished run sends its session's consolidation, a few milliseconds after the store
+#: shows the step before
+SETTLE_S = 1.5
+POLL_S = 0.5
+
+
 def _runs(args: argparse.Namespace) -> int:
     from ops.runs import format_run, list_run_summaries
 
     store = _store()
     try:
+        pending = _wait(store, args) if args.wait else []
         rows = list_run_summaries(
             store, status=args.status, agent_id=args.agent, session_id=args.session, limit=args.limit
         )
@@ -34,7 +43,35 @@ def _runs(args: argparse.Namespace) -> int:
         for row in rows:
             print(format_run(row))
         print(f"{len(rows)} run(s)")
-    return 0
+    for line in pending:
+        print(f"memoryctl runs: still pending after {args.timeout:g} s: {line}", file=sys.stderr)
+    return 1 if pending else 0
+
+
+def _wait(store, args: argparse.Namespace) -> list[str]:
+    """Wait until formation has nothing pending (``ops.runs.formation_pending``) for
+    ``SETTLE_S``, or ``--timeout`` passed; returns what is still pending."""
+    from ops.runs import formation_pending
+
+    deadline = time.monotonic() + args.timeout
+    quiet_since: float | None = None
+    said = ""
+    while True:
+        pending = formation_pending(store, agent_id=args.agent, session_id=args.session)
+        now = time.monotonic()
+        if pending:
+            quiet_since = None
+            if not args.json and pending[0] != said:
+                said = pending[0]
+                more = f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""
+                print(f"waiting: {said}{more}", file=sys.stderr)
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= SETTLE_S:
+            return []
+        if now >= deadline:
+            return pending
+        time.sleep(POLL_S)
 
 
 def send_first_stage(run_id: str) -> None:
@@ -102,6 +139,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent")
     p.add_argument("--session")
     p.add_argument("--limit", type=positive_int, default=50)
+    p.add_argument("--wait", action="store_true",
+                   help="first wait until formation is done: no run claimed or running, no ended session "
+                   "still to form or consolidate (exit 1 naming what is pending after --timeout)")
+    p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds --wait may take (default 300)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(func=_runs)
 

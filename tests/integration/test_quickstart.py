@@ -3,7 +3,6 @@ real redis-server and one real worker per queue class, on a store outside the re
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -12,7 +11,6 @@ import sys
 import pytest
 
 from tests.support.procs import REPO_ROOT
-from tests.support.waiting import settle
 from pipeline import names
 
 pytestmark = pytest.mark.integration
@@ -28,8 +26,10 @@ def quickstart_memoryctl_lines() -> list[list[str]]:
 
 
 def test_the_quickstart_has_the_steps_an_operator_needs():
-    commands = [line[1] for line in quickstart_memoryctl_lines()]
-    assert commands == ["create-indexes", "replay", "runs", "context"]
+    lines = quickstart_memoryctl_lines()
+    assert [line[1] for line in lines] == ["create-indexes", "replay", "runs", "context"]
+    # formation goes on after the events are stored: the block waits for it before reading
+    assert "--wait" in lines[1] and "--wait" in lines[2]
 
 
 def test_the_quickstart_memoryctl_lines_run_as_written(tmp_path, broker_urls, celery_worker_process):
@@ -53,27 +53,32 @@ def test_the_quickstart_memoryctl_lines_run_as_written(tmp_path, broker_urls, ce
     for queue in names.QUEUES:
         celery_worker_process(store_url=store_url, queues=(queue,), concurrency=1, extra_env=WORKER_ENV,
                               hostname=f"{queue}@quickstart", wait=False)
+    # the lines one after the other, as a shell runs them: nothing waits but what they say
     for line in lines[1:]:
-        if line[1] == "runs":
-            _wait_until_every_run_is_done(memoryctl)
         out = memoryctl(line[1:]).stdout
         if line[1] == "replay":
             assert "rejected lines: 0" in out and "NOT YET INGESTED" not in out
         if line[1] == "runs":
+            statuses, leftovers = _formation_state(store_url)   # read at once, in this process
+            assert statuses and set(statuses.values()) == {"done"}, statuses
+            assert not leftovers
             assert " done " in out and "extract_facts" in out
         if line[1] == "context":
             assert out.startswith("<MemoryContext") and "Maya Chen moved from Lisbon to Porto" in out
+            assert "<Consolidated>" in out   # the session ends were consolidated before the read
 
 
-def _wait_until_every_run_is_done(memoryctl) -> None:
-    """For as long as the runs move on (the workers may share a loaded machine)."""
-    runs: list[dict] = []
+def _formation_state(store_url: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The status of every run, and the unabsorbed reflections per scope key (every session of
+    the sample ended, so its reflections are all consolidated once formation is done)."""
+    from pipeline.store import open_store
+    from schemas.settings import Settings
 
-    def state() -> str:
-        nonlocal runs
-        out = memoryctl(["runs", "--json"]).stdout
-        runs = json.loads(out)
-        return out
-
-    if not settle(lambda: bool(runs) and all(r["status"] == "done" for r in runs), state, confirm_s=0.0, interval=1.0):
-        pytest.fail(f"runs stopped short of done: {[(r['run_id'], r['status']) for r in runs]}")
+    store = open_store(Settings(_env_file=None, store_url=store_url))
+    try:
+        statuses = {r.run_id: r.status for r in store.list_runs(limit=1000)}
+        keys = ["agent", "user:user-maya", "user:user-tom", "user:user-priya",
+                *(f"session:{s}" for s in ("s1-maya-intro", "s2-launch-team", "s3-maya-followup", "s4-tom-av"))]
+        return statuses, {k: n for k, n in store.count_unabsorbed("agent-juniper", keys).items() if n}
+    finally:
+        store.close()

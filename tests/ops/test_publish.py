@@ -92,6 +92,19 @@ def test_replay_publishes_valid_lines_in_batches_and_reports_every_rejected_line
     assert "  line 8:\n    message.role:" in rendered
 
 
+def test_replay_reports_blank_lines_apart_and_keeps_every_good_line(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "events.jsonl"
+    write_jsonl(path, [event(1), "", event(2), "   ", event(3)])
+    monkeypatch.setattr(publish_cmd, "_publisher", RecordingPublisher)
+    assert cli.main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "5 lines read, 3 events published" in out and "rejected lines: 0" in out
+    assert "blank lines: 2 (skipped; lines 2, 4)" in out
+    assert cli.main(["replay", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["blank"], report["published"], report["rejected"]) == ([2, 4], 3, [])
+
+
 def test_replay_with_wait_counts_what_the_store_shows_including_store_level_duplicates(tmp_path, replay_file):
     path, _ = replay_file
     db = str(tmp_path / "memory.db")
@@ -116,8 +129,8 @@ def test_replay_with_wait_says_how_many_events_the_store_never_showed(tmp_path, 
         path, batch=100, wait=True, timeout=0.3, publisher=RecordingPublisher(),
         store_factory=lambda: SQLiteStore(db), progress=False,
     )
-    assert report.missing == 3
-    assert "NOT YET INGESTED: 3" in report.render()
+    assert report.missing == 4   # three messages and the session end
+    assert "NOT YET INGESTED: 4" in report.render()
 
 
 def test_publish_command_sends_one_valid_event(monkeypatch, capsys):

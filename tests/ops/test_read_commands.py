@@ -102,6 +102,28 @@ def test_context_and_search_as_of_show_memory_as_it_was_valid_then(db, capsys):
     assert (hit["id"], hit["content"], hit["valid_to"]) == ("f1", "Mars Festival budget is $50,000", None)
 
 
+def test_context_and_search_as_of_age_a_replayed_fact_from_when_it_was_said(db, capsys):
+    """A history replayed today: the fact is recorded now, said weeks before ``--as-of``."""
+    store = SQLiteStore(str(db))
+    content = "Maya Chen moved from Lisbon to Porto"
+    store.insert_fact(Fact(
+        fact_id="f2", agent_id="a1", scope="agent", scope_key="agent", content=content, hash=text_hash(content),
+        embedding=HashingEmbedder(384).embed([content]).vectors[0], embedding_model=HashingEmbedder(384).model,
+        formed_at=datetime.now(timezone.utc), valid_from=datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc),
+    ))
+    store.bump_scope_versions("a1", ["agent"])
+    store.close()
+    as_of = "2026-03-06T21:00:00Z"
+    assert main(["context", "--agent", "a1", "--session", "s1", "--as-of", as_of, "--json"]) == 0
+    assert f"[agent] {content} (4d ago)" in json.loads(capsys.readouterr().out)["context"]
+    assert main(["context", "--agent", "a1", "--session", "s1", "--as-of", as_of, "--query", "Maya Porto",
+                 "--json"]) == 0
+    assert f"[agent] {content} (4d ago)" in json.loads(capsys.readouterr().out)["context"]
+    assert main(["search", "--agent", "a1", "--session", "s1", "-q", "Maya Porto", "--as-of", as_of, "--json"]) == 0
+    [hit] = json.loads(capsys.readouterr().out)
+    assert (hit["content"], hit["age"]) == (content, "4d ago")
+
+
 def test_as_of_that_is_not_a_time_is_a_clear_error(db, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["context", "--agent", "a1", "--session", "s1", "--as-of", "last tuesday"])

@@ -170,3 +170,72 @@ def test_agent_settings_are_set_and_shown_through_the_cli(store, capsys):
 def test_an_agent_toggle_must_be_on_or_off():
     with pytest.raises(SystemExit):
         cli.main(["agent", "set", "agent-9", "--user-memory", "maybe"])
+
+
+# ---------------------------------------------------------------------- runs --wait
+def _end(store, settings, clock, session_id: str) -> None:
+    ingest_raw_event({"type": "session.ended", "event_id": f"{session_id}-end", "agent_id": "a1",
+                      "session_id": session_id}, store, settings, clock)
+
+
+def test_formation_is_pending_while_a_run_is_claimed_and_not_once_it_is_done(store, settings, clock):
+    run_id = cold_run(store, settings, clock, "s1")
+    assert runs_module.formation_pending(store) == [f"run {run_id} of session s1 is claimed"]
+    store.finish_run(run_id, clock.now(), {}, [])
+    assert runs_module.formation_pending(store) == []
+    assert runs_module.formation_pending(store, agent_id="another") == []
+
+
+def test_an_ended_session_is_pending_until_its_own_buffered_reflections_are_consolidated(store, settings, clock):
+    from tests.support.documents import reflection
+
+    run_id = cold_run(store, settings, clock, "s1")
+    store.finish_run(run_id, clock.now(), {}, [])
+    store.insert_reflections([reflection("r1", "Planning the venue", scope="session", session="s1")])
+    assert runs_module.formation_pending(store) == []          # not ended: its buffer waits for more
+    _end(store, settings, clock, "s1")
+    assert runs_module.formation_pending(store) == ["session s1 ended: its buffered reflections are being consolidated"]
+    store.mark_absorbed(["r1"], 1, clock.now())
+    assert runs_module.formation_pending(store) == []
+
+
+def test_an_ended_session_whose_run_is_not_claimed_yet_is_pending(store, settings, clock):
+    run_id = cold_run(store, settings, clock, "s1")
+    store.finish_run(run_id, clock.now(), {}, [])
+    from tests.support.documents import message
+
+    # stored, and the session ended, a moment before the ingest claims the session-end run
+    store.ingest_message(message(9, session="s1", event_id="late", created=clock.now()), clock.now())
+    store.mark_session_ended("s1", clock.now())
+    assert runs_module.formation_pending(store) == [
+        "session s1 ended with 1 unformed message(s): its run is being claimed"]
+
+
+def test_runs_wait_gives_up_after_its_timeout_naming_what_is_pending(store, settings, clock, capsys):
+    run_id = cold_run(store, settings, clock, "s1")
+    assert cli.main(["runs", "--wait", "--timeout", "0.6"]) == 1
+    captured = capsys.readouterr()
+    assert f"still pending after 0.6 s: run {run_id} of session s1 is claimed" in captured.err
+    assert "1 run(s)" in captured.out
+
+
+def test_runs_wait_returns_once_the_run_is_done_and_lists_it(store, settings, clock, capsys):
+    import threading
+
+    run_id = cold_run(store, settings, clock, "s1")
+    def finish():
+        other = open_store(settings)  # another process's connection, as a worker's would be
+        try:
+            other.finish_run(run_id, clock.now(), {}, [])
+        finally:
+            other.close()
+
+    finisher = threading.Timer(1.0, finish)
+    finisher.start()
+    try:
+        assert cli.main(["runs", "--wait", "--timeout", "30", "--status", "done"]) == 0
+    finally:
+        finisher.join()
+    captured = capsys.readouterr()
+    assert f"waiting: run {run_id} of session s1 is claimed" in captured.err
+    assert run_id in captured.out and " done " in captured.out and "1 run(s)" in captured.out

@@ -64,14 +64,16 @@ def test_a_fact_found_for_the_message_is_not_repeated_among_the_recent_ones(memo
     assert "numbered note 03" not in _section(xml, "Facts")
 
 
-def test_within_a_tight_budget_the_found_facts_go_before_reflections_and_recent_facts(memory):
-    service = _service(memory, context_max_tokens=80)
+def test_within_a_tight_budget_the_found_facts_go_after_reflections_and_before_recent_facts(memory):
+    service = _service(memory, context_max_tokens=100)
     xml = service.get_memory_context(session_id="s1", user_id="u1", query="Maya Lisbon Porto")
-    assert len(xml) / 4.5 <= 80
-    assert "Maya moved from Lisbon to Porto" in xml
-    assert "Planning the venue" not in xml and 'reflections="1"' in xml
-    tiny = service.get_memory_context(session_id="s1", user_id="u1", query="Maya Lisbon Porto", max_tokens=30)
-    assert "Maya moved" not in tiny and "relevant_facts=" in tiny
+    assert len(xml) / 4.5 <= 100
+    assert "Maya moved from Lisbon to Porto" in xml and "Planning the venue" in xml
+    assert xml.count("numbered note") < 40 and 'facts="' in xml
+    # tighter: the found fact goes before the reflection does (design §6: facts first)
+    tight = service.get_memory_context(session_id="s1", user_id="u1", query="Maya Lisbon Porto", max_tokens=75)
+    assert "Maya moved" not in tight and 'relevant_facts="1"' in tight
+    assert "Planning the venue" in tight
 
 
 def test_a_context_for_a_message_is_never_served_from_or_put_in_the_cache(memory):

@@ -338,7 +338,23 @@ def third_person(sentence: str, name: str | None, *, plural: bool = False) -> st
     text = re.sub(r"\bmine\b", possessive, text, flags=re.IGNORECASE)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.IGNORECASE)
     text = re.sub(r"\bme\b", subject, text, flags=re.IGNORECASE)
+    text = _named_once(text, subject, possessive)
     return text[0].upper() + text[1:] if text else text
+
+
+def _named_once(text: str, subject: str, possessive: str) -> str:
+    """The speaker named once, then "their" and "them": "Maya Chen will plan Maya Chen's
+    launch" reads as if two people were meant, "Maya Chen will plan their launch" does not.
+    A later mention as the subject of a verb keeps the name (its verb is conjugated for it)."""
+    first = re.search(re.escape(subject), text, flags=re.IGNORECASE)
+    if first is None:
+        return text
+    head = first.end() + (2 if text[first.end():first.end() + 2] == "'s" else 0)
+    rest = re.sub(rf"\b{re.escape(possessive)}(?!\w)", "their", text[head:], flags=re.IGNORECASE)
+    rest = re.sub(rf"(\b(?:to|for|with|about|from|of|at|by|on|in|tell|told|give|gave|ask|asked|help|helps|"
+                  rf"helped|call|called|let|lets|remind|reminds|using|use|uses|send|sends)\s+){re.escape(subject)}"
+                  rf"(?![\w'])", r"\1them", rest, flags=re.IGNORECASE)
+    return text[:head] + rest
 
 
 # --- similarity ----------------------------------------------------------------------------------

@@ -96,9 +96,9 @@ def test_sentences_with_specific_entities_become_facts_and_the_rest_does_not(lin
     [
         # what the speaker did is a fact about them, with or without a name or a number
         ("I volunteered at the homeless shelter.", [("Alice volunteered at the homeless shelter", "user")]),
-        ("I lost my job at the engineering company.", [("Alice lost Alice's job at the engineering company", "user")]),
+        ("I lost my job at the engineering company.", [("Alice lost their job at the engineering company", "user")]),
         ("Last week, I built a new website for my customers.",
-         [("Last week, Alice built a new website for Alice's customers", "user")]),
+         [("Last week, Alice built a new website for their customers", "user")]),
         ("Work was wild - I started a weekend yoga class with a colleague.",
          [("Work was wild - Alice started a weekend yoga class with a colleague", "user")]),
         ("We adopted a puppy.", [("Alice and others adopted a puppy", "user")]),  # one-to-one: "we" is hers

@@ -58,7 +58,7 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
         # one-to-one: a project statement in the first person, "we/our" included, is the speaker's
         ("We decided to move the launch online.", "user", "Alice and others decided to move the launch online"),
         ("I'll be using you to plan our product launch.", "user",
-         "Alice will be using you to plan Alice's product launch"),
+         "Alice will be using you to plan their product launch"),
         ("The team agreed that volunteers get free passes.", "agent",
          "The team agreed that volunteers get free passes"),
     ],
