@@ -69,8 +69,9 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     structured_output: dict[str, int] = field(default_factory=dict)
-    # every call per model, embeddings included: {model: {kind, provider, calls, input_tokens,
-    # output_tokens}}; what the cost is computed from
+    # every call per requested model, embeddings included: {model: {kind, provider, calls,
+    # input_tokens, output_tokens[, snapshots]}}; what the cost is computed from. ``snapshots``
+    # lists the versions the provider said answered (a dated snapshot of the model asked for)
     by_model: dict[str, dict] = field(default_factory=dict)
 
     def add(self, response: LLMResponse) -> LLMResponse:
@@ -79,7 +80,8 @@ class Usage:
         self.output_tokens += response.output_tokens
         if response.structured_output:
             self.add_modes({response.structured_output: 1})
-        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens)
+        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens,
+                    snapshot=response.snapshot)
         return response
 
     def complete(self, llm: LLM, request) -> LLMResponse:
@@ -96,12 +98,14 @@ class Usage:
         return result
 
     def _count(self, kind: str, model: str, provider: str, input_tokens: int, output_tokens: int,
-               calls: int = 1) -> None:
+               calls: int = 1, snapshot: str = "") -> None:
         row = self.by_model.setdefault(model, {"kind": kind, "provider": provider, "calls": 0,
                                                "input_tokens": 0, "output_tokens": 0})
         row["calls"] += calls
         row["input_tokens"] += input_tokens
         row["output_tokens"] += output_tokens
+        if snapshot and snapshot != model and snapshot not in row.setdefault("snapshots", []):
+            row["snapshots"].append(snapshot)
 
     def add_counts(self, counts: dict[str, int], modes: dict[str, int] | None = None) -> None:
         self.calls += counts.get("calls", 0)

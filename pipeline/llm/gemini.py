@@ -147,8 +147,9 @@ class GeminiLLM(LLM):
         else:
             tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
         return LLMResponse(
-            parsed=parsed, model=response.model_version or request.model, provider=self.provider,
+            parsed=parsed, model=request.model, provider=self.provider,
             input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
+            snapshot=response.model_version or "",
         )
 
 

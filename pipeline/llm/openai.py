@@ -150,8 +150,9 @@ class OpenAILLM(LLM):
         else:  # some compatible servers report none: estimate rather than record zero
             tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
         return LLMResponse(
-            parsed=parsed, model=completion.model or request.model, provider=self.provider,
+            parsed=parsed, model=request.model, provider=self.provider,
             input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
+            snapshot=completion.model or "",
         )
 
 

@@ -35,6 +35,9 @@ class Answer:
     usage: tuple[int, int] | None = (120, 30)   # (input, output) tokens; None: no usage reported
     truncated: bool = False                     # finish_reason "length" / "MAX_TOKENS"
     thoughts: int = 0                           # Gemini's thoughtsTokenCount (billed as output)
+    # the model the answer names: None, the one asked for; else a dated snapshot as the real APIs
+    # report it (OpenAI's "model": "gpt-6-luna-2026-09-22", Gemini's "modelVersion")
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -177,14 +180,14 @@ class LLMServer:
         if refusal is not None:
             return _as(refusal)
         return self._answer("chat", lambda a: wire.chat_completion(
-            _cut(a), model=body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage))
+            _cut(a), model=a.model or body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage))
 
     def _generate(self, body: Any, model: str) -> tuple[int, dict, dict]:
         refusal = wire.check_generate(body)
         if refusal is not None:
             return _as(refusal)
         return self._answer("generate", lambda a: wire.gemini_answer(
-            _cut(a), model=model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage,
+            _cut(a), model=a.model or model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage,
             thoughts=a.thoughts))
 
     def _openai_embeddings(self, body: Any) -> tuple[int, dict, dict]:
