@@ -101,7 +101,7 @@ class OpenAILLM(LLM):
         mode = resolve_mode(self.mode, self.server, request.model)
         try:
             completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
-        except openai.BadRequestError as exc:
+        except openai.APIStatusError as exc:  # a 400 (or llama.cpp's 500) may refuse the mode itself
             if not falls_back(self.mode, mode, exc.status_code, _detail(exc)):
                 raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)

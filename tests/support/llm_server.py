@@ -85,10 +85,12 @@ class LLMServer:
     """See the module docstring. ``openai_key``/``gemini_key`` None: no auth (like Ollama)."""
 
     def __init__(self, *, openai_key: str | None = "sk-test", gemini_key: str = "g-test",
-                 json_schema: bool = True, embedding_size: int = 768) -> None:
+                 json_schema: bool | str = True, embedding_size: int = 768) -> None:
         self.openai_key = openai_key
         self.gemini_key = gemini_key
-        self.json_schema = json_schema          # False: refuse it as llama.cpp without schema support does
+        # True: take json_schema; else refuse it as that server does (False: "llama.cpp"; see
+        # llm_wire.refuses_json_schema for "llama.cpp-500", "vllm" and "openai-model")
+        self.json_schema = "llama.cpp" if json_schema is False else json_schema
         self.embedding_size = embedding_size    # native size of models outside OpenAI's table
         self.requests: list[Seen] = []
         self.unscripted = 0
@@ -175,8 +177,8 @@ class LLMServer:
 
     def _chat(self, body: Any) -> tuple[int, dict, dict]:
         refusal = wire.check_chat(body)
-        if refusal is None and not self.json_schema:
-            refusal = wire.llamacpp_refuses_json_schema(body)
+        if refusal is None and self.json_schema is not True:
+            refusal = wire.refuses_json_schema(self.json_schema, body)
         if refusal is not None:
             return _as(refusal)
         return self._answer("chat", lambda a: wire.chat_completion(
