@@ -178,6 +178,7 @@ class Settings(BaseSettings):
     llm_timeout_free_s: float = Field(default=120.0, gt=0)
     llm_timeout_premium_s: float = Field(default=180.0, gt=0)
     llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
+    # retries of an answer that came back unusable (refusal, content filter, length stop, outside its schema)
     llm_invalid_answer_retries: int = Field(default=2, ge=0)
     # Embeddings: model per provider; dimension from this setting, else learned from the first answer
     # (and passed to the API where it takes one: OpenAI text-embedding-3-*, Gemini output_dimensionality).
