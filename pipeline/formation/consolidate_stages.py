@@ -103,6 +103,11 @@ def _merge_scope(
     lease = f"consolidate:{agent_id}:{key}"
     if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
         raise ScopeBusy(f"consolidation of {agent_id}/{key} is held by another worker", retry_after=1.0)
+
+    def renew_scope_lease() -> bool:  # before each model call: the lease outlives the merge's attempts
+        return store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s)
+
+    usage.keepalive.append(renew_scope_lease)
     try:
         now = deps.clock.now()
         blob = store.get_blob(agent_id, key)
@@ -149,6 +154,7 @@ def _merge_scope(
                       words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
                       lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections)
     finally:
+        usage.keepalive.remove(renew_scope_lease)
         store.release_lease(lease, holder)
 
 

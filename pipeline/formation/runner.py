@@ -37,7 +37,7 @@ from pipeline.clock import Clock
 from pipeline.cost import price_models
 from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.formation import outputs
-from pipeline.errors import PermanentError
+from pipeline.errors import LeaseLost, PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
@@ -69,6 +69,9 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     structured_output: dict[str, int] = field(default_factory=dict)
+    # leases renewed before every provider call, so a stage's lease outlives its work
+    # however many calls it makes: each returns False once the lease was lost
+    keepalive: list[Callable[[], bool]] = field(default_factory=list)
     # every call per requested model, embeddings included: {model: {kind, provider, calls,
     # input_tokens, output_tokens[, snapshots]}}; what the cost is computed from. ``snapshots``
     # lists the versions the provider said answered (a dated snapshot of the model asked for)
@@ -85,12 +88,24 @@ class Usage:
         return response
 
     def complete(self, llm: LLM, request) -> LLMResponse:
-        """One LLM call, traced (a GenAI span) and counted."""
+        """One LLM call, its leases renewed first, traced (a GenAI span) and counted."""
+        self.keep_alive()
         return self.add(tracing.complete(llm, request))
 
     def embed(self, embedder: Embedder, texts, purpose: str) -> Embeddings:
-        """One embedding call, traced (a GenAI span) and counted."""
+        """One embedding call, its leases renewed first, traced (a GenAI span) and counted."""
+        self.keep_alive()
         return self.add_embedding(tracing.embed(embedder, texts, purpose), embedder.provider)
+
+    def keep_alive(self) -> None:
+        """Renew every lease of ``keepalive``; ``LeaseLost`` if one was taken over meanwhile
+        (another holder works on it now: no more calls are paid for here). Each call is
+        bounded (``pipeline.llm.deadline``) and the settings keep that bound below both leases,
+        so a lease renewed before a call outlives it."""
+        for renew_lease in self.keepalive:
+            if not renew_lease():
+                raise LeaseLost("the lease of this work was taken over or the run ended; stopping before the "
+                                "next model call")
 
     def add_embedding(self, result: Embeddings, provider: str) -> Embeddings:
         """Count an embedding call (it is not an LLM call: ``calls`` and the LLM tokens stay)."""
@@ -166,7 +181,7 @@ def run_stage(
             apply(run, value)
         return StageResult(run, output, reused=True, record=record, value=value)
     started = time.perf_counter()
-    usage = Usage()
+    usage = Usage(keepalive=[lambda: renew(deps, run_id)])
     try:
         value = compute(run, usage)
     except BaseException:

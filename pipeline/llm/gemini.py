@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError
 from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.deadline import within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -125,9 +126,11 @@ class GeminiLLM(LLM):
             options["system_instruction"] = request.system + schema_instruction(request.response_model)
             if mode == "json_object":
                 options["response_mime_type"] = "application/json"
-        return self.client.models.generate_content(
-            model=request.model, contents=request.prompt, config=types.GenerateContentConfig(**options),
-        )
+        config = types.GenerateContentConfig(**options)
+        # the SDK's timeout bounds each read; ``within`` bounds the whole call (a trickled answer)
+        return within(timeout, lambda: self.client.models.generate_content(
+            model=request.model, contents=request.prompt, config=config,
+        ), where=f"gemini {request.operation} ({request.model})")
 
     def _response(self, response: Any, request: LLMRequest[T], where: str, mode: str) -> LLMResponse[T]:
         candidates = response.candidates or []

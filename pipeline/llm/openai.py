@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError, TransientError
 from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.deadline import within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -100,7 +101,7 @@ class OpenAILLM(LLM):
         timeout = self.timeout_for(request)
         mode = resolve_mode(self.mode, self.server, request.model)
         try:
-            completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
+            completion = self._create(request, mode, timeout, where)
         except openai.APIStatusError as exc:  # a 400 (or llama.cpp's 500) may refuse the mode itself
             if not falls_back(self.mode, mode, exc.status_code, _detail(exc)):
                 raise _mapped(exc, where, timeout, mode) from exc
@@ -109,12 +110,17 @@ class OpenAILLM(LLM):
                         "with the schema in the prompt from now on", where, _detail(exc))
             mode = "json_object"
             try:
-                completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
+                completion = self._create(request, mode, timeout, where)
             except openai.OpenAIError as again:
                 raise _mapped(again, where, timeout, mode) from again
         except openai.OpenAIError as exc:
             raise _mapped(exc, where, timeout, mode) from exc
         return self._response(completion, request, where, mode)
+
+    def _create(self, request: LLMRequest[Any], mode: str, timeout: float, where: str) -> Any:
+        # the SDK's timeout bounds each read; ``within`` bounds the whole call (a trickled answer)
+        body = self._body(request, mode)
+        return within(timeout, lambda: self.client.chat.completions.create(**body, timeout=timeout), where=where)
 
     def _body(self, request: LLMRequest[Any], mode: str) -> dict[str, Any]:
         system = request.system

@@ -1,0 +1,58 @@
+"""A hung provider on the threads pool (design §12 "Bounded work"): Celery does not enforce
+task time limits there (celery/celery#9203), so each call's own hard bound must end it. A real
+``celery worker --pool threads`` process runs extract_facts against the local Chat Completions
+server, which trickles every answer over ten times the call's timeout (a byte at a time, so no
+read timeout ever fires). The call is abandoned at its bound, the stage is retried as
+configured, and the run is failed for the stale-run sweep, by its one holder, while the server
+is still sending."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from pipeline import names
+from pipeline.clock import FrozenClock
+from pipeline.store.sqlite import SQLiteStore
+from schemas.settings import Settings
+from tests.support.llm_server import Answer, LLMServer, Trickle
+from tests.support.sessions import cold_run
+
+TIMEOUT_S = 1
+FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'
+
+
+def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_sweep(
+        tmp_path, broker_urls, celery_worker_process, celery_app_for):
+    db = tmp_path / "memory.db"
+    store = SQLiteStore(str(db))
+    store.create_indexes()
+    settings = Settings(_env_file=None, store_url=f"sqlite:///{db}")
+    run_id = cold_run(store, settings, FrozenClock(datetime.now(timezone.utc)), "s-hung")
+    with LLMServer() as server:
+        server.script("chat", *[Trickle(Answer(FACTS), seconds=10 * TIMEOUT_S)] * 6)
+        celery_worker_process(store_url=f"sqlite:///{db}", queues=("formation",), pool="threads", concurrency=4,
+                              extra_env={
+                                  "MEMORY_LLM_PROVIDER": "openai", "OPENAI_API_KEY": server.openai_key,
+                                  "MEMORY_OPENAI_BASE_URL": server.openai_base_url,
+                                  "MEMORY_EMBEDDING_PROVIDER": "hashing",
+                                  **{f"MEMORY_LLM_TIMEOUT_{tier}_S": str(TIMEOUT_S) for tier in ("FAST", "FREE", "PREMIUM")},
+                                  "MEMORY_TASK_MAX_RETRIES": "1", "MEMORY_TASK_RETRY_BACKOFF_MAX_S": "1",
+                              })
+        celery_app_for(*broker_urls).send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id},
+                                               queue=names.QUEUE_FORMATION)
+        deadline = time.monotonic() + 60
+        while store.run_status(run_id) not in ("failed", "dead", "done") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        still_sending = server.in_flight
+        calls = [body["model"] for body in server.bodies("/chat/completions")]
+    run = store.get_run(run_id)
+    assert run.status == "failed", run.status
+    assert "no whole answer within 1s" in run.error and "after 1 retries" in run.error
+    # the configured attempts and no more: one call, one retry
+    assert calls == ["gpt-6-luna", "gpt-6-luna"]
+    assert run.stages["extract_facts"].attempts == 2
+    # the run was never taken over (one holder), and the worker gave up while the answer trickled on
+    assert run.attempts == 1
+    assert still_sending >= 1
+    store.close()
