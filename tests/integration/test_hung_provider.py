@@ -1,4 +1,4 @@
-"""A hung provider on the threads pool (design §12 "Bounded work"): Celery does not enforce
+"""A hung provider on the threads pool (design §11 "Providers", bounded work): Celery does not enforce
 task time limits there (celery/celery#9203), so each call's own hard bound must end it. A real
 ``celery worker --pool threads`` process runs extract_facts against the local Chat Completions
 server, which trickles every answer over ten times the call's timeout (a byte at a time, so no

@@ -1,4 +1,4 @@
-"""Every provider call has a hard wall-clock bound (design §12 "Bounded work"): a server that
+"""Every provider call has a hard wall-clock bound (design §11 "Providers", bounded work): a server that
 trickles its answer, a byte at a time, never trips httpx's read timeout, so the adapters bound
 the whole call themselves. Through the adapters' real SDKs against the local server."""
 

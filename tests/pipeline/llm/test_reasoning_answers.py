@@ -1,4 +1,4 @@
-"""Reasoning before the answer never becomes the answer (design §12): text up to the last
+"""Reasoning before the answer never becomes the answer (design §11 "Providers"): text up to the last
 closing reasoning tag is dropped, paired or not, and of the JSON left the last object that
 validates against the stage's answer model is taken. Every case goes through the OpenAI
 adapter and its real SDK against the local Chat Completions server."""

@@ -1,6 +1,6 @@
 """``auto`` downgrades to ``json_object`` only when the server says it does not take
 ``json_schema`` at all; a schema the server finds invalid is our bug and surfaces as a
-permanent error with the server's reason (design §12). Through the OpenAI adapter and its SDK
+permanent error with the server's reason (design §11 "Providers"). Through the OpenAI adapter and its SDK
 against the local server, which answers as each server's source does."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Usage is priced under the model asked for, whatever snapshot the provider says answered
-(design §12 "Defaults as users meet them"): OpenAI names a dated snapshot of the requested
+(design §11 "Observability and cost"): OpenAI names a dated snapshot of the requested
 model, Gemini a ``modelVersion``, and neither is a key of the price table."""
 
 from __future__ import annotations
