@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from pipeline import names
+from pipeline import names, sweep
 from pipeline.clock import FrozenClock
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
@@ -55,4 +55,7 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
     # the run was never taken over (one holder), and the worker gave up while the answer trickled on
     assert run.attempts == 1
     assert still_sending >= 1
+    # beat's stale-run retry reopens it: a retried run, its second attempt
+    reopened = sweep.retry_stale_runs(store, settings, datetime.now(timezone.utc))
+    assert reopened.run_ids == [run_id] and store.get_run(run_id).attempts == 2
     store.close()
