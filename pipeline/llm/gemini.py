@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError
 from pipeline.llm.answers import estimate_tokens, parse_answer
-from pipeline.llm.deadline import within
+from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -64,6 +64,11 @@ def make_client(
     genai, types = import_sdk()
     if not api_key:
         raise ConfigurationError(f"{what} needs GEMINI_API_KEY (or GOOGLE_API_KEY)")
+    if http_client is None:
+        import httpx
+
+        # answers are read under the call's hard bound (pipeline.llm.deadline)
+        http_client = httpx.Client(transport=bounded_transport(httpx), timeout=timeout_s)
     options = types.HttpOptions(timeout=int(timeout_s * 1000), httpx_client=http_client, base_url=base_url)
     return genai.Client(api_key=api_key, http_options=options)
 

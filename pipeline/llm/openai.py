@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError, TransientError
 from pipeline.llm.answers import estimate_tokens, parse_answer
-from pipeline.llm.deadline import within
+from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -52,8 +52,20 @@ def make_client(
             raise ConfigurationError(
                 f"{what} needs OPENAI_API_KEY (or a base URL for a keyless OpenAI-compatible server)")
         api_key = "unused"  # OpenAI-compatible servers without auth
+    if http_client is None:
+        # the SDK's own client and limits, reading answers under the call's hard bound
+        http_client = openai.DefaultHttpxClient(
+            transport=bounded_transport(_httpx_of(openai), limits=openai.DEFAULT_CONNECTION_LIMITS))
     return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
                          http_client=http_client)
+
+
+def _httpx_of(openai: Any) -> Any:
+    """The httpx module the SDK's client is built on (httpx, or its httpx2 fork)."""
+    import importlib
+
+    base = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    return importlib.import_module(base.__module__.split(".")[0])
 
 
 def map_error(exc: Exception, where: str, timeout_s: float | None = None) -> PipelineError | None:

@@ -4,6 +4,8 @@ the whole call themselves. Through the adapters' real SDKs against the local ser
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pipeline.embeddings.openai import OpenAIEmbedder
@@ -70,3 +72,19 @@ def test_a_lease_shorter_than_one_provider_call_is_refused_at_load_naming_the_se
     # the offline rules call no server: no provider call to outlive
     Settings(_env_file=None, llm_provider="offline", embedding_provider="hashing", task_soft_time_limit_s=100,
              task_time_limit_s=150, **{lease: 200})
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_an_abandoned_call_stops_reading_and_hangs_up_at_its_bound(provider):
+    with LLMServer() as server:
+        server.script("chat" if provider == "openai" else "generate", Trickle(Answer(GOOD), seconds=20 * TIMEOUT_S))
+        llm = (OpenAILLM if provider == "openai" else GeminiLLM).from_settings(_settings(server))
+        with pytest.raises(DeadlineExceeded):
+            llm.complete(_request())
+        # the helper thread's next chunk is past the deadline: it hangs up, and the server's next
+        # byte finds the connection closed, long before the trickle would have ended
+        waited = 0.0
+        while server.in_flight and waited < 5 * TIMEOUT_S:
+            time.sleep(0.05)
+            waited += 0.05
+        assert server.in_flight == 0
