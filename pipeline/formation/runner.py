@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from pipeline import tracing
 from pipeline.clock import Clock
-from pipeline.cost import price_models
+from pipeline.cost import OFFLINE_PROVIDERS, price_models
 from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.formation import outputs
 from pipeline.errors import LeaseLost, PermanentError
@@ -89,19 +89,22 @@ class Usage:
 
     def complete(self, llm: LLM, request) -> LLMResponse:
         """One LLM call, its leases renewed first, traced (a GenAI span) and counted."""
-        self.keep_alive()
+        self.keep_alive(llm.provider)
         return self.add(tracing.complete(llm, request))
 
     def embed(self, embedder: Embedder, texts, purpose: str) -> Embeddings:
         """One embedding call, its leases renewed first, traced (a GenAI span) and counted."""
-        self.keep_alive()
+        self.keep_alive(embedder.provider)
         return self.add_embedding(tracing.embed(embedder, texts, purpose), embedder.provider)
 
-    def keep_alive(self) -> None:
-        """Renew every lease of ``keepalive``; ``LeaseLost`` if one was taken over meanwhile
-        (another holder works on it now: no more calls are paid for here). Each call is
-        bounded (``pipeline.llm.deadline``) and the settings keep that bound below both leases,
-        so a lease renewed before a call outlives it."""
+    def keep_alive(self, provider: str) -> None:
+        """Before a call to ``provider``: renew every lease of ``keepalive``; ``LeaseLost`` if
+        one was taken over meanwhile (another holder works on it now: no more calls are paid
+        for here). Each network call is bounded (``pipeline.llm.deadline``) and the settings keep
+        that bound below both leases, so a lease renewed before a call outlives it. Providers
+        answering in process (the offline rules, the local embedders) cost no store write."""
+        if provider in OFFLINE_PROVIDERS:
+            return
         for renew_lease in self.keepalive:
             if not renew_lease():
                 raise LeaseLost("the lease of this work was taken over or the run ended; stopping before the "
