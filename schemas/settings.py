@@ -24,6 +24,9 @@ Scope = Literal["agent", "user", "session"]
 #: how much longer than its own timeout a provider call may run before it is abandoned
 #: (``pipeline.llm.deadline``); part of the lease arithmetic below
 PROVIDER_CALL_GRACE_S = 1.0
+#: a lease renewed less than this long ago is not renewed again before a call
+#: (``pipeline.formation.runner.Renewal``); part of the lease arithmetic too
+LEASE_RENEWAL_SLACK_S = 1.0
 
 
 class Settings(BaseSettings):
@@ -260,14 +263,15 @@ class Settings(BaseSettings):
         embedding_call = self.embedding_timeout_s + PROVIDER_CALL_GRACE_S
         longest = max(llm_call if self.resolved_llm_provider() in network else 0.0,
                       embedding_call if self.resolved_embedding_provider() in network else 0.0)
+        needed = longest + LEASE_RENEWAL_SLACK_S if longest else 0.0
         broken = [f"{name} ({lease:g}s) must be above the longest provider call ({longest:g}s: "
                   f"MEMORY_LLM_SLOT_WAIT_S {self.llm_slot_wait_s:g} + the longest of MEMORY_LLM_TIMEOUT_FAST_S/"
                   f"_FREE_S/_PREMIUM_S {llm_call - self.llm_slot_wait_s - PROVIDER_CALL_GRACE_S:g} + "
                   f"{PROVIDER_CALL_GRACE_S:g}s grace, or MEMORY_EMBEDDING_TIMEOUT_S {self.embedding_timeout_s:g} + "
-                  f"grace): the lease is renewed before each call and must outlive it"
+                  f"grace) plus {LEASE_RENEWAL_SLACK_S:g}s: the lease is renewed before each call and must outlive it"
                   for name, lease in (("MEMORY_CLAIM_LEASE_S", self.claim_lease_s),
                                       ("MEMORY_CONSOLIDATION_LEASE_S", self.consolidation_lease_s))
-                  if lease <= longest]
+                  if lease <= needed]
         if broken:
             raise ValueError("; ".join(broken))
         return self

@@ -21,7 +21,7 @@ from pipeline.formation import consolidation as rules
 from pipeline.formation.outputs import (
     AlreadyMerged, ConsolidateOutput, Merged, NotDue, NothingToMerge, ScopeOutcome, Skipped, read,
 )
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage
+from pipeline.formation.runner import Deps, Renewal, StageResult, Usage, load_run, record_spend, run_stage
 from pipeline.formation.scopes import plan_scopes
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
@@ -104,9 +104,9 @@ def _merge_scope(
     if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
         raise ScopeBusy(f"consolidation of {agent_id}/{key} is held by another worker", retry_after=1.0)
 
-    def renew_scope_lease() -> bool:  # before each model call: the lease outlives the merge's attempts
-        return store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s)
-
+    # renewed before each model call: the lease outlives the merge's attempts
+    renew_scope_lease = Renewal(
+        lambda: store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s), deps.clock)
     usage.keepalive.append(renew_scope_lease)
     try:
         now = deps.clock.now()

@@ -42,7 +42,7 @@ from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
 from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
-from schemas.settings import Settings
+from schemas.settings import LEASE_RENEWAL_SLACK_S, Settings
 
 
 log = logging.getLogger("memory.formation")
@@ -61,6 +61,25 @@ class Deps(Protocol):
 
 class RunNotFound(PermanentError):
     """A task names a run the store does not hold."""
+
+
+class Renewal:
+    """One lease, renewed before a network call unless it was renewed within the last
+    ``LEASE_RENEWAL_SLACK_S`` (by the stage's start or the call before): a call that follows
+    at once costs no store write, and the lease still outlives the call, since the settings
+    keep every lease above one call's bound plus that slack (``Settings._calls_fit_leases``)."""
+
+    def __init__(self, renew_lease: Callable[[], bool], clock: Clock) -> None:
+        self.renew_lease = renew_lease
+        self.clock = clock
+        self.renewed_at = clock.now()   # made when the lease was just taken or renewed
+
+    def __call__(self) -> bool:
+        now = self.clock.now()
+        if (now - self.renewed_at).total_seconds() < LEASE_RENEWAL_SLACK_S:
+            return True
+        self.renewed_at = now
+        return self.renew_lease()
 
 
 @dataclass
@@ -184,7 +203,7 @@ def run_stage(
             apply(run, value)
         return StageResult(run, output, reused=True, record=record, value=value)
     started = time.perf_counter()
-    usage = Usage(keepalive=[lambda: renew(deps, run_id)])
+    usage = Usage(keepalive=[Renewal(lambda: renew(deps, run_id), deps.clock)])
     try:
         value = compute(run, usage)
     except BaseException:
