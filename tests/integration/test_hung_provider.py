@@ -1,25 +1,41 @@
 """A hung provider on the threads pool (design §11 "Providers", bounded work): Celery does not enforce
 task time limits there (celery/celery#9203), so each call's own hard bound must end it. A real
 ``celery worker --pool threads`` process runs extract_facts against the local Chat Completions
-server, which trickles every answer over ten times the call's timeout (a byte at a time, so no
-read timeout ever fires). The call is abandoned at its bound, the stage is retried as
-configured, and the run is failed for the stale-run sweep, by its one holder, while the server
-is still sending."""
+server. Facts are extracted; then every premium call (the paying user's reflections) is
+trickled over ten times the call's timeout, a byte at a time, so no read timeout ever fires.
+Each call is abandoned at its bound, the stage is retried as configured, and the run is failed
+for the stale-run sweep, by its one holder, while the server is still sending."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+from pipeline.clock import FrozenClock
 
 from pipeline import names, sweep
-from pipeline.clock import FrozenClock
+from pipeline.ingest import ingest_raw_event
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 from tests.support.llm_server import Answer, LLMServer, Trickle
-from tests.support.sessions import cold_run
 
 TIMEOUT_S = 1
 FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'
+REFLECTIONS = '{"agent": [], "user": [], "session": []}'
+
+
+def _paying_users_run(store, settings) -> str:
+    """Four messages of a paying user (tier 1: reflections use the premium model), claimed by
+    beat's cold sweep ten minutes later."""
+    now = datetime.now(timezone.utc)
+    for i in range(4):
+        ingest_raw_event({
+            "type": "message.added", "event_id": f"e{i}", "agent_id": "a1", "session_id": "s-hung", "user_tier": 1,
+            "message": {"message_id": f"m{i}", "role": "user", "sender_id": "u1", "created_at": now.isoformat(),
+                        "content": "I am Alice and my email is alice@example.com."},
+        }, store, settings, FrozenClock(now))
+    [run_id] = sweep.sweep_cold_sessions(store, settings, now + timedelta(minutes=10)).run_ids
+    return run_id
 
 
 def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_sweep(
@@ -28,9 +44,9 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
     store = SQLiteStore(str(db))
     store.create_indexes()
     settings = Settings(_env_file=None, store_url=f"sqlite:///{db}")
-    run_id = cold_run(store, settings, FrozenClock(datetime.now(timezone.utc)), "s-hung")
+    run_id = _paying_users_run(store, settings)
     with LLMServer() as server:
-        server.script("chat", *[Trickle(Answer(FACTS), seconds=10 * TIMEOUT_S)] * 6)
+        server.script("chat", Answer(FACTS), *[Trickle(Answer(REFLECTIONS), seconds=10 * TIMEOUT_S)] * 6)
         celery_worker_process(store_url=f"sqlite:///{db}", queues=("formation",), pool="threads", concurrency=4,
                               extra_env={
                                   "MEMORY_LLM_PROVIDER": "openai", "OPENAI_API_KEY": server.openai_key,
@@ -48,10 +64,11 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
         calls = [body["model"] for body in server.bodies("/chat/completions")]
     run = store.get_run(run_id)
     assert run.status == "failed", run.status
-    assert "no whole answer within 1s" in run.error and "after 1 retries" in run.error
-    # the configured attempts and no more: one call, one retry
-    assert calls == ["gpt-6-luna", "gpt-6-luna"]
-    assert run.stages["extract_facts"].attempts == 2
+    assert run.error.startswith("extract_reflections: DeadlineExceeded after 1 retries")
+    assert "no whole answer within 1s" in run.error
+    # the configured attempts of premium calls and no more: one call, one retry
+    assert calls == ["gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-sol"]
+    assert run.stages["extract_reflections"].attempts == 2
     # the run was never taken over (one holder), and the worker gave up while the answer trickled on
     assert run.attempts == 1
     assert still_sending >= 1
