@@ -73,7 +73,9 @@ def format_report(report: Mapping[str, Any]) -> str:
         tokens_in = sum(r["input_tokens"] for r in total["by_model"].values())
         tokens_out = sum(r["output_tokens"] for r in total["by_model"].values())
         calls = sum(r["calls"] for r in total["by_model"].values())
-        lines.append(f"  {key:<28} {cost.describe(total):<32} tokens in/out {tokens_in}/{tokens_out} ({calls} calls)")
+        answered = f"  answered by {cost.answered_by(total)}" if cost.answered_by(total) else ""
+        lines.append(f"  {key:<28} {cost.describe(total):<32} tokens in/out {tokens_in}/{tokens_out} ({calls} calls)"
+                     + answered)
     if not report["groups"]:
         lines.append("  no model calls recorded")
     return "\n".join(lines)

@@ -79,6 +79,8 @@ def format_run(summary: dict[str, Any]) -> str:
         f"  cost {cost.describe(summary['cost'])}"
     )
     lines = [head]
+    if answered := cost.answered_by(summary["cost"]):
+        lines.append(f"    answered by: {answered}")
     kept_out = {c: summary.get(c, 0) for c in SCREENING_COUNTERS}
     if any(kept_out.values()):
         lines.append("    never stored: " + ", ".join(f"{c}={n}" for c, n in kept_out.items()))

@@ -8,6 +8,10 @@ hashing embedders) costs nothing and says so, ``offline``; a model missing from 
 
 Sums (a run's totals, ``memoryctl cost``) add the priced dollars and list the unpriced models
 beside them, so a partial sum is never shown as a whole one.
+
+Rows are keyed by the model that was asked for, the name the price table knows. The version
+the provider reports (OpenAI's dated snapshot ``gpt-6-luna-2026-09-22``, Gemini's
+``modelVersion``) is kept beside it in the row's ``snapshots``; it never decides the price.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ def add_rows(into: dict[str, dict], by_model: Mapping[str, Mapping[str, Any]]) -
                                        "price": row.get("price", UNPRICED)})
         for key in ("calls", "input_tokens", "output_tokens"):
             kept[key] += row.get(key, 0)
+        for snapshot in row.get("snapshots", ()):
+            if snapshot not in kept.setdefault("snapshots", []):
+                kept["snapshots"].append(snapshot)
         if row.get("usd") is None or kept["usd"] is None:
             kept["usd"], kept["price"] = None, UNPRICED
         else:
@@ -80,6 +87,14 @@ def describe(total: Mapping[str, Any]) -> str:
     if total.get("unpriced"):
         text += f" + unpriced ({', '.join(total['unpriced'])})"
     return text
+
+
+def answered_by(total: Mapping[str, Any]) -> str:
+    """``gpt-6-luna as gpt-6-luna-2026-09-22`` for each model of a ``summary`` whose provider
+    reported another version than the name asked for; "" when none did."""
+    parts = [f"{model} as {', '.join(sorted(row['snapshots']))}"
+             for model, row in sorted(total.get("by_model", {}).items()) if row.get("snapshots")]
+    return "; ".join(parts)
 
 
 def tokens_of(total: Mapping[str, Any]) -> dict[str, int]:

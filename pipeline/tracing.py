@@ -135,7 +135,7 @@ def complete(llm: LLM, request: LLMRequest[Any]) -> LLMResponse[Any]:
     }, kind=SpanKind.CLIENT) as current:
         response = llm.complete(request)
         current.set_attributes(_clean({
-            "gen_ai.response.model": response.model,
+            "gen_ai.response.model": response.snapshot or response.model,
             "gen_ai.usage.input_tokens": response.input_tokens,
             "gen_ai.usage.output_tokens": response.output_tokens,
             "memory.structured_output": response.structured_output or None,

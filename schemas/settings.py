@@ -21,6 +21,14 @@ from schemas import urls
 Scope = Literal["agent", "user", "session"]
 
 
+#: how much longer than its own timeout a provider call may run before it is abandoned
+#: (``pipeline.llm.deadline``); part of the lease arithmetic below
+PROVIDER_CALL_GRACE_S = 1.0
+#: a lease renewed less than this long ago is not renewed again before a call
+#: (``pipeline.formation.runner.Renewal``); part of the lease arithmetic too
+LEASE_RENEWAL_SLACK_S = 1.0
+
+
 class Settings(BaseSettings):
     # a refused value is never printed with the error: it may be a password, a key or a URL
     # holding one (memoryctl shows what is safe to, ops.failures)
@@ -182,6 +190,9 @@ class Settings(BaseSettings):
     llm_timeout_free_s: float = Field(default=120.0, gt=0)
     llm_timeout_premium_s: float = Field(default=180.0, gt=0)
     llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
+    # Longest wait for a free slot of that cap before the call is retried later (counted in the lease arithmetic).
+    llm_slot_wait_s: float = Field(default=60.0, gt=0)
+    # retries of an answer that came back unusable (refusal, content filter, length stop, outside its schema)
     llm_invalid_answer_retries: int = Field(default=2, ge=0)
     # Embeddings: model per provider; dimension from this setting, else learned from the first answer
     # (and passed to the API where it takes one: OpenAI text-embedding-3-*, Gemini output_dimensionality).
@@ -201,8 +212,10 @@ class Settings(BaseSettings):
 
     # --- task limits -----------------------------------------------------------------------
     # Checked together (``_limits_agree``): soft < hard; both leases outlive a task killed at the
-    # hard limit (the consolidation lease is not renewed mid-task); a retry countdown stays under
-    # the broker's visibility timeout, or Redis would redeliver the task while it waits.
+    # hard limit; a retry countdown stays under the broker's visibility timeout, or Redis would
+    # redeliver the task while it waits. The threads pool enforces neither limit
+    # (celery/celery#9203): there, every provider call's own hard bound ends a hung call, and
+    # ``_calls_fit_leases`` keeps that bound below both leases, renewed before each call.
 
     # soft time limit of a task (it is told, and can clean up)
     task_soft_time_limit_s: int = Field(default=240, gt=0)
@@ -240,6 +253,31 @@ class Settings(BaseSettings):
                 f"backoff max={self.task_retry_backoff_max_s}, visibility={self.broker_visibility_timeout_s})"
             )
             raise ValueError("; ".join(broken) + " " + values)
+        return self
+
+    @model_validator(mode="after")
+    def _calls_fit_leases(self) -> "Settings":
+        """Every provider call has a hard bound (``pipeline.llm.deadline``), and a stage renews
+        its run's lease, and a consolidation its scope's lease, before each call: so each lease
+        must outlive one call, slot wait included. Celery's time limits cannot stand in for
+        this: the threads pool does not enforce them (celery/celery#9203)."""
+        network = ("openai", "gemini")   # the offline rules and the local embedders call no server
+        llm_call = (self.llm_slot_wait_s + max(self.llm_timeout_fast_s, self.llm_timeout_free_s,
+                                                 self.llm_timeout_premium_s) + PROVIDER_CALL_GRACE_S)
+        embedding_call = self.embedding_timeout_s + PROVIDER_CALL_GRACE_S
+        longest = max(llm_call if self.resolved_llm_provider() in network else 0.0,
+                      embedding_call if self.resolved_embedding_provider() in network else 0.0)
+        needed = longest + LEASE_RENEWAL_SLACK_S if longest else 0.0
+        broken = [f"{name} ({lease:g}s) must be above the longest provider call ({longest:g}s: "
+                  f"MEMORY_LLM_SLOT_WAIT_S {self.llm_slot_wait_s:g} + the longest of MEMORY_LLM_TIMEOUT_FAST_S/"
+                  f"_FREE_S/_PREMIUM_S {llm_call - self.llm_slot_wait_s - PROVIDER_CALL_GRACE_S:g} + "
+                  f"{PROVIDER_CALL_GRACE_S:g}s grace, or MEMORY_EMBEDDING_TIMEOUT_S {self.embedding_timeout_s:g} + "
+                  f"grace) plus {LEASE_RENEWAL_SLACK_S:g}s: the lease is renewed before each call and must outlive it"
+                  for name, lease in (("MEMORY_CLAIM_LEASE_S", self.claim_lease_s),
+                                      ("MEMORY_CONSOLIDATION_LEASE_S", self.consolidation_lease_s))
+                  if lease <= needed]
+        if broken:
+            raise ValueError("; ".join(broken))
         return self
 
     @field_validator("secret_patterns", mode="before")

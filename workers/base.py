@@ -31,7 +31,7 @@ from celery.exceptions import Retry
 from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
-from pipeline.errors import PermanentError, StoreUnavailable, TransientError
+from pipeline.errors import InvalidLLMAnswer, PermanentError, StoreUnavailable, TransientError
 from pipeline.formation.runner import RunNotFound
 from workers.deps import get_deps
 
@@ -99,11 +99,21 @@ class MemoryTask(Task):
             delay = max(delay, exc.retry_after)
         return min(delay, settings.broker_visibility_timeout_s / 2)
 
+    def retry_bound(self, exc: TransientError) -> int:
+        """How many retries ``exc`` gets: an answer the model gave but that cannot be used (a
+        refusal, a content filter, a length stop, an answer outside its schema) is asked again
+        ``MEMORY_LLM_INVALID_ANSWER_RETRIES`` times, since it mostly comes back the same;
+        timeouts, 429, 5xx and outages ``MEMORY_TASK_MAX_RETRIES`` times."""
+        settings = get_deps().settings
+        if isinstance(exc, InvalidLLMAnswer):
+            return min(settings.llm_invalid_answer_retries, settings.task_max_retries)
+        return settings.task_max_retries
+
     def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
         """Retry a transient error, or re-raise it once the bounded attempts are used up; with
         ``keep_message``, a store outage past them keeps the message queued instead."""
-        settings = get_deps().settings
-        if self.request.retries >= settings.task_max_retries:
+        bound = self.retry_bound(exc)
+        if self.request.retries >= bound:
             if keep_message and isinstance(exc, StoreUnavailable):
                 delay = self.retry_delay(exc)
                 log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
@@ -118,7 +128,7 @@ class MemoryTask(Task):
         # the error's type only: its message may quote what the provider was sent
         tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
                                     "error.type": type(exc).__name__})
-        raise self.retry(exc=exc, countdown=countdown, max_retries=settings.task_max_retries)
+        raise self.retry(exc=exc, countdown=countdown, max_retries=bound)
 
     @contextlib.contextmanager
     def retrying(self, *, keep_message: bool = False) -> Iterator[None]:
@@ -131,7 +141,7 @@ class MemoryTask(Task):
     def retry_if_left(self, exc: TransientError) -> None:
         """Retry ``exc`` (raises Celery's ``Retry``) while bounded retries are left; return once
         they are spent, for the caller to give up its own way."""
-        if self.request.retries < get_deps().settings.task_max_retries:
+        if self.request.retries < self.retry_bound(exc):
             self.retry_transient(exc)
 
     def retry_with(self, kwargs: dict, exc: TransientError):

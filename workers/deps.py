@@ -1,16 +1,18 @@
 """Clients built once per worker process and injected into tasks (STYLE: arq's on_startup).
 
 Celery's ``worker_process_init`` signal resets them in each forked child, so no connection
-is shared across a fork; the first task of a process builds them lazily.
+is shared across a fork; the first task of a process builds them lazily. When the worker is
+ready it warns of any configured model its provider shuts down soon (``pipeline.llm.lifecycle``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from functools import cached_property
 
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
 from pipeline.clock import Clock
 from schemas.settings import Settings, get_settings
@@ -76,6 +78,22 @@ def set_deps(deps: Deps | None) -> None:
     global _deps
     with _lock:
         _deps = deps
+
+
+log = logging.getLogger("memory.worker")
+
+
+@worker_ready.connect
+def warn_of_model_shutdowns(**_: object) -> list[str]:
+    """Log a WARNING for each configured model whose provider shuts it down within 60 days
+    (or already has); returns the lines, for the caller that wants them."""
+    from pipeline.llm.lifecycle import warnings
+
+    deps = get_deps()
+    lines = warnings(deps.settings, deps.clock.now().date())
+    for line in lines:
+        log.warning("%s", line)
+    return lines
 
 
 @worker_process_init.connect

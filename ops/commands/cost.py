@@ -25,6 +25,9 @@ def _cost(args: argparse.Namespace) -> int:
     from ops.stores import open_existing
     from pipeline.clock import Clock
 
+    from ops.commands.runs import warn_of_model_shutdowns
+
+    warn_of_model_shutdowns()
     since = Clock().now() - args.since if args.since is not None else None
     store = open_existing(get_settings())
     try:

@@ -26,9 +26,19 @@ SETTLE_S = 1.5
 POLL_S = 0.5
 
 
+def warn_of_model_shutdowns() -> None:
+    """A line on stderr for each configured model its provider shuts down within 60 days."""
+    from pipeline.clock import Clock
+    from pipeline.llm.lifecycle import warnings
+
+    for line in warnings(get_settings(), Clock().now().date()):
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def _runs(args: argparse.Namespace) -> int:
     from ops.runs import format_run, list_run_summaries
 
+    warn_of_model_shutdowns()
     store = _store()
     try:
         pending = _wait(store, args) if args.wait else []

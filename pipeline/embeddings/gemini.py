@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
 from pipeline.llm.answers import estimate_tokens
+from pipeline.llm.deadline import within
 from pipeline.llm.gemini import import_sdk, make_client, map_error
 from schemas.settings import Settings
 
@@ -58,7 +59,8 @@ class GeminiEmbedder(NetworkEmbedder):
             http_options=types.HttpOptions(timeout=int(self.timeout_s * 1000)),
         )
         try:
-            response = self.client.models.embed_content(model=self.model, contents=chunk, config=config)
+            response = within(self.timeout_s, lambda: self.client.models.embed_content(
+                model=self.model, contents=chunk, config=config), where=where)
         except Exception as exc:  # mapped by type; anything else propagates unchanged
             mapped = map_error(exc, where, self.timeout_s)
             if mapped is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
 from pipeline.errors import InvalidInput
+from pipeline.llm.deadline import within
 from pipeline.llm.openai import import_sdk, make_client, map_error
 from schemas.settings import Settings
 
@@ -56,7 +57,8 @@ class OpenAIEmbedder(NetworkEmbedder):
         if self.dimensions is not None and self.model.startswith(_TAKES_DIMENSIONS):
             body["dimensions"] = self.dimensions
         try:
-            response = self.client.embeddings.create(**body, timeout=self.timeout_s)
+            response = within(self.timeout_s, lambda: self.client.embeddings.create(**body, timeout=self.timeout_s),
+                              where=where)
         except openai.OpenAIError as exc:
             mapped = map_error(exc, where, self.timeout_s)
             if mapped is None:

@@ -22,7 +22,7 @@ from pipeline.formation.outputs import (
     AlreadyMerged, ConsolidateOutput, Merged, NotDue, NothingToMerge, ScopeOutcome, Skipped, read,
 )
 from pipeline.formation.outputs import Screened as ScreenedCounts
-from pipeline.formation.runner import Deps, StageResult, Usage, load_run, record_spend, run_stage
+from pipeline.formation.runner import Deps, Renewal, StageResult, Usage, load_run, record_spend, run_stage
 from pipeline.formation.scopes import plan_scopes
 from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
@@ -105,6 +105,11 @@ def _merge_scope(
     lease = f"consolidate:{agent_id}:{key}"
     if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
         raise ScopeBusy(f"consolidation of {agent_id}/{key} is held by another worker", retry_after=1.0)
+
+    # renewed before each model call: the lease outlives the merge's attempts
+    renew_scope_lease = Renewal(
+        lambda: store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s), deps.clock)
+    usage.keepalive.append(renew_scope_lease)
     try:
         now = deps.clock.now()
         blob = store.get_blob(agent_id, key)
@@ -157,6 +162,7 @@ def _merge_scope(
                       lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections,
                       screened=ScreenedCounts(**screened.counts()))
     finally:
+        usage.keepalive.remove(renew_scope_lease)
         store.release_lease(lease, holder)
 
 

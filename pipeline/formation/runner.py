@@ -34,15 +34,15 @@ from pydantic import BaseModel
 
 from pipeline import tracing
 from pipeline.clock import Clock
-from pipeline.cost import price_models
+from pipeline.cost import OFFLINE_PROVIDERS, price_models
 from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.formation import outputs
-from pipeline.errors import PermanentError
+from pipeline.errors import LeaseLost, PermanentError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
 from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
-from schemas.settings import Settings
+from schemas.settings import LEASE_RENEWAL_SLACK_S, Settings
 
 
 log = logging.getLogger("memory.formation")
@@ -63,14 +63,37 @@ class RunNotFound(PermanentError):
     """A task names a run the store does not hold."""
 
 
+class Renewal:
+    """One lease, renewed before a network call unless it was renewed within the last
+    ``LEASE_RENEWAL_SLACK_S`` (by the stage's start or the call before): a call that follows
+    at once costs no store write, and the lease still outlives the call, since the settings
+    keep every lease above one call's bound plus that slack (``Settings._calls_fit_leases``)."""
+
+    def __init__(self, renew_lease: Callable[[], bool], clock: Clock) -> None:
+        self.renew_lease = renew_lease
+        self.clock = clock
+        self.renewed_at = clock.now()   # made when the lease was just taken or renewed
+
+    def __call__(self) -> bool:
+        now = self.clock.now()
+        if (now - self.renewed_at).total_seconds() < LEASE_RENEWAL_SLACK_S:
+            return True
+        self.renewed_at = now
+        return self.renew_lease()
+
+
 @dataclass
 class Usage:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     structured_output: dict[str, int] = field(default_factory=dict)
-    # every call per model, embeddings included: {model: {kind, provider, calls, input_tokens,
-    # output_tokens}}; what the cost is computed from
+    # leases renewed before every provider call, so a stage's lease outlives its work
+    # however many calls it makes: each returns False once the lease was lost
+    keepalive: list[Callable[[], bool]] = field(default_factory=list)
+    # every call per requested model, embeddings included: {model: {kind, provider, calls,
+    # input_tokens, output_tokens[, snapshots]}}; what the cost is computed from. ``snapshots``
+    # lists the versions the provider said answered (a dated snapshot of the model asked for)
     by_model: dict[str, dict] = field(default_factory=dict)
 
     def add(self, response: LLMResponse) -> LLMResponse:
@@ -79,16 +102,32 @@ class Usage:
         self.output_tokens += response.output_tokens
         if response.structured_output:
             self.add_modes({response.structured_output: 1})
-        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens)
+        self._count("llm", response.model, response.provider, response.input_tokens, response.output_tokens,
+                    snapshot=response.snapshot)
         return response
 
     def complete(self, llm: LLM, request) -> LLMResponse:
-        """One LLM call, traced (a GenAI span) and counted."""
+        """One LLM call, its leases renewed first, traced (a GenAI span) and counted."""
+        self.keep_alive(llm.provider)
         return self.add(tracing.complete(llm, request))
 
     def embed(self, embedder: Embedder, texts, purpose: str) -> Embeddings:
-        """One embedding call, traced (a GenAI span) and counted."""
+        """One embedding call, its leases renewed first, traced (a GenAI span) and counted."""
+        self.keep_alive(embedder.provider)
         return self.add_embedding(tracing.embed(embedder, texts, purpose), embedder.provider)
+
+    def keep_alive(self, provider: str) -> None:
+        """Before a call to ``provider``: renew every lease of ``keepalive``; ``LeaseLost`` if
+        one was taken over meanwhile (another holder works on it now: no more calls are paid
+        for here). Each network call is bounded (``pipeline.llm.deadline``) and the settings keep
+        that bound below both leases, so a lease renewed before a call outlives it. Providers
+        answering in process (the offline rules, the local embedders) cost no store write."""
+        if provider in OFFLINE_PROVIDERS:
+            return
+        for renew_lease in self.keepalive:
+            if not renew_lease():
+                raise LeaseLost("the lease of this work was taken over or the run ended; stopping before the "
+                                "next model call")
 
     def add_embedding(self, result: Embeddings, provider: str) -> Embeddings:
         """Count an embedding call (it is not an LLM call: ``calls`` and the LLM tokens stay)."""
@@ -96,12 +135,14 @@ class Usage:
         return result
 
     def _count(self, kind: str, model: str, provider: str, input_tokens: int, output_tokens: int,
-               calls: int = 1) -> None:
+               calls: int = 1, snapshot: str = "") -> None:
         row = self.by_model.setdefault(model, {"kind": kind, "provider": provider, "calls": 0,
                                                "input_tokens": 0, "output_tokens": 0})
         row["calls"] += calls
         row["input_tokens"] += input_tokens
         row["output_tokens"] += output_tokens
+        if snapshot and snapshot != model and snapshot not in row.setdefault("snapshots", []):
+            row["snapshots"].append(snapshot)
 
     def add_counts(self, counts: dict[str, int], modes: dict[str, int] | None = None) -> None:
         self.calls += counts.get("calls", 0)
@@ -162,7 +203,7 @@ def run_stage(
             apply(run, value)
         return StageResult(run, output, reused=True, record=record, value=value)
     started = time.perf_counter()
-    usage = Usage()
+    usage = Usage(keepalive=[Renewal(lambda: renew(deps, run_id), deps.clock)])
     try:
         value = compute(run, usage)
     except BaseException:

@@ -18,31 +18,50 @@ from pipeline.errors import InvalidLLMAnswer
 T = TypeVar("T", bound=BaseModel)
 
 _EXCERPT = 200
-# reasoning models served through OpenAI-compatible servers (DeepSeek-R1, Qwen3 on Ollama or
-# vLLM without a reasoning parser) put their thinking inline before the answer
-_THINK = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
-_UNCLOSED_THINK = re.compile(r"^\s*<(think|thinking)>.*", re.DOTALL | re.IGNORECASE)
+# Reasoning models put their thinking inline before the answer. Served without a reasoning
+# parser (DeepSeek-R1 distills, Qwen3 thinking models on vLLM, llama.cpp or Ollama), the opening
+# tag is often part of the chat template, so only the closing one reaches us:
+# "...reasoning...</think>{answer}". Everything up to the last closing tag is reasoning, paired
+# or not; JSON inside it (a draft answer) is never the answer.
+_CLOSING_REASONING = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+# a reasoning block that never closed (the answer was cut off while thinking): no answer at all
+_UNCLOSED_REASONING = re.compile(r"^\s*<(think|thinking|reasoning)\s*>.*", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
 
 def parse_answer(raw: str | None, response_model: type[T], *, provider: str, model: str) -> T:
-    """Validate ``raw`` JSON against ``response_model``; raise ``InvalidLLMAnswer`` saying where.
+    """The answer in ``raw`` as ``response_model``; ``InvalidLLMAnswer`` saying where it failed.
+
+    Text up to the last closing reasoning tag is dropped; of the JSON objects left (the whole
+    text, fenced blocks, objects cut from prose), the last one that validates is the answer.
 
     The answer itself stays out of the error's message: it holds conversation text, and the
     message reaches logs above DEBUG (Celery logs each retry's reason at INFO). Its beginning
     is kept on the error as ``excerpt`` for whoever debugs it deliberately."""
     if raw is None or not raw.strip():
         raise InvalidLLMAnswer(f"{provider} model {model} returned an empty answer for {response_model.__name__}")
-    try:
-        return response_model.model_validate_json(extract_json(raw))
-    except ValidationError as exc:
-        error = InvalidLLMAnswer(
-            f"{provider} model {model} answered outside the {response_model.__name__} schema: "
-            f"{describe_validation_error(exc)} ({len(raw)} characters)"
-        )
-        error.excerpt = raw[:_EXCERPT]
-        raise error from exc
+    text = answer_text(raw)
+    if not text:
+        raise InvalidLLMAnswer(f"{provider} model {model} gave only reasoning, no answer, for "
+                               f"{response_model.__name__} ({len(raw)} characters)")
+    failure: ValidationError | None = None
+    for candidate in reversed(json_candidates(text)):
+        try:
+            return response_model.model_validate_json(candidate)
+        except ValidationError as exc:
+            failure = failure or exc   # the last candidate's reason is the one reported
+    if failure is None:                # no JSON at all: validating the text says so
+        try:
+            return response_model.model_validate_json(text)
+        except ValidationError as exc:
+            failure = exc
+    error = InvalidLLMAnswer(
+        f"{provider} model {model} answered outside the {response_model.__name__} schema: "
+        f"{describe_validation_error(failure)} ({len(raw)} characters)"
+    )
+    error.excerpt = raw[:_EXCERPT]
+    raise error from failure
 
 
 def estimate_tokens(text: str) -> int:
@@ -50,27 +69,35 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def extract_json(raw: str) -> str:
-    """The JSON value inside a model's text: without ``<think>`` blocks, out of a Markdown
-    fence, or cut from the prose around it. Text holding no JSON comes back as it is (and then
-    fails validation with a clear message)."""
-    text = _UNCLOSED_THINK.sub("", _THINK.sub("", raw)).strip()
+def answer_text(raw: str) -> str:
+    """``raw`` after its last closing reasoning tag (``</think>``, ``</thinking>``,
+    ``</reasoning>``, paired or not), or "" when a reasoning block opened and never closed."""
+    closings = list(_CLOSING_REASONING.finditer(raw))
+    text = raw[closings[-1].end():] if closings else _UNCLOSED_REASONING.sub("", raw)
+    return text.strip()
+
+
+def json_candidates(text: str) -> list[str]:
+    """The JSON objects in ``text``, in order: the whole text when it is one, else each
+    Markdown-fenced block that parses, else each top-level object cut from the prose (an
+    object nested in another is part of it, never a candidate of its own; every answer model
+    is an object, so a "[1]" in the prose is never one)."""
     if _parses(text):
-        return text
-    for match in _FENCE.finditer(text):
-        inner = match.group(1).strip()
-        if _parses(inner):
-            return inner
-    # prose around the JSON: the first '{' from which a whole JSON object decodes (every
-    # answer model is an object, so a "[1]" in the prose is never taken for the answer)
-    for start, char in enumerate(text):
-        if char == "{":
-            try:
-                _, end = _DECODER.raw_decode(text, start)
-            except ValueError:
-                continue
-            return text[start:end]
-    return text
+        return [text]
+    fenced = [inner for match in _FENCE.finditer(text) if _parses(inner := match.group(1).strip())]
+    if fenced:
+        return fenced
+    found: list[str] = []
+    start = text.find("{")
+    while start != -1:
+        try:
+            _, end = _DECODER.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        found.append(text[start:end])
+        start = text.find("{", end)
+    return found
 
 
 def _parses(text: str) -> bool:

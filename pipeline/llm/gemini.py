@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError
 from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -63,6 +64,11 @@ def make_client(
     genai, types = import_sdk()
     if not api_key:
         raise ConfigurationError(f"{what} needs GEMINI_API_KEY (or GOOGLE_API_KEY)")
+    if http_client is None:
+        import httpx
+
+        # answers are read under the call's hard bound (pipeline.llm.deadline)
+        http_client = httpx.Client(transport=bounded_transport(httpx), timeout=timeout_s)
     options = types.HttpOptions(timeout=int(timeout_s * 1000), httpx_client=http_client, base_url=base_url)
     return genai.Client(api_key=api_key, http_options=options)
 
@@ -125,9 +131,11 @@ class GeminiLLM(LLM):
             options["system_instruction"] = request.system + schema_instruction(request.response_model)
             if mode == "json_object":
                 options["response_mime_type"] = "application/json"
-        return self.client.models.generate_content(
-            model=request.model, contents=request.prompt, config=types.GenerateContentConfig(**options),
-        )
+        config = types.GenerateContentConfig(**options)
+        # the SDK's timeout bounds each read; ``within`` bounds the whole call (a trickled answer)
+        return within(timeout, lambda: self.client.models.generate_content(
+            model=request.model, contents=request.prompt, config=config,
+        ), where=f"gemini {request.operation} ({request.model})")
 
     def _response(self, response: Any, request: LLMRequest[T], where: str, mode: str) -> LLMResponse[T]:
         candidates = response.candidates or []
@@ -147,8 +155,9 @@ class GeminiLLM(LLM):
         else:
             tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
         return LLMResponse(
-            parsed=parsed, model=response.model_version or request.model, provider=self.provider,
+            parsed=parsed, model=request.model, provider=self.provider,
             input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
+            snapshot=response.model_version or "",
         )
 
 

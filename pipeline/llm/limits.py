@@ -131,5 +131,5 @@ def limit_concurrency(llm: LLM, settings: Settings, *, redis_client: Any = None)
         return llm
     if redis_client is not None:
         key = f"{settings.collection_prefix}llm_slots:{llm.provider}"
-        return LimitedLLM(llm, RedisSemaphore(redis_client, key, limit))
-    return LimitedLLM(llm, LocalSemaphore(limit))
+        return LimitedLLM(llm, RedisSemaphore(redis_client, key, limit), wait_s=settings.llm_slot_wait_s)
+    return LimitedLLM(llm, LocalSemaphore(limit), wait_s=settings.llm_slot_wait_s)

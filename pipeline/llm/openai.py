@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError, TransientError
 from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -51,8 +52,20 @@ def make_client(
             raise ConfigurationError(
                 f"{what} needs OPENAI_API_KEY (or a base URL for a keyless OpenAI-compatible server)")
         api_key = "unused"  # OpenAI-compatible servers without auth
+    if http_client is None:
+        # the SDK's own client and limits, reading answers under the call's hard bound
+        http_client = openai.DefaultHttpxClient(
+            transport=bounded_transport(_httpx_of(openai), limits=openai.DEFAULT_CONNECTION_LIMITS))
     return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0,
                          http_client=http_client)
+
+
+def _httpx_of(openai: Any) -> Any:
+    """The httpx module the SDK's client is built on (httpx, or its httpx2 fork)."""
+    import importlib
+
+    base = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    return importlib.import_module(base.__module__.split(".")[0])
 
 
 def map_error(exc: Exception, where: str, timeout_s: float | None = None) -> PipelineError | None:
@@ -100,8 +113,8 @@ class OpenAILLM(LLM):
         timeout = self.timeout_for(request)
         mode = resolve_mode(self.mode, self.server, request.model)
         try:
-            completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
-        except openai.BadRequestError as exc:
+            completion = self._create(request, mode, timeout, where)
+        except openai.APIStatusError as exc:  # a 400 (or llama.cpp's 500) may refuse the mode itself
             if not falls_back(self.mode, mode, exc.status_code, _detail(exc)):
                 raise _mapped(exc, where, timeout, mode) from exc
             FALLBACKS.remember(self.server, request.model)
@@ -109,12 +122,17 @@ class OpenAILLM(LLM):
                         "with the schema in the prompt from now on", where, _detail(exc))
             mode = "json_object"
             try:
-                completion = self.client.chat.completions.create(**self._body(request, mode), timeout=timeout)
+                completion = self._create(request, mode, timeout, where)
             except openai.OpenAIError as again:
                 raise _mapped(again, where, timeout, mode) from again
         except openai.OpenAIError as exc:
             raise _mapped(exc, where, timeout, mode) from exc
         return self._response(completion, request, where, mode)
+
+    def _create(self, request: LLMRequest[Any], mode: str, timeout: float, where: str) -> Any:
+        # the SDK's timeout bounds each read; ``within`` bounds the whole call (a trickled answer)
+        body = self._body(request, mode)
+        return within(timeout, lambda: self.client.chat.completions.create(**body, timeout=timeout), where=where)
 
     def _body(self, request: LLMRequest[Any], mode: str) -> dict[str, Any]:
         system = request.system
@@ -150,8 +168,9 @@ class OpenAILLM(LLM):
         else:  # some compatible servers report none: estimate rather than record zero
             tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
         return LLMResponse(
-            parsed=parsed, model=completion.model or request.model, provider=self.provider,
+            parsed=parsed, model=request.model, provider=self.provider,
             input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
+            snapshot=completion.model or "",
         )
 
 

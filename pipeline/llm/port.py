@@ -33,7 +33,7 @@ class LLMRequest(Generic[T]):
 @dataclass(frozen=True)
 class LLMResponse(Generic[T]):
     parsed: T
-    model: str
+    model: str                     # the model asked for: usage and cost are counted under it
     provider: str
     input_tokens: int = 0
     output_tokens: int = 0
@@ -41,6 +41,10 @@ class LLMResponse(Generic[T]):
     # how the answer was held to its schema: json_schema, json_object or prompt ("" for the
     # offline and scripted providers, which build answers themselves); recorded on the run
     structured_output: str = ""
+    # the model version the provider says answered (OpenAI's dated snapshot such as
+    # gpt-6-luna-2026-09-22, Gemini's modelVersion); "" when it reported none. Kept beside the
+    # usage, never priced: price tables are keyed by the names users configure
+    snapshot: str = ""
 
 
 DEFAULT_TIMEOUT_S = 60.0

@@ -6,9 +6,13 @@ Modes (``MEMORY_OPENAI_STRUCTURED_OUTPUT`` / ``MEMORY_GEMINI_STRUCTURED_OUTPUT``
   ``json_schema`` with ``strict``; Gemini ``responseJsonSchema``);
 - ``json_object``: the server only guarantees JSON; the schema goes in the system prompt;
 - ``prompt``: nothing is asked of the server; the schema goes in the system prompt;
-- ``auto``: ``json_schema``, and after a 400 that names the response format (a server without
-  schema support: older llama.cpp, some vLLM and Ollama builds) ``json_object`` from then on,
-  remembered for the process per (base URL, model).
+- ``auto``: ``json_schema``, and after an error that says the server does not take that mode
+  at all (``refuses_schema_mode``: a model without structured outputs on OpenAI, llama.cpp and
+  vLLM builds from before their json_schema support, a Gemini gateway on an older API version)
+  ``json_object`` from then on, remembered for the process per (base URL, model). Any other
+  refusal that names the response format, above all a schema the server finds invalid
+  ("Invalid schema for response_format ..."), is our own bug: it fails the call as a
+  permanent error with the server's reason, and the mode is kept.
 
 Whatever the mode, the answer is parsed and validated locally (``pipeline.llm.answers``).
 """
@@ -23,9 +27,36 @@ from typing import Any
 from pydantic import BaseModel
 
 MODES = ("json_schema", "json_object", "prompt", "auto")
-# words that show a 400 is about the structured-output request, in either API's spelling
-_FORMAT_WORDS = ("response_format", "json_schema", "responsejsonschema", "response_json_schema",
-                 "responsemimetype", "response_mime_type")
+
+# The errors by which a server says it does not take a structured-output mode at all, per
+# server, from their own sources. Only these downgrade ``auto``; each is (statuses, text).
+_REFUSES_MODE = (
+    # OpenAI, for a model without Structured Outputs: 400 "Invalid parameter: 'response_format'
+    # of type 'json_schema' is not supported with this model." (the text langchain-openai
+    # matches in langchain_openai/chat_models/base.py, _handle_openai_bad_request); the same
+    # sentence names 'json_object' for a model without JSON mode.
+    ((400,), "of type '{mode}' is not supported"),
+    # llama.cpp's server before json_schema support: examples/server/utils.hpp,
+    # oaicompat_completion_params_parse, throws 'response_format type must be one of "text" or
+    # "json_object", but got: json_schema'; answered 400 (ERROR_TYPE_INVALID_REQUEST), or 500
+    # by builds that map it to a server error (ik_llama.cpp issue #778 quotes the 500 body).
+    ((400, 500), 'response_format type must be one of "text" or "json_object"'),
+    # vLLM before json_schema support: vllm/entrypoints/openai/protocol.py declared
+    # ResponseFormat.type as Literal["text", "json_object"], and api_server.py answers a
+    # RequestValidationError with 400 and str(exc): pydantic 2 says "Input should be 'text' or
+    # 'json_object'", pydantic 1 "unexpected value; permitted: 'text', 'json_object'".
+    ((400,), "input should be 'text' or 'json_object'"),
+    ((400,), "permitted: 'text', 'json_object'"),
+    # The Gemini API (or a gateway on an older API version) for a field it does not know:
+    # 400 INVALID_ARGUMENT 'Invalid JSON payload received. Unknown name "responseJsonSchema" at
+    # 'generation_config': Cannot find field.' (Google's JSON-to-proto error for unknown fields)
+    ((400,), 'unknown name "responsejsonschema"'),
+    ((400,), 'unknown name "response_json_schema"'),
+)
+# Ollama never refuses: before 0.5.0 (commit 630e7dc6f, openai/openai.go) it ignored a
+# json_schema response_format and took only "json_object"; since, it passes the schema on and
+# refuses only a schema it cannot read ('invalid format: ...; expected "json" or a valid JSON
+# Schema object', llm/llama_server.go), which is a schema error and surfaces as one.
 
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -55,23 +86,26 @@ def resolve_mode(setting: str, server: str, model: str) -> str:
 
 def falls_back(setting: str, mode: str, status: int | None, detail: str) -> bool:
     """True when ``auto`` should retry a refused ``json_schema`` call as ``json_object``."""
-    return setting == "auto" and mode == "json_schema" and names_response_format(status or 0, detail)
+    return setting == "auto" and mode == "json_schema" and refuses_schema_mode(status or 0, detail, mode)
 
 
-def names_response_format(status: int, detail: str) -> bool:
-    """True for a 400 that refuses the structured-output request itself."""
-    lowered = detail.lower().replace(" ", "")
-    return status == 400 and any(word in lowered for word in _FORMAT_WORDS)
+def refuses_schema_mode(status: int, detail: str, mode: str = "json_schema") -> bool:
+    """True for an error by which the server says it does not take ``mode`` at all (see
+    ``_REFUSES_MODE``); False for every other error, an invalid schema among them."""
+    lowered = detail.lower()
+    return any(status in statuses and text.format(mode=mode) in lowered for statuses, text in _REFUSES_MODE)
 
 
 _NEXT_MODES = {"json_schema": "auto or json_object", "json_object": "prompt"}
 
 
 def with_mode_hint(error: Exception, status: int | None, mode: str, setting: str) -> Exception:
-    """A permanent 400 that refuses ``mode`` itself, with the setting that gets past it."""
+    """A permanent error that refuses ``mode`` itself, with the setting that gets past it. A
+    schema the server finds invalid gets no hint: it is the schema to fix, not the mode."""
     from pipeline.errors import PermanentError
 
-    if isinstance(error, PermanentError) and mode in _NEXT_MODES and names_response_format(status or 0, str(error)):
+    # permanent whatever the status: llama.cpp builds answer the refusal with a 500, and no retry helps
+    if mode in _NEXT_MODES and refuses_schema_mode(status or 0, str(error), mode):
         return PermanentError(f"{error} (the server does not take the {mode} structured-output mode: "
                               f"set {setting} to {_NEXT_MODES[mode]})")
     return error

@@ -11,7 +11,8 @@ It runs on 127.0.0.1 on a free port, one thread per request. It is strict: a req
 API refuses is refused with that API's status and error body (``tests.support.llm_wire`` cites
 each rule). Each route (``chat``, ``generate``, ``embed``) answers from its queue of scripted
 replies: an ``Answer`` (optionally truncated, with or without usage), an ``Error`` (status,
-body, headers) or a ``Stall`` (no answer for some seconds). Embedding routes answer
+body, headers), a ``Stall`` (no answer for some seconds) or a ``Trickle`` (an answer sent a
+byte at a time over some seconds). Embedding routes answer
 deterministic vectors when nothing is scripted; the chat routes answer 500 and count the call
 in ``unscripted``. Every request is kept in ``requests``.
 """
@@ -35,6 +36,9 @@ class Answer:
     usage: tuple[int, int] | None = (120, 30)   # (input, output) tokens; None: no usage reported
     truncated: bool = False                     # finish_reason "length" / "MAX_TOKENS"
     thoughts: int = 0                           # Gemini's thoughtsTokenCount (billed as output)
+    # the model the answer names: None, the one asked for; else a dated snapshot as the real APIs
+    # report it (OpenAI's "model": "gpt-6-luna-2026-09-22", Gemini's "modelVersion")
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,16 @@ class Stall:
     seconds: float                              # hold the request this long, then answer 504
 
 
-Reply = Answer | Error | Stall
+@dataclass(frozen=True)
+class Trickle:
+    answer: Answer
+    seconds: float                              # send the whole answer over this long, a byte at a time:
+    # headers at once, then the body byte by byte, so no read ever waits longer than
+    # seconds / len(body) and an httpx read timeout never fires (a server that is alive but slow)
+
+
+Reply = Answer | Error | Stall | Trickle
+_TRICKLE = "x-test-trickle-s"                   # carries a Trickle's pace from handle() to the writer
 
 # Real error bodies, for scripting.
 # https://platform.openai.com/docs/guides/error-codes/api-errors ("429 - You exceeded your current quota")
@@ -82,16 +95,19 @@ class LLMServer:
     """See the module docstring. ``openai_key``/``gemini_key`` None: no auth (like Ollama)."""
 
     def __init__(self, *, openai_key: str | None = "sk-test", gemini_key: str = "g-test",
-                 json_schema: bool = True, embedding_size: int = 768) -> None:
+                 json_schema: bool | str = True, embedding_size: int = 768) -> None:
         self.openai_key = openai_key
         self.gemini_key = gemini_key
-        self.json_schema = json_schema          # False: refuse it as llama.cpp without schema support does
+        # True: take json_schema; else refuse it as that server does (False: "llama.cpp"; see
+        # llm_wire.refuses_json_schema for "llama.cpp-500", "vllm" and "openai-model")
+        self.json_schema = "llama.cpp" if json_schema is False else json_schema
         self.embedding_size = embedding_size    # native size of models outside OpenAI's table
         self.requests: list[Seen] = []
         self.unscripted = 0
         self._queues: dict[str, deque[Reply]] = {"chat": deque(), "generate": deque(), "embed": deque()}
         self._lock = threading.Lock()
         self._released = threading.Event()
+        self.in_flight = 0                      # requests being answered right now (stalled or trickling)
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.02},
@@ -172,19 +188,19 @@ class LLMServer:
 
     def _chat(self, body: Any) -> tuple[int, dict, dict]:
         refusal = wire.check_chat(body)
-        if refusal is None and not self.json_schema:
-            refusal = wire.llamacpp_refuses_json_schema(body)
+        if refusal is None and self.json_schema is not True:
+            refusal = wire.refuses_json_schema(self.json_schema, body)
         if refusal is not None:
             return _as(refusal)
         return self._answer("chat", lambda a: wire.chat_completion(
-            _cut(a), model=body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage))
+            _cut(a), model=a.model or body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage))
 
     def _generate(self, body: Any, model: str) -> tuple[int, dict, dict]:
         refusal = wire.check_generate(body)
         if refusal is not None:
             return _as(refusal)
         return self._answer("generate", lambda a: wire.gemini_answer(
-            _cut(a), model=model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage,
+            _cut(a), model=a.model or model, finish_reason="MAX_TOKENS" if a.truncated else "STOP", usage=a.usage,
             thoughts=a.thoughts))
 
     def _openai_embeddings(self, body: Any) -> tuple[int, dict, dict]:
@@ -193,15 +209,16 @@ class LLMServer:
         if refusal is not None:
             return _as(refusal)
         scripted = self._next("embed")
-        if scripted is not None:
+        if scripted is not None and not isinstance(scripted, Trickle):
             return self._reply_error(scripted)
+        pace = {_TRICKLE: str(scripted.seconds)} if isinstance(scripted, Trickle) else {}
         size = body.get("dimensions") or native or self.embedding_size
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
         rows = [{"object": "embedding", "index": i, "embedding": wire.vector(t, size)} for i, t in enumerate(texts)]
         tokens = sum(len(t.split()) for t in texts)
         # the API may answer rows in any order: each carries its index
         return 200, {"object": "list", "model": body["model"], "data": rows[::-1],
-                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {}
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, pace
 
     def _gemini_embeddings(self, body: Any, model: str) -> tuple[int, dict, dict]:
         refusal = wire.check_batch_embed(body, model)
@@ -224,6 +241,8 @@ class LLMServer:
                                    "code": 500, "status": "INTERNAL"}}, {}
         if isinstance(reply, Answer):
             return 200, shape(reply), {}
+        if isinstance(reply, Trickle):
+            return 200, shape(reply.answer), {_TRICKLE: str(reply.seconds)}
         return self._reply_error(reply)
 
     def _reply_error(self, reply: Reply) -> tuple[int, dict, dict]:
@@ -232,7 +251,7 @@ class LLMServer:
             return 504, {"error": {"message": "stalled", "code": 504, "status": "DEADLINE_EXCEEDED"}}, {}
         if isinstance(reply, Error):
             return reply.status, reply.body, reply.headers
-        raise TypeError(f"an embedding route takes an Error or a Stall, not {reply!r}")
+        raise TypeError(f"an embedding route takes an Error, a Stall or a Trickle, not {reply!r}")
 
     def _next(self, route: str) -> Reply | None:
         with self._lock:
@@ -253,10 +272,20 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            with server._lock:
+                server.in_flight += 1
+            try:
+                self._answer()
+            finally:
+                with server._lock:
+                    server.in_flight -= 1
+
+        def _answer(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, body, extra = server.handle("POST", self.path, headers, raw)
+            trickle_s = float(extra.pop(_TRICKLE, 0) or 0)
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)
@@ -265,7 +294,16 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                 for key, value in extra.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not trickle_s:
+                    self.wfile.write(data)
+                    return
+                self.wfile.flush()
+                pause = trickle_s / len(data)
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    if server._released.wait(pause):
+                        return  # the server is closing
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test): nothing to answer
 

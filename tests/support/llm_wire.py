@@ -145,16 +145,38 @@ def check_embeddings(body: Any, native_size: int | None) -> Refusal | None:
     return None
 
 
-# llama.cpp's server before json_schema support refuses it with this 400
-# (examples/server/utils.hpp, oaicompat_completion_params_parse; the body is
-# format_error_response(..., ERROR_TYPE_INVALID_REQUEST)).
-def llamacpp_refuses_json_schema(body: dict[str, Any]) -> Refusal | None:
+# Servers without json_schema support, each refusing it the way its source does (the same
+# sources as pipeline.llm.structured._REFUSES_MODE).
+def refuses_json_schema(server: str, body: dict[str, Any]) -> Refusal | None:
+    """The refusal of a ``json_schema`` response_format by ``server``: ``llama.cpp`` (400),
+    ``llama.cpp-500`` (builds that answer it as a server error), ``vllm`` (before its
+    json_schema support), ``openai-model`` (an OpenAI model without Structured Outputs)."""
     fmt = body.get("response_format") or {}
     kind = fmt.get("type", "") if isinstance(fmt, dict) else ""
-    if kind and kind not in ("text", "json_object"):
+    if not kind or kind in ("text", "json_object"):
+        return None
+    if server in ("llama.cpp", "llama.cpp-500"):
+        # examples/server/utils.hpp, oaicompat_completion_params_parse; the body is
+        # format_error_response(..., ERROR_TYPE_INVALID_REQUEST), or ERROR_TYPE_SERVER (500)
         message = f'response_format type must be one of "text" or "json_object", but got: {kind}'
+        if server == "llama.cpp-500":
+            return 500, {"error": {"code": 500, "message": message, "type": "server_error"}}
         return 400, {"error": {"code": 400, "message": message, "type": "invalid_request_error"}}
-    return None
+    if server == "vllm":
+        # vllm/entrypoints/openai/api_server.py: validation_exception_handler answers 400 with
+        # create_error_response(message=str(exc)), an ErrorResponse at the top level of the body
+        # (protocol.py: object "error", message, type "BadRequestError", param, code 400)
+        errors = [{"type": "literal_error", "loc": ("body", "response_format", "type"),
+                   "msg": "Input should be 'text' or 'json_object'", "input": kind,
+                   "ctx": {"expected": "'text' or 'json_object'"}}]
+        return 400, {"object": "error", "message": str(errors), "type": "BadRequestError", "param": None,
+                     "code": 400}
+    if server == "openai-model":
+        return openai_error(400, f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
+                            "this model. Learn more about supported models at the Structured Outputs guide: "
+                            "https://platform.openai.com/docs/guides/structured-outputs",
+                            param="response_format")
+    raise ValueError(f"no such server without json_schema: {server!r}")
 
 
 def chat_completion(text: str, *, model: str, finish_reason: str, usage: tuple[int, int] | None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class FakeTask:
     retry_delay = MemoryTask.retry_delay
     retry_transient = MemoryTask.retry_transient
     retry_if_left = MemoryTask.retry_if_left
+    retry_bound = MemoryTask.retry_bound
     _run_stage = MemoryTask._run_stage
 
     def __init__(self, retries: int = 0) -> None:
@@ -69,14 +70,18 @@ def test_a_429_is_retried_no_sooner_than_its_retry_after(injected):
     assert injected.store.get_run(run_id).status in ("claimed", "running")
 
 
-@pytest.mark.parametrize("kind", ["timeout", "server_error", "invalid_json", "schema_violation"])
-def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(injected, kind):
+@pytest.mark.parametrize("kind, bound", [
+    ("timeout", "task_max_retries"), ("server_error", "task_max_retries"),
+    # an answer that came back unusable is asked again only MEMORY_LLM_INVALID_ANSWER_RETRIES times
+    ("invalid_json", "llm_invalid_answer_retries"), ("schema_violation", "llm_invalid_answer_retries"),
+])
+def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(injected, kind, bound):
     run_id = _run(injected, Fault(kind))
     with pytest.raises(Retried) as retried:
-        guarded(FakeTask(retries=2), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
-    assert 2.0 <= retried.value.countdown <= 4.0  # 2 ** retries, with jitter in its upper half
+        guarded(FakeTask(retries=1), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
+    assert 1.0 <= retried.value.countdown <= 2.0  # 2 ** retries, with jitter in its upper half
     injected.llm.rules.insert(0, type(injected.llm.rules[0])("extract_facts", Fault(kind), times=1))
-    exhausted = FakeTask(retries=injected.settings.task_max_retries)
+    exhausted = FakeTask(retries=getattr(injected.settings, bound))
     assert guarded(exhausted, run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
     run = injected.store.get_run(run_id)
     assert run.status == "failed"

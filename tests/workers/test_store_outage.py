@@ -55,6 +55,7 @@ class FakeTask:
     retry_delay = MemoryTask.retry_delay
     retry_transient = MemoryTask.retry_transient
     retry_if_left = MemoryTask.retry_if_left
+    retry_bound = MemoryTask.retry_bound
     _run_stage = MemoryTask._run_stage
     name = "fake"
 
