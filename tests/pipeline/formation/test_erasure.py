@@ -14,6 +14,7 @@ from pipeline.formation import consolidate_stages as cs
 from pipeline.formation import rebuild, stages
 from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Usage
+from pipeline.errors import InvalidLLMAnswer
 from pipeline.llm.offline import OfflineLLM
 from pipeline.service import MemoryService
 
@@ -111,7 +112,7 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
 
 def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_others_own_fact_stays(env):
     env.llm.on("extract_facts", facts(("agent", "The offsite is in Porto in May")))
-    env.llm.on("extract_reflections", reflections(agent=["The team wants morning calls"]))
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [0, 1])]))
     run_id = env.new_run([("user", GONE, "I would like morning calls"),
                           ("user", KEPT, "Let us hold the offsite in Porto in May")],
                          session_id="s-group", users=(GONE, KEPT))
@@ -124,6 +125,44 @@ def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_other
     assert counts["shared_deleted"] == 1 and env.store.list_reflections("agent-1", "agent") == []
     assert [(f.content, f.source_user_ids) for f in env.live_facts(scope_key="agent")] == [
         ("The offsite is in Porto in May", [KEPT])]
+
+
+def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the_agent_blob(env):
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
+                                                         ("Tom handles audio, video and streaming", [2])]))
+    run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
+                          ("user", KEPT, "I handle audio, video and streaming")],
+                         session_id="s-group", users=(GONE, KEPT))
+    env.through_reflections(run_id)
+    assert sorted((r.content, tuple(r.source_user_ids)) for r in env.store.list_reflections("agent-1", "agent")) == [
+        ("Maya wants the launch on a Tuesday", (GONE,)), ("Tom handles audio, video and streaming", (KEPT,))]
+    env.llm.on("consolidate", merge_all)
+    cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
+
+    counts = _erase(env)
+
+    assert (counts["shared_deleted"], counts["reflections_by_source"], counts["blobs_rebuilt"]) == (0, 1, 1)
+    assert [r.content for r in env.store.list_reflections("agent-1", "agent")] == [
+        "Tom handles audio, video and streaming"]
+    blob = env.store.get_blob("agent-1", "agent").consolidated_content
+    assert "audio, video and streaming" in blob and "Tuesday" not in blob
+
+
+def test_an_answer_citing_a_message_outside_the_conversation_is_asked_again(env):
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [7])]), times=1)
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [1])]))
+    run_id = env.new_run([("user", GONE, "Hi"), ("user", KEPT, "Morning calls suit us all")],
+                         session_id="s-group", users=(GONE, KEPT))
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(run_id, env)
+    with pytest.raises(InvalidLLMAnswer, match=r"agent\[0\] cites \[7\]"):
+        stages.extract_reflections(run_id, env)
+    assert env.store.list_reflections("agent-1", "agent") == []
+    stages.extract_reflections(run_id, env)
+    assert [r.source_user_ids for r in env.store.list_reflections("agent-1", "agent")] == [[KEPT]]
+    assert env.llm.count("extract_reflections") == 2
 
 
 def test_an_old_agent_fact_without_provenance_is_attributed_by_its_run_or_counted(env):
