@@ -262,6 +262,9 @@ class Database:
                 conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
             self._backfill(conn)
+            from pipeline.store._sqlite_provenance import create_provenance_schema
+
+            names += create_provenance_schema(conn, self.t, self.prefix)
         return names
 
     def _backfill(self, conn: sqlite3.Connection) -> None:

@@ -246,18 +246,18 @@ def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
 def test_an_effect_a_stage_applies_while_the_erasure_reads_the_store_is_removed_too(env):
     _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"])
     fact = env.live_facts(scope_key="agent")[0]
-    dump_all, dumps = env.store.dump_all, []
+    resting_on, reads = env.store.resting_on, []
 
-    def dump_then_a_late_effect():
-        out = dump_all()
-        dumps.append(1)
-        if len(dumps) == 2:  # a stage that checked its run just before the erasure ended it
+    def read_then_a_late_effect(*args):
+        out = resting_on(*args)
+        reads.append(1)
+        if len(reads) == 2:  # a stage that checked its run just before the erasure ended it
             env.store.insert_fact(fact.model_copy(update={"fact_id": "run-late:0", "hash": "h-late",
                                                           "content": "Quokka Hall has a stage"}))
         return out
 
-    env.store.dump_all = dump_then_a_late_effect
+    env.store.resting_on = read_then_a_late_effect
     counts = _erase(env)
 
     assert env.store.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
-    assert traces(dump_all(), GONE) == []
+    assert traces(env.store.dump_all(), GONE) == []
