@@ -59,7 +59,8 @@ class Verification:
         return not self.traces and not (strict and self.unattributed)
 
 
-def _check(user_id: str, agent_id: str | None) -> None:
+def check_ids(user_id: str, agent_id: str | None) -> None:
+    """``InvalidInput`` for an empty user id, or an agent id given empty."""
     if not user_id or not user_id.strip():
         raise InvalidInput("user", "a user id is required")
     if agent_id is not None and not agent_id.strip():
@@ -82,7 +83,7 @@ def plan_erasure(store: Store, user_id: str, agent_id: str | None = None,
                  run_messages: dict[str, list[StoredMessage]] | None = None) -> erasure.Plan:
     """What erasing ``user_id`` would remove by provenance, changing nothing: the plan an
     operator (or the inspector) looks at first."""
-    _check(user_id, agent_id)
+    check_ids(user_id, agent_id)
     resting, loose = store.resting_on(user_id, agent_id), store.unattributed(agent_id)
     runs = run_messages if run_messages is not None else _run_messages(store, loose)
     found = erasure.plan(user_id, resting, loose, runs)
@@ -114,7 +115,7 @@ def forget_user(
     in any scope that rests on them; blobs that absorbed one are rebuilt through ``llm``
     (default: the one ``settings`` name, opened only if a blob needs it). ``progress`` hears
     one line per step."""
-    _check(user_id, agent_id)
+    check_ids(user_id, agent_id)
     from pipeline.formation.rebuild import holding, rebuild_blob
 
     say = progress or (lambda line: None)
@@ -150,7 +151,7 @@ def verify_erasure(store: Store, user_id: str, agent_id: str | None = None, *,
     (``Store.footprint``), items resting on them by provenance, and among ``blob_keys`` (those
     an erasure rebuilt) a blob that still counts a removed reflection; and, apart, what has
     no attribution at all."""
-    _check(user_id, agent_id)
+    check_ids(user_id, agent_id)
     traces = store.footprint(user_id, agent_id).traces()
     loose = store.unattributed(agent_id)
     runs = _run_messages(store, loose)

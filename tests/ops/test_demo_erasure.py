@@ -1,10 +1,12 @@
-"""forget-user on the demo store, as an operator runs it: erasing Maya removes exactly what
-rests on her, keeps what Tom said in the shared agent memory, and the agent's cost stays."""
+"""forget-user and export-user on the demo store, as an operator runs them: erasing Maya removes
+exactly what rests on her, keeps what Tom said in the shared agent memory, and the agent's cost
+stays; her export holds what is stored about her, and nothing once she is forgotten."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -28,13 +30,22 @@ def _memoryctl(db, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
+def formed_demo(tmp_path_factory):
     where = tmp_path_factory.mktemp("demo")
     db = where / "demo.db"
     done = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)], cwd=where, env=_env(db),
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
     return db
+
+
+@pytest.fixture
+def demo_db(formed_demo, tmp_path):
+    """A copy of the formed demo store, for one test to change."""
+    with sqlite3.connect(formed_demo) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(formed_demo, tmp_path / "demo.db")
+    return tmp_path / "demo.db"
 
 
 def _rows(db, table: str) -> list[dict]:
@@ -69,3 +80,21 @@ def test_forgetting_maya_keeps_toms_part_of_the_agent_memory_and_the_agents_cost
     cost_after = _cost(demo_db)
     assert cost_after["input_tokens"] >= cost_before["input_tokens"], (cost_before, cost_after)
     assert cost_after["calls"] >= cost_before["calls"]
+
+
+def test_export_user_holds_what_is_stored_about_maya_and_nothing_once_she_is_forgotten(demo_db, tmp_path):
+    out = tmp_path / "maya.jsonl"
+    done = _memoryctl(demo_db, "export-user", "--user", "user-maya", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert json.loads(done.stdout)["records"] == {k: sum(r["kind"] == k for r in records) for k in {r["kind"] for r in records}}
+    kinds = {r["kind"] for r in records}
+    assert {"message", "fact", "reflection", "blob", "run_cost"} <= kinds
+    assert {r["sender_id"] for r in records if r["kind"] == "message"} == {"user-maya"}
+    assert not [r for r in records if "audio, video" in json.dumps(r)]  # Tom's words stay out
+    assert any(r["kind"] == "fact" and r["history"] is not None and r["valid_from"] for r in records)
+
+    assert _memoryctl(demo_db, "forget-user", "--user", "user-maya", "--agent", "agent-juniper").returncode == 0
+    again = _memoryctl(demo_db, "export-user", "--user", "user-maya")
+    assert again.returncode == 0 and again.stdout == ""
+    assert "nothing stored about this user" in again.stderr

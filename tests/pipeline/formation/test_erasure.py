@@ -149,6 +149,31 @@ def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the
     assert "audio, video and streaming" in blob and "Tuesday" not in blob
 
 
+def test_the_export_holds_what_rests_on_the_user_and_is_empty_after_forget_user(env):
+    env.llm.on("extract_facts", facts(("agent", "The launch is on a Tuesday")))
+    env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
+                                                         ("Tom handles audio, video and streaming", [2])]))
+    run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
+                          ("user", KEPT, "I handle audio, video and streaming")],
+                         session_id="s-group", users=(GONE, KEPT))
+    env.through_reflections(run_id)
+    env.llm.on("consolidate", merge_all)
+    cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
+
+    records = list(_service(env).export_user(GONE))
+
+    kinds = {r["kind"] for r in records}
+    assert {"message", "fact", "reflection", "blob_section", "run_cost"} <= kinds
+    assert [r["content"] for r in records if r["kind"] == "message"] == ["I want the launch on a Tuesday"]
+    assert [r["bullets"] for r in records if r["kind"] == "blob_section"] == [["Maya wants the launch on a Tuesday"]]
+    assert "audio" not in json.dumps(records)  # another person's message and memory stay out
+    _erase(env)
+    assert list(_service(env).export_user(GONE)) == []
+    # the rebuilt agent blob now rests on Tom alone: his export holds it whole
+    assert ["blob"] == [r["kind"] for r in _service(env).export_user(KEPT) if "audio" in r.get("content", "")
+                        and r["kind"].startswith("blob")]
+
+
 def test_an_answer_citing_a_message_outside_the_conversation_is_asked_again(env):
     env.llm.on("extract_facts", facts())
     env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [7])]), times=1)
