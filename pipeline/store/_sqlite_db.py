@@ -100,6 +100,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
     ("usage_agent_at", "usage", "agent_id, at", False),
+    # an erasure drops every cached context of an agent it changed (``erase_memory``)
+    ("contexts_agent", "contexts", "json_extract(doc, '$.agent_id')", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text

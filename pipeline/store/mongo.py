@@ -78,6 +78,8 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),
+    # an erasure drops every cached context of an agent it changed (``erase_memory``)
+    ("contexts", [("agent_id", _A)], "agent", False),
     # provenance queries (``_mongo_provenance``): what rests on one user, in any agent
     ("facts", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
     ("reflections", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
