@@ -24,9 +24,9 @@ class ErasureMixin(SQLiteParts):
     def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
         """session id -> agent id of every session the user was in."""
         agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
-        rows = conn.execute(
-            f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE EXISTS "
-            f"(SELECT 1 FROM json_each(doc, '$.users') WHERE value = ?) {agent_clause} "
+        rows = conn.execute(  # the user lists through the provenance index (``_sqlite_provenance``)
+            f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE session_id IN "
+            f"(SELECT item_id FROM {self.db.t('user_refs')} WHERE user_id = ? AND kind = 'sessions') {agent_clause} "
             f"UNION SELECT session_id, agent_id FROM {self.db.t('messages')} WHERE sender_id = ? {agent_clause}",
             (user_id, *args, user_id, *args),
         ).fetchall()
