@@ -101,7 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         print(json.dumps(run_operation(args.db, args.run)))
         return 0
-    sizes = [int(s) for s in args.facts.split(",") if s.strip()]
+    try:
+        sizes = [int(s) for s in args.facts.split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 10:
+        print(f"--facts: expected sizes of at least 10 facts, comma-separated (e.g. 10000,100000), got {args.facts!r}",
+              file=sys.stderr)
+        return 2
     result: dict = {"store": "sqlite", "sizes": {}, "load_average_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="admin-scale-") as where:
         for facts in sizes:
