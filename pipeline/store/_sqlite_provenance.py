@@ -72,8 +72,11 @@ def create_provenance_schema(conn: sqlite3.Connection, t, prefix: str) -> list[s
                        (f"{prefix}{REFS}",)).fetchone() is None
     conn.execute(f"CREATE TABLE IF NOT EXISTS {t(REFS)} (kind TEXT NOT NULL, item_id TEXT NOT NULL, "
                  "agent_id TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (kind, item_id, user_id))")
-    index = f"{prefix}user_refs_user"
-    conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON {t(REFS)} (user_id, kind, agent_id)')
+    # covering (item_id last): without it SQLite's planner prefers the primary key's covering
+    # ``kind`` prefix, which reads every row of that kind
+    index = f"{prefix}user_refs_user_item"
+    conn.execute(f'DROP INDEX IF EXISTS "{prefix}user_refs_user"')  # the first, non-covering version
+    conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON {t(REFS)} (user_id, kind, agent_id, item_id)')
     sources = [(kind, table, ident, lambda row, tb, k=kind, i=ident, p=path, u=unattributed: _statements(t, k, i, p, u, row, tb))
                for kind, table, ident, path, unattributed in _SOURCES]
     sources.append(("rejected", "rejected", "{row}.rejection_id", lambda row, tb: _rejected_statements(t, row, tb)))
