@@ -19,7 +19,7 @@ from pipeline.llm.scripted import ScriptedLLM
 from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
 from pipeline.prompts.dedup import DecisionsAnswer, FactDecision
 from pipeline.prompts.facts import ExtractedFact, FactsAnswer
-from pipeline.prompts.reflections import ReflectionsAnswer
+from pipeline.prompts.reflections import ReflectionItem, ReflectionsAnswer
 from schemas.settings import get_settings
 from workers.app import app
 
@@ -45,7 +45,8 @@ def _decide(request) -> DecisionsAnswer:
 
 def _reflect(request) -> ReflectionsAnswer:
     user = _user(request)
-    return ReflectionsAnswer(agent=[], user=[], session=[f"{user} asked for step {k} of the plan" for k in range(4)])
+    return ReflectionsAnswer(agent=[], user=[], session=[
+        ReflectionItem(text=f"{user} asked for step {k} of the plan", sources=[0]) for k in range(4)])
 
 
 def _merge(request) -> ConsolidationAnswer:

@@ -6,23 +6,24 @@ whole; which runs go and which stay emptied (failed, or ``erased`` while in flig
 rejected events, stamps and leases go. The store reads ``UserData`` (in its transaction,
 where it has one) and executes the ``ForgetPlan``.
 
-``plan`` (``Store.erase_memory``): what goes *by provenance*, in any scope, from
-``Store.dump_all`` rows; ``pipeline.formation.rebuild`` re-consolidates the blobs it names.
-The sources of a fact or reflection are the humans whose messages it came from:
+``plan`` and ``plan_blobs`` (``Store.erase_memory``): what goes *by provenance*, in any scope,
+from what the store's provenance queries return (``pipeline.footprint.Resting``: never a dump
+of the store); ``pipeline.formation.rebuild`` re-consolidates the blobs it names. The sources
+of a fact or reflection are the humans whose messages it came from:
 
 - its ``source_user_ids`` (set at formation, ``pipeline.sources``: a fact's source message's
-  sender, a reflection's human senders of its scope's messages in the run's range);
+  sender, a reflection's cited messages' senders);
 - a record stored before provenance has none: it is attributed by its source run's range while
   that run record and its messages still exist (the senders of its ``source_message_ids``
   there, or else every human sender of the range); an item of a user's own scope is theirs;
-  anything else is *unattributed*: left, and counted;
+  anything else is *unattributed*: left, listed and counted;
 - an item whose sources are only the user goes, with its history. An item that other users
   share cannot be split (one text), so it goes too and is counted as ``shared``.
 
 A consolidated blob that absorbed a removed reflection (``consolidated_into`` on the
 reflection, ``absorbing_ids`` on the blob) is rebuilt from the absorbed reflections that
 remain; a blob with none left is deleted. Blobs of the user's own scope and of their
-one-to-one sessions are removed whole, never rebuilt. ``provenance_traces`` is the audit.
+one-to-one sessions are removed whole by ``Store.forget_user``, never rebuilt.
 """
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.footprint import Resting
 from pipeline.sources import message_sources, range_sources
 from pipeline.user_ids import LEASE_PREFIX, lease_names_user, raw_names_user
-from schemas.documents import ACTIVE_RUN_STATUSES, FormationRun, StoredMessage, scope_key
+from schemas.documents import (
+    ACTIVE_RUN_STATUSES, ConsolidatedBlob, Fact, FormationRun, Reflection, StoredMessage, UsageRecord, scope_key,
+)
 
 FACTS, REFLECTIONS, BLOBS = "facts", "reflections", "consolidated"
 
@@ -88,6 +92,7 @@ class ForgetPlan:
     rejected_ids: list[str]
     stamps: dict[str, list[str]]  # agent -> scope keys whose stamps move (caches go stale)
     leases: list[str]
+    usage: list[UsageRecord] = field(default_factory=list)  # what the deleted or emptied runs spent
 
     @property
     def session_ids(self) -> list[str]:
@@ -118,8 +123,27 @@ def forget_plan(user_id: str, agent_id: str | None, data: UserData) -> ForgetPla
               for agent in agents}
     leases = [name for name in data.leases if lease_names_user(name, user_id)
               and (not agent_id or name.startswith(f"{LEASE_PREFIX}{agent_id}:"))]
+    gone = set(delete_runs) | {r.run_id for r in rewrite_runs}
+    usage = [record for run in data.runs if run.run_id in gone for record in anonymous_usage(run)]
     return ForgetPlan(scope_key("user", user_id=user_id), solo, [s for s in data.sessions if s not in solo],
-                      delete_runs, rewrite_runs, rejected, stamps, leases)
+                      delete_runs, rewrite_runs, rejected, stamps, leases, usage)
+
+
+def anonymous_usage(run: FormationRun) -> list[UsageRecord]:
+    """What ``run``'s stages spent, one usage record per stage with calls: agent, stage, time,
+    and per model the calls, tokens and dollars; no user, session, run id or text. An erasure
+    keeps them when it deletes or empties the run, so the agent's ``memoryctl cost`` totals
+    never fall (design §12). The id is a hash of the run id and stage: erasing again records
+    nothing twice."""
+    out = []
+    for name, record in run.stages.items():
+        if not record.usage.by_model:
+            continue
+        digest = hashlib.sha256(f"{run.run_id}\x00{name}".encode()).hexdigest()[:24]
+        out.append(UsageRecord(usage_id=f"erased-run:{digest}", agent_id=run.agent_id, stage=name,
+                               at=record.finished_at or record.started_at or run.created_at,
+                               by_model=record.usage.by_model))
+    return out
 
 
 # ---------------------------------------------------------------- provenance ----------------
@@ -141,13 +165,15 @@ class Plan:
     stamps: dict[str, list[str]] = field(default_factory=dict)       # agent id -> scope keys to move
     shared: int = 0        # removed items that other users shared too (not splittable)
     unattributed: int = 0  # items without provenance that could not be attributed: left
-    whole_keys: set[str] = field(default_factory=set)  # the user's scope and one-to-one sessions'
+    unattributed_items: list[str] = field(default_factory=list)  # "facts:<id>", "reflections:<id>"
+    whole_keys: set[str] = field(default_factory=set)  # the user's scope: removed whole
+    blob_keys: set[tuple[str, str]] = field(default_factory=set)  # where removed reflections lived
 
     def lease_keys(self) -> set[tuple[str, str]]:
         """(agent id, scope key) of every blob or buffer the plan changes, outside the scope keys
         ``Store.forget_user`` removes whole: no consolidation may merge them meanwhile."""
         keys = {(agent, key) for agent, found in self.stamps.items() for key in found}
-        keys |= {(r.agent_id, r.scope_key) for r in self.rebuild} | set(self.drop_blobs)
+        keys |= {(r.agent_id, r.scope_key) for r in self.rebuild} | set(self.drop_blobs) | self.blob_keys
         return {(agent, key) for agent, key in keys if key not in self.whole_keys}
 
     def changed_keys(self) -> dict[str, list[str]]:
@@ -164,91 +190,72 @@ class Plan:
                 "blobs_rebuilt": len(self.rebuild), "blobs_deleted": len(self.drop_blobs)}
 
 
-def solo_sessions(user_id: str, dump: Mapping[str, Sequence[dict]]) -> set[str]:
-    """The sessions whose only human is ``user_id`` (removed whole by ``Store.forget_user``)."""
-    humans: dict[str, set] = {}
-    for s in dump.get("sessions", []):
-        humans.setdefault(s.get("session_id") or s.get("_id"), set()).update(s.get("users") or [])
-    for m in dump.get("messages", []):
-        if m.get("role") == "user":
-            humans.setdefault(m.get("session_id"), set()).add(m.get("sender_id"))
-    return {sid for sid, people in humans.items() if user_id in people and sole_human(user_id, people)}
-
-
-def _run_messages(dump: Mapping[str, Sequence[dict]]) -> dict[str, list[StoredMessage]]:
-    """run id -> the messages of its range, for the runs still stored."""
-    by_session: dict[str, list[dict]] = {}
-    for m in dump.get("messages", []):
-        by_session.setdefault(m.get("session_id"), []).append(m)
-    out = {}
-    for run in dump.get("runs", []):
-        if "run_id" not in run:
-            continue
-        rows = [m for m in by_session.get(run.get("session_id"), [])
-                if m.get("seq") is not None and run["seq_from"] <= m["seq"] <= run["seq_to"]]
-        out[run["run_id"]] = [StoredMessage.model_validate(m) for m in rows]
-    return out
-
-
-def sources(row: dict, run_messages: Mapping[str, Sequence[StoredMessage]]) -> set[str] | None:
-    """The humans ``row`` (a fact or reflection) came from; None when it cannot be told."""
-    if row.get("source_user_ids"):
-        return set(row["source_user_ids"])
-    key = row.get("scope_key") or ""
-    if key.startswith("user:"):
-        return {key.split(":", 1)[1]}
-    messages = run_messages.get(row.get("source_run_id") or "")
+def attribute(item: Fact | Reflection, run_messages: Mapping[str, Sequence[StoredMessage]]) -> set[str] | None:
+    """The humans ``item`` came from; None when it cannot be told. Its ``source_user_ids``; an
+    item of a user's own scope is theirs; a record stored before provenance is attributed by
+    its source run's messages while they are stored (``run_messages``: run id -> its range)."""
+    if item.source_user_ids:
+        return set(item.source_user_ids)
+    if item.scope_key.startswith("user:"):
+        return {item.scope_key.split(":", 1)[1]}
+    messages = run_messages.get(item.source_run_id or "")
     if not messages:
         return None
-    found = message_sources(row.get("source_message_ids") or [], messages) or range_sources(messages)[1]
+    found = message_sources(item.source_message_ids, messages) or range_sources(messages)[1]
     return set(found) or None
 
 
-def _in_scope(row: dict, agent_id: str | None) -> bool:
-    return agent_id is None or row.get("agent_id") == agent_id
-
-
 def plan(
-    user_id: str, dump: Mapping[str, Sequence[dict]], agent_id: str | None = None,
-    before: Mapping[str, Sequence[dict]] | None = None,
+    user_id: str, resting: Resting, unattributed: Resting, run_messages: Mapping[str, Sequence[StoredMessage]],
 ) -> Plan:
-    """What erasing ``user_id`` (under ``agent_id``, or every agent) removes by provenance, from
-    the facts, reflections and blobs of ``dump``. Sessions, messages and runs are read from
-    ``before`` (a dump taken before ``Store.forget_user`` removed the user's messages and runs;
-    default ``dump``): the one-to-one sessions and the ranges of old records' runs."""
-    out = Plan()
-    before = dump if before is None else before
-    run_messages = _run_messages(before)
-    whole = {scope_key("session", session_id=s) for s in solo_sessions(user_id, before)}
-    whole.add(scope_key("user", user_id=user_id))
-    out.whole_keys = whole
-    removed_reflections: dict[tuple[str, str], set[str]] = {}
-    for kind, id_field, ids in ((FACTS, "fact_id", out.fact_ids), (REFLECTIONS, "reflection_id", out.reflection_ids)):
-        for row in dump.get(kind, []):
-            if not _in_scope(row, agent_id):
+    """What erasing ``user_id`` removes by provenance: of ``resting`` (``Store.resting_on``)
+    and ``unattributed`` (``Store.unattributed``, attributed here through ``run_messages`` where
+    their run's range is still stored), every item among whose sources the user is. The blobs
+    come after, from what the store holds at the scope keys of the removed reflections
+    (``plan_blobs``)."""
+    out = Plan(whole_keys={scope_key("user", user_id=user_id)})
+    seen: set[str] = set()
+    for kind, items in ((FACTS, [*resting.facts, *unattributed.facts]),
+                        (REFLECTIONS, [*resting.reflections, *unattributed.reflections])):
+        for item in items:
+            ident = item.fact_id if isinstance(item, Fact) else item.reflection_id
+            if (kind, ident) in seen:
                 continue
-            found = sources(row, run_messages)
+            seen.add((kind, ident))
+            found = attribute(item, run_messages)
             if found is None:
                 out.unattributed += 1
+                out.unattributed_items.append(f"{kind}:{ident}")
                 continue
             if user_id not in found:
                 continue
-            ids.append(row[id_field])
+            (out.fact_ids if kind == FACTS else out.reflection_ids).append(ident)
             out.shared += len(found) > 1
-            out.stamps.setdefault(row["agent_id"], []).append(row["scope_key"])
-            if kind == REFLECTIONS and row.get("absorbed"):
-                removed_reflections.setdefault((row["agent_id"], row["scope_key"]), set()).add(row[id_field])
+            out.stamps.setdefault(item.agent_id, []).append(item.scope_key)
+            if kind == REFLECTIONS:
+                out.blob_keys.add((item.agent_id, item.scope_key))
+    return out
+
+
+def plan_blobs(
+    out: Plan, blobs: Mapping[tuple[str, str], ConsolidatedBlob | None],
+    absorbed: Mapping[tuple[str, str], Sequence[Reflection]],
+) -> Plan:
+    """Fill ``out.rebuild`` and ``out.drop_blobs``: a blob (``blobs``: (agent id, scope key) ->
+    the blob stored there) that absorbed a removed reflection is merged again from the absorbed
+    reflections that remain (``absorbed``: the reflections stored at that key), or deleted
+    when none remains. The user's own scope goes whole, never rebuilt."""
     gone = set(out.reflection_ids)
-    for blob in dump.get(BLOBS, []):
-        key = (blob["agent_id"], blob["scope_key"])
-        if blob["scope_key"] in whole or not _in_scope(blob, agent_id):
+    for key in sorted(out.blob_keys):
+        blob = blobs.get(key)
+        if blob is None or key[1] in out.whole_keys:
             continue
-        if not (removed_reflections.get(key) or gone & set(blob.get("absorbing_ids") or [])):
+        here = absorbed.get(key, ())
+        if not ({r.reflection_id for r in here if r.absorbed} & gone or gone & set(blob.absorbing_ids)):
             continue
-        keep = tuple(r["reflection_id"] for r in dump.get(REFLECTIONS, [])
-                     if (r["agent_id"], r["scope_key"]) == key and r.get("absorbed") and r["reflection_id"] not in gone)
+        keep = tuple(r.reflection_id for r in here if r.absorbed and r.reflection_id not in gone)
         if keep:
-            out.rebuild.append(Rebuild(blob["agent_id"], blob["scope_key"], keep))
+            out.rebuild.append(Rebuild(key[0], key[1], keep))
         else:
             out.drop_blobs.append(key)
     return out
@@ -259,22 +266,3 @@ def holder(user_id: str) -> str:
     return "erasure:" + hashlib.sha256(user_id.encode()).hexdigest()[:16]
 
 
-def provenance_traces(dump: Mapping[str, Sequence[dict]], user_id: str, agent_id: str | None = None) -> list[str]:
-    """What still rests on ``user_id`` by provenance: a fact or reflection (any scope) among
-    whose sources they are, and a blob whose last merge counts a reflection that is gone. A
-    ``source_user_ids`` or user scope key naming them is an id field: ``pipeline.user_ids``
-    reports it, so only a record attributed through its run's messages is reported here."""
-    found = []
-    run_messages = _run_messages(dump)
-    for kind in (FACTS, REFLECTIONS):
-        for i, row in enumerate(dump.get(kind, [])):
-            if row.get("source_user_ids") or str(row.get("scope_key") or "").startswith("user:"):
-                continue
-            if _in_scope(row, agent_id) and user_id in (sources(row, run_messages) or ()):
-                found.append(f"{kind}[{i}]: sources include the user")
-    present = {r.get("reflection_id") for r in dump.get(REFLECTIONS, [])}
-    for i, blob in enumerate(dump.get(BLOBS, [])):
-        missing = [r for r in blob.get("absorbing_ids") or [] if r not in present]
-        if _in_scope(blob, agent_id) and missing:
-            found.append(f"{BLOBS}[{i}]: counts {len(missing)} removed reflection(s)")
-    return found

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
@@ -396,6 +396,13 @@ class MemoryService:
             out[scope_key("session", session_id=session_id)] = cost.of_runs(
                 (r for r in runs if r.session_id == session_id), (r for r in records if r.session_id == session_id))
         return out
+
+    def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """Everything this agent stores about ``user_id``, as JSON-ready records
+        (``pipeline.export``: messages, facts with history, reflections, blob sections, costs)."""
+        from pipeline.export import export_user
+
+        return export_user(self.store, user_id, self.agent_id)
 
     def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the

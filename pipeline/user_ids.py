@@ -101,3 +101,28 @@ def _equal_leaves(value: Any, wanted: set[str], path: str) -> Iterator[str]:
 
 def raw_names_user(raw: str, user_id: str) -> bool:
     return bool(raw_paths(raw, user_id))
+
+
+#: ids are at most 128 characters (design §3): longer strings of a payload are never ids
+MAX_ID_CHARS = 128
+
+
+def raw_id_candidates(raw: str) -> list[str] | None:
+    """Every string of id length in a rejected event's raw JSON payload, for an index that
+    finds the payloads naming a user without reading them all; None when the payload is not
+    JSON (then only reading it whole tells, ``raw_paths``)."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    found: dict[str, None] = {}
+    stack = [parsed]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
+            found[value] = None
+    return list(found)

@@ -1,4 +1,5 @@
-"""``memoryctl migrate-v1``: migrate the previous system's collections (dry run by default)."""
+"""``memoryctl migrate-v1``: migrate the previous system's collections (dry run by default);
+``memoryctl migrate``: bring this store up to the current version in place (``pipeline.upgrade``)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,40 @@ def _progress(*, quiet: bool) -> Iterator:
         yield advance
 
 
+def _upgrade(args: argparse.Namespace) -> int:
+    import sys
+
+    from ops.stores import open_existing
+    from pipeline.upgrade import upgrade_store
+
+    say = None if args.json or not sys.stderr.isatty() else (lambda line: print(f"migrate: {line}", file=sys.stderr))
+    store = open_existing(get_settings())
+    try:
+        report = upgrade_store(store, say)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(report.counts(), sort_keys=True))
+        return 0
+    print(f"migrate: {len(report.indexes)} indexes in place")
+    print(f"  {'items attributed now (sources from their run)':<50} {report.items_attributed:>8}")
+    print(f"  {'items that cannot be attributed (left, counted)':<50} {report.unattributed_items:>8}")
+    print(f"  {'blobs with text of unknown origin':<50} {report.unexplained_blobs:>8}")
+    if report.rejected_indexed:
+        print(f"  {'rejected events indexed by the ids they hold':<50} {report.rejected_indexed:>8}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    up = sub.add_parser(
+        "migrate", help="bring this store up to the current version in place: indexes, and the sources of items "
+                        "stored before provenance (idempotent)",
+        description="Creates every index and derives what can be derived for data formed by an earlier version: "
+        "the source users of facts and reflections stored without them, from their run's messages. What cannot "
+        "be attributed is counted, never guessed.",
+    )
+    up.add_argument("--json", action="store_true", help="print the counts as one JSON object")
+    up.set_defaults(func=_upgrade)
     p = sub.add_parser(
         "migrate-v1",
         help="migrate the previous memory system's collections (dry run unless --apply)",

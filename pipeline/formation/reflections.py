@@ -4,12 +4,14 @@ Hierarchy agent -> user -> session: a lower level keeps only what no level above
 reflection is dropped (and counted) when its level is not enabled for the run, when it is over
 the word limit (never cut), when it repeats a fact formed by this run, or when it repeats a
 reflection of a higher level or of its own level. Ids are ``<run_id>:<scope>:<i>`` so a rerun
-inserts nothing twice.
+inserts nothing twice. Each kept reflection carries the ids of the messages it cites
+(``source_message_ids``, from the answer's aliases); an output stored before citations has
+none, and its reflections rest on the run's range as they did then.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from pipeline.formation.scopes import REFLECTION_ORDER, ScopePlan
@@ -23,13 +25,15 @@ class NewReflection:
     scope: str
     scope_key: str
     text: str
+    source_message_ids: tuple[str, ...] = ()   # the messages it cites; () in outputs stored before
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> NewReflection:
-        return cls(data["reflection_id"], data["scope"], data["scope_key"], data["text"])
+        return cls(data["reflection_id"], data["scope"], data["scope_key"], data["text"],
+                   tuple(data.get("source_message_ids") or ()))
 
 
 @dataclass
@@ -53,19 +57,22 @@ def reflection_id(run_id: str, scope: str, index: int) -> str:
 
 
 def filter_reflections(
-    run_id: str, answer: ReflectionsAnswer, plan: ScopePlan, word_limit: int, new_facts: Iterable[str]
+    run_id: str, answer: ReflectionsAnswer, plan: ScopePlan, word_limit: int, new_facts: Iterable[str],
+    message_ids: Sequence[str] = (),
 ) -> ReflectionFilter:
+    """The reflections kept; ``message_ids`` maps the answer's aliases to message ids
+    (``pipeline.prompts.reflections.alias_ids``, checked by ``check_sources``)."""
     result = ReflectionFilter()
     facts = {normalize(f) for f in new_facts}
     held: set[str] = set()   # normalized texts of every level above and this one so far
     for scope in REFLECTION_ORDER:
-        texts = getattr(answer, scope)
+        items = getattr(answer, scope)
         if scope not in plan.reflection_scopes:
-            result.scope_not_allowed += sum(1 for t in texts if t.strip())
+            result.scope_not_allowed += sum(1 for item in items if item.text.strip())
             continue
         index = 0
-        for raw in texts:
-            text = " ".join(raw.split())
+        for item in items:
+            text = " ".join(item.text.split())
             if not text:
                 continue
             norm = normalize(text)
@@ -77,6 +84,7 @@ def filter_reflections(
                 result.repeated += 1
             else:
                 held.add(norm)
-                result.kept.append(NewReflection(reflection_id(run_id, scope, index), scope, plan.key(scope), text))
+                cited = tuple(dict.fromkeys(message_ids[a] for a in item.sources if 0 <= a < len(message_ids)))
+                result.kept.append(NewReflection(reflection_id(run_id, scope, index), scope, plan.key(scope), text, cited))
                 index += 1
     return result

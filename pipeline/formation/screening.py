@@ -111,12 +111,12 @@ def screen_reflections(
     """The reflections of an answer that may be stored; a re-scoped agent reflection joins the
     end of the user level, where the hierarchy filter then treats it like any user reflection."""
     result = Screened()
-    items = [(level, text) for level in ("agent", "user", "session") for text in getattr(answer, level)]
-    kept = _screen(items, plan.reflection_scopes, guard, user_ids, result,
-                   plan.user_id if "user" in plan.reflection_scopes else None)
-    by_level: dict[str, list[str]] = {"agent": [], "user": [], "session": []}
-    for level, text in kept:
-        by_level[level].append(text)
+    owner = plan.user_id if "user" in plan.reflection_scopes else None
+    by_level: dict[str, list] = {"agent": [], "user": [], "session": []}
+    for level in ("agent", "user", "session"):
+        for item in getattr(answer, level):  # one at a time: a kept item keeps its cited sources
+            for scope, _ in _screen([(level, item.text)], plan.reflection_scopes, guard, user_ids, result, owner):
+                by_level[scope].append(item)
     return ReflectionsAnswer(**by_level), result
 
 

@@ -31,7 +31,7 @@ from pipeline.formation.screening import (
 from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
-from pipeline.prompts.reflections import build_reflections_request
+from pipeline.prompts.reflections import alias_ids, build_reflections_request, check_sources
 from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
 
 
@@ -279,15 +279,16 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             buffers[scope] = [r.content for r in store.unabsorbed_reflections(run.agent_id, key)]
         new_facts = [f.text for f in extracted.facts] + read(run, Stage.DECIDE_FACTS).formed_texts()
         request = build_reflections_request(
-            render_conversation(messages, _names(messages)), messages,
-            scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
+            messages, scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
             new_facts=list(dict.fromkeys(new_facts)), model=extracted.models.tier,
-            word_limit=settings.reflection_word_limit,
+            word_limit=settings.reflection_word_limit, user_names=_names(messages),
         )
+        aliases = alias_ids(messages)
         answer = usage.complete(deps.llm, request).parsed
+        check_sources(answer, aliases)
         answer, screened = screen_reflections(answer, plan, guard_for(settings),
                                               session_user_ids(run, plan, messages))
-        kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts)
+        kept = filter_reflections(run.run_id, answer, plan, settings.reflection_word_limit, new_facts, aliases)
         return ExtractReflectionsOutput(reflections=kept.kept, counts=ReflectionCounts(**kept.counts()),
                                         screened=Screened(**screened.counts()))
 
@@ -298,8 +299,12 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
         reflections = []
         for r in items:
-            # the run's human messages of the reflection's scope: its user's, or everyone's
-            ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
+            # the messages it cites and their senders; an output stored before citations
+            # rests on the run's human messages of its scope (its user's, or everyone's)
+            if r.source_message_ids:
+                ids, users = list(r.source_message_ids), provenance_sources.message_sources(r.source_message_ids, messages)
+            else:
+                ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
             reflections.append(Reflection(
                 reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
                 user_id=plan.user_id if r.scope == "user" else None,

@@ -1,4 +1,12 @@
-"""extract_reflections: prompt builder and answer model (design §5.4), hierarchical."""
+"""extract_reflections: prompt builder and answer model (design §5.4), hierarchical.
+
+Each reflection cites the messages it rests on by integer alias (design §12 "Screening and
+erasure"), as the dedup stage names facts: the conversation is shown with ``#n`` before each
+message, ``n`` its index in ``inputs["messages"]``; ``cited_message_ids`` maps the aliases back
+to message ids and rejects an answer that cites none or one outside the conversation. The
+senders of the cited messages are the reflection's ``source_user_ids``, so erasing one person
+of a group chat removes what rests on them and keeps what the others said.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +14,32 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.conversation import is_group_chat, message_inputs
-from pipeline.errors import InvalidInput
+from pipeline.conversation import is_group_chat, message_inputs, ordered, render_conversation
+from pipeline.errors import InvalidInput, InvalidLLMAnswer
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.consolidation import blob_memory
 from schemas.documents import StoredMessage
 
 
+class ReflectionItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="The reflection, one sentence of at most 35 words.")
+    sources: list[int] = Field(
+        description="Aliases (the #n before each conversation line) of the messages it rests on; at least one."
+    )
+
+
 class ReflectionsAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent: list[str] = Field(description="Agent-level reflections, each at most 35 words.")
-    user: list[str] = Field(description="User-level reflections not already held at agent level.")
-    session: list[str] = Field(description="Session-level reflections held by neither level above.")
+    agent: list[ReflectionItem] = Field(description="Agent-level reflections, each at most 35 words.")
+    user: list[ReflectionItem] = Field(description="User-level reflections not already held at agent level.")
+    session: list[ReflectionItem] = Field(description="Session-level reflections held by neither level above.")
+
+    def texts(self, level: str) -> list[str]:
+        """The texts of one level, in order."""
+        return [item.text for item in getattr(self, level)]
 
 
 # --- prompt builder ---------------------------------------------------------------------------
@@ -39,7 +60,9 @@ Each reflection:
 - is new: it does not repeat a fact formed from this conversation, a line of a current memory
   blob or a reflection already waiting in the buffer (all shown below); if it refines or
   corrects one of them, state the new version;
-- is grounded in the conversation: invent nothing.
+- is grounded in the conversation: invent nothing;
+- cites in "sources" the alias of every message it rests on (the #n before each conversation
+  line; only those shown), at least one: the person who said it, not everyone present.
 Return empty lists for levels with nothing new, and for every level not listed above.
 """
 
@@ -70,8 +93,35 @@ def reflection_levels(messages: Sequence[StoredMessage], scopes: Sequence[str]) 
     return [s for s in LEVELS if s == "session" or (s in scopes and not (s == "user" and group))]
 
 
+def aliased_conversation(messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None = None) -> str:
+    """The conversation text (``render_conversation``) with ``#n`` before each message, ``n``
+    its index in ``ordered(messages)``, the order of ``inputs["messages"]``."""
+    return "\n".join(f"#{i} {render_conversation([m], user_names)}" for i, m in enumerate(ordered(messages)))
+
+
+def alias_ids(messages: Sequence[StoredMessage]) -> list[str]:
+    """The message id of each alias: ``alias_ids(messages)[n]`` is the message shown as ``#n``."""
+    return [m.message_id for m in ordered(messages)]
+
+
+def check_sources(answer: ReflectionsAnswer, message_ids: Sequence[str]) -> None:
+    """Raise ``InvalidLLMAnswer`` (the call is asked again) when a reflection cites no message
+    or an alias outside ``message_ids`` (``alias_ids``), as a dedup decision naming a fact
+    outside its candidates is rejected."""
+    problems: list[str] = []
+    for level in LEVELS:
+        for i, item in enumerate(getattr(answer, level)):
+            outside = sorted({a for a in item.sources if not 0 <= a < len(message_ids)})
+            if outside:
+                problems.append(f"{level}[{i}] cites {outside}, not aliases of this conversation "
+                                f"(0..{len(message_ids) - 1})")
+            elif not item.sources and item.text.strip():
+                problems.append(f"{level}[{i}] cites no message")
+    if problems:
+        raise InvalidLLMAnswer("extract_reflections answer rejected: " + "; ".join(problems))
+
+
 def build_reflections_request(
-    conversation_text: str,
     messages: Sequence[StoredMessage],
     *,
     scopes: Sequence[str],
@@ -84,6 +134,7 @@ def build_reflections_request(
 ) -> LLMRequest[ReflectionsAnswer]:
     """The ``extract_reflections`` call (design §5.4), hierarchical agent -> user -> session.
 
+    The conversation is ``aliased_conversation(messages, user_names)``.
     ``scopes`` lists the enabled levels among agent/user/session; ``user`` is dropped in a
     group chat and ``session`` is always formed (see ``reflection_levels``). ``blobs`` maps a
     level to its current consolidated blob text, ``unabsorbed`` a level to its buffered
@@ -115,8 +166,9 @@ def build_reflections_request(
         + "\n\n".join(sections)
         + f"\n\nFacts formed from this conversation (do not repeat them):\n{facts_block}\n"
         + omitted_line
-        + f"\nConversation:\n<conversation>\n{conversation_text}\n</conversation>\n\n"
-        + f"Return the new reflections for the levels {', '.join(levels)}."
+        + f"\nConversation (#n is each message's alias):\n<conversation>\n"
+        + f"{aliased_conversation(messages, user_names)}\n</conversation>\n\n"
+        + f"Return the new reflections for the levels {', '.join(levels)}, each with its sources."
     )
     return LLMRequest(
         operation=OPERATION,

@@ -34,8 +34,8 @@ class MongoErasureMixin:
         return erasure.UserData(
             sessions=sessions, humans={sid: self._humans(sid) for sid in sessions},
             runs=[run_from(d) for d in runs],
-            rejected=[(d["_id"], d.get("agent_id"), d.get("raw", ""))
-                      for d in col("rejected").find({}, {"agent_id": 1, "raw": 1})],
+            rejected=[(d["_id"], d.get("agent_id"), d.get("raw", "")) for d in col("rejected").find(
+                {"_id": {"$in": self.rejected_naming(user_id, scoped.get("agent_id"))}}, {"agent_id": 1, "raw": 1})],
             stamped=[d["agent_id"] for d in col("scope_versions").find(
                 {"scope_key": scope_key("user", user_id=user_id), **scoped}, {"agent_id": 1})],
             leases=[d["_id"] for d in col(c.LEASES).find({}, {"_id": 1})],
@@ -64,6 +64,9 @@ class MongoErasureMixin:
         counts["messages"] = removed
 
         # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
+        # What they spent stays, anonymous (first: a crash after it only records it again).
+        for record in plan.usage:
+            self.record_usage(record)
         runs = col("runs").delete_many({"_id": {"$in": plan.delete_runs}}).deleted_count
         for run in plan.rewrite_runs:
             col("sessions").update_one({"_id": run.session_id, "active_run_id": run.run_id},

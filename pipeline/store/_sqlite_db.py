@@ -91,6 +91,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("runs_status_lease", "runs", "status, lease_expires_at", False),
     ("runs_session", "runs", "session_id, created_at", False),
     ("runs_created", "runs", "created_at", False),
+    # an agent's runs, newest first (``list_runs(agent_id=...)``: runs, cost)
+    ("runs_agent_created", "runs", "agent_id, created_at", False),
     ("facts_scope_hash", "facts", "agent_id, scope_key, hash", True),
     ("facts_scope_formed", "facts", "agent_id, scope_key, formed_at", False),
     ("facts_model", "facts", "embedding_model", False),
@@ -100,6 +102,16 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
     ("usage_agent_at", "usage", "agent_id, at", False),
+    # an erasure drops every cached context of an agent it changed (``erase_memory``)
+    ("contexts_agent", "contexts", "json_extract(doc, '$.agent_id')", False),
+    # provenance queries under every agent (``_sqlite_provenance``): a user's own scope key,
+    # their cached contexts, and blob text no merge made
+    ("facts_scope_key", "facts", "scope_key", False),
+    ("reflections_scope_key", "reflections", "scope_key", False),
+    ("consolidated_scope_key", "consolidated", "scope_key", False),
+    ("scope_versions_scope_key", "scope_versions", "scope_key", False),
+    ("contexts_user", "contexts", "user_id", False),
+    ("consolidated_last_run", "consolidated", "json_extract(doc, '$.last_run_id')", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
@@ -262,6 +274,9 @@ class Database:
                 conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {self.t(table)} ({columns}){where}')
                 names.append(name)
             self._backfill(conn)
+            from pipeline.store._sqlite_provenance import create_provenance_schema
+
+            names += create_provenance_schema(conn, self.t, self.prefix)
         return names
 
     def _backfill(self, conn: sqlite3.Connection) -> None:

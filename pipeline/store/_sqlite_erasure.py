@@ -9,6 +9,7 @@ import sqlite3
 from pipeline import erasure, vectors
 from pipeline.erasure import Plan
 from pipeline.store._inner import SQLiteParts
+from pipeline.store._common import ts
 from pipeline.store._sqlite_db import TABLES
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
@@ -23,9 +24,9 @@ class ErasureMixin(SQLiteParts):
     def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
         """session id -> agent id of every session the user was in."""
         agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
-        rows = conn.execute(
-            f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE EXISTS "
-            f"(SELECT 1 FROM json_each(doc, '$.users') WHERE value = ?) {agent_clause} "
+        rows = conn.execute(  # the user lists through the provenance index (``_sqlite_provenance``)
+            f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE session_id IN "
+            f"(SELECT item_id FROM {self.db.t('user_refs')} WHERE user_id = ? AND kind = 'sessions') {agent_clause} "
             f"UNION SELECT session_id, agent_id FROM {self.db.t('messages')} WHERE sender_id = ? {agent_clause}",
             (user_id, *args, user_id, *args),
         ).fetchall()
@@ -44,8 +45,16 @@ class ErasureMixin(SQLiteParts):
         """What ``pipeline.erasure.forget_plan`` decides on, read in the erasure's transaction."""
         t = self.db.t
         sessions = self._user_sessions(conn, user_id, agent_id)
-        runs = [FormationRun.model_validate_json(doc) for (doc,) in conn.execute(f"SELECT doc FROM {t('runs')}")]
-        rejected = [RejectedEvent.model_validate_json(d) for (d,) in conn.execute(f"SELECT doc FROM {t('rejected')}")]
+        # through the provenance index (``_sqlite_provenance``): the runs naming the user, those
+        # of their sessions, and the rejected events whose payload names them
+        named = [i for (i,) in conn.execute(f"SELECT item_id FROM {t('user_refs')} WHERE user_id = ? AND kind = 'runs'",
+                                            (user_id,))]
+        runs = [FormationRun.model_validate_json(doc) for (doc,) in conn.execute(
+            f"SELECT doc FROM {t('runs')} WHERE run_id IN ({_in(named)}) "
+            f"UNION SELECT doc FROM {t('runs')} WHERE session_id IN ({_in(list(sessions))})", [*named, *sessions])]
+        naming = self.rejected_naming(user_id, agent_id)
+        rejected = [RejectedEvent.model_validate_json(d) for (d,) in conn.execute(
+            f"SELECT doc FROM {t('rejected')} WHERE rejection_id IN ({_in(naming)})", naming)]
         stamped = conn.execute(f"SELECT agent_id FROM {t('scope_versions')} WHERE scope_key = ?",
                                (scope_key("user", user_id=user_id),)).fetchall()
         return erasure.UserData(
@@ -92,6 +101,10 @@ class ErasureMixin(SQLiteParts):
             counts["messages"] = removed
 
             # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
+            # What they spent stays, anonymous, so the agent's cost totals never fall.
+            conn.executemany(
+                f"INSERT OR REPLACE INTO {t('usage')} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
+                [(u.usage_id, u.agent_id, ts(u.at), u.model_dump_json()) for u in plan.usage])
             counts["runs"] = conn.execute(
                 f"DELETE FROM {t('runs')} WHERE run_id IN ({_in(plan.delete_runs)})", plan.delete_runs,
             ).rowcount + len(plan.rewrite_runs)

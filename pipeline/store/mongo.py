@@ -35,6 +35,7 @@ from pipeline.store import _common as c
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
+from pipeline.store._mongo_provenance import IDS, UNPARSED, MongoProvenanceMixin, rejected_ids_fields
 from pipeline.store._mongo_runs import MongoRunsMixin
 from pipeline.store._mongo_unavailable import unavailable
 from pipeline.store._unavailable import translate_errors
@@ -77,6 +78,22 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),
+    # an erasure drops every cached context of an agent it changed (``erase_memory``)
+    ("contexts", [("agent_id", _A)], "agent", False),
+    # provenance queries (``_mongo_provenance``): what rests on one user, in any agent
+    ("facts", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
+    ("reflections", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
+    ("facts", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
+    ("reflections", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
+    ("consolidated", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
+    ("consolidated", [("last_run_id", _A), ("agent_id", _A)], "last_run", False),
+    ("scope_versions", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
+    ("messages", [("session_users", _A), ("agent_id", _A)], "session_users", False),
+    ("messages", [("sender_id", _A), ("agent_id", _A)], "sender_agent", False),
+    ("sessions", [("users", _A), ("agent_id", _A)], "users_agent", False),
+    ("runs", [("user_ids", _A), ("agent_id", _A)], "users_agent", False),
+    ("rejected", [(IDS, _A), ("agent_id", _A)], "ids", False),
+    ("rejected", [(UNPARSED, _A)], "unparsed", False),
 )
 
 
@@ -89,7 +106,7 @@ PARTIAL = {
 
 
 @translate_errors(unavailable)
-class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
+class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``_mongo_unavailable``), through the one decorator above."""
 
@@ -286,7 +303,8 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
         return [from_doc(UsageRecord, unescape_keys(d)) for d in self.col(c.USAGE).find(query, sort=[("at", _A)])]
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
-        self.col("rejected").replace_one({"_id": rejected.rejection_id}, to_doc(rejected, rejected.rejection_id), upsert=True)
+        doc = {**to_doc(rejected, rejected.rejection_id), **rejected_ids_fields(rejected.raw)}
+        self.col("rejected").replace_one({"_id": rejected.rejection_id}, doc, upsert=True)
 
     def list_rejections(self, limit: int = 100) -> list[RejectedEvent]:
         docs = self.col("rejected").find({}, sort=[("received_at", _D), ("_id", _D)], limit=limit)

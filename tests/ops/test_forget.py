@@ -229,18 +229,35 @@ def test_verify_checks_provenance_not_strings(sqlite_store, settings, monkeypatc
                                   hash=text_hash(text), source_user_ids=[GONE], formed_at=FrozenClock().now()))
     planted = [t for t in traces(sqlite_store.dump_all(), GONE) if t.endswith(".source_user_ids")]
     assert len(planted) == 1 and planted[0].startswith("facts[")
-    # a blob that still counts a reflection no longer stored: nothing explains it, --verify fails
-    sqlite_store.save_blob(ConsolidatedBlob(agent_id="a2", scope="agent", scope_key="agent", word_limit=1200,
-                                            version=1, absorbing_ids=["x-removed"]), 0)
+    monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(sqlite_store))
+    # an erasure that could not remove what rests on the user: --verify says so and fails
+    monkeypatch.setattr(type(sqlite_store), "erase_memory", lambda self, plan: None)
 
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 1
 
     out = json.loads(capsys.readouterr().out)
-    assert out["deleted"]["facts_by_source"] == 1 and sqlite_store.get_facts(["f-planted"]) == []
-    assert out["traces"] == ["consolidated[2]: counts 1 removed reflection(s)"]
-    sqlite_store.save_blob(ConsolidatedBlob(agent_id="a2", scope="agent", scope_key="agent", word_limit=1200,
-                                            version=2), 1)
+    assert out["traces"] == ["facts.source_user_ids: 1"]
+    monkeypatch.undo()
+    monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
+    monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(sqlite_store))
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["deleted"]["facts_by_source"] == 1 and sqlite_store.get_facts(["f-planted"]) == []
+    assert out["traces"] == []
+
+
+def test_verify_lists_what_has_no_attribution_apart_and_strict_fails_on_it(sqlite_store, settings, monkeypatch,
+                                                                            capsys):
+    monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
+    # the fixture's agent fact and reflection were stored without sources, the agent blob's text
+    # was merged by nothing: nobody can tell whose they are
+    assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["traces"] == [] and sorted(out["unattributed"]) == [
+        "consolidated:a1/agent: text of unknown origin", "facts:f-agent", "reflections:r-agent"]
+    assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--strict", "--json"]) == 1
+    assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--strict"]) == 1
+    assert "unattributed (no source recorded; kept, fails --strict): 3" in capsys.readouterr().out
 
 
 def test_the_command_needs_an_agent_or_all_agents(capsys):

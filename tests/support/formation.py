@@ -13,7 +13,7 @@ from pipeline.llm.scripted import ScriptedLLM
 from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
 from pipeline.prompts.dedup import DecisionsAnswer, FactDecision
 from pipeline.prompts.facts import ExtractedFact, FactsAnswer
-from pipeline.prompts.reflections import ReflectionsAnswer
+from pipeline.prompts.reflections import ReflectionItem, ReflectionsAnswer
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
@@ -131,7 +131,11 @@ def facts(*items: tuple[str, str]) -> FactsAnswer:
 
 
 def reflections(agent=(), user=(), session=()) -> ReflectionsAnswer:
-    return ReflectionsAnswer(agent=list(agent), user=list(user), session=list(session))
+    """reflections(agent=["text", ("text", [aliases])], ...): a bare text cites message #0."""
+    def items(level):
+        return [ReflectionItem(text=i, sources=[0]) if isinstance(i, str) else ReflectionItem(text=i[0], sources=list(i[1]))
+                for i in level]
+    return ReflectionsAnswer(agent=items(agent), user=items(user), session=items(session))
 
 
 def decisions(*items: tuple) -> DecisionsAnswer:

@@ -6,6 +6,9 @@ match the same document (double claims). A real server applies each single-docum
 atomically; the lock restores exactly that guarantee, and nothing more (a sequence of calls
 is still interleaved with other threads, as on a real server).
 
+``mongo_explain.EXPLAIN``, when switched on, records the documents each filtered operation
+examines by the indexes declared, as ``explain`` would report them (the missing-index check).
+
 Atlas Search and Vector Search (index management, ``$vectorSearch`` and ``$search`` with the
 server's rules, index build time and index lag) come from ``atlas_emulation``: each
 database's ``atlas`` settings (``AtlasSettings``) hold its clock, build time and lag.
@@ -20,6 +23,7 @@ import mongomock_ng
 
 from pipeline.clock import Clock
 from tests.support.atlas_emulation import AtlasSettings, SearchCatalog
+from tests.support.mongo_explain import EXPLAIN
 
 _LOCK = threading.RLock()
 
@@ -44,6 +48,7 @@ class LockedCollection:
         def locked(*args, **kwargs):
             with _LOCK:
                 OUTAGE.before(name)
+                EXPLAIN.record(self._collection, name, args, kwargs)  # before: a delete's matched set
                 result = attr(*args, **kwargs)
                 if name in _WRITES:
                     self.search_catalog.after_write()

@@ -57,7 +57,7 @@ def main(folder: Path, canary: str) -> int:
     from pipeline.llm.scripted import ScriptedLLM
     from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
     from pipeline.prompts.facts import ExtractedFact, FactsAnswer
-    from pipeline.prompts.reflections import ReflectionsAnswer
+    from pipeline.prompts.reflections import ReflectionItem, ReflectionsAnswer
     from schemas.settings import get_settings
     from workers.app import app
     from workers.deps import Deps, set_deps
@@ -71,7 +71,8 @@ def main(folder: Path, canary: str) -> int:
     scripted = ScriptedLLM()
     scripted.on("extract_facts", FactsAnswer(facts=[ExtractedFact(scope="user", text=f"Dana's code word is {canary}")]))
     scripted.on("extract_reflections", ReflectionsAnswer(
-        agent=[], user=[f"Dana guards the word {canary}"], session=[f"The session mentioned {canary}"]))
+        agent=[], user=[ReflectionItem(text=f"Dana guards the word {canary}", sources=[0])],
+        session=[ReflectionItem(text=f"The session mentioned {canary}", sources=[0])]))
     scripted.on("consolidate", merge)
     deps = Deps(get_settings())
     deps.__dict__["llm"] = FailsOnce(scripted, "extract_reflections")

@@ -11,7 +11,9 @@ and every URL a human shares outside a request is pinned at session level. Greet
 introductions to the room ("Team, meet Juniper, our planning assistant") are small talk.
 A reflection is dropped when its level is not formed (never re-scoped), when it has more words
 than the limit, or when it repeats a new fact, a buffered reflection or a blob line of its
-level. The most recent ones are kept: at most ``_KEEP`` per level.
+level. The most recent ones are kept: at most ``_KEEP`` per level. Each cites the message its
+sentence came from (its alias: the index in ``inputs["messages"]``), so it rests on whoever
+said it, never on everyone in the room.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     levels = set(inputs.get("scopes") or ()) | {"session"}
     one_to_one = not inputs.get("group_chat")
     limit = int(inputs.get("word_limit") or word_limit)
-    found: dict[str, list[str]] = {"agent": [], "user": [], "session": []}
-    for message in inputs.get("messages") or ():
+    found: dict[str, list[tuple[str, int]]] = {"agent": [], "user": [], "session": []}
+    for alias, message in enumerate(inputs.get("messages") or ()):
         if message.get("role") != "user":
             continue
         name = message.get("sender_name")
@@ -74,18 +76,18 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             name = name or lang.introduced_name(sentence)
             level = _level(sentence, one_to_one)
             if level is not None:
-                found[level].append(_phrase(level, sentence, name, one_to_one))
+                found[level].append((_phrase(level, sentence, name, one_to_one), alias))
             if level == "session":
                 continue  # the request itself already carries its links
             for url in lang.URL.findall(sentence):
-                found["session"].append(f"Pinned link shared by {name or 'the user'}: {lang.strip_end(url)}")
-    answer: dict[str, list[str]] = {}
-    for level, texts in found.items():
-        kept: list[str] = []
+                found["session"].append((f"Pinned link shared by {name or 'the user'}: {lang.strip_end(url)}", alias))
+    answer: dict[str, list[dict[str, Any]]] = {}
+    for level, items in found.items():
+        kept: list[tuple[str, int]] = []
         if level in levels:
             known = _known(inputs, level)
-            for text in texts:
-                if word_count(text) <= limit and not lang.repeats(text, known + kept):
-                    kept.append(text)
-        answer[level] = kept[-_KEEP[level]:]
+            for text, alias in items:
+                if word_count(text) <= limit and not lang.repeats(text, known + [t for t, _ in kept]):
+                    kept.append((text, alias))
+        answer[level] = [{"text": text, "sources": [alias]} for text, alias in kept[-_KEEP[level]:]]
     return answer

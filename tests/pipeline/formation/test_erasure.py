@@ -14,6 +14,7 @@ from pipeline.formation import consolidate_stages as cs
 from pipeline.formation import rebuild, stages
 from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Usage
+from pipeline.errors import InvalidLLMAnswer
 from pipeline.llm.offline import OfflineLLM
 from pipeline.service import MemoryService
 
@@ -111,7 +112,7 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
 
 def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_others_own_fact_stays(env):
     env.llm.on("extract_facts", facts(("agent", "The offsite is in Porto in May")))
-    env.llm.on("extract_reflections", reflections(agent=["The team wants morning calls"]))
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [0, 1])]))
     run_id = env.new_run([("user", GONE, "I would like morning calls"),
                           ("user", KEPT, "Let us hold the offsite in Porto in May")],
                          session_id="s-group", users=(GONE, KEPT))
@@ -124,6 +125,69 @@ def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_other
     assert counts["shared_deleted"] == 1 and env.store.list_reflections("agent-1", "agent") == []
     assert [(f.content, f.source_user_ids) for f in env.live_facts(scope_key="agent")] == [
         ("The offsite is in Porto in May", [KEPT])]
+
+
+def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the_agent_blob(env):
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
+                                                         ("Tom handles audio, video and streaming", [2])]))
+    run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
+                          ("user", KEPT, "I handle audio, video and streaming")],
+                         session_id="s-group", users=(GONE, KEPT))
+    env.through_reflections(run_id)
+    assert sorted((r.content, tuple(r.source_user_ids)) for r in env.store.list_reflections("agent-1", "agent")) == [
+        ("Maya wants the launch on a Tuesday", (GONE,)), ("Tom handles audio, video and streaming", (KEPT,))]
+    env.llm.on("consolidate", merge_all)
+    cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
+
+    counts = _erase(env)
+
+    assert (counts["shared_deleted"], counts["reflections_by_source"], counts["blobs_rebuilt"]) == (0, 1, 1)
+    assert [r.content for r in env.store.list_reflections("agent-1", "agent")] == [
+        "Tom handles audio, video and streaming"]
+    blob = env.store.get_blob("agent-1", "agent").consolidated_content
+    assert "audio, video and streaming" in blob and "Tuesday" not in blob
+
+
+def test_the_export_holds_what_rests_on_the_user_and_is_empty_after_forget_user(env):
+    env.llm.on("extract_facts", facts(("agent", "The launch is on a Tuesday")))
+    env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
+                                                         ("Tom handles audio, video and streaming", [2])]))
+    run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
+                          ("user", KEPT, "I handle audio, video and streaming")],
+                         session_id="s-group", users=(GONE, KEPT))
+    env.through_reflections(run_id)
+    env.llm.on("consolidate", merge_all)
+    cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
+
+    records = list(_service(env).export_user(GONE))
+
+    kinds = {r["kind"] for r in records}
+    assert {"message", "fact", "reflection", "blob_section", "run_cost"} <= kinds
+    assert [r["content"] for r in records if r["kind"] == "message"] == ["I want the launch on a Tuesday"]
+    assert [r["bullets"] for r in records if r["kind"] == "blob_section"] == [["Maya wants the launch on a Tuesday"]]
+    assert "audio" not in json.dumps(records)  # another person's message and memory stay out
+    _erase(env)
+    assert list(_service(env).export_user(GONE)) == []
+    # the rebuilt agent blob now rests on Tom alone: his export holds it whole
+    assert ["blob"] == [r["kind"] for r in _service(env).export_user(KEPT) if "audio" in r.get("content", "")
+                        and r["kind"].startswith("blob")]
+
+
+def test_an_answer_citing_a_message_outside_the_conversation_is_asked_again(env):
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [7])]), times=1)
+    env.llm.on("extract_reflections", reflections(agent=[("The team wants morning calls", [1])]))
+    run_id = env.new_run([("user", GONE, "Hi"), ("user", KEPT, "Morning calls suit us all")],
+                         session_id="s-group", users=(GONE, KEPT))
+    for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
+        stage(run_id, env)
+    with pytest.raises(InvalidLLMAnswer, match=r"agent\[0\] cites \[7\]"):
+        stages.extract_reflections(run_id, env)
+    assert env.store.list_reflections("agent-1", "agent") == []
+    stages.extract_reflections(run_id, env)
+    assert [r.source_user_ids for r in env.store.list_reflections("agent-1", "agent")] == [[KEPT]]
+    assert env.llm.count("extract_reflections") == 2
 
 
 def test_an_old_agent_fact_without_provenance_is_attributed_by_its_run_or_counted(env):
@@ -207,18 +271,18 @@ def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
 def test_an_effect_a_stage_applies_while_the_erasure_reads_the_store_is_removed_too(env):
     _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"])
     fact = env.live_facts(scope_key="agent")[0]
-    dump_all, dumps = env.store.dump_all, []
+    resting_on, reads = env.store.resting_on, []
 
-    def dump_then_a_late_effect():
-        out = dump_all()
-        dumps.append(1)
-        if len(dumps) == 2:  # a stage that checked its run just before the erasure ended it
+    def read_then_a_late_effect(*args):
+        out = resting_on(*args)
+        reads.append(1)
+        if len(reads) == 2:  # a stage that checked its run just before the erasure ended it
             env.store.insert_fact(fact.model_copy(update={"fact_id": "run-late:0", "hash": "h-late",
                                                           "content": "Quokka Hall has a stage"}))
         return out
 
-    env.store.dump_all = dump_then_a_late_effect
+    env.store.resting_on = read_then_a_late_effect
     counts = _erase(env)
 
     assert env.store.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
-    assert traces(dump_all(), GONE) == []
+    assert traces(env.store.dump_all(), GONE) == []

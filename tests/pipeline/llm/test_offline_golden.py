@@ -78,11 +78,11 @@ def _form(messages: list[StoredMessage]) -> list[tuple[str, str, str]]:
     llm, text = OfflineLLM(), render_conversation(messages)
     facts = llm.complete(build_facts_request(text, messages, user_scope=True, agent_scope=True, agent_name=None,
                                              user_names={}, model="offline")).parsed.facts
-    answer = llm.complete(build_reflections_request(text, messages, scopes=["agent", "user", "session"], blobs={},
+    answer = llm.complete(build_reflections_request(messages, scopes=["agent", "user", "session"], blobs={},
                                                     unabsorbed={}, new_facts=[f.text for f in facts],
                                                     model="offline")).parsed
     return [("fact", f.scope, f.text) for f in facts] + [
-        ("reflection", level, t) for level in ("agent", "user", "session") for t in getattr(answer, level)]
+        ("reflection", level, t) for level in ("agent", "user", "session") for t in answer.texts(level)]
 
 
 def _locomo_sessions():

@@ -39,7 +39,7 @@ REQUESTS = {
                                          user_names={}, model="gpt-5-mini"),
     "decide_facts": build_dedup_request(["Alice's email is alice@new.com"],
                                         {0: [(1, "Alice's email is alice@example.com")]}, model="gpt-5-mini"),
-    "extract_reflections": build_reflections_request(TEXT, MESSAGES, scopes=["agent", "user", "session"], blobs={},
+    "extract_reflections": build_reflections_request(MESSAGES, scopes=["agent", "user", "session"], blobs={},
                                                      unabsorbed={}, new_facts=[], model="gpt-5.1"),
     "consolidate": build_consolidation_request("user", "", ["Alice prefers short answers"], word_limit=300,
                                                model="gpt-5.1"),

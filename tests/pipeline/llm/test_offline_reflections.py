@@ -31,7 +31,7 @@ def chat(*lines: tuple[str, str], users: dict[str, str] | None = None) -> list[S
 
 def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) -> ReflectionsAnswer:
     request = build_reflections_request(
-        render_conversation(messages), messages, scopes=scopes, blobs=blobs or {}, unabsorbed=unabsorbed or {},
+        messages, scopes=scopes, blobs=blobs or {}, unabsorbed=unabsorbed or {},
         new_facts=list(new_facts), model="tier",
     )
     parsed = OfflineLLM().complete(request).parsed
@@ -65,7 +65,7 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
 )
 def test_each_kind_of_statement_goes_to_its_level(line, level, text):
     answer = reflect(chat(("u1", line)))
-    assert getattr(answer, level) == [text]
+    assert answer.texts(level) == [text]
     assert sum(len(getattr(answer, other)) for other in ALL if other != level) == 0
 
 
@@ -80,7 +80,7 @@ def test_chatter_questions_and_plain_facts_are_not_reflections(line):
 def test_in_a_group_chat_a_we_statement_is_agent_knowledge_as_written():
     messages = chat(("u1", "We decided to move the launch online."), ("u2", "Sounds good."),
                     users={"u1": "Alice", "u2": "Bob"})
-    assert reflect(messages).agent == ["We decided to move the launch online"]
+    assert reflect(messages).texts("agent") == ["We decided to move the launch online"]
 
 
 @pytest.mark.parametrize("line", [
@@ -100,17 +100,17 @@ def test_introductions_to_the_room_are_not_reflections(line):
 ])
 def test_a_sentence_that_only_starts_like_an_introduction_is_kept(line, agent):
     messages = chat(("u1", line), ("u2", "Hello!"), users={"u1": "Alice", "u2": "Bob"})
-    assert reflect(messages).agent == agent
+    assert reflect(messages).texts("agent") == agent
 
 
 def test_a_shared_link_is_pinned_for_the_session():
     answer = reflect(chat(("u1", "The sponsor deck is at https://example.com/deck.pdf.")))
-    assert answer.session == ["Pinned link shared by Alice: https://example.com/deck.pdf"]
+    assert answer.texts("session") == ["Pinned link shared by Alice: https://example.com/deck.pdf"]
 
 
 def test_a_link_inside_a_request_is_kept_once_with_the_request():
     answer = reflect(chat(("u1", "Please pin the venue map https://example.com/map for this chat.")))
-    assert answer.session == ["Alice requested: Please pin the venue map https://example.com/map for this chat"]
+    assert answer.texts("session") == ["Alice requested: Please pin the venue map https://example.com/map for this chat"]
 
 
 MIXED = (
@@ -145,17 +145,28 @@ def test_nothing_repeats_a_new_fact_a_buffered_reflection_or_a_blob_line():
         unabsorbed={"session": ["Alice requested: can you draft the sponsor letter"]},
         new_facts=["The team decided to move the launch online"],
     )
-    assert answer == ReflectionsAnswer(agent=[], user=["Alice likes detailed budgets"], session=[])
+    assert (answer.agent, answer.texts("user"), answer.session) == ([], ["Alice likes detailed budgets"], [])
 
 
 def test_every_reflection_fits_the_word_limit():
     long_rule = "I prefer " + " ".join(["very"] * 40) + " short answers."
     answer = reflect(chat(("u1", long_rule), ("u1", "I prefer answers in French.")))
-    assert answer.user == ["Alice prefers answers in French"]
-    assert all(word_count(r) <= 35 for level in ALL for r in getattr(answer, level))
+    assert answer.texts("user") == ["Alice prefers answers in French"]
+    assert all(word_count(r) <= 35 for level in ALL for r in answer.texts(level))
 
 
 def test_only_the_most_recent_session_intents_are_kept():
     messages = chat(*[("u1", f"Can you check the vendor number {i} quote?") for i in range(9)])
-    assert reflect(messages).session[-1] == "Alice requested: Can you check the vendor number 8 quote?"
+    assert reflect(messages).texts("session")[-1] == "Alice requested: Can you check the vendor number 8 quote?"
     assert len(reflect(messages).session) == 5
+
+
+def test_each_reflection_cites_the_message_its_sentence_came_from():
+    messages = chat(("u1", "Hello there."), ("bot", "Hi."), ("u2", "I prefer short answers."),
+                    ("u1", "The team agreed that volunteers get free passes."), users={"u1": "Alice", "u2": "Bob"})
+    request = build_reflections_request(messages, scopes=ALL, blobs={}, unabsorbed={}, new_facts=[], model="tier")
+    answer = OfflineLLM().complete(request).parsed
+    ids = [m["message_id"] for m in request.inputs["messages"]]
+    assert [(item.text, [ids[a] for a in item.sources]) for item in answer.agent] == [
+        ("The team agreed that volunteers get free passes", ["m3"])]
+    assert "#3 [" in request.prompt and "#0 [" in request.prompt

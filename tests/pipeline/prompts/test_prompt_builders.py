@@ -143,7 +143,7 @@ BUFFER = {"agent": ["AGENT-BUFFERED"], "user": ["USER-BUFFERED"], "session": ["S
 
 def reflections_request(messages, scopes):
     return build_reflections_request(
-        render_conversation(messages), messages, scopes=scopes, blobs=BLOBS, unabsorbed=BUFFER,
+        messages, scopes=scopes, blobs=BLOBS, unabsorbed=BUFFER,
         new_facts=["Alice's email is alice@example.com"], model="tier-model",
     )
 
@@ -186,7 +186,7 @@ def test_reflections_prompt_lists_levels_top_down_with_the_new_facts_not_to_repe
 
 def test_reflections_prompt_shows_blobs_without_a_providers_source_note(one_to_one):
     blobs = {"user": "VERSION: 1\n[PREFERENCES]\n- Alice prefers tea\n[SOURCE]\n- Formed by the offline rules provider"}
-    built = build_reflections_request(render_conversation(one_to_one), one_to_one, scopes=["user", "session"],
+    built = build_reflections_request(one_to_one, scopes=["user", "session"],
                                       blobs=blobs, unabsorbed={}, new_facts=[], model="m")
     assert "- Alice prefers tea" in built.prompt
     assert "offline rules provider" not in built.prompt
@@ -195,7 +195,7 @@ def test_reflections_prompt_shows_blobs_without_a_providers_source_note(one_to_o
 
 def test_reflections_inputs_name_users_from_the_map_when_events_do_not(one_to_one):
     unnamed = [m.model_copy(update={"sender_name": None}) for m in one_to_one]
-    built = build_reflections_request(render_conversation(unnamed), unnamed, scopes=["session"], blobs={},
+    built = build_reflections_request(unnamed, scopes=["session"], blobs={},
                                       unabsorbed={}, new_facts=[], model="m", user_names={"u1": "Alice"})
     assert {m["sender_name"] for m in built.inputs["messages"] if m["role"] == "user"} == {"Alice"}
 

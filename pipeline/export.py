@@ -1,0 +1,109 @@
+"""Everything stored about one person, for their right of access and portability (design §12
+"Operations at scale"): ``export_user`` yields JSON-ready records, one per line of
+``memoryctl export-user``, read through the store's provenance queries only.
+
+Records, in this order, each with its ``kind``:
+
+- ``message``: every message the person sent (without the session's user list, which names
+  other people);
+- ``fact``: every fact, in any scope, resting on their messages (``source_user_ids``) or of
+  their own scope, retired ones included, with its history and validity; ``shared`` when it
+  rests on other people's messages too;
+- ``reflection``: the same for reflections, with ``absorbed`` and the blob version;
+- ``blob``: a consolidated blob all of whose absorbed reflections rest on the person alone
+  (their own scope, a one-to-one session), whole;
+- ``blob_section``: in a blob shared with others, the bullets that absorbed one of their
+  reflections (the bullet nearest each of them, by shared words), under their section name;
+- ``run_cost``: what each formation run over their messages cost, per stage and model.
+
+Left out: other people's messages in a shared chat, their facts and reflections, the rest of a
+shared blob, embeddings, and the run records' stage outputs (derived copies). After
+``forget-user`` the export of the same person is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline.footprint import Resting
+from pipeline.forgetting import check_ids
+from pipeline.prompts.consolidation import parse_blob
+from pipeline.search.scoring import tokenize
+from pipeline.store.port import Store
+from schemas.documents import FormationRun
+
+#: the least share of a reflection's words a bullet must hold to count as where it went
+MIN_OVERLAP = 0.5
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def export_user(store: Store, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """The records of everything stored about ``user_id`` (under ``agent_id``, or every
+    agent); see the module doc. Streamed: messages are read as they are written out."""
+    check_ids(user_id, agent_id)
+    for m in store.user_messages(user_id, agent_id):
+        yield {"kind": "message", "agent_id": m.agent_id, "session_id": m.session_id, "message_id": m.message_id,
+               "role": m.role, "sender_id": m.sender_id, "sender_name": m.sender_name, "content": m.content,
+               "created_at": _iso(m.created_at)}
+    resting = store.resting_on(user_id, agent_id)
+    for f in resting.facts:
+        yield {"kind": "fact", "agent_id": f.agent_id, "fact_id": f.fact_id, "scope": f.scope, "content": f.content,
+               "shared": set(f.source_user_ids) - {user_id} != set(), "source_message_ids": f.source_message_ids,
+               "formed_at": _iso(f.formed_at), "updated_at": _iso(f.updated_at), "valid_from": _iso(f.valid_from),
+               "valid_to": _iso(f.valid_to), "retired_at": _iso(f.retired_at), "version": f.version,
+               "history": [{"content": h.content, "version": h.version, "changed_at": _iso(h.changed_at),
+                            "valid_from": _iso(h.valid_from), "valid_to": _iso(h.valid_to)} for h in f.history]}
+    for r in resting.reflections:
+        yield {"kind": "reflection", "agent_id": r.agent_id, "reflection_id": r.reflection_id, "scope": r.scope,
+               "content": r.content, "shared": set(r.source_user_ids) - {user_id} != set(),
+               "source_message_ids": r.source_message_ids, "formed_at": _iso(r.formed_at), "absorbed": r.absorbed,
+               "consolidated_into": r.consolidated_into}
+    yield from _blobs(store, user_id, resting)
+    for run in store.user_runs(user_id, agent_id):
+        yield _run_cost(run)
+
+
+def _blobs(store: Store, user_id: str, resting: Resting) -> Iterator[dict[str, Any]]:
+    mine: dict[tuple[str, str], list[str]] = {}
+    for r in resting.reflections:
+        if r.absorbed:
+            mine.setdefault((r.agent_id, r.scope_key), []).append(r.content)
+    for (agent, key), texts in sorted(mine.items()):
+        blob = store.get_blob(agent, key)
+        if blob is None or not blob.consolidated_content.strip():
+            continue
+        absorbed = [r for r in store.list_reflections(agent, key) if r.absorbed]
+        if key.startswith("user:") or all(set(r.source_user_ids) <= {user_id} for r in absorbed):
+            yield {"kind": "blob", "agent_id": agent, "scope_key": key, "version": blob.version,
+                   "content": blob.consolidated_content}
+            continue
+        for section, bullets in _sections_of(blob.consolidated_content, texts).items():
+            yield {"kind": "blob_section", "agent_id": agent, "scope_key": key, "version": blob.version,
+                   "section": section, "bullets": bullets}
+
+
+def _sections_of(content: str, texts: list[str]) -> dict[str, list[str]]:
+    """section -> the bullets where ``texts`` went: per text, the bullet holding the largest
+    share of its words, if at least ``MIN_OVERLAP``."""
+    _, sections = parse_blob(content)
+    bullets = [(s.name, b, set(tokenize(b))) for s in sections for b in s.bullets]
+    found: dict[str, list[str]] = {}
+    for text in texts:
+        words = set(tokenize(text))
+        if not words or not bullets:
+            continue
+        name, bullet, share = max(((n, b, len(words & w) / len(words)) for n, b, w in bullets), key=lambda x: x[2])
+        if share >= MIN_OVERLAP and bullet not in found.get(name, []):
+            found.setdefault(name, []).append(bullet)
+    return found
+
+
+def _run_cost(run: FormationRun) -> dict[str, Any]:
+    stages = {name: record.usage.by_model for name, record in run.stages.items() if record.usage.by_model}
+    return {"kind": "run_cost", "agent_id": run.agent_id, "run_id": run.run_id, "session_id": run.session_id,
+            "created_at": _iso(run.created_at), "status": run.status, "people_in_run": len(run.user_ids),
+            "by_stage": stages}

@@ -1,0 +1,23 @@
+"""``bench.admin_scale``: every operation runs in its own process on a built store and the
+report holds its time, peak RSS, the growth between sizes and the load average."""
+
+from __future__ import annotations
+
+import json
+
+from bench import admin_scale
+
+
+def test_the_bench_times_every_operation_at_each_size(capsys):
+    assert admin_scale.main(["--facts", "100"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["sizes"]["100"]
+    assert set(admin_scale.OPERATIONS) <= set(row)
+    assert all(row[op]["peak_rss_mb"] > 0 and row[op]["seconds"] >= 0 for op in admin_scale.OPERATIONS)
+    assert row["export"]["detail"] > 0 and row["forget"]["detail"] == 10 and row["verify"]["detail"] is True
+    assert set(out["growth"]) == set(admin_scale.OPERATIONS) and len(out["load_average"]) == 3
+
+
+def test_bad_sizes_are_a_clear_error(capsys):
+    assert admin_scale.main(["--facts", "ten"]) == 2
+    assert "--facts: expected sizes of at least 10 facts" in capsys.readouterr().err

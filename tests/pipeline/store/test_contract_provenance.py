@@ -1,0 +1,54 @@
+"""The provenance queries of the store port (design §12 "Operations at scale"): they follow
+every write that changes who an item rests on, on every adapter."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pipeline.erasure import Plan
+from pipeline.text import text_hash
+from schemas.documents import ConsolidatedBlob, Fact, Reflection, RejectedEvent, scope_key
+
+NOW = datetime(2026, 5, 1, tzinfo=timezone.utc)
+
+
+def _fact(fact_id, text, users, key="agent"):
+    return Fact(fact_id=fact_id, agent_id="a1", scope="agent" if key == "agent" else "user",
+                user_id=key.split(":", 1)[1] if key.startswith("user:") else None, scope_key=key, content=text,
+                hash=text_hash(text), source_user_ids=users, formed_at=NOW)
+
+
+def test_resting_on_follows_inserts_updates_and_deletes(store):
+    store.insert_fact(_fact("f1", "The venue is Quokka Hall", ["u1"]))
+    store.insert_fact(_fact("f2", "Ann likes tea", [], key=scope_key("user", user_id="u2")))
+    store.insert_fact(_fact("f3", "Door code 12", []))
+    assert [f.fact_id for f in store.resting_on("u1").facts] == ["f1"]
+    assert [f.fact_id for f in store.resting_on("u2").facts] == ["f2"]  # their own scope
+    assert [f.fact_id for f in store.unattributed().facts] == ["f3"]
+
+    # u2's correction UPDATEs u1's fact: it rests on both now
+    assert store.update_fact("f1", content="The venue is Okapi Hall", hash=text_hash("okapi"), embedding=None,
+                             embedding_model=None, run_id="r2", now=NOW, sources=(["m9"], ["u2"]))
+    assert sorted(f.fact_id for f in store.resting_on("u2").facts) == ["f1", "f2"]
+    assert store.set_item_sources("facts", "f3", ["u3"], ["m1"]) is True
+    assert store.set_item_sources("facts", "f3", ["u4"], ["m2"]) is False  # only items without sources
+    assert store.unattributed().facts == [] and [f.fact_id for f in store.resting_on("u3").facts] == ["f3"]
+    assert store.footprint("u3").counts == {"facts.source_user_ids": 1}
+
+    store.erase_memory(Plan(fact_ids=["f1", "f3"]))
+    assert store.resting_on("u1").facts == [] and store.footprint("u3").counts == {}
+
+
+def test_footprint_names_every_place_and_nothing_of_another_user(store):
+    store.insert_reflections([Reflection(reflection_id="r1", agent_id="a1", scope="agent", scope_key="agent",
+                                         content="Bob runs the stream", source_user_ids=["u10"], formed_at=NOW)])
+    store.record_rejection(RejectedEvent(rejection_id="x1", agent_id="a1", raw='{"message": {"sendr": "u1"}}',
+                                         errors=[], received_at=NOW))
+    store.record_rejection(RejectedEvent(rejection_id="x2", raw="not json from u1", errors=[], received_at=NOW))
+    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="agent", scope_key="agent", word_limit=1200, version=1,
+                                     consolidated_content="VERSION: 1\n[SHARD]\n- v1 text"), 0)
+    assert store.footprint("u1").counts == {"rejected.raw": 2}
+    assert sorted(store.rejected_naming("u1", "a1")) == ["x1", "x2"]
+    assert store.rejected_naming("u10") == []
+    assert store.footprint("u10").counts == {"reflections.source_user_ids": 1}
+    assert [b.scope_key for b in store.unexplained_blobs("a1")] == ["agent"]

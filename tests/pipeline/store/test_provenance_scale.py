@@ -1,0 +1,142 @@
+"""Per-user operations on a 10k-fact store (design §12 "Operations at scale"): export, erasure,
+verification and cost behave, and no query they make reads the store: on MongoDB none examines
+more than 10 × (matched + 10) documents; on SQLite none is planned as a scan of a table that
+grows with the store (SQLite's own planner, ``EXPLAIN QUERY PLAN``). The missing-index detector.
+
+Why the detector counts documents examined rather than checking filters against declared
+index prefixes: a prefix check passes a query served by an index whose prefix is only
+``agent_id`` (it reads every document of the agent), and cannot see a query whose filter is
+built at run time; counting what a query examines on a store where the user is small and the
+rest is large fails exactly when the work grows with the store, whatever the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
+from ops.cost import cost_report
+from pipeline.clock import FrozenClock
+from pipeline.export import export_user
+from pipeline.forgetting import forget_user, verify_erasure
+from pipeline.llm.offline import OfflineLLM
+from pipeline.store import open_store
+from pipeline.store.mongo import MongoStore
+from schemas.settings import Settings
+from tests.support.mongo_emulation import emulated_database
+from tests.support.mongo_explain import EXPLAIN
+
+FACTS = 10_000
+
+
+@pytest.fixture(scope="module")
+def bulk():
+    return bulk_documents(FACTS)
+
+
+def _store(kind: str, tmp_path, bulk, settings):
+    store = open_store(settings) if kind == "sqlite" else MongoStore(emulated_database())
+    write_bulk(store, bulk)
+    store.create_indexes()
+    add_probe(store, settings, FrozenClock())
+    return store
+
+
+def _operations(store, settings) -> dict:
+    """Export, forget, verify, export again, and the agent's cost, for the probed user."""
+    records = list(export_user(store, PROBE))
+    cost_before = cost_report(store, "a1")["total"]["by_model"]["gpt-5-mini"]["input_tokens"]
+    result = forget_user(store, PROBE, settings=settings, llm=OfflineLLM(settings))
+    check = verify_erasure(store, PROBE, blob_keys=result.blob_keys)
+    return {"records": records, "result": result, "check": check, "after": list(export_user(store, PROBE)),
+            "cost_before": cost_before,
+            "cost_after": cost_report(store, "a1")["total"]["by_model"]["gpt-5-mini"]["input_tokens"]}
+
+
+def _behaves(store, out) -> None:
+    kinds = {r["kind"] for r in out["records"]}
+    assert {"message", "fact", "reflection", "blob_section", "run_cost"} <= kinds
+    assert sum(r["kind"] == "fact" for r in out["records"]) == 20
+    assert out["result"].counts["facts"] == 10 and out["result"].counts["facts_by_source"] == 10
+    assert out["check"].passed(strict=True), out["check"]
+    assert out["after"] == []
+    assert out["cost_after"] >= out["cost_before"] > 0
+    blob = store.get_blob("a1", "agent").consolidated_content
+    assert "live stream" in blob and "Tuesday" not in blob
+    assert [r.source_user_ids for r in store.list_reflections("a1", "agent")] == [[PEER]]
+
+
+#: tables whose size follows the store (the leases, the agents and usage per agent do not)
+GROWING = ("facts", "reflections", "consolidated", "messages", "sessions", "runs", "contexts", "rejected",
+           "scope_versions", "user_refs")
+
+
+def _scans(store, statements: list[str]) -> list[str]:
+    """The statements SQLite plans as a full scan of a growing table."""
+    conn, found = store.db.conn(), []
+    for sql in dict.fromkeys(statements):
+        if not sql.lstrip().upper().startswith(("SELECT", "DELETE", "UPDATE")):
+            continue
+        for *_, detail in conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall():
+            table = detail.split()[1].strip('"') if detail.startswith(("SCAN ", "SEARCH ")) else ""
+            scan = detail.startswith("SCAN ") and any(table == f"{store.db.prefix}{n}" for n in GROWING)
+            # the refs of one kind are as many as the store's items: a lookup must name the user
+            unbound = table == f"{store.db.prefix}user_refs" and "user_id=" not in detail
+            if scan or unbound:
+                found.append(f"{detail}: {sql[:300]}")
+    return found
+
+
+def test_export_forget_and_verify_at_10k_touch_only_the_user_and_keep_everyone_else(tmp_path, bulk):
+    settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}")
+    store = _store("sqlite", tmp_path, bulk, settings)
+    before = len(store.list_facts("a0"))
+    statements: list[str] = []
+    store.db.conn().set_trace_callback(statements.append)
+    try:
+        out = _operations(store, settings)
+    finally:
+        store.db.conn().set_trace_callback(None)
+    _behaves(store, out)
+    assert len(store.list_facts("a0")) == before
+    assert len(statements) > 20
+    assert _scans(store, statements) == []
+    store.close()
+
+
+def test_the_sqlite_check_sees_a_scan(tmp_path):
+    store = open_store(Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}"))
+    scan = f"SELECT doc FROM {store.db.t('facts')} WHERE json_extract(doc, '$.source_user_ids') LIKE '%u1%'"
+    assert _scans(store, [scan, f"SELECT doc FROM {store.db.t('facts')} WHERE fact_id = 'f'"]) == [
+        f"SCAN {store.db.prefix}facts: {scan}"]
+    store.close()
+
+
+def _costly(store, settings) -> tuple[dict, list[str]]:
+    EXPLAIN.queries.clear()
+    EXPLAIN.on = True
+    try:
+        out = _operations(store, settings)
+    finally:
+        EXPLAIN.on = False
+    assert len(EXPLAIN.queries) > 20  # the recorder saw the operations
+    return out, [f"{q.collection}.{q.operation}({q.filter}) {q.plan}: examined {q.examined}, matched {q.returned}"
+                 for q in EXPLAIN.queries if q.too_costly()]
+
+
+def test_on_mongo_no_query_of_the_per_user_operations_examines_the_store(tmp_path, bulk):
+    settings = Settings(store_url=f"sqlite:///{tmp_path / 'unused.db'}")
+    store = _store("mongo", tmp_path, bulk, settings)
+    assert store.col("facts").count_documents({}) > FACTS
+    out, costly = _costly(store, settings)
+    assert costly == []
+    _behaves(store, out)
+
+
+def test_the_detector_fails_when_an_index_is_missing(tmp_path, bulk):
+    settings = Settings(store_url=f"sqlite:///{tmp_path / 'unused.db'}")
+    store = _store("mongo", tmp_path, bulk, settings)
+    store.col("facts").drop_index("source_users")
+    _, costly = _costly(store, settings)
+    assert costly and all(line.startswith("memory2_facts.") for line in costly), costly
+    assert any("source_user_ids" in line and "COLLSCAN" in line for line in costly)
