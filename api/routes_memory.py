@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response
-from pydantic import AwareDatetime
 
 from api.access import reach, require_key
 from api.auth import Principal, principal
@@ -37,7 +36,7 @@ def get_context(
     agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
     format: Literal["xml", "json"] = "xml",
     max_tokens: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
-    as_of: AwareDatetime | None = None, force_refresh: bool = False,
+    as_of: m.Instant | None = None, force_refresh: bool = False,
 ) -> Response:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id)
     xml = ctx.service(agent_id).get_memory_context(
