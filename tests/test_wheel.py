@@ -1,5 +1,6 @@
 """The installable wheel holds the product and nothing else: ``schemas``, ``pipeline``,
-``workers``, ``ops`` (``memoryctl`` and the operator code) and ``beat_schedule``. The benchmarks
+``workers``, ``ops`` (``memoryctl`` and the operator code), ``api`` (the HTTP app) and
+``beat_schedule``. The benchmarks
 (``bench/``) and the test scaffolding (``tests/``: harnesses that SIGKILL workers, throwaway
 servers) stay in the checkout.
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("schemas", "pipeline", "workers", "ops")
+PACKAGES = ("schemas", "pipeline", "workers", "ops", "api")
 # what a checkout holds that never reaches a build (.gitignore's own list, and the checkout's VCS)
 NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".runtime",
               ".pytest_cache", ".hypothesis", "*.db", "*.db-wal", "*.db-shm")

@@ -32,6 +32,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
+from pipeline.store._mongo_access import MongoAccessMixin
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
@@ -94,6 +95,11 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("runs", [("user_ids", _A), ("agent_id", _A)], "users_agent", False),
     ("rejected", [(IDS, _A), ("agent_id", _A)], "ids", False),
     ("rejected", [(UNPARSED, _A)], "unparsed", False),
+    # access control (``_mongo_access``)
+    ("api_keys", [("digest", _A)], "digest_unique", True),
+    ("audit", [("at", _D)], "at", False),
+    ("user_switches", [("agent_id", _A), ("user_id", _A)], "agent_user_unique", True),
+    ("user_switches", [("user_id", _A)], "user", False),
 )
 
 
@@ -106,7 +112,7 @@ PARTIAL = {
 
 
 @translate_errors(unavailable)
-class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, Store):
+class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, MongoAccessMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``_mongo_unavailable``), through the one decorator above."""
 
