@@ -1,0 +1,101 @@
+"""The MCP server over streamable HTTP, mounted in the API app at ``/mcp`` (design §12).
+
+Every request is authenticated like any API request (``api.auth``: the same keys and tokens,
+the same rate limit), and its identity is fixed before the SDK sees it:
+- a user-bound token: its agent and user, and its session (none named: the user's own MCP
+  session, ``mcp:<user>``). ``X-Memory-User`` / ``X-Memory-Session`` naming anything else are
+  refused (403);
+- an agent key: its agent, and the user and session the runtime's code names in the
+  ``X-Memory-User`` (required) and ``X-Memory-Session`` headers;
+- an admin key: refused, since an MCP connection is one agent's memory of one user.
+
+The SDK runs stateless with JSON answers: each POST stands alone, so any uvicorn worker can
+serve any request (a stateful session would live in one worker only). DNS-rebinding checks are
+off because every request must carry a credential and CORS is off unless configured.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import Headers
+
+from api.auth import SESSION_HEADER, USER_HEADER, Principal, authenticate
+from api.errors import ApiError, Forbidden, problem
+from api.identity import Identity, default_session
+from api.mcp import SCOPE_KEY, build_server, connection_identity
+from schemas.events import Id
+
+PATH = "/mcp"
+_ID = TypeAdapter(Id)
+
+
+def identity_for(p: Principal, headers: Headers) -> Identity:
+    """Whose memory this request reaches: see the module docstring. Raises ``ApiError``."""
+    named_user, named_session = headers.get(USER_HEADER), headers.get(SESSION_HEADER)
+    if p.kind == "admin" or p.agent_id is None:
+        raise Forbidden("an MCP connection serves one agent's memory of one user: use an agent key "
+                        f"(with {USER_HEADER}) or a user token", "header Authorization")
+    if p.kind == "user":
+        session = p.session_id or default_session(p.user_id)
+        if named_user is not None and named_user != p.user_id:
+            raise Forbidden("a user token reaches its own user only", f"header {USER_HEADER}")
+        if named_session is not None and named_session != session:
+            raise Forbidden("a user token reaches its own session only", f"header {SESSION_HEADER}")
+        return Identity(p.agent_id, p.user_id, session)
+    if not named_user:
+        raise ApiError("missing header", f"header {USER_HEADER}",
+                       "an agent key's MCP connection names its user here (set by the runtime, not the model)")
+    user = _check(named_user, USER_HEADER)
+    session = _check(named_session, SESSION_HEADER) if named_session else default_session(user)
+    return Identity(p.agent_id, user, session)
+
+
+def _check(value: str, header: str) -> str:
+    try:
+        return _ID.validate_python(value)
+    except ValidationError as exc:
+        raise ApiError("invalid request", f"header {header}", exc.errors()[0]["msg"], status=422) from None
+
+
+class _Authenticated:
+    """ASGI: authenticate, rate-limit and bind the identity, then hand to the SDK."""
+
+    def __init__(self, handle, ctx) -> None:
+        self._handle = handle
+        self._ctx = ctx
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = Headers(scope=scope)
+        try:
+            found = authenticate(headers.get("authorization"), keys=self._ctx.store,
+                                 token_verifier=self._ctx.token_verifier)
+            self._ctx.rate_limiter.check(found.credential_id)
+            scope[SCOPE_KEY] = identity_for(found, headers)
+        except ApiError as exc:
+            await problem(exc.status, exc.what, exc.where, exc.why, exc.headers)(scope, receive, send)
+            return
+        await self._handle(scope, receive, send)
+
+
+def mount(app, ctx) -> None:
+    """Serve MCP at ``/mcp`` of ``app`` (the API's FastAPI app), reading through ``ctx``'s
+    services; the SDK's session manager runs inside the app's lifespan."""
+    server = build_server(ctx.service, connection_identity())
+    server.streamable_http_app(
+        stateless_http=True, json_response=True, max_request_body_size=ctx.api_settings.max_body_bytes,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    manager = server.session_manager
+    app.add_route(PATH, _Authenticated(manager.handle_request, ctx), include_in_schema=False)
+    outer = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(application):
+        async with manager.run():
+            async with outer(application) as state:
+                yield state
+
+    app.router.lifespan_context = lifespan
