@@ -47,14 +47,16 @@ def is_group_chat(session_users: Iterable[str], user_id: str | None) -> bool:
 
 def visibility(
     settings: Settings, agent: AgentSettings, *, session_id: str, user_id: str | None,
-    session_users: Iterable[str],
+    session_users: Iterable[str], user_memory_on: bool = True,
 ) -> Visibility:
-    """Apply §1: agent/user toggles, the group-chat rule, and the global toggles."""
+    """Apply §1: agent/user toggles, the group-chat rule, and the global toggles; and §12: a
+    user who switched their own memory off with this agent (``user_memory_on`` False) sees no
+    user scope, in the context and in search alike."""
     group = is_group_chat(session_users, user_id)
     facts: list[str] = []
     if agent.agent_memory_enabled:
         facts.append(scope_key("agent"))
-    if agent.user_memory_enabled and user_id and not group:
+    if agent.user_memory_enabled and user_memory_on and user_id and not group:
         facts.append(scope_key("user", user_id=user_id))
     shown: tuple[str, ...] = ()
     if settings.always_in_context:

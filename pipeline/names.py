@@ -31,4 +31,6 @@ TASK_FINISH = f"memory.{Stage.FINISH}"
 TASK_CONSOLIDATE_SESSION = f"memory.{Stage.CONSOLIDATE_SESSION}"
 TASK_SWEEP_COLD = "memory.sweep_cold_sessions"
 TASK_RETRY_STALE = "memory.retry_stale_runs"
+# a job queued by the HTTP API (a forget-user), whose status the caller polls
+TASK_RUN_JOB = "memory.run_job"
 TASK_NOOP = "memory.noop"

@@ -276,6 +276,7 @@ def search_facts(
     view = context.visibility(
         settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
         session_users=session.users if session else (),
+        user_memory_on=not (user_id and store.user_memory_off(agent_id, [user_id])),
     )
     scope_keys = view.fact_scope_keys if view.search_offered else ()
     timings["visibility"] = _ms(t)

@@ -124,6 +124,7 @@ class MemoryService:
         return context.visibility(
             self.settings, self.store.get_agent_settings(self.agent_id),
             session_id=session_id, user_id=user_id, session_users=session.users if session else (),
+            user_memory_on=not (user_id and self.store.user_memory_off(self.agent_id, [user_id])),
         )
 
     # ----------------------------------------------------------------- context -------------

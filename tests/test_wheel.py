@@ -1,5 +1,6 @@
 """The installable wheel holds the product and nothing else: ``schemas``, ``pipeline``,
-``workers``, ``ops`` (``memoryctl`` and the operator code) and ``beat_schedule``. The benchmarks
+``workers``, ``ops`` (``memoryctl`` and the operator code), ``api`` (the HTTP app) and
+``beat_schedule``. The benchmarks
 (``bench/``) and the test scaffolding (``tests/``: harnesses that SIGKILL workers, throwaway
 servers) stay in the checkout.
 

@@ -37,3 +37,21 @@ def retry_stale_runs(self) -> dict:
         result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
     _start(deps, result.run_ids)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
+
+
+@app.task(base=MemoryTask, name=names.TASK_RUN_JOB, bind=True)
+def run_job(self, job_id: str) -> dict:
+    """Carry out a job the HTTP API queued (``ops.user_data.run_job``) and record how it ended
+    on the job, which the caller polls. The job's user id is cleared when it ends: the record
+    must not outlive an erasure as a trace of the person."""
+    from ops.user_data import finish_job, start_job
+
+    deps = get_deps()
+    job = start_job(deps.store, job_id)
+    if job is None:
+        return {"job_id": job_id, "status": "unknown"}
+    if job.status in ("done", "failed"):
+        return {"job_id": job_id, "status": job.status}  # a redelivery after it ended
+    with self.retrying():
+        done = finish_job(deps, job)
+    return {"job_id": job_id, "status": done.status}

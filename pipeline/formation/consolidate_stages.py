@@ -159,7 +159,8 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     session = store.get_session(session_id)
     if session is None:
         return []
-    plan = plan_scopes(store.get_agent_settings(agent_id), session_id, session.users, len(session.users) > 1)
+    plan = plan_scopes(store.get_agent_settings(agent_id), session_id, session.users, len(session.users) > 1,
+                       store.user_memory_off(agent_id, session.users))
     keys = list(plan.reflection_keys.values())
     buffers = {k: store.unabsorbed_reflections(agent_id, k) for k in keys}
     model = tier_model(deps.settings, session.max_tier, session.preview)

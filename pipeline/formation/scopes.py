@@ -1,7 +1,8 @@
 """Which memory scopes a formation run may write (design §1). Pure.
 
-- ``user`` scope: the agent's ``user_memory_enabled`` is on and the session has exactly one
-  human. A group chat forms no user-scoped memory at all.
+- ``user`` scope: the agent's ``user_memory_enabled`` is on, the session has exactly one
+  human, and that human has not switched their own user memory off with this agent (design
+  §12, ``Store.user_memory_off``). A group chat forms no user-scoped memory at all.
 - ``agent`` scope: the agent's ``agent_memory_enabled`` is on.
 - ``session`` scope: reflections only, always formed, whatever the toggles.
 - Facts use ``user`` and ``agent`` only; with neither enabled the facts LLM call is skipped.
@@ -9,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from schemas.documents import AgentSettings, scope_key
@@ -46,13 +47,15 @@ class ScopePlan:
 
 
 def plan_scopes(
-    agent: AgentSettings, session_id: str, user_ids: Sequence[str], group_chat: bool
+    agent: AgentSettings, session_id: str, user_ids: Sequence[str], group_chat: bool,
+    user_memory_off: Collection[str] = (),
 ) -> ScopePlan:
-    """The scopes one run may form, from the agent's toggles and the session's humans."""
+    """The scopes one run may form, from the agent's toggles, the session's humans and the
+    humans who switched their own user memory off with this agent (``user_memory_off``)."""
     humans = list(dict.fromkeys(u for u in user_ids if u))
     group = group_chat or len(humans) > 1
     user_id = humans[0] if len(humans) == 1 and not group else None
-    user_on = agent.user_memory_enabled and user_id is not None
+    user_on = agent.user_memory_enabled and user_id is not None and user_id not in user_memory_off
     agent_on = agent.agent_memory_enabled
     facts = tuple(s for s, on in (("agent", agent_on), ("user", user_on)) if on)
     reflections = tuple(

@@ -59,7 +59,9 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         messages = _run_messages(store, run)
         agent = store.get_agent_settings(run.agent_id)
         session = store.get_session(run.session_id)
-        plan = plan_scopes(agent, run.session_id, [*run.user_ids, *humans(messages)], run.group_chat)
+        people = [*run.user_ids, *humans(messages)]
+        plan = plan_scopes(agent, run.session_id, people, run.group_chat,
+                           store.user_memory_off(run.agent_id, people))
         models = ModelChoice(fast=fast_model(settings),
                              tier=tier_model(settings, run.tier, bool(session and session.preview)))
         store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models.model_dump())

@@ -77,6 +77,14 @@ _TABLES: tuple[tuple[str, str], ...] = (
         PRIMARY KEY (session_id, user_id)"""),
     ("leases", "name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TEXT NOT NULL"),
     ("usage", "usage_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, at TEXT NOT NULL, doc TEXT NOT NULL"),
+    # access control (``_sqlite_access``): keys by the digest of their secret, the audit log,
+    # queued jobs, and each user's own memory switch per agent
+    ("api_keys", "key_id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, doc TEXT NOT NULL"),
+    ("audit", "audit_id TEXT PRIMARY KEY, at TEXT NOT NULL, action TEXT NOT NULL, doc TEXT NOT NULL"),
+    ("jobs", "job_id TEXT PRIMARY KEY, doc TEXT NOT NULL"),
+    ("user_switches", """
+        agent_id TEXT NOT NULL, user_id TEXT NOT NULL, enabled INTEGER NOT NULL, updated_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, user_id)"""),
 )
 
 # (index name suffix, table, columns, unique). A unique key that holds only some rows says so
@@ -100,6 +108,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
     ("usage_agent_at", "usage", "agent_id, at", False),
+    ("audit_at", "audit", "at", False),
+    ("user_switches_user", "user_switches", "user_id", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text

@@ -32,6 +32,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
+from pipeline.store._mongo_access import MongoAccessMixin
 from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
@@ -77,6 +78,11 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),
+    # access control (``_mongo_access``)
+    ("api_keys", [("digest", _A)], "digest_unique", True),
+    ("audit", [("at", _D)], "at", False),
+    ("user_switches", [("agent_id", _A), ("user_id", _A)], "agent_user_unique", True),
+    ("user_switches", [("user_id", _A)], "user", False),
 )
 
 
@@ -89,7 +95,7 @@ PARTIAL = {
 
 
 @translate_errors(unavailable)
-class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, Store):
+class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoAccessMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``_mongo_unavailable``), through the one decorator above."""
 

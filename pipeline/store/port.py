@@ -16,18 +16,19 @@ Conventions:
 
 from __future__ import annotations
 
+from pipeline.store.port_access import AccessStore
 from pipeline.store.port_admin import AdminStore, ForgetCounts
 from pipeline.store.port_ingest import IngestOutcome, IngestStore, owned_by_another
 from pipeline.store.port_memory import FactCandidate, MemoryStore
 from pipeline.store.port_runs import RunStore
 
 
-class Store(IngestStore, RunStore, MemoryStore, AdminStore):
-    """Repository methods for every collection of §7: the union of the four ports, for wiring.
+class Store(IngestStore, RunStore, MemoryStore, AdminStore, AccessStore):
+    """Repository methods for every collection of §7: the union of the five ports, for wiring.
     A caller that needs one part only takes that port."""
 
 
 __all__ = [
-    "AdminStore", "FactCandidate", "ForgetCounts", "IngestOutcome", "IngestStore",
+    "AccessStore", "AdminStore", "FactCandidate", "ForgetCounts", "IngestOutcome", "IngestStore",
     "MemoryStore", "RunStore", "Store", "owned_by_another",
 ]

@@ -1,0 +1,55 @@
+"""What a principal reaches (design §12): admin keys every agent, agent keys one agent (read
+any of its users, publish), user tokens one user of one agent (and one session, if the token
+names one). Every route asks here; none decides reach itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.auth import Principal
+from api.errors import Forbidden
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The agent, user and session a request acts on, after the credential had its say."""
+
+    agent_id: str
+    user_id: str | None
+    session_id: str | None
+
+
+def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id: str | None = None,
+          user_where: str = "query user", session_where: str = "path session_id") -> Reach:
+    """The (agent, user, session) to act on. An agent key must name its own agent; a user token
+    fixes the user (and the session, if it names one): another value anywhere is refused, none
+    given means the token's."""
+    if p.kind != "admin" and agent_id != p.agent_id:
+        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    if p.kind != "user":
+        return Reach(agent_id, user_id, session_id)
+    if user_id is not None and user_id != p.user_id:
+        raise Forbidden("a user token reaches its own user only", user_where)
+    if p.session_id is not None and session_id is not None and session_id != p.session_id:
+        raise Forbidden("this user token is bound to another session", session_where)
+    return Reach(agent_id, p.user_id, session_id if session_id is not None else p.session_id)
+
+
+def require_admin(p: Principal, what: str) -> None:
+    if p.kind != "admin":
+        raise Forbidden(f"{what} needs an admin key", "header Authorization")
+
+
+def require_not_agent_key(p: Principal, what: str) -> None:
+    """Edits, deletions, switches, exports and erasure: the user themself or an admin. An agent
+    key reads and publishes only."""
+    if p.kind == "agent":
+        raise Forbidden(f"{what} needs the user's own token or an admin key; an agent key reads and publishes",
+                        "header Authorization")
+
+
+def require_key(p: Principal, what: str) -> None:
+    """Session lifecycle: the agent runtime (agent key) or an admin, not an end user."""
+    if p.kind == "user":
+        raise Forbidden(f"{what} needs an agent or admin key", "header Authorization")

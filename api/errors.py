@@ -1,0 +1,112 @@
+"""Every error the API answers with has one shape, ``schemas.api.Problem``: what went wrong,
+where (the parameter, header or path), and why. Never a traceback, never a 500 for bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pipeline.errors import ConfigurationError, InvalidInput, TransientError
+from schemas.api import Problem
+
+log = logging.getLogger("memory.api")
+
+
+class ApiError(Exception):
+    """An answer other than success, raised anywhere under a route."""
+
+    status = 400
+
+    def __init__(self, what: str, where: str, why: str, *, status: int | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(f"{what} ({where}): {why}")
+        self.what, self.where, self.why = what, where, why
+        self.status = status or self.status
+        self.headers = headers or {}
+
+
+class Unauthenticated(ApiError):
+    """No credential, or one that is not valid (unknown, revoked, expired, badly signed)."""
+
+    status = 401
+
+    def __init__(self, why: str, where: str = "header Authorization") -> None:
+        super().__init__("unauthenticated", where, why, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(ApiError):
+    """A valid credential that does not reach what was asked."""
+
+    status = 403
+
+    def __init__(self, why: str, where: str) -> None:
+        super().__init__("forbidden", where, why)
+
+
+class NotFound(ApiError):
+    status = 404
+
+    def __init__(self, why: str, where: str) -> None:
+        super().__init__("not found", where, why)
+
+
+def problem(status: int, what: str, where: str, why: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(Problem(what=what, where=where, why=why).model_dump(), status_code=status, headers=headers)
+
+
+def _where(loc: tuple) -> str:
+    """``("query", "max_tokens")`` -> ``query max_tokens``; a body path as ``body messages[0].content``."""
+    if not loc:
+        return "request"
+    head, rest = str(loc[0]), loc[1:]
+    path = ""
+    for part in rest:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return f"{head} {path}".strip()
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error in the one shape (FastAPI's own validation answer included)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        why = str(first.get("msg", "invalid"))
+        more = len(exc.errors()) - 1
+        return problem(422, "invalid request", _where(tuple(first.get("loc", ()))),
+                       why + (f" (and {more} more)" if more > 0 else ""))
+
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return problem(exc.status, exc.what, exc.where, exc.why, exc.headers)
+
+    @app.exception_handler(InvalidInput)
+    async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
+        return problem(422, "invalid request", exc.field, exc.reason)
+
+    @app.exception_handler(TransientError)
+    async def _transient(request: Request, exc: TransientError) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
+        headers = {"Retry-After": str(int(exc.retry_after or 1))}
+        return problem(503, "unavailable", "server", f"{type(exc).__name__}: try again shortly", headers)
+
+    @app.exception_handler(ConfigurationError)
+    async def _config(request: Request, exc: ConfigurationError) -> JSONResponse:
+        return problem(503, "not configured", "server", str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        what = {404: "not found", 405: "method not allowed"}.get(exc.status_code, "error")
+        where = f"path {request.url.path}" if exc.status_code in (404, 405) else "request"
+        return problem(exc.status_code, what, where, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        # a programming error: logged with its traceback here, never sent to the caller
+        log.exception("%s %s failed", request.method, request.url.path)
+        return problem(500, "internal error", "server", "the error was logged; no detail is sent to callers")

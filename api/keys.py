@@ -1,0 +1,46 @@
+"""API keys (design §12): admin keys reach every agent, agent keys one agent (read any of its
+users, publish). A key is 256 random bits, shown once, stored as its SHA-256 digest.
+
+A key reads ``mk_<key id>_<secret>``: the key id is not secret (it names the key in audits,
+listings and revocations), the whole string is what is digested and checked.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from api.audit import audit
+from pipeline.errors import InvalidInput
+from pipeline.store.port_access import AccessStore
+from schemas.access import ApiKey, KeyKind, key_digest
+
+PREFIX = "mk_"
+
+
+def create_key(store: AccessStore, kind: KeyKind, now: datetime, *, agent_id: str | None = None,
+               label: str | None = None, by: str = "cli") -> tuple[str, ApiKey]:
+    """A new key: (the secret, to show once; what is stored). Audited as ``key.create``."""
+    if kind == "agent" and not (agent_id and agent_id.strip()):
+        raise InvalidInput("agent", "an agent key needs the agent it reaches")
+    if kind == "admin" and agent_id:
+        raise InvalidInput("agent", "an admin key reaches every agent; give no agent")
+    key_id = secrets.token_hex(8)
+    secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"  # 32 bytes: 256 bits
+    key = ApiKey(key_id=key_id, kind=kind, agent_id=agent_id, digest=key_digest(secret), label=label, created_at=now)
+    store.put_api_key(key)
+    audit(store, now, by, "cli" if by == "cli" else "admin", "key.create", agent_id=agent_id, subject=key_id)
+    return secret, key
+
+
+def revoke_key(store: AccessStore, key_id: str, now: datetime, *, by: str = "cli") -> ApiKey:
+    key = store.revoke_api_key(key_id, now)
+    if key is None:
+        raise InvalidInput("key", f"no key with id {key_id!r} (memoryctl keys list shows them)")
+    audit(store, now, by, "cli" if by == "cli" else "admin", "key.revoke", agent_id=key.agent_id, subject=key_id)
+    return key
+
+
+def looks_like_key(credential: str) -> bool:
+    return credential.startswith(PREFIX)
+

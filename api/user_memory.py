@@ -1,0 +1,111 @@
+"""Users' own memory (seed 004, design §12): list what an agent keeps about me, edit one of my
+user-scope facts, delete one item, switch my user memory off or on.
+
+Mine: my user-scope facts, reflections and blob. Also mine to see and delete (not to edit):
+the shared items (agent scope) that rest only on my messages (``source_user_ids`` is me
+alone). An edit is an UPDATE with history, screened like any write, and moves the scope's
+version stamp, so cached contexts and search caches built over the old text go stale.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from api.errors import ApiError, NotFound
+from ops.user_data import deletion_plan, delete_items
+from pipeline.formation.screening import guard_for, storable_line
+from pipeline.text import text_hash, word_count
+from schemas import api as m
+from schemas.documents import Fact, Reflection, scope_key
+
+
+def _source(item: Fact | Reflection) -> m.Source:
+    return m.Source(session_id=item.source_session_id, message_ids=list(item.source_message_ids),
+                    run_id=item.source_run_id)
+
+
+def _fact(f: Fact, editable: bool) -> m.MyFact:
+    history = [m.FactVersionOut(content=h.content, version=h.version, changed_at=h.changed_at,
+                                valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
+    return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
+                    updated_at=f.updated_at, editable=editable, source=_source(f), history=history)
+
+
+def _reflection(r: Reflection, editable: bool) -> m.MyReflection:
+    return m.MyReflection(id=r.reflection_id, scope=r.scope, content=r.content, formed_at=r.formed_at,
+                          absorbed=r.absorbed, editable=editable, source=_source(r))
+
+
+def _sole_source(item: Fact | Reflection, user_id: str) -> bool:
+    return bool(item.source_user_ids) and set(item.source_user_ids) == {user_id}
+
+
+def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
+    """(my facts, my reflections, shared facts, shared reflections resting only on me)."""
+    mine = scope_key("user", user_id=user_id)
+    agent = scope_key("agent")
+    return (
+        store.list_facts(agent_id, mine),
+        store.list_reflections(agent_id, mine),
+        [f for f in store.list_facts(agent_id, agent) if _sole_source(f, user_id)],
+        [r for r in store.list_reflections(agent_id, agent) if _sole_source(r, user_id)],
+    )
+
+
+def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
+    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id)
+    blob = store.get_blob(agent_id, scope_key("user", user_id=user_id))
+    return m.MyMemory(
+        agent_id=agent_id, user_id=user_id,
+        user_memory_enabled=not store.user_memory_off(agent_id, [user_id]),
+        facts=[_fact(f, True) for f in facts], reflections=[_reflection(r, False) for r in reflections],
+        blob=m.MyBlob(content=blob.consolidated_content, version=blob.version,
+                      last_consolidated_at=blob.last_consolidated_at) if blob and blob.version else None,
+        shared_facts=[_fact(f, False) for f in shared_facts],
+        shared_reflections=[_reflection(r, False) for r in shared_reflections],
+    )
+
+
+def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str) -> m.MyFact:
+    """UPDATE one of my user-scope facts: screened for secrets like any write (design §12), at
+    most the fact word limit, with the old text kept in its history."""
+    store, settings = service.store, service.settings
+    fact = next((f for f in store.get_facts([fact_id])
+                 if f.agent_id == agent_id and f.retired_at is None), None)
+    if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
+        raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
+                       "path fact_id")
+    text = " ".join(content.split())
+    if not text:
+        raise ApiError("invalid request", "body content", "the new text is blank", status=422)
+    if word_count(text) > settings.fact_word_limit:
+        raise ApiError("invalid request", "body content",
+                       f"more than {settings.fact_word_limit} words (a fact is one short statement)", status=422)
+    if storable_line(text, "user", guard_for(settings), [user_id]) is None:
+        raise ApiError("refused", "body content", "the text carries a secret (a password, key, token, card "
+                       "number or IBAN); memory never stores one", status=422)
+    vector = service.embedder.embed([text])
+    now = service.clock.now()
+    updated = store.update_fact(
+        fact.fact_id, content=text, hash=text_hash(text), embedding=vector.vectors[0],
+        embedding_model=service.embedder.model, run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now,
+        expected_version=fact.version, sources=((), (user_id,)), source_text="",
+    )
+    if not updated:
+        raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
+                       "of your facts; list your memory and try again", status=409)
+    store.bump_scope_versions(agent_id, [fact.scope_key])
+    return _fact(store.get_facts([fact.fact_id])[0], True)
+
+
+def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> m.Deleted:
+    """Delete one of my items, or a shared item resting only on my messages, with its history;
+    a consolidated blob that absorbed a deleted reflection is merged again without it."""
+    facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id)
+    pool = [*facts, *shared_facts] if kind == "fact" else [*reflections, *shared_reflections]
+    item = next((i for i in pool if (i.fact_id if kind == "fact" else i.reflection_id) == item_id), None)
+    if item is None:
+        raise NotFound(f"no such {kind} among this user's items or the shared items resting only on them",
+                       "path item_id")
+    delete_items(deps, deletion_plan(deps.store, item), holder)
+    return m.Deleted(deleted=item_id, kind=kind)  # type: ignore[arg-type]

@@ -1,0 +1,122 @@
+"""A person's data on request (design §12): erasure, export and the deletion of one item,
+for the HTTP API and the maintenance queue.
+
+Every call into the erasure code (``ops.forget``, ``pipeline.erasure``,
+``pipeline.formation.rebuild``) goes through this module, so that a change there is a
+change here only. Jobs (``schemas.access.Job``) run on the maintenance queue
+(``workers.maintenance.run_job``): a forget, or a deletion that must merge a blob again with
+the LLM, can outlast an HTTP request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline import erasure
+from pipeline.errors import InvalidInput
+from pipeline.store.port import Store
+from pipeline.user_ids import id_paths
+from schemas.access import Job
+from schemas.documents import Fact, Reflection
+
+#: fields never exported: vectors are not a person's data in any readable sense, and big
+_NOT_EXPORTED = {"embedding", "_id"}
+
+
+def forget_user(store: Store, user_id: str, agent_id: str | None, *, settings=None, llm=None) -> dict[str, int]:
+    """Everything of ``user_id`` under ``agent_id`` (None: every agent) goes (``ops.forget``),
+    and their memory switches with it."""
+    from ops.forget import forget_user as forget
+
+    counts = forget(store, user_id, agent_id, settings=settings, llm=llm)
+    counts["user_switches"] = store.forget_user_switches(user_id, agent_id)
+    return counts
+
+
+def export_user(store: Store, user_id: str, agent_id: str | None = None) -> Iterator[str]:
+    """Everything stored about ``user_id`` as JSON Lines: each document of any collection that
+    names them in an id field (``pipeline.user_ids``), and each fact or reflection that rests
+    on their messages by provenance, as ``{"collection": ..., "document": {...}}``."""
+    dump = store.dump_all()
+    run_messages = erasure._run_messages(dump)  # noqa: SLF001 - the provenance reader of erasure
+    for collection in sorted(dump):
+        for doc in dump[collection]:
+            if agent_id is not None and doc.get("agent_id") not in (None, agent_id):
+                continue
+            named = next(id_paths(doc, user_id), None) is not None
+            rests = collection in ("facts", "reflections") and user_id in (erasure.sources(doc, run_messages) or ())
+            if named or rests:
+                clean = {k: v for k, v in doc.items() if k not in _NOT_EXPORTED}
+                yield json.dumps({"collection": collection, "document": clean}, default=str, sort_keys=True) + "\n"
+
+
+# ------------------------------------------------------------------------ one item --------
+def deletion_plan(store: Store, item: Fact | Reflection) -> erasure.Plan:
+    """What deleting one item removes: the item with its history, the stamps of its scope key
+    (caches built over it go stale), and for a reflection a blob already absorbed, the blob
+    merged again from the rest (or dropped when nothing is left)."""
+    plan = erasure.Plan(stamps={item.agent_id: [item.scope_key]})
+    if isinstance(item, Fact):
+        plan.fact_ids.append(item.fact_id)
+        return plan
+    plan.reflection_ids.append(item.reflection_id)
+    if item.absorbed:
+        keep = tuple(r.reflection_id for r in store.list_reflections(item.agent_id, item.scope_key)
+                     if r.absorbed and r.reflection_id != item.reflection_id)
+        if keep:
+            plan.rebuild.append(erasure.Rebuild(item.agent_id, item.scope_key, keep))
+        else:
+            plan.drop_blobs.append((item.agent_id, item.scope_key))
+    return plan
+
+
+def delete_items(deps, plan: erasure.Plan, holder: str) -> dict[str, int]:
+    """Execute a deletion plan: blobs merged again first (under the consolidation leases of
+    their scope keys), then the items removed (``Store.erase_memory``)."""
+    from pipeline.formation.rebuild import holding, rebuild_blob
+
+    with holding(deps, plan.lease_keys(), holder):
+        for target in plan.rebuild:
+            rebuild_blob(deps, target, holder)
+        deps.store.erase_memory(plan)
+    return {"facts": len(plan.fact_ids), "reflections": len(plan.reflection_ids),
+            "blobs_rebuilt": len(plan.rebuild), "blobs_deleted": len(plan.drop_blobs)}
+
+
+# ------------------------------------------------------------------------ jobs ------------
+def run_job(job: Job, deps) -> dict[str, Any]:
+    """Carry out a queued job; returns its counts (no content, no user id)."""
+    if job.kind == "forget_user":
+        if job.user_id is None:
+            raise InvalidInput("job", f"job {job.job_id} names no user (already done?)")
+        return forget_user(deps.store, job.user_id, job.agent_id, settings=deps.settings, llm=deps.llm)
+    raise InvalidInput("job", f"unknown job kind {job.kind!r}")
+
+
+def start_job(store: Store, job_id: str) -> Job | None:
+    """The job, marked running (unless it already ended)."""
+    job = store.get_job(job_id)
+    if job is not None and job.status == "queued":
+        job = job.model_copy(update={"status": "running"})
+        store.put_job(job)
+    return job
+
+
+def finish_job(deps, job: Job) -> Job:
+    """Run the job and store how it ended. A transient error (store, LLM) propagates so the
+    task retries; any other error fails the job with its type and message."""
+    from pipeline.errors import TransientError
+
+    try:
+        counts = run_job(job, deps)
+        ended = job.model_copy(update={"status": "done", "counts": {k: int(v) for k, v in counts.items()}})
+    except TransientError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded on the job, which the caller reads
+        # the type only: a message may quote the person, and the job record outlives the erasure
+        ended = job.model_copy(update={"status": "failed", "error": type(exc).__name__})
+    ended = ended.model_copy(update={"user_id": None, "finished_at": deps.clock.now()})
+    deps.store.put_job(ended)
+    return ended

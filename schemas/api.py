@@ -1,0 +1,255 @@
+"""Requests and responses of the HTTP API (design §12 "Interfaces"). The OpenAPI document is
+generated from these models; ``tests/api/openapi.json`` pins it, so a change of shape is a
+reviewed diff.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from schemas.events import Id, Role
+
+Scope = Literal["agent", "user", "session"]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """Every error: what went wrong, where (parameter, header, path or body field) and why."""
+
+    what: str
+    where: str
+    why: str
+
+
+# ------------------------------------------------------------------------ read side --------
+class ContextFact(BaseModel):
+    scope: str
+    text: str
+    age: str
+
+
+class ContextSection(BaseModel):
+    consolidated: str | None = None
+    recent_reflections: list[str] = Field(default_factory=list)
+
+
+class Omitted(BaseModel):
+    blobs: int = 0
+    relevant_facts: int = 0
+    reflections: int = 0
+    facts: int = 0
+
+
+class MemoryContext(BaseModel):
+    """The memory context as data: exactly what the XML block shows, section by section."""
+
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    sections: dict[Scope, ContextSection]
+    relevant_facts: list[ContextFact]
+    facts: list[ContextFact]
+    omitted: Omitted
+    xml: str
+
+
+class SearchRequest(_In):
+    query: str | list[str] = Field(description="1 to 3 queries, searched in parallel")
+    user_id: Id | None = Field(default=None, description="whose user-scope facts to include; with a user "
+                                                         "token it is the token's user and may be left out")
+    top_k: int = Field(default=10, ge=1, le=50)
+    debug: bool = False
+    as_of: AwareDatetime | None = None
+
+
+class SearchHit(BaseModel):
+    id: str
+    content: str
+    scope: str
+    formed_at: str
+    updated_at: str
+    age: str
+    score: float
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHit]
+    debug: dict[str, Any] | None = None
+
+
+class MessageIn(_In):
+    message_id: Id
+    role: Role
+    sender_id: Id | None = None
+    sender_name: str | None = Field(default=None, max_length=256)
+    content: str
+    created_at: AwareDatetime | None = None
+
+
+class PublishRequest(_In):
+    messages: list[MessageIn] = Field(min_length=1, max_length=500)
+    session_users: list[Id] = Field(default_factory=list, max_length=1000)
+    user_tier: int = Field(default=0, ge=0, le=100)
+    preview: bool = False
+    agent_name: str | None = Field(default=None, max_length=256)
+
+
+class Published(BaseModel):
+    published: int
+
+
+class SessionStart(_In):
+    user_ids: list[Id] = Field(default_factory=list, max_length=1000)
+
+
+class Accepted(BaseModel):
+    ok: bool = True
+
+
+class ScopeStats(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    scope: Scope
+
+
+class Stats(BaseModel):
+    agent_id: str
+    scopes: dict[str, ScopeStats]
+
+
+# ------------------------------------------------------------------------ users' own -------
+class FactVersionOut(BaseModel):
+    content: str
+    version: int
+    changed_at: datetime
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class Source(BaseModel):
+    session_id: str | None
+    message_ids: list[str]
+    run_id: str | None
+
+
+class MyFact(BaseModel):
+    id: str
+    scope: str
+    content: str
+    version: int
+    formed_at: datetime
+    updated_at: datetime | None
+    editable: bool
+    source: Source
+    history: list[FactVersionOut]
+
+
+class MyReflection(BaseModel):
+    id: str
+    scope: str
+    content: str
+    formed_at: datetime
+    absorbed: bool
+    editable: bool
+    source: Source
+
+
+class MyBlob(BaseModel):
+    content: str
+    version: int
+    last_consolidated_at: datetime | None
+
+
+class MyMemory(BaseModel):
+    """What an agent keeps about one user: their user-scope facts, reflections and blob, and,
+    read-only, the shared items that rest only on their messages."""
+
+    agent_id: str
+    user_id: str
+    user_memory_enabled: bool
+    facts: list[MyFact]
+    reflections: list[MyReflection]
+    blob: MyBlob | None
+    shared_facts: list[MyFact]
+    shared_reflections: list[MyReflection]
+
+
+class FactEdit(_In):
+    content: str = Field(min_length=1, max_length=2000)
+
+
+class Deleted(BaseModel):
+    deleted: str
+    kind: Literal["fact", "reflection"]
+
+
+class UserMemorySwitch(_In):
+    enabled: bool
+
+
+class UserMemorySetting(BaseModel):
+    agent_id: str
+    user_id: str
+    enabled: bool
+
+
+# ------------------------------------------------------------------------ admin ------------
+class ForgetRequest(_In):
+    user_id: Id
+    agent_id: Id | None = Field(default=None, description="erase under this agent; none: every agent")
+
+
+class JobOut(BaseModel):
+    job_id: str
+    kind: str
+    status: Literal["queued", "running", "done", "failed"]
+    agent_id: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    counts: dict[str, int]
+    error: str | None
+
+
+class ReplayRequest(_In):
+    agent_id: Id | None = None
+    run_ids: list[Id] | None = Field(default=None, max_length=1000)
+
+
+class ReplayResult(BaseModel):
+    replayed: list[str]
+    skipped: list[dict[str, str]]
+
+
+class RunsOut(BaseModel):
+    runs: list[dict[str, Any]]
+
+
+class CostOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class AuditOut(BaseModel):
+    at: datetime
+    credential_id: str
+    credential_kind: str
+    action: str
+    agent_id: str | None
+    subject: str | None
+    outcome: str
+    counts: dict[str, int]
+
+
+class AuditList(BaseModel):
+    entries: list[AuditOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]

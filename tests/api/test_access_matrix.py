@@ -1,0 +1,133 @@
+"""Each credential reaches only what it should, on every route (design §12): admin keys every
+agent, agent keys one agent (read any of its users, publish), user tokens one user of one
+agent. Invalid credentials of every kind get 401 everywhere."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+
+from schemas.access import Job, subject_digest
+from tests.api.harness import SECRET
+
+ADMIN, AGENT_A, AGENT_B, U1, U2 = "admin", "agent A", "agent B", "token A/u1", "token A/u2"
+REACHING = (ADMIN, AGENT_A, AGENT_B, U1, U2)
+INVALID = ("none", "wrong key", "revoked key", "expired token", "bad signature", "alg none", "unknown kid",
+           "too long-lived token")
+
+# (name, method, path, json body, {credential: status}); credentials not named get 403
+U = "/v1/agents/A/users/u1"
+S = "/v1/agents/A/sessions/s1"
+MESSAGE = {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "hello there"}]}
+ROUTES = [
+    ("context", "GET", f"{S}/context?user_id=u1", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("context json", "GET", f"{S}/context?user_id=u1&format=json", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("search", "POST", f"{S}/search", {"query": "email", "user_id": "u1"}, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("publish", "POST", f"{S}/messages", MESSAGE, {ADMIN: 202, AGENT_A: 202, U1: 202}),
+    ("session start", "POST", f"{S}/start", {"user_ids": ["u1"]}, {ADMIN: 200, AGENT_A: 200}),
+    ("session end", "POST", f"{S}/end", None, {ADMIN: 202, AGENT_A: 202}),
+    ("stats", "GET", "/v1/agents/A/stats?user_id=u1", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("status", "GET", "/v1/agents/A/status?user_id=u1", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("my memory", "GET", f"{U}/memory", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("edit fact", "PATCH", f"{U}/memory/facts/f-u1", {"content": "Alice's email is a@example.org"}, {ADMIN: 200, U1: 200}),
+    ("delete fact", "DELETE", f"{U}/memory/facts/f-u1", None, {ADMIN: 200, U1: 200}),
+    ("delete shared", "DELETE", f"{U}/memory/facts/f-agent-u1", None, {ADMIN: 200, U1: 200}),
+    ("delete reflection", "DELETE", f"{U}/memory/reflections/r-u1", None, {ADMIN: 200, U1: 200}),
+    ("read switch", "GET", f"{U}/memory-setting", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
+    ("switch", "PUT", f"{U}/memory-setting", {"enabled": False}, {ADMIN: 200, U1: 200}),
+    ("export", "GET", f"{U}/export", None, {ADMIN: 200, U1: 200}),
+    ("forget me", "POST", f"{U}/forget", None, {ADMIN: 202, U1: 202}),
+    ("job", "GET", "/v1/jobs/job-u1", None, {ADMIN: 200, U1: 200, AGENT_A: 404, AGENT_B: 404, U2: 404}),
+    ("runs", "GET", "/v1/admin/runs", None, {ADMIN: 200}),
+    ("replay", "POST", "/v1/admin/replay-failed", {}, {ADMIN: 200}),
+    ("cost", "GET", "/v1/admin/cost?agent_id=A", None, {ADMIN: 200}),
+    ("audit", "GET", "/v1/admin/audit", None, {ADMIN: 200}),
+    ("forget user", "POST", "/v1/admin/forget-user", {"user_id": "u1", "agent_id": "A"}, {ADMIN: 202}),
+    ("export user", "GET", "/v1/admin/export-user?user_id=u1", None, {ADMIN: 200}),
+]
+
+
+def _header(api, credential: str) -> dict[str, str]:
+    now = int(time.time())
+    token = {
+        ADMIN: api.keys["admin"], AGENT_A: api.keys["agent_a"], AGENT_B: api.keys["agent_b"],
+        U1: api.token(user="u1"), U2: api.token(user="u2"),
+        "wrong key": "mk_0000000000000000_" + "x" * 43, "revoked key": api.keys["revoked"],
+        "expired token": api.token(now=now - 7200, lifetime_s=600),
+        "bad signature": api.token(secret="b" * 40),
+        "alg none": jwt.encode({"agent": "A", "user": "u1", "iat": now, "exp": now + 60}, None, algorithm="none",
+                               headers={"kid": "k1"}),
+        "unknown kid": api.token(kid="nope"),
+        "too long-lived token": api.token(lifetime_s=48 * 3600),
+    }.get(credential)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _job(api):
+    api.deps.store.put_job(Job(job_id="job-u1", kind="forget_user", agent_id="A", user_id=None,
+                               subject=subject_digest("A", "u1"), created_at=api.deps.clock.now()))
+
+
+def _check(response, expected, name, credential):
+    assert response.status_code == expected, (name, credential, response.text)
+    if expected >= 400:
+        assert set(response.json()) == {"what", "where", "why"}
+        assert "alice@example.com" not in response.text and "Bob" not in response.text
+
+
+@pytest.mark.parametrize("credential", REACHING)
+@pytest.mark.parametrize("route", ROUTES, ids=[r[0] for r in ROUTES])
+def test_each_credential_reaches_only_what_it_should(api, client, route, credential):
+    name, method, path, body, allowed = route
+    _job(api)
+    response = client.request(method, path, json=body, headers=_header(api, credential))
+    _check(response, allowed.get(credential, 403), name, credential)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r[0] for r in ROUTES])
+def test_no_invalid_credential_reaches_anything(api, client, route):
+    name, method, path, body, _ = route
+    _job(api)
+    for credential in INVALID:
+        _check(client.request(method, path, json=body, headers=_header(api, credential)), 401, name, credential)
+    assert api.publisher.events == [] and api.jobs == []
+
+
+def test_an_invalid_credential_is_never_echoed_and_says_why(api, client):
+    token = api.token(secret="b" * 40)
+    response = client.get("/v1/agents/A/stats", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["why"] == "token refused: bad signature" and token not in response.text
+
+
+def test_a_token_signed_with_a_retired_but_configured_kid_still_works_so_secrets_rotate(api, client):
+    from tests.api.harness import OLD_SECRET
+
+    token = api.token(kid="old", secret=OLD_SECRET)
+    assert client.get("/v1/agents/A/stats", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    # the same claims under the new kid but the old secret: refused
+    forged = api.token(kid="k1", secret=OLD_SECRET)
+    assert client.get("/v1/agents/A/stats", headers={"Authorization": f"Bearer {forged}"}).status_code == 401
+    assert SECRET != OLD_SECRET
+
+
+def test_a_session_bound_token_reaches_its_session_only(api, client):
+    headers = {"Authorization": f"Bearer {api.token(session='s1')}"}
+    assert client.get("/v1/agents/A/sessions/s1/context", headers=headers).status_code == 200
+    other = client.get("/v1/agents/A/sessions/s2/context", headers=headers)
+    assert other.status_code == 403 and other.json()["where"] == "path session_id"
+
+
+def test_a_user_token_publishes_only_its_users_own_messages(api, client):
+    headers = {"Authorization": f"Bearer {api.token(user='u1')}"}
+    as_bob = {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u2", "content": "hi"}]}
+    as_agent = {"messages": [{"message_id": "m2", "role": "assistant", "content": "hi"}]}
+    declare = {**MESSAGE, "session_users": ["u1", "u2"]}
+    for body in (as_bob, as_agent, declare):
+        assert client.post("/v1/agents/A/sessions/s1/messages", json=body, headers=headers).status_code == 403
+    assert api.publisher.events == []
+    implicit = {"messages": [{"message_id": "m3", "role": "user", "content": "hi"}]}
+    assert client.post("/v1/agents/A/sessions/s1/messages", json=implicit, headers=headers).status_code == 202
+    assert api.publisher.events[0]["message"]["sender_id"] == "u1"

@@ -1,0 +1,88 @@
+"""The store contract, part 3: API keys, the audit log, jobs and users' memory switches
+(design §12 "Interfaces"). Runs unchanged against every adapter (the ``store`` fixture)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from schemas.access import ApiKey, AuditEntry, Job, key_digest, subject_digest
+from tests.support.documents import T0
+
+
+def _key(key_id: str, secret: str, **fields) -> ApiKey:
+    return ApiKey(key_id=key_id, kind=fields.pop("kind", "agent"), agent_id=fields.pop("agent_id", "a1"),
+                  digest=key_digest(secret), created_at=fields.pop("created_at", T0), **fields)
+
+
+def test_a_key_is_found_by_the_digest_of_its_secret_and_never_by_the_secret(store):
+    store.put_api_key(_key("k1", "secret-one"))
+    found = store.find_api_key(key_digest("secret-one"))
+    assert found is not None and found.key_id == "k1" and found.agent_id == "a1"
+    assert store.find_api_key("secret-one") is None
+    assert store.find_api_key(key_digest("secret-two")) is None
+    assert "secret-one" not in repr(store.list_api_keys())
+
+
+def test_a_second_key_with_the_same_id_or_secret_is_refused(store):
+    store.put_api_key(_key("k1", "secret-one"))
+    with pytest.raises(ValueError):
+        store.put_api_key(_key("k1", "secret-two"))
+    with pytest.raises(ValueError):
+        store.put_api_key(_key("k2", "secret-one"))
+    assert [k.key_id for k in store.list_api_keys()] == ["k1"]
+
+
+def test_revoking_keeps_the_key_listed_with_the_first_revocation_time(store):
+    store.put_api_key(_key("k1", "s1"))
+    store.put_api_key(_key("k2", "s2", created_at=T0 + timedelta(seconds=1), kind="admin", agent_id=None))
+    first = store.revoke_api_key("k1", T0 + timedelta(minutes=1))
+    again = store.revoke_api_key("k1", T0 + timedelta(minutes=5))
+    assert first.revoked_at == again.revoked_at == T0 + timedelta(minutes=1)
+    assert store.find_api_key(key_digest("s1")).revoked_at == T0 + timedelta(minutes=1)
+    assert store.revoke_api_key("nope", T0) is None
+    assert [(k.key_id, k.revoked_at is None) for k in store.list_api_keys()] == [("k1", False), ("k2", True)]
+
+
+def test_audit_entries_come_back_newest_first_filtered_by_time_and_action(store):
+    for i, action in enumerate(["key.create", "forget_user", "item.edit", "forget_user"]):
+        store.record_audit(AuditEntry(audit_id=f"e{i}", at=T0 + timedelta(minutes=i), credential_id="k1",
+                                      credential_kind="admin", action=action, counts={"facts": i}))
+    assert [e.audit_id for e in store.list_audit()] == ["e3", "e2", "e1", "e0"]
+    assert [e.audit_id for e in store.list_audit(since=T0 + timedelta(minutes=2))] == ["e3", "e2"]
+    assert [e.audit_id for e in store.list_audit(action="forget_user")] == ["e3", "e1"]
+    assert [e.audit_id for e in store.list_audit(limit=1)] == ["e3"]
+    assert store.list_audit()[0].counts == {"facts": 3}
+
+
+def test_a_job_is_stored_and_replaced_whole(store):
+    job = Job(job_id="j1", kind="forget_user", agent_id="a1", user_id="u1", subject=subject_digest("a1", "u1"),
+              created_at=T0)
+    store.put_job(job)
+    assert store.get_job("j1") == job
+    done = job.model_copy(update={"status": "done", "user_id": None, "finished_at": T0, "counts": {"facts": 2}})
+    store.put_job(done)
+    assert store.get_job("j1") == done
+    assert store.get_job("j2") is None
+
+
+def test_user_memory_is_on_until_the_user_switches_it_off_per_agent(store):
+    assert store.user_memory_off("a1", ["u1", "u2"]) == set()
+    store.set_user_memory("a1", "u1", False, T0)
+    assert store.user_memory_off("a1", ["u1", "u2"]) == {"u1"}
+    assert store.user_memory_off("a2", ["u1"]) == set()
+    store.set_user_memory("a1", "u1", True, T0 + timedelta(seconds=1))
+    assert store.user_memory_off("a1", ["u1"]) == set()
+    assert store.user_memory_off("a1", []) == set()
+
+
+def test_forgetting_a_users_switches_leaves_other_users_and_agents(store):
+    store.set_user_memory("a1", "u1", False, T0)
+    store.set_user_memory("a2", "u1", False, T0)
+    store.set_user_memory("a1", "u2", False, T0)
+    assert store.forget_user_switches("u1", "a1") == 1
+    assert store.user_memory_off("a1", ["u1", "u2"]) == {"u2"}
+    assert store.user_memory_off("a2", ["u1"]) == {"u1"}
+    assert store.forget_user_switches("u1") == 1
+    assert store.user_memory_off("a2", ["u1"]) == set()
