@@ -61,11 +61,12 @@ def _check(value: str, header: str) -> str:
 
 
 class _Authenticated:
-    """ASGI: authenticate, rate-limit and bind the identity, then hand to the SDK."""
+    """ASGI: authenticate, rate-limit and bind the identity, then hand to the SDK's manager of
+    the running lifespan (a new one per lifespan: the SDK runs a manager only once)."""
 
-    def __init__(self, handle, ctx) -> None:
-        self._handle = handle
+    def __init__(self, ctx) -> None:
         self._ctx = ctx
+        self.manager = None
 
     async def __call__(self, scope, receive, send) -> None:
         headers = Headers(scope=scope)
@@ -74,28 +75,35 @@ class _Authenticated:
                                  token_verifier=self._ctx.token_verifier)
             self._ctx.rate_limiter.check(found.credential_id)
             scope[SCOPE_KEY] = identity_for(found, headers)
+            if self.manager is None:
+                raise ApiError("unavailable", "server", "the MCP endpoint is not running (the app's lifespan has "
+                               "not started)", status=503)
         except ApiError as exc:
             await problem(exc.status, exc.what, exc.where, exc.why, exc.headers)(scope, receive, send)
             return
-        await self._handle(scope, receive, send)
+        await self.manager.handle_request(scope, receive, send)
 
 
 def mount(app, ctx) -> None:
     """Serve MCP at ``/mcp`` of ``app`` (the API's FastAPI app), reading through ``ctx``'s
     services; the SDK's session manager runs inside the app's lifespan."""
     server = build_server(ctx.service, connection_identity())
-    server.streamable_http_app(
-        stateless_http=True, json_response=True, max_request_body_size=ctx.api_settings.max_body_bytes,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = server.session_manager
-    app.add_route(PATH, _Authenticated(manager.handle_request, ctx), include_in_schema=False)
+    endpoint = _Authenticated(ctx)
+    app.add_route(PATH, endpoint, include_in_schema=False)
     outer = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(application):
-        async with manager.run():
-            async with outer(application) as state:
-                yield state
+        server.streamable_http_app(
+            stateless_http=True, json_response=True, max_request_body_size=ctx.api_settings.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        endpoint.manager = server.session_manager
+        try:
+            async with endpoint.manager.run():
+                async with outer(application) as state:
+                    yield state
+        finally:
+            endpoint.manager = None
 
     app.router.lifespan_context = lifespan
