@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-live install redis-server clean
+.PHONY: demo test test-live install redis-server node clean
 
 # The environment is rebuilt when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -32,10 +32,23 @@ redis-server:
 		echo "Without it the integration tests are skipped (and fail when CI is set)."; \
 	fi
 
+# The Node client tests (tests/node: fetch and the TypeScript MCP SDK) need node and npm; as
+# root they come from Debian's packages, and the test installs its pinned npm packages itself.
+node:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing node and npm from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	else \
+		echo "node and npm are missing: install them (Debian/Ubuntu: sudo apt-get install nodejs npm)."; \
+		echo "Without them the Node client tests are skipped (and fail when CI is set)."; \
+	fi
+
 demo: $(STAMP)
 	$(PY) -m ops.demo
 
-test: $(STAMP) redis-server
+test: $(STAMP) redis-server node
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The same code against real services; each part runs only when its variable is set and

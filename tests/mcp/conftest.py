@@ -33,13 +33,7 @@ def store_copy(tmp_path, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory):
     """uvicorn serving the API app, /mcp included, over a private copy of the demo store."""
-    import shutil
+    from tests.support.api_server import demo_api
 
-    from tests.support.api_server import ApiServer
-    from tests.support.demo_store import demo_env
-
-    source = formed_demo_store(tmp_path_factory)
-    folder = tmp_path_factory.mktemp("api")
-    shutil.copy(source, folder / "memory.db")
-    with ApiServer(f"sqlite:///{folder / 'memory.db'}", demo_env(), log=folder / "uvicorn.log") as server:
+    with demo_api(tmp_path_factory) as server:
         yield server

@@ -86,3 +86,16 @@ class ApiServer:
 
         return issue_user_token(SECRET, KID, agent_id=agent_id, user_id=user_id, session_id=session_id,
                                 lifetime_s=600)
+
+
+def demo_api(tmp_path_factory, *, workers: int = 1) -> ApiServer:
+    """An ``ApiServer`` (not yet started: use it as a context manager) over a private copy of
+    the demo store (``tests.support.demo_store``)."""
+    import shutil
+
+    from tests.support.demo_store import demo_env, formed_demo_store
+
+    source = formed_demo_store(tmp_path_factory)
+    folder = tmp_path_factory.mktemp("api")
+    shutil.copy(source, folder / "memory.db")
+    return ApiServer(f"sqlite:///{folder / 'memory.db'}", demo_env(), workers=workers, log=folder / "uvicorn.log")
