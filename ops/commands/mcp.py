@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from schemas.settings import get_settings
 
@@ -28,11 +29,21 @@ def client_config(environ: dict[str, str]) -> dict:
 
     identity = from_environment(environ)
     settings = get_settings()
-    script = shutil.which("memoryctl")
-    command, args = (script, ["mcp"]) if script else (sys.executable, ["-m", "ops.cli", "mcp"])
+    command, args = _command()
     env = {AGENT_VAR: identity.agent_id, USER_VAR: identity.user_id, SESSION_VAR: identity.session_id,
            "MEMORY_STORE_URL": describe(settings.store_url), "MEMORY_BROKER_URL": settings.broker_url}
     return {"mcpServers": {"memory": {"command": command, "args": args, "env": env}}}
+
+
+def _command() -> tuple[str, list[str]]:
+    """The running ``memoryctl``, else the one installed beside this interpreter or on PATH,
+    else this interpreter running the module."""
+    running = Path(sys.argv[0])
+    beside = Path(sys.executable).parent / "memoryctl"
+    for candidate in (running if running.name == "memoryctl" else None, beside, shutil.which("memoryctl")):
+        if candidate and Path(candidate).is_file():
+            return str(Path(candidate).resolve()), ["mcp"]
+    return sys.executable, ["-m", "ops.cli", "mcp"]
 
 
 def _serve(args: argparse.Namespace) -> int:
