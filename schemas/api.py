@@ -253,3 +253,15 @@ class AuditList(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
+
+
+#: the error answers every route may give, all in the ``Problem`` shape
+ERRORS = {status: {"model": Problem, "description": why} for status, why in (
+    (401, "no credential, or one that is not valid"),
+    (403, "the credential does not reach this"),
+    (404, "no such item, route or job for this credential"),
+    (413, "the request body is too large"),
+    (422, "a parameter or the body is invalid"),
+    (429, "this credential's rate limit is spent (Retry-After)"),
+    (503, "the store, broker or rate-limit store is unavailable (Retry-After)"),
+)}

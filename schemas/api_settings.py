@@ -19,7 +19,8 @@ MIN_SECRET_BYTES = 32
 
 
 class ApiSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMORY_API_", extra="ignore")
+    # an empty variable (compose passes "" for an unset one) means the default
+    model_config = SettingsConfigDict(env_prefix="MEMORY_API_", extra="ignore", env_ignore_empty=True)
 
     # Secrets that sign user-bound tokens, by key id (the token header's ``kid``): add the new
     # one, let platforms sign with it, then remove the old one once its tokens have expired.

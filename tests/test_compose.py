@@ -233,3 +233,21 @@ def test_docker_compose_accepts_the_file():
             capture_output=True, text=True, env=env, timeout=60,
         )
         assert result.returncode == 0, result.stderr
+
+
+def test_the_http_api_is_served_by_memoryctl_with_a_health_check_after_the_indexes(services):
+    api = services["api"]
+    assert api["command"][:2] == ["memoryctl", "serve"] and _option(api["command"], "--host") == "0.0.0.0"
+    port = _option(api["command"], "--port")
+    assert f"http://127.0.0.1:{port}/healthz" in " ".join(api["healthcheck"]["test"])
+    assert api["depends_on"]["create-indexes"]["condition"] == "service_completed_successfully"
+    assert api["depends_on"]["redis"]["condition"] == "service_healthy"  # the rate limits live there
+    assert all(str(p).startswith("127.0.0.1:") for p in api["ports"])
+    assert "${API_TOKEN_SECRETS" in api["environment"]["MEMORY_API_TOKEN_SECRETS"]
+
+
+def test_the_image_ships_the_api_package_and_its_extra():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY api ./api" in dockerfile
+    install = re.search(r"pip install '\.\[([^\]]*)\]'", dockerfile).group(1).split(",")
+    assert "api" in install

@@ -1,0 +1,117 @@
+"""The API as a user starts it: ``memoryctl serve`` (uvicorn, two worker processes) on a
+SQLite store, with a real redis-server for the rate limits. The README's quick start runs as
+written; the rate limit holds across workers; the access log carries no message text."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.support.procs import REPO_ROOT, RedisServer, free_port, redis_server_path
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    if redis_server_path() is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is required in CI (apt-get install redis-server)")
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(tmp_path_factory.mktemp("api-redis"), databases=4)
+    yield server.url(0)
+    server.stop()
+
+
+def _env(tmp_path, redis_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_STORE_URL=f"sqlite:///{tmp_path / 'memory.db'}", MEMORY_BROKER_URL=redis_url,
+               MEMORY_EMBEDDING_PROVIDER="hashing", MEMORY_LLM_PROVIDER="offline",
+               PATH=f"{os.path.dirname(sys.executable)}:{env.get('PATH', '')}", PYTHONPATH=str(REPO_ROOT), **extra)
+    return env
+
+
+def _memoryctl(env, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "ops.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done.stdout.strip()
+
+
+class Served:
+    def __init__(self, env, workers: int = 2) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ops.cli", "serve", "--port", str(self.port), "--workers", str(workers)],
+            env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"memoryctl serve did not answer: {self.output}")
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.output = self.proc.stdout.read()
+        return self.output
+
+
+def test_the_rate_limit_holds_across_worker_processes_and_the_log_carries_no_message_text(tmp_path, redis_url):
+    env = _env(tmp_path, redis_url, MEMORY_API_RATE_LIMIT_PER_MINUTE="30")
+    _memoryctl(env, "create-indexes")
+    key = _memoryctl(env, "keys", "create", "--agent", "A")
+    served = Served(env)
+    try:
+        headers = {"Authorization": f"Bearer {key}"}
+        secret_text = "zebra-quartz-unique-7781"
+        statuses = []
+        for i in range(40):  # a new connection each time: the kernel spreads them over the workers
+            body = {"messages": [{"message_id": f"m{i}", "role": "user", "sender_id": "u1", "content": secret_text}]}
+            with httpx.Client(base_url=served.url, headers=headers, timeout=10) as client:
+                if i % 2:
+                    statuses.append(client.post("/v1/agents/A/sessions/s1/search",
+                                                json={"query": secret_text, "user_id": "u1"}).status_code)
+                else:
+                    statuses.append(client.post("/v1/agents/A/sessions/s1/messages", json=body).status_code)
+        assert statuses.count(429) == 10, statuses
+        assert set(statuses[:30]) <= {200, 202}
+        refused = httpx.get(f"{served.url}/v1/agents/A/stats", headers=headers)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    finally:
+        log = served.stop()
+    assert "POST /v1/agents/A/sessions/s1/messages" in log  # the access log is on
+    assert secret_text not in log and key not in log
+
+
+def test_the_readme_quick_start_runs_as_written(tmp_path, redis_url):
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## HTTP API", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    port = str(free_port())
+    script = block.replace("8080", port)
+    env = _env(tmp_path, redis_url)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", f"trap 'kill -INT %1 2>/dev/null; wait' EXIT\n{script}"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+
+    context = json.loads(done.stdout.strip().splitlines()[-1])
+    assert context["agent_id"] == "agent-juniper" and context["user_id"] == "user-maya"

@@ -1,0 +1,127 @@
+"""Users' own memory over HTTP (seed 004, design §12): see it with history and sources, edit
+one fact (an UPDATE with history, screened, caches invalidated), delete one item, switch user
+memory off and on. Every change is audited without content."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def me(api):
+    return {"Authorization": f"Bearer {api.token(user='u1')}"}
+
+
+def _context(client, api):
+    headers = {"Authorization": f"Bearer {api.keys['agent_a']}"}
+    return client.get("/v1/agents/A/sessions/s1/context", params={"user_id": "u1"}, headers=headers).text
+
+
+def test_my_memory_lists_my_items_and_the_shared_ones_resting_only_on_me(client, me):
+    body = client.get("/v1/agents/A/users/u1/memory", headers=me).json()
+    assert [f["id"] for f in body["facts"]] == ["f-u1"] and body["facts"][0]["editable"] is True
+    assert [f["id"] for f in body["shared_facts"]] == ["f-agent-u1"]  # not the one u2 shares
+    assert body["shared_facts"][0]["editable"] is False
+    assert [r["id"] for r in body["reflections"]] == ["r-u1"]
+    assert [r["id"] for r in body["shared_reflections"]] == ["r-agent-u1"]
+    assert "short answers" in body["blob"]["content"] and body["user_memory_enabled"] is True
+    assert body["facts"][0]["source"]["session_id"] == "s1"
+
+
+def test_an_edit_keeps_the_old_text_in_history_and_the_context_shows_the_new_one_at_once(api, client, me):
+    assert "alice@example.com" in _context(client, api)  # cached now
+    response = client.patch("/v1/agents/A/users/u1/memory/facts/f-u1", json={"content": "Alice's email is a@b.org"},
+                            headers=me)
+    assert response.status_code == 200, response.text
+    fact = response.json()
+    assert fact["content"] == "Alice's email is a@b.org" and fact["version"] == 2
+    assert [h["content"] for h in fact["history"]] == ["Alice's email is alice@example.com"]
+    context = _context(client, api)
+    assert "a@b.org" in context and "alice@example.com" not in context
+    entry = api.deps.store.list_audit(action="item.edit")[0]
+    assert entry.credential_kind == "user" and "a@b.org" not in entry.model_dump_json()
+    assert "u1" not in entry.model_dump_json()
+
+
+def test_an_edit_that_carries_a_secret_is_refused_and_nothing_changes(api, client, me):
+    response = client.patch("/v1/agents/A/users/u1/memory/facts/f-u1",
+                            json={"content": "My password is hunter2-Secret!"}, headers=me)
+    assert response.status_code == 422 and response.json()["where"] == "body content"
+    assert "hunter2" not in response.text
+    assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+
+
+def test_shared_items_are_not_editable_but_deletable(api, client, me):
+    edit = client.patch("/v1/agents/A/users/u1/memory/facts/f-agent-u1", json={"content": "x"}, headers=me)
+    assert edit.status_code == 404
+    gone = client.delete("/v1/agents/A/users/u1/memory/facts/f-agent-u1", headers=me)
+    assert gone.status_code == 200 and api.deps.store.get_facts(["f-agent-u1"]) == []
+    shared = client.delete("/v1/agents/A/users/u1/memory/facts/f-agent-both", headers=me)
+    assert shared.status_code == 404 and api.deps.store.get_facts(["f-agent-both"]) != []
+    assert "Mars launch" not in _context(client, api)
+
+
+def test_deleting_an_absorbed_reflection_merges_the_blob_again_without_it(api, client, me):
+    from datetime import timedelta
+
+    from schemas.documents import ConsolidatedBlob, Reflection
+
+    store, now = api.deps.store, api.deps.clock.now()
+    store.insert_reflections([Reflection(reflection_id=rid, agent_id="A", scope="user", user_id="u1",
+                                         scope_key="user:u1", content=text, source_user_ids=["u1"],
+                                         formed_at=now - timedelta(hours=2))
+                              for rid, text in (("r-old", "Alice prefers answers in Spanish."),
+                                                ("r-keep", "Alice wants short answers."))])
+    store.mark_absorbed(["r-old", "r-keep"], 2, now)
+    blob = store.get_blob("A", "user:u1")
+    store.save_blob(blob.model_copy(update={"version": 2, "absorbing_ids": ["r-old", "r-keep"],
+                                            "consolidated_content": "VERSION: 2\nSpanish, short answers."}),
+                    expected_version=1)
+    response = client.delete("/v1/agents/A/users/u1/memory/reflections/r-old", headers=me)
+    assert response.status_code == 200, response.text
+    rebuilt = store.get_blob("A", "user:u1")
+    assert rebuilt.version == 3 and rebuilt.absorbing_ids == ["r-keep"]
+    assert "Spanish" not in rebuilt.consolidated_content
+    assert "r-old" not in [r.reflection_id for r in store.list_reflections("A", "user:u1")]
+
+
+def test_switching_off_keeps_items_hides_them_and_on_restores_them(api, client, me):
+    before = _context(client, api)
+    off = client.put("/v1/agents/A/users/u1/memory-setting", json={"enabled": False}, headers=me)
+    assert off.status_code == 200 and off.json()["enabled"] is False
+    hidden = _context(client, api)
+    assert "alice@example.com" not in hidden and "short answers" not in hidden
+    listed = client.get("/v1/agents/A/users/u1/memory", headers=me).json()
+    assert listed["user_memory_enabled"] is False and [f["id"] for f in listed["facts"]] == ["f-u1"]
+    client.put("/v1/agents/A/users/u1/memory-setting", json={"enabled": True}, headers=me)
+    assert _context(client, api) == before
+    assert [e.counts for e in api.deps.store.list_audit(action="user_memory.switch")] == [{"enabled": 1}, {"enabled": 0}]
+
+
+def test_export_streams_json_lines_of_everything_about_me_and_nothing_of_others(client, me):
+    import json
+
+    response = client.get("/v1/agents/A/users/u1/export", headers=me)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    ids = {d["document"].get("fact_id") for d in lines if d["collection"] == "facts"}
+    assert ids == {"f-u1", "f-agent-u1", "f-agent-both"}
+    assert "Bob" not in response.text and "\"embedding\":" not in response.text, [l for l in response.text.splitlines() if "Bob" in l]
+
+
+def test_forget_me_queues_a_job_whose_status_says_when_it_is_done(api, client, me):
+    from ops.user_data import finish_job, start_job
+
+    queued = client.post("/v1/agents/A/users/u1/forget", headers=me)
+    assert queued.status_code == 202 and queued.json()["status"] == "queued"
+    job_id = queued.json()["job_id"]
+    assert api.jobs == [job_id]
+    # what the maintenance task does with it (workers.maintenance.run_job)
+    finish_job(api.deps, start_job(api.deps.store, job_id))
+    done = client.get(f"/v1/jobs/{job_id}", headers=me).json()
+    assert done["status"] == "done" and done["counts"]["user_switches"] == 0
+    assert api.deps.store.get_facts(["f-u1", "f-agent-u1"]) == []
+    assert api.deps.store.get_job(job_id).user_id is None
+    from ops.forget import traces
+
+    assert traces(api.deps.store.dump_all(), "u1", "A") == []
