@@ -18,6 +18,7 @@ No FastAPI here: the stdio server starts without the HTTP app.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -137,7 +138,20 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         _strict(Tool.from_function(remember, annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False))),
     ]
-    return MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools)
+    return _leaving_logging_alone(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools))
+
+
+def _leaving_logging_alone(make):
+    """``make()`` with the root logger as it was: building an ``MCPServer`` calls
+    ``logging.basicConfig`` (a Rich handler at INFO), which inside the API app would print every
+    library's INFO lines; how a process logs is its owner's choice (uvicorn's, memoryctl's)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return make()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def _strict(tool: Tool) -> Tool:
