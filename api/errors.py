@@ -59,6 +59,9 @@ def problem(status: int, what: str, where: str, why: str, headers: dict[str, str
     return JSONResponse(Problem(what=what, where=where, why=why).model_dump(), status_code=status, headers=headers)
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
 def _where(loc: tuple) -> str:
     """``("query", "max_tokens")`` -> ``query max_tokens``; a body path as ``body messages[0].content``."""
     if not loc:
@@ -66,8 +69,21 @@ def _where(loc: tuple) -> str:
     head, rest = str(loc[0]), loc[1:]
     path = ""
     for part in rest:
+        if isinstance(part, str) and (part in _TYPE_TAGS or "-" in part or "[" in part):
+            continue  # the member of a union that pydantic tried, not a place in the request
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return f"{head} {path}".strip()
+
+
+def _allowed(request: Request) -> list[str]:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    return sorted(methods)
 
 
 def install(app: FastAPI) -> None:
@@ -101,9 +117,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        what = {404: "not found", 405: "method not allowed"}.get(exc.status_code, "error")
-        where = f"path {request.url.path}" if exc.status_code in (404, 405) else "request"
-        return problem(exc.status_code, what, where, str(exc.detail), getattr(exc, "headers", None))
+        what = {400: "bad request", 404: "not found", 405: "method not allowed"}.get(exc.status_code, "error")
+        where = {404: f"path {request.url.path}", 405: f"path {request.url.path}", 400: "body"}.get(
+            exc.status_code, "request")
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route matching the path only; a path
+            # served by several routes (GET and PUT) allows all of theirs
+            headers["Allow"] = ", ".join(_allowed(request))
+        return problem(exc.status_code, what, where, str(exc.detail), headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:

@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
-from pydantic import AwareDatetime
 
 from api.access import require_admin
 from api.audit import audit
@@ -48,14 +47,14 @@ def replay(body: m.ReplayRequest, caller: Caller, ctx: Ctx) -> m.ReplayResult:
 
 
 @router.get("/v1/admin/cost", response_model=m.CostOut, summary="An agent's model cost by model, stage or day")
-def cost(caller: Caller, ctx: Ctx, agent_id: Id, since: AwareDatetime | None = None,
+def cost(caller: Caller, ctx: Ctx, agent_id: Id, since: m.Instant | None = None,
          by: Literal["model", "stage", "day"] = "model") -> m.CostOut:
     require_admin(caller, "reading cost")
     return m.CostOut.model_validate(cost_report(ctx.store, agent_id, since=since, by=by))
 
 
 @router.get("/v1/admin/audit", response_model=m.AuditList, summary="The audit log, newest first")
-def audit_log(caller: Caller, ctx: Ctx, since: AwareDatetime | None = None, action: str | None = None,
+def audit_log(caller: Caller, ctx: Ctx, since: m.Instant | None = None, action: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> m.AuditList:
     require_admin(caller, "reading the audit log")
     entries = ctx.store.list_audit(since=since, action=action, limit=limit)

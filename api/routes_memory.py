@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response
-from pydantic import AwareDatetime
 
 from api.access import reach, require_key
 from api.auth import Principal, principal
@@ -37,9 +36,9 @@ def get_context(
     agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
     format: Literal["xml", "json"] = "xml",
     max_tokens: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
-    as_of: AwareDatetime | None = None, force_refresh: bool = False,
+    as_of: m.Instant | None = None, force_refresh: bool = False,
 ) -> Response:
-    where = reach(caller, agent_id, user_id=user_id, session_id=session_id)
+    where = reach(caller, agent_id, user_id=user_id, session_id=session_id, sessions=ctx.store)
     xml = ctx.service(agent_id).get_memory_context(
         session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens, as_of=as_of,
     )
@@ -51,7 +50,8 @@ def get_context(
 
 @router.post("/sessions/{session_id}/search", response_model=m.SearchResponse, summary="search_facts")
 def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, caller: Caller, ctx: Ctx) -> m.SearchResponse:
-    where = reach(caller, agent_id, user_id=body.user_id, session_id=session_id, user_where="body user_id")
+    where = reach(caller, agent_id, user_id=body.user_id, session_id=session_id, user_where="body user_id",
+                  sessions=ctx.store)
     found = ctx.service(agent_id).search_facts(
         body.query, session_id=session_id, user_id=where.user_id, top_k=body.top_k, debug=body.debug, as_of=body.as_of,
     )
@@ -63,7 +63,7 @@ def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, call
 @router.post("/sessions/{session_id}/messages", response_model=m.Published, status_code=202,
              summary="Publish messages (fire-and-forget: accepted once the broker holds them)")
 def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, caller: Caller, ctx: Ctx) -> m.Published:
-    reach(caller, agent_id, session_id=session_id)
+    reach(caller, agent_id, session_id=session_id, sessions=ctx.store)
     messages = [msg.model_dump(exclude_none=True) for msg in body.messages]
     users = list(body.session_users)
     if caller.kind == "user":
@@ -102,13 +102,15 @@ def end_session(agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: C
 @router.get("/stats", response_model=m.Stats, summary="get_memory_stats")
 def stats(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
           session_id: Annotated[Id | None, Query()] = None) -> m.Stats:
-    where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id")
+    where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id",
+                  sessions=ctx.store)
     return m.Stats.model_validate(ctx.service(agent_id).get_memory_stats(user_id=where.user_id, session_id=where.session_id))
 
 
 @router.get("/status", response_model=m.Stats, summary="get_consolidation_status")
 def status(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
            session_id: Annotated[Id | None, Query()] = None) -> m.Stats:
-    where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id")
+    where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id",
+                  sessions=ctx.store)
     return m.Stats.model_validate(
         ctx.service(agent_id).get_consolidation_status(user_id=where.user_id, session_id=where.session_id))

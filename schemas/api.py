@@ -5,17 +5,36 @@ reviewed diff.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from schemas.events import Id, Role
 
 Scope = Literal["agent", "user", "session"]
+_NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d*)?([eE][-+]?\d+)?\s*$")
+
+
+def _iso_only(value: Any) -> Any:
+    """pydantic also reads a number as Unix time; the document says date-time, so must we."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.match(value)):
+        raise ValueError("expected an ISO 8601 date-time with a timezone, e.g. 2026-05-02T10:00:00Z")
+    return value
+
+
+#: a search query: some text that is not only spaces
+Query = Annotated[str, Field(min_length=1, max_length=2000, pattern=r"\S")]
+
+#: a point in time with its timezone, written as ISO 8601 (never a bare number)
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 
 
 class _In(BaseModel):
+    """A request body: unknown fields refused; numbers and flags as JSON types (never "1" or
+    false for a number: pydantic's lax mode would take them, the document does not)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -60,12 +79,13 @@ class MemoryContext(BaseModel):
 
 
 class SearchRequest(_In):
-    query: str | list[str] = Field(description="1 to 3 queries, searched in parallel")
+    query: Query | Annotated[list[Query], Field(min_length=1, max_length=3)] = Field(
+        description="1 to 3 queries, searched in parallel")
     user_id: Id | None = Field(default=None, description="whose user-scope facts to include; with a user "
                                                          "token it is the token's user and may be left out")
-    top_k: int = Field(default=10, ge=1, le=50)
-    debug: bool = False
-    as_of: AwareDatetime | None = None
+    top_k: StrictInt = Field(default=10, ge=1, le=50)
+    debug: StrictBool = False
+    as_of: Instant | None = None
 
 
 class SearchHit(BaseModel):
@@ -91,14 +111,14 @@ class MessageIn(_In):
     sender_id: Id | None = None
     sender_name: str | None = Field(default=None, max_length=256)
     content: str
-    created_at: AwareDatetime | None = None
+    created_at: Instant | None = None
 
 
 class PublishRequest(_In):
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
     session_users: list[Id] = Field(default_factory=list, max_length=1000)
-    user_tier: int = Field(default=0, ge=0, le=100)
-    preview: bool = False
+    user_tier: StrictInt = Field(default=0, ge=0, le=100)
+    preview: StrictBool = False
     agent_name: str | None = Field(default=None, max_length=256)
 
 
@@ -192,7 +212,7 @@ class Deleted(BaseModel):
 
 
 class UserMemorySwitch(_In):
-    enabled: bool
+    enabled: StrictBool
 
 
 class UserMemorySetting(BaseModel):
@@ -257,6 +277,7 @@ class Health(BaseModel):
 
 #: the error answers every route may give, all in the ``Problem`` shape
 ERRORS = {status: {"model": Problem, "description": why} for status, why in (
+    (400, "the body cannot be read (not UTF-8 JSON)"),
     (401, "no credential, or one that is not valid"),
     (403, "the credential does not reach this"),
     (404, "no such item, route or job for this credential"),

@@ -76,9 +76,11 @@ def _revoke(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from api.tokens import issue_user_token
-    from ops.commands.serve import api_settings
+    from ops.commands.serve import api_settings, require_api_extra
     from pipeline.errors import ConfigurationError
+
+    require_api_extra()
+    from api.tokens import issue_user_token
 
     settings = api_settings()
     secrets = settings.token_secrets

@@ -16,6 +16,19 @@ import sys
 from ops.commands import positive_int
 
 
+def require_api_extra() -> None:
+    """The API's libraries come with the ``api`` extra; without them, say how to get them."""
+    from pipeline.errors import ConfigurationError
+
+    try:
+        import fastapi  # noqa: F401
+        import jwt  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(f"the HTTP API needs the api extra ({exc.name} is missing): "
+                                 "pip install 'memory-pipeline[api]'") from None
+
+
 def api_settings():
     """The ``MEMORY_API_*`` settings, or one line naming the variable that is wrong."""
     from pydantic import ValidationError
@@ -35,6 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ops.stores import announce, open_existing
     from schemas.settings import get_settings
 
+    require_api_extra()
     if args.openapi:
         from api.app import create_app
 

@@ -131,3 +131,27 @@ def test_a_user_token_publishes_only_its_users_own_messages(api, client):
     implicit = {"messages": [{"message_id": "m3", "role": "user", "content": "hi"}]}
     assert client.post("/v1/agents/A/sessions/s1/messages", json=implicit, headers=headers).status_code == 202
     assert api.publisher.events[0]["message"]["sender_id"] == "u1"
+
+
+def test_a_user_token_cannot_read_or_join_another_users_session(api, client):
+    from datetime import timedelta
+
+    from schemas.documents import Reflection
+
+    store = api.deps.store
+    store.declare_session_users("s-bob", "A", ["u2"])
+    store.insert_reflections([Reflection(reflection_id="r-bob", agent_id="A", scope="session", session_id="s-bob",
+                                         scope_key="session:s-bob", content="Bob is worried about his diagnosis",
+                                         source_user_ids=["u2"], formed_at=api.deps.clock.now() - timedelta(hours=1))])
+    alice = {"Authorization": f"Bearer {api.token(user='u1')}"}
+    for method, path, body in (("GET", "/v1/agents/A/sessions/s-bob/context", None),
+                               ("GET", "/v1/agents/A/stats?session_id=s-bob", None),
+                               ("POST", "/v1/agents/A/sessions/s-bob/search", {"query": "diagnosis"}),
+                               ("POST", "/v1/agents/A/sessions/s-bob/messages", MESSAGE)):
+        response = client.request(method, path, json=body, headers=alice)
+        assert response.status_code == 403 and "diagnosis" not in response.text, (path, response.text)
+    assert api.publisher.events == []
+    bob = {"Authorization": f"Bearer {api.token(user='u2')}"}
+    assert "diagnosis" in client.get("/v1/agents/A/sessions/s-bob/context", headers=bob).text
+    # a new session is the user's to start talking in
+    assert client.get("/v1/agents/A/sessions/s-new/context", headers=alice).status_code == 200

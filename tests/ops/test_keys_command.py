@@ -1,0 +1,92 @@
+"""``memoryctl keys`` and ``memoryctl audit`` (design §12): a key is printed once and kept as
+its digest, revocation refuses it from then on, a user token is signed with a configured kid,
+and every key change is in the audit log, without the secret."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from api.auth import authenticate
+from api.errors import Unauthenticated
+from api.tokens import TokenVerifier
+from ops import cli
+from schemas.api_settings import get_api_settings
+from schemas.settings import get_settings
+
+SECRET = "t" * 40
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
+    monkeypatch.setenv("MEMORY_API_TOKEN_SECRETS", json.dumps({"2026-11": SECRET}))
+    get_settings.cache_clear()
+    get_api_settings.cache_clear()
+    assert cli.main(["create-indexes"]) == 0
+    yield
+    get_settings.cache_clear()
+    get_api_settings.cache_clear()
+
+
+def _store():
+    from pipeline.store import open_store
+
+    return open_store(get_settings())
+
+
+def test_a_key_is_printed_once_stored_as_a_digest_and_refused_once_revoked(env, capsys):
+    verifier = TokenVerifier({}, max_lifetime_s=60)
+    assert cli.main(["keys", "create", "--agent", "A", "--label", "runtime"]) == 0
+    secret = capsys.readouterr().out.strip()
+    assert secret.startswith("mk_") and len(secret) > 50
+    store = _store()
+    principal = authenticate(f"Bearer {secret}", keys=store, token_verifier=verifier)
+    assert (principal.kind, principal.agent_id) == ("agent", "A")
+    assert secret not in json.dumps(store.dump_all(), default=str)
+    assert cli.main(["keys", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["key_id"] == principal.credential_id and listed["label"] == "runtime" and listed["revoked_at"] is None
+    assert cli.main(["keys", "revoke", principal.credential_id]) == 0
+    assert capsys.readouterr().out.startswith(f"revoked {principal.credential_id}")
+    with pytest.raises(Unauthenticated, match="revoked"):
+        authenticate(f"Bearer {secret}", keys=store, token_verifier=verifier)
+    assert cli.main(["audit", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [e["action"] for e in entries] == ["key.revoke", "key.create"]
+    assert all(e["subject"] == principal.credential_id for e in entries) and secret not in json.dumps(entries)
+    store.close()
+
+
+def test_revoking_an_unknown_key_and_an_agent_key_without_agent_are_one_line_errors(env, capsys):
+    assert cli.main(["keys", "revoke", "nope"]) == 2
+    assert "no key with id 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["keys", "create"])
+
+
+def test_a_signed_user_token_is_accepted_by_the_api_with_the_same_secrets(env, capsys):
+    assert cli.main(["keys", "token", "--agent", "A", "--user", "u1", "--session", "s1", "--ttl", "600"]) == 0
+    token = capsys.readouterr().out.strip()
+    verifier = TokenVerifier({"2026-11": SECRET}, max_lifetime_s=3600)
+    principal = authenticate(f"Bearer {token}", keys=_store(), token_verifier=verifier)
+    assert (principal.kind, principal.agent_id, principal.user_id, principal.session_id) == ("user", "A", "u1", "s1")
+    assert cli.main(["keys", "token", "--agent", "A", "--user", "u1", "--ttl", "7200"]) == 2
+    assert "MEMORY_API_TOKEN_MAX_LIFETIME_S" in capsys.readouterr().err
+
+
+def test_a_short_token_secret_is_named_in_one_line(env, capsys, monkeypatch):
+    monkeypatch.setenv("MEMORY_API_TOKEN_SECRETS", json.dumps({"k": "short"}))
+    get_api_settings.cache_clear()
+    assert cli.main(["keys", "token", "--agent", "A", "--user", "u1"]) == 2
+    assert "MEMORY_API_TOKEN_SECRETS" in capsys.readouterr().err
+
+
+def test_serve_prints_the_committed_openapi_document(capsys):
+    from pathlib import Path
+
+    assert cli.main(["serve", "--openapi"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    assert printed == committed
