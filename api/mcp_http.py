@@ -1,13 +1,14 @@
 """The MCP server over streamable HTTP, mounted in the API app at ``/mcp`` (design §12).
 
 Every request is authenticated like any API request (``api.auth``: the same keys and tokens,
-the same rate limit), and its identity is fixed before the SDK sees it:
-- a user-bound token: its agent and user, and its session (none named: the user's own MCP
-  session, ``mcp:<user>``). ``X-Memory-User`` / ``X-Memory-Session`` naming anything else are
-  refused (403);
+the same rate limit), and its identity is fixed before the SDK sees it, by the API's own reach
+rule (``api.access.connection``):
+- a user-bound token: its agent and user, and its session if it names one (else a session the
+  runtime names in ``X-Memory-Session`` that is one of the user's, else the user's own MCP
+  session ``mcp:<user>``); ``X-Memory-User`` naming anyone else is refused (403);
 - an agent key: its agent, and the user and session the runtime's code names in the
   ``X-Memory-User`` (required) and ``X-Memory-Session`` headers;
-- an admin key: refused, since an MCP connection is one agent's memory of one user.
+- an admin key: the agent named in ``X-Memory-Agent``, then as an agent key.
 
 The SDK runs stateless with JSON answers: each POST stands alone, so any uvicorn worker can
 serve any request (a stateful session would live in one worker only). DNS-rebinding checks are
@@ -23,7 +24,8 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import Headers
 
 from api.auth import SESSION_HEADER, USER_HEADER, Principal, authenticate
-from api.errors import ApiError, Forbidden, problem
+from api.access import connection
+from api.errors import ApiError, problem
 from api.identity import Identity, default_session
 from api.mcp import SCOPE_KEY, build_server, connection_identity
 from schemas.events import Id
@@ -32,25 +34,17 @@ PATH = "/mcp"
 _ID = TypeAdapter(Id)
 
 
-def identity_for(p: Principal, headers: Headers) -> Identity:
-    """Whose memory this request reaches: see the module docstring. Raises ``ApiError``."""
-    named_user, named_session = headers.get(USER_HEADER), headers.get(SESSION_HEADER)
-    if p.kind == "admin" or p.agent_id is None:
-        raise Forbidden("an MCP connection serves one agent's memory of one user: use an agent key "
-                        f"(with {USER_HEADER}) or a user token", "header Authorization")
-    if p.kind == "user":
-        session = p.session_id or default_session(p.user_id)
-        if named_user is not None and named_user != p.user_id:
-            raise Forbidden("a user token reaches its own user only", f"header {USER_HEADER}")
-        if named_session is not None and named_session != session:
-            raise Forbidden("a user token reaches its own session only", f"header {SESSION_HEADER}")
-        return Identity(p.agent_id, p.user_id, session)
-    if not named_user:
+def identity_for(p: Principal, headers: Headers, sessions=None) -> Identity:
+    """Whose memory this request reaches, decided where every route's reach is decided
+    (``api.access.connection``); a connection without a session gets the user's own MCP session.
+    Raises ``ApiError``."""
+    found = connection(p, headers, sessions=sessions)
+    if not found.user_id:
         raise ApiError("missing header", f"header {USER_HEADER}",
-                       "an agent key's MCP connection names its user here (set by the runtime, not the model)")
-    user = _check(named_user, USER_HEADER)
-    session = _check(named_session, SESSION_HEADER) if named_session else default_session(user)
-    return Identity(p.agent_id, user, session)
+                       "a key's MCP connection names its user here (set by the runtime, not the model)")
+    user = _check(found.user_id, USER_HEADER)
+    session = _check(found.session_id, SESSION_HEADER) if found.session_id else default_session(user)
+    return Identity(found.agent_id, user, session)
 
 
 def _check(value: str, header: str) -> str:
@@ -74,7 +68,7 @@ class _Authenticated:
             found = authenticate(headers.get("authorization"), keys=self._ctx.store,
                                  token_verifier=self._ctx.token_verifier)
             self._ctx.rate_limiter.check(found.credential_id)
-            scope[SCOPE_KEY] = identity_for(found, headers)
+            scope[SCOPE_KEY] = identity_for(found, headers, sessions=self._ctx.store)
             if self.manager is None:
                 raise ApiError("unavailable", "server", "the MCP endpoint is not running (the app's lifespan has "
                                "not started)", status=503)

@@ -57,11 +57,12 @@ def _post(api_server, headers: dict[str, str]) -> tuple[int, dict]:
 
 @pytest.mark.parametrize(("who", "extra", "status", "where"), [
     (None, {}, 401, "header Authorization"),
-    ("admin", {"X-Memory-User": MAYA}, 403, "header Authorization"),
+    ("admin", {"X-Memory-User": MAYA}, 403, "header X-Memory-Agent"),
     ("agent", {}, 400, "header X-Memory-User"),
     ("agent", {"X-Memory-User": "\u00e9" * 129}, 422, "header X-Memory-User"),
     ("tom", {"X-Memory-User": MAYA}, 403, "header X-Memory-User"),
-    ("tom", {"X-Memory-Session": "s3-maya-followup"}, 403, "header X-Memory-Session"),
+    ("tom", {"X-Memory-Session": "s3-maya-followup"}, 403, "header X-Memory-Session"),  # Maya's session
+    ("tom-bound", {"X-Memory-Session": "s4-tom-av"}, 403, "header X-Memory-Session"),  # not the token's
     ("other-agent", {"X-Memory-User": MAYA}, None, None),
 ])
 def test_a_connection_without_a_credential_that_reaches_one_user_is_refused_in_the_api_error_shape(
@@ -69,6 +70,7 @@ def test_a_connection_without_a_credential_that_reaches_one_user_is_refused_in_t
     credential = {
         None: None, "admin": lambda: api_server.agent_key(None, "admin"), "agent": lambda: api_server.agent_key(AGENT),
         "tom": lambda: api_server.user_token(AGENT, TOM), "other-agent": lambda: api_server.agent_key("agent-other"),
+        "tom-bound": lambda: api_server.user_token(AGENT, TOM, "mcp:user-tom"),
     }[who]
     headers = {"Authorization": f"Bearer {credential()}"} if credential else {}
     code, answer = _post(api_server, {**headers, **extra})
@@ -79,3 +81,16 @@ def test_a_connection_without_a_credential_that_reaches_one_user_is_refused_in_t
         assert talk.answers[0].text == "<MemoryContext/>"
         return
     assert code == status and answer["where"] == where and answer["what"] and answer["why"], answer
+
+
+def test_an_admin_key_names_the_agent_and_user_in_headers(api_server):
+    headers = {"Authorization": f"Bearer {api_server.agent_key(None, 'admin')}", "X-Memory-Agent": AGENT,
+               "X-Memory-User": TOM}
+    talk = run_http(f"{api_server.url}/mcp", headers, [("get_memory_context", {})])
+    assert "Tom Okafor prefers Slack" in talk.answers[0].text and "Fridays" not in talk.answers[0].text
+
+
+def test_a_user_token_may_name_one_of_its_own_sessions(api_server):
+    headers = {"Authorization": f"Bearer {api_server.user_token(AGENT, MAYA)}", "X-Memory-Session": "s3-maya-followup"}
+    talk = run_http(f"{api_server.url}/mcp", headers, [("get_memory_context", {})])
+    assert "press invitation" in talk.answers[0].text  # that session's memory
