@@ -22,7 +22,7 @@ def queue_forget(ctx, caller: Principal, user_id: str, agent_id: str | None) -> 
     """Store the job, then hand it to the maintenance queue; audited as queued."""
     subject = subject_digest(agent_id, user_id)
     job = Job(job_id=uuid.uuid4().hex, kind="forget_user", agent_id=agent_id, user_id=user_id, subject=subject,
-              created_at=ctx.clock.now())
+              created_at=ctx.clock.now(), requested_by=caller.credential_id, requested_kind=caller.kind)
     ctx.store.put_job(job)
     ctx.send_job(job.job_id)
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "forget_user", agent_id=agent_id,

@@ -18,7 +18,7 @@ from pipeline import erasure
 from pipeline.errors import InvalidInput
 from pipeline.store.port import Store
 from pipeline.user_ids import id_paths
-from schemas.access import Job
+from schemas.access import AuditEntry, Job
 from schemas.documents import Fact, Reflection
 
 #: fields never exported: vectors are not a person's data in any readable sense, and big
@@ -119,4 +119,10 @@ def finish_job(deps, job: Job) -> Job:
         ended = job.model_copy(update={"status": "failed", "error": type(exc).__name__})
     ended = ended.model_copy(update={"user_id": None, "finished_at": deps.clock.now()})
     deps.store.put_job(ended)
+    # the erasure itself is audited when it happened, under the credential that asked for it
+    deps.store.record_audit(AuditEntry(
+        audit_id=f"job:{job.job_id}", at=ended.finished_at, credential_id=job.requested_by or "unknown",
+        credential_kind=job.requested_kind or "unknown", action=job.kind, agent_id=job.agent_id, subject=job.subject,
+        outcome="ok" if ended.status == "done" else "failed", counts=ended.counts,
+    ))
     return ended

@@ -62,6 +62,8 @@ class Job(_Doc):
     agent_id: str | None = None       # None: every agent
     user_id: str | None = None
     subject: str                      # ``subject_digest`` of the user: who may poll it
+    requested_by: str = ""            # the credential id that asked (the audit's who)
+    requested_kind: str = ""
     created_at: datetime
     finished_at: datetime | None = None
     counts: dict[str, int] = Field(default_factory=dict)

@@ -77,13 +77,25 @@ def _check(response, expected, name, credential):
         assert "alice@example.com" not in response.text and "Bob" not in response.text
 
 
+# an edit or deletion by one credential changes what the next one finds: each runs on its own store
+STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection"}
+
+
 @pytest.mark.parametrize("credential", REACHING)
-@pytest.mark.parametrize("route", ROUTES, ids=[r[0] for r in ROUTES])
-def test_each_credential_reaches_only_what_it_should(api, client, route, credential):
+@pytest.mark.parametrize("route", [r for r in ROUTES if r[0] in STATEFUL], ids=sorted(STATEFUL, key=[r[0] for r in ROUTES].index))
+def test_each_credential_reaches_only_what_it_should_on_a_changing_route(api, client, route, credential):
     name, method, path, body, allowed = route
-    _job(api)
     response = client.request(method, path, json=body, headers=_header(api, credential))
     _check(response, allowed.get(credential, 403), name, credential)
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r[0] not in STATEFUL], ids=[r[0] for r in ROUTES if r[0] not in STATEFUL])
+def test_each_credential_reaches_only_what_it_should(api, client, route):
+    name, method, path, body, allowed = route
+    _job(api)
+    for credential in REACHING:
+        _check(client.request(method, path, json=body, headers=_header(api, credential)),
+               allowed.get(credential, 403), name, credential)
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=[r[0] for r in ROUTES])
