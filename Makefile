@@ -32,16 +32,18 @@ redis-server:
 		echo "Without it the integration tests are skipped (and fail when CI is set)."; \
 	fi
 
-# The README's Node.js producer is run by a test, with node and npm (the redis package comes
-# from the npm registry). As root they are installed from Debian's packages when missing.
+# The Node tests (tests/node: fetch and the TypeScript MCP SDK; the README's Node.js producer)
+# need node and npm; as root they come from Debian's packages, and each test installs its
+# pinned npm packages itself.
 node:
 	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
 		true; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing nodejs and npm from Debian's packages"; \
+		echo "installing node and npm from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
 	else \
-		echo "node or npm is missing: the README's Node.js producer test is skipped (and fails when CI is set)."; \
+		echo "node and npm are missing: install them (Debian/Ubuntu: sudo apt-get install nodejs npm)."; \
+		echo "Without them the Node client tests are skipped (and fail when CI is set)."; \
 	fi
 
 demo: $(STAMP)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from api import errors, routes_admin, routes_memory, routes_users
+from api import errors, mcp_http, routes_admin, routes_memory, routes_users
 from api.context import AppContext
 from api.limits import BodyLimit, RateLimiter
 from api.tokens import TokenVerifier
@@ -72,6 +72,7 @@ def create_app(
     app.include_router(routes_memory.router)
     app.include_router(routes_users.router)
     app.include_router(routes_admin.router)
+    mcp_http.mount(app, ctx)  # MCP over streamable HTTP at /mcp, with the same credentials
 
     @app.get("/healthz", response_model=m.Health, tags=["health"], summary="Liveness (no credential)")
     def healthz() -> m.Health:

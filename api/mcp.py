@@ -1,0 +1,189 @@
+"""The MCP server (the official ``mcp`` SDK): memory as tools a model can call (design §12).
+
+Three tools, described for a model:
+- ``search_memory(query)``: ``search_facts`` over this user's and the agent's facts;
+- ``get_memory_context()``: the ``<MemoryContext>`` block the agent gets before a reply;
+- ``remember(text)``: publishes the text as a message from the bound user, through the
+  normal chain (ingest, formation, screening), and ends the session so that it forms now.
+
+Agent, user and session come from the connection, never from the arguments: the tools have
+no such parameters, and their input schemas refuse unknown ones (``additionalProperties:
+false``; a call that passes ``user_id`` is an error, not a silently ignored hint). Over stdio
+(``memoryctl mcp``) the identity is the process's environment (``api.identity``); over
+streamable HTTP (``api.mcp_http``) it is what the request's credential resolved to, put on the
+request by the authenticating wrapper before the SDK sees it.
+
+No FastAPI here: the stdio server starts without the HTTP app.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.identity import Identity
+from pipeline.errors import PipelineError
+
+#: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
+SCOPE_KEY = "memory.identity"
+SERVER_NAME = "memory"
+#: what search_memory returns per call (the tool takes no top_k: one page is what a model reads)
+SEARCH_TOP_K = 10
+QUERY_MAX_CHARS = 500
+
+INSTRUCTIONS = (
+    "Long-term memory of this conversation's user and of your own work. Call get_memory_context "
+    "at the start of a conversation, search_memory when an answer may have been said before, and "
+    "remember when the user asks you to keep something. The memory is always this user's: it is "
+    "chosen by the connection, and no tool takes a user or session."
+)
+
+
+class FoundFact(BaseModel):
+    content: str
+    scope: str = Field(description="'user': about this user; 'agent': your own shared knowledge")
+    age: str = Field(description="how long ago it was last changed, e.g. '3d ago'")
+    score: float
+
+
+class SearchAnswer(BaseModel):
+    facts: list[FoundFact]
+
+
+class Remembered(BaseModel):
+    accepted: bool
+    message_id: str
+    note: str
+
+
+IdentityOf = Callable[[Context], Identity]
+ServiceFor = Callable[[str], Any]   # agent id -> pipeline.service.MemoryService
+
+
+def connection_identity(fixed: Identity | None = None) -> IdentityOf:
+    """How a tool finds its identity: ``fixed`` (stdio), else the one an authenticating
+    wrapper put on the HTTP request's scope. A request without one is refused."""
+
+    def identity_of(ctx: Context) -> Identity:
+        if fixed is not None:
+            return fixed
+        request = ctx.request_context.request
+        identity = getattr(request, "scope", {}).get(SCOPE_KEY) if request is not None else None
+        if not isinstance(identity, Identity):
+            raise ToolError("this connection carries no credential for a user's memory")
+        return identity
+
+    return identity_of
+
+
+def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
+    """The MCP server, its tools bound to ``identity_of`` and reading through ``service_for``."""
+
+    async def search_memory(
+        query: Annotated[str, Field(min_length=1, max_length=QUERY_MAX_CHARS,
+                                    description="What to look for, in a few words, e.g. 'Maya's email address'")],
+        ctx: Context,
+    ) -> SearchAnswer:
+        """Search long-term memory for facts about this user and about your own work (names,
+        numbers, dates, emails, decisions said in earlier conversations). Returns the best
+        matching facts, best first; an empty list means nothing relevant is remembered."""
+        who = identity_of(ctx)
+        hits = await _call(service_for(who.agent_id).asearch_facts(
+            query, session_id=who.session_id, user_id=who.user_id, top_k=SEARCH_TOP_K))
+        return SearchAnswer(facts=[FoundFact(content=h["content"], scope=h["scope"], age=h["age"], score=h["score"])
+                                   for h in hits])
+
+    async def get_memory_context(ctx: Context) -> str:
+        """Everything remembered that belongs in mind right now, as one <MemoryContext> block:
+        what is known about this user, your shared knowledge, this conversation's notes and the
+        newest facts. Empty when nothing is remembered yet."""
+        who = identity_of(ctx)
+        xml = await _call(service_for(who.agent_id).aget_memory_context(
+            session_id=who.session_id, user_id=who.user_id))
+        return xml or "<MemoryContext/>"
+
+    async def remember(
+        text: Annotated[str, Field(min_length=1, description="What the user asked you to remember, in their words")],
+        ctx: Context,
+    ) -> Remembered:
+        """Keep something the user asked you to remember. It is stored as a message from the user
+        and formed into memory shortly after, like anything they say; secrets (passwords, keys,
+        card numbers) are never stored."""
+        who = identity_of(ctx)
+        if not text.strip():
+            raise ToolError("text: must not be blank")
+        service = service_for(who.agent_id)
+        message_id = f"mcp-{uuid.uuid4().hex}"
+        await _call(service.amaybe_form_memories(
+            [{"message_id": message_id, "role": "user", "sender_id": who.user_id, "content": text}],
+            session_id=who.session_id, session_users=[who.user_id]))
+        # a note alone would wait for three more messages (§4): ending the session forms it now,
+        # and the next message reopens the session (§11)
+        await _call(service.aon_session_end(session_id=who.session_id))
+        return Remembered(accepted=True, message_id=message_id,
+                          note="Queued: it is screened and formed into memory within moments.")
+
+    readonly = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    tools = [
+        _strict(Tool.from_function(search_memory, annotations=readonly)),
+        _strict(Tool.from_function(get_memory_context, annotations=readonly)),
+        _strict(Tool.from_function(remember, annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False))),
+    ]
+    return _leaving_logging_alone(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools))
+
+
+def _leaving_logging_alone(make):
+    """``make()`` with the root logger as it was: building an ``MCPServer`` calls
+    ``logging.basicConfig`` (a Rich handler at INFO), which inside the API app would print every
+    library's INFO lines; how a process logs is its owner's choice (uvicorn's, memoryctl's)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return make()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def _strict(tool: Tool) -> Tool:
+    """``tool`` with arguments it does not declare refused, in its schema and when called:
+    a model that adds ``user_id`` gets an error instead of another user's memory or a silent
+    drop (the SDK's argument models ignore extras by default)."""
+    base = tool.fn_metadata.arg_model
+    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid")})
+    parameters = strict.model_json_schema(by_alias=True)
+    assert parameters.get("additionalProperties") is False
+    return tool.model_copy(update={
+        "parameters": parameters, "fn_metadata": tool.fn_metadata.model_copy(update={"arg_model": strict}),
+    })
+
+
+async def _call(awaitable):
+    """Await a service call; a refusal the pipeline explains (bad input, a broker that did not
+    take the event) reaches the model as its message, anything else stays a server error."""
+    try:
+        return await awaitable
+    except PipelineError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def service_cache(make: ServiceFor) -> ServiceFor:
+    """One service per agent for the life of the server (its store and search caches are
+    what make a repeated read cheap)."""
+    services: dict[str, Any] = {}
+
+    def service_for(agent_id: str):
+        if agent_id not in services:
+            services[agent_id] = make(agent_id)
+        return services[agent_id]
+
+    return service_for

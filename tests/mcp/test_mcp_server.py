@@ -1,0 +1,38 @@
+"""The server object itself: strict tool schemas, and a process's logging left as its owner set it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from api.identity import Identity, default_session
+from api.mcp import build_server, connection_identity
+
+
+def test_building_the_server_leaves_the_root_logger_alone():
+    # as in a fresh uvicorn worker: no root handler (pytest's own are set aside meanwhile), for
+    # logging.basicConfig inside the SDK would otherwise add one
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    root.handlers[:] = []
+    try:
+        build_server(lambda agent: None, connection_identity(Identity("a", "u", "s")))
+        assert root.handlers == [] and root.level == level
+    finally:
+        root.handlers[:] = saved
+
+
+def test_every_tool_schema_refuses_unknown_arguments_and_names_no_identity():
+    server = build_server(lambda agent: None, connection_identity(Identity("a", "u", "s")))
+    tools = asyncio.run(server.list_tools())
+    assert {t.name for t in tools} == {"search_memory", "get_memory_context", "remember"}
+    for tool in tools:
+        assert tool.input_schema["additionalProperties"] is False
+        assert set(tool.input_schema.get("properties", {})) <= {"query", "text"}
+        assert tool.description and len(tool.description) > 60  # described for a model
+
+
+def test_a_connection_without_a_session_gets_the_users_own_mcp_session():
+    assert default_session("user-maya") == "mcp:user-maya"
+    long_id = "u" * 128
+    assert len(default_session(long_id)) <= 128 and default_session(long_id) != default_session("u" * 127 + "v")
