@@ -11,8 +11,8 @@ dropped) and the caller gets a ``TransientError``. The clients the adapters buil
 answers through ``bounded_transport``, which stops reading a body past the same deadline, so
 an abandoned call's thread and connection end then too instead of following the trickle.
 
-``call_bound_s`` is the arithmetic the settings check against the leases
-(``Settings._calls_fit_leases``): how long one call may hold a stage, slot wait included.
+``Settings._calls_fit_leases`` keeps one call's bound (slot wait + timeout + grace) below the
+leases that are renewed before each call.
 """
 
 from __future__ import annotations
@@ -68,16 +68,11 @@ def within(timeout_s: float, call: Callable[[], T], *, where: str) -> T:
     if not done.wait(max(0.0, ends_at - time.monotonic())):
         raise overdue
     if "error" in outcome:
-        if time.monotonic() >= cut_at:   # the answer was cut at the deadline: the same outcome, said once
-            raise overdue from outcome["error"]  # type: ignore[misc]
-        raise outcome["error"]  # type: ignore[misc]
+        error = outcome["error"]
+        if time.monotonic() >= cut_at and "Timeout" in type(error).__name__:
+            raise overdue from error  # the answer was cut at the deadline: the same outcome, said once
+        raise error  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
-
-
-def call_bound_s(timeout_s: float, slot_wait_s: float = 0.0) -> float:
-    """The longest one provider call can hold its caller: waiting for a concurrency slot, then
-    the call up to its hard bound."""
-    return slot_wait_s + timeout_s + GRACE_S
 
 
 _TRANSPORTS: dict[str, type] = {}
