@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from api.access import require_admin
 from api.audit import audit
 from api.auth import Principal, principal
+from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.jobs import queue_forget, visible_job
 from ops.cost import cost_report
@@ -21,7 +22,7 @@ from schemas import api as m
 from schemas.access import subject_digest
 from schemas.events import Id
 
-router = APIRouter(tags=["admin"], responses=m.ERRORS)
+router = APIRouter(tags=["admin"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
 Caller = Annotated[Principal, Depends(principal)]
 Ctx = Annotated[AppContext, Depends(app_context)]
