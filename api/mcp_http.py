@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
+import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import Headers
 
-from api.auth import SESSION_HEADER, USER_HEADER, Principal, authenticate
 from api.access import connection
+from api.auth import SESSION_HEADER, USER_HEADER, Principal, authenticate
 from api.errors import ApiError, problem
 from api.identity import Identity, default_session
 from api.mcp import SCOPE_KEY, build_server, connection_identity
@@ -65,10 +66,9 @@ class _Authenticated:
     async def __call__(self, scope, receive, send) -> None:
         headers = Headers(scope=scope)
         try:
-            found = authenticate(headers.get("authorization"), keys=self._ctx.store,
-                                 token_verifier=self._ctx.token_verifier)
-            self._ctx.rate_limiter.check(found.credential_id)
-            scope[SCOPE_KEY] = identity_for(found, headers, sessions=self._ctx.store)
+            # the key lookup, the rate limit and the session check are store and Redis round
+            # trips: in a worker thread, so that the event loop keeps serving other requests
+            scope[SCOPE_KEY] = await anyio.to_thread.run_sync(self._identity, headers)
             if self.manager is None:
                 raise ApiError("unavailable", "server", "the MCP endpoint is not running (the app's lifespan has "
                                "not started)", status=503)
@@ -76,6 +76,12 @@ class _Authenticated:
             await problem(exc.status, exc.what, exc.where, exc.why, exc.headers)(scope, receive, send)
             return
         await self.manager.handle_request(scope, receive, send)
+
+    def _identity(self, headers: Headers) -> Identity:
+        found = authenticate(headers.get("authorization"), keys=self._ctx.store,
+                             token_verifier=self._ctx.token_verifier)
+        self._ctx.rate_limiter.check(found.credential_id)
+        return identity_for(found, headers, sessions=self._ctx.store)
 
 
 def mount(app, ctx) -> None:

@@ -5,10 +5,12 @@ in process, in one run.
 
 Setup: a store formed by the demo (``python -m ops.demo``, the bundled conversation, shipped
 defaults: offline LLM, the local embedder) unless ``--store`` names one; an agent key made in it.
-Two calls, as the agent runtime makes them before a reply:
+Three calls, as an agent runtime makes them before a reply:
 - ``context``: ``GET /v1/agents/agent-juniper/sessions/s3-maya-followup/context?user_id=user-maya``,
   served from the session's cache (the first call builds it);
-- ``search``: ``POST .../search`` with "Where does Maya live now?".
+- ``search``: ``POST .../search`` with "Where does Maya live now?";
+- ``mcp_context``: the same cached context as the MCP tool ``get_memory_context``, one JSON-RPC
+  POST to ``/mcp`` (user and session in the runtime's headers), compared with ``context`` in process.
 
 In process: the same ``MemoryService`` call, built as the app builds it (``workers.deps.Deps``),
 one after the other in one thread. Over HTTP: ``memoryctl serve --workers W`` (uvicorn), with
@@ -39,6 +41,11 @@ from bench.api_load import percentile
 AGENT, SESSION, USER = "agent-juniper", "s3-maya-followup", "user-maya"
 QUERY = "Where does Maya live now?"
 REPO = Path(__file__).resolve().parents[1]
+# the same cached context as an MCP tool call at /mcp (stateless JSON-RPC, one POST per call)
+MCP_CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "get_memory_context", "arguments": {}}})
+MCP_HEADERS = [f"X-Memory-User: {USER}", f"X-Memory-Session: {SESSION}", "Accept: application/json, text/event-stream"]
+IN_PROCESS_TWIN = {"mcp_context": "context"}
 
 
 def form_store(folder: Path) -> Path:
@@ -132,10 +139,25 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def load(url: str, key: str, body: str | None, clients: int, seconds: float, warmup: float) -> dict:
+def _answers(url: str, key: str, body: str | None, headers) -> None:
+    """One call answered as it should be (the generator checks the status only; an MCP tool
+    error is a 200 too)."""
+    request = urllib.request.Request(url, data=body.encode() if body else None, method="POST" if body else "GET",
+                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                                              **dict(h.split(": ", 1) for h in headers)})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        text = answer.read().decode()
+    if "Maya" not in text or '"isError":true' in text.replace(" ", ""):
+        raise SystemExit(f"bench.api: {url} answered without the memory asked for: {text[:300]}")
+
+
+def load(url: str, key: str, body: str | None, clients: int, seconds: float, warmup: float,
+         headers: list[str] = ()) -> dict:
     """One point from ``bench.api_load`` in its own process, with the load average after it."""
     command = [sys.executable, "-m", "bench.api_load", "--url", url, "--header", f"Authorization: Bearer {key}",
                "--clients", str(clients), "--seconds", str(seconds), "--warmup", str(warmup)]
+    for header in headers:
+        command += ["--header", header]
     if body is not None:
         command += ["--body", body]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=seconds + warmup + 120)
@@ -172,16 +194,19 @@ def main(argv: list[str] | None = None) -> int:
             port = _free_port()
             server = _serve(store_url, workers, port, folder / f"serve-{workers}.log")
             base = f"http://127.0.0.1:{port}/v1/agents/{AGENT}/sessions/{SESSION}"
-            targets = {"context": (f"{base}/context?user_id={USER}", None),
-                       "search": (f"{base}/search", json.dumps({"query": QUERY, "user_id": USER}))}
+            targets = {"context": (f"{base}/context?user_id={USER}", None, []),
+                       "search": (f"{base}/search", json.dumps({"query": QUERY, "user_id": USER}), []),
+                       "mcp_context": (f"http://127.0.0.1:{port}/mcp", MCP_CALL, MCP_HEADERS)}
             try:
-                for name, (url, body) in targets.items():
+                for name, (url, body, headers) in targets.items():
+                    same = IN_PROCESS_TWIN.get(name, name)
+                    _answers(url, key, body, headers)
                     for clients in [1, *args.clients]:
                         log(f"{workers} worker(s), {name}, {clients} client(s)")
-                        point = load(url, key, body, clients, args.seconds, args.warmup)
+                        point = load(url, key, body, clients, args.seconds, args.warmup, headers)
                         point["throughput_vs_in_process"] = round(
-                            point["requests_per_s"] / local[name]["requests_per_s"], 3)
-                        point["p50_vs_in_process"] = round(point["p50_ms"] / local[name]["p50_ms"], 2)
+                            point["requests_per_s"] / local[same]["requests_per_s"], 3)
+                        point["p50_vs_in_process"] = round(point["p50_ms"] / local[same]["p50_ms"], 2)
                         result["http"].setdefault(f"workers_{workers}", {}).setdefault(name, {})[
                             f"clients_{clients}"] = point
             finally:

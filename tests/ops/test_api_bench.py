@@ -21,8 +21,9 @@ def test_the_api_bench_prints_each_point_with_its_ratio_and_the_aims(tmp_path_fa
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["settings"]["rate_limit_per_minute"] == 0 and result["settings"]["embedder"] == "hashing-384"
-    for name in ("context", "search"):
-        assert result["in_process"][name]["requests"] > 0
+    assert set(result["in_process"]) == {"context", "search"}
+    for name in ("context", "search", "mcp_context"):
+        assert result["in_process"][name.removeprefix("mcp_")]["requests"] > 0
         points = result["http"]["workers_1"][name]
         assert set(points) == {"clients_1", "clients_2"}
         for point in points.values():
