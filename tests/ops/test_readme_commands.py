@@ -52,14 +52,34 @@ def _options(command: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {name: action for action in command._actions for name in action.option_strings}
 
 
+def _subcommand(command: argparse.ArgumentParser, words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The innermost parser a synopsis names (``memoryctl keys create --admin``), and the rest."""
+    while words:
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested or words[0] not in nested[0].choices:
+            break
+        command, words = nested[0].choices[words[0]], words[1:]
+    return command, words
+
+
 def test_the_docs_show_memoryctl_lines_to_check():
     assert len(shell_lines()) >= 10 and len(synopses()) >= 10
+
+
+#: where a shell line's memoryctl command ends (``memoryctl serve --port 8080 &``)
+SHELL_OPERATORS = {"&", "&&", "|", "||", ";", ">", ">>", "2>", "<"}
+
+
+def _command_words(line: str) -> list[str]:
+    words = shlex.split(line, comments=True)[1:]
+    ends = [i for i, word in enumerate(words) if word in SHELL_OPERATORS]
+    return words[: ends[0]] if ends else words
 
 
 @pytest.mark.parametrize(("where", "line"), shell_lines())
 def test_every_memoryctl_line_in_a_shell_block_parses(where, line, capsys):
     try:
-        build_parser().parse_args(shlex.split(line, comments=True)[1:])
+        build_parser().parse_args(_command_words(line))
     except SystemExit:
         pytest.fail(f"{where}: `{line}` does not parse: {capsys.readouterr().err.strip()}")
 
@@ -68,18 +88,19 @@ def test_every_memoryctl_line_in_a_shell_block_parses(where, line, capsys):
 def test_every_memoryctl_synopsis_matches_its_commands_options(where, span):
     commands = _commands()
     words = span.split()
-    rest = " ".join(words[2:])
-    optional = {o for group in BRACKETED.findall(rest) for o in OPTION.findall(group)}
-    shown = set(OPTION.findall(BRACKETED.sub(" ", rest)))
     for name in words[1].split("|"):
         assert name in commands, f"{where}: `{span}`: memoryctl has no command {name!r}"
-        options = _options(commands[name])
+        command, rest_words = _subcommand(commands[name], words[2:])
+        rest = " ".join(rest_words)
+        optional = {o for group in BRACKETED.findall(rest) for o in OPTION.findall(group)}
+        shown = set(OPTION.findall(BRACKETED.sub(" ", rest)))
+        options = _options(command)
         for option in shown | optional:
             assert option in options, f"{where}: `{span}`: memoryctl {name} has no option {option}"
         for option in optional:
             assert not options[option].required, f"{where}: `{span}`: {option} of memoryctl {name} is required"
         if optional:  # a synopsis, not a fragment: it shows every required option
-            required = [a for a in commands[name]._actions if a.required and a.option_strings]
+            required = [a for a in command._actions if a.required and a.option_strings]
             for action in required:
                 assert set(action.option_strings) & shown, (
                     f"{where}: `{span}`: memoryctl {name} requires {action.option_strings[0]}")
