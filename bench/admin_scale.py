@@ -1,5 +1,5 @@
 """``python -m bench.admin_scale``: the per-user and per-agent operations at growing store
-sizes (design §12 "Operations at scale"), on SQLite.
+sizes (design §11 "Provenance and erasure"), on SQLite.
 
 For each size in ``--facts`` (default ``10000,100000``) a store is built
 (``bench.admin_store``: that many facts over ``facts / 10`` users and 100 agents, two messages

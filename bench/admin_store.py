@@ -1,4 +1,4 @@
-"""A store of any size for the per-user operations (design §12 "Operations at scale"): many
+"""A store of any size for the per-user operations (design §11 "Provenance and erasure"): many
 users and agents, with messages, runs, sessions, reflections and facts in proportion, plus one
 probed user of a fixed size (``PROBE``) whose data is the same at every scale.
 

@@ -1,4 +1,4 @@
-"""SQLite store, provenance queries (design §12 "Operations at scale"): what rests on one user,
+"""SQLite store, provenance queries (design §11 "Provenance and erasure"): what rests on one user,
 read through an index instead of a scan of every table.
 
 The user ids of a document sit in JSON arrays inside ``doc`` (a fact's ``source_user_ids``, a
