@@ -86,7 +86,6 @@ def create_provenance_schema(conn: sqlite3.Connection, t, prefix: str) -> list[s
     # covering (item_id last): without it SQLite's planner prefers the primary key's covering
     # ``kind`` prefix, which reads every row of that kind
     index = f"{prefix}user_refs_user_item"
-    conn.execute(f'DROP INDEX IF EXISTS "{prefix}user_refs_user"')  # the first, non-covering version
     conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON {t(REFS)} (user_id, kind, agent_id, item_id)')
     sources = [(kind, table, ident, path,
                 lambda row, tb, k=kind, i=ident, p=path, u=unattributed: _statements(t, k, i, p, u, row, tb),
@@ -104,7 +103,6 @@ def create_provenance_schema(conn: sqlite3.Connection, t, prefix: str) -> list[s
         # An UPDATE refreshes the refs only when the ids changed: a session's document is
         # rewritten by every message it receives, a fact's by every search that returns it.
         changed = f"WHEN json_extract(OLD.doc, '{path}') IS NOT json_extract(NEW.doc, '{path}')"
-        conn.execute(f'DROP TRIGGER IF EXISTS "{prefix}{table}_refs_update"')  # before the WHEN clause
         for suffix, event, body in (("insert", "INSERT", f"{fresh}; {insert}"),
                                     ("changed", f"UPDATE OF doc ON {t(table)} {changed}", f"{fresh}; {insert}"),
                                     ("delete", "DELETE", delete)):
