@@ -1,5 +1,5 @@
 """``python -m bench.admin_scale``: the per-user and per-agent operations at growing store
-sizes (design §12 "Operations at scale"), on SQLite.
+sizes (design §11 "Provenance and erasure"), on SQLite.
 
 For each size in ``--facts`` (default ``10000,100000``) a store is built
 (``bench.admin_store``: that many facts over ``facts / 10`` users and 100 agents, two messages
@@ -11,6 +11,11 @@ the cost window). Each operation then runs in a fresh process, so that its peak 
 
 and the JSON printed holds, per size and operation, the seconds and the peak RSS in MB, with the
 load average and the aims (≤ 2× growth from the smallest size, forget/export < 1 s, RSS < 200 MB).
+
+``--mongo`` adds the MongoDB emulation at the first size. It is slow, so it is measured by the
+documents its queries examine (planned from the declared indexes as MongoDB plans them,
+``tests/support/mongo_explain.py``), not by time: per operation the queries, the documents
+examined and matched, and the worst ratio of examined to (matched + 10).
 """
 
 from __future__ import annotations
@@ -97,6 +102,47 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def mongo_examined(facts: int) -> dict:
+    """Per operation on the Mongo emulation: queries, documents examined and matched."""
+    from bench.admin_store import PROBE, add_probe, bulk_documents, write_bulk
+    from ops.cost import cost_report
+    from pipeline.clock import FrozenClock
+    from pipeline.export import export_user
+    from pipeline.forgetting import forget_user, verify_erasure
+    from pipeline.llm.offline import OfflineLLM
+    from pipeline.store.mongo import MongoStore
+    from tests.support.mongo_emulation import emulated_database
+    from tests.support.mongo_explain import EXPLAIN
+
+    settings = _settings(Path("unused.db"))
+    store = MongoStore(emulated_database())
+    write_bulk(store, bulk_documents(facts))
+    store.create_indexes()
+    clock = FrozenClock()
+    add_probe(store, settings, clock, agent_id=PROBE_AGENT)
+    steps = {
+        "export": lambda: list(export_user(store, PROBE)),
+        "cost": lambda: cost_report(store, PROBE_AGENT, since=clock.now() - timedelta(days=1)),
+        "forget": lambda: forget_user(store, PROBE, settings=settings, llm=OfflineLLM(settings)),
+        "verify": lambda: verify_erasure(store, PROBE),
+    }
+    out = {}
+    for name, step in steps.items():
+        EXPLAIN.queries.clear()
+        EXPLAIN.on = True
+        try:
+            step()
+        finally:
+            EXPLAIN.on = False
+        queries = list(EXPLAIN.queries)
+        out[name] = {"queries": len(queries), "examined": sum(q.examined for q in queries),
+                     "matched": sum(q.returned for q in queries),
+                     "worst_ratio": round(max((q.examined / (q.returned + 10) for q in queries), default=0), 2)}
+    out["documents"] = sum(store.col(n).count_documents({}) for n in ("facts", "messages", "runs", "sessions",
+                                                                         "reflections", "contexts"))
+    return out
+
+
 def _child(db: Path, operation: str, *extra: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "bench.admin_scale", "--run", operation, "--db", str(db), *extra],
                           capture_output=True, text=True, timeout=3600)
@@ -108,6 +154,8 @@ def _child(db: Path, operation: str, *extra: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", default="10000,100000", help="store sizes, comma-separated (default 10000,100000)")
+    parser.add_argument("--mongo", action="store_true",
+                        help="also count the documents examined on the MongoDB emulation at the first size")
     parser.add_argument("--run", choices=(*OPERATIONS, "build"), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -135,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                 row[operation] = _child(db, operation)
             result["sizes"][str(facts)] = row
             print(f"admin_scale: {facts} facts done", file=sys.stderr, flush=True)
+    if args.mongo:
+        result["mongo_emulation"] = {"facts": sizes[0], **mongo_examined(sizes[0])}
     first, last = result["sizes"][str(sizes[0])], result["sizes"][str(sizes[-1])]
     result["growth"] = {op: round(last[op]["seconds"] / max(first[op]["seconds"], 1e-4), 2) for op in OPERATIONS}
     result["aims"] = {"growth_at_most_2x": {op: g <= 2 for op, g in result["growth"].items()},

@@ -1,4 +1,4 @@
-"""A store of any size for the per-user operations (design §12 "Operations at scale"): many
+"""A store of any size for the per-user operations (design §11 "Provenance and erasure"): many
 users and agents, with messages, runs, sessions, reflections and facts in proportion, plus one
 probed user of a fixed size (``PROBE``) whose data is the same at every scale.
 
@@ -10,7 +10,6 @@ calls (ingest, runs, inserts), with a group chat shared with another user.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 
 from pipeline.ingest import ingest_raw_event
@@ -176,10 +175,3 @@ def add_probe(store, settings, clock, agent_id: str = "a1") -> str:
     store.mark_absorbed(ids, 1, now)
     return "s-probe-group"
 
-
-def probe_summary(records: list[dict]) -> dict[str, int]:
-    """Records per kind of an export, for the bench's report."""
-    out: dict[str, int] = {}
-    for r in records:
-        out[r["kind"]] = out.get(r["kind"], 0) + 1
-    return json.loads(json.dumps(out))

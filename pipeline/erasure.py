@@ -133,7 +133,7 @@ def anonymous_usage(run: FormationRun) -> list[UsageRecord]:
     """What ``run``'s stages spent, one usage record per stage with calls: agent, stage, time,
     and per model the calls, tokens and dollars; no user, session, run id or text. An erasure
     keeps them when it deletes or empties the run, so the agent's ``memoryctl cost`` totals
-    never fall (design §12). The id is a hash of the run id and stage: erasing again records
+    never fall (design §11). The id is a hash of the run id and stage: erasing again records
     nothing twice."""
     out = []
     for name, record in run.stages.items():

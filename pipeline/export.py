@@ -1,5 +1,5 @@
-"""Everything stored about one person, for their right of access and portability (design §12
-"Operations at scale"): ``export_user`` yields JSON-ready records, one per line of
+"""Everything stored about one person, for their right of access and portability (design §11
+"Provenance and erasure"): ``export_user`` yields JSON-ready records, one per line of
 ``memoryctl export-user``, read through the store's provenance queries only.
 
 Records, in this order, each with its ``kind``:

@@ -1,5 +1,5 @@
-"""What the store holds about one user, as its provenance queries return it (design §12
-"Operations at scale"). Plain values: the store port fills them through indexes
+"""What the store holds about one user, as its provenance queries return it (design §11
+"Provenance and erasure"). Plain values: the store port fills them through indexes
 (``pipeline.store.port_admin``), erasure, its verification and the export read them.
 
 - ``Resting``: the facts and reflections resting on a user (their ``source_user_ids`` name

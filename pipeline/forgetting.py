@@ -1,4 +1,4 @@
-"""Forgetting one user (design §9 ``forget-user``, §11 and §12 "Screening and erasure"): plan,
+"""Forgetting one user (design §9 ``forget-user``, §11 "Provenance and erasure"): plan,
 execute, verify. The entry points of every caller (``memoryctl forget-user``, an HTTP API);
 each reads only what rests on the user, through the store's provenance queries, never a dump.
 

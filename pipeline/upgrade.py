@@ -1,5 +1,5 @@
-"""Bringing a store formed by an earlier version up to the provenance guarantees (design §12
-"Screening and erasure"), in place and idempotently: ``memoryctl migrate``.
+"""Bringing a store formed by an earlier version up to the provenance guarantees (design §11
+"Provenance and erasure"), in place and idempotently: ``memoryctl migrate``.
 
 - Indexes: every index the store declares, the provenance ones included
   (``Store.create_indexes``; on SQLite the ``user_refs`` table is filled from the documents

@@ -22,6 +22,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.forgetting import forget_user, verify_erasure
 
     agent = None if args.all_agents else args.agent
+    args.verify = args.verify or args.strict
     store = open_existing(get_settings())
     try:
         result = forget_user(store, args.user, agent, settings=get_settings(), progress=_progress(args))
@@ -59,6 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="then check, through the provenance indexes, that no id field names the user and no item rests "
                         "on them (exit 1 if one does); items with no attribution at all are listed apart")
     p.add_argument("--strict", action="store_true",
-                   help="with --verify, also exit 1 while items or blob text with no attribution at all remain")
+                   help="verify, and also exit 1 while items or blob text with no attribution at all remain")
     p.add_argument("--json", action="store_true", help="print the counts as one JSON object")
     p.set_defaults(func=_run)

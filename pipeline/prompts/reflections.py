@@ -1,9 +1,9 @@
 """extract_reflections: prompt builder and answer model (design §5.4), hierarchical.
 
-Each reflection cites the messages it rests on by integer alias (design §12 "Screening and
+Each reflection cites the messages it rests on by integer alias (design §11 "Provenance and
 erasure"), as the dedup stage names facts: the conversation is shown with ``#n`` before each
-message, ``n`` its index in ``inputs["messages"]``; ``cited_message_ids`` maps the aliases back
-to message ids and rejects an answer that cites none or one outside the conversation. The
+message, ``n`` its index in ``inputs["messages"]`` (``alias_ids`` maps them back to message
+ids); ``check_sources`` rejects an answer that cites none or one outside the conversation. The
 senders of the cited messages are the reflection's ``source_user_ids``, so erasing one person
 of a group chat removes what rests on them and keeps what the others said.
 """

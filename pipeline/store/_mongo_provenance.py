@@ -1,4 +1,4 @@
-"""Mongo store, provenance queries (design §12 "Operations at scale"): what rests on one user,
+"""Mongo store, provenance queries (design §11 "Provenance and erasure"): what rests on one user,
 each query served by an index of ``mongo.INDEXES`` (multikey on the id arrays), so that its
 cost follows the user's data, not the store's. A rejected event keeps the strings of id length
 of its raw payload in ``_ids`` (multikey-indexed), or ``_unparsed`` when the payload is not

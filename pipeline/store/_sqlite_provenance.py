@@ -1,4 +1,4 @@
-"""SQLite store, provenance queries (design §12 "Operations at scale"): what rests on one user,
+"""SQLite store, provenance queries (design §11 "Provenance and erasure"): what rests on one user,
 read through an index instead of a scan of every table.
 
 The user ids of a document sit in JSON arrays inside ``doc`` (a fact's ``source_user_ids``, a
@@ -54,6 +54,17 @@ def _statements(t, kind: str, ident: str, path: str, unattributed: bool, row: st
     return out
 
 
+def _stale(t, kind: str, ident: str, path: str, unattributed: bool) -> str:
+    """DELETE of the refs of ``NEW``'s id that its document no longer holds: a rewrite that
+    keeps the same users (every message rewrites its session) writes no ref at all."""
+    held = (f"SELECT value FROM json_each(NEW.doc, '{path}') WHERE value IS NOT NULL AND value != ''")
+    if unattributed:
+        held += (f" UNION ALL SELECT '' WHERE COALESCE(json_array_length(NEW.doc, '{path}'), 0) = 0 "
+                 "AND NEW.scope_key NOT LIKE 'user:%'")
+    return (f"DELETE FROM {t(REFS)} WHERE kind = '{kind}' AND item_id = {ident.format(row='NEW')} "
+            f"AND user_id NOT IN ({held})")
+
+
 def _rejected_statements(t, row: str, table: str | None) -> list[str]:
     into = f"INSERT OR IGNORE INTO {t(REFS)} (kind, item_id, agent_id, user_id)"
     raw, owner = f"json_extract({row}.doc, '$.raw')", f"COALESCE(json_extract({row}.doc, '$.agent_id'), '')"
@@ -75,21 +86,29 @@ def create_provenance_schema(conn: sqlite3.Connection, t, prefix: str) -> list[s
     # covering (item_id last): without it SQLite's planner prefers the primary key's covering
     # ``kind`` prefix, which reads every row of that kind
     index = f"{prefix}user_refs_user_item"
-    conn.execute(f'DROP INDEX IF EXISTS "{prefix}user_refs_user"')  # the first, non-covering version
     conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON {t(REFS)} (user_id, kind, agent_id, item_id)')
-    sources = [(kind, table, ident, lambda row, tb, k=kind, i=ident, p=path, u=unattributed: _statements(t, k, i, p, u, row, tb))
+    sources = [(kind, table, ident, path,
+                lambda row, tb, k=kind, i=ident, p=path, u=unattributed: _statements(t, k, i, p, u, row, tb),
+                _stale(t, kind, ident, path, unattributed))
                for kind, table, ident, path, unattributed in _SOURCES]
-    sources.append(("rejected", "rejected", "{row}.rejection_id", lambda row, tb: _rejected_statements(t, row, tb)))
-    for kind, table, ident, statements in sources:
+    sources.append(("rejected", "rejected", "{row}.rejection_id", "$.raw",
+                    lambda row, tb: _rejected_statements(t, row, tb),
+                    f"DELETE FROM {t(REFS)} WHERE kind = 'rejected' AND item_id = NEW.rejection_id"))
+    for kind, table, ident, path, statements, fresh in sources:
         delete = f"DELETE FROM {t(REFS)} WHERE kind = '{kind}' AND item_id = {ident.format(row='OLD')}"
         insert = "; ".join(statements("NEW", None))
         # An INSERT OR REPLACE removes the old row without firing DELETE triggers (SQLite's
-        # recursive_triggers is off): the INSERT trigger clears the id's refs first.
-        fresh = f"DELETE FROM {t(REFS)} WHERE kind = '{kind}' AND item_id = {ident.format(row='NEW')}"
-        for event, body in (("INSERT", f"{fresh}; {insert}"), ("UPDATE OF doc", f"{delete}; {insert}"),
-                            ("DELETE", delete)):
-            name = f"{prefix}{table}_refs_{event.split()[0].lower()}"
-            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{name}" AFTER {event} ON {t(table)} BEGIN {body}; END')
+        # recursive_triggers is off): the INSERT trigger clears the refs the id no longer has
+        # (``fresh``), then adds the missing ones (INSERT OR IGNORE).
+        # An UPDATE refreshes the refs only when the ids changed: a session's document is
+        # rewritten by every message it receives, a fact's by every search that returns it.
+        changed = f"WHEN json_extract(OLD.doc, '{path}') IS NOT json_extract(NEW.doc, '{path}')"
+        for suffix, event, body in (("insert", "INSERT", f"{fresh}; {insert}"),
+                                    ("changed", f"UPDATE OF doc ON {t(table)} {changed}", f"{fresh}; {insert}"),
+                                    ("delete", "DELETE", delete)):
+            on = "" if suffix == "changed" else f" ON {t(table)}"
+            conn.execute(f'CREATE TRIGGER IF NOT EXISTS "{prefix}{table}_refs_{suffix}" AFTER {event}{on} '
+                         f"BEGIN {body}; END")
         if new:
             for statement in statements("src", table):
                 conn.execute(statement)

@@ -66,7 +66,7 @@ class AdminStore(abc.ABC):
         Idempotent: what is already gone is skipped."""
 
     # ---------------------------------------------------------------- provenance queries -----
-    # What rests on one user, read through indexes (design §12 "Operations at scale"): their
+    # What rests on one user, read through indexes (design §11 "Provenance and erasure"): their
     # cost grows with what the user has, not with the store. ``agent_id`` None: every agent.
 
     @abc.abstractmethod

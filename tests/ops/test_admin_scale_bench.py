@@ -9,13 +9,16 @@ from bench import admin_scale
 
 
 def test_the_bench_times_every_operation_at_each_size(capsys):
-    assert admin_scale.main(["--facts", "100"]) == 0
+    assert admin_scale.main(["--facts", "100", "--mongo"]) == 0
     out = json.loads(capsys.readouterr().out)
     row = out["sizes"]["100"]
     assert set(admin_scale.OPERATIONS) <= set(row)
     assert all(row[op]["peak_rss_mb"] > 0 and row[op]["seconds"] >= 0 for op in admin_scale.OPERATIONS)
     assert row["export"]["detail"] > 0 and row["forget"]["detail"] == 10 and row["verify"]["detail"] is True
     assert set(out["growth"]) == set(admin_scale.OPERATIONS) and len(out["load_average"]) == 3
+    mongo = out["mongo_emulation"]
+    assert mongo["facts"] == 100 and mongo["documents"] > 100
+    assert all(mongo[op]["queries"] > 0 and mongo[op]["examined"] >= 0 for op in ("export", "forget", "verify"))
 
 
 def test_bad_sizes_are_a_clear_error(capsys):

@@ -1,5 +1,5 @@
 """``Store.dump_all`` reads every document of the store: tests and audits may call it, no
-production path may (design §12 "Operations at scale": per-user operations read only what
+production path may (design §11 "Provenance and erasure": per-user operations read only what
 rests on the user)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Documents examined per query, as MongoDB's ``explain`` reports ``totalDocsExamined``, for
-the emulation (which has no query planner): the missing-index detector of design §12
-"Operations at scale".
+the emulation (which has no query planner): the missing-index detector of design §11
+"Provenance and erasure".
 
 How MongoDB plans a query (https://www.mongodb.com/docs/manual/core/query-plans/ and
 "Indexing Strategies / Create Indexes to Support Your Queries"):

@@ -1,4 +1,4 @@
-"""The provenance queries of the store port (design §12 "Operations at scale"): they follow
+"""The provenance queries of the store port (design §11 "Provenance and erasure"): they follow
 every write that changes who an item rests on, on every adapter."""
 
 from __future__ import annotations

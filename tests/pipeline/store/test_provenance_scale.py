@@ -1,4 +1,4 @@
-"""Per-user operations on a 10k-fact store (design §12 "Operations at scale"): export, erasure,
+"""Per-user operations on a 10k-fact store (design §11 "Provenance and erasure"): export, erasure,
 verification and cost behave, and no query they make reads the store: on MongoDB none examines
 more than 10 × (matched + 10) documents; on SQLite none is planned as a scan of a table that
 grows with the store (SQLite's own planner, ``EXPLAIN QUERY PLAN``). The missing-index detector.
