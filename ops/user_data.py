@@ -1,7 +1,7 @@
 """A person's data on request (design §12): erasure, export and the deletion of one item,
 for the HTTP API and the maintenance queue.
 
-Every call into the erasure code (``ops.forget``, ``pipeline.erasure``,
+Every call into the erasure code (``pipeline.forgetting``, ``pipeline.export``, ``pipeline.erasure``,
 ``pipeline.formation.rebuild``) goes through this module, so that a change there is a
 change here only. Jobs (``schemas.access.Job``) run on the maintenance queue
 (``workers.maintenance.run_job``): a forget, or a deletion that must merge a blob again with
@@ -14,42 +14,26 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pipeline import erasure
+from pipeline import erasure, export
 from pipeline.errors import InvalidInput
 from pipeline.store.port import Store
-from pipeline.user_ids import id_paths
 from schemas.access import AuditEntry, Job
 from schemas.documents import Fact, Reflection
-
-#: fields never exported: vectors are not a person's data in any readable sense, and big
-_NOT_EXPORTED = {"embedding", "_id"}
-
 
 def forget_user(store: Store, user_id: str, agent_id: str | None, *, settings=None, llm=None) -> dict[str, int]:
     """Everything of ``user_id`` under ``agent_id`` (None: every agent) goes (``ops.forget``),
     and their memory switches with it."""
-    from ops.forget import forget_user as forget
+    from pipeline.forgetting import forget_user as forget
 
-    counts = forget(store, user_id, agent_id, settings=settings, llm=llm)
-    counts["user_switches"] = store.forget_user_switches(user_id, agent_id)
-    return counts
+    return forget(store, user_id, agent_id, settings=settings, llm=llm).counts
 
 
 def export_user(store: Store, user_id: str, agent_id: str | None = None) -> Iterator[str]:
-    """Everything stored about ``user_id`` as JSON Lines: each document of any collection that
-    names them in an id field (``pipeline.user_ids``), and each fact or reflection that rests
-    on their messages by provenance, as ``{"collection": ..., "document": {...}}``."""
-    dump = store.dump_all()
-    run_messages = erasure._run_messages(dump)  # noqa: SLF001 - the provenance reader of erasure
-    for collection in sorted(dump):
-        for doc in dump[collection]:
-            if agent_id is not None and doc.get("agent_id") not in (None, agent_id):
-                continue
-            named = next(id_paths(doc, user_id), None) is not None
-            rests = collection in ("facts", "reflections") and user_id in (erasure.sources(doc, run_messages) or ())
-            if named or rests:
-                clean = {k: v for k, v in doc.items() if k not in _NOT_EXPORTED}
-                yield json.dumps({"collection": collection, "document": clean}, default=str, sort_keys=True) + "\n"
+    """Everything stored about ``user_id`` as JSON Lines (``pipeline.export``: their messages,
+    the facts and reflections resting on them with history, the blob sections that absorbed
+    them, their runs' costs), read through the store's provenance queries only."""
+    for record in export.export_user(store, user_id, agent_id):
+        yield json.dumps(record, default=str, sort_keys=True) + "\n"
 
 
 # ------------------------------------------------------------------------ one item --------

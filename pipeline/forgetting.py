@@ -125,6 +125,7 @@ def forget_user(
     runs = _run_messages(store, loose)  # read before step 1 deletes the user's runs
     say("deleting the user's own data")
     counts = store.forget_user(user_id, agent_id)
+    counts["user_switches"] = store.forget_user_switches(user_id, agent_id)  # their memory switches go too
     deps = _RebuildDeps(store, settings or get_settings(), llm, clock or Clock())
     holder = erasure.holder(user_id)
     keys = erasure.plan(user_id, before, loose, runs).lease_keys()

@@ -104,7 +104,7 @@ def test_export_streams_json_lines_of_everything_about_me_and_nothing_of_others(
     response = client.get("/v1/agents/A/users/u1/export", headers=me)
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in response.text.splitlines()]
-    ids = {d["document"].get("fact_id") for d in lines if d["collection"] == "facts"}
+    ids = {d["fact_id"] for d in lines if d["kind"] == "fact"}
     assert ids == {"f-u1", "f-agent-u1", "f-agent-both"}
     assert "Bob" not in response.text and "\"embedding\":" not in response.text, [l for l in response.text.splitlines() if "Bob" in l]
 
