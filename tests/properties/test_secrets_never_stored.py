@@ -37,6 +37,7 @@ from pipeline.llm.offline import OfflineLLM
 from pipeline.llm.scripted import ScriptedLLM
 from pipeline.prompts.consolidation import BlobSection
 from pipeline.prompts.facts import ExtractedFact
+from pipeline.prompts.reflections import ReflectionItem
 from schemas.settings import Settings
 from tests.properties.stack import AGENT, Stack
 from tests.support.mongo_emulation import emulated_database
@@ -103,7 +104,7 @@ def _leaky(settings: Settings, sentence: str) -> ScriptedLLM:
             parsed.facts += [ExtractedFact(scope="agent", text=sentence), ExtractedFact(scope="user", text=sentence)]
         elif request.operation == "extract_reflections":
             for level in ("agent", "user", "session"):
-                getattr(parsed, level).append(sentence)
+                getattr(parsed, level).append(ReflectionItem(text=sentence, sources=[0]))
         elif request.operation == "decide_facts":
             for decision in parsed.decisions:
                 if decision.action == "UPDATE":
