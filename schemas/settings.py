@@ -130,6 +130,10 @@ class Settings(BaseSettings):
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
+    # Threads one int8 scan of a big segment (4,096+ facts) is split over. More than 1 pays
+    # only on idle cores: on a busy 2-core host 2 threads made a 100k scan several times
+    # slower (python -m bench.search_scan; README, "Figures").
+    search_scan_threads: int = Field(default=1, ge=1, le=64)
     # Memory the local search's cached segments may hold per process, in MB (least recently
     # used go first); ~63 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
     search_cache_mb: float = Field(default=512, gt=0)

@@ -46,7 +46,7 @@ class LocalFactSearch(FactSearch):
     def __init__(
         self, store: MemoryStore, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
         background_min: int = BACKGROUND_REBUILD_MIN, blas_threads: int | None = 1,
-        quantize_min: int = QUANTIZE_MIN,
+        quantize_min: int = QUANTIZE_MIN, scan_threads: int = 1,
     ) -> None:
         if blas_threads is not None:
             _limit_blas_threads(blas_threads)
@@ -55,6 +55,8 @@ class LocalFactSearch(FactSearch):
         self._cache_bytes = int(cache_mb * 1024 * 1024)
         self._held_bytes = 0
         self._quantize_min = quantize_min
+        #: threads of one int8 scan (``bench.search_scan``: 1 unless the host's cores are idle)
+        self._scan_threads = scan_threads
         self._segments: OrderedDict[tuple[str, str, str | None], tuple[tuple[int, int], Segment]] = OrderedDict()
         self._lock = threading.Lock()
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
@@ -194,7 +196,7 @@ class LocalFactSearch(FactSearch):
         for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
             if segment.dim != query.shape[0] or not segment.has_vector.any():
                 continue  # another model's dimension: never compared
-            rows, cosines = segment.cosines(query, limit)
+            rows, cosines = segment.cosines(query, limit, self._scan_threads)
             scores = scoring.semantic_score(cosines)
             top = _top(scores, limit, 0.0 if min_score is None else min_score)
             pools.append((rows[top], scores[top], segment))
