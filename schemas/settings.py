@@ -134,6 +134,11 @@ class Settings(BaseSettings):
     # only on idle cores: on a busy 2-core host 2 threads made a 100k scan several times
     # slower (python -m bench.search_scan; README, "Figures").
     search_scan_threads: int = Field(default=1, ge=1, le=64)
+    # A directory where the local search keeps its segments as memory-mapped files, shared by
+    # every worker process of the machine (one copy in the page cache instead of one per
+    # process; one process builds a segment, the others wait and map it). Unset: each process
+    # builds and holds its own segments in memory.
+    search_segment_dir: str | None = None
     # Memory the local search's cached segments may hold per process, in MB (least recently
     # used go first); ~63 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
     search_cache_mb: float = Field(default=512, gt=0)

@@ -22,5 +22,5 @@ def open_search(store: Store, settings: Settings) -> FactSearch:
 
     return LocalFactSearch(
         store, blas_threads=settings.search_blas_threads, cache_mb=settings.search_cache_mb,
-        scan_threads=settings.search_scan_threads,
+        scan_threads=settings.search_scan_threads, segment_dir=settings.search_segment_dir,
     )

@@ -16,6 +16,7 @@ Text. A flat inverted index with query-time typo tolerance (``pipeline.search.te
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,12 @@ class VectorFile:
         for j, i in enumerate(indices.tolist()):
             out[j] = np.frombuffer(os.pread(fd, size, i * size), dtype=np.float32)
         return out
+
+    def copy_to(self, path: "os.PathLike[str]") -> None:
+        """Write every row, as raw float32 in row order, to ``path``."""
+        self._file.seek(0)  # reads elsewhere use pread, which ignores the file position
+        with open(path, "wb") as out:
+            shutil.copyfileobj(self._file, out, 1 << 20)
 
     def close(self) -> None:
         self._file.close()

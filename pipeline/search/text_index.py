@@ -36,6 +36,17 @@ class TextIndex:
         tokenize = scoring.tokenize
         return cls(tokenize(content) for content in contents)
 
+    @classmethod
+    def from_arrays(
+        cls, terms: dict[str, int], offsets: np.ndarray, rows: np.ndarray, tfs: np.ndarray, doc_len: np.ndarray,
+        *, alphabet: str,
+    ) -> "TextIndex":
+        """An index whose arrays were built before (``pipeline.search.segment_files`` maps them)."""
+        index = cls.__new__(cls)
+        index.terms, index.offsets, index.rows, index.tfs, index.doc_len = terms, offsets, rows, tfs, doc_len
+        index.alphabet = alphabet
+        return index
+
     def __init__(self, documents: Iterable[Sequence[str]]) -> None:
         """The index of documents given as their terms."""
         terms: dict[str, int] = {}
