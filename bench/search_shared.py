@@ -9,9 +9,10 @@ process count, that many fresh processes each either map it (``mapped``: what
 ``MEMORY_SEARCH_SEGMENT_DIR`` gives) or hold their own copy in memory (``private``: what each
 process built before), run ``--queries`` searches on both branches, wait for the others, and
 read their own ``/proc/self/smaps_rollup``. Reported per process, as the growth over the
-process before it loaded the segment: USS (its private pages, Private_Clean + Private_Dirty)
-and PSS (its proportional share: a page shared by N processes counts 1/N), in MB, the mean
-over the processes. The last line printed is one JSON object, with the load average.
+process before it loaded the segment: USS (its private pages, Private_Clean + Private_Dirty;
+a file page only this process has touched counts here although the page cache could share
+it), PSS (its proportional share: a page shared by N processes counts 1/N) and anonymous
+memory (its heap, which no other process can share), in MB, the mean over the processes. The last line printed is one JSON object, with the load average.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 DIM = 384
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+VOCABULARY = [f"w{chr(97 + i % 26)}{i}" for i in range(5000)]
 
 
 def _memory_kb() -> dict[str, int]:
@@ -39,7 +41,8 @@ def _memory_kb() -> dict[str, int]:
             parts = line.split()
             if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
                 out[parts[0][:-1]] = int(parts[1])
-    return {"uss": out.get("Private_Clean", 0) + out.get("Private_Dirty", 0), "pss": out.get("Pss", 0)}
+    return {"uss": out.get("Private_Clean", 0) + out.get("Private_Dirty", 0), "pss": out.get("Pss", 0),
+            "anon": out.get("Anonymous", 0)}
 
 
 def _private_copy(segment):
@@ -52,7 +55,7 @@ def _private_copy(segment):
     segment.ids = [ids[i] for i in range(len(ids))]
     segment.formed_at, segment.has_vector = np.array(segment.formed_at), np.array(segment.has_vector)
     text = segment.text
-    segment.text = TextIndex.from_arrays(dict(text.terms), np.array(text.offsets), np.array(text.rows),
+    segment.text = TextIndex.from_arrays({t: text.terms[t] for t in text.terms}, np.array(text.offsets), np.array(text.rows),
                                          np.array(text.tfs), np.array(text.doc_len), alphabet=text.alphabet)
     if segment.codes is not None:
         segment.codes, segment.scales = np.array(segment.codes), np.array(segment.scales)
@@ -76,19 +79,22 @@ def _worker(folder: str, mode: str, queries: int, barrier, results) -> None:
     # every library loaded and used once first (simsimd, numpy's kernels), so the growth
     # measured is the segment's, not the code's
     warm = [FactCandidate(f"w{i}", "agent", None, "warm up", np.eye(1, DIM, i % DIM)[0], T0) for i in range(64)]
-    Segment.build(warm, "warm", quantize_min=1).cosines(np.eye(1, DIM, 0)[0].astype(np.float32), 10)
+    warmed = Segment.build(warm, "warm", quantize_min=1)
+    warmed.cosines(np.eye(1, DIM, 0)[0].astype(np.float32), 10)
+    for match in warmed.text.matches(scoring.stem("warms")):
+        warmed.text.postings(match)
     before = _memory_kb()
     segment = load(Path(folder))
     if mode == "private":
         segment = _private_copy(segment)
     rng = np.random.default_rng(os.getpid())
-    words = list(segment.text.terms)
     for _ in range(queries):
         query = rng.standard_normal(DIM).astype(np.float32)
         segment.cosines(query / np.linalg.norm(query), 10)
-        for term in rng.choice(words, 3):
-            for match in segment.text.matches(scoring.stem(str(term))):
-                segment.text.postings(match)
+        for i in rng.integers(0, len(VOCABULARY), 3):  # words of the texts, one with a typo
+            for term in scoring.tokenize(VOCABULARY[i] + ("x" if i % 3 == 0 else "")):
+                for match in segment.text.matches(term):
+                    segment.text.postings(match)
     barrier.wait()  # every process holds the segment now: shared pages are shared
     after = _memory_kb()
     results.put({key: (after[key] - before[key]) / 1024 for key in after})
@@ -101,7 +107,7 @@ def _build(folder: Path, n: int, seed: int) -> float:
     from pipeline.store.port import FactCandidate
 
     rng = np.random.default_rng(seed)
-    vocabulary = [f"w{chr(97 + i % 26)}{i}" for i in range(5000)]
+    vocabulary = VOCABULARY
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     picks = rng.integers(0, len(vocabulary), (n, 8))
@@ -125,7 +131,7 @@ def measure(folder: Path, mode: str, processes: int, queries: int) -> dict:
     rows = [results.get(timeout=600) for _ in workers]
     for worker in workers:
         worker.join(timeout=60)
-    return {key: round(sum(r[key] for r in rows) / len(rows), 1) for key in ("uss", "pss")}
+    return {key: round(sum(r[key] for r in rows) / len(rows), 1) for key in ("uss", "pss", "anon")}
 
 
 def _ints(text: str) -> list[int]:
@@ -165,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         for mode, rows in results.items():
             for key, row in rows.items():
-                print(f"{mode:8s} {key:12s} USS +{row['uss']} MB  PSS +{row['pss']} MB per process")
+                print(f"{mode:8s} {key:12s} USS +{row['uss']} MB  PSS +{row['pss']} MB  "
+                      f"anonymous +{row['anon']} MB per process")
     print(json.dumps(out))
     return 0
 

@@ -4,8 +4,8 @@ Each process used to build and hold its own copy of every segment (~60 MB per 10
 N worker processes held N copies. With a segment directory (``MEMORY_SEARCH_SEGMENT_DIR``)
 a segment is written once, as a directory of flat arrays (int8 codes and scales, the float32
 rows the rescore reads, the text index's postings, the fact ids), and every process maps the
-same files (the float32 rows are read with ``pread``, a hundred per query): the page cache
-holds one copy, and a process keeps privately only the term dictionary of the text index.
+same files (the float32 rows are read with ``pread``, a hundred per query; the text index's
+terms are searched in place, ``TermTable``): the page cache holds one copy.
 
 - Versions: a segment's directory is named by a digest of (agent, scope key, model) and the
   scope's stamp token, so a formation, a retirement or an erasure (which move the stamps)
@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.search.segment import Segment
-from pipeline.search.text_index import TextIndex
+from pipeline.search.text_index import TermTable, TextIndex
 
-FORMAT = 1
+FORMAT = 2
 _TEXT = ("offsets", "rows", "tfs", "doc_len")
 
 
@@ -126,8 +126,12 @@ class SegmentFiles:
 
     def _open_valid(self, path: Path, valid: Callable[[Segment], bool]) -> Segment | None:
         try:
-            segment = load(path)
+            written_as = json.loads((path / "meta.json").read_text()).get("format")
+            segment = load(path) if written_as == FORMAT else None
         except FileNotFoundError:  # not written yet, or an older version being removed
+            return None
+        if segment is None:  # written by an older release: rebuilt under the lock
+            shutil.rmtree(path, ignore_errors=True)
             return None
         if valid(segment):
             return segment
@@ -173,9 +177,8 @@ def save(segment: Segment, folder: Path) -> None:
     ids = [segment.ids[i] for i in range(segment.size)]
     blob, offsets = IdTable.pack(ids)
     arrays = {"id_blob": blob, "id_offsets": offsets, "formed_at": segment.formed_at, "has_vector": segment.has_vector}
-    terms = list(segment.text.terms)  # insertion order is the term number
-    term_blob, term_offsets = IdTable.pack(terms)
-    arrays |= {"term_blob": term_blob, "term_offsets": term_offsets}
+    term_keys, term_numbers, overflow = TermTable.pack(dict(segment.text.terms))
+    arrays |= {"term_keys": term_keys, "term_numbers": term_numbers}
     arrays |= {f"text_{name}": getattr(segment.text, name) for name in _TEXT}
     if segment.quantized:
         arrays |= {"codes": segment.codes, "scales": segment.scales}
@@ -185,7 +188,8 @@ def save(segment: Segment, folder: Path) -> None:
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     meta = {"format": FORMAT, "embedding_model": segment.embedding_model, "dim": segment.dim,
-            "size": segment.size, "quantized": segment.quantized, "alphabet": segment.text.alphabet}
+            "size": segment.size, "quantized": segment.quantized, "alphabet": segment.text.alphabet,
+            "long_terms": overflow}
     (folder / "meta.json").write_text(json.dumps(meta))
 
 
@@ -200,11 +204,8 @@ def load(folder: Path) -> Segment:
         except ValueError:  # an empty array cannot be mapped (nothing to share either)
             return np.load(path, allow_pickle=False)
 
-    term_table = IdTable(mapped("term_blob"), mapped("term_offsets"))
-    text = TextIndex.from_arrays(
-        {term_table[i]: i for i in range(len(term_table))},
-        *(mapped(f"text_{name}") for name in _TEXT), alphabet=meta["alphabet"],
-    )
+    terms = TermTable(mapped("term_keys"), mapped("term_numbers"), meta["long_terms"])
+    text = TextIndex.from_arrays(terms, *(mapped(f"text_{name}") for name in _TEXT), alphabet=meta["alphabet"])
     segment = Segment(
         IdTable(mapped("id_blob"), mapped("id_offsets")), mapped("formed_at"), mapped("has_vector"), text,
         meta["embedding_model"], dim=meta["dim"],

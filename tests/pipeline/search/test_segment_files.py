@@ -141,3 +141,29 @@ def test_a_newer_version_stays_and_a_dead_writers_leftovers_go(tmp_path):
     # an erasure drops the user's stamp and moves the agent's: that version is newer than both
     files.load_or_build("a1", "user:u1", "m", (1, 8), build(1), lambda s: True)
     assert sorted(p.name.split("-", 1)[1] for p in tmp_path.iterdir() if p.is_dir()) == ["1-8"]
+
+
+def test_the_term_table_finds_what_the_dict_finds_long_and_accented_terms_included():
+    from pipeline.search.text_index import TermTable
+
+    terms = {"budget": 0, "café": 1, "x" * 60: 2, "zanzibar": 3, "ref42": 4}
+    table = TermTable(*TermTable.pack(terms))
+    assert all(table[t] == n for t, n in terms.items())
+    asked = ["budget", "budge", "café", "cafe", "x" * 60, "x" * 59, "zanzibars", "ref42", ""]
+    assert table.contains_many(asked) == [t in terms for t in asked]
+    assert sorted(table) == sorted(terms) and len(table) == len(terms)
+    with pytest.raises(KeyError):
+        table["nothing"]
+
+
+def test_files_of_an_older_format_are_rebuilt(store, tmp_path):
+    import json
+
+    _fill(store, 20, seed=8)
+    directory = tmp_path / "segments"
+    LocalFactSearch(store, segment_dir=str(directory)).text("a1", ["agent"], "budget", 10, None)
+    (folder,) = [p for p in directory.iterdir() if p.is_dir()]
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "format": 0}))
+    hits = LocalFactSearch(store, segment_dir=str(directory)).text("a1", ["agent"], "budget", 10, None)
+    assert hits and json.loads((folder / "meta.json").read_text())["format"] != 0
