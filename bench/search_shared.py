@@ -12,7 +12,10 @@ read their own ``/proc/self/smaps_rollup``. Reported per process, as the growth 
 process before it loaded the segment: USS (its private pages, Private_Clean + Private_Dirty;
 a file page only this process has touched counts here although the page cache could share
 it), PSS (its proportional share: a page shared by N processes counts 1/N) and anonymous
-memory (its heap, which no other process can share), in MB, the mean over the processes. The last line printed is one JSON object, with the load average.
+memory (its heap, which no other process can share), in MB, the mean over the processes;
+and beside them the median time of one semantic scan with its rescore (``scan_ms``) and of
+one query term's typo-tolerant lookup with its postings (``term_ms``), timings that follow
+the machine's load. The last line printed is one JSON object, with the load average.
 """
 
 from __future__ import annotations
@@ -88,16 +91,22 @@ def _worker(folder: str, mode: str, queries: int, barrier, results) -> None:
     if mode == "private":
         segment = _private_copy(segment)
     rng = np.random.default_rng(os.getpid())
+    scans, lookups = [], []
     for _ in range(queries):
         query = rng.standard_normal(DIM).astype(np.float32)
+        started = time.perf_counter()
         segment.cosines(query / np.linalg.norm(query), 10)
-        for i in rng.integers(0, len(VOCABULARY), 3):  # words of the texts, one with a typo
+        scans.append(time.perf_counter() - started)
+        for i in rng.integers(0, len(VOCABULARY), 3):  # words of the texts, a third with a typo
             for term in scoring.tokenize(VOCABULARY[i] + ("x" if i % 3 == 0 else "")):
+                started = time.perf_counter()
                 for match in segment.text.matches(term):
                     segment.text.postings(match)
+                lookups.append(time.perf_counter() - started)
     barrier.wait()  # every process holds the segment now: shared pages are shared
     after = _memory_kb()
-    results.put({key: (after[key] - before[key]) / 1024 for key in after})
+    results.put({**{key: (after[key] - before[key]) / 1024 for key in after},
+                 "scan_ms": float(np.median(scans)) * 1000, "term_ms": float(np.median(lookups)) * 1000})
     barrier.wait()
 
 
@@ -131,7 +140,8 @@ def measure(folder: Path, mode: str, processes: int, queries: int) -> dict:
     rows = [results.get(timeout=600) for _ in workers]
     for worker in workers:
         worker.join(timeout=60)
-    return {key: round(sum(r[key] for r in rows) / len(rows), 1) for key in ("uss", "pss", "anon")}
+    out = {key: round(sum(r[key] for r in rows) / len(rows), 1) for key in ("uss", "pss", "anon")}
+    return out | {key: round(sum(r[key] for r in rows) / len(rows), 3) for key in ("scan_ms", "term_ms")}
 
 
 def _ints(text: str) -> list[int]:
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode, rows in results.items():
             for key, row in rows.items():
                 print(f"{mode:8s} {key:12s} USS +{row['uss']} MB  PSS +{row['pss']} MB  "
-                      f"anonymous +{row['anon']} MB per process")
+                      f"anonymous +{row['anon']} MB per process; scan {row['scan_ms']} ms, term {row['term_ms']} ms")
     print(json.dumps(out))
     return 0
 
