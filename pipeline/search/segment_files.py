@@ -11,7 +11,9 @@ terms are searched in place, ``TermTable``): the page cache holds one copy.
   scope's stamp token, so a formation, a retirement or an erasure (which move the stamps)
   leads to a new directory; the older ones are removed once it is in place (a process that
   still maps one keeps reading it until it lets it go: unlinked files live while mapped), a
-  newer one is left alone.
+  newer one is left alone. A new version of the agent's own scope also removes every version
+  of the agent's scopes made before the agent's stamp moved, among them the scope of a user
+  an erasure emptied, which no search asks for again.
 - One builder: a process that finds no directory for the token takes an exclusive
   ``flock`` on the segment's lock file, looks again, and only then builds; the others wait
   on the lock and map what it wrote. A directory appears whole or not at all: it is written
@@ -92,8 +94,14 @@ class SegmentFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
-    def _name(agent_id: str, key: str, model: str | None) -> str:
-        return hashlib.sha256(f"{agent_id}\0{key}\0{model or ''}".encode()).hexdigest()[:40]
+    def _agent(agent_id: str) -> str:
+        return hashlib.sha256(agent_id.encode()).hexdigest()[:16]
+
+    @classmethod
+    def _name(cls, agent_id: str, key: str, model: str | None) -> str:
+        """``<agent digest>-<a|s><scope digest>``: the agent's scope (a) or another (s)."""
+        scope = hashlib.sha256(f"{key}\0{model or ''}".encode()).hexdigest()[:24]
+        return f"{cls._agent(agent_id)}-{'a' if key == 'agent' else 's'}{scope}"
 
     def path(self, agent_id: str, key: str, model: str | None, token: tuple[int, int]) -> Path:
         return self.directory / f"{self._name(agent_id, key, model)}-{token[0]}-{token[1]}"
@@ -122,6 +130,8 @@ class SegmentFiles:
             finally:
                 built.close()
             self._remove_older(name, token)
+            if key == "agent":
+                self._remove_before(agent_id, token[0])
         return load(final)
 
     def _open_valid(self, path: Path, valid: Callable[[Segment], bool]) -> Segment | None:
@@ -160,15 +170,29 @@ class SegmentFiles:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
 
+    def _versions(self, pattern: str):
+        """(directory, its scope name, token) of every written version matching ``pattern``."""
+        for other in self.directory.glob(pattern):
+            parts = other.name.rsplit("-", 2)
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit() and other.is_dir():
+                yield other, parts[0], (int(parts[1]), int(parts[2]))  # not a lock, not a temporary
+
     def _remove_older(self, name: str, token: tuple[int, int]) -> None:
         """Versions before ``token``: ordered by the agent's stamp, then the scope's own (an
         erasure drops a user's stamp but moves the agent's). A newer one, written by a process
         that read the stamps later, stays."""
-        for other in self.directory.glob(f"{name}-*"):
-            parts = other.name.split("-")
-            if len(parts) != 3 or not other.is_dir() or not (parts[1].isdigit() and parts[2].isdigit()):
-                continue  # the lock file, or a version being written
-            if (int(parts[2]), int(parts[1])) < (token[1], token[0]):
+        for other, _, held in self._versions(f"{name}-*"):
+            if (held[1], held[0]) < (token[1], token[0]):
+                shutil.rmtree(other, ignore_errors=True)
+
+    def _remove_before(self, agent_id: str, agent_stamp: int) -> None:
+        """Every version of the agent's scopes made before its stamp reached ``agent_stamp``.
+        They can no longer serve (a scope's token carries the agent's stamp), and a user scope
+        that an erasure emptied is never searched again, so this is where its files go: the
+        next search of the agent after the erasure."""
+        for other, name, held in self._versions(f"{self._agent(agent_id)}-*"):
+            stamp = held[0] if name.split("-", 1)[1].startswith("a") else held[1]
+            if stamp < agent_stamp:
                 shutil.rmtree(other, ignore_errors=True)
 
 

@@ -136,11 +136,11 @@ def test_a_newer_version_stays_and_a_dead_writers_leftovers_go(tmp_path):
     # it gets it, and the newer one stays
     older = files.load_or_build("a1", "user:u1", "m", (2, 7), build(2), lambda s: True)
     assert older.size == 2
-    kept = sorted(p.name.split("-", 1)[1] for p in tmp_path.iterdir() if p.is_dir())
+    kept = sorted("-".join(p.name.rsplit("-", 2)[1:]) for p in tmp_path.iterdir() if p.is_dir())
     assert kept == ["2-7", "3-7"]
     # an erasure drops the user's stamp and moves the agent's: that version is newer than both
     files.load_or_build("a1", "user:u1", "m", (1, 8), build(1), lambda s: True)
-    assert sorted(p.name.split("-", 1)[1] for p in tmp_path.iterdir() if p.is_dir()) == ["1-8"]
+    assert sorted("-".join(p.name.rsplit("-", 2)[1:]) for p in tmp_path.iterdir() if p.is_dir()) == ["1-8"]
 
 
 def test_the_term_table_finds_what_the_dict_finds_long_and_accented_terms_included():
@@ -167,3 +167,18 @@ def test_files_of_an_older_format_are_rebuilt(store, tmp_path):
     (folder / "meta.json").write_text(json.dumps({**meta, "format": 0}))
     hits = LocalFactSearch(store, segment_dir=str(directory)).text("a1", ["agent"], "budget", 10, None)
     assert hits and json.loads((folder / "meta.json").read_text())["format"] != 0
+
+
+def test_an_erased_users_segment_files_go_with_the_next_search_of_the_agent(store, tmp_path):
+    _fill(store, 20, seed=9)
+    store.insert_fact(fact("maya-1", "Maya lives in Porto", user="u1", embedding=[1.0] + [0.0] * (DIM - 1), model="m"))
+    store.bump_scope_versions("a1", ["user:u1"])
+    directory = tmp_path / "segments"
+    search = LocalFactSearch(store, segment_dir=str(directory))
+    assert [h.fact_id for h in search.text("a1", ["agent", "user:u1"], "Porto", 10, None)] == ["maya-1"]
+    assert len([p for p in directory.iterdir() if p.is_dir()]) == 2
+    # an erasure moves the agent's stamp; another user's search of the agent follows
+    store.bump_scope_versions("a1", ["agent"])
+    LocalFactSearch(store, segment_dir=str(directory)).text("a1", ["agent", "user:u2"], "budget", 10, None)
+    left = [p for p in directory.iterdir() if p.is_dir()]
+    assert left and not any(word in f.read_bytes() for p in left for f in p.iterdir() for word in (b"maya-1", b"porto"))
