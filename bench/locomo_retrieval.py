@@ -10,7 +10,9 @@ embedder's tokens as formation budgets it (``retrieval_text``). Only the turns a
 ``event_summary``). Facts are embedded by the offline local model. Each question with
 evidence is searched with top_k 10 through the production ranking code
 (``pipeline.retrieval.rank_query`` over ``LocalFactSearch``), with thresholds off (pure
-ranking) and with the production thresholds (``*_thresholded``); ``setup.search_ms`` is the
+ranking), with the production thresholds (``*_thresholded``) and with the previous defaults,
+whose fused cut was the raw score 0.015 (``*_thresholded_raw``; it never acted at the local
+model's k = 10); ``setup.search_ms`` is the
 p50/p95 of that hybrid ranking per question (the query embedded already). Recall of a question is
 the share of its evidence turns in the top k; "overall" counts every question once.
 
@@ -20,6 +22,7 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -43,6 +46,8 @@ MODES = {"hybrid": ("semantic", "text"), "semantic": ("semantic",), "text": ("te
 TOP_K = 10
 #: turns of the source excerpt embedded with a fact (the ones just before it)
 EXCERPT_TURNS = 2
+#: the fused cut shipped before ``MEMORY_SEARCH_RRF_RANK``: a raw score, whatever the k
+PREVIOUS_RRF_THRESHOLD = 0.015
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
 
@@ -152,7 +157,8 @@ def _percentiles(seconds: list[float]) -> dict[str, float]:
 def run(conversations: list[dict], settings: Settings) -> dict:
     embedder = open_embedder(settings)
     production, origin = Thresholds.resolve(settings, embedder.model)
-    variants = {"": production.off(), "_thresholded": production}
+    previous = dataclasses.replace(production, rrf=PREVIOUS_RRF_THRESHOLD, rrf_rank=None)
+    variants = {"": production.off(), "_thresholded": production, "_thresholded_raw": previous}
     # for comparison: the same ranking with the §10 default k (60)
     default_k = Thresholds(None, None, None, 60, production.semantic_weight, production.text_weight)
     rows: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
@@ -195,12 +201,12 @@ def run(conversations: list[dict], settings: Settings) -> dict:
                     int(q["category"]), len(wanted & set(found[:5])) / len(wanted), len(wanted & set(found)) / len(wanted),
                 ))
         store.close()
-    out = {key: _summary(rows[key]) for key in (m + s for s in ("", "_thresholded") for m in MODES)}
+    out = {key: _summary(rows[key]) for key in (m + s for s in variants for m in MODES)}
     out["hybrid_k60"] = _summary(rows["hybrid_k60"])
     out["setup"] = {
         "conversations": len(conversations), "embedding_model": embedder.model, "top_k": TOP_K,
         "rrf_k": production.rrf_k, "weights": {"semantic": production.semantic_weight, "text": production.text_weight},
-        "thresholds": {"semantic": production.semantic, "text": production.text, "rrf": production.rrf},
+        "thresholds": production.describe(), "previous_thresholds": previous.describe(),
         "defaults_used": origin,
         "seconds": round(time.perf_counter() - started, 1),
         "search_ms": _percentiles(latencies), "load_average": os.getloadavg(),
@@ -217,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(embedding_provider="local")
     result = run(conversations, settings)
     if not args.json:
-        for key in ("hybrid", "semantic", "text", "hybrid_thresholded", "semantic_thresholded", "text_thresholded", "hybrid_k60"):
+        for key in (*(m + s for s in ("", "_thresholded", "_thresholded_raw") for m in MODES), "hybrid_k60"):
             r = result[key]
             print(f"{key:22s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}")
         for key, where in sorted(result["setup"]["defaults_used"].items()):

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.locomo_retrieval import data_arguments, evidence_ids, parse_session_date, read_conversations
@@ -84,6 +86,62 @@ def key_entity(question: str, targets: list[str], df: dict[str, int]) -> tuple[s
     return (best[2], best[0]) if best else None
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One question asked of one small store, with the facts that answer it."""
+
+    size: int
+    agent: str
+    form: str                 # "full" or "entity"
+    text: str
+    vector: list[float]
+    targets: frozenset[str]   # fact ids written from an evidence turn
+    unique: bool              # an entity whose term is in no fact but the targets
+
+
+def asked_questions(conversations: list[dict], embedder, store: SQLiteStore) -> Iterator[Asked]:
+    """Builds every small store in ``store`` (one agent each) and yields each question asked
+    of it, in both forms, the query embedded (each distinct text once)."""
+    vectors: dict[str, list[float]] = {}
+
+    def vector(text: str) -> list[float]:
+        if text not in vectors:
+            vectors[text] = embedder.embed([text]).vectors[0]
+        return vectors[text]
+
+    for conv in conversations:
+        per_speaker = observation_facts(conv["conversation"], conv.get("observation", {}))
+        questions = [q for q in conv["qa"] if q.get("evidence")]
+        for speaker, facts in per_speaker.items():
+            texts = [retrieval_text(f["text"], excerpt=f["excerpt"], date=f["date"], embedder=embedder) for f in facts]
+            fact_vectors = embedder.embed(texts).vectors
+            for size in SIZES:
+                for start in range(0, len(facts), size):
+                    chunk = list(range(start, min(start + size, len(facts))))
+                    agent = f"small-{conv['sample_id']}-{speaker}-{size}-{start}"
+                    df: dict[str, int] = defaultdict(int)
+                    for i in chunk:
+                        store.insert_fact(Fact(
+                            fact_id=f"{agent}:{i}", agent_id=agent, scope="agent", scope_key="agent",
+                            content=facts[i]["text"], hash=text_hash(f"{i} {facts[i]['text']}"),
+                            embedding=fact_vectors[i], embedding_model=embedder.model,
+                            formed_at=parse_session_date(facts[i]["date"]),
+                        ))
+                        for term in set(scoring.tokenize(facts[i]["text"])):
+                            df[term] += 1
+                    store.bump_scope_versions(agent, ["agent"])
+                    for q in questions:
+                        wanted = set(evidence_ids(q["evidence"]))
+                        targets = [i for i in chunk if facts[i]["evidence"] & wanted]
+                        if not targets:
+                            continue
+                        ids = frozenset(f"{agent}:{i}" for i in targets)
+                        yield Asked(size, agent, "full", q["question"], vector(q["question"]), ids, False)
+                        entity = key_entity(q["question"], [facts[i]["text"] for i in targets], df)
+                        if entity:
+                            yield Asked(size, agent, "entity", entity[0], vector(entity[0]), ids, entity[1] <= len(targets))
+
+
 def run(conversations: list[dict], settings: Settings) -> dict:
     embedder = open_embedder(settings)
     limits, origin = Thresholds.resolve(settings, embedder.model)
@@ -93,43 +151,12 @@ def run(conversations: list[dict], settings: Settings) -> dict:
         store = SQLiteStore(str(Path(tmp) / "small.db"))
         store.create_indexes()
         search = LocalFactSearch(store)
-        for conv in conversations:
-            per_speaker = observation_facts(conv["conversation"], conv.get("observation", {}))
-            questions = [q for q in conv["qa"] if q.get("evidence")]
-            for speaker, facts in per_speaker.items():
-                texts = [retrieval_text(f["text"], excerpt=f["excerpt"], date=f["date"], embedder=embedder) for f in facts]
-                vectors = embedder.embed(texts).vectors
-                for size in SIZES:
-                    for start in range(0, len(facts), size):
-                        chunk = list(range(start, min(start + size, len(facts))))
-                        agent = f"small-{conv['sample_id']}-{speaker}-{size}-{start}"
-                        df: dict[str, int] = defaultdict(int)
-                        for i in chunk:
-                            store.insert_fact(Fact(
-                                fact_id=f"{agent}:{i}", agent_id=agent, scope="agent", scope_key="agent",
-                                content=facts[i]["text"], hash=text_hash(f"{i} {facts[i]['text']}"),
-                                embedding=vectors[i], embedding_model=embedder.model,
-                                formed_at=parse_session_date(facts[i]["date"]),
-                            ))
-                            for term in set(scoring.tokenize(facts[i]["text"])):
-                                df[term] += 1
-                        store.bump_scope_versions(agent, ["agent"])
-                        for q in questions:
-                            wanted = set(evidence_ids(q["evidence"]))
-                            targets = [i for i in chunk if facts[i]["evidence"] & wanted]
-                            if not targets:
-                                continue
-                            asked = {"full": q["question"]}
-                            entity = key_entity(q["question"], [facts[i]["text"] for i in targets], df)
-                            if entity:
-                                asked["entity"] = entity[0]
-                            for form, text in asked.items():
-                                vector = embedder.embed([text]).vectors[0]
-                                fused, _ = rank_query(search, agent, ["agent"], embedder.model, text, vector, TOP_K, limits)
-                                hit = int(any(f.fact_id in {f"{agent}:{i}" for i in targets} for f in fused))
-                                hits[f"{size}/{form}"].append(hit)
-                                if form == "entity" and entity[1] <= len(targets):
-                                    hits[f"{size}/entity_unique"].append(hit)
+        for asked in asked_questions(conversations, embedder, store):
+            fused, _ = rank_query(search, asked.agent, ["agent"], embedder.model, asked.text, asked.vector, TOP_K, limits)
+            hit = int(any(f.fact_id in asked.targets for f in fused))
+            hits[f"{asked.size}/{asked.form}"].append(hit)
+            if asked.unique:
+                hits[f"{asked.size}/entity_unique"].append(hit)
         store.close()
     out: dict = {}
     for size in SIZES:
@@ -139,7 +166,7 @@ def run(conversations: list[dict], settings: Settings) -> dict:
         }
     out["setup"] = {
         "embedding_model": embedder.model, "top_k": TOP_K, "defaults_used": origin,
-        "thresholds": {"semantic": limits.semantic, "text": limits.text, "rrf": limits.rrf, "rrf_k": limits.rrf_k},
+        "thresholds": limits.describe(),
         "seconds": round(time.perf_counter() - started, 1), "load_average": os.getloadavg(),
     }
     return out

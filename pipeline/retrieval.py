@@ -2,8 +2,9 @@
 
 1 to 3 queries run in parallel. Each runs a semantic and a text branch, both pre-filtered to
 the scope keys this (agent, user, session) may see, each cut by its production threshold,
-then fused by weighted RRF (1-based ranks, k from settings) and cut by the RRF threshold.
-The queries' lists are merged by fact id, best first. Every hit's access is recorded.
+then fused by weighted RRF (1-based ranks, k from settings) and cut in ranks: a fact found by
+one signal alone passes down to ``rrf_rank``, whatever the k; then to ``top_k``. The
+queries' lists are merged by fact id, best first. Only the facts returned count as accessed.
 """
 
 from __future__ import annotations
@@ -143,7 +144,13 @@ def _cut(line: str, budget: int, count: Callable[[str], int]) -> str:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Scores below these do not count; None switches one off (pure ranking)."""
+    """Scores below these do not count; None switches one off (pure ranking).
+
+    The fused cut is stated in ranks (``rrf_rank``): a fact found by one signal alone (weight
+    1) passes down to that rank, and a fact found by both passes unless both ranks are deep,
+    judged on the design's k (``scoring.rank_cut_passes``), so the cut means the same for
+    every ``rrf_k``. ``rrf``, a raw fused score (``MEMORY_SEARCH_RRF_THRESHOLD``, kept for
+    older deployments), replaces it when set."""
 
     semantic: float | None
     text: float | None
@@ -151,6 +158,7 @@ class Thresholds:
     rrf_k: float
     semantic_weight: float = 1.0
     text_weight: float = 1.0
+    rrf_rank: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, embedding_model: str | None = None) -> "Thresholds":
@@ -162,7 +170,8 @@ class Thresholds:
         """The production thresholds for ``embedding_model``, and where each value came from:
         the global settings, then the shipped per-model defaults (``pipeline.search.defaults``)
         except where a global value was set explicitly, then
-        ``search_by_model[embedding_model]``."""
+        ``search_by_model[embedding_model]``. Of the two fused cuts, the one set by the most
+        specific source acts: a rank set there drops a raw threshold set by a broader one."""
         fields = {
             "semantic": "search_semantic_threshold",
             "text": "search_text_threshold",
@@ -170,8 +179,9 @@ class Thresholds:
             "rrf_k": "search_rrf_k",
             "semantic_weight": "search_semantic_weight",
             "text_weight": "search_text_weight",
+            "rrf_rank": "search_rrf_rank",
         }
-        values: dict[str, float] = {key: getattr(settings, field) for key, field in fields.items()}
+        values: dict[str, float | None] = {key: getattr(settings, field) for key, field in fields.items()}
         origin = {
             key: f"MEMORY_{field.upper()}" if field in settings.model_fields_set else "global default"
             for key, field in fields.items()
@@ -180,17 +190,26 @@ class Thresholds:
             if fields[key] not in settings.model_fields_set:
                 values[key], origin[key] = value, f"shipped default for {embedding_model}"
         overrides = settings.search_by_model.get(embedding_model or "", {})
+        where = f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]"
         unknown = set(overrides) - set(values)
         if unknown:
-            raise InvalidInput(
-                f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]", f"unknown keys {sorted(unknown)}; use {sorted(values)}"
-            )
+            raise InvalidInput(where, f"unknown keys {sorted(unknown)}; use {sorted(values)}")
+        if {"rrf", "rrf_rank"} <= set(overrides):
+            raise InvalidInput(where, "give rrf_rank (the same cut for every k) or rrf (a raw fused score), not both")
+        if "rrf_rank" in overrides and values["rrf"] is not None:
+            values["rrf"], origin["rrf"] = None, f"replaced by {where}['rrf_rank']"
         for key, value in overrides.items():
-            values[key], origin[key] = value, f"MEMORY_SEARCH_BY_MODEL[{embedding_model}]"
+            values[key], origin[key] = value, where
+        if values["rrf"] is not None:  # a raw threshold replaces the rank cut
+            values["rrf_rank"], origin["rrf_rank"] = None, f"replaced by {origin['rrf']}"
         return cls(**values), origin
 
     def off(self) -> "Thresholds":
         return Thresholds(None, None, None, self.rrf_k, self.semantic_weight, self.text_weight)
+
+    def describe(self) -> dict[str, float | None]:
+        """Every value (debug output, benchmarks)."""
+        return dict(self.__dict__)
 
 
 def normalize_queries(query: str | Sequence[str]) -> list[str]:
@@ -235,7 +254,7 @@ def rank_query(
     fused = scoring.rrf(
         {"semantic": [(h.fact_id, h.score) for h in semantic], "text": [(h.fact_id, h.score) for h in lexical]},
         k=limits.rrf_k, weights={"semantic": limits.semantic_weight, "text": limits.text_weight},
-        min_score=limits.rrf,
+        min_score=limits.rrf, depth=limits.rrf_rank,
     )[:top_k]
     info = {
         "query": text,
@@ -336,7 +355,7 @@ def search_facts(
             "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
             "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error or as_of_error,
             "as_of": as_of.isoformat() if as_of else None,
-            "thresholds": limits.__dict__, "timings_ms": timings, "queries": [info for _, info in per_query],
+            "thresholds": limits.describe(), "timings_ms": timings, "queries": [info for _, info in per_query],
         },
     }
 

@@ -119,8 +119,15 @@ class Settings(BaseSettings):
     search_semantic_threshold: float = Field(default=0.65, ge=0, le=1)
     # BM25 score a fact needs
     search_text_threshold: float = Field(default=1.5, ge=0)
-    # fused (RRF) score a fact needs
-    search_rrf_threshold: float = Field(default=0.015, ge=0)
+    # How deep a fact found by one signal alone (weight 1) may rank and still pass the fused
+    # cut, whatever the RRF k: the design's 0.015 at k = 60, for every k (at the local model's
+    # k = 10 the raw 0.015 let one signal's rank 56 through). A fact found by both signals
+    # passes unless both ranks are past 72 at rank 6 (the cut is judged as RRF at k = 60).
+    search_rrf_rank: int = Field(default=6, ge=1)
+    # Kept for older deployments: a raw fused score that replaces the rank cut when set. Its
+    # reach depends on RRF k (0.015 cuts at rank 6 when k = 60, at rank 56 when k = 10), so
+    # prefer MEMORY_SEARCH_RRF_RANK; setting both is refused. Unset by default.
+    search_rrf_threshold: float | None = Field(default=None, ge=0)
     # RRF k (1-based ranks)
     search_rrf_k: int = Field(default=60, ge=0)
     # weight of the semantic list in RRF
@@ -133,13 +140,32 @@ class Settings(BaseSettings):
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
     # halves the latency of one search at 100k facts (see README, "Figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
+    # Threads one int8 scan of a big segment (4,096+ facts) is split over. More than 1 pays
+    # only on idle cores: on a busy 2-core host 2 threads made a 100k scan several times
+    # slower (python -m bench.search_scan; README, "Figures").
+    search_scan_threads: int = Field(default=1, ge=1, le=64)
+    # A directory where the local search keeps its segments as memory-mapped files, shared by
+    # every worker process of the machine (one copy in the page cache instead of one per
+    # process; one process builds a segment, the others wait and map it). Unset: each process
+    # builds and holds its own segments in memory.
+    search_segment_dir: str | None = None
     # Memory the local search's cached segments may hold per process, in MB (least recently
     # used go first); ~63 MB per 100k facts of 384 dimensions. Sized for a 2 GB worker.
     search_cache_mb: float = Field(default=512, gt=0)
     # Per embedding model overrides of the above, e.g.
     # MEMORY_SEARCH_BY_MODEL='{"text-embedding-3-small": {"semantic": 0.6, "rrf_k": 40}}'
-    # (keys: semantic, text, rrf, rrf_k, semantic_weight, text_weight).
+    # (keys: semantic, text, rrf_rank, rrf, rrf_k, semantic_weight, text_weight).
     search_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_fused_cut(self) -> "Settings":
+        # two cuts of different meaning would leave the operator guessing which one acts
+        if {"search_rrf_rank", "search_rrf_threshold"} <= self.model_fields_set and self.search_rrf_threshold is not None:
+            raise ValueError(
+                "set MEMORY_SEARCH_RRF_RANK or MEMORY_SEARCH_RRF_THRESHOLD, not both: the rank is the "
+                "same cut for every RRF k, the threshold a raw fused score (prefer the rank)"
+            )
+        return self
 
     # --- consolidation (§5.5) --------------------------------------------------------------
     consolidation_threshold_agent: int = Field(default=10, ge=1)

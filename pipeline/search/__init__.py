@@ -20,4 +20,7 @@ def open_search(store: Store, settings: Settings) -> FactSearch:
         return AtlasFactSearch.from_store(store)
     from pipeline.search.local import LocalFactSearch
 
-    return LocalFactSearch(store, blas_threads=settings.search_blas_threads, cache_mb=settings.search_cache_mb)
+    return LocalFactSearch(
+        store, blas_threads=settings.search_blas_threads, cache_mb=settings.search_cache_mb,
+        scan_threads=settings.search_scan_threads, segment_dir=settings.search_segment_dir,
+    )

@@ -19,10 +19,12 @@ clauses' scores, so a document scores the same BM25 sum as one ``text`` clause w
 distinct term is sent once, as the local search counts it once. Left different: Atlas expands
 a fuzzy term to at most ``maxExpansions`` (50) vocabulary terms, the local search to all of
 them; and Atlas's BM25 statistics are those of the whole index, the local search's those of
-the pre-filtered candidates. So the text threshold is applied here as set: the local search
-scales it to a small pre-filtered store (``scoring.text_threshold_scale``), which Atlas's
-whole-index idf does not need; an index small altogether would need its ``$searchMeta``
-count to do the same.
+the pre-filtered candidates. The text threshold follows one rule on both: it is scaled to the
+number of live facts the branch searches (``scoring.text_threshold_scale``), which Atlas gets
+from a ``count_documents`` on the same pre-filter, served by the store's
+(agent_id, scope_key, retired_at) index and stopped at ``scoring.TEXT_THRESHOLD_DOCS`` (no
+larger store is scaled). Without it a small agent found text hits locally and none on Atlas:
+a word in one fact of five scores about 1.1, under the 1.5 stated for 500 facts.
 
 Retired facts are excluded through the boolean ``live`` flag the store keeps beside
 ``retired_at``, never through ``retired_at: null``: a ``$vectorSearch`` filter refuses a null
@@ -230,4 +232,14 @@ class AtlasFactSearch(FactSearch):
     ) -> list[Hit]:
         if not scope_keys or limit <= 0 or not scoring.tokenize(query):
             return []
-        return self._run(text_pipeline(agent_id, scope_keys, query, limit, min_score))
+        floor = None if min_score is None else min_score / scoring.text_threshold_scale(self.searched(agent_id, scope_keys))
+        return self._run(text_pipeline(agent_id, scope_keys, query, limit, floor))
+
+    def searched(self, agent_id: str, scope_keys: Sequence[str]) -> int:
+        """How many live facts the text branch searches, up to ``scoring.TEXT_THRESHOLD_DOCS``
+        (the count the local search scales its threshold by; a bigger store is not scaled)."""
+        with translating(unavailable):
+            return self._facts.count_documents(
+                {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}, "retired_at": None},
+                limit=scoring.TEXT_THRESHOLD_DOCS, maxTimeMS=QUERY_TIMEOUT_MS,
+            )

@@ -29,6 +29,7 @@ import numpy as np
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.search.segment import QUANTIZE_MIN, Segment
+from pipeline.search.segment_files import SegmentFiles
 from pipeline.store.port_memory import MemoryStore
 
 #: memory the cached segments of one process may hold (least recently used goes first)
@@ -46,7 +47,7 @@ class LocalFactSearch(FactSearch):
     def __init__(
         self, store: MemoryStore, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
         background_min: int = BACKGROUND_REBUILD_MIN, blas_threads: int | None = 1,
-        quantize_min: int = QUANTIZE_MIN,
+        quantize_min: int = QUANTIZE_MIN, scan_threads: int = 1, segment_dir: str | None = None,
     ) -> None:
         if blas_threads is not None:
             _limit_blas_threads(blas_threads)
@@ -55,6 +56,10 @@ class LocalFactSearch(FactSearch):
         self._cache_bytes = int(cache_mb * 1024 * 1024)
         self._held_bytes = 0
         self._quantize_min = quantize_min
+        #: threads of one int8 scan (``bench.search_scan``: 1 unless the host's cores are idle)
+        self._scan_threads = scan_threads
+        #: segments as files mapped by every process of the machine (``segment_files``)
+        self._files = SegmentFiles(segment_dir) if segment_dir else None
         self._segments: OrderedDict[tuple[str, str, str | None], tuple[tuple[int, int], Segment]] = OrderedDict()
         self._lock = threading.Lock()
         self._build_locks: dict[tuple[str, str, str | None], threading.Lock] = {}
@@ -101,9 +106,18 @@ class LocalFactSearch(FactSearch):
         self, cache_key: tuple[str, str, str | None], stamp: tuple[int, int], pinned: frozenset[tuple[str, str]],
     ) -> Segment:
         agent_id, key, model = cache_key
-        segment = Segment.build(
-            self._store.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
-        )
+
+        def build() -> Segment:
+            return Segment.build(
+                self._store.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
+            )
+
+        if self._files is None:
+            segment = build()
+        else:
+            segment = self._files.load_or_build(
+                agent_id, key, model, stamp, build, lambda held: self._holds_store_facts(held, agent_id, key),
+            )
         if self._cache_enabled:
             with self._lock:
                 previous = self._segments.pop(cache_key, None)
@@ -129,6 +143,20 @@ class LocalFactSearch(FactSearch):
                         self._held_bytes / 2**20, self._cache_bytes / 2**20,
                     )
         return segment
+
+    def _holds_store_facts(self, segment: Segment, agent_id: str, key: str) -> bool:
+        """Whether a segment file found for the current stamps was built from this store: as
+        many facts as the scope holds live, its first and last of them live there (a store
+        recreated at the same path counts its stamps again, with other fact ids)."""
+        if segment.size != self._store.count_facts(agent_id, key):
+            return False
+        if segment.size == 0:
+            return True
+        ends = {segment.ids[0], segment.ids[segment.size - 1]}
+        found = self._store.get_facts(sorted(ends))
+        return len(found) == len(ends) and all(
+            f.agent_id == agent_id and f.scope_key == key and f.retired_at is None for f in found
+        )
 
     def held_bytes(self) -> int:
         """Memory the cached segments hold, by ``Segment.nbytes`` (benchmarks and tests)."""
@@ -194,7 +222,7 @@ class LocalFactSearch(FactSearch):
         for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
             if segment.dim != query.shape[0] or not segment.has_vector.any():
                 continue  # another model's dimension: never compared
-            rows, cosines = segment.cosines(query, limit)
+            rows, cosines = segment.cosines(query, limit, self._scan_threads)
             scores = scoring.semantic_score(cosines)
             top = _top(scores, limit, 0.0 if min_score is None else min_score)
             pools.append((rows[top], scores[top], segment))

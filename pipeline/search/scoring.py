@@ -11,7 +11,8 @@ Every search implementation reports its scores on these scales, so one set of th
   substitute, transpose), weighted ``1 - edits / min(len)`` like Lucene's fuzzy query;
 - the text threshold applies to the BM25 score times ``text_threshold_scale(n)`` for a store
   of n candidate facts, so that it means the same in a store of 5 facts as in one of 500;
-- fusion = weighted Reciprocal Rank Fusion with 1-based ranks: ``sum(w / (k + rank))``.
+- fusion = weighted Reciprocal Rank Fusion with 1-based ranks: ``sum(w / (k + rank))``, cut
+  in ranks on the design's k (``rank_cut_passes``), so the cut does not move with a model's k.
 """
 
 from __future__ import annotations
@@ -153,16 +154,33 @@ class Fused:
     scores: dict[str, float]     # signal -> that signal's own score
 
 
+#: the RRF k on which the fused cut is stated (design §6: 0.015 at k = 60 is one signal's rank 6)
+CUT_K = 60
+
+
+def rank_cut_passes(ranks: Mapping[str, int], depth: float, weights: Mapping[str, float] | None = None) -> bool:
+    """Whether a fact with these 1-based ranks passes the fused cut of ``depth``: its RRF
+    score on the design's k (``CUT_K``) reaches that of a fact found by one signal alone at
+    rank ``depth``. The k that orders the results plays no part, so the cut means the same
+    for every model: one signal alone passes down to ``depth``, and a fact found by both
+    passes unless both ranks are deep (past rank 72 each for ``depth`` 6)."""
+    total = sum((1.0 if weights is None else weights.get(s, 1.0)) / (CUT_K + r) for s, r in ranks.items())
+    # the tolerance keeps rank == depth in: the two sides are summed in different orders
+    return total >= 1.0 / (CUT_K + depth) - 1e-12
+
+
 def rrf(
     rankings: Mapping[str, Sequence[tuple[str, float]]],
     *,
     k: float,
     weights: Mapping[str, float] | None = None,
     min_score: float | None = None,
+    depth: float | None = None,
 ) -> list[Fused]:
     """Fuse best-first lists of (id, score) per signal. Best first; ties by id for stability.
 
-    ``weights`` defaults to 1 per signal; ``min_score`` None keeps everything.
+    ``weights`` defaults to 1 per signal. Two cuts, each None to keep everything: ``depth``
+    (``rank_cut_passes``, the same for every k) and ``min_score``, a raw fused score.
     """
     fused: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
@@ -176,7 +194,8 @@ def rrf(
     out = [
         Fused(fact_id, value, ranks[fact_id], scores[fact_id])
         for fact_id, value in fused.items()
-        if min_score is None or value >= min_score
+        if (min_score is None or value >= min_score)
+        and (depth is None or rank_cut_passes(ranks[fact_id], depth, weights))
     ]
     out.sort(key=lambda f: (-f.score, f.fact_id))
     return out

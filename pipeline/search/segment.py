@@ -16,6 +16,7 @@ Text. A flat inverted index with query-time typo tolerance (``pipeline.search.te
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,12 @@ class VectorFile:
             out[j] = np.frombuffer(os.pread(fd, size, i * size), dtype=np.float32)
         return out
 
+    def copy_to(self, path: "os.PathLike[str]") -> None:
+        """Write every row, as raw float32 in row order, to ``path``."""
+        self._file.seek(0)  # reads elsewhere use pread, which ignores the file position
+        with open(path, "wb") as out:
+            shutil.copyfileobj(self._file, out, 1 << 20)
+
     def close(self) -> None:
         self._file.close()
 
@@ -62,10 +69,10 @@ def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def _int8_dots(codes: np.ndarray, query_codes: np.ndarray) -> np.ndarray:
+def _int8_dots(codes: np.ndarray, query_codes: np.ndarray, threads: int = 1) -> np.ndarray:
     import simsimd
 
-    return np.asarray(simsimd.cdist(query_codes[None, :], codes, metric="dot", threads=1))[0]
+    return np.asarray(simsimd.cdist(query_codes[None, :], codes, metric="dot", threads=threads))[0]
 
 
 @dataclass
@@ -104,14 +111,15 @@ class Segment:
         if self.vectors is not None:
             self.vectors.close()
 
-    def cosines(self, query: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    def cosines(self, query: np.ndarray, limit: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and their exact cosine to the unit ``query``: every row with a vector
-        for an exact segment, the rescored best rows of the int8 scan for a quantized one."""
+        for an exact segment, the rescored best rows of the int8 scan for a quantized one
+        (the scan split over ``threads``; the result does not depend on it)."""
         if self.codes is None:
             rows = np.flatnonzero(self.has_vector)
             return rows, (self.matrix @ query)[rows]
         query_scale = float(np.abs(query).max()) / 127.0
-        approx = _int8_dots(self.codes, np.rint(query / query_scale).astype(np.int8)) * self.scales
+        approx = _int8_dots(self.codes, np.rint(query / query_scale).astype(np.int8), threads) * self.scales
         approx = np.where(self.has_vector, approx, -np.inf)
         wanted = min(int(self.has_vector.sum()), max(RESCORE_FACTOR * limit, RESCORE_MIN))
         if wanted <= 0:

@@ -36,6 +36,17 @@ class TextIndex:
         tokenize = scoring.tokenize
         return cls(tokenize(content) for content in contents)
 
+    @classmethod
+    def from_arrays(
+        cls, terms: "dict[str, int] | TermTable", offsets: np.ndarray, rows: np.ndarray, tfs: np.ndarray,
+        doc_len: np.ndarray, *, alphabet: str,
+    ) -> "TextIndex":
+        """An index whose arrays were built before (``pipeline.search.segment_files`` maps them)."""
+        index = cls.__new__(cls)
+        index.terms, index.offsets, index.rows, index.tfs, index.doc_len = terms, offsets, rows, tfs, doc_len
+        index.alphabet = alphabet
+        return index
+
     def __init__(self, documents: Iterable[Sequence[str]]) -> None:
         """The index of documents given as their terms."""
         terms: dict[str, int] = {}
@@ -83,8 +94,14 @@ class TextIndex:
             return found
         deleted = {query_term[:i] + query_term[i + 1:] for i in range(len(query_term))}
         prefix = query_term[:scoring.FUZZY_PREFIX_LENGTH]
-        for term in _one_edit(query_term, self.alphabet):
-            if term in found or term not in self.terms or term[:scoring.FUZZY_PREFIX_LENGTH] != prefix:
+        candidates = [
+            t for t in dict.fromkeys(_one_edit(query_term, self.alphabet))
+            if t not in found and t[:scoring.FUZZY_PREFIX_LENGTH] == prefix
+        ]
+        present = (self.terms.contains_many(candidates) if isinstance(self.terms, TermTable)
+                   else [t in self.terms for t in candidates])
+        for term, known in zip(candidates, present):
+            if not known:
                 continue
             if not (scoring.fuzzy_eligible(term) or term in deleted):
                 continue
@@ -92,6 +109,69 @@ class TextIndex:
             if edits <= scoring.FUZZY_MAX_EDITS:
                 found[term] = scoring.fuzzy_weight(query_term, term, edits)
         return found
+
+
+class TermTable:
+    """Term -> term number, searched in place in sorted fixed-width arrays (which a segment
+    file maps, shared by every process) instead of a dict rebuilt in each process. Terms
+    longer than ``WIDTH`` bytes, rare, stay in a small dict."""
+
+    WIDTH = 40
+
+    def __init__(self, keys: np.ndarray, numbers: np.ndarray, overflow: dict[str, int]) -> None:
+        self._keys, self._numbers, self._overflow = keys, numbers, overflow
+
+    @classmethod
+    def pack(cls, terms: dict[str, int]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+        """Sorted keys, their numbers, and the terms too long for a key."""
+        short = sorted((t.encode("utf-8"), n) for t, n in terms.items() if len(t.encode("utf-8")) <= cls.WIDTH)
+        width = max((len(k) for k, _ in short), default=1)
+        keys = np.array([k for k, _ in short], dtype=f"S{width}")
+        numbers = np.array([n for _, n in short], dtype=np.int32)
+        overflow = {t: n for t, n in terms.items() if len(t.encode("utf-8")) > cls.WIDTH}
+        return keys, numbers, overflow
+
+    def _index(self, raw: bytes) -> int:
+        if len(raw) > self._keys.dtype.itemsize:
+            return -1
+        i = int(np.searchsorted(self._keys, raw))
+        return i if i < len(self._keys) and self._keys[i] == raw else -1
+
+    def __getitem__(self, term: str) -> int:
+        raw = term.encode("utf-8")
+        if len(raw) > self.WIDTH:
+            return self._overflow[term]
+        i = self._index(raw)
+        if i < 0:
+            raise KeyError(term)
+        return int(self._numbers[i])
+
+    def __contains__(self, term: object) -> bool:
+        if not isinstance(term, str):
+            return False
+        raw = term.encode("utf-8")
+        return term in self._overflow if len(raw) > self.WIDTH else self._index(raw) >= 0
+
+    def contains_many(self, terms: Sequence[str]) -> list[bool]:
+        """``term in self`` for each term, with one vectorized search of the keys."""
+        raws = [t.encode("utf-8") for t in terms]
+        width = self._keys.dtype.itemsize
+        fits = [len(r) <= width for r in raws]
+        out = [t in self._overflow for t in terms]
+        probe = [r for r, ok in zip(raws, fits) if ok]
+        if probe and len(self._keys):
+            wanted = np.array(probe, dtype=self._keys.dtype)
+            at = np.minimum(np.searchsorted(self._keys, wanted), len(self._keys) - 1)
+            hits = iter((self._keys[at] == wanted).tolist())
+            out = [next(hits) if ok else o for ok, o in zip(fits, out)]
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k.decode("utf-8") for k in self._keys.tolist())
+        yield from self._overflow
+
+    def __len__(self) -> int:
+        return len(self._keys) + len(self._overflow)
 
 
 def _one_edit(word: str, alphabet: str) -> Iterator[str]:

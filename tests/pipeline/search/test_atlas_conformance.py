@@ -15,6 +15,7 @@ from pipeline.errors import StoreUnavailable
 from pipeline.search import atlas
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.mongo import MongoStore
+from schemas.settings import Settings
 from tests.support.documents import fact
 from tests.support.mongo_emulation import OUTAGE, emulated_database
 
@@ -92,6 +93,48 @@ def test_typos_are_tolerated_for_the_same_terms_on_atlas_as_locally(query):
     local = LocalFactSearch(store).text("a1", ["agent"], query, 10, None)
     assert [h.fact_id for h in remote] == [h.fact_id for h in local]
     assert [h.score for h in remote] == pytest.approx([h.score for h in local], rel=1e-6)
+
+
+# ------------------------------------------------------------- one text threshold ----------
+PLANS = ["budget", "venue", "catering", "guest", "stream", "press", "lighting", "travel", "stage", "menu"]
+
+
+def _small_agent(n: int):
+    """An index holding one agent's ``n`` facts (so Atlas's whole-index statistics are the
+    agent's): one fact names Berlin; every fact speaks of the team and its plan."""
+    store = MongoStore(emulated_database())
+    facts = store.col("facts")
+    facts.create_search_index(SearchIndexModel(**atlas.search_index_definition()))
+    store.insert_fact(fact("berlin", "The team lead lives in Berlin", embedding=[1.0, 0.0, 0.0]))
+    for i in range(1, n):
+        content = f"The team reviewed the {PLANS[i % len(PLANS)]} plan on day {i}"
+        store.insert_fact(fact(f"f{i:03d}", content, embedding=[1.0, 0.0, 0.0]))
+    return store
+
+
+@pytest.mark.parametrize("n", [5, 20, 100])
+@pytest.mark.parametrize("query", ["Berlin", "team plan", "Where does the team lead live?", "budget venue"])
+def test_atlas_and_the_local_search_keep_the_same_text_hits_at_the_production_threshold(n, query):
+    store = _small_agent(n)
+    threshold = Settings(_env_file=None).search_text_threshold
+    remote = atlas.AtlasFactSearch.from_store(store).text("a1", ["agent"], query, 50, threshold)
+    local = LocalFactSearch(store).text("a1", ["agent"], query, 50, threshold)
+    assert [h.fact_id for h in remote] == [h.fact_id for h in local]
+    assert [h.score for h in remote] == pytest.approx([h.score for h in local], rel=1e-6)
+    if query == "Berlin":  # the rarest word of a small store finds its fact on both
+        assert [h.fact_id for h in remote] == ["berlin"]
+    if query == "team plan":  # words in every fact pass on neither
+        assert remote == []
+
+
+def test_atlas_counts_only_the_live_facts_the_text_branch_searches():
+    store = _small_agent(5)
+    store.insert_fact(fact("other-agent", "The team met in Berlin", agent="a2", embedding=[1.0, 0.0, 0.0]))
+    store.insert_fact(fact("user-fact", "The team plan of u1", user="u1", embedding=[1.0, 0.0, 0.0]))
+    store.retire_fact("f001", store.get_facts(["f001"])[0].formed_at + timedelta(seconds=1), "run-x")
+    search = atlas.AtlasFactSearch.from_store(store)
+    assert search.searched("a1", ["agent"]) == 4
+    assert search.searched("a1", ["agent", "user:u1"]) == 5
 
 
 # --------------------------------------------------------------------------- refusals -------

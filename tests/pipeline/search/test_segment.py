@@ -48,6 +48,15 @@ def test_quantized_search_ranks_as_the_exact_scan_with_exact_scores(big):
     assert np.mean(overlaps) >= 0.99
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_scan_split_over_threads_finds_the_same_rows_and_scores(big, threads):
+    store, _, queries = big
+    one = LocalFactSearch(store, quantize_min=1000)
+    split = LocalFactSearch(store, quantize_min=1000, scan_threads=threads)
+    for q in queries[:20]:
+        assert split.semantic("a", ["agent"], "m", q.tolist(), 10, None) == one.semantic("a", ["agent"], "m", q.tolist(), 10, None)
+
+
 def test_a_big_segment_holds_int8_codes_and_no_float32_matrix(big):
     store, _, _ = big
     search = LocalFactSearch(store, quantize_min=1000)
