@@ -21,7 +21,9 @@ from kombu import Queue
 
 from pipeline import names
 from schemas.settings import get_settings
-from workers import redaction, telemetry, transport  # noqa: F401 - redaction: monitoring shows no content
+# imported for their signal handlers: redaction (monitoring shows no content) and memtrace
+# (heap snapshots when MEMORY_TRACEMALLOC_DIR asks for them)
+from workers import memtrace, redaction, telemetry, transport  # noqa: F401
 
 # ``redis://`` brokers use kombu's Redis transport closed against losing a popped message when
 # Redis crashes (workers/transport.py), under the scheme Flower and every tool understands
