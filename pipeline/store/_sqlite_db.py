@@ -10,11 +10,15 @@ again, so with many worker threads a 1 ms transaction waited tens of ms behind t
 The Python lock hands over as soon as the holder commits; other processes still meet the
 busy handler (rarely: one worker process writes most).
 
-A connection belongs to the thread that opened it and lives as long as that thread: when a
-thread opens its first connection, those of threads that have ended are closed. Without that,
-every short-lived thread (a per-call executor, a background refresh) left a connection, and
-its two or three file handles, open until the store was closed: a worker hit the open-file
-limit after about 120 formations.
+Each call of a store method borrows one connection from a small per-process pool
+(``MAX_CONNECTIONS``) and gives it back when it returns; calls nested in it, and the statements
+of a generator method while it is iterated, use the same one. The connections a process holds
+are so bounded by the pool, not by how many threads ever used the store: a threads worker
+(32 pool threads, 8 dedup threads) opened one per thread, each with its file handles and its
+own page cache, and kept them all, so its handles and heap grew with every new peak of
+concurrency (15 -> 45 handles and 1.25 MB/min in a 12-minute soak). A caller that uses
+``conn()`` outside a store method (tests, the schema set-up) gets a connection of its own
+thread, closed once that thread has ended.
 
 A lock held by another connection past the busy timeout (``SQLITE_BUSY``, ``SQLITE_LOCKED``)
 is the one SQLite error that means "not now": ``unavailable`` turns it into
@@ -24,9 +28,12 @@ they are.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -36,6 +43,10 @@ from pipeline.store._common import ts
 from pipeline.errors import StoreUnavailable
 
 BUSY_TIMEOUT_S = 60.0
+#: connections one process keeps to one file for its store calls: SQLite runs one writer at
+#: a time and a store call is short (model calls happen outside), so a few readers beside the
+#: writer keep the two cores busy; a caller past them waits (at most the busy timeout)
+MAX_CONNECTIONS = 4
 
 # Primary result codes (the low byte of an extended code): https://www.sqlite.org/rescode.html
 # SQLITE_BUSY (5): another connection holds a conflicting lock past the busy timeout.
@@ -136,17 +147,25 @@ class Database:
         self._all_lock = threading.Lock()
         self._writer_lock = threading.RLock()
         self._writer_pid = os.getpid()
+        # the pool of this process: idle connections, how many it has opened, and a condition
+        # a caller waits on when all are lent
+        self.max_connections = MAX_CONNECTIONS
+        self._pool = threading.Condition()
+        self._pool_pid = os.getpid()
+        self._idle: list[sqlite3.Connection] = []
+        self._pooled = 0
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)
-        self.create_schema()
+        with self.borrowed():
+            self.create_schema()
 
     def t(self, table: str) -> str:
         """The prefixed table name."""
         return f'"{self.prefix}{table}"'
 
     # ------------------------------------------------------------------ connections --------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, pooled: bool = False) -> sqlite3.Connection:
         # check_same_thread=False only so that a connection can be closed once its thread has
         # ended (from another thread); while the thread lives, only it uses its connection.
         conn = sqlite3.connect(
@@ -161,7 +180,7 @@ class Database:
         with self._all_lock:
             ended = [e for e in self._all if e[0] == os.getpid() and e[1] is not None and not e[1].is_alive()]
             self._all = [e for e in self._all if e not in ended]
-            self._all.append((os.getpid(), None if self._memory else threading.current_thread(), conn))
+            self._all.append((os.getpid(), None if self._memory or pooled else threading.current_thread(), conn))
         for _, _, old in ended:
             old.close()
         return conn
@@ -172,6 +191,8 @@ class Database:
             return sum(1 for pid, _, _ in self._all if pid == os.getpid())
 
     def conn(self) -> sqlite3.Connection:
+        """The connection of this call: the one a store method borrowed (``borrowed``), else
+        one of this thread's own."""
         if self._memory:
             with self._memory_lock:
                 if self._memory_conn is None:
@@ -179,10 +200,63 @@ class Database:
                 return self._memory_conn
         local = self._local
         # A connection must never cross a fork: a child process opens its own.
-        if getattr(local, "pid", None) != os.getpid():
+        if getattr(local, "pid", None) != os.getpid() or local.conn is None:
             local.conn = self._connect()
             local.pid = os.getpid()
+            local.lent = False
         return local.conn
+
+    @contextmanager
+    def borrowed(self) -> Iterator[None]:
+        """Within the block, ``conn()`` is a connection lent by the pool (or the one this
+        thread already holds: a nested call), given back at its end."""
+        local = self._local
+        if self._memory or (getattr(local, "pid", None) == os.getpid() and local.conn is not None):
+            yield
+            return
+        conn = self._checkout()
+        local.conn, local.pid, local.lent = conn, os.getpid(), True
+        try:
+            yield
+        finally:
+            local.conn = None
+            self._checkin(conn)
+
+    def _checkout(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + self.busy_timeout_s
+        with self._pool:
+            if self._pool_pid != os.getpid():  # forked: the parent's connections stay the parent's
+                self._pool_pid, self._idle, self._pooled = os.getpid(), [], 0
+            while not self._idle and self._pooled >= self.max_connections:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreUnavailable(
+                        f"SQLite store {self.path}: all {self.max_connections} connections of this process stayed "
+                        f"busy for {self.busy_timeout_s:g} s")
+                self._pool.wait(left)
+            if self._idle:
+                return self._idle.pop()
+            self._pooled += 1
+        try:
+            return self._connect(pooled=True)
+        except BaseException:
+            with self._pool:
+                self._pooled -= 1
+                self._pool.notify()
+            raise
+
+    def _checkin(self, conn: sqlite3.Connection) -> None:
+        with self._pool:
+            with self._all_lock:
+                kept = self._pool_pid == os.getpid() and any(conn is c for _, _, c in self._all)
+            if kept:
+                if conn.in_transaction:  # a statement left one open: the next caller starts clean
+                    conn.rollback()
+                self._idle.append(conn)
+                self._pool.notify()
+                return
+        if self._pool_pid == os.getpid():
+            conn.close()  # the store was closed while it was lent
 
     @contextmanager
     def _process_writer_lock(self) -> Iterator[None]:
@@ -228,12 +302,17 @@ class Database:
                 conn.execute("COMMIT")
 
     def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
+        with self._pool:
+            idle, self._idle, self._pooled = self._idle, [], 0
+            with self._all_lock:
+                conns, self._all = self._all, []
+            self._pool.notify_all()
         me = threading.current_thread()
         for pid, owner, conn in conns:
             if pid != os.getpid():
                 continue  # inherited through a fork: the parent still owns it
+            if owner is None and not self._memory and not any(conn is c for c in idle):
+                continue  # lent to a store call under way: closed when it is given back
             if owner is None or owner is me or not owner.is_alive():
                 conn.close()
             # a live thread may be inside a statement on its own connection: that one is
@@ -275,6 +354,41 @@ class Database:
         ).fetchall():
             conn.execute(f"UPDATE {facts} SET updated_at = ? WHERE fact_id = ?",
                          (ts(datetime.fromisoformat(changed)), fact_id))
+
+
+def borrowing(cls: type) -> type:
+    """Class decorator of a store on ``self.db``: each public method runs on one connection
+    borrowed from the pool for the call (``Database.borrowed``); a generator method holds it
+    while it is iterated."""
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for name, method in vars(klass).items():
+            if name.startswith("_") or name == "close" or not inspect.isfunction(method):
+                continue
+            if getattr(method, "__isabstractmethod__", False) or getattr(cls.__dict__.get(name), "_borrows", False):
+                continue
+            setattr(cls, name, _borrowing(getattr(cls, name)))
+    return cls
+
+
+def _borrowing(method):
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def iterate(self, *args, **kwargs):
+            with self.db.borrowed():
+                yield from method(self, *args, **kwargs)
+
+        iterate._borrows = True
+        return iterate
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with self.db.borrowed():
+            return method(self, *args, **kwargs)
+
+    call._borrows = True
+    return call
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable | None:

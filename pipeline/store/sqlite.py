@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
+from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, borrowing, unavailable
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
 from pipeline.store._unavailable import translate_errors
@@ -72,6 +72,7 @@ def _stage_path(stage: str) -> str:
 
 
 @translate_errors(unavailable)
+@borrowing
 class SQLiteStore(MemoryMixin, ErasureMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
     (``_sqlite_db.unavailable``), through the one decorator above."""
