@@ -111,13 +111,19 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
     ("usage_agent_at", "usage", "agent_id, at", False),
+    # statistics (port_stats): an agent's runs by time, usage records by session and by run
+    ("runs_agent_created", "runs", "agent_id, created_at", False),
+    ("usage_session", "usage", "json_extract(doc, '$.session_id')", False),
+    ("usage_run", "usage", "json_extract(doc, '$.run_id')", False),
+    ("runs_unsummed", "runs", "run_id", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
 # from being formed again later (it is a new fact then, and the retired one stays as it was).
 _PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
             # rows still to backfill (none once upgraded): opening a big file stays cheap
-            "facts_unchanged": "updated_at IS NULL"}
+            "facts_unchanged": "updated_at IS NULL",
+            "runs_unsummed": "usage IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
@@ -127,6 +133,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("facts", "updated_at", "TEXT"),
     # Fact.search_text; NULL on a fact written before: search reads its content then
     ("facts", "search_text", "TEXT"),
+    # what the statistics sum, beside the document (_sqlite_stats): NULL until backfilled
+    ("runs", "usage", "TEXT"),
+    ("runs", "user_ids", "TEXT"),
 )
 
 
@@ -345,7 +354,11 @@ class Database:
 
     def _backfill(self, conn: sqlite3.Connection) -> None:
         """Facts written before ``updated_at`` was a column: their latest change is the
-        document's ``updated_at`` (an UPDATE set it) or else ``formed_at``."""
+        document's ``updated_at`` (an UPDATE set it) or else ``formed_at``. Runs written before
+        ``usage`` and ``user_ids`` were columns: from their documents."""
+        from pipeline.store._sqlite_stats import BACKFILL
+
+        conn.execute(BACKFILL.format(runs=self.t("runs")))
         facts = self.t("facts")
         conn.execute(f"UPDATE {facts} SET updated_at = formed_at WHERE updated_at IS NULL "
                      "AND json_extract(doc, '$.updated_at') IS NULL")
