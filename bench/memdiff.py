@@ -9,6 +9,7 @@ difference of the two descriptor listings written beside the snapshots (``.fds``
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tracemalloc
 from collections import Counter
@@ -49,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks  (now {stat.size / 1024:.1f} KiB in {stat.count})")
         for line in stat.traceback.format(limit=args.frames, most_recent_first=True):
             print("    " + line)
+    mall_old, mall_new = (json.loads(p.with_suffix(".malloc").read_text()) if p.with_suffix(".malloc").exists() else {}
+                          for p in (args.old, args.new))
+    if mall_old and mall_new:
+        print("\nallocator (MB): " + ", ".join(
+            f"{k} {mall_old[k] / 2**20:.1f} -> {mall_new[k] / 2**20:.1f}" for k in
+            ("arena", "hblkhd", "uordblks", "fordblks", "pymalloc_used", "pymalloc_free",
+             "traced", "tracemalloc_overhead") if k in mall_old)
+            + f", pymalloc arenas {mall_old.get('pymalloc_arenas')} -> {mall_new.get('pymalloc_arenas')}"
+            + f", threads {mall_old.get('threads')} -> {mall_new.get('threads')}")
     fds_old, fds_new = _fd_kinds(args.old.with_suffix(".fds")), _fd_kinds(args.new.with_suffix(".fds"))
     if fds_old or fds_new:
         print(f"\nopen descriptors: {sum(fds_old.values())} -> {sum(fds_new.values())}")

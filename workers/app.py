@@ -21,9 +21,9 @@ from kombu import Queue
 
 from pipeline import names
 from schemas.settings import get_settings
-# imported for their signal handlers: redaction (monitoring shows no content) and memtrace
-# (heap snapshots when MEMORY_TRACEMALLOC_DIR asks for them)
-from workers import memtrace, redaction, telemetry, transport  # noqa: F401
+# imported for their signal handlers: redaction (monitoring shows no content), allocator (few
+# malloc arenas, free pages handed back) and memtrace (heap snapshots when asked for)
+from workers import allocator, memtrace, redaction, telemetry, transport  # noqa: F401
 
 # ``redis://``, ``rediss://`` and ``sentinel://`` brokers use kombu's Redis transports closed
 # against losing a popped message when Redis crashes (workers/transport.py), under the schemes

@@ -3,7 +3,8 @@
 ``MEMORY_TRACEMALLOC_DIR=/some/dir`` makes every worker process (the main one and each pool
 child) start :mod:`tracemalloc` when it starts and write a snapshot every
 ``MEMORY_TRACEMALLOC_EVERY_S`` seconds (default 120) to ``DIR/<pid>-<n>.snap``, together with
-the targets of its open file descriptors (``DIR/<pid>-<n>.fds``, from ``/proc/self/fd``).
+the targets of its open file descriptors (``DIR/<pid>-<n>.fds``, from ``/proc/self/fd``) and
+glibc's allocator figures (``DIR/<pid>-<n>.malloc``: what lives outside Python's allocator).
 Compare two snapshots taken minutes apart::
 
     python -m bench.memdiff DIR/1234-2.snap DIR/1234-9.snap
@@ -15,8 +16,12 @@ setting.
 
 from __future__ import annotations
 
+import ctypes
+import json
 import logging
 import os
+import sys
+import tempfile
 import threading
 import tracemalloc
 from pathlib import Path
@@ -44,10 +49,57 @@ def fd_targets() -> list[str]:
     return out
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_figures() -> dict[str, int]:
+    """glibc's allocator as it stands (``mallinfo2``, glibc >= 2.33): bytes taken from the
+    system in arenas (``arena``) and in direct maps (``hblkhd``), in use (``uordblks``) and
+    free but kept (``fordblks``). Memory outside Python's own allocator (SQLite, pydantic-core)
+    shows here and not in a tracemalloc snapshot. Empty elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+    except (OSError, AttributeError):
+        return {}
+    info = libc.mallinfo2()
+    return {name: getattr(info, name) for name, _ in _MallInfo2._fields_}
+
+
+def pymalloc_figures() -> dict[str, int]:
+    """Python's small-object allocator (``sys._debugmallocstats``): arenas held, and bytes in
+    used and free blocks. Arenas held while their blocks stay few in use is fragmentation,
+    which a snapshot (live objects only) does not show. The statistics go to the C stderr,
+    so it is pointed at a file for the call (a line another thread logs meanwhile lands there)."""
+    figures: dict[str, int] = {}
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        for line in out.read().decode(errors="replace").splitlines():
+            for label, key in (("# arenas allocated current", "pymalloc_arenas"),
+                               ("# bytes in allocated blocks", "pymalloc_used"),
+                               ("# bytes in available blocks", "pymalloc_free")):
+                if line.startswith(label):
+                    figures[key] = int(line.split("=")[-1].replace(",", "").strip())
+    return figures
+
+
 def _dump(directory: Path, n: int) -> None:
     stem = directory / f"{os.getpid()}-{n}"
     tracemalloc.take_snapshot().dump(str(stem) + ".snap")
     (Path(str(stem) + ".fds")).write_text("\n".join(fd_targets()) + "\n")
+    figures = {**malloc_figures(), **pymalloc_figures(), "tracemalloc_overhead": tracemalloc.get_tracemalloc_memory(),
+               "traced": tracemalloc.get_traced_memory()[0], "threads": threading.active_count()}
+    (Path(str(stem) + ".malloc")).write_text(json.dumps(figures) + "\n")
 
 
 def _loop(directory: Path, every_s: float, stop: threading.Event) -> None:
