@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pipeline.store import _common as c
-from pipeline.store.port_stats import CostRow, ReflectionCounts, cost_row
+from pipeline.store.port_stats import CostRow, ReflectionCounts
 from schemas.documents import FormationRun, StageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
@@ -51,11 +51,20 @@ def run_columns(run: FormationRun) -> tuple[str, str]:
     return json.dumps(usage), json.dumps(list(run.user_ids))
 
 
-def _grouped(rows) -> list[CostRow]:
-    groups: dict[tuple[str, str, str], list[dict]] = {}
-    for stage, day, model, row in rows:
-        groups.setdefault((stage.split(":")[0], day, model), []).append(json.loads(row))
-    return [cost_row(stage, day, model, found) for (stage, day, model), found in sorted(groups.items())]
+#: one per-model row's fields, read from a ``json_each`` row ``m`` (the group's sums follow)
+_FIELDS = ("json_extract(m.value, '$.kind') AS kind, json_extract(m.value, '$.provider') AS provider, "
+           "json_extract(m.value, '$.price') AS price, json_extract(m.value, '$.calls') AS calls, "
+           "json_extract(m.value, '$.input_tokens') AS input_tokens, "
+           "json_extract(m.value, '$.output_tokens') AS output_tokens, json_extract(m.value, '$.usd') AS usd")
+#: a stage's name before any ``:`` ("consolidate:agent" is summed as "consolidate")
+_STAGE = "substr({name}, 1, instr({name} || ':', ':') - 1)"
+
+
+def _row(stage, day, model, kind, provider, price, calls, input_tokens, output_tokens, usd, unpriced) -> CostRow:
+    return CostRow(stage=stage, day=day, model=model, kind=kind or "llm", provider=provider or "",
+                   price="unpriced" if unpriced else (price or "unpriced"), calls=int(calls or 0),
+                   input_tokens=int(input_tokens or 0), output_tokens=int(output_tokens or 0),
+                   usd=None if unpriced else round(float(usd or 0), 9))
 
 
 class StatsMixin:
@@ -81,8 +90,9 @@ class StatsMixin:
             where.append("EXISTS (SELECT 1 FROM json_each(r.user_ids) WHERE value = ?)")
             args.append(user_id)
         run_rows = (
-            f"SELECT s.key, json_extract(s.value, '$.day'), m.key, m.value "
-            f"FROM {runs} r, json_each(r.usage) s, json_each(s.value, '$.by_model') m WHERE {' AND '.join(where)}")
+            f"SELECT {_STAGE.format(name='s.key')} AS stage, json_extract(s.value, '$.day') AS day, m.key AS model, "
+            f"{_FIELDS} FROM {runs} r, json_each(r.usage) s, json_each(s.value, '$.by_model') m "
+            f"WHERE {' AND '.join(where)}")
         # usage records: served by (agent_id, at), or the session's and run's expression indexes
         u_where, u_args = ["u.agent_id = ?"], [agent_id]
         if since is not None:
@@ -97,11 +107,19 @@ class StatsMixin:
         if user_id is not None:
             u_where.append(f"json_extract(u.doc, '$.run_id') IN (SELECT r.run_id FROM {runs} r WHERE {' AND '.join(where)})")
             u_args.extend(args)
+        usage_stage = _STAGE.format(name="json_extract(u.doc, '$.stage')")
         usage_rows = (
-            f"SELECT json_extract(u.doc, '$.stage'), substr(u.at, 1, 10), m.key, m.value "
+            f"SELECT {usage_stage}, substr(u.at, 1, 10), m.key, {_FIELDS} "
             f"FROM {usage} u, json_each(u.doc, '$.by_model') m WHERE {' AND '.join(u_where)}")
-        rows = self.db.conn().execute(f"{run_rows} UNION ALL {usage_rows}", (*args, *u_args)).fetchall()
-        return _grouped(rows)
+        # summed in SQL: one row per stage, day and model comes back (pipeline.cost.add_rows'
+        # rule: a sum with an unpriced row is unpriced)
+        rows = self.db.conn().execute(
+            "SELECT stage, day, model, MAX(kind), MAX(provider), MAX(price), SUM(calls), SUM(input_tokens), "
+            "SUM(output_tokens), SUM(usd), SUM(usd IS NULL) "
+            f"FROM ({run_rows} UNION ALL {usage_rows}) GROUP BY stage, day, model ORDER BY stage, day, model",
+            (*args, *u_args),
+        ).fetchall()
+        return [_row(*row) for row in rows]
 
     def reflection_counts(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, ReflectionCounts]:
         out = {key: ReflectionCounts(0, 0, None) for key in scope_keys}
