@@ -28,25 +28,19 @@ they are.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
 from pipeline.store._common import ts
+from pipeline.store._sqlite_pool import MAX_CONNECTIONS, Pool
 
 from pipeline.errors import StoreUnavailable
 
 BUSY_TIMEOUT_S = 60.0
-#: connections one process keeps to one file for its store calls: SQLite runs one writer at
-#: a time and a store call is short (model calls happen outside), so a few readers beside the
-#: writer keep the two cores busy; a caller past them waits (at most the busy timeout)
-MAX_CONNECTIONS = 4
 
 # Primary result codes (the low byte of an extended code): https://www.sqlite.org/rescode.html
 # SQLITE_BUSY (5): another connection holds a conflicting lock past the busy timeout.
@@ -156,13 +150,8 @@ class Database:
         self._all_lock = threading.Lock()
         self._writer_lock = threading.RLock()
         self._writer_pid = os.getpid()
-        # the pool of this process: idle connections, how many it has opened, and a condition
-        # a caller waits on when all are lent
-        self.max_connections = MAX_CONNECTIONS
-        self._pool = threading.Condition()
-        self._pool_pid = os.getpid()
-        self._idle: list[sqlite3.Connection] = []
-        self._pooled = 0
+        # the connections store calls borrow (``borrowed``)
+        self.pool = Pool(lambda: self._connect(pooled=True), size=MAX_CONNECTIONS, wait_s=busy_timeout_s, path=path)
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)
@@ -223,49 +212,13 @@ class Database:
         if self._memory or (getattr(local, "pid", None) == os.getpid() and local.conn is not None):
             yield
             return
-        conn = self._checkout()
+        conn = self.pool.checkout()
         local.conn, local.pid, local.lent = conn, os.getpid(), True
         try:
             yield
         finally:
             local.conn = None
-            self._checkin(conn)
-
-    def _checkout(self) -> sqlite3.Connection:
-        deadline = time.monotonic() + self.busy_timeout_s
-        with self._pool:
-            if self._pool_pid != os.getpid():  # forked: the parent's connections stay the parent's
-                self._pool_pid, self._idle, self._pooled = os.getpid(), [], 0
-            while not self._idle and self._pooled >= self.max_connections:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StoreUnavailable(
-                        f"SQLite store {self.path}: all {self.max_connections} connections of this process stayed "
-                        f"busy for {self.busy_timeout_s:g} s")
-                self._pool.wait(left)
-            if self._idle:
-                return self._idle.pop()
-            self._pooled += 1
-        try:
-            return self._connect(pooled=True)
-        except BaseException:
-            with self._pool:
-                self._pooled -= 1
-                self._pool.notify()
-            raise
-
-    def _checkin(self, conn: sqlite3.Connection) -> None:
-        with self._pool:
-            with self._all_lock:
-                kept = self._pool_pid == os.getpid() and any(conn is c for _, _, c in self._all)
-            if kept:
-                if conn.in_transaction:  # a statement left one open: the next caller starts clean
-                    conn.rollback()
-                self._idle.append(conn)
-                self._pool.notify()
-                return
-        if self._pool_pid == os.getpid():
-            conn.close()  # the store was closed while it was lent
+            self.pool.checkin(conn)
 
     @contextmanager
     def _process_writer_lock(self) -> Iterator[None]:
@@ -311,17 +264,15 @@ class Database:
                 conn.execute("COMMIT")
 
     def close(self) -> None:
-        with self._pool:
-            idle, self._idle, self._pooled = self._idle, [], 0
-            with self._all_lock:
-                conns, self._all = self._all, []
-            self._pool.notify_all()
+        self.pool.close()  # idle ones now, lent ones when given back
+        with self._all_lock:
+            conns, self._all = self._all, []
         me = threading.current_thread()
         for pid, owner, conn in conns:
             if pid != os.getpid():
                 continue  # inherited through a fork: the parent still owns it
-            if owner is None and not self._memory and not any(conn is c for c in idle):
-                continue  # lent to a store call under way: closed when it is given back
+            if owner is None and not self._memory:
+                continue  # the pool's
             if owner is None or owner is me or not owner.is_alive():
                 conn.close()
             # a live thread may be inside a statement on its own connection: that one is
@@ -367,41 +318,6 @@ class Database:
         ).fetchall():
             conn.execute(f"UPDATE {facts} SET updated_at = ? WHERE fact_id = ?",
                          (ts(datetime.fromisoformat(changed)), fact_id))
-
-
-def borrowing(cls: type) -> type:
-    """Class decorator of a store on ``self.db``: each public method runs on one connection
-    borrowed from the pool for the call (``Database.borrowed``); a generator method holds it
-    while it is iterated."""
-    for klass in cls.__mro__:
-        if klass is object:
-            continue
-        for name, method in vars(klass).items():
-            if name.startswith("_") or name == "close" or not inspect.isfunction(method):
-                continue
-            if getattr(method, "__isabstractmethod__", False) or getattr(cls.__dict__.get(name), "_borrows", False):
-                continue
-            setattr(cls, name, _borrowing(getattr(cls, name)))
-    return cls
-
-
-def _borrowing(method):
-    if inspect.isgeneratorfunction(method):
-        @functools.wraps(method)
-        def iterate(self, *args, **kwargs):
-            with self.db.borrowed():
-                yield from method(self, *args, **kwargs)
-
-        iterate._borrows = True
-        return iterate
-
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        with self.db.borrowed():
-            return method(self, *args, **kwargs)
-
-    call._borrows = True
-    return call
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable | None:

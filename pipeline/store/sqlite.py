@@ -21,7 +21,8 @@ from pydantic import TypeAdapter
 
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, borrowing, unavailable
+from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
+from pipeline.store._sqlite_pool import borrowing
 from pipeline.store._sqlite_stats import StatsMixin, run_columns, stage_usage
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_memory import MemoryMixin
