@@ -55,9 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if mall_old and mall_new:
         print("\nallocator (MB): " + ", ".join(
             f"{k} {mall_old[k] / 2**20:.1f} -> {mall_new[k] / 2**20:.1f}" for k in
-            ("arena", "hblkhd", "uordblks", "fordblks", "pymalloc_used", "pymalloc_free",
+            ("arena", "hblkhd", "uordblks", "fordblks", "anon_brk", "anon_1mib_maps", "anon_other",
              "traced", "tracemalloc_overhead") if k in mall_old)
-            + f", pymalloc arenas {mall_old.get('pymalloc_arenas')} -> {mall_new.get('pymalloc_arenas')}"
             + f", threads {mall_old.get('threads')} -> {mall_new.get('threads')}")
     fds_old, fds_new = _fd_kinds(args.old.with_suffix(".fds")), _fd_kinds(args.new.with_suffix(".fds"))
     if fds_old or fds_new:

@@ -4,7 +4,8 @@
 child) start :mod:`tracemalloc` when it starts and write a snapshot every
 ``MEMORY_TRACEMALLOC_EVERY_S`` seconds (default 120) to ``DIR/<pid>-<n>.snap``, together with
 the targets of its open file descriptors (``DIR/<pid>-<n>.fds``, from ``/proc/self/fd``) and
-glibc's allocator figures (``DIR/<pid>-<n>.malloc``: what lives outside Python's allocator).
+glibc's allocator figures and the process's anonymous memory by kind (``DIR/<pid>-<n>.malloc``:
+what lives outside Python's objects).
 Compare two snapshots taken minutes apart::
 
     python -m bench.memdiff DIR/1234-2.snap DIR/1234-9.snap
@@ -20,8 +21,6 @@ import ctypes
 import json
 import logging
 import os
-import sys
-import tempfile
 import threading
 import tracemalloc
 from pathlib import Path
@@ -68,36 +67,34 @@ def malloc_figures() -> dict[str, int]:
     return {name: getattr(info, name) for name, _ in _MallInfo2._fields_}
 
 
-def pymalloc_figures() -> dict[str, int]:
-    """Python's small-object allocator (``sys._debugmallocstats``): arenas held, and bytes in
-    used and free blocks. Arenas held while their blocks stay few in use is fragmentation,
-    which a snapshot (live objects only) does not show. The statistics go to the C stderr,
-    so it is pointed at a file for the call (a line another thread logs meanwhile lands there)."""
-    figures: dict[str, int] = {}
-    with tempfile.TemporaryFile() as out:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            os.dup2(out.fileno(), 2)
-            sys._debugmallocstats()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        out.seek(0)
-        for line in out.read().decode(errors="replace").splitlines():
-            for label, key in (("# arenas allocated current", "pymalloc_arenas"),
-                               ("# bytes in allocated blocks", "pymalloc_used"),
-                               ("# bytes in available blocks", "pymalloc_free")):
-                if line.startswith(label):
-                    figures[key] = int(line.split("=")[-1].replace(",", "").strip())
-    return figures
+def anonymous_memory() -> dict[str, int]:
+    """This process's anonymous memory (``/proc/self/smaps``) in bytes: the main heap
+    (``brk``), 1 MiB maps (Python's object arenas), and every other anonymous map (other
+    threads' malloc arenas, large blocks, thread stacks). Which of them grows tells a Python
+    object from an allocator or a library."""
+    out = {"anon_brk": 0, "anon_1mib_maps": 0, "anon_other": 0}
+    size, kind = 0, None
+    try:
+        with open("/proc/self/smaps", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                head = line.split()
+                if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                    start, end = (int(x, 16) for x in head[0].split("-"))
+                    size, name = end - start, (head[5] if len(head) > 5 else "")
+                    kind = "anon_brk" if name == "[heap]" else None if name else (
+                        "anon_1mib_maps" if size == 1 << 20 else "anon_other")
+                elif head[0] == "Anonymous:" and kind is not None:
+                    out[kind] += int(head[1]) * 1024
+    except OSError:
+        return {}
+    return out
 
 
 def _dump(directory: Path, n: int) -> None:
     stem = directory / f"{os.getpid()}-{n}"
     tracemalloc.take_snapshot().dump(str(stem) + ".snap")
     (Path(str(stem) + ".fds")).write_text("\n".join(fd_targets()) + "\n")
-    figures = {**malloc_figures(), **pymalloc_figures(), "tracemalloc_overhead": tracemalloc.get_tracemalloc_memory(),
+    figures = {**malloc_figures(), **anonymous_memory(), "tracemalloc_overhead": tracemalloc.get_tracemalloc_memory(),
                "traced": tracemalloc.get_traced_memory()[0], "threads": threading.active_count()}
     (Path(str(stem) + ".malloc")).write_text(json.dumps(figures) + "\n")
 
