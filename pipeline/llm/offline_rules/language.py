@@ -354,8 +354,8 @@ class Similarity:
     nested: bool          # the words of one are all among the words of the other
 
 
-# 2,048 texts: about 9 MB (a profile takes 4.6 kB); at 8,192 the cache took 37 MB and, filling
-# at about 1 MB/min under bench.soak, was most of the formation worker's heap growth
+# 2,048 texts: about 9 MB (a profile takes 4.6 kB); 8,192 would hold 37 MB in every worker that
+# runs the offline provider, still filling after half an hour of bench.soak
 @lru_cache(maxsize=2048)
 def _profile(text: str) -> tuple[tuple[tuple[str, bool], ...], frozenset[str], bool, str]:
     """(tokens with their value flag, token set, negated, normalized) of a text, cached:
