@@ -15,8 +15,10 @@ Every ``--sample-s`` seconds it samples the resident memory (all of it, and the 
 SQLite's memory-mapped reads add file pages to RSS as the database grows) and the open file
 handles (``/proc/<pid>/fd``) of every worker process (the main process and its pool
 children) and of beat. After the warm-up minute it fits a line to each and prints the slopes (MB/min and
-handles/min); healthy is flat handles and under 1 MB/min. The last line is the JSON of the
-figures, with events published vs stored and the load average.
+handles/min), and the heap's slope and the handles' range over the last half: the aim is under
+0.25 MB/min and handles flat (within 2). The last line is the JSON of the figures, with events
+published vs stored and the load average; ``--keep DIR`` also keeps every sample
+(``DIR/samples.json``).
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ def _processes(workers: dict[str, WorkerProcess], beat: subprocess.Popen) -> dic
 
 
 def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path, workdir: Path,
-        warm_up_s: float = WARM_UP_S) -> dict:
+        warm_up_s: float = WARM_UP_S, trace_dir: Path | None = None, trace_every_s: float = 120.0) -> dict:
     from tests.reliability.scenarios.harness import producer_app, queues_idle, wait_until
     from pipeline.store.sqlite import SQLiteStore
     from workers.producer import CeleryPublisher
@@ -161,14 +163,18 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
     store.create_indexes()
     layout = compose_workers()
     texts = turns(data)
+    settings = dict(SETTINGS)
+    if trace_dir is not None:  # heap snapshots and descriptor listings of every worker process
+        settings.update({"MEMORY_TRACEMALLOC_DIR": str(trace_dir.resolve()),
+                         "MEMORY_TRACEMALLOC_EVERY_S": str(trace_every_s)})
     with RedisServer(workdir / "redis") as redis:
-        env = {**os.environ, **SETTINGS, "MEMORY_BROKER_URL": redis.url(0), "MEMORY_RESULT_BACKEND": redis.url(1),
+        env = {**os.environ, **settings, "MEMORY_BROKER_URL": redis.url(0), "MEMORY_RESULT_BACKEND": redis.url(1),
                "MEMORY_STORE_URL": f"sqlite:///{db}",
                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
         workers = {w["name"]: WorkerProcess(
             broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
             log_file=workdir / f"worker-{w['name']}.log", queues=w["queues"], pool=w["pool"],
-            concurrency=w["concurrency"], extra_env=SETTINGS) for w in layout}
+            concurrency=w["concurrency"], extra_env=settings) for w in layout}
         beat_log = open(workdir / "beat.log", "wb")
         beat = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "--schedule", str(workdir / "celerybeat-schedule"),
@@ -208,6 +214,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
             for worker in workers.values():
                 worker.stop()
             store.close()
+    (workdir / "samples.json").write_text(json.dumps(samples))  # (t, rss, handles, heap) per process
     per_process = {}
     for name, points in samples.items():
         warm = [p for p in points if p[0] >= warm_up_s]
@@ -223,6 +230,10 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
             "handles_per_min": slope([(t, f) for t, _, f, _ in warm]),
             "rss_mb_last_half": round(half[-1][1] - half[0][1], 1) if half else None,
             "handles_last_half": int(half[-1][2] - half[0][2]) if half else None,
+            # the aim (README "Soak"): heap under 0.25 MB/min and handles flat (+-2) over the last half
+            "anon_mb_per_min_last_half": slope([(t, a) for t, _, _, a in half]),
+            "handles_min_max_last_half": [int(min(f for _, _, f, _ in half)), int(max(f for _, _, f, _ in half))]
+            if half else None,
         }
     return {
         "minutes": minutes, "rate_per_s": rate, "sessions": sessions, "data": str(data if data.exists() else DEMO),
@@ -232,6 +243,8 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
         "max_rss_mb_per_min": max((p["rss_mb_per_min"] or 0 for p in per_process.values()), default=None),
         "max_anon_mb_per_min": max((p["anon_mb_per_min"] or 0 for p in per_process.values()), default=None),
         "max_handles_per_min": max((p["handles_per_min"] or 0 for p in per_process.values()), default=None),
+        "max_anon_mb_per_min_last_half": max((p["anon_mb_per_min_last_half"] or 0 for p in per_process.values()),
+                                             default=None),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -245,18 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=LOCOMO, help="LoCoMo dev.json (or a JSONL of events)")
     parser.add_argument("--warm-up-s", type=float, default=WARM_UP_S, help="seconds left out of the slopes")
     parser.add_argument("--keep", type=Path, default=None, help="keep the store and logs in this directory")
+    parser.add_argument("--trace-dir", type=Path, default=None,
+                        help="workers write tracemalloc snapshots and descriptor listings here "
+                             "(workers.memtrace; compare two with python -m bench.memdiff); slows them")
+    parser.add_argument("--trace-every-s", type=float, default=120.0, help="seconds between snapshots")
     args = parser.parse_args(argv)
+    trace = {"trace_dir": args.trace_dir, "trace_every_s": args.trace_every_s}
     options = (args.minutes, args.sample_s, args.rate, args.sessions, args.data)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        figures = run(*options, args.keep, warm_up_s=args.warm_up_s)
+        figures = run(*options, args.keep, warm_up_s=args.warm_up_s, **trace)
     else:
         with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-            figures = run(*options, Path(tmp), warm_up_s=args.warm_up_s)
+            figures = run(*options, Path(tmp), warm_up_s=args.warm_up_s, **trace)
     for name, p in figures["processes"].items():
         print(f"{name:<22} rss {p['rss_mb_first']:>6} -> {p['rss_mb_last']:>6} MB ({p['rss_mb_per_min']} MB/min, "
               f"{p['rss_mb_last_half']} over the last half; heap {p['anon_mb_first']} -> {p['anon_mb_last']}, "
-              f"{p['anon_mb_per_min']} MB/min)  handles {p['handles_first']:>4} -> {p['handles_last']:>4} "
+              f"{p['anon_mb_per_min']} MB/min, {p['anon_mb_per_min_last_half']} over the last half)  "
+              f"handles {p['handles_first']:>4} -> {p['handles_last']:>4} "
               f"({p['handles_per_min']}/min, {p['handles_last_half']} over the last half)")
     print(json.dumps(figures))
     return 0

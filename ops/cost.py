@@ -2,23 +2,23 @@
 
 Every formation run keeps its calls per stage and model, priced when they were recorded
 (``pipeline.cost``); session-end consolidations, which have no run, and stage attempts that
-failed after their calls keep theirs in usage records. Both are summed here, grouped by model, stage or day. A model without a price is
-listed as unpriced beside the dollars, never counted as 0.
+failed after their calls keep theirs in usage records. The store sums both per stage, day and
+model (``Store.cost_rows``, over the runs its index on agent and time selects); they are
+grouped here by model, stage or day. A model without a price is listed as unpriced beside the
+dollars, never counted as 0.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pipeline import cost
 from pipeline.store.port import Store
 
 GROUPINGS = ("model", "stage", "day")
-# every run of the agent is read: the port lists runs newest first under a limit
-_ALL_RUNS = 10_000_000
 _SPAN = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
@@ -31,35 +31,42 @@ def parse_since(text: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
-def _items(store: Store, agent_id: str, since: datetime | None) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    """(stage, day, priced per-model rows) of every recorded call of the agent since ``since``."""
-    for run in store.list_runs(agent_id=agent_id, limit=_ALL_RUNS):
-        if since is not None and run.created_at < since:
-            continue
-        for name, record in run.stages.items():
-            if record.usage.by_model:
-                at = record.finished_at or record.started_at or run.created_at
-                yield name.split(":")[0], at.date().isoformat(), record.usage.by_model
-    for record in store.list_usage(agent_id, since):
-        yield record.stage.split(":")[0], record.at.date().isoformat(), record.by_model
+def parse_when(text: str) -> timedelta | datetime:
+    """A time bound: a duration back from now (``7d``, ``12h``, ``30m``) or an ISO date or
+    time (``2026-05-01``, ``2026-05-01T12:00:00+00:00``; UTC when no offset is given);
+    ValueError naming the accepted forms."""
+    try:
+        return parse_since(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a duration such as 7d, 12h or 30m, or an ISO date or time such as "
+                         f"2026-05-01 or 2026-05-01T12:00:00+00:00, got {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def cost_report(store: Store, agent_id: str, *, since: datetime | None = None, by: str = "model") -> dict[str, Any]:
-    """The agent's cost since ``since``: the total and one summary per model, stage or day."""
+def cost_report(store: Store, agent_id: str, *, since: datetime | None = None, until: datetime | None = None,
+                by: str = "model") -> dict[str, Any]:
+    """The agent's cost in ``[since, until)``: the total and one summary per model, stage or
+    day. The store sums the calls per stage, day and model (``cost_rows``: runs created in the
+    window, through its index on agent and time, and usage records made in it)."""
     if by not in GROUPINGS:
         raise ValueError(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}")
+    if since is not None and until is not None and until <= since:
+        raise ValueError(f"--until ({until.isoformat()}) must come after --since ({since.isoformat()})")
     groups: dict[str, list[Mapping[str, Any]]] = {}
     every: list[Mapping[str, Any]] = []
-    for stage, day, rows in _items(store, agent_id, since):
+    for row in store.cost_rows(agent_id, since=since, until=until):
+        rows = row.by_model()
         every.append(rows)
-        if by == "model":
-            for model, row in rows.items():
-                groups.setdefault(model, []).append({model: row})
-        else:
-            groups.setdefault(stage if by == "stage" else day, []).append(rows)
+        key = {"model": row.model, "stage": row.stage, "day": row.day}[by]
+        groups.setdefault(key, []).append(rows)
     return {
         "agent_id": agent_id,
         "since": since.isoformat() if since else None,
+        "until": until.isoformat() if until else None,
         "by": by,
         "total": cost.summary(every),
         "groups": {key: cost.summary(rows) for key, rows in sorted(groups.items())},
@@ -68,6 +75,8 @@ def cost_report(store: Store, agent_id: str, *, since: datetime | None = None, b
 
 def format_report(report: Mapping[str, Any]) -> str:
     since = f" since {report['since']}" if report["since"] else ""
+    if report.get("until"):
+        since += f" until {report['until']}"
     lines = [f"agent {report['agent_id']}{since}: {cost.describe(report['total'])}"]
     for key, total in report["groups"].items():
         tokens_in = sum(r["input_tokens"] for r in total["by_model"].values())

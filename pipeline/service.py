@@ -52,8 +52,6 @@ MAX_RECENT_REFLECTIONS = context.MAX_RECENT_REFLECTIONS
 _EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _USER_ID = TypeAdapter(Id)
 _MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
-# every run of the agent is summed into its stats (the store lists runs under a limit)
-_ALL_RUNS = 10_000_000
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
     "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
@@ -383,19 +381,15 @@ class MemoryService:
         return keys
 
     def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
-        """Cost per scope key: the agent's every run and usage record (session-end
-        consolidations, failed attempts); the user's runs (those whose users include them); the
-        session's runs and usage records."""
-        runs = self.store.list_runs(agent_id=self.agent_id, limit=_ALL_RUNS)
-        records = self.store.list_usage(self.agent_id)
-        out = {scope_key("agent"): cost.of_runs(runs, records)}
+        """Cost per scope key, summed by the store (``cost_rows``): the agent's every run and
+        usage record (session-end consolidations, failed attempts); the user's runs (those
+        whose users include them) and their records; the session's runs and usage records."""
+        out = {scope_key("agent"): _summary(self.store.cost_rows(self.agent_id))}
         if user_id:
-            theirs = [r for r in runs if user_id in r.user_ids]
-            ids = {r.run_id for r in theirs}
-            out[scope_key("user", user_id=user_id)] = cost.of_runs(theirs, (r for r in records if r.run_id in ids))
+            out[scope_key("user", user_id=user_id)] = _summary(self.store.cost_rows(self.agent_id, user_id=user_id))
         if session_id:
-            out[scope_key("session", session_id=session_id)] = cost.of_runs(
-                (r for r in runs if r.session_id == session_id), (r for r in records if r.session_id == session_id))
+            out[scope_key("session", session_id=session_id)] = _summary(
+                self.store.cost_rows(self.agent_id, session_id=session_id))
         return out
 
     def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
@@ -407,22 +401,26 @@ class MemoryService:
 
     def get_memory_stats(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the
-        tokens and cost of the model calls that formed it (``pipeline.cost``)."""
+        tokens and cost of the model calls that formed it (``pipeline.cost``). Counts and sums
+        come from the store; only the unabsorbed buffer (bounded by the consolidation
+        threshold) is read, for its words."""
         out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
         spend = self._spend(user_id, session_id)
-        for scope, key in self._scope_keys(user_id, session_id):
+        keys = self._scope_keys(user_id, session_id)
+        counts = self.store.reflection_counts(self.agent_id, [k for _, k in keys])
+        for scope, key in keys:
             blob = self.store.get_blob(self.agent_id, key)
-            reflections = self.store.list_reflections(self.agent_id, key)
-            unabsorbed = [r for r in reflections if not r.absorbed]
+            reflections = counts[key]
+            unabsorbed = self.store.unabsorbed_reflections(self.agent_id, key) if reflections.unabsorbed else []
             entry: dict[str, Any] = {
                 "scope": scope,
                 "blob_words": word_count(blob.consolidated_content) if blob else 0,
                 "blob_version": blob.version if blob else 0,
                 "last_consolidated_at": _iso(blob.last_consolidated_at if blob else None),
-                "reflections": len(reflections),
-                "reflections_unabsorbed": len(unabsorbed),
+                "reflections": reflections.total,
+                "reflections_unabsorbed": reflections.unabsorbed,
                 "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
-                "last_reflection_at": _iso(max((r.formed_at for r in reflections), default=None)),
+                "last_reflection_at": _iso(reflections.last_formed_at),
                 "tokens": cost.tokens_of(spend[key]),
                 "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"],
                          "text": cost.describe(spend[key])},
@@ -510,6 +508,11 @@ def _user_ids(user_ids: Sequence[str]) -> list[str]:
         except ValidationError as exc:
             raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
     return list(dict.fromkeys(user_ids))
+
+
+def _summary(rows) -> dict:
+    """``pipeline.cost.summary`` of the store's summed rows."""
+    return cost.summary(row.by_model() for row in rows)
 
 
 def _iso(value: datetime | None) -> str | None:

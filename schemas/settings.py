@@ -51,8 +51,10 @@ class Settings(BaseSettings):
     # --- broker --------------------------------------------------------------------------
     # the broker's password, percent-encoded into MEMORY_BROKER_URL (which then carries none)
     broker_password: str | None = None
-    # Redis of the task queues
+    # Redis of the task queues: redis://, rediss:// (TLS) or sentinel://h1:26379;sentinel://h2:26379/0
     broker_url: str = Field(default="redis://localhost:6379/0", validate_default=True)
+    # the master's name the sentinels watch; required by (and only by) a sentinel:// broker URL
+    broker_sentinel_master: str | None = None
     # None: no task result is ever read (every send ignores it), so no result backend runs
     result_backend: str | None = None
     # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).

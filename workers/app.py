@@ -21,10 +21,13 @@ from kombu import Queue
 
 from pipeline import names
 from schemas.settings import get_settings
-from workers import redaction, telemetry, transport  # noqa: F401 - redaction: monitoring shows no content
+# imported for their signal handlers: redaction (monitoring shows no content), allocator (few
+# malloc arenas, free pages handed back) and memtrace (heap snapshots when asked for)
+from workers import allocator, memtrace, redaction, telemetry, transport  # noqa: F401
 
-# ``redis://`` brokers use kombu's Redis transport closed against losing a popped message when
-# Redis crashes (workers/transport.py), under the scheme Flower and every tool understands
+# ``redis://``, ``rediss://`` and ``sentinel://`` brokers use kombu's Redis transports closed
+# against losing a popped message when Redis crashes (workers/transport.py), under the schemes
+# Flower and every tool understands
 transport.register()
 
 TASK_MODULES = ["workers.ingest", "workers.formation", "workers.consolidation", "workers.maintenance"]
@@ -57,12 +60,16 @@ ROUTES = {
 
 
 def create_app() -> Celery:
+    """The app for the broker of the settings; ``transport.BrokerRefused`` for a broker URL
+    the workers cannot serve with the reliable pop."""
     settings = get_settings()
+    broker = transport.broker_options(settings.broker_url, sentinel_master=settings.broker_sentinel_master)
     # Task modules are imported by the worker (``include``); producers send tasks by name.
     app = Celery(
         "memory", broker=settings.broker_url, backend=settings.result_backend or None, include=TASK_MODULES
     )
-    transport_options = {"visibility_timeout": settings.broker_visibility_timeout_s}
+    transport_options = {"visibility_timeout": settings.broker_visibility_timeout_s,
+                         **broker.get("transport_options", {})}
     if settings.broker_url.startswith("memory://"):
         # the in-process broker polls; a short interval keeps a chain hop near 10 ms
         transport_options["polling_interval"] = 0.01
@@ -87,6 +94,7 @@ def create_app() -> Celery:
         task_send_sent_event=False,
         task_track_started=True,
         broker_transport_options=transport_options,
+        broker_use_ssl=broker.get("broker_use_ssl"),
         result_backend_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
@@ -102,7 +110,11 @@ def create_app() -> Celery:
     return app
 
 
-app = create_app()
+try:
+    app = create_app()
+except transport.BrokerRefused as exc:
+    # one line naming the setting, before any worker, beat or producer connects
+    raise SystemExit(f"memory pipeline: {exc}") from None
 telemetry.configure()  # OTEL_* set: spans are exported (workers.telemetry); unset: a no-op
 
 if "flower" in sys.argv[1:]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import ssl
 import time
 
 import redis
@@ -137,9 +138,14 @@ def _script(client, source: str, numkeys: int, *keys_and_args):
 # one atomic step: a pop Redis persists is never one that nobody holds. The raw payload is
 # stored as sent (string concatenation), in kombu's unacked format [payload, exchange, key].
 # Text that is not a kombu envelope cannot be recorded as unacked (kombu's restore decodes it):
-# it moves whole to the list KEYS[i] .. ARGV[2] and is returned with a third element.
+# it moves whole to the queue key's list of undeliverable messages and is returned with a third
+# element. Every key the script touches is passed in KEYS (Redis's rule for scripts: "all the
+# keys accessed by the script must be explicitly passed", https://redis.io/docs/latest/develop/
+# interact/programmability/eval-intro/ "Script parameterization"): the unacked index and hash,
+# then ARGV[2] queue keys, then their undeliverable lists in the same order.
 _POP_AND_RECORD = """
-for i = 3, #KEYS do
+local n = tonumber(ARGV[2])
+for i = 3, 2 + n do
   local raw = redis.call('LINDEX', KEYS[i], -1)
   if raw then
     -- decoded and checked before any write: a script that fails has changed nothing
@@ -149,7 +155,7 @@ for i = 3, #KEYS do
     local tag = type(props) == 'table' and props['delivery_tag']
     if type(info) ~= 'table' or type(tag) ~= 'string' then
       redis.call('RPOP', KEYS[i])
-      redis.call('LPUSH', KEYS[i] .. ARGV[2], raw)
+      redis.call('LPUSH', KEYS[i + n], raw)
       return {KEYS[i], raw, 'not an envelope'}
     end
     local exchange, routing_key = info['exchange'], info['routing_key']
@@ -211,9 +217,10 @@ class Channel(_redis.Channel):
                 self.client.connection.disconnect()
                 raise
             keys = [self._q_for_pri(queue, pri) for pri in self.priority_steps]
+            aside = [key + envelope.UNDELIVERABLE_SUFFIX for key in keys]
             with self.conn_or_acquire() as client:
-                got = client.eval(_POP_AND_RECORD, 2 + len(keys), self.unacked_index_key, self.unacked_key,
-                                  *keys, time.time(), envelope.UNDELIVERABLE_SUFFIX)
+                got = client.eval(_POP_AND_RECORD, 2 + 2 * len(keys), self.unacked_index_key, self.unacked_key,
+                                  *keys, *aside, time.time(), len(keys))
             if not got:
                 raise Empty()
             key, item = bytes_to_str(got[0]), bytes_to_str(got[1])
@@ -289,23 +296,86 @@ class Channel(_redis.Channel):
 
 
 class Transport(_redis.Transport):
+    """``redis://`` and ``rediss://`` (TLS: kombu's connection parameters pick redis-py's SSL
+    connection from the URL's ``ssl_*`` query or ``broker_use_ssl``; the pop is the same)."""
+
     Channel = Channel
 
 
-#: this transport, as kombu names a transport class
-REDIS_TRANSPORT = "workers.transport:Transport"
+class SentinelChannel(Channel, _redis.SentinelChannel):
+    """The reliable pop on the master a Redis Sentinel names: kombu's sentinel channel builds
+    the pool (its connections ask the sentinels for the master on every connect, so a
+    failover is followed), this module's channel pops from it."""
+
+
+class SentinelTransport(Transport):
+    """``sentinel://host:26379;sentinel://host2:26379/0`` with the ``master_name`` transport
+    option (``MEMORY_BROKER_SENTINEL_MASTER``)."""
+
+    default_port = _redis.SentinelTransport.default_port
+    Channel = SentinelChannel
+
+
+#: this module's transports, as kombu names a transport class, by the URL scheme they serve:
+#: every scheme kombu maps to its Redis transports (kombu.transport.TRANSPORT_ALIASES)
+TRANSPORTS = {
+    "redis": "workers.transport:Transport",
+    "rediss": "workers.transport:Transport",
+    "sentinel": "workers.transport:SentinelTransport",
+}
+#: kept for callers that name the plain one
+REDIS_TRANSPORT = TRANSPORTS["redis"]
 
 
 def register() -> None:
-    """Make ``redis://`` URLs use this transport in this process.
+    """Make ``redis://``, ``rediss://`` and ``sentinel://`` URLs use these transports in this
+    process.
 
     kombu resolves a URL's scheme through its alias table (``kombu.transport.TRANSPORT_ALIASES``).
-    Registered there, the broker URL keeps its ``redis://`` scheme everywhere it is shown or
-    parsed: Flower maps the scheme to its Redis broker client (Broker tab,
-    ``/api/queues/length``), which a ``broker_transport`` class path (the connection's URI
-    then reads ``workers.transport:Transport://...``) made impossible. ``rediss://`` keeps
-    kombu's own transport."""
-    TRANSPORT_ALIASES["redis"] = REDIS_TRANSPORT
-    # kombu caches a resolved alias; drop a stock class resolved before this call
-    if _transport_cache.get("redis") not in (None, Transport):
-        del _transport_cache["redis"]
+    Registered there, the broker URL keeps its scheme everywhere it is shown or parsed: Flower
+    maps the scheme to its Redis broker client (Broker tab, ``/api/queues/length``), which a
+    ``broker_transport`` class path (the connection's URI then reads
+    ``workers.transport:Transport://...``) made impossible."""
+    ours = {"workers.transport:Transport": Transport, "workers.transport:SentinelTransport": SentinelTransport}
+    for scheme, path in TRANSPORTS.items():
+        TRANSPORT_ALIASES[scheme] = path
+        # kombu caches a resolved alias; drop a stock class resolved before this call
+        if _transport_cache.get(scheme) not in (None, ours[path]):
+            del _transport_cache[scheme]
+
+
+class BrokerRefused(ValueError):
+    """A broker URL the workers cannot serve with the reliable pop; the message is one line
+    naming the setting to change."""
+
+
+def broker_options(url: str, *, sentinel_master: str | None) -> dict:
+    """Celery's ``broker_use_ssl`` and transport options for ``url`` (``MEMORY_BROKER_URL``),
+    or ``BrokerRefused``.
+
+    - ``rediss://`` verifies the server's certificate against the system's authorities (and
+      its host name) unless the URL's query says otherwise (``ssl_cert_reqs``, ``ssl_ca_certs``,
+      ``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``): kombu alone would connect
+      without checking it, with a warning, where redis-py and Celery's result backend check.
+    - ``sentinel://`` needs the name of the master to ask the sentinels for.
+    - Any other Redis-like scheme (``redis+socket://``, ``valkey://``) would reach a transport
+      without the reliable pop, or none: refused.
+    """
+    scheme = url.partition("://")[0].lower()
+    options: dict = {}
+    if scheme == "rediss" and "ssl_cert_reqs=" not in url.partition("?")[2]:
+        options["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    if scheme == "sentinel":
+        if not sentinel_master:
+            raise BrokerRefused(
+                "MEMORY_BROKER_SENTINEL_MASTER is not set: a sentinel:// MEMORY_BROKER_URL needs the name "
+                "of the master the sentinels watch (e.g. mymaster)")
+        options["transport_options"] = {"master_name": sentinel_master}
+    elif sentinel_master:
+        raise BrokerRefused(
+            f"MEMORY_BROKER_SENTINEL_MASTER is set, but MEMORY_BROKER_URL is {scheme}://, not sentinel://")
+    if scheme not in TRANSPORTS and ("redis" in scheme or "valkey" in scheme or "sentinel" in scheme):
+        raise BrokerRefused(
+            f"MEMORY_BROKER_URL: {scheme}:// has no reliable queue pop here; use redis://, rediss:// "
+            "(TLS) or sentinel://")
+    return options

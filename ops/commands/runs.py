@@ -128,10 +128,13 @@ def _reembed(args: argparse.Namespace) -> int:
     try:
         embedder = open_embedder(settings)
         hint = f"MEMORY_EMBEDDING_PROVIDER={settings.resolved_embedding_provider()} in this shell"
-        warning = mismatch_warning(embedder.model, models_to_replace(store, embedder.model, args.agent), hint)
+        found = models_to_replace(store, embedder.model, args.agent)
+        warning = mismatch_warning(embedder.model, found, hint)
         if warning:
             print(warning, file=sys.stderr)
-        with tqdm(desc=f"re-embedding with {embedder.model}", unit="fact", disable=args.json) as bar:
+        # the count just taken gives the bar its end (and an ETA); --json prints one object only
+        with tqdm(total=sum(e["facts"] for e in found.values()), desc=f"re-embedding with {embedder.model}",
+                  unit="fact", disable=args.json, file=sys.stderr) as bar:
             count = reembed(store, embedder, agent_id=args.agent, batch=args.batch, progress=bar.update)
     finally:
         store.close()

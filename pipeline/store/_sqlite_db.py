@@ -10,11 +10,15 @@ again, so with many worker threads a 1 ms transaction waited tens of ms behind t
 The Python lock hands over as soon as the holder commits; other processes still meet the
 busy handler (rarely: one worker process writes most).
 
-A connection belongs to the thread that opened it and lives as long as that thread: when a
-thread opens its first connection, those of threads that have ended are closed. Without that,
-every short-lived thread (a per-call executor, a background refresh) left a connection, and
-its two or three file handles, open until the store was closed: a worker hit the open-file
-limit after about 120 formations.
+Each call of a store method borrows one connection from a small per-process pool
+(``MAX_CONNECTIONS``) and gives it back when it returns; calls nested in it, and the statements
+of a generator method while it is iterated, use the same one. The connections a process holds
+are so bounded by the pool, not by how many threads ever used the store: a threads worker
+(32 pool threads, 8 dedup threads) opened one per thread, each with its file handles and its
+own page cache, and kept them all, so its handles and heap grew with every new peak of
+concurrency (15 -> 45 handles and 1.25 MB/min in a 12-minute soak). A caller that uses
+``conn()`` outside a store method (tests, the schema set-up) gets a connection of its own
+thread, closed once that thread has ended.
 
 A lock held by another connection past the busy timeout (``SQLITE_BUSY``, ``SQLITE_LOCKED``)
 is the one SQLite error that means "not now": ``unavailable`` turns it into
@@ -32,6 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from pipeline.store._common import ts
+from pipeline.store._sqlite_pool import MAX_CONNECTIONS, Pool
 
 from pipeline.errors import StoreUnavailable
 
@@ -122,13 +127,19 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("consolidated_last_run", "consolidated", "json_extract(doc, '$.last_run_id')", False),
     ("audit_at", "audit", "at", False),
     ("user_switches_user", "user_switches", "user_id", False),
+    # statistics (port_stats): an agent's runs by time (runs_agent_created above), usage
+    # records by session and by run
+    ("usage_session", "usage", "json_extract(doc, '$.session_id')", False),
+    ("usage_run", "usage", "json_extract(doc, '$.run_id')", False),
+    ("runs_unsummed", "runs", "run_id", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
 # from being formed again later (it is a new fact then, and the retired one stays as it was).
 _PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
             # rows still to backfill (none once upgraded): opening a big file stays cheap
-            "facts_unchanged": "updated_at IS NULL"}
+            "facts_unchanged": "updated_at IS NULL",
+            "runs_unsummed": "usage IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
@@ -138,6 +149,9 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("facts", "updated_at", "TEXT"),
     # Fact.search_text; NULL on a fact written before: search reads its content then
     ("facts", "search_text", "TEXT"),
+    # what the statistics sum, beside the document (_sqlite_stats): NULL until backfilled
+    ("runs", "usage", "TEXT"),
+    ("runs", "user_ids", "TEXT"),
 )
 
 
@@ -158,17 +172,20 @@ class Database:
         self._all_lock = threading.Lock()
         self._writer_lock = threading.RLock()
         self._writer_pid = os.getpid()
+        # the connections store calls borrow (``borrowed``)
+        self.pool = Pool(lambda: self._connect(pooled=True), size=MAX_CONNECTIONS, wait_s=busy_timeout_s, path=path)
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)
-        self.create_schema()
+        with self.borrowed():
+            self.create_schema()
 
     def t(self, table: str) -> str:
         """The prefixed table name."""
         return f'"{self.prefix}{table}"'
 
     # ------------------------------------------------------------------ connections --------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, pooled: bool = False) -> sqlite3.Connection:
         # check_same_thread=False only so that a connection can be closed once its thread has
         # ended (from another thread); while the thread lives, only it uses its connection.
         conn = sqlite3.connect(
@@ -183,7 +200,7 @@ class Database:
         with self._all_lock:
             ended = [e for e in self._all if e[0] == os.getpid() and e[1] is not None and not e[1].is_alive()]
             self._all = [e for e in self._all if e not in ended]
-            self._all.append((os.getpid(), None if self._memory else threading.current_thread(), conn))
+            self._all.append((os.getpid(), None if self._memory or pooled else threading.current_thread(), conn))
         for _, _, old in ended:
             old.close()
         return conn
@@ -194,6 +211,8 @@ class Database:
             return sum(1 for pid, _, _ in self._all if pid == os.getpid())
 
     def conn(self) -> sqlite3.Connection:
+        """The connection of this call: the one a store method borrowed (``borrowed``), else
+        one of this thread's own."""
         if self._memory:
             with self._memory_lock:
                 if self._memory_conn is None:
@@ -201,10 +220,27 @@ class Database:
                 return self._memory_conn
         local = self._local
         # A connection must never cross a fork: a child process opens its own.
-        if getattr(local, "pid", None) != os.getpid():
+        if getattr(local, "pid", None) != os.getpid() or local.conn is None:
             local.conn = self._connect()
             local.pid = os.getpid()
+            local.lent = False
         return local.conn
+
+    @contextmanager
+    def borrowed(self) -> Iterator[None]:
+        """Within the block, ``conn()`` is a connection lent by the pool (or the one this
+        thread already holds: a nested call), given back at its end."""
+        local = self._local
+        if self._memory or (getattr(local, "pid", None) == os.getpid() and local.conn is not None):
+            yield
+            return
+        conn = self.pool.checkout()
+        local.conn, local.pid, local.lent = conn, os.getpid(), True
+        try:
+            yield
+        finally:
+            local.conn = None
+            self.pool.checkin(conn)
 
     @contextmanager
     def _process_writer_lock(self) -> Iterator[None]:
@@ -250,12 +286,15 @@ class Database:
                 conn.execute("COMMIT")
 
     def close(self) -> None:
+        self.pool.close()  # idle ones now, lent ones when given back
         with self._all_lock:
             conns, self._all = self._all, []
         me = threading.current_thread()
         for pid, owner, conn in conns:
             if pid != os.getpid():
                 continue  # inherited through a fork: the parent still owns it
+            if owner is None and not self._memory:
+                continue  # the pool's
             if owner is None or owner is me or not owner.is_alive():
                 conn.close()
             # a live thread may be inside a statement on its own connection: that one is
@@ -291,7 +330,11 @@ class Database:
 
     def _backfill(self, conn: sqlite3.Connection) -> None:
         """Facts written before ``updated_at`` was a column: their latest change is the
-        document's ``updated_at`` (an UPDATE set it) or else ``formed_at``."""
+        document's ``updated_at`` (an UPDATE set it) or else ``formed_at``. Runs written before
+        ``usage`` and ``user_ids`` were columns: from their documents."""
+        from pipeline.store._sqlite_stats import BACKFILL
+
+        conn.execute(BACKFILL.format(runs=self.t("runs")))
         facts = self.t("facts")
         conn.execute(f"UPDATE {facts} SET updated_at = formed_at WHERE updated_at IS NULL "
                      "AND json_extract(doc, '$.updated_at') IS NULL")

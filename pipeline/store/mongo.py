@@ -38,6 +38,7 @@ from pipeline.store._mongo_erasure import MongoErasureMixin
 from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
 from pipeline.store._mongo_provenance import IDS, UNPARSED, MongoProvenanceMixin, rejected_ids_fields
 from pipeline.store._mongo_runs import MongoRunsMixin
+from pipeline.store._mongo_stats import MongoStatsMixin
 from pipeline.store._mongo_unavailable import unavailable
 from pipeline.store._unavailable import translate_errors
 from pipeline.store.port import IngestOutcome, Store, owned_by_another
@@ -76,6 +77,9 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("rejected", [("received_at", _D)], "received", False),
     (c.USAGE, [("agent_id", _A), ("at", _A)], "agent_at", False),
+    # statistics (port_stats): a session's usage records, and those of a user's runs
+    (c.USAGE, [("agent_id", _A), ("session_id", _A), ("at", _A)], "agent_session_at", False),
+    (c.USAGE, [("run_id", _A)], "run", False),
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),
@@ -112,7 +116,8 @@ PARTIAL = {
 
 
 @translate_errors(unavailable)
-class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, MongoAccessMixin, Store):
+class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, MongoAccessMixin,
+                 MongoStatsMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``_mongo_unavailable``), through the one decorator above."""
 

@@ -21,14 +21,15 @@ from pipeline.store.port_admin import AdminStore, ForgetCounts
 from pipeline.store.port_ingest import IngestOutcome, IngestStore, owned_by_another
 from pipeline.store.port_memory import FactCandidate, MemoryStore
 from pipeline.store.port_runs import RunStore
+from pipeline.store.port_stats import CostRow, ReflectionCounts, StatsStore
 
 
-class Store(IngestStore, RunStore, MemoryStore, AdminStore, AccessStore):
+class Store(IngestStore, RunStore, MemoryStore, AdminStore, AccessStore, StatsStore):
     """Repository methods for every collection of §7: the union of the five ports, for wiring.
     A caller that needs one part only takes that port."""
 
 
 __all__ = [
-    "AccessStore", "AdminStore", "FactCandidate", "ForgetCounts", "IngestOutcome", "IngestStore",
-    "MemoryStore", "RunStore", "Store", "owned_by_another",
+    "AccessStore", "AdminStore", "CostRow", "FactCandidate", "ForgetCounts", "IngestOutcome", "IngestStore",
+    "MemoryStore", "ReflectionCounts", "RunStore", "StatsStore", "Store", "owned_by_another",
 ]

@@ -23,6 +23,8 @@ from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
 from pipeline.store._sqlite_access import AccessMixin
 from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
+from pipeline.store._sqlite_pool import borrowing
+from pipeline.store._sqlite_stats import StatsMixin, run_columns, stage_usage
 from pipeline.store._sqlite_erasure import ErasureMixin
 from pipeline.store._sqlite_provenance import ProvenanceMixin
 from pipeline.store._sqlite_memory import MemoryMixin
@@ -67,6 +69,11 @@ class _RunHead(NamedTuple):
     seq_to: int
 
 
+def _usage_path(stage: str) -> str:
+    _stage_path(stage)  # the same rule for the name
+    return f'$."{stage}"'
+
+
 def _stage_path(stage: str) -> str:
     if '"' in stage:
         raise ValueError(f"stage name {stage!r} must not contain a double quote")
@@ -74,7 +81,8 @@ def _stage_path(stage: str) -> str:
 
 
 @translate_errors(unavailable)
-class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Store):
+@borrowing
+class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, StatsMixin, Store):
     """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
     (``_sqlite_db.unavailable``), through the one decorator above."""
 
@@ -293,9 +301,9 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Store
     def put_run_row(self, conn: sqlite3.Connection, run: FormationRun) -> None:
         conn.execute(
             f"INSERT OR REPLACE INTO {self.db.t('runs')} (run_id, agent_id, session_id, status, "
-            "lease_expires_at, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "lease_expires_at, created_at, doc, usage, user_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (run.run_id, run.agent_id, run.session_id, run.status, c.ts(run.lease_expires_at),
-             c.ts(run.created_at), run.model_dump_json()),
+             c.ts(run.created_at), run.model_dump_json(), *run_columns(run)),
         )
 
     def _claim_holder(self, conn: sqlite3.Connection, session: SessionState) -> FormationRun | None:
@@ -374,6 +382,9 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Store
         if "lease_expires_at" in checked:
             sets.append("lease_expires_at = ?")
             args.append(c.ts(checked["lease_expires_at"][1]))  # type: ignore[arg-type]
+        if "user_ids" in checked:
+            sets.append("user_ids = ?")
+            args.append(json.dumps(list(checked["user_ids"][1])))  # type: ignore[arg-type]
         changed = conn.execute(f"UPDATE {self.db.t('runs')} SET {', '.join(sets)} WHERE run_id = ?",
                                (*args, run_id)).rowcount
         if not changed:
@@ -455,8 +466,13 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Store
             done = c.completed(current, record)
             if done is None:
                 return False
-            conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)) WHERE run_id = ?",
-                         (path, done.model_dump_json(), run_id))
+            created = conn.execute(f"SELECT created_at FROM {runs} WHERE run_id = ?", (run_id,)).fetchone()[0]
+            entry = stage_usage(datetime.fromisoformat(created), done)
+            conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)), "
+                         "usage = CASE WHEN ? IS NULL THEN json_remove(coalesce(usage, '{}'), ?) "
+                         "ELSE json_set(coalesce(usage, '{}'), ?, json(?)) END WHERE run_id = ?",
+                         (path, done.model_dump_json(), json.dumps(entry) if entry else None, _usage_path(stage),
+                          _usage_path(stage), json.dumps(entry), run_id))
             return True
 
     def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:

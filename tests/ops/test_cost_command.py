@@ -110,7 +110,7 @@ def test_cost_refuses_a_since_it_cannot_read(store, settings, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["cost", "--agent", "a1", "--since", "a week"])
     assert exited.value.code == 2
-    assert "expected a duration such as 7d, 12h or 30m, got 'a week'" in capsys.readouterr().err
+    assert "expected a duration such as 7d, 12h or 30m, or an ISO date or time" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("prices, says", [

@@ -156,6 +156,27 @@ def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings
     assert runs_module.reembed(store, HashingEmbedder(32)) == 0
 
 
+def test_reembed_shows_its_progress_to_the_end_and_stays_quiet_under_json(store, settings, clock, capsys):
+    old = HashingEmbedder(16)
+    texts = [f"fact number {i} about lamps" for i in range(40)]
+    for i, (text, vector) in enumerate(zip(texts, old.embed(texts).vectors)):
+        store.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1", scope="agent", scope_key="agent", content=text,
+                               hash=text_hash(text), embedding=vector, embedding_model=old.model, formed_at=clock.now()))
+    assert cli.main(["reembed", "--agent", "a1", "--batch", "16"]) == 0
+    captured = capsys.readouterr()
+    # the bar counts the facts to re-embed, so it ends at its total (with a rate and an ETA)
+    assert "re-embedding with hashing-32: 100%" in captured.err and "40/40" in captured.err
+    assert captured.out.strip() == "re-embedded 40 fact(s) with hashing-32"
+
+    store.insert_fact(Fact(fact_id="f-new", agent_id="a1", scope="agent", scope_key="agent", content="one more lamp",
+                           hash=text_hash("one more lamp"), embedding=old.embed(["x"]).vectors[0],
+                           embedding_model=old.model, formed_at=clock.now()))
+    assert cli.main(["reembed", "--agent", "a1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["reembedded"] == 1
+    assert "re-embedding" not in captured.err and "%" not in captured.err
+
+
 def test_agent_settings_are_set_and_shown_through_the_cli(store, capsys):
     assert cli.main(["agent", "show", "agent-9", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["user_memory_enabled"] is True  # defaults, nothing written

@@ -30,9 +30,13 @@ def redis_server_path() -> str | None:
 
 
 class RedisServer:
-    """A ``redis-server`` with no persistence, in its own directory, on a free port."""
+    """A ``redis-server`` with no persistence, in its own directory, on a free port.
 
-    def __init__(self, workdir: Path, *, databases: int = 256) -> None:
+    With ``tls`` (``tests.support.tls.TLSFiles``) it serves TLS only (``--tls-port``; the plain
+    port is off) and ``url()`` is a ``rediss://`` URL; ``extra_args`` go on its command line
+    (``--replicaof``)."""
+
+    def __init__(self, workdir: Path, *, databases: int = 256, tls=None, extra_args: Iterable[str] = ()) -> None:
         binary = redis_server_path()
         if binary is None:
             raise FileNotFoundError(
@@ -41,13 +45,17 @@ class RedisServer:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.tls = tls
         self.log_file = self.workdir / "redis.log"
         self._log = open(self.log_file, "ab")
+        ports = ["--port", str(self.port)] if tls is None else [
+            "--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(tls.cert),
+            "--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
         self.proc = subprocess.Popen(
             [
-                binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                binary, *ports, "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-                "--databases", str(databases), "--protected-mode", "no",
+                "--databases", str(databases), "--protected-mode", "no", *extra_args,
             ],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -55,7 +63,7 @@ class RedisServer:
 
     @property
     def base_url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        return f"redis://127.0.0.1:{self.port}" if self.tls is None else f"rediss://localhost:{self.port}"
 
     def url(self, db: int = 0) -> str:
         return f"{self.base_url}/{db}"
@@ -63,7 +71,21 @@ class RedisServer:
     def client(self, db: int = 0):
         import redis
 
-        return redis.Redis(host="127.0.0.1", port=self.port, db=db, socket_timeout=10, socket_connect_timeout=5)
+        tls = {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls.ca)}
+        host = "127.0.0.1" if self.tls is None else "localhost"
+        return redis.Redis(host=host, port=self.port, db=db, socket_timeout=10, socket_connect_timeout=5, **tls)
+
+    def _ping(self) -> bool:
+        if self.tls is not None:
+            import redis
+
+            try:
+                return bool(self.client().ping())
+            except redis.exceptions.RedisError:
+                return False
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
 
     def _wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -71,10 +93,8 @@ class RedisServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {self.log_file.read_text()[-2000:]}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
+                if self._ping():
+                    return
             except OSError:
                 pass
             time.sleep(0.05)
@@ -92,6 +112,75 @@ class RedisServer:
         self._log.close()
 
     def __enter__(self) -> "RedisServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisSentinel:
+    """A Redis Sentinel (``redis-server CONF --sentinel``) on a free port, watching
+    ``master`` under ``master_name`` with a quorum of 1."""
+
+    def __init__(self, workdir: Path, master: RedisServer, *, master_name: str = "mymaster") -> None:
+        binary = redis_server_path()
+        if binary is None:
+            raise FileNotFoundError("redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)")
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.master_name = master_name
+        conf = self.workdir / "sentinel.conf"  # the sentinel rewrites it: its own file
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.workdir}\n"
+            f"sentinel monitor {master_name} 127.0.0.1 {master.port} 1\n"
+            f"sentinel down-after-milliseconds {master_name} 1000\n"
+            f"sentinel failover-timeout {master_name} 5000\n")
+        self.log_file = self.workdir / "sentinel.log"
+        self._log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen([binary, str(conf), "--sentinel"], stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._wait_ready()
+
+    @property
+    def url(self) -> str:
+        return f"sentinel://127.0.0.1:{self.port}"
+
+    def client(self):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, socket_connect_timeout=5)
+
+    def master_port(self) -> int:
+        host, port = self.client().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
+        return int(port)
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis sentinel exited with {self.proc.returncode}: {self.log_file.read_text()[-2000:]}")
+            try:
+                self.master_port()
+                return
+            except (redis.exceptions.RedisError, TypeError):
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis sentinel did not name its master within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def __enter__(self) -> "RedisSentinel":
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -58,7 +58,7 @@ def _section_for(scope: str, text: str) -> str:
 _LEAD = re.compile(r"^[^:]{1,60}\b(?:requested|asks|asked|shared by [^:]+):\s*", re.IGNORECASE)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def _without_lead(text: str) -> str:
     return _LEAD.sub("", text)
 

@@ -43,3 +43,35 @@ def test_a_live_thread_keeps_its_connection_while_others_come_and_go(tmp_path):
         assert first.execute("SELECT 1").fetchone() == (1,)
     finally:
         store.close()
+
+
+def test_a_pool_of_many_live_threads_shares_a_bounded_set_of_connections(tmp_path):
+    """A threads worker's 32 pool threads all live as long as the worker: the connections (and
+    file handles) of the store follow the pool's bound, not the number of threads that ever
+    called it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.store._sqlite_pool import MAX_CONNECTIONS
+
+    store = SQLiteStore(str(tmp_path / "memory.db"))
+    store.create_indexes()
+    threads = 32
+    start = threading.Barrier(threads)
+
+    def call(n: int) -> int:
+        start.wait(timeout=30)  # every thread alive and calling at once
+        for _ in range(20):
+            store.get_agent_settings(f"a{n}")
+            store.count_messages(f"s{n}")
+        return handles_on(os.getpid(), "memory.db")
+
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            peak = max(pool.map(call, range(threads)))
+            assert store.db.open_connections() <= MAX_CONNECTIONS
+            # each connection holds the database and its WAL open; the shared-memory index once
+            assert peak <= 2 * MAX_CONNECTIONS + 1
+            assert handles_on(os.getpid(), "memory.db") <= 2 * MAX_CONNECTIONS + 1
+    finally:
+        store.close()
+    assert handles_on(os.getpid(), "memory.db") == 0

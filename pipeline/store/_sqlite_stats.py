@@ -1,0 +1,136 @@
+"""The SQLite side of the statistics port (``port_stats``): sums and counts in SQL.
+
+A run's document holds every stage's output (vectors included: 14 kB on average in the soak),
+so summing its calls through the document would parse all of it. Two columns beside it keep
+what the sums read: ``usage`` (per stage with calls: the day and the per-model rows) and
+``user_ids``, written with the document (``run_columns``, ``stage_usage``), filled from the
+documents of a file made before them (``BACKFILL``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from pipeline.store import _common as c
+from pipeline.store.port_stats import CostRow, ReflectionCounts
+from schemas.documents import FormationRun, StageRecord
+
+# ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
+# values ``run_columns`` writes (a stage with calls: its end, else start, else the run's
+# creation, as a UTC day)
+BACKFILL = """
+UPDATE {runs} SET user_ids = coalesce(json_extract(doc, '$.user_ids'), '[]'), usage = (
+    SELECT json_group_object(s.key, json_object(
+        'day', substr(coalesce(json_extract(s.value, '$.finished_at'), json_extract(s.value, '$.started_at'),
+                               json_extract({runs}.doc, '$.created_at')), 1, 10),
+        'by_model', json(json_extract(s.value, '$.usage.by_model'))))
+    FROM json_each({runs}.doc, '$.stages') s
+    WHERE json_extract(s.value, '$.usage.by_model') IS NOT NULL AND json_extract(s.value, '$.usage.by_model') != '{{}}'
+) WHERE usage IS NULL
+"""
+
+
+def _day(at: datetime) -> str:
+    return c.utc(at).date().isoformat()
+
+
+def stage_usage(run_created_at: datetime, record: StageRecord) -> dict | None:
+    """A stage's entry of the ``usage`` column; None for a stage without calls."""
+    if not record.usage.by_model:
+        return None
+    at = record.finished_at or record.started_at or run_created_at
+    return {"day": _day(at), "by_model": record.usage.by_model}
+
+
+def run_columns(run: FormationRun) -> tuple[str, str]:
+    """(``usage``, ``user_ids``) of a run, as JSON text."""
+    usage = {name: entry for name, record in run.stages.items()
+             if (entry := stage_usage(run.created_at, record)) is not None}
+    return json.dumps(usage), json.dumps(list(run.user_ids))
+
+
+#: one per-model row's fields, read from a ``json_each`` row ``m`` (the group's sums follow)
+_FIELDS = ("json_extract(m.value, '$.kind') AS kind, json_extract(m.value, '$.provider') AS provider, "
+           "json_extract(m.value, '$.price') AS price, json_extract(m.value, '$.calls') AS calls, "
+           "json_extract(m.value, '$.input_tokens') AS input_tokens, "
+           "json_extract(m.value, '$.output_tokens') AS output_tokens, json_extract(m.value, '$.usd') AS usd")
+#: a stage's name before any ``:`` ("consolidate:agent" is summed as "consolidate")
+_STAGE = "substr({name}, 1, instr({name} || ':', ':') - 1)"
+
+
+def _row(stage, day, model, kind, provider, price, calls, input_tokens, output_tokens, usd, unpriced) -> CostRow:
+    return CostRow(stage=stage, day=day, model=model, kind=kind or "llm", provider=provider or "",
+                   price="unpriced" if unpriced else (price or "unpriced"), calls=int(calls or 0),
+                   input_tokens=int(input_tokens or 0), output_tokens=int(output_tokens or 0),
+                   usd=None if unpriced else round(float(usd or 0), 9))
+
+
+class StatsMixin:
+    """``cost_rows`` and ``reflection_counts`` for ``SQLiteStore`` (``self.db``)."""
+
+    def cost_rows(
+        self, agent_id: str, *, since: datetime | None = None, until: datetime | None = None,
+        user_id: str | None = None, session_id: str | None = None,
+    ) -> list[CostRow]:
+        runs, usage = self.db.t("runs"), self.db.t(c.USAGE)
+        # runs: served by (agent_id, created_at), or (session_id, created_at) for a session
+        where, args = ["r.agent_id = ?"], [agent_id]
+        if session_id is not None:
+            where.append("r.session_id = ?")
+            args.append(session_id)
+        if since is not None:
+            where.append("r.created_at >= ?")
+            args.append(c.ts(since))
+        if until is not None:
+            where.append("r.created_at < ?")
+            args.append(c.ts(until))
+        if user_id is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(r.user_ids) WHERE value = ?)")
+            args.append(user_id)
+        run_rows = (
+            f"SELECT {_STAGE.format(name='s.key')} AS stage, json_extract(s.value, '$.day') AS day, m.key AS model, "
+            f"{_FIELDS} FROM {runs} r, json_each(r.usage) s, json_each(s.value, '$.by_model') m "
+            f"WHERE {' AND '.join(where)}")
+        # usage records: served by (agent_id, at), or the session's and run's expression indexes
+        u_where, u_args = ["u.agent_id = ?"], [agent_id]
+        if since is not None:
+            u_where.append("u.at >= ?")
+            u_args.append(c.ts(since))
+        if until is not None:
+            u_where.append("u.at < ?")
+            u_args.append(c.ts(until))
+        if session_id is not None:
+            u_where.append("json_extract(u.doc, '$.session_id') = ?")
+            u_args.append(session_id)
+        if user_id is not None:
+            u_where.append(f"json_extract(u.doc, '$.run_id') IN (SELECT r.run_id FROM {runs} r WHERE {' AND '.join(where)})")
+            u_args.extend(args)
+        usage_stage = _STAGE.format(name="json_extract(u.doc, '$.stage')")
+        usage_rows = (
+            f"SELECT {usage_stage}, substr(u.at, 1, 10), m.key, {_FIELDS} "
+            f"FROM {usage} u, json_each(u.doc, '$.by_model') m WHERE {' AND '.join(u_where)}")
+        # summed in SQL: one row per stage, day and model comes back (pipeline.cost.add_rows'
+        # rule: a sum with an unpriced row is unpriced)
+        rows = self.db.conn().execute(
+            "SELECT stage, day, model, MAX(kind), MAX(provider), MAX(price), SUM(calls), SUM(input_tokens), "
+            "SUM(output_tokens), SUM(usd), SUM(usd IS NULL) "
+            f"FROM ({run_rows} UNION ALL {usage_rows}) GROUP BY stage, day, model ORDER BY stage, day, model",
+            (*args, *u_args),
+        ).fetchall()
+        return [_row(*row) for row in rows]
+
+    def reflection_counts(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, ReflectionCounts]:
+        out = {key: ReflectionCounts(0, 0, None) for key in scope_keys}
+        if not scope_keys:
+            return out
+        # served by (agent_id, scope_key, absorbed, formed_at): counted from the index alone
+        rows = self.db.conn().execute(
+            f"SELECT scope_key, COUNT(*), SUM(absorbed = 0), MAX(formed_at) FROM {self.db.t('reflections')} "
+            f"WHERE agent_id = ? AND scope_key IN ({', '.join('?' for _ in scope_keys)}) GROUP BY scope_key",
+            (agent_id, *scope_keys),
+        ).fetchall()
+        for key, total, unabsorbed, newest in rows:
+            out[key] = ReflectionCounts(int(total), int(unabsorbed or 0), datetime.fromisoformat(newest) if newest else None)
+        return out
