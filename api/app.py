@@ -72,6 +72,8 @@ def create_app(
     app.include_router(routes_memory.router)
     app.include_router(routes_users.router)
     app.include_router(routes_admin.router)
+    from api.ui import mount as mount_inspector  # the web inspector under /ui (docs/inspector.md)
+    mount_inspector(app)
 
     @app.get("/healthz", response_model=m.Health, tags=["health"], summary="Liveness (no credential)")
     def healthz() -> m.Health:
