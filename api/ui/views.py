@@ -104,21 +104,33 @@ def fact_page(store, agent_id: str, key: str | None, page: int) -> dict[str, Any
 
 
 def fact_timeline(store, fact: Fact) -> dict[str, Any]:
-    """Every version of a fact, oldest first, with validity and the run that wrote it; and its
-    source messages."""
+    """Every version of a fact, oldest first, with validity, the run that wrote it and the
+    source messages of that run's range (an UPDATE adds its message, often of a later
+    session, to the fact's sources)."""
     versions = validity.versions(fact)
     writers = _writers(fact)
     start = min(v.valid_from for v in versions)
     end = max([v.valid_to or v.recorded_at for v in versions] + [fact.changed_at])
     span = max((end - start).total_seconds(), 1.0)
+    wanted = set(fact.source_message_ids)
+    placed: set[str] = set()
     rows = []
     for v, run_id in zip(versions, writers):
         left = (v.valid_from - start).total_seconds() / span * 100
         right = 100.0 if v.valid_to is None else (v.valid_to - start).total_seconds() / span * 100
+        run = store.get_run(run_id) if run_id and not run_id.startswith("edit:") else None
+        sources = []
+        if run is not None:
+            for m in store.get_messages(run.session_id, run.seq_from, run.seq_to):
+                if m.message_id in wanted and m.message_id not in placed:
+                    sources.append(m)
+                    placed.add(m.message_id)
         rows.append({"version": v.version, "content": v.content, "valid_from": v.valid_from, "valid_to": v.valid_to,
-                     "recorded_at": v.recorded_at, "current": v.current, "run_id": run_id,
-                     "left": round(left, 2), "width": round(max(right - left, 1.0), 2)})
-    return {"fact": fact, "versions": rows}
+                     "recorded_at": v.recorded_at, "current": v.current, "run_id": run_id, "run": run,
+                     "sources": sources, "left": round(left, 2), "width": round(max(right - left, 1.0), 2)})
+    # messages no stored run holds any more (its run erased or pruned): named, linked by the fact's session
+    unplaced = [mid for mid in fact.source_message_ids if mid not in placed]
+    return {"fact": fact, "versions": rows, "unplaced": unplaced}
 
 
 def _writers(fact: Fact) -> list[str | None]:

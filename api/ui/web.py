@@ -71,7 +71,8 @@ def viewer(request: Request) -> Viewer:
         raise SignIn() from None
     ctx.rate_limiter.check(found.credential_id)
     request.state.principal = found
-    return Viewer(found, session)
+    request.state.ui_viewer = Viewer(found, session)  # error pages keep the navigation and sign-out
+    return request.state.ui_viewer
 
 
 async def check_csrf(request: Request) -> None:
@@ -87,7 +88,8 @@ def page(request: Request, name: str, who: Viewer | None, status: int = 200, **v
 
 
 def _error_page(request: Request, status: int, what: str, where: str, why: str) -> HTMLResponse:
-    return templates.TemplateResponse(request, "error.html", {"who": None, "what": what, "where": where, "why": why},
+    who = getattr(request.state, "ui_viewer", None)
+    return templates.TemplateResponse(request, "error.html", {"who": who, "what": what, "where": where, "why": why},
                                       status_code=status)
 
 
