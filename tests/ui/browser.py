@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shlex
 import shutil
 import socket
 import subprocess
@@ -45,15 +46,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Served:
-    """``memoryctl ui --worker`` in its own process; ``link`` is the one-time sign-in link it printed."""
+def printed_command(line: str, port: int) -> tuple[dict[str, str], list[str]]:
+    """The variables and argv of the command ``make demo`` prints last, on ``port``, run by
+    this interpreter's ``memoryctl``."""
+    words = shlex.split(line)
+    env = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    assert words and words[0].endswith("memoryctl"), f"not a memoryctl command: {line!r}"
+    words[0] = str(Path(sys.executable).with_name("memoryctl"))
+    words[words.index("--port") + 1] = str(port)
+    return env, words
 
-    def __init__(self, env: dict[str, str], port: int) -> None:
-        memoryctl = Path(sys.executable).with_name("memoryctl")
+
+class Served:
+    """A command (``memoryctl ui ...``) in its own process; ``link`` is the one-time sign-in link it printed."""
+
+    def __init__(self, env: dict[str, str], argv: list[str], port: int) -> None:
         self.port = port
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        self.proc = subprocess.Popen([str(memoryctl), "ui", "--worker", "--port", str(port)], env=env, cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True)
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in self.proc.stdout], daemon=True).start()
         try:

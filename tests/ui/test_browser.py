@@ -17,7 +17,9 @@ import pytest
 
 from tests.ui import browser
 
-pytestmark = pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))
+# skipped where Chromium is missing; under CI (which installs it with make test) that fails instead
+pytestmark = pytest.mark.skipif(browser.missing() is not None and not os.environ.get("CI"),
+                                reason=str(browser.missing()))
 
 AGENT, MAYA, TOM, PRIYA = "agent-juniper", "user-maya", "user-tom", "user-priya"
 TOKEN_SECRET = "t" * 48
@@ -33,6 +35,8 @@ def formed(tmp_path_factory):
     from schemas.settings import Settings
     from tests.support.sessions import cold_run
 
+    if browser.missing():
+        pytest.fail(browser.missing())
     db = tmp_path_factory.mktemp("ui") / "demo.db"
     demo = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)], cwd=browser.ROOT, capture_output=True,
                           text=True, timeout=180, env={k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")})
@@ -47,15 +51,20 @@ def formed(tmp_path_factory):
     admin, _ = create_key(store, "admin", Clock().now(), label="browser test")
     token = issue_user_token(TOKEN_SECRET, "t1", agent_id=AGENT, user_id=TOM, lifetime_s=3600)
     store.close()
-    return {"db": db, "dead": dead, "admin": admin, "tom": token}
+    return {"db": db, "dead": dead, "admin": admin, "tom": token, "last_lines": demo.stdout.rstrip().splitlines()[-3:]}
 
 
 @pytest.fixture(scope="module")
 def served(formed):
+    """The command ``make demo`` prints last, run as printed (on a free port), with the
+    platform's token secret set so that a user token can sign in too."""
+    *_, url_line, command = formed["last_lines"]
+    assert "/ui/login/" in url_line and f"sqlite:///{formed['db']}" in command
+    port = browser.free_port()
+    printed, argv = browser.printed_command(command, port)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env.update(MEMORY_STORE_URL=f"sqlite:///{formed['db']}", MEMORY_BROKER_URL="memory://localhost/",
-               MEMORY_RESULT_BACKEND="cache+memory://", MEMORY_API_TOKEN_SECRETS=json.dumps({"t1": TOKEN_SECRET}))
-    server = browser.Served(env, browser.free_port())
+    env.update(printed, MEMORY_API_TOKEN_SECRETS=json.dumps({"t1": TOKEN_SECRET}))
+    server = browser.Served(env, argv, port)
     yield server
     server.stop()
 
