@@ -10,6 +10,9 @@ import xml.etree.ElementTree as ET
 from schemas import api as m
 
 _SCOPES = {"AgentMemory": "agent", "UserMemory": "user", "SessionMemory": "session"}
+# characters XML 1.0 forbids (https://www.w3.org/TR/xml/#charsets): a message may carry one,
+# and the parser refuses the whole block over it; they are shown as U+FFFD in the data
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _FACT = re.compile(r"^- \[(?P<scope>[^\]]*)\] (?P<text>.*) \((?P<age>\d+[mhd] ago)\)$")
 
 
@@ -32,7 +35,7 @@ def structured(xml: str, *, agent_id: str, session_id: str, user_id: str | None)
     facts: list[m.ContextFact] = []
     omitted = m.Omitted()
     if xml.strip():
-        root = ET.fromstring(xml)
+        root = ET.fromstring(_NOT_XML.sub("\ufffd", xml))
         for child in root:
             if child.tag in _SCOPES:
                 consolidated = child.find("Consolidated")

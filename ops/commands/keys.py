@@ -36,6 +36,10 @@ def _create(args: argparse.Namespace) -> int:
                                  label=args.label)
     finally:
         store.close()
+    if args.json:
+        print(json.dumps({"key_id": key.key_id, "kind": key.kind, "agent_id": key.agent_id, "secret": secret},
+                         sort_keys=True))
+        return 0
     reach = "every agent" if key.kind == "admin" else f"agent {key.agent_id}"
     print(f"{key.kind} key {key.key_id} for {reach} (shown once; the store keeps its digest):", file=sys.stderr)
     print(secret)
@@ -71,7 +75,10 @@ def _revoke(args: argparse.Namespace) -> int:
         key = revoke_key(store, args.key_id, Clock().now())
     finally:
         store.close()
-    print(f"revoked {key.key_id} at {key.revoked_at.isoformat()}")
+    if args.json:
+        print(json.dumps({"key_id": key.key_id, "revoked_at": key.revoked_at.isoformat()}, sort_keys=True))
+    else:
+        print(f"revoked {key.key_id} at {key.revoked_at.isoformat()}")
     return 0
 
 
@@ -92,8 +99,9 @@ def _token(args: argparse.Namespace) -> int:
     if args.ttl > settings.token_max_lifetime_s:
         raise ConfigurationError(f"--ttl {args.ttl} is above MEMORY_API_TOKEN_MAX_LIFETIME_S "
                                  f"({settings.token_max_lifetime_s}); the API would refuse the token")
-    print(issue_user_token(secrets[kid].get_secret_value(), kid, agent_id=args.agent, user_id=args.user,
-                           session_id=args.session, lifetime_s=args.ttl))
+    token = issue_user_token(secrets[kid].get_secret_value(), kid, agent_id=args.agent, user_id=args.user,
+                             session_id=args.session, lifetime_s=args.ttl)
+    print(json.dumps({"token": token, "kid": kid, "ttl_s": args.ttl}, sort_keys=True) if args.json else token)
     return 0
 
 
@@ -105,12 +113,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--admin", action="store_true", help="an admin key: every agent, admin routes")
     kind.add_argument("--agent", help="an agent key for this agent: read any of its users, publish")
     create.add_argument("--label", help="a note to recognise the key by (no secret)")
+    create.add_argument("--json", action="store_true", help="print the key id, kind, agent and secret as JSON")
     create.set_defaults(func=_create)
     listing = keys.add_parser("list", help="every key, without secrets")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_list)
     revoke = keys.add_parser("revoke", help="revoke a key by its id (refused from then on)")
     revoke.add_argument("key_id")
+    revoke.add_argument("--json", action="store_true")
     revoke.set_defaults(func=_revoke)
     token = keys.add_parser("token", help="sign a user-bound token with MEMORY_API_TOKEN_SECRETS")
     token.add_argument("--agent", required=True)
@@ -118,4 +128,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     token.add_argument("--session")
     token.add_argument("--ttl", type=positive_int, default=3600, help="lifetime in seconds (default 3600)")
     token.add_argument("--kid", help="which secret (default: the last key id in sort order)")
+    token.add_argument("--json", action="store_true", help="print the token with its kid and lifetime as JSON")
     token.set_defaults(func=_token)

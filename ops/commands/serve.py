@@ -65,8 +65,12 @@ def _serve(args: argparse.Namespace) -> int:
     announce("store", settings.store_url)
     import uvicorn
 
-    print(f"serving on http://{args.host}:{args.port} ({args.workers} worker(s)); OpenAPI at /openapi.json",
-          file=sys.stderr)
+    if args.json:  # where it serves, as data (uvicorn's own lines follow on stderr)
+        print(json.dumps({"url": f"http://{args.host}:{args.port}", "workers": args.workers,
+                          "openapi": "/openapi.json"}, sort_keys=True), flush=True)
+    else:
+        print(f"serving on http://{args.host}:{args.port} ({args.workers} worker(s)); OpenAPI at /openapi.json",
+              file=sys.stderr)
     uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, access_log=not args.no_access_log, proxy_headers=False)
     return 0
@@ -87,4 +91,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-access-log", action="store_true",
                    help="no access log lines (they name method, path and status, never a body)")
     p.add_argument("--openapi", action="store_true", help="print the OpenAPI document and exit")
+    p.add_argument("--json", action="store_true", help="print where it serves as one JSON object on stdout")
     p.set_defaults(func=_serve)

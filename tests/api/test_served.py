@@ -115,3 +115,39 @@ def test_the_readme_quick_start_runs_as_written(tmp_path, redis_url):
 
     context = json.loads(done.stdout.strip().splitlines()[-1])
     assert context["agent_id"] == "agent-juniper" and context["user_id"] == "user-maya"
+
+
+def test_a_user_asks_to_be_forgotten_and_a_real_maintenance_worker_does_it(tmp_path, redis_url):
+    from tests.support.procs import WorkerProcess
+
+    redis_db1 = redis_url.rsplit("/", 1)[0] + "/1"
+    env = _env(tmp_path, redis_db1, MEMORY_API_TOKEN_SECRETS='{"k1": "' + "s" * 40 + '"}')
+    _memoryctl(env, "create-indexes")
+    from pipeline.store.sqlite import SQLiteStore
+    from tests.support.documents import fact
+
+    store = SQLiteStore(str(tmp_path / "memory.db"))
+    store.insert_fact(fact("f1", "Alice's email is alice@example.com", agent="A", user="u1"))
+    store.insert_fact(fact("f2", "Bob's phone is 555 0100", agent="A", user="u2"))
+    token = _memoryctl(env, "keys", "token", "--agent", "A", "--user", "u1", "--ttl", "600")
+    worker = WorkerProcess(broker_url=redis_db1, result_backend="", store_url=env["MEMORY_STORE_URL"],
+                           log_file=tmp_path / "worker.log", queues=("maintenance",), concurrency=1,
+                           extra_env={k: env[k] for k in ("MEMORY_EMBEDDING_PROVIDER", "MEMORY_LLM_PROVIDER")})
+    served = Served(env, workers=1)
+    try:
+        worker.wait_ready()
+        headers = {"Authorization": f"Bearer {token}"}
+        queued = httpx.post(f"{served.url}/v1/agents/A/users/u1/forget", headers=headers)
+        assert queued.status_code == 202, queued.text
+        job_url = f"{served.url}/v1/jobs/{queued.json()['job_id']}"
+        deadline = time.monotonic() + 60
+        while httpx.get(job_url, headers=headers).json()["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, worker.log_text()[-3000:]
+            time.sleep(0.2)
+        done = httpx.get(job_url, headers=headers).json()
+        assert done["status"] == "done", (done, worker.log_text()[-3000:])
+        assert [f.fact_id for f in store.get_facts(["f1", "f2"])] == ["f2"]
+    finally:
+        served.stop()
+        worker.stop()
+        store.close()

@@ -63,6 +63,7 @@ COMMANDS = [
     ["publish", "--agent", "a1", "--session", "s1", "--sender", "u1", "--content", "hi"],
     ["end-session", "--agent", "a1", "--session", "s1"],
     ["replay", "FILE", "--allow-rejected"],
+    ["keys", "create", "--admin"], ["keys", "list"], ["audit"],
 ]
 
 
