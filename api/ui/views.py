@@ -98,9 +98,8 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
 
 def fact_page(store, agent_id: str, key: str | None, page: int) -> dict[str, Any]:
     """One page of an agent's live facts (of one scope key, or all), newest first."""
-    rows = store.list_facts(agent_id, key, limit=page * PAGE_SIZE + 1)
-    shown = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    return {"facts": shown, "page": page, "more": len(rows) > page * PAGE_SIZE}
+    rows = store.list_facts(agent_id, key, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    return {"facts": rows[:PAGE_SIZE], "page": page, "more": len(rows) > PAGE_SIZE}
 
 
 def fact_timeline(store, fact: Fact) -> dict[str, Any]:
