@@ -117,13 +117,20 @@ def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | No
 
 
 @router.get("/agents/{agent_id}/facts")
-def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str | None, Query(max_length=300)] = None,
-              page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1):
+def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Query(max_length=300)] = "agent",
+              page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1):
+    """One scope key's live facts, a page at a time (an indexed read however many facts the
+    agent has; a listing across every scope would sort them all)."""
     if who.kind == "user":
         raise UiError(403, "forbidden", "path agent_id", "a user token sees its own memory page only")
     reach(who.principal, agent_id)
-    found = views.fact_page(_ctx(request).store, agent_id, scope or None, page_no)
-    return page(request, "facts.html", who, agent_id=agent_id, scope=scope or "", **found)
+    key = scope.strip() or "agent"
+    if key != "agent" and not key.startswith(("user:", "session:")):
+        raise UiError(422, "invalid scope", "query scope", f"expected agent, user:<id> or session:<id>, got {key!r}")
+    ctx = _ctx(request)
+    found = views.fact_page(ctx.store, agent_id, key, page_no)
+    return page(request, "facts.html", who, agent_id=agent_id, scope=key, total=ctx.store.count_facts(agent_id, key),
+                **found)
 
 
 @router.get("/facts/{fact_id}")

@@ -117,6 +117,7 @@ PAGES = [
     ("memory-as-of", f"/ui/agents/{AGENT}/users/{MAYA}?as_of=2020-01-01T00:00", MAYA),
     ("session", f"/ui/agents/{AGENT}/sessions/s2-launch-team", "Session s2-launch-team"),
     ("facts", f"/ui/agents/{AGENT}/facts", f"Facts of {AGENT}"),
+    ("facts-user", f"/ui/agents/{AGENT}/facts?scope=user:{MAYA}", f"in user:{MAYA}"),
     ("search", "/ui/search", "Search playground"),
     ("runs", "/ui/runs", "Formation runs"),
     ("cost", f"/ui/cost?agent={AGENT}", "Cost of model calls"),

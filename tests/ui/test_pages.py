@@ -120,6 +120,8 @@ def test_bad_input_reads_as_what_where_and_why(api):
         bad = client.get("/ui/agents/A/users/u1?as_of=yesterday")
         assert bad.status_code == 422 and "query as_of" in bad.text and "Traceback" not in bad.text
         assert client.get("/ui/agents/A/facts?page=0").status_code == 422
+        wrong = client.get("/ui/agents/A/facts?scope=everything")
+        assert wrong.status_code == 422 and "query scope" in wrong.text
         blank = client.post("/ui/search", data={"csrf": token, "agent_id": "A", "session_id": "s", "query": "  "})
         assert blank.status_code == 422 and "blank" in blank.text
         typo = client.post("/ui/erasure/forget", data={"csrf": token, "user_id": "u1", "agent_id": "A", "confirm": "u2"})
@@ -136,3 +138,17 @@ def test_searches_travel_in_the_body_and_the_cookie_never_holds_the_credential(a
                                                  "query": "Alice email"})
         assert answer.status_code == 200 and "Semantic score" in answer.text and "Alice&#39;s email" in answer.text
         assert api.keys["admin"] not in client.cookies.get(COOKIE, "")
+
+
+def test_the_fact_list_shows_one_scope_a_page_at_a_time(api, monkeypatch):
+    from api.ui import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        first = client.get("/ui/agents/A/facts?scope=agent")
+        second = client.get("/ui/agents/A/facts?scope=agent&page=2")
+        assert "(2 live)" in first.text and 'rel="next"' in first.text and 'rel="next"' not in second.text
+        shown = [re.findall(r'/ui/facts/([^"]+)"', page.text) for page in (first, second)]
+        assert sorted(shown[0] + shown[1]) == ["f-agent-both", "f-agent-u1"]
+        assert "f-u1" not in first.text + second.text
