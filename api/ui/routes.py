@@ -127,10 +127,8 @@ def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Qu
     key = scope.strip() or "agent"
     if key != "agent" and not key.startswith(("user:", "session:")):
         raise UiError(422, "invalid scope", "query scope", f"expected agent, user:<id> or session:<id>, got {key!r}")
-    ctx = _ctx(request)
-    found = views.fact_page(ctx.store, agent_id, key, page_no)
-    return page(request, "facts.html", who, agent_id=agent_id, scope=key, total=ctx.store.count_facts(agent_id, key),
-                **found)
+    found = views.fact_page(_ctx(request).store, agent_id, key, page_no)
+    return page(request, "facts.html", who, agent_id=agent_id, scope=key, **found)
 
 
 @router.get("/facts/{fact_id}")

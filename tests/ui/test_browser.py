@@ -194,7 +194,14 @@ def test_a_search_shows_each_branchs_rank_and_score_against_the_cut(driver, serv
 def test_a_dead_run_is_replayed_and_formed(driver, served, formed):
     from selenium.webdriver.common.by import By
 
-    _open(driver, served, "/ui/runs?status=dead")
+    from selenium.webdriver.support.select import Select
+
+    _open(driver, served, "/ui/runs")
+    Select(driver.find_element(By.ID, "status")).select_by_value("dead")
+    driver.find_element(By.CSS_SELECTOR, "form[action='/ui/runs'] button").click()
+    browser.wait_until(lambda: "status=dead" in driver.current_url, 10)
+    statuses = {e.text for e in driver.find_elements(By.CSS_SELECTOR, "table tbody .pill")}
+    assert statuses == {"dead"}
     driver.find_element(By.LINK_TEXT, formed["dead"][:12]).click()
     browser.wait_until(lambda: "/ui/runs/" in driver.current_url, 10)
     assert "LLM provider unavailable" in driver.page_source
@@ -218,6 +225,16 @@ def test_a_user_token_opens_its_own_page_only(driver, served, formed):
     assert TOM in _h1(driver)
     browser.shot(driver, "user-own-page")
     assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav a")] == ["My memory"]
+    # edit one of their facts, then delete another, through the page's forms
+    box = driver.find_element(By.ID, "edit-1")
+    box.clear()
+    box.send_keys("Tom Okafor prefers a wireless lapel microphone")
+    box.find_element(By.XPATH, "following-sibling::button").click()
+    browser.wait_until(lambda: "wireless lapel" in driver.find_element(By.TAG_NAME, "main").text, 10)
+    before = len(driver.find_elements(By.CSS_SELECTOR, "button.danger"))
+    driver.find_elements(By.CSS_SELECTOR, "button.danger")[-1].click()
+    browser.wait_until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "button.danger")) == before - 1, 10)
+    assert "wireless lapel" in driver.page_source
     _open(driver, served, f"/ui/agents/{AGENT}/users/{MAYA}")
     assert "Forbidden" in _h1(driver) and "its own user only" in driver.page_source
     assert "Porto" not in driver.page_source

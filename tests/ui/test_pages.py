@@ -85,6 +85,8 @@ def test_a_user_token_sees_and_edits_its_own_memory_only(api):
         token = _sign_in(client, api.token(user="u1"))
         mine = client.get("/ui/")
         assert mine.status_code == 200 and "Alice&#39;s email" in mine.text and "Bob" not in mine.text
+        # shared knowledge the agent brings to the chat is shown, but leads nowhere a user may not go
+        assert "The Mars budget" in mine.text and '/ui/facts/f-agent-both"' not in mine.text
         other = client.get("/ui/agents/A/users/u2")
         assert other.status_code == 403 and "its own user only" in other.text
         assert client.get("/ui/facts/f-u2").status_code == 404
@@ -148,7 +150,22 @@ def test_the_fact_list_shows_one_scope_a_page_at_a_time(api, monkeypatch):
         _sign_in(client, api.keys["admin"])
         first = client.get("/ui/agents/A/facts?scope=agent")
         second = client.get("/ui/agents/A/facts?scope=agent&page=2")
-        assert "(2 live)" in first.text and 'rel="next"' in first.text and 'rel="next"' not in second.text
+        assert 'rel="next"' in first.text and 'rel="next"' not in second.text
         shown = [re.findall(r'/ui/facts/([^"]+)"', page.text) for page in (first, second)]
         assert sorted(shown[0] + shown[1]) == ["f-agent-both", "f-agent-u1"]
         assert "f-u1" not in first.text + second.text
+
+
+def test_an_export_downloads_everything_about_the_user_under_a_pseudonymous_name(api):
+    import json
+
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        answer = client.post("/ui/erasure/export", data={"csrf": token, "user_id": "u1", "agent_id": "A"})
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+        disposition = answer.headers["content-disposition"]
+        assert disposition.startswith("attachment;") and "u1" not in disposition
+        rows = [json.loads(line) for line in answer.text.splitlines()]
+        ids = {r["document"].get("fact_id") for r in rows if r["collection"] == "facts"}
+        assert {"f-u1", "f-agent-u1", "f-agent-both"} <= ids and "f-u2" not in ids
+        assert [e.action for e in api.deps.store.list_audit(action="export_user")]
