@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-live install redis-server node clean
+.PHONY: demo test test-live install redis-server node browser clean
 
 # The environment is rebuilt when the project's dependencies change.
 $(STAMP): pyproject.toml
@@ -46,10 +46,29 @@ node:
 		echo "Without them the Node client tests are skipped (and fail when CI is set)."; \
 	fi
 
+# The inspector's browser tests (tests/ui) drive Debian's Chromium and its driver: as root they
+# are installed like redis-server. axe-core, which checks each page's accessibility there, comes
+# from the npm registry when npm is present (into .runtime/npm, ignored by git).
+AXE_CORE := axe-core@4.14
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+		echo "chromium is missing: install it (Debian/Ubuntu: sudo apt-get install chromium chromium-driver)."; \
+		echo "Without it the inspector's browser tests are skipped."; \
+	fi
+	@if [ ! -f .runtime/npm/node_modules/axe-core/axe.min.js ] && command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-save --no-audit --no-fund --prefix .runtime/npm $(AXE_CORE) || \
+		echo "axe-core did not install: the browser tests run without the accessibility check"; \
+	fi
+
 demo: $(STAMP)
 	$(PY) -m ops.demo
 
-test: $(STAMP) redis-server node
+test: $(STAMP) redis-server node browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The same code against real services; each part runs only when its variable is set and

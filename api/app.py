@@ -73,6 +73,8 @@ def create_app(
     app.include_router(routes_users.router)
     app.include_router(routes_admin.router)
     mcp_http.mount(app, ctx)  # MCP over streamable HTTP at /mcp, with the same credentials
+    from api.ui import mount as mount_inspector  # the web inspector under /ui (docs/inspector.md)
+    mount_inspector(app)
 
     @app.get("/healthz", response_model=m.Health, tags=["health"], summary="Liveness (no credential)")
     def healthz() -> m.Health:

@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         written = write_run_traces(deps.store, exporter, folder)
         print(f"\ntraces: {len(written)} run(s) written to {folder}/<run id>.json")
     print(look_again(settings.store_url, events[0]["agent_id"]))
+    print(open_inspector(settings.store_url))
     return 0
 
 
@@ -205,6 +206,20 @@ def look_again(store_url: str, agent_id: str) -> str:
     return (
         "\nRead this demo's store again with memoryctl (after `. .venv/bin/activate`; runs, search,\n"
         "stats and forget-user take the same MEMORY_STORE_URL):\n" + command
+    )
+
+
+def open_inspector(store_url: str, port: int = 8765) -> str:
+    """The one command that serves the web inspector over this demo's store (a fresh admin
+    key behind a one-time link, revoked when it stops; its own worker, since the demo's broker
+    lives in memory), and the address it prints."""
+    import shlex
+
+    return (
+        "\nSee it in a browser (docs/inspector.md): run this, then open the one-time link it prints,\n"
+        f"http://127.0.0.1:{port}/ui/login/<code> (Ctrl-C stops it):\n"
+        f"MEMORY_BROKER_URL=memory://localhost/ MEMORY_STORE_URL={shlex.quote(store_url)} "
+        f".venv/bin/memoryctl ui --worker --port {port}"
     )
 
 

@@ -53,9 +53,10 @@ def test_it_holds_every_module_and_data_file_of_the_product_and_no_other(wheel):
         path.relative_to(ROOT).as_posix()
         for package in PACKAGES
         for path in (ROOT / package).rglob("*")
-        if path.suffix in (".py", ".jsonl", ".json", ".txt") and "__pycache__" not in path.parts
+        if path.suffix in (".py", ".jsonl", ".json", ".txt", ".html", ".css", ".js") and "__pycache__" not in path.parts
     }
     assert "ops/demo_data/launch_planning.jsonl" in wanted
+    assert {"api/ui/templates/base.html", "api/ui/static/htmx.min.js", "api/ui/static/htmx.LICENSE.txt"} <= wanted
     assert shipped == wanted, (sorted(wanted - shipped), sorted(shipped - wanted))
 
 

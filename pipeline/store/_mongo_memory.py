@@ -165,14 +165,14 @@ class MongoMemoryMixin:
 
     def list_facts(
         self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
-        limit: int | None = None,
+        limit: int | None = None, offset: int = 0,
     ) -> list[Fact]:
         query: dict = {"agent_id": agent_id}
         if scope_key is not None:
             query["scope_key"] = scope_key
         if not include_retired:
             query["retired_at"] = None
-        docs = self.col("facts").find(query, sort=_NEWEST, limit=limit or 0)
+        docs = self.col("facts").find(query, sort=_NEWEST, limit=limit or 0, skip=max(offset, 0))
         return [from_doc(Fact, d) for d in docs]
 
     def count_facts(self, agent_id: str, scope_key: str) -> int:

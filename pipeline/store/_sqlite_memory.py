@@ -201,7 +201,7 @@ class MemoryMixin:
 
     def list_facts(
         self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
-        limit: int | None = None,
+        limit: int | None = None, offset: int = 0,
     ) -> list[Fact]:
         where, args = ["agent_id = ?"], [agent_id]
         if scope_key is not None:
@@ -211,8 +211,8 @@ class MemoryMixin:
             where.append("retired_at IS NULL")
         rows = self.db.conn().execute(
             f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE {' AND '.join(where)} "
-            "ORDER BY formed_at DESC, rowid DESC LIMIT ?",
-            (*args, -1 if limit is None else limit),
+            "ORDER BY formed_at DESC, rowid DESC LIMIT ? OFFSET ?",
+            (*args, -1 if limit is None else limit, max(offset, 0)),
         ).fetchall()
         return [fact_from_row(doc, emb) for doc, emb in rows]
 

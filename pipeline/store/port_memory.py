@@ -107,9 +107,10 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     def list_facts(
         self, agent_id: str, scope_key: str | None = None, *, include_retired: bool = False,
-        limit: int | None = None,
+        limit: int | None = None, offset: int = 0,
     ) -> list[Fact]:
-        """Newest first."""
+        """Newest first; ``offset`` skips that many first (a page of a listing, without
+        reading the pages before it into documents)."""
 
     @abc.abstractmethod
     def count_facts(self, agent_id: str, scope_key: str) -> int: ...

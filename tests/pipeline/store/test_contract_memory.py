@@ -482,3 +482,13 @@ def test_forget_user_deletes_finished_group_runs_and_reforms_an_unfinished_one_w
     reopened = store.reopen_run("r-grp-live", at(7), 60)
     assert (reopened.status, reopened.seq_from, reopened.seq_to) == ("claimed", 4, 4)
     assert store.get_session("s-grp").active_run_id == "r-grp-live"
+
+
+def test_list_facts_pages_newest_first_with_an_offset(store):
+    for i in range(7):
+        store.insert_fact(fact(f"f{i}", f"The launch checklist item number {i}", formed=at(i)))
+    store.retire_fact("f3", at(9), "r9")
+    newest = ["f6", "f5", "f4", "f2", "f1", "f0"]
+    pages = [[f.fact_id for f in store.list_facts("a1", "agent", limit=4, offset=o)] for o in (0, 4, 8)]
+    assert pages == [newest[:4], newest[4:], []]
+    assert [f.fact_id for f in store.list_facts("a1", offset=5)] == newest[5:]

@@ -1,0 +1,192 @@
+"""The inspector's log-in and memory pages (design §12): agents, a person's or a session's
+memory as the agent sees it, the fact list, a fact's timeline and sources, a source message,
+and the user's own edits and deletions (``api.user_memory``, as the HTTP API does them).
+
+Reach is the API's (``api.access``): an admin key sees every agent, an agent key its own
+agent's memory, a user token its own memory only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, Path, Query, Request
+from fastapi.responses import RedirectResponse
+
+from api import user_memory
+from api.access import reach, require_not_agent_key
+from api.audit import audit
+from api.auth import authenticate
+from api.errors import ApiError
+from api.ui import views
+from api.ui.sessions import COOKIE, SESSION_TTL_S
+from api.ui.web import UiError, UiRoute, Viewer, check_csrf, page, parse_as_of, sessions, viewer
+from schemas.access import subject_digest
+from schemas.documents import scope_key
+
+router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+
+Who = Annotated[Viewer, Depends(viewer)]
+Id = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
+Csrf = Depends(check_csrf)
+
+
+def _ctx(request: Request):
+    return request.app.state.ctx
+
+
+def _signed_in(request: Request, credential: str) -> RedirectResponse:
+    sid, _ = sessions(request).open(credential)
+    response = RedirectResponse("/ui/", status_code=303)
+    response.set_cookie(COOKIE, sid, max_age=int(SESSION_TTL_S), httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/ui")
+    return response
+
+
+# ------------------------------------------------------------------------ log-in ----------
+@router.get("/login")
+def login_form(request: Request):
+    return page(request, "login.html", None)
+
+
+@router.post("/login")
+def login(request: Request, credential: Annotated[str, Form(max_length=4096)] = ""):
+    """A key or user token typed into the form (a POST body, never a URL)."""
+    ctx = _ctx(request)
+    try:
+        authenticate(f"Bearer {credential.strip()}", keys=ctx.store, token_verifier=ctx.token_verifier)
+    except ApiError as exc:
+        return page(request, "login.html", None, status=401, refused=exc.why)
+    return _signed_in(request, credential.strip())
+
+
+@router.get("/login/{code}")
+def login_link(request: Request, code: Annotated[str, Path(max_length=128)]):
+    """A one-time link: the code is gone once used, and lapses unused."""
+    credential = sessions(request).redeem(code)
+    if credential is None:
+        return page(request, "login.html", None, status=401,
+                    refused="this link was used already or has lapsed; ask for a new one (memoryctl ui)")
+    return _signed_in(request, credential)
+
+
+@router.post("/logout", dependencies=[Csrf])
+def logout(request: Request):
+    sessions(request).close(request.cookies.get(COOKIE))
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+# ------------------------------------------------------------------------ agents ----------
+@router.get("/")
+def home(request: Request, who: Who):
+    p = who.principal
+    if p.kind == "user":
+        return RedirectResponse(f"/ui/agents/{p.agent_id}/users/{p.user_id}", status_code=303)
+    rows = views.agents(_ctx(request).store)
+    if p.kind == "agent":
+        rows = [r for r in rows if r.agent_id == p.agent_id]
+    return page(request, "agents.html", who, agents=rows)
+
+
+# ------------------------------------------------------------------------ memory ----------
+@router.get("/agents/{agent_id}/users/{user_id}")
+def user_page(request: Request, who: Who, agent_id: Id, user_id: Id, as_of: Annotated[str | None, Query(max_length=40)] = None):
+    found = reach(who.principal, agent_id, user_id=user_id, user_where="path user_id")
+    return _memory_page(request, who, agent_id, found.user_id, None, as_of)
+
+
+@router.get("/agents/{agent_id}/sessions/{session_id}")
+def session_page(request: Request, who: Who, agent_id: Id, session_id: Id,
+                 as_of: Annotated[str | None, Query(max_length=40)] = None):
+    ctx = _ctx(request)
+    found = reach(who.principal, agent_id, session_id=session_id, sessions=ctx.store)
+    return _memory_page(request, who, agent_id, found.user_id, session_id, as_of)
+
+
+def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | None, session_id: str | None,
+                 as_of_text: str | None):
+    ctx = _ctx(request)
+    as_of = parse_as_of(as_of_text)
+    shown = views.memory(ctx.store, ctx.service(agent_id), agent_id, user_id=user_id, session_id=session_id,
+                         as_of=as_of, now=ctx.clock.now())
+    mine = user_memory.list_memory(ctx.store, agent_id, user_id) if user_id and who.kind != "agent" else None
+    return page(request, "memory.html", who, agent_id=agent_id, user_id=user_id, session_id=session_id,
+                as_of=as_of_text or "", shown=shown, mine=mine)
+
+
+@router.get("/agents/{agent_id}/facts")
+def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Query(max_length=300)] = "agent",
+              page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1):
+    """One scope key's live facts, a page at a time (an indexed read however many facts the
+    agent has; a listing across every scope would sort them all)."""
+    if who.kind == "user":
+        raise UiError(403, "forbidden", "path agent_id", "a user token sees its own memory page only")
+    reach(who.principal, agent_id)
+    key = scope.strip() or "agent"
+    if key != "agent" and not key.startswith(("user:", "session:")):
+        raise UiError(422, "invalid scope", "query scope", f"expected agent, user:<id> or session:<id>, got {key!r}")
+    found = views.fact_page(_ctx(request).store, agent_id, key, page_no)
+    return page(request, "facts.html", who, agent_id=agent_id, scope=key, **found)
+
+
+@router.get("/facts/{fact_id}")
+def fact_page(request: Request, who: Who, fact_id: Id):
+    ctx = _ctx(request)
+    fact = next(iter(ctx.store.get_facts([fact_id])), None)
+    if fact is None or not _may_see_fact(who, fact):
+        raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
+    return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact))
+
+
+def _may_see_fact(who: Viewer, fact) -> bool:
+    p = who.principal
+    if p.kind == "admin":
+        return True
+    if p.agent_id != fact.agent_id:
+        return False
+    if p.kind == "agent":
+        return True
+    return fact.scope_key == scope_key("user", user_id=p.user_id) or set(fact.source_user_ids) == {p.user_id}
+
+
+@router.get("/messages/{session_id}/{message_id}")
+def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
+    ctx = _ctx(request)
+    session = ctx.store.get_session(session_id)
+    if session is None:
+        raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
+    reach(who.principal, session.agent_id, session_id=session_id, sessions=ctx.store)
+    found = views.message_window(ctx.store, session_id, message_id)
+    if found is None:
+        raise UiError(404, "not found", "path message_id", "no such message in this session (erased?)")
+    return page(request, "message.html", who, session=session, **found)
+
+
+# ------------------------------------------------------------------- own edits ------------
+@router.post("/agents/{agent_id}/users/{user_id}/facts/{item_id}/edit", dependencies=[Csrf])
+def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id,
+              content: Annotated[str, Form(min_length=1, max_length=2000)]):
+    ctx, p = _ctx(request), who.principal
+    require_not_agent_key(p, "editing memory")
+    user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
+    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content)
+    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
+          subject=subject_digest(agent_id, user))
+    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}", status_code=303)
+
+
+@router.post("/agents/{agent_id}/users/{user_id}/{kind}/{item_id}/delete", dependencies=[Csrf])
+def delete_item(request: Request, who: Who, agent_id: Id, user_id: Id, kind: Id, item_id: Id):
+    ctx, p = _ctx(request), who.principal
+    kinds = {"facts": "fact", "reflections": "reflection"}
+    if kind not in kinds:
+        raise UiError(404, "not found", "path kind", "expected facts or reflections")
+    require_not_agent_key(p, "deleting memory")
+    user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
+    subject = subject_digest(agent_id, user)
+    user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}")
+    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.delete", agent_id=agent_id,
+          subject=subject, counts={kind: 1})
+    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}", status_code=303)

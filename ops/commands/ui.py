@@ -1,0 +1,35 @@
+"""``memoryctl ui``: the web inspector over a store, with a one-time sign-in link
+(``api.ui.serve``; docs/inspector.md).
+
+    memoryctl ui [--host 127.0.0.1] [--port 8765] [--worker]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ops.commands import positive_int
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from ops.commands.serve import api_settings, require_api_extra
+    from schemas.settings import get_settings
+
+    require_api_extra()
+    api_settings()
+    from api.ui.serve import serve
+
+    return serve(get_settings(), host=args.host, port=args.port, worker=args.worker,
+                 access_log=not args.no_access_log, log_level=args.log_level)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="serve the web inspector with a fresh admin key, behind a one-time sign-in link")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=positive_int, default=8765)
+    p.add_argument("--worker", action="store_true",
+                   help="run a Celery worker in this process too (needed with MEMORY_BROKER_URL=memory://, "
+                        "as over the demo store), so replays are formed")
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--no-access-log", action="store_true", help="no access log lines")
+    p.set_defaults(func=_ui)

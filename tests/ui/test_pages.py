@@ -1,0 +1,171 @@
+"""The inspector's log-in, CSRF and reach, in process (``api.app.create_app`` over a real
+SQLite store): what a browser would get, answer by answer. The browser itself drives the
+same pages in tests/ui/test_browser.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from api.keys import revoke_key
+from api.ui.sessions import COOKIE
+from tests.api.harness import build, seed_memory
+from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+
+
+@pytest.fixture
+def api(store):
+    built = build(store)
+    seed_memory(store, built.deps.clock.now())
+    return built
+
+
+def _client(api, base_url="http://testserver"):
+    from fastapi.testclient import TestClient
+
+    return TestClient(api.app, raise_server_exceptions=False, base_url=base_url)
+
+
+def _sign_in(client, credential: str) -> str:
+    """Signs in through the form; returns the page's CSRF token."""
+    answer = client.post("/ui/login", data={"credential": credential}, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    return _csrf(client.get("/ui/search" if "eyJ" not in credential else "/ui/", follow_redirects=True).text)
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF token on the page"
+    return found.group(1)
+
+
+def test_a_one_time_link_signs_in_once_with_a_strict_httponly_cookie(api):
+    code = api.app.state.ui_sessions.issue_code(api.keys["admin"])
+    with _client(api, "https://testserver") as client:
+        first = client.get(f"/ui/login/{code}", follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/ui/"
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Secure" in cookie and "Path=/ui" in cookie
+        assert api.keys["admin"] not in cookie
+        assert client.get("/ui/").status_code == 200
+    with _client(api) as other:
+        again = other.get(f"/ui/login/{code}", follow_redirects=False)
+        assert again.status_code == 401 and "used already" in again.text
+        assert other.get("/ui/", follow_redirects=False).headers["location"] == "/ui/login"
+
+
+def test_the_cookie_is_not_secure_over_plain_http_and_a_bad_credential_is_refused_on_the_page(api):
+    with _client(api) as client:
+        answer = client.post("/ui/login", data={"credential": api.keys["admin"]}, follow_redirects=False)
+        assert "Secure" not in answer.headers["set-cookie"]
+        refused = client.post("/ui/login", data={"credential": "mk_nope_nope"})
+        assert refused.status_code == 401 and "unknown key" in refused.text and "Traceback" not in refused.text
+
+
+def test_every_mutating_form_refuses_a_post_without_the_sessions_csrf_token(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        edit = "/ui/agents/A/users/u1/facts/f-u1/edit"
+        for sent in ({}, {"csrf": "forged"}):
+            answer = client.post(edit, data={"content": "Alice's email is eve@example.com", **sent})
+            assert answer.status_code == 403 and "CSRF" in answer.text
+        assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+        for path in ("/ui/agents/A/users/u1/facts/f-u1/delete", "/ui/runs/r1/replay", "/ui/search",
+                     "/ui/erasure/plan", "/ui/erasure/forget", "/ui/erasure/export", "/ui/logout"):
+            assert client.post(path, data={"user_id": "u1", "confirm": "u1"}).status_code == 403, path
+        assert api.deps.store.get_facts(["f-u1"]), "a refused delete deleted"
+        done = client.post(edit, data={"content": "Alice's email is alice@work.example", "csrf": token})
+        assert done.status_code == 200 and "alice@work.example" in done.text
+        assert api.deps.store.get_facts(["f-u1"])[0].version == 2
+
+
+def test_a_user_token_sees_and_edits_its_own_memory_only(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.token(user="u1"))
+        mine = client.get("/ui/")
+        assert mine.status_code == 200 and "Alice&#39;s email" in mine.text and "Bob" not in mine.text
+        # shared knowledge the agent brings to the chat is shown, but leads nowhere a user may not go
+        assert "The Mars budget" in mine.text and '/ui/facts/f-agent-both"' not in mine.text
+        other = client.get("/ui/agents/A/users/u2")
+        assert other.status_code == 403 and "its own user only" in other.text
+        assert client.get("/ui/facts/f-u2").status_code == 404
+        for page in ("/ui/runs", "/ui/erasure", "/ui/cost?agent=A", "/ui/agents/A/facts"):
+            assert client.get(page).status_code == 403, page
+        assert client.post("/ui/agents/A/users/u2/facts/f-u2/delete", data={"csrf": token}).status_code == 403
+        assert api.deps.store.get_facts(["f-u2"])
+        gone = client.post("/ui/agents/A/users/u1/facts/f-agent-u1/delete", data={"csrf": token})
+        assert gone.status_code == 200 and not api.deps.store.get_facts(["f-agent-u1"])
+
+
+def test_an_agent_key_reads_its_agent_but_edits_nothing(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["agent_a"])
+        assert client.get("/ui/agents/A/users/u1").status_code == 200
+        assert client.get("/ui/agents/B/users/u1").status_code == 403
+        refused = client.post("/ui/agents/A/users/u1/facts/f-u1/edit", data={"content": "x y", "csrf": token})
+        assert refused.status_code == 403 and "agent key reads" in refused.text
+
+
+def test_a_revoked_key_ends_its_session_at_the_next_page(api):
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        [key] = [k for k in api.deps.store.list_api_keys() if k.kind == "admin"]
+        revoke_key(api.deps.store, key.key_id, api.deps.clock.now())
+        answer = client.get("/ui/", follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
+
+
+def test_bad_input_reads_as_what_where_and_why(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        bad = client.get("/ui/agents/A/users/u1?as_of=yesterday")
+        assert bad.status_code == 422 and "query as_of" in bad.text and "Traceback" not in bad.text
+        assert client.get("/ui/agents/A/facts?page=0").status_code == 422
+        wrong = client.get("/ui/agents/A/facts?scope=everything")
+        assert wrong.status_code == 422 and "query scope" in wrong.text
+        blank = client.post("/ui/search", data={"csrf": token, "agent_id": "A", "session_id": "s", "query": "  "})
+        assert blank.status_code == 422 and "blank" in blank.text
+        typo = client.post("/ui/erasure/forget", data={"csrf": token, "user_id": "u1", "agent_id": "A", "confirm": "u2"})
+        assert typo.status_code == 422 and "nothing was erased" in typo.text
+        assert api.deps.store.get_facts(["f-u1"])
+
+
+def test_searches_travel_in_the_body_and_the_cookie_never_holds_the_credential(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        form = client.get("/ui/search").text
+        assert re.search(r'<form method="post" action="/ui/search"', form)
+        answer = client.post("/ui/search", data={"csrf": token, "agent_id": "A", "session_id": "s1", "user_id": "u1",
+                                                 "query": "Alice email"})
+        assert answer.status_code == 200 and "Semantic score" in answer.text and "Alice&#39;s email" in answer.text
+        assert api.keys["admin"] not in client.cookies.get(COOKIE, "")
+
+
+def test_the_fact_list_shows_one_scope_a_page_at_a_time(api, monkeypatch):
+    from api.ui import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        first = client.get("/ui/agents/A/facts?scope=agent")
+        second = client.get("/ui/agents/A/facts?scope=agent&page=2")
+        assert 'rel="next"' in first.text and 'rel="next"' not in second.text
+        shown = [re.findall(r'/ui/facts/([^"]+)"', page.text) for page in (first, second)]
+        assert sorted(shown[0] + shown[1]) == ["f-agent-both", "f-agent-u1"]
+        assert "f-u1" not in first.text + second.text
+
+
+def test_an_export_downloads_everything_about_the_user_under_a_pseudonymous_name(api):
+    import json
+
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        answer = client.post("/ui/erasure/export", data={"csrf": token, "user_id": "u1", "agent_id": "A"})
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+        disposition = answer.headers["content-disposition"]
+        assert disposition.startswith("attachment;") and "u1" not in disposition
+        rows = [json.loads(line) for line in answer.text.splitlines()]
+        ids = {r["document"].get("fact_id") for r in rows if r["collection"] == "facts"}
+        assert {"f-u1", "f-agent-u1", "f-agent-both"} <= ids and "f-u2" not in ids
+        assert [e.action for e in api.deps.store.list_audit(action="export_user")]
