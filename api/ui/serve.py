@@ -10,7 +10,9 @@ the run here.
 
 from __future__ import annotations
 
+
 import contextlib
+import json
 import sys
 from collections.abc import Iterator
 
@@ -37,8 +39,10 @@ def _in_process_worker(enabled: bool) -> Iterator[None]:
         yield
 
 
-def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log: bool, log_level: str) -> int:
-    """Serve until interrupted; prints the one-time sign-in link first (stdout, flushed)."""
+def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log: bool, log_level: str,
+          as_json: bool = False) -> int:
+    """Serve until interrupted; prints the one-time sign-in link first (stdout, flushed; with
+    ``as_json`` one JSON object with ``url`` and ``login``)."""
     import uvicorn
 
     from api.app import create_app
@@ -54,7 +58,10 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
         app = create_app(settings, rate_limiter=RateLimiter(None, 0))
         code = app.state.ui_sessions.issue_code(secret)
         print(f"inspector on http://{host}:{port}/ui/ over {settings.store_url}", file=sys.stderr)
-        print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
+        if as_json:
+            print(json.dumps({"url": f"http://{host}:{port}/ui/", "login": login_url(host, port, code)}), flush=True)
+        else:
+            print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
         with _in_process_worker(worker):
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, proxy_headers=False)
     finally:

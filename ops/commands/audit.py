@@ -10,7 +10,7 @@ import argparse
 import json
 
 from ops.commands import positive_int
-from ops.commands.cost import _since
+from ops.commands.cost import bound_at, time_bound
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def _audit(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
     from schemas.settings import get_settings
 
-    since = Clock().now() - args.since if args.since is not None else None
+    since = bound_at(args.since, Clock().now())
     store = open_existing(get_settings())
     try:
         entries = store.list_audit(since=since, action=args.action, limit=args.limit)
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from schemas.access import AuditAction
 
     p = sub.add_parser("audit", help="the audit log: erasures, edits, exports, switches, replays, key changes")
-    p.add_argument("--since", type=_since, help="only the last 7d, 12h, 30m, ...")
+    p.add_argument("--since", type=time_bound, help="only the last 7d, 12h, 30m, ... or since an ISO date or time")
     p.add_argument("--action", choices=sorted(get_args(AuditAction)))
     p.add_argument("--limit", type=positive_int, default=100)
     p.add_argument("--json", action="store_true")

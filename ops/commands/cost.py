@@ -13,7 +13,8 @@ from datetime import datetime
 from schemas.settings import get_settings
 
 
-def _when(text: str):
+def time_bound(text: str):
+    """argparse type of ``--since``/``--until``: a duration (``7d``) or an ISO date or time."""
     from ops.cost import parse_when
 
     try:
@@ -22,7 +23,7 @@ def _when(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _at(when, now):
+def bound_at(when, now):
     """A bound as a time: a duration counts back from ``now``."""
     if when is None or isinstance(when, datetime):
         return when
@@ -38,7 +39,7 @@ def _cost(args: argparse.Namespace) -> int:
 
     warn_of_model_shutdowns()
     now = Clock().now()
-    since, until = _at(args.since, now), _at(args.until, now)
+    since, until = bound_at(args.since, now), bound_at(args.until, now)
     if since is not None and until is not None and until <= since:
         print(f"memoryctl cost: --until ({until.isoformat()}) must come after --since ({since.isoformat()})",
               file=sys.stderr)
@@ -55,9 +56,9 @@ def _cost(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cost", help="sum an agent's model cost (USD) by model, stage or day")
     p.add_argument("--agent", required=True)
-    p.add_argument("--since", type=_when,
+    p.add_argument("--since", type=time_bound,
                    help="from 7d, 12h, 30m ago, or from an ISO date or time (default: everything)")
-    p.add_argument("--until", type=_when,
+    p.add_argument("--until", type=time_bound,
                    help="before 1d, 12h, 30m ago, or before an ISO date or time (default: now)")
     p.add_argument("--by", choices=["model", "stage", "day"], default="model")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

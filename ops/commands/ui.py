@@ -20,7 +20,7 @@ def _ui(args: argparse.Namespace) -> int:
     from api.ui.serve import serve
 
     return serve(get_settings(), host=args.host, port=args.port, worker=args.worker,
-                 access_log=not args.no_access_log, log_level=args.log_level)
+                 access_log=not args.no_access_log, log_level=args.log_level, as_json=args.json)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,4 +32,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "as over the demo store), so replays are formed")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument("--no-access-log", action="store_true", help="no access log lines")
+    p.add_argument("--json", action="store_true", help="print the address and the sign-in link as one JSON object")
     p.set_defaults(func=_ui)
