@@ -10,7 +10,6 @@ the run here.
 
 from __future__ import annotations
 
-
 import contextlib
 import json
 import sys
