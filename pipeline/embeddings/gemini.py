@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
-from pipeline.llm.answers import estimate_tokens
+from pipeline.llm.answers import estimate_usage_tokens
 from pipeline.llm.deadline import within
 from pipeline.llm.gemini import import_sdk, make_client, map_error
 from schemas.settings import Settings
@@ -50,7 +50,7 @@ class GeminiEmbedder(NetworkEmbedder):
             rows.extend(self._call(inputs[start:start + MAX_BATCH], where))
         vectors = checked_vectors(self, rows, len(texts), where)
         return Embeddings(vectors=vectors, model=self.model, dim=len(vectors[0]),
-                          input_tokens=sum(estimate_tokens(t) for t in texts))
+                          input_tokens=sum(estimate_usage_tokens(t) for t in texts))
 
     def _call(self, chunk: list[str], where: str) -> list[list[float]]:
         _, types = import_sdk()

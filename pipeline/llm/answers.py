@@ -64,8 +64,13 @@ def parse_answer(raw: str | None, response_model: type[T], *, provider: str, mod
     raise error from failure
 
 
-def estimate_tokens(text: str) -> int:
-    """A rough token count (about 4 characters a token) for providers that report none."""
+def estimate_usage_tokens(text: str) -> int:
+    """The tokens a usage record carries for ``text`` when the provider reports none: about 4
+    characters a token, rounded up to a whole token as providers count them.
+
+    Not ``pipeline.trigger.estimate_tokens`` (characters / 4.5, fractional): that one paces
+    formation and budgets the context (SPEC §4); this one only fills usage and cost records,
+    whose recorded figures must not move when the trigger's pacing is tuned."""
     return (len(text) + 3) // 4
 
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError
-from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.answers import estimate_usage_tokens, parse_answer
 from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
@@ -153,7 +153,7 @@ class GeminiLLM(LLM):
             tokens_in = usage.prompt_token_count or 0
             tokens_out = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
         else:
-            tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
+            tokens_in, tokens_out = estimate_usage_tokens(request.system + request.prompt), estimate_usage_tokens(raw)
         return LLMResponse(
             parsed=parsed, model=request.model, provider=self.provider,
             input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
