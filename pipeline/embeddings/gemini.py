@@ -30,15 +30,12 @@ class GeminiEmbedder(NetworkEmbedder):
                  timeout_s: float = 30.0) -> None:
         super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
 
-    @classmethod
-    def from_settings(cls, settings: Settings, http_client: Any = None) -> GeminiEmbedder:
-        client = make_client(
-            settings.embedding_api_key or settings.gemini_api_key,
-            settings.embedding_base_url or settings.gemini_base_url,
-            settings.embedding_timeout_s, http_client, what="the Gemini embedder",
-        )
-        return cls(client, settings.gemini_embedding_model, dimensions=settings.embedding_dimensions,
-                   timeout_s=settings.embedding_timeout_s)
+    label = "Gemini"
+    connect = staticmethod(make_client)
+
+    @staticmethod
+    def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
+        return settings.gemini_api_key, settings.gemini_base_url, settings.gemini_embedding_model
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:

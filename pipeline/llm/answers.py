@@ -14,6 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import InvalidLLMAnswer
+from pipeline.llm.port import LLMRequest, LLMResponse
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -72,6 +73,21 @@ def estimate_usage_tokens(text: str) -> int:
     formation and budgets the context (SPEC §4); this one only fills usage and cost records,
     whose recorded figures must not move when the trigger's pacing is tuned."""
     return (len(text) + 3) // 4
+
+
+def answered(request: LLMRequest[T], raw: str, *, provider: str, mode: str, snapshot: str | None,
+             usage: tuple[int, int] | None) -> LLMResponse[T]:
+    """The response of a network provider: ``raw`` parsed against the request's schema (or
+    ``InvalidLLMAnswer``), with the provider's (input, output) token ``usage``. Some compatible
+    servers report none: the tokens are then estimated rather than recorded as zero."""
+    parsed = parse_answer(raw, request.response_model, provider=provider, model=request.model)
+    if usage is None:
+        usage = estimate_usage_tokens(request.system + request.prompt), estimate_usage_tokens(raw)
+    return LLMResponse(
+        parsed=parsed, model=request.model, provider=provider,
+        input_tokens=usage[0], output_tokens=usage[1], raw=raw, structured_output=mode,
+        snapshot=snapshot or "",
+    )
 
 
 def answer_text(raw: str) -> str:
