@@ -70,7 +70,7 @@ def estimate_usage_tokens(text: str) -> int:
     characters a token, rounded up to a whole token as providers count them.
 
     Not ``pipeline.trigger.estimate_tokens`` (characters / 4.5, fractional): that one paces
-    formation and budgets the context (SPEC §4); this one only fills usage and cost records,
+    formation and budgets the context (design §4, §6); this one only fills usage and cost records,
     whose recorded figures must not move when the trigger's pacing is tuned."""
     return (len(text) + 3) // 4
 
