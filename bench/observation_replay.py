@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from pipeline.llm.answers import estimate_usage_tokens
 from pipeline.llm.offline import OfflineLLM
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
 
@@ -27,10 +28,6 @@ T = TypeVar("T", bound=BaseModel)
 
 PROVIDER = "observation-replay"
 MODEL = "locomo-observations"
-
-
-def _tokens(text: str) -> int:
-    return (len(text) + 3) // 4
 
 
 class ObservationReplayLLM(LLM):
@@ -59,5 +56,5 @@ class ObservationReplayLLM(LLM):
         raw = json.dumps({"facts": facts}, ensure_ascii=False)
         return LLMResponse(
             parsed=request.response_model.model_validate_json(raw), model=MODEL, provider=PROVIDER,
-            input_tokens=_tokens(request.system) + _tokens(request.prompt), output_tokens=_tokens(raw), raw=raw,
+            input_tokens=estimate_usage_tokens(request.system) + estimate_usage_tokens(request.prompt), output_tokens=estimate_usage_tokens(raw), raw=raw,
         )

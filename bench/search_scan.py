@@ -71,7 +71,8 @@ def run(segment: Segment, qs: np.ndarray, threads: int, concurrency: int, refere
     }
 
 
-def _ints(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
+    """An argparse type: "1,4,16" -> [1, 4, 16], each at least 1 (a clear error otherwise)."""
     try:
         values = [int(v) for v in text.split(",")]
     except ValueError:
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="vectors in the segment")
     parser.add_argument("--queries", type=int, default=200, help="queries per setting")
-    parser.add_argument("--threads", type=_ints, default=[1, 2], help="scan thread counts, e.g. 1,2")
-    parser.add_argument("--concurrency", type=_ints, default=[1, 4, 16], help="concurrent searches, e.g. 1,4,16")
+    parser.add_argument("--threads", type=int_list, default=[1, 2], help="scan thread counts, e.g. 1,2")
+    parser.add_argument("--concurrency", type=int_list, default=[1, 4, 16], help="concurrent searches, e.g. 1,4,16")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)

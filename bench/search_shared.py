@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.search_scan import int_list
+
 DIM = 384
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VOCABULARY = [f"w{chr(97 + i % 26)}{i}" for i in range(5000)]
@@ -144,20 +146,10 @@ def measure(folder: Path, mode: str, processes: int, queries: int) -> dict:
     return out | {key: round(sum(r[key] for r in rows) / len(rows), 3) for key in ("scan_ms", "term_ms")}
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers of 1 or more, got {text!r}")
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000)
-    parser.add_argument("--processes", type=_ints, default=[1, 2, 4])
+    parser.add_argument("--processes", type=int_list, default=[1, 2, 4])
     parser.add_argument("--queries", type=int, default=20, help="searches per process before it is measured")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print only the JSON line")

@@ -119,4 +119,6 @@ telemetry.configure()  # OTEL_* set: spans are exported (workers.telemetry); uns
 
 if "flower" in sys.argv[1:]:
     # `celery -A workers.app flower` gets the same /metrics behind auth as `-A workers.flower`
-    import workers.flower  # noqa: E402,F401
+    from workers.flower_metrics import protect_metrics  # noqa: E402
+
+    protect_metrics()

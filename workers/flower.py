@@ -1,12 +1,8 @@
-"""Flower's entry point: ``celery -A workers.flower flower --basic-auth=user:password``
-(``celery -A workers.app flower`` imports this module too).
+"""Flower's entry point: ``celery -A workers.flower flower --basic-auth=user:password``.
 
 It is ``workers.app`` with one change to Flower itself: ``/metrics`` asks for the same
-credentials as the rest of Flower. Flower 2.2 serves its Prometheus metrics through a handler
-that checks none (``flower/views/monitor.py``: ``Metrics.get`` has no ``@web.authenticated``,
-unlike every API handler in ``flower/api/``), so anyone who reaches the port reads the worker
-names, the task names and their counts, states and run times. ``/healthcheck`` stays open: it
-answers "OK" and nothing else, for the compose health check.
+credentials as the rest of Flower (``workers.flower_metrics``; ``celery -A workers.app flower``
+applies the same change). ``/healthcheck`` stays open for the compose health check.
 
 A Prometheus server scrapes it with the same user and password (``basic_auth`` in its
 ``scrape_config``).
@@ -14,37 +10,9 @@ A Prometheus server scrapes it with the same user and password (``basic_auth`` i
 
 from __future__ import annotations
 
-import tornado.web
-from flower import urls
-from flower.api import BaseApiHandler
-from flower.views import monitor
-
 from workers.app import app
+from workers.flower_metrics import protect_metrics
 
-
-class Metrics(monitor.Metrics):
-    """``/metrics`` behind Flower's authentication (basic auth or its OAuth login)."""
-
-    def prepare(self):
-        # as every API handler: no credentials configured means no answer, unless the operator
-        # opened the API on purpose with FLOWER_UNAUTHENTICATED_API
-        BaseApiHandler.prepare(self)
-
-    @tornado.web.authenticated
-    async def get(self):
-        await super().get()
-
-
-def _protect_metrics() -> None:
-    """Swap Flower's ``/metrics`` handler for ``Metrics``, in the handler list Flower's
-    application is built from (``flower.app`` imports that same list object)."""
-    for i, handler in enumerate(urls.handlers):
-        if isinstance(handler, tuple) and handler[0] == r"/metrics":
-            urls.handlers[i] = (r"/metrics", Metrics, *handler[2:])
-            return
-    raise RuntimeError("Flower has no /metrics handler to protect; check the installed Flower version")
-
-
-_protect_metrics()
+protect_metrics()
 
 __all__ = ["app"]

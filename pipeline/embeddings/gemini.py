@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
-from pipeline.llm.answers import estimate_tokens
+from pipeline.llm.answers import estimate_usage_tokens
 from pipeline.llm.deadline import within
 from pipeline.llm.gemini import import_sdk, make_client, map_error
 from schemas.settings import Settings
@@ -30,15 +30,12 @@ class GeminiEmbedder(NetworkEmbedder):
                  timeout_s: float = 30.0) -> None:
         super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
 
-    @classmethod
-    def from_settings(cls, settings: Settings, http_client: Any = None) -> GeminiEmbedder:
-        client = make_client(
-            settings.embedding_api_key or settings.gemini_api_key,
-            settings.embedding_base_url or settings.gemini_base_url,
-            settings.embedding_timeout_s, http_client, what="the Gemini embedder",
-        )
-        return cls(client, settings.gemini_embedding_model, dimensions=settings.embedding_dimensions,
-                   timeout_s=settings.embedding_timeout_s)
+    label = "Gemini"
+    connect = staticmethod(make_client)
+
+    @staticmethod
+    def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
+        return settings.gemini_api_key, settings.gemini_base_url, settings.gemini_embedding_model
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:
@@ -50,7 +47,7 @@ class GeminiEmbedder(NetworkEmbedder):
             rows.extend(self._call(inputs[start:start + MAX_BATCH], where))
         vectors = checked_vectors(self, rows, len(texts), where)
         return Embeddings(vectors=vectors, model=self.model, dim=len(vectors[0]),
-                          input_tokens=sum(estimate_tokens(t) for t in texts))
+                          input_tokens=sum(estimate_usage_tokens(t) for t in texts))
 
     def _call(self, chunk: list[str], where: str) -> list[list[float]]:
         _, types = import_sdk()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.embeddings.port import Embedder, Embeddings
-from pipeline.llm.answers import estimate_tokens
+from pipeline.llm.answers import estimate_usage_tokens
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _NGRAM = 3
@@ -41,7 +41,7 @@ class HashingEmbedder(Embedder):
         vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return Embeddings(
             vectors=vectors.tolist(), model=self.model, dim=self.dim,
-            input_tokens=sum(estimate_tokens(t) for t in texts),
+            input_tokens=sum(estimate_usage_tokens(t) for t in texts),
         )
 
     def _bucket(self, feature: str) -> tuple[int, float]:

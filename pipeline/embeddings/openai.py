@@ -34,15 +34,12 @@ class OpenAIEmbedder(NetworkEmbedder):
                  timeout_s: float = 30.0) -> None:
         super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
 
-    @classmethod
-    def from_settings(cls, settings: Settings, http_client: Any = None) -> OpenAIEmbedder:
-        client = make_client(
-            api_key=settings.embedding_api_key or settings.openai_api_key,
-            base_url=settings.embedding_base_url or settings.openai_base_url,
-            timeout_s=settings.embedding_timeout_s, http_client=http_client, what="the OpenAI embedder",
-        )
-        return cls(client, settings.openai_embedding_model, dimensions=settings.embedding_dimensions,
-                   timeout_s=settings.embedding_timeout_s)
+    label = "OpenAI"
+    connect = staticmethod(make_client)
+
+    @staticmethod
+    def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
+        return settings.openai_api_key, settings.openai_base_url, settings.openai_embedding_model
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         if not texts:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from pipeline.errors import ConfigurationError, TransientError
+from schemas.settings import Settings
 
 #: what a network embedder embeds to learn its dimension before its first real call
 PROBE = "dimension probe"
@@ -51,6 +52,27 @@ class NetworkEmbedder(Embedder):
     optional fixed dimension, and a per-call timeout. Without ``dimensions`` the first answer
     teaches the dimension (``checked_vectors``); ``dim`` asks the provider once if nothing
     was embedded yet."""
+
+    #: how messages name the provider ("the OpenAI embedder")
+    label: ClassVar[str]
+    #: the provider's SDK client factory (``make_client`` of ``pipeline.llm.<provider>``)
+    connect: ClassVar[Callable[..., Any]]
+
+    @staticmethod
+    @abc.abstractmethod
+    def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
+        """The provider's own API key, base URL and embedding model."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings, http_client: Any = None) -> Self:
+        """The embedder of ``settings``: ``MEMORY_EMBEDDING_API_KEY`` and ``_BASE_URL`` when
+        set, else the provider's own key and URL, so one provider can embed for another's LLM."""
+        api_key, base_url, model = cls.own_settings(settings)
+        client = cls.connect(
+            api_key=settings.embedding_api_key or api_key, base_url=settings.embedding_base_url or base_url,
+            timeout_s=settings.embedding_timeout_s, http_client=http_client, what=f"the {cls.label} embedder",
+        )
+        return cls(client, model, dimensions=settings.embedding_dimensions, timeout_s=settings.embedding_timeout_s)
 
     def __init__(self, client: Any, model: str, *, dimensions: int | None = None, timeout_s: float = 30.0) -> None:
         self.client = client

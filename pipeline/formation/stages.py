@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pipeline import sources as provenance_sources
-from pipeline import vectors as packing
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
 from pipeline.formation import dedup, fact_effects
@@ -32,6 +31,7 @@ from pipeline.llm.models import fast_model, tier_model
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import alias_ids, build_reflections_request, check_sources
+from pipeline.vectors import pack
 from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
 
 
@@ -122,8 +122,8 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
         n = len(facts)
-        return EmbedFactsOutput(model=result.model, dim=result.dim, vectors=packing.pack(result.vectors[:n]),
-                                dedup_vectors=packing.pack(result.vectors[n:]), sources=sources,
+        return EmbedFactsOutput(model=result.model, dim=result.dim, vectors=pack(result.vectors[:n]),
+                                dedup_vectors=pack(result.vectors[n:]), sources=sources,
                                 input_tokens=result.input_tokens,
                                 excerpt_lines_blanked=sum(blanked for _, blanked in screened))
 
@@ -191,7 +191,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             sources = dict(zip((f.index for f in facts), embedded.sources))
             texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
             result = usage.embed(deps.embedder, texts, "updates")
-            update_vectors = {str(d.index): packing.pack([v]) for d, v in zip(updates, result.vectors)}
+            update_vectors = {str(d.index): pack([v]) for d, v in zip(updates, result.vectors)}
         return DecideFactsOutput(
             decisions=resolved.decisions,
             effects=dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),

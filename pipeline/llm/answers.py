@@ -14,6 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import InvalidLLMAnswer
+from pipeline.llm.port import LLMRequest, LLMResponse
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -64,9 +65,29 @@ def parse_answer(raw: str | None, response_model: type[T], *, provider: str, mod
     raise error from failure
 
 
-def estimate_tokens(text: str) -> int:
-    """A rough token count (about 4 characters a token) for providers that report none."""
+def estimate_usage_tokens(text: str) -> int:
+    """The tokens a usage record carries for ``text`` when the provider reports none: about 4
+    characters a token, rounded up to a whole token as providers count them.
+
+    Not ``pipeline.trigger.estimate_tokens`` (characters / 4.5, fractional): that one paces
+    formation and budgets the context (design §4, §6); this one only fills usage and cost records,
+    whose recorded figures must not move when the trigger's pacing is tuned."""
     return (len(text) + 3) // 4
+
+
+def answered(request: LLMRequest[T], raw: str, *, provider: str, mode: str, snapshot: str | None,
+             usage: tuple[int, int] | None) -> LLMResponse[T]:
+    """The response of a network provider: ``raw`` parsed against the request's schema (or
+    ``InvalidLLMAnswer``), with the provider's (input, output) token ``usage``. Some compatible
+    servers report none: the tokens are then estimated rather than recorded as zero."""
+    parsed = parse_answer(raw, request.response_model, provider=provider, model=request.model)
+    if usage is None:
+        usage = estimate_usage_tokens(request.system + request.prompt), estimate_usage_tokens(raw)
+    return LLMResponse(
+        parsed=parsed, model=request.model, provider=provider,
+        input_tokens=usage[0], output_tokens=usage[1], raw=raw, structured_output=mode,
+        snapshot=snapshot or "",
+    )
 
 
 def answer_text(raw: str) -> str:

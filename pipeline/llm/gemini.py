@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError
-from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.answers import answered
 from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
@@ -146,19 +146,11 @@ class GeminiLLM(LLM):
         finish = getattr(candidates[0].finish_reason, "value", candidates[0].finish_reason)
         if finish in _CUT:
             raise InvalidLLMAnswer(f"{where}: the answer was {_CUT[finish]}")
-        raw = _text(candidates[0])
-        parsed = parse_answer(raw, request.response_model, provider=self.provider, model=request.model)
         usage = response.usage_metadata
-        if usage is not None:
-            tokens_in = usage.prompt_token_count or 0
-            tokens_out = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-        else:
-            tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
-        return LLMResponse(
-            parsed=parsed, model=request.model, provider=self.provider,
-            input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
-            snapshot=response.model_version or "",
-        )
+        counts = None if usage is None else (
+            usage.prompt_token_count or 0, (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0))
+        return answered(request, _text(candidates[0]), provider=self.provider, mode=mode,
+                        snapshot=response.model_version, usage=counts)
 
 
 def _mapped(exc: Exception, where: str, timeout_s: float, mode: str) -> Exception:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import InvalidLLMAnswer, PermanentError
+from pipeline.llm.answers import estimate_usage_tokens
 from pipeline.llm.offline_rules import consolidation, dedup, facts, reflections
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
 from schemas.settings import Settings
@@ -31,10 +32,6 @@ T = TypeVar("T", bound=BaseModel)
 
 PROVIDER = "offline"
 MODEL = "offline-rules-v1"
-
-
-def _tokens(text: str) -> int:
-    return (len(text) + 3) // 4
 
 
 class OfflineLLM(LLM):
@@ -76,7 +73,7 @@ class OfflineLLM(LLM):
             parsed=parsed,
             model=MODEL,
             provider=PROVIDER,
-            input_tokens=_tokens(request.system) + _tokens(request.prompt),
-            output_tokens=_tokens(raw),
+            input_tokens=estimate_usage_tokens(request.system) + estimate_usage_tokens(request.prompt),
+            output_tokens=estimate_usage_tokens(raw),
             raw=raw,
         )

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PipelineError, TransientError
-from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.answers import answered
 from pipeline.llm.deadline import bounded_transport, within
 from pipeline.llm.http import error_for_status, retry_after_seconds, transport_error
 from pipeline.llm.models import tier_timeouts, timeout_for_model
@@ -160,18 +160,9 @@ class OpenAILLM(LLM):
         message = choice.message
         if getattr(message, "refusal", None):
             raise InvalidLLMAnswer(f"{where}: the model refused: {message.refusal}")
-        raw = message.content or ""
-        parsed = parse_answer(raw, request.response_model, provider=self.provider, model=request.model)
         usage = completion.usage
-        if usage is not None:
-            tokens_in, tokens_out = usage.prompt_tokens or 0, usage.completion_tokens or 0
-        else:  # some compatible servers report none: estimate rather than record zero
-            tokens_in, tokens_out = estimate_tokens(request.system + request.prompt), estimate_tokens(raw)
-        return LLMResponse(
-            parsed=parsed, model=request.model, provider=self.provider,
-            input_tokens=tokens_in, output_tokens=tokens_out, raw=raw, structured_output=mode,
-            snapshot=completion.model or "",
-        )
+        return answered(request, message.content or "", provider=self.provider, mode=mode, snapshot=completion.model,
+                        usage=None if usage is None else (usage.prompt_tokens or 0, usage.completion_tokens or 0))
 
 
 def _mapped(exc: Exception, where: str, timeout_s: float, mode: str) -> Exception:

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from pipeline.errors import PermanentError, RateLimited, TransientError
-from pipeline.llm.answers import estimate_tokens, parse_answer
+from pipeline.llm.answers import estimate_usage_tokens, parse_answer
 from pipeline.llm.port import DEFAULT_TIMEOUT_S, LLM, LLMRequest, LLMResponse
 
 T = TypeVar("T", bound=BaseModel)
@@ -137,8 +137,8 @@ class ScriptedLLM(LLM):
         parsed = parse_answer(raw, request.response_model, provider=self.provider, model=request.model)
         return LLMResponse(
             parsed=parsed, model=request.model, provider=self.provider,
-            input_tokens=estimate_tokens(request.system + request.prompt),
-            output_tokens=estimate_tokens(raw), raw=raw,
+            input_tokens=estimate_usage_tokens(request.system + request.prompt),
+            output_tokens=estimate_usage_tokens(raw), raw=raw,
         )
 
     def _random_fault(self) -> FaultKind | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from pipeline.store import _common as c
 from pipeline.store.port_stats import CostRow, ReflectionCounts
@@ -67,6 +68,13 @@ def _row(stage, day, model, kind, provider, price, calls, input_tokens, output_t
                    usd=None if unpriced else round(float(usd or 0), 9))
 
 
+def _conditions(agent: str, agent_id: str, *optional: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """The WHERE terms and their arguments: the agent's always, then each optional (term,
+    value) whose value is set."""
+    kept = [(agent, agent_id), *((term, value) for term, value in optional if value is not None)]
+    return [term for term, _ in kept], [value for _, value in kept]
+
+
 class StatsMixin:
     """``cost_rows`` and ``reflection_counts`` for ``SQLiteStore`` (``self.db``)."""
 
@@ -76,34 +84,17 @@ class StatsMixin:
     ) -> list[CostRow]:
         runs, usage = self.db.t("runs"), self.db.t(c.USAGE)
         # runs: served by (agent_id, created_at), or (session_id, created_at) for a session
-        where, args = ["r.agent_id = ?"], [agent_id]
-        if session_id is not None:
-            where.append("r.session_id = ?")
-            args.append(session_id)
-        if since is not None:
-            where.append("r.created_at >= ?")
-            args.append(c.ts(since))
-        if until is not None:
-            where.append("r.created_at < ?")
-            args.append(c.ts(until))
-        if user_id is not None:
-            where.append("EXISTS (SELECT 1 FROM json_each(r.user_ids) WHERE value = ?)")
-            args.append(user_id)
+        start, end = (c.ts(t) if t is not None else None for t in (since, until))
+        where, args = _conditions("r.agent_id = ?", agent_id, ("r.session_id = ?", session_id),
+                                  ("r.created_at >= ?", start), ("r.created_at < ?", end),
+                                  ("EXISTS (SELECT 1 FROM json_each(r.user_ids) WHERE value = ?)", user_id))
         run_rows = (
             f"SELECT {_STAGE.format(name='s.key')} AS stage, json_extract(s.value, '$.day') AS day, m.key AS model, "
             f"{_FIELDS} FROM {runs} r, json_each(r.usage) s, json_each(s.value, '$.by_model') m "
             f"WHERE {' AND '.join(where)}")
         # usage records: served by (agent_id, at), or the session's and run's expression indexes
-        u_where, u_args = ["u.agent_id = ?"], [agent_id]
-        if since is not None:
-            u_where.append("u.at >= ?")
-            u_args.append(c.ts(since))
-        if until is not None:
-            u_where.append("u.at < ?")
-            u_args.append(c.ts(until))
-        if session_id is not None:
-            u_where.append("json_extract(u.doc, '$.session_id') = ?")
-            u_args.append(session_id)
+        u_where, u_args = _conditions("u.agent_id = ?", agent_id, ("u.at >= ?", start), ("u.at < ?", end),
+                                      ("json_extract(u.doc, '$.session_id') = ?", session_id))
         if user_id is not None:
             u_where.append(f"json_extract(u.doc, '$.run_id') IN (SELECT r.run_id FROM {runs} r WHERE {' AND '.join(where)})")
             u_args.extend(args)

@@ -17,7 +17,7 @@ Conventions:
 from __future__ import annotations
 
 from pipeline.store.port_access import AccessStore
-from pipeline.store.port_admin import AdminStore, ForgetCounts
+from pipeline.store.port_admin import AdminStore
 from pipeline.store.port_ingest import IngestOutcome, IngestStore, owned_by_another
 from pipeline.store.port_memory import FactCandidate, MemoryStore
 from pipeline.store.port_runs import RunStore
@@ -30,6 +30,6 @@ class Store(IngestStore, RunStore, MemoryStore, AdminStore, AccessStore, StatsSt
 
 
 __all__ = [
-    "AccessStore", "AdminStore", "CostRow", "FactCandidate", "ForgetCounts", "IngestOutcome", "IngestStore",
+    "AccessStore", "AdminStore", "CostRow", "FactCandidate", "IngestOutcome", "IngestStore",
     "MemoryStore", "ReflectionCounts", "RunStore", "StatsStore", "Store", "owned_by_another",
 ]

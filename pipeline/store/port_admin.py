@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline.erasure import Plan
 from pipeline.footprint import Footprint, Resting
 from schemas.documents import ConsolidatedBlob, Fact, FormationRun, StoredMessage, UsageRecord
-
-
-@dataclass
-class ForgetCounts:
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 class AdminStore(abc.ABC):

@@ -31,12 +31,6 @@ def owned_by_another(session_id: str) -> str:
     return f"session {session_id} belongs to another agent"
 
 
-def owned_by_another(session_id: str) -> str:
-    """The reason a session of another agent refuses a message, an end or a claim. It never
-    names the owner."""
-    return f"session {session_id} belongs to another agent"
-
-
 class IngestStore(abc.ABC):
     """Messages in, sessions and their trigger state, agents' settings, rejected events."""
 
