@@ -32,7 +32,7 @@ redis-server:
 		echo "Without it the integration tests are skipped (and fail when CI is set)."; \
 	fi
 
-# The Node tests (tests/node: fetch and the TypeScript MCP SDK; the README's Node.js producer)
+# The Node tests (tests/node: fetch and the TypeScript MCP SDK; the Node.js producer of docs/producers.md)
 # need node and npm; as root they come from Debian's packages, and each test installs its
 # pinned npm packages itself.
 node:
@@ -72,7 +72,7 @@ test: $(STAMP) redis-server node browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # The same code against real services; each part runs only when its variable is set and
-# otherwise prints one skip line naming it (README, "Running against real services").
+# otherwise prints one skip line naming it (docs/providers.md "Running against real services").
 test-live: $(STAMP)
 	$(PY) -m pytest tests/live -rs -p no:cacheprovider
 

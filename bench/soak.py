@@ -230,7 +230,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
             "handles_per_min": slope([(t, f) for t, _, f, _ in warm]),
             "rss_mb_last_half": round(half[-1][1] - half[0][1], 1) if half else None,
             "handles_last_half": int(half[-1][2] - half[0][2]) if half else None,
-            # the aim (README "Soak"): heap under 0.25 MB/min and handles flat (+-2) over the last half
+            # the aim (docs/benchmarks.md "Soak"): heap under 0.25 MB/min and handles flat (+-2) over the last half
             "anon_mb_per_min_last_half": slope([(t, a) for t, _, _, a in half]),
             "handles_min_max_last_half": [int(min(f for _, _, f, _ in half)), int(max(f for _, _, f, _ in half))]
             if half else None,

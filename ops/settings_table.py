@@ -1,8 +1,8 @@
-"""The README's table of every ``MEMORY_*`` setting, generated from ``schemas/settings.py``.
+"""The settings table of docs/operations.md, every ``MEMORY_*`` setting, generated from ``schemas/settings.py``.
 
     python -m ops.settings_table            # print the table (Markdown)
-    python -m ops.settings_table --write    # replace the table in README.md
-    python -m ops.settings_table --check    # exit 1 when README.md's table is out of date
+    python -m ops.settings_table --write    # replace the table in docs/operations.md
+    python -m ops.settings_table --check    # exit 1 when that table is out of date
 
 Each row: the variable, its section (the ``# --- name ---`` header above it), its default, the
 values it accepts (type and bounds) and the comment written above the field. Provider keys
@@ -27,7 +27,7 @@ from schemas.settings import Settings
 
 START = "<!-- settings-table:start (python -m ops.settings_table --write) -->"
 END = "<!-- settings-table:end -->"
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 _SECTION = re.compile(r"^\s*# --- (.+?) -+\s*$")
 _FIELD = re.compile(r"^    (\w+): ")
 PROVIDER_KEYS = "provider keys (their usual names, not prefixed)"
@@ -111,8 +111,8 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def readme_table(text: str) -> str | None:
-    """The generated block currently in a README text, or None when it has no markers."""
+def page_table(text: str) -> str | None:
+    """The generated block currently in a page's text, or None when it has no markers."""
     if START not in text or END not in text:
         return None
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n")
@@ -121,25 +121,25 @@ def readme_table(text: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.settings_table", description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--write", action="store_true", help="replace the table in README.md")
-    what.add_argument("--check", action="store_true", help="exit 1 when README.md's table is out of date")
+    what.add_argument("--write", action="store_true", help="replace the table in docs/operations.md")
+    what.add_argument("--check", action="store_true", help="exit 1 when docs/operations.md's table is out of date")
     args = parser.parse_args(argv)
     generated = table()
     if not (args.write or args.check):
         print(generated)
         return 0
-    text = README.read_text(encoding="utf-8")
-    current = readme_table(text)
+    text = PAGE.read_text(encoding="utf-8")
+    current = page_table(text)
     if current is None:
-        print(f"{README}: no {START} ... {END} block", file=sys.stderr)
+        print(f"{PAGE}: no {START} ... {END} block", file=sys.stderr)
         return 2
     if args.check:
         if current != generated:
-            print("README.md's settings table is out of date: python -m ops.settings_table --write", file=sys.stderr)
+            print("docs/operations.md's settings table is out of date: python -m ops.settings_table --write", file=sys.stderr)
             return 1
         return 0
     before, rest = text.split(START, 1)
-    README.write_text(f"{before}{START}\n{generated}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
+    PAGE.write_text(f"{before}{START}\n{generated}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
     return 0
 
 

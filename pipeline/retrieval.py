@@ -88,14 +88,14 @@ def retrieval_text(
 
     A bare fact ("Caroline: I went to the support group yesterday") loses the question it
     answers and its time; joining them back lifted LoCoMo evidence recall@10 of the hybrid
-    search from 0.69 to 0.76 (README, "Reading memory"). The fact's content is unchanged.
+    search from 0.69 to 0.76 (docs/benchmarks.md "Retrieval choices"). The fact's content is unchanged.
 
     With ``embedder`` the text is budgeted in the model's own tokens: the fact always comes
     whole (it is last, and a model cuts a long text's end); provenance gets what is left of
     the window, at most ``PROVENANCE_RATIO`` times the fact's tokens: the date first, then the
     excerpt lines nearest the fact first, the last one admitted cut to what is left. Three
     long messages before a fact otherwise fill the local model's 256 tokens and its vector
-    describes its neighbours, not itself (README, "Retrieval choices").
+    describes its neighbours, not itself (docs/benchmarks.md "Retrieval choices").
     """
     lines = [line.strip() for line in excerpt if line.strip()]
     head = f"[{date}] " if date else ""

@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     broker_sentinel_master: str | None = None
     # None: no task result is ever read (every send ignores it), so no result backend runs
     result_backend: str | None = None
-    # Redis redelivers an unacked task after this; no countdown may be longer (STYLE).
+    # Redis redelivers an unacked task after this; no countdown may be longer (docs/style.md "Celery rules").
     broker_visibility_timeout_s: int = Field(default=3600, gt=0)
     # Producer side: how long publishing may retry while the broker is unreachable.
     publish_retry_max: int = Field(default=3, ge=0)
@@ -140,11 +140,11 @@ class Settings(BaseSettings):
     search_default_top_k: int = Field(default=10, ge=1, le=50)
     # BLAS threads of the local search's matrix-vector product (process-wide). 1 suits a busy
     # host and many concurrent searches; on an otherwise idle multi-core host, the core count
-    # halves the latency of one search at 100k facts (see README, "Figures").
+    # halves the latency of one search at 100k facts (docs/benchmarks.md "Search figures").
     search_blas_threads: int = Field(default=1, ge=1, le=64)
     # Threads one int8 scan of a big segment (4,096+ facts) is split over. More than 1 pays
     # only on idle cores: on a busy 2-core host 2 threads made a 100k scan several times
-    # slower (python -m bench.search_scan; README, "Figures").
+    # slower (python -m bench.search_scan; docs/benchmarks.md "Search figures").
     search_scan_threads: int = Field(default=1, ge=1, le=64)
     # A directory where the local search keeps its segments as memory-mapped files, shared by
     # every worker process of the machine (one copy in the page cache instead of one per
@@ -202,7 +202,7 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     # Another address for the Gemini API (a proxy or gateway); unset, Google's.
     gemini_base_url: str | None = None
-    # Default models: current ones, none on the installed SDK's deprecation list (see README, "Providers").
+    # Default models: current ones, none on the installed SDK's deprecation list (docs/providers.md).
     openai_fast_model: str = "gpt-6-luna"
     openai_free_model: str = "gpt-6-luna"
     openai_premium_model: str = "gpt-6.1-sol"

@@ -1,7 +1,12 @@
 """The code cites ``docs/design.md`` by section ("design §5.3"): every citation in a Python
-file, in the README and in the design itself must name a numbered heading of that file, and
+file, in the README and in the docs pages must name a numbered heading of that file, and
 every path the design names must exist. The settings' sections (``# --- search (§6) ---``)
-count as citations too: the README's settings table shows them to operators."""
+count as citations too: the settings table of ``docs/operations.md`` shows them to operators.
+
+Other pages are cited by heading (``docs/<page>.md "Heading"``) or by section number
+(``docs/<page>.md §n``): every such citation, in code, tests, the Makefile, the README and
+the pages, must name a page that exists and a heading (or a bold paragraph lead) on it. The
+README and the style document outside the repository are no longer cited as sources."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SETTINGS = ROOT / "schemas" / "settings.py"
 
 HEADING = re.compile(r"^#{2,3}\s+(\d+(?:\.\d+)*)\.?\s+\S", re.MULTILINE)
@@ -35,6 +41,10 @@ def python_files() -> list[Path]:
                    and not d.endswith(".egg-info")]
         found += [Path(folder) / f for f in files if f.endswith(".py")]
     return sorted(found)
+
+
+def doc_pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
 
 
 def headings() -> set[str]:
@@ -67,7 +77,7 @@ def test_the_design_has_the_numbered_sections_the_code_cites():
 
 def test_every_design_citation_resolves():
     known = headings()
-    found = [c for path in [*python_files(), README, DESIGN] for c in citations(path, CITATION)]
+    found = [c for path in [*python_files(), README, *doc_pages()] for c in citations(path, CITATION)]
     assert len(found) > 50, "few 'design §' citations found: the pattern no longer matches how code cites"
     missing = unresolved(found, known)
     assert not missing, "\n".join(missing)
@@ -106,3 +116,79 @@ def test_every_path_the_design_names_exists():
     assert len(names) > 20, f"the design names only {names}: the path pattern no longer matches"
     missing = [name for name in names if not (ROOT / name).exists()]
     assert not missing, f"docs/design.md names paths that are not in the repository: {missing}"
+
+
+# a page cited by heading, docs/<page>.md "Heading" (the quotes may be escaped inside a string),
+# or by section number, docs/<page>.md §n
+PAGE_HEADING_CITATION = re.compile(r'\bdocs/([\w/-]+\.md),?\s*\\?"([^"\\\n]+)\\?"')
+PAGE_SECTION_CITATION = re.compile(r"\bdocs/([\w/-]+\.md),?\s*((?:§\d+(?:\.\d+)*[,\s-]*)+)")
+PAGE_NAMED = re.compile(r"(?<![\w/.-])docs/([\w/-]+\.md)\b")
+ANY_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+BOLD_LEAD = re.compile(r"^\s*(?:[-*]\s+)?\*\*(.+?)\.?\*\*", re.MULTILINE)
+# what the code cited before the docs site: the README's sections and a style document that was
+# never in the repository
+OLD_SOURCE = re.compile(r'\bREADME\b,?\s*\(?"|\(README\)|\bREADME\s+"|\(' + "STYLE" + r'\b')
+
+
+def citing_files() -> list[Path]:
+    extra = [ROOT / "Makefile", ROOT / "mkdocs.yml", README]
+    return [*python_files(), *[p for p in extra if p.exists()], *doc_pages()]
+
+
+def _plain(title: str) -> str:
+    return re.sub(r"[`*_]", "", title).strip().rstrip(".").casefold()
+
+
+def page_titles(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return [_plain(t) for t in [*ANY_HEADING.findall(text), *BOLD_LEAD.findall(text)]]
+
+
+def _where(path: Path, text: str, at: int) -> str:
+    return f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, at) + 1}"
+
+
+def test_every_cited_page_exists():
+    found, missing = 0, []
+    for path in citing_files():
+        text = path.read_text(encoding="utf-8")
+        for match in PAGE_NAMED.finditer(text):
+            found += 1
+            if not (DOCS / match.group(1)).exists():
+                missing.append(f"{_where(path, text, match.start())}: docs/{match.group(1)}")
+    assert found > 10, "few docs/ pages named: the pattern no longer matches how code names them"
+    assert not missing, "pages named that are not in docs/:\n" + "\n".join(missing)
+
+
+def test_every_cited_page_heading_exists():
+    found, missing = 0, []
+    for path in citing_files():
+        text = path.read_text(encoding="utf-8")
+        for match in PAGE_HEADING_CITATION.finditer(text):
+            page, title = DOCS / match.group(1), _plain(match.group(2))
+            found += 1
+            if not page.exists() or not any(t.startswith(title) for t in page_titles(page)):
+                missing.append(f"{_where(path, text, match.start())}: docs/{match.group(1)} has no heading {match.group(2)!r}")
+    assert found >= 8, "few 'docs/<page>.md \"Heading\"' citations found: the pattern no longer matches"
+    assert not missing, "\n".join(missing)
+
+
+def test_every_cited_page_section_number_exists():
+    missing = []
+    for path in citing_files():
+        text = path.read_text(encoding="utf-8")
+        for match in PAGE_SECTION_CITATION.finditer(text):
+            page = DOCS / match.group(1)
+            numbers = set(HEADING.findall(page.read_text(encoding="utf-8"))) if page.exists() else set()
+            for number in SECTION.findall(match.group(2)):
+                if number not in numbers:
+                    missing.append(f"{_where(path, text, match.start())}: docs/{match.group(1)} has no section {number}")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_readme_and_the_old_style_document_are_not_cited_as_sources():
+    found = [f"{_where(path, text, m.start())}: {m.group(0)!r}"
+             for path in [*python_files(), ROOT / "Makefile", *doc_pages()]
+             for text in [path.read_text(encoding="utf-8")]
+             for m in OLD_SOURCE.finditer(text)]
+    assert not found, 'cite the page that holds it now, as docs/<page>.md "Heading":\n' + "\n".join(found)

@@ -1,4 +1,4 @@
-"""Clients built once per worker process and injected into tasks (STYLE: arq's on_startup).
+"""Clients built once per worker process and injected into tasks (docs/style.md "The shape": arq's on_startup).
 
 Celery's ``worker_process_init`` signal resets them in each forked child, so no connection
 is shared across a fork; the first task of a process builds them lazily. When the worker is

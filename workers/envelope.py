@@ -1,7 +1,7 @@
 """What a worker accepts from its queues, and what becomes of a message it cannot take.
 
 A queue is a Redis list (key = the queue's name, e.g. ``ingest``) of kombu envelopes: JSON
-objects holding a Celery protocol 2 message (README, "Producers in any language"). Producers
+objects holding a Celery protocol 2 message (docs/producers.md "Producers in any language"). Producers
 in other languages write them by hand, so a worker meets broken ones: text that is not JSON,
 an envelope without ``properties.delivery_tag``, a message without ``headers.task``, a body
 that does not decode to ``[args, kwargs, embed]``.

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "export-user", help="everything stored about a person (messages, facts with history, reflections, blob "
                             "sections, run costs), as JSON Lines",
         description="Reads only what rests on the user (provenance indexes). Leaves out other people's messages "
-        "and memory, embeddings and run stage outputs; see the README's 'Exporting a user's data'.",
+        "and memory, embeddings and run stage outputs; see docs/operations.md \"Exporting a user's data\".",
     )
     p.add_argument("--user", required=True, help="the user's id")
     p.add_argument("--agent", help="only under this agent (default: every agent)")

@@ -10,7 +10,8 @@ fact joined to its provenance. The content of the fact itself is unchanged.
   fact's ``source_message_ids``, the most specific provenance a run has. A fact's rare words
   ("LGBTQ conference") name its message, where a plain overlap ratio (Dice) favoured a short
   reply sharing its common words ("so glad you felt accepted"): on LoCoMo dev, 0.830 of
-  the observation items map to their evidence turn, against 0.765 with Dice (README).
+  the observation items map to their evidence turn, against 0.765 with Dice
+  (docs/benchmarks.md "Recall through the formation chain").
 - Excerpt: the ``EXCERPT_TURNS`` messages just before the source message in its session
   (earlier runs' messages count), then the source message itself, one ``Name: text`` line
   each. In LoCoMo the fact *is* the turn, so its excerpt is only the turns before it; here

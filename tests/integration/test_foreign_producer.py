@@ -1,6 +1,6 @@
-"""A producer in another language writes the README's wire format with a plain Redis client
+"""A producer in another language writes the documented wire format with a plain Redis client
 (no Celery, no kombu) and a real worker stores its events; a malformed hand-built message is
-recorded as rejected, never lost, and never stops the worker (README, "Producers in any
+recorded as rejected, never lost, and never stops the worker (docs/producers.md "Producers in any
 language")."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pipeline.store import open_store
 from schemas.settings import Settings
 from tests.support.flower import until
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "producers.md"
 
 
 def _event(event_id: str, session_id: str = "s-foreign", content: str = "I moved to Porto") -> dict:
@@ -33,7 +33,7 @@ def _event(event_id: str, session_id: str = "s-foreign", content: str = "I moved
 
 
 def _envelope(task: str, kwargs: dict, *, base64_body: bool = True) -> str:
-    """The README's envelope, built by hand with only the keys it lists as needed."""
+    """The documented envelope, built by hand with only the keys it lists as needed."""
     body = json.dumps([[], kwargs, {}])
     properties = {"delivery_tag": str(uuid.uuid4()), "delivery_info": {"exchange": "", "routing_key": "ingest"},
                   "priority": 0}
@@ -81,14 +81,14 @@ def test_a_hand_built_message_is_stored_by_a_real_worker(broker, store_url, cele
     assert "ERROR" not in worker.log_text()
 
 
-def _readme_redis_cli_line() -> str:
-    [line] = [ln for ln in README.read_text().splitlines() if ln.startswith('redis-cli -u "$MEMORY_BROKER_URL" LPUSH')]
+def _docs_redis_cli_line() -> str:
+    [line] = [ln for ln in PAGE.read_text().splitlines() if ln.startswith('redis-cli -u "$MEMORY_BROKER_URL" LPUSH')]
     return line
 
 
 @pytest.mark.skipif(shutil.which("redis-cli") is None, reason="redis-cli is not installed")
-def test_the_readme_redis_cli_line_publishes_an_event_a_worker_stores(broker_urls, store_url, celery_worker_process):
-    done = subprocess.run(["sh", "-c", _readme_redis_cli_line()], capture_output=True, text=True, timeout=30,
+def test_the_docs_redis_cli_line_publishes_an_event_a_worker_stores(broker_urls, store_url, celery_worker_process):
+    done = subprocess.run(["sh", "-c", _docs_redis_cli_line()], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "MEMORY_BROKER_URL": broker_urls[0]})
     assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
     worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
@@ -134,9 +134,9 @@ def test_malformed_hand_built_messages_are_recorded_as_rejected_not_lost(
     assert worker.is_alive()
 
 
-def _readme_node_example() -> tuple[str, str, list[list[str]]]:
-    """(the file name, the module, the shell lines) of the README's Node.js producer."""
-    text = README.read_text()
+def _docs_node_example() -> tuple[str, str, list[list[str]]]:
+    """(the file name, the module, the shell lines) of the Node.js producer in docs/producers.md."""
+    text = PAGE.read_text()
     start = text.index("From Node.js")
     name = re.search(r"Save this as `([^`]+)`", text[start:]).group(1)
     code = text[text.index("```js\n", start) + len("```js\n"):]
@@ -149,18 +149,18 @@ def _readme_node_example() -> tuple[str, str, list[list[str]]]:
 def _need(program: str) -> None:
     if shutil.which(program) is None:
         if os.environ.get("CI"):
-            pytest.fail(f"{program} is required in CI (env CI is set): the README's Node.js producer is tested with it")
-        pytest.skip(f"{program} is not installed: the README's Node.js producer cannot be run")
+            pytest.fail(f"{program} is required in CI (env CI is set): the Node.js producer of docs/producers.md is tested with it")
+        pytest.skip(f"{program} is not installed: the Node.js producer of docs/producers.md cannot be run")
 
 
-def test_the_readme_node_producer_runs_as_written_exits_and_its_event_is_stored(
+def test_the_docs_node_producer_runs_as_written_exits_and_its_event_is_stored(
     tmp_path, broker, broker_urls, store_url, celery_worker_process
 ):
-    """Written to the file the README names, with the npm package it says to install (from the
+    """Written to the file the page names, with the npm package it says to install (from the
     npm registry), against this test's redis-server, then consumed by a real ingest worker."""
     _need("node")
     _need("npm")
-    name, code, lines = _readme_node_example()
+    name, code, lines = _docs_node_example()
     (tmp_path / name).write_text(code)
     env = {**os.environ, "MEMORY_BROKER_URL": broker_urls[0], "npm_config_audit": "false",
            "npm_config_fund": "false", "npm_config_update_notifier": "false"}
@@ -172,7 +172,7 @@ def test_the_readme_node_producer_runs_as_written_exits_and_its_event_is_stored(
     try:
         done = subprocess.run(run[1:], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
     except subprocess.TimeoutExpired:
-        pytest.fail("the README's Node.js producer did not exit within 60 s (is its client closed?)")
+        pytest.fail("the Node.js producer of docs/producers.md did not exit within 60 s (is its client closed?)")
     assert done.returncode == 0, done.stderr[-2000:]
     [raw] = broker.lrange(names.QUEUE_INGEST, 0, -1)
     assert "I moved to Porto" not in json.loads(raw)["headers"]["kwargsrepr"]

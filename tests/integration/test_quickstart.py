@@ -1,4 +1,4 @@
-"""The ``memoryctl`` lines of the README's "Run it without Docker" run as written against a
+"""The ``memoryctl`` lines of "Run it without Docker" (docs/operations.md) run as written against a
 real redis-server and one real worker per queue class, on a store outside the repository."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ WORKER_ENV = {"MEMORY_LLM_PROVIDER": "offline", "MEMORY_EMBEDDING_PROVIDER": "ha
 
 
 def quickstart_memoryctl_lines() -> list[list[str]]:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Run it without Docker", 1)[1]
+    page = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = page.split("## Run it without Docker", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("memoryctl ")]
 
@@ -40,7 +40,7 @@ def test_the_quickstart_memoryctl_lines_run_as_written(tmp_path, broker_urls, ce
                PYTHONPATH=str(REPO_ROOT))
 
     def memoryctl(args: list[str]) -> subprocess.CompletedProcess:
-        # the README's paths are relative to the repository, like its shell session
+        # the page's paths are relative to the repository, like its shell session
         done = subprocess.run([sys.executable, "-m", "ops.cli", *args], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
         assert "Traceback" not in done.stderr, done.stderr

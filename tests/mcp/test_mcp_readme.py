@@ -1,4 +1,4 @@
-"""The README's MCP client config blocks work as written: the stdio block's command and args,
+"""The MCP client config blocks of docs/mcp.md work as written: the stdio block's command and args,
 started by the SDK's client with the block's environment (only the store path is this machine's),
 and the HTTP block's URL and headers (only the port and key are this server's)."""
 
@@ -17,11 +17,11 @@ from tests.mcp.client import run_http, run_stdio
 from tests.support.demo_store import AGENT, demo_env
 from tests.support.procs import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
+PAGE = REPO_ROOT / "docs" / "mcp.md"
 
 
 def _blocks() -> tuple[dict, dict]:
-    section = README.read_text().split("### Over MCP", 1)[1].split("\n### ", 1)[0]
+    section = PAGE.read_text().split("## Client config", 1)[1].split("\n## ", 1)[0]
     stdio, http = (json.loads(b)["mcpServers"]["memory"] for b in re.findall(r"```json\n(.*?)```", section, re.S))
     return stdio, http
 

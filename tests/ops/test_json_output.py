@@ -1,4 +1,4 @@
-"""The README says data commands accept ``--json``: every command does, and prints exactly one
+"""docs/operations.md says data commands accept ``--json``: every command does, and prints exactly one
 JSON document on stdout (the store and broker it used go to stderr)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's settings table is generated from ``schemas/settings.py`` and kept in sync;
+"""The settings table of docs/operations.md is generated from ``schemas/settings.py`` and kept in sync;
 packaging and ignore files match the quick-start."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from tests.support.procs import REPO_ROOT
 from schemas.settings import Settings
 
 
-def test_the_readme_settings_table_is_the_generated_one():
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert settings_table.readme_table(readme) == settings_table.table(), (
-        "README.md's settings table is out of date: run python -m ops.settings_table --write"
+def test_the_docs_settings_table_is_the_generated_one():
+    page = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert settings_table.page_table(page) == settings_table.table(), (
+        "docs/operations.md's settings table is out of date: run python -m ops.settings_table --write"
     )
     assert settings_table.main(["--check"]) == 0
 
@@ -29,9 +29,9 @@ def test_the_table_lists_every_memory_setting_with_its_bounds():
 
 
 def test_a_stale_table_is_detected(tmp_path, monkeypatch, capsys):
-    stale = tmp_path / "README.md"
+    stale = tmp_path / "operations.md"
     stale.write_text(f"intro\n{settings_table.START}\n| old |\n{settings_table.END}\nrest\n", encoding="utf-8")
-    monkeypatch.setattr(settings_table, "README", stale)
+    monkeypatch.setattr(settings_table, "PAGE", stale)
     assert settings_table.main(["--check"]) == 1
     assert settings_table.main(["--write"]) == 0
     text = stale.read_text(encoding="utf-8")

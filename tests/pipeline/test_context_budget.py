@@ -120,6 +120,6 @@ def test_a_configured_budget_is_used_instead_of_the_derived_one(memory_at_limits
     assert estimate_tokens(xml) <= 1500 and "<Omitted" in xml
 
 
-def test_the_readme_states_the_shipped_default_budget():
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"{default_max_tokens(Settings(_env_file=None)):,} tokens\n  with the shipped settings" in readme
+def test_reading_memory_states_the_shipped_default_budget():
+    page = (REPO_ROOT / "docs" / "reading.md").read_text(encoding="utf-8")
+    assert f"{default_max_tokens(Settings(_env_file=None)):,} tokens\n  with the shipped settings" in page

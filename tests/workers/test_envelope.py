@@ -1,5 +1,5 @@
 """``workers.envelope``: which hand-built messages a worker can run, and the record of one it
-cannot (README, "Producers in any language")."""
+cannot (docs/producers.md "Producers in any language")."""
 
 from __future__ import annotations
 

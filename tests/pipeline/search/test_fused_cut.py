@@ -1,6 +1,6 @@
 """The fused cut is stated in ranks: a fact found by one signal alone passes down to rank 6
 (the design's 0.015 at k = 60) whatever RRF k is shipped, and only returned facts count as
-accessed (SPEC §12)."""
+accessed (design §6, §11)."""
 
 import dataclasses
 import math

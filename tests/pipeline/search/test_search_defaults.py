@@ -11,7 +11,7 @@ from pipeline.retrieval import Thresholds
 from pipeline.search.defaults import MODEL_DEFAULTS
 from schemas.settings import Settings
 
-#: the table as benchmarked (README "Retrieval choices"); a change to MODEL_DEFAULTS must
+#: the table as benchmarked (docs/benchmarks.md "Retrieval choices (LoCoMo)"); a change to MODEL_DEFAULTS must
 #: change this line and come with a new figure in the entry's evidence
 BENCHMARKED = {LOCAL_MODEL: {"rrf_k": 10}}
 
