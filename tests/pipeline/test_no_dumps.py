@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = ("pipeline", "workers", "ops")
+PRODUCTION = ("pipeline", "workers", "ops", "api")
 
 
 def _calls(path: Path, name: str) -> list[int]:

@@ -166,6 +166,6 @@ def test_an_export_downloads_everything_about_the_user_under_a_pseudonymous_name
         disposition = answer.headers["content-disposition"]
         assert disposition.startswith("attachment;") and "u1" not in disposition
         rows = [json.loads(line) for line in answer.text.splitlines()]
-        ids = {r["document"].get("fact_id") for r in rows if r["collection"] == "facts"}
+        ids = {r["fact_id"] for r in rows if r["kind"] == "fact"}
         assert {"f-u1", "f-agent-u1", "f-agent-both"} <= ids and "f-u2" not in ids
         assert [e.action for e in api.deps.store.list_audit(action="export_user")]
