@@ -17,7 +17,7 @@ from pymongo import DESCENDING
 
 from pipeline.store import _common as c
 from pipeline.store._mongo_codec import _aware, unescape_keys
-from pipeline.store.port_stats import CostRow, ReflectionCounts, merged
+from pipeline.store.port_stats import CostRow, ReflectionCounts, merged, snapshots_of
 
 _MISSING_USD = {"$eq": [{"$ifNull": ["$model.v.usd", None]}, None]}
 
@@ -32,6 +32,7 @@ def _summed(stage: str, at: str) -> list[dict]:
             "price": {"$first": "$model.v.price"}, "calls": {"$sum": "$model.v.calls"},
             "input_tokens": {"$sum": "$model.v.input_tokens"}, "output_tokens": {"$sum": "$model.v.output_tokens"},
             "usd": {"$sum": "$model.v.usd"}, "unpriced": {"$sum": {"$cond": [_MISSING_USD, 1, 0]}},
+            "snapshots": {"$push": {"$ifNull": ["$model.v.snapshots", []]}},
         }},
     ]
 
@@ -45,6 +46,7 @@ def _row(doc: dict) -> CostRow:
         provider=doc.get("provider") or "", price="unpriced" if unpriced else (doc.get("price") or "unpriced"),
         calls=int(doc["calls"]), input_tokens=int(doc["input_tokens"]), output_tokens=int(doc["output_tokens"]),
         usd=None if unpriced else round(float(doc["usd"]), 9),
+        snapshots=snapshots_of(doc.get("snapshots") or ()),
     )
 
 

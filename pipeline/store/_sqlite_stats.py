@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.store import _common as c
-from pipeline.store.port_stats import CostRow, ReflectionCounts
+from pipeline.store.port_stats import CostRow, ReflectionCounts, snapshots_of
 from schemas.documents import FormationRun, StageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
@@ -56,16 +56,19 @@ def run_columns(run: FormationRun) -> tuple[str, str]:
 _FIELDS = ("json_extract(m.value, '$.kind') AS kind, json_extract(m.value, '$.provider') AS provider, "
            "json_extract(m.value, '$.price') AS price, json_extract(m.value, '$.calls') AS calls, "
            "json_extract(m.value, '$.input_tokens') AS input_tokens, "
-           "json_extract(m.value, '$.output_tokens') AS output_tokens, json_extract(m.value, '$.usd') AS usd")
+           "json_extract(m.value, '$.output_tokens') AS output_tokens, json_extract(m.value, '$.usd') AS usd, "
+           "json_extract(m.value, '$.snapshots') AS snapshots")
 #: a stage's name before any ``:`` ("consolidate:agent" is summed as "consolidate")
 _STAGE = "substr({name}, 1, instr({name} || ':', ':') - 1)"
 
 
-def _row(stage, day, model, kind, provider, price, calls, input_tokens, output_tokens, usd, unpriced) -> CostRow:
+def _row(stage, day, model, kind, provider, price, calls, input_tokens, output_tokens, usd, unpriced,
+         snapshots) -> CostRow:
     return CostRow(stage=stage, day=day, model=model, kind=kind or "llm", provider=provider or "",
                    price="unpriced" if unpriced else (price or "unpriced"), calls=int(calls or 0),
                    input_tokens=int(input_tokens or 0), output_tokens=int(output_tokens or 0),
-                   usd=None if unpriced else round(float(usd or 0), 9))
+                   usd=None if unpriced else round(float(usd or 0), 9),
+                   snapshots=snapshots_of(json.loads(snapshots or "[]")))
 
 
 def _conditions(agent: str, agent_id: str, *optional: tuple[str, Any]) -> tuple[list[str], list[Any]]:
@@ -106,7 +109,9 @@ class StatsMixin:
         # rule: a sum with an unpriced row is unpriced)
         rows = self.db.conn().execute(
             "SELECT stage, day, model, MAX(kind), MAX(provider), MAX(price), SUM(calls), SUM(input_tokens), "
-            "SUM(output_tokens), SUM(usd), SUM(usd IS NULL) "
+            "SUM(output_tokens), SUM(usd), SUM(usd IS NULL), "
+            # the group's snapshot lists, as one JSON array of arrays
+            "json_group_array(json(snapshots)) FILTER (WHERE snapshots IS NOT NULL) "
             f"FROM ({run_rows} UNION ALL {usage_rows}) GROUP BY stage, day, model ORDER BY stage, day, model",
             (*args, *u_args),
         ).fetchall()

@@ -9,7 +9,7 @@ agent and time; reflections by agent, scope and absorption.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -28,12 +28,14 @@ class CostRow(NamedTuple):
     input_tokens: int
     output_tokens: int
     usd: float | None
+    snapshots: tuple[str, ...] = ()  # the versions the provider reported answering as (design §11)
 
     def by_model(self) -> dict[str, dict[str, Any]]:
         """The row as ``pipeline.cost.summary`` reads a per-model row set."""
-        return {self.model: {"kind": self.kind, "provider": self.provider, "calls": self.calls,
-                             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                             "usd": self.usd, "price": self.price}}
+        row = {"kind": self.kind, "provider": self.provider, "calls": self.calls,
+               "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+               "usd": self.usd, "price": self.price}
+        return {self.model: {**row, "snapshots": list(self.snapshots)} if self.snapshots else row}
 
 
 class ReflectionCounts(NamedTuple):
@@ -54,7 +56,13 @@ def cost_row(stage: str, day: str, model: str, rows: Sequence[Mapping[str, Any]]
         input_tokens=sum(int(r.get("input_tokens") or 0) for r in rows),
         output_tokens=sum(int(r.get("output_tokens") or 0) for r in rows),
         usd=None if unpriced else round(sum(float(r.get("usd") or 0) for r in rows), 9),
+        snapshots=snapshots_of(r.get("snapshots") or () for r in rows),
     )
+
+
+def snapshots_of(lists: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    """The distinct snapshot names of several rows, sorted."""
+    return tuple(sorted({name for names in lists for name in names if name}))
 
 
 class StatsStore(abc.ABC):
