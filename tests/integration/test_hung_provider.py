@@ -60,8 +60,13 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
         deadline = time.monotonic() + 60
         while store.run_status(run_id) not in ("failed", "dead", "done") and time.monotonic() < deadline:
             time.sleep(0.1)
-        still_sending = server.in_flight
         calls = [body["model"] for body in server.bodies("/chat/completions")]
+        # each abandoned call hangs up at its bound: the server's next byte finds the socket
+        # closed (it would otherwise trickle on for 10 s per call)
+        ended = time.monotonic() + 30
+        while server.hung_up + server.trickled < 2 and time.monotonic() < ended:
+            time.sleep(0.1)
+        hung_up, trickled = server.hung_up, server.trickled
     run = store.get_run(run_id)
     assert run.status == "failed", run.status
     assert run.error.startswith("extract_reflections: DeadlineExceeded after 1 retries")
@@ -69,9 +74,10 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
     # the configured attempts of premium calls and no more: one call, one retry
     assert calls == ["gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-sol"]
     assert run.stages["extract_reflections"].attempts == 2
-    # the run was never taken over (one holder), and the worker gave up while the answer trickled on
+    # the run was never taken over (one holder), and the worker hung up on both trickled answers
+    # instead of reading them to their end
     assert run.attempts == 1
-    assert still_sending >= 1
+    assert (hung_up, trickled) == (2, 0)
     # beat's stale-run retry reopens it: a retried run, its second attempt
     reopened = sweep.retry_stale_runs(store, settings, datetime.now(timezone.utc))
     assert reopened.run_ids == [run_id] and store.get_run(run_id).attempts == 2

@@ -108,6 +108,8 @@ class LLMServer:
         self._lock = threading.Lock()
         self._released = threading.Event()
         self.in_flight = 0                      # requests being answered right now (stalled or trickling)
+        self.hung_up = 0                        # trickled answers the client stopped reading mid-way
+        self.trickled = 0                       # trickled answers sent to their last byte
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.02},
@@ -304,8 +306,12 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
                     self.wfile.flush()
                     if server._released.wait(pause):
                         return  # the server is closing
+                with server._lock:
+                    server.trickled += 1
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing to answer
+                if trickle_s:  # the client gave up (a timeout test): nothing to answer
+                    with server._lock:
+                        server.hung_up += 1
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass
