@@ -126,9 +126,17 @@ def shot(driver, name: str) -> Path:
 
 
 def wait_until(predicate, timeout: float = 30.0, every: float = 0.2):
+    """``predicate()`` once it is true, or its last value at ``timeout``. An element that htmx
+    swapped out between finding it and reading it (stale) or that is not there yet counts as
+    not yet: the page is still changing."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except (StaleElementReferenceException, NoSuchElementException):
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
