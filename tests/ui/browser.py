@@ -126,9 +126,16 @@ def shot(driver, name: str) -> Path:
 
 
 def wait_until(predicate, timeout: float = 30.0, every: float = 0.2):
+    """``predicate()`` once truthy, or its last value at ``timeout``; an element replaced under
+    the predicate's feet (htmx swapping the page) counts as not yet."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except StaleElementReferenceException:
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
