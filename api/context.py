@@ -56,6 +56,7 @@ class AppContext:
         return made
 
 
-def app_context(request: Request) -> AppContext:
-    """FastAPI dependency: the app's shared context."""
+async def app_context(request: Request) -> AppContext:
+    """FastAPI dependency: the app's shared context (async: a sync dependency costs a hop to
+    the thread pool per request, for an attribute read)."""
     return request.app.state.ctx

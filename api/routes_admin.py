@@ -11,7 +11,8 @@ from fastapi.responses import StreamingResponse
 
 from api.access import require_admin
 from api.audit import audit
-from api.auth import Principal, principal
+from api.auth import Principal, caller
+from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.jobs import queue_forget, visible_job
 from ops.cost import cost_report
@@ -21,9 +22,9 @@ from schemas import api as m
 from schemas.access import subject_digest
 from schemas.events import Id
 
-router = APIRouter(tags=["admin"], responses=m.ERRORS)
+router = APIRouter(tags=["admin"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
-Caller = Annotated[Principal, Depends(principal)]
+Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]
 RunStatus = Literal["claimed", "running", "done", "failed", "dead", "erased"]
 

@@ -9,19 +9,20 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response
 
 from api.access import reach, require_key
-from api.auth import Principal, principal
+from api.auth import Principal, caller
+from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.context_view import structured
 from api.errors import Forbidden
 from schemas import api as m
 from schemas.events import Id
 
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=m.ERRORS)
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
 AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
 UserQuery = Annotated[Id | None, Query(description="the user; with a user token, the token's (default) and no other")]
-Caller = Annotated[Principal, Depends(principal)]
+Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]
 
 _CONTEXT_RESPONSES = {200: {"content": {

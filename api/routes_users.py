@@ -11,7 +11,8 @@ from fastapi.responses import StreamingResponse
 
 from api.access import reach, require_not_agent_key
 from api.audit import audit
-from api.auth import Principal, principal
+from api.auth import Principal, caller
+from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.jobs import queue_forget
 from api.routes_memory import AgentId
@@ -20,11 +21,11 @@ from ops.user_data import export_user
 from schemas import api as m
 from schemas.access import subject_digest
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS)
+router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
 UserId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
 ItemId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
-Caller = Annotated[Principal, Depends(principal)]
+Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]
 
 

@@ -89,3 +89,10 @@ def test_cors_is_off_by_default(client, agent):
     assert "access-control-allow-origin" not in response.headers
     plain = client.get("/v1/agents/A/stats", headers={**agent, "Origin": "https://evil.example"})
     assert "access-control-allow-origin" not in plain.headers
+
+
+def test_an_unknown_query_parameter_is_refused_by_name(client, agent):
+    response = client.get("/v1/agents/A/sessions/s1/context", params={"user": "u1"}, headers=agent)
+    assert response.status_code == 422 and response.json()["where"] == "query 'user'"
+    assert "user_id" in response.json()["why"]
+    assert client.get("/v1/agents/A/sessions/s1/context", params={"user_id": "u1"}, headers=agent).status_code == 200
