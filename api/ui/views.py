@@ -75,8 +75,11 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
     scopes = []
     for scope, key in keys:
         blob = store.get_blob(agent_id, key)
-        reflections = store.unabsorbed_reflections(agent_id, key)
-        scopes.append({"scope": scope, "key": key, "blob": blob, "sections": sections(blob.consolidated_content if blob else ""),
+        if as_of is None:
+            text, reflections = (blob.consolidated_content if blob else ""), store.unabsorbed_reflections(agent_id, key)
+        else:  # the blob only if it was consolidated by then, the reflections buffered then
+            text, reflections = validity.memory_as_of(blob, store.list_reflections(agent_id, key), as_of)
+        scopes.append({"scope": scope, "key": key, "blob": blob if text else None, "sections": sections(text),
                        "reflections": sorted(reflections, key=lambda r: r.formed_at, reverse=True)[:20]})
     live = [validity.versions(f)[-1] for _, key in keys for f in store.list_facts(agent_id, key, limit=PAGE_SIZE)]
     then = None
