@@ -15,8 +15,9 @@ from pipeline import validity
 from pipeline.prompts.consolidation import parse_blob
 from schemas.documents import Fact, FormationRun, scope_key
 
-#: how many of the newest runs the agents page reads to find agents, people and sessions
-RECENT_RUNS = 2000
+#: how many of the newest runs the agents page reads to find agents, people and sessions (a run
+#: document carries its stage outputs, some 30 KB each in the demo: 200 of them make the page in 30-70 ms)
+RECENT_RUNS = 200
 PAGE_SIZE = 50
 
 
