@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -56,12 +57,15 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
         # one local operator: no rate limit, so no Redis is needed to look at a store
         app = create_app(settings, rate_limiter=RateLimiter(None, 0))
         code = app.state.ui_sessions.issue_code(secret)
-        print(f"inspector on http://{host}:{port}/ui/ over {settings.store_url}", file=sys.stderr)
-        if as_json:
-            print(json.dumps({"url": f"http://{host}:{port}/ui/", "login": login_url(host, port, code)}), flush=True)
-        else:
-            print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
+        # uvicorn stops gracefully on SIGTERM, then raises it again under the handler it found:
+        # make that an exit that runs the ``finally`` below, so the key is revoked
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         with _in_process_worker(worker):
+            print(f"inspector on http://{host}:{port}/ui/ over {settings.store_url}", file=sys.stderr)
+            if as_json:
+                print(json.dumps({"url": f"http://{host}:{port}/ui/", "login": login_url(host, port, code)}), flush=True)
+            else:
+                print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, proxy_headers=False)
     finally:
         revoke_key(store, key.key_id, Clock().now(), by="cli")

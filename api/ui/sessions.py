@@ -88,11 +88,11 @@ class LoginSessions:
 
     def _prune(self) -> None:
         now = self._clock()
-        for table in (self._sessions,):
-            for key in [k for k, s in table.items() if s.expires_at < now]:
-                del table[key]
+        for key in [k for k, s in self._sessions.items() if s.expires_at < now]:
+            del self._sessions[key]
         for key in [k for k, (_, exp) in self._codes.items() if exp < now]:
             del self._codes[key]
+        # a flood of log-ins cannot grow the table without bound: the oldest session goes first
         while len(self._sessions) >= MAX_SESSIONS:
             self._sessions.pop(next(iter(self._sessions)))
 

@@ -15,8 +15,9 @@ from pipeline import validity
 from pipeline.prompts.consolidation import parse_blob
 from schemas.documents import Fact, FormationRun, scope_key
 
-#: how many of the newest runs the agents page reads to find agents, people and sessions
-RECENT_RUNS = 2000
+#: how many of the newest runs the agents page reads to find agents, people and sessions (a run
+#: document carries its stage outputs, some 30 KB each in the demo: 200 of them make the page in 30-70 ms)
+RECENT_RUNS = 200
 PAGE_SIZE = 50
 
 
@@ -75,8 +76,11 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
     scopes = []
     for scope, key in keys:
         blob = store.get_blob(agent_id, key)
-        reflections = store.unabsorbed_reflections(agent_id, key)
-        scopes.append({"scope": scope, "key": key, "blob": blob, "sections": sections(blob.consolidated_content if blob else ""),
+        if as_of is None:
+            text, reflections = (blob.consolidated_content if blob else ""), store.unabsorbed_reflections(agent_id, key)
+        else:  # the blob only if it was consolidated by then, the reflections buffered then
+            text, reflections = validity.memory_as_of(blob, store.list_reflections(agent_id, key), as_of)
+        scopes.append({"scope": scope, "key": key, "blob": blob if text else None, "sections": sections(text),
                        "reflections": sorted(reflections, key=lambda r: r.formed_at, reverse=True)[:20]})
     live = [validity.versions(f)[-1] for _, key in keys for f in store.list_facts(agent_id, key, limit=PAGE_SIZE)]
     then = None

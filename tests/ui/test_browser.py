@@ -67,6 +67,16 @@ def served(formed):
     server = browser.Served(env, argv, port)
     yield server
     server.stop()
+    # the admin key behind the link dies with the server
+    from pipeline.store import open_store
+    from schemas.settings import Settings
+
+    store = open_store(Settings(_env_file=None, store_url=f"sqlite:///{formed['db']}"))
+    try:
+        [key] = [k for k in store.list_api_keys() if k.label == "inspector (memoryctl ui)"]
+        assert key.revoked_at is not None, "memoryctl ui left its admin key alive"
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")

@@ -169,3 +169,14 @@ def test_an_export_downloads_everything_about_the_user_under_a_pseudonymous_name
         ids = {r["fact_id"] for r in rows if r["kind"] == "fact"}
         assert {"f-u1", "f-agent-u1", "f-agent-both"} <= ids and "f-u2" not in ids
         assert [e.action for e in api.deps.store.list_audit(action="export_user")]
+
+
+def test_memory_as_of_a_date_shows_the_blob_and_facts_as_they_stood_then(api):
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        now = client.get("/ui/agents/A/users/u1")
+        assert "Alice likes short answers" in now.text
+        then = client.get("/ui/agents/A/users/u1?as_of=2000-01-01T00:00")
+        assert then.status_code == 200 and "Facts valid at 2000-01-01T00:00" in then.text
+        consolidated = then.text.split("Consolidated memory")[1].split("Facts live now")[0]
+        assert "Alice likes short answers" not in consolidated and "no consolidated memory yet" in consolidated
