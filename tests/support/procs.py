@@ -29,7 +29,28 @@ def redis_server_path() -> str | None:
     return shutil.which("redis-server")
 
 
-class RedisServer:
+class _ServerProcess:
+    """A server process (``self.proc``, logging to ``self._log``) stopped on leaving a ``with``
+    block: SIGTERM, then SIGKILL if it has not exited within 10 s."""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisServer(_ServerProcess):
     """A ``redis-server`` with no persistence, in its own directory, on a free port.
 
     With ``tls`` (``tests.support.tls.TLSFiles``) it serves TLS only (``--tls-port``; the plain
@@ -101,24 +122,8 @@ class RedisServer:
         self.stop()
         raise RuntimeError(f"redis-server did not answer PING on port {self.port} within {timeout:.0f} s")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
 
-    def __enter__(self) -> "RedisServer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class RedisSentinel:
+class RedisSentinel(_ServerProcess):
     """A Redis Sentinel (``redis-server CONF --sentinel``) on a free port, watching
     ``master`` under ``master_name`` with a quorum of 1."""
 
@@ -170,21 +175,6 @@ class RedisSentinel:
         self.stop()
         raise RuntimeError(f"redis sentinel did not name its master within {timeout:.0f} s")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
-
-    def __enter__(self) -> "RedisSentinel":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 class WorkerProcess:
