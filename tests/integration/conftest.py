@@ -60,6 +60,19 @@ def redis_url(redis_server) -> str:
 
 
 @pytest.fixture
+def store_url(tmp_path) -> str:
+    """An empty SQLite store with its indexes, for a worker process to open by URL."""
+    from pipeline.store import open_store
+    from schemas.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    store = open_store(Settings(store_url=url))
+    store.create_indexes()
+    store.close()
+    return url
+
+
+@pytest.fixture
 def broker_urls(redis_server) -> tuple[str, str]:
     """A fresh pair of database numbers: (broker URL, result backend URL)."""
     pair = next(_db_pairs) % (_DATABASES // 2)

@@ -37,15 +37,6 @@ def sentinel(tmp_path, redis_server):
             yield master, watching
 
 
-@pytest.fixture
-def store_url(tmp_path) -> str:
-    url = f"sqlite:///{tmp_path / 'memory.db'}"
-    store = open_store(Settings(store_url=url))
-    store.create_indexes()
-    store.close()
-    return url
-
-
 def _command_calls(client: redis.Redis, command: str) -> int:
     return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 

@@ -53,15 +53,6 @@ def broker(redis_server, broker_urls):
     return redis_server.client(int(broker_urls[0].rsplit("/", 1)[1]))
 
 
-@pytest.fixture
-def store_url(tmp_path) -> str:
-    url = f"sqlite:///{tmp_path / 'memory.db'}"
-    store = open_store(Settings(store_url=url))
-    store.create_indexes()
-    store.close()
-    return url
-
-
 def _wait(store_url: str, check, what: str, worker):
     store = open_store(Settings(store_url=store_url))
     try:
