@@ -13,17 +13,14 @@ import time
 import httpx
 import pytest
 
-from tests.support.procs import REPO_ROOT, RedisServer, free_port, redis_server_path
+from tests.support.procs import REPO_ROOT, RedisServer, free_port, require_redis_server
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
-    if redis_server_path() is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed")
+    require_redis_server()
     server = RedisServer(tmp_path_factory.mktemp("api-redis"), databases=4)
     yield server.url(0)
     server.stop()

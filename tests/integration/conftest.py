@@ -17,13 +17,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
-from tests.support.procs import RedisServer, WorkerProcess, redis_server_path
+from tests.support.procs import RedisServer, WorkerProcess, require_redis_server
 
 pytestmark = pytest.mark.integration
 
@@ -38,16 +37,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.integration)
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} is required in CI (env CI is set); install it (apt-get install redis-server)")
-    pytest.skip(f"{what} is not installed; integration tests skipped (they run in CI)")
-
-
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory) -> RedisServer:
-    if redis_server_path() is None:
-        _missing("redis-server")
+    require_redis_server()
     server = RedisServer(tmp_path_factory.mktemp("redis"), databases=_DATABASES)
     yield server
     server.stop()

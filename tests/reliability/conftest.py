@@ -3,16 +3,11 @@ scenario needs them (marked ``integration``); they skip without redis-server unl
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.support.procs import redis_server_path
+from tests.support.procs import require_redis_server
 
 
 @pytest.fixture
 def needs_redis() -> None:
-    if redis_server_path() is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI (env CI is set); install it (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed; the reliability scenarios on real processes run in CI")
+    require_redis_server()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import RedisServer, redis_server_path
+from tests.support.procs import RedisServer, require_redis_server
 from pipeline.errors import PermanentError, TransientError
 from pipeline.llm.limits import LimitedLLM, LocalSemaphore, RedisSemaphore
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse
@@ -85,10 +84,7 @@ def test_the_in_process_cap_gives_up_with_a_transient_error_when_no_slot_frees()
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    if redis_server_path() is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI")
-        pytest.skip("redis-server is not installed")
+    require_redis_server()
     server = RedisServer(tmp_path_factory.mktemp("redis-limits"), databases=4)
     yield server
     server.stop()
