@@ -27,144 +27,23 @@ formation chain.
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
 from pipeline import tracing, trigger
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
+from pipeline.ingest_results import BatchResult, IngestResult
+from pipeline.rejections import record_failure, record_rejection
 from pipeline.store.port import IngestOutcome, Store
 from pipeline.trigger import ClaimRule
-from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage
+from schemas.documents import FormationRun, SessionState, StoredMessage
 from schemas.events import FieldError, MessageAdded, Rejection, SessionEnded, parse_event
 from schemas.settings import Settings
 
-Status = Literal["accepted", "duplicate", "rejected"]
 Reason = Literal["threshold", "session_end"]
-
-
-@dataclass(frozen=True)
-class IngestResult:
-    status: Status
-    event_id: str | None = None
-    kind: str | None = None  # "message.added" | "session.ended" | None when rejected
-    session_id: str | None = None
-    seq: int | None = None
-    run: FormationRun | None = None  # the run this event claimed, if any
-    errors: list[dict[str, str]] = field(default_factory=list)  # [{field, reason}] when rejected
-    # session.ended for a session the store does not know: its messages may still be on the
-    # way (out of order), so the caller may deliver the event again later
-    session_unknown: bool = False
-
-    @property
-    def ended_without_run(self) -> bool:
-        """A session ended with nothing unformed: only leftovers may need consolidating."""
-        return (
-            self.status == "accepted" and self.kind == "session.ended" and self.run is None
-            and not self.session_unknown
-        )
-
-
-@dataclass
-class BatchResult:
-    """Results of a batch, in order. Processing stops at the first transient error (the store
-    or broker is unavailable): ``error`` holds it and ``events[next_index:]`` are still to do.
-    ``failures`` holds (index, error) of each event that failed on an unexpected error; it
-    was recorded for replay (``record_failure``) and the batch went on."""
-
-    results: list[IngestResult]
-    error: TransientError | None = None
-    next_index: int = 0
-    failures: list[tuple[int, Exception]] = field(default_factory=list)
-
-    @property
-    def runs(self) -> list[FormationRun]:
-        return [r.run for r in self.results if r.run is not None]
-
-    def counts(self) -> dict[str, int]:
-        out = {"accepted": 0, "duplicate": 0, "rejected": 0}
-        for r in self.results:
-            out[r.status] += 1
-        return out
-
-
-def raw_text(raw: Any) -> str:
-    """The raw payload as text, as received (JSON when it is JSON-able, else its repr)."""
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, (bytes, bytearray)):
-        return bytes(raw).decode("utf-8", errors="replace")
-    try:
-        return json.dumps(raw, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(raw)
-
-
-def _as_dict(raw: Any) -> dict:
-    if isinstance(raw, (str, bytes, bytearray)):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return {}
-    return raw if isinstance(raw, dict) else {}
-
-
-def _peek(raw: Any, key: str) -> str | None:
-    """Best-effort id from a payload that failed validation (for finding the rejection)."""
-    value = _as_dict(raw).get(key)
-    return value[:128] if isinstance(value, str) else None
-
-
-INTERNAL_FIELD = "<internal>"
-_REASON_MAX = 160
-
-
-def internal_error_reason(raw: Any, exc: BaseException) -> str:
-    """``internal error: <class>: <message>``: the message's first line, short, with the
-    event's content cut out, since it goes to the rejected-events record and to logs."""
-    text = (str(exc).splitlines() or [""])[0]
-    message = _as_dict(raw).get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        # the whole content, and the head a repr or a truncating message would show
-        for piece in sorted({content, content[:40], repr(content)[:40]}, key=len, reverse=True):
-            if len(piece) >= 4:
-                text = text.replace(piece, "<content>")
-    if len(text) > _REASON_MAX:
-        text = text[:_REASON_MAX] + "..."
-    return f"internal error: {type(exc).__name__}: {text}"
-
-
-def record_failure(raw: Any, exc: BaseException, store: Store, now: datetime) -> IngestResult:
-    """Record an event whose ingest failed on an unexpected (programming) error in the
-    rejected-events record, with its raw payload, so that an operator sees it and can replay
-    it (``memoryctl replay-rejected``) once the cause is fixed. Raises ``TransientError`` when
-    the store cannot take the record either."""
-    rejection = Rejection(
-        event_id=_peek(raw, "event_id"),
-        errors=[FieldError(field=INTERNAL_FIELD, reason=internal_error_reason(raw, exc))],
-    )
-    return record_rejection(raw, rejection, store, now)
-
-
-def record_rejection(raw: Any, rejection: Rejection, store: Store, now: datetime) -> IngestResult:
-    errors = [{"field": e.field, "reason": e.reason} for e in rejection.errors]
-    store.record_rejection(
-        RejectedEvent(
-            rejection_id=uuid.uuid4().hex,
-            event_id=rejection.event_id,
-            agent_id=_peek(raw, "agent_id"),
-            session_id=_peek(raw, "session_id"),
-            raw=raw_text(raw),
-            errors=errors,
-            received_at=now,
-        )
-    )
-    return IngestResult(status="rejected", event_id=rejection.event_id, errors=errors)
 
 
 def to_stored_message(event: MessageAdded, now: datetime) -> StoredMessage:

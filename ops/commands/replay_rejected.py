@@ -2,7 +2,7 @@
 (programming) error, once its cause is fixed.
 
 Such events are kept in the rejected-events record with their raw payload and the field
-``<internal>`` (``pipeline.ingest.record_failure``). Each one is published as it was received
+``<internal>`` (``pipeline.rejections.record_failure``). Each one is published as it was received
 and its record is dropped only once the broker holds it, so a broker outage half way loses
 nothing: what was not published stays listed. Invalid events are never replayed (publishing
 them again would only reject them again). Ingest is idempotent, so an event that was in fact
@@ -18,7 +18,7 @@ from typing import Any
 
 from ops.commands import positive_int
 from pipeline.errors import TransientError
-from pipeline.ingest import INTERNAL_FIELD
+from pipeline.rejections import INTERNAL_FIELD
 from pipeline.store.port import Store
 from schemas.documents import RejectedEvent
 from schemas.settings import get_settings

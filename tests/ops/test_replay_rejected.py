@@ -10,7 +10,8 @@ from ops import cli
 from ops.commands.replay_rejected import replay_rejected
 from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
-from pipeline.ingest import ingest_raw_event, record_failure
+from pipeline.ingest import ingest_raw_event
+from pipeline.rejections import record_failure
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 

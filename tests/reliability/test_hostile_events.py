@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from tests.reliability.scenarios.fuzz import ACCEPT, KINDS, REJECT, fuzzed_event, fuzzed_stream, good_event
 from pipeline.clock import FrozenClock
-from pipeline.ingest import ingest_raw_event, ingest_raw_events, raw_text
+from pipeline.ingest import ingest_raw_event, ingest_raw_events
+from pipeline.rejections import raw_text
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 
