@@ -20,7 +20,7 @@ fact joined to its provenance. The content of the fact itself is unchanged.
   own tokenizer (``retrieval_text``): the fact whole, then the nearest lines first.
 - Date: the source message's, in the benchmark's form (``9:04 am on 2 March, 2026``).
 
-Dedup compares contents, not these vectors (``pipeline.formation.dedup``): the stored
+Dedup compares contents, not these vectors (``pipeline.formation.candidates``): the stored
 (retrieval-text) vectors only shortlist candidates, with BM25 on the content beside them, and
 each shortlisted fact is scored content vector to content vector at ≥ 0.7. A bare-content
 query against the stored vectors misses a correction said in another session when the old

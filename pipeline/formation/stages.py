@@ -14,7 +14,7 @@ from datetime import timedelta
 from pipeline import sources as provenance_sources
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
-from pipeline.formation import dedup, fact_effects
+from pipeline.formation import candidates, dedup, fact_effects
 from pipeline.formation.outputs import (
     ActionCounts, DecideFactsOutput, EmbedFactsOutput, ExtractFactsOutput, ExtractReflectionsOutput, FactDrops,
     Earlier, ModelChoice, ReflectionCounts, SameRunCounts, Screened, read,
@@ -110,7 +110,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
     joined to its source excerpt and date, stored with the fact for search; excerpt lines
     carrying a secret are blanked first, ``screening.screen_excerpt``) and its bare
     content (what dedup compares with the candidates' contents, see
-    ``pipeline.formation.dedup``)."""
+    ``pipeline.formation.candidates``)."""
 
     def compute(run: FormationRun, usage: Usage) -> EmbedFactsOutput:
         facts = read(run, Stage.EXTRACT_FACTS).facts
@@ -133,7 +133,8 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
 def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     """Dedup: exact hashes; a shortlist per fact through the search port (content vector
     and BM25 on the content), scored content against content after one batched embedding
-    of the shortlisted contents (``pipeline.formation.dedup``); one batched LLM call; effects."""
+    of the shortlisted contents (``pipeline.formation.candidates``); one batched LLM call
+    (``pipeline.formation.dedup``); effects."""
 
     earlier = Earlier()
 
@@ -151,11 +152,11 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         batch, decided, scored, candidate_tokens, same_run, seen = dedup.DedupBatch(), {}, {}, 0, {}, {}
         if settings.facts_dedup:
             open_facts = [f for f in facts if f.index not in exact]
-            limit = dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates
-            shortlists = dedup.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded.model,
-                                         limit=limit)
-            shortlists = dedup.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
-                                                                                    embedded.model, limit))
+            limit = candidates.SHORTLIST_FACTOR * settings.dedup_max_candidates
+            shortlists = candidates.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded.model,
+                                              limit=limit)
+            shortlists = candidates.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
+                                                                                         embedded.model, limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
             shortlisted = [x for x in (store.get_facts(ids) if ids else [])
                            if x.retired_at is None and x.embedding_model == embedded.model]
@@ -166,16 +167,16 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
                 result = usage.embed(deps.embedder, list(live.values()), "candidates")
                 candidate_tokens = result.input_tokens
                 candidate_vectors = dict(zip(live, result.vectors))
-            scored = dedup.merge_candidates(
-                dedup.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
-                                       min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
-                dedup.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
+            scored = candidates.merge_candidates(
+                candidates.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
+                                            min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
+                candidates.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
                 limit=settings.dedup_max_candidates,
             )
-            same_run = {dedup.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
+            same_run = {candidates.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
             texts = {f.index: f.text for f in open_facts}
             contents = {**live, **{fid: texts[index] for fid, index in same_run.items()}}
-            batch = dedup.build_batch(open_facts, dedup.candidates_from(scored, contents))
+            batch = dedup.build_batch(open_facts, candidates.candidates_from(scored, contents))
             if batch:
                 request = build_dedup_request(batch.texts, batch.candidates, model=model,
                                               word_limit=settings.fact_word_limit)
@@ -245,7 +246,7 @@ def _guard_updates(run_id: str, resolved: dedup.Resolved, guard, scopes: dict[in
         reason = "update_secret" if secret else "update_contact"
         resolved.decisions[i] = dedup.Decision(d.index, "ADD", reason)
         if d.action == "ADD":  # merged a later fact of the run: that one is added again too
-            merged_into = dedup.new_fact_id(run_id, d.index)
+            merged_into = candidates.new_fact_id(run_id, d.index)
             for j, later in enumerate(resolved.decisions):
                 if later.reason == "merged_into_same_run" and later.existing_id == merged_into:
                     resolved.decisions[j] = dedup.Decision(later.index, "ADD", reason)

@@ -124,7 +124,7 @@ def _wait_until(check, what: str):
 
 
 def test_a_formation_with_atlas_search_and_the_dedup_shortlist(live, tmp_path):
-    from pipeline.formation import dedup, stages
+    from pipeline.formation import candidates, stages
     from pipeline.formation.facts import NewFact
     from pipeline.search.atlas import AtlasFactSearch
     from pipeline.search.atlas_indexes import ensure_search_indexes
@@ -162,7 +162,7 @@ def test_a_formation_with_atlas_search_and_the_dedup_shortlist(live, tmp_path):
     new = NewFact(index=0, scope="user", scope_key=first.scope_key, text=text, hash="h0")
     vectors = {0: env.embedder.embed([text]).vectors[0]}
     shortlist = _wait_until(
-        lambda: dedup.shortlist(env.search, "agent-1", [new], vectors, env.embedder.model, limit=20)[0],
+        lambda: candidates.shortlist(env.search, "agent-1", [new], vectors, env.embedder.model, limit=20)[0],
         "the formed fact in Atlas search")
     assert first.fact_id in shortlist
     text_hits = env.search.text("agent-1", [first.scope_key], "alice emial", 10, None)

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.embeddings.local import LocalEmbedder
 from pipeline.embeddings.port import Embedder, Embeddings
-from pipeline.formation import dedup, stages
+from pipeline.formation import candidates, dedup, stages
 from pipeline.formation.facts import NewFact
 from pipeline.search.port import FactSearch, Hit
 
@@ -163,7 +163,7 @@ def test_without_the_recent_facts_a_lagging_index_lets_the_near_duplicate_throug
 
 
 def test_the_recent_facts_are_merged_after_the_search_hits_without_duplicates():
-    merged = dedup.with_recent({0: ["f1", "f2"], 1: []}, [_fact(0), _fact(1, key="agent")],
+    merged = candidates.with_recent({0: ["f1", "f2"], 1: []}, [_fact(0), _fact(1, key="agent")],
                                {"user:u-1": ["f3", "f1"], "agent": ["f9"]})
     assert merged == {0: ["f1", "f2", "f3"], 1: ["f9"]}
 
@@ -189,7 +189,7 @@ def _fact(index=0, text="Alice's email is a@x.example", key="user:u-1") -> NewFa
 
 def test_the_shortlist_is_the_union_of_both_branches_under_the_same_prefilter_without_threshold():
     search = RecordingSearch(["f1", "f2"], ["f2", "f3"])
-    found = dedup.shortlist(search, "agent-1", [_fact()], {0: [1.0, 0.0]}, "model-a", limit=20)
+    found = candidates.shortlist(search, "agent-1", [_fact()], {0: [1.0, 0.0]}, "model-a", limit=20)
     assert found == {0: ["f1", "f2", "f3"]}
     assert search.calls == [
         ("semantic", "agent-1", ["user:u-1"], "model-a", 20, None),
@@ -207,11 +207,11 @@ def test_the_shortlist_is_the_union_of_both_branches_under_the_same_prefilter_wi
     ({"a": [0.6, 0.8, 0.0], "b": [0.0, 0.0]}, 0.0, 5, []),         # other dimension, zero vector
 ])
 def test_candidates_are_scored_content_to_content(candidate_vectors, min_score, limit, expected):
-    scored = dedup.score_candidates([_fact()], {0: ["a", "b", "c"]}, {0: [1.0, 0.0]}, candidate_vectors,
+    scored = candidates.score_candidates([_fact()], {0: ["a", "b", "c"]}, {0: [1.0, 0.0]}, candidate_vectors,
                                     min_score=min_score, limit=limit)
     assert [(f, round(s, 6)) for f, s in scored[0]] == expected
 
 
 def test_stored_scores_become_candidates_only_while_the_fact_is_live():
-    found = dedup.candidates_from({"0": [["a", 0.9], ["b", 0.8]], "1": [["b", 0.75]]}, {"a": "A"})
-    assert found == {0: [dedup.Candidate("a", "A", 0.9)], 1: []}
+    found = candidates.candidates_from({"0": [["a", 0.9], ["b", 0.8]], "1": [["b", 0.75]]}, {"a": "A"})
+    assert found == {0: [candidates.Candidate("a", "A", 0.9)], 1: []}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import InvalidLLMAnswer
-from pipeline.formation import dedup
+from pipeline.formation import candidates, dedup
 from pipeline.formation.consolidation import due_by_threshold, merge_order, scope_of_key
 from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.reflections import filter_reflections
@@ -65,7 +65,7 @@ def _new(i, text, key="user:u1"):
 
 
 def _cands(*pairs):
-    return [dedup.Candidate(fid, text, 0.9) for fid, text in pairs]
+    return [candidates.Candidate(fid, text, 0.9) for fid, text in pairs]
 
 
 def test_batch_aliases_share_one_space_and_skip_facts_without_candidates():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pipeline.embeddings import open_embedder
-from pipeline.formation import dedup
+from pipeline.formation import candidates
 from pipeline.formation.facts import NewFact
 from pipeline.search import open_search
 from pipeline.search.atlas import AtlasFactSearch
@@ -75,7 +75,7 @@ def test_the_dedup_shortlist_sends_pipelines_atlas_accepts(stack):
     settings, store, embedder, search = stack
     text = "The launch event is on March 14 in Lisbon, Portugal"
     new = NewFact(index=0, scope="agent", scope_key="agent", text=text, hash="h0")
-    found = dedup.shortlist(search, "agent-1", [new], {0: embedder.embed([text]).vectors[0]}, embedder.model,
-                            limit=dedup.SHORTLIST_FACTOR * settings.dedup_max_candidates)
+    found = candidates.shortlist(search, "agent-1", [new], {0: embedder.embed([text]).vectors[0]}, embedder.model,
+                                 limit=candidates.SHORTLIST_FACTOR * settings.dedup_max_candidates)
     assert found[0][0] == "f1"
     assert sorted(_sent(store)) == ["$search", "$vectorSearch"]
