@@ -11,7 +11,8 @@ from bson import ObjectId
 
 from ops import cli
 from ops.commands import migrate as migrate_command
-from ops.migrate_v1 import SourceCollections, migrate, plan_migration
+from ops.migrate_v1 import SourceCollections, migrate
+from ops.v1_plan import plan_migration
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
