@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
@@ -33,15 +34,14 @@ RESCORE_FACTOR = 4
 RESCORE_MIN = 100
 
 
-class VectorFile:
-    """Float32 rows in an anonymous temporary file, read back by row index."""
+class RowFile:
+    """Float32 rows of ``dim`` columns in an open binary file, read back by row index with
+    ``pread``: a query reads ~100 rows and the file costs no process memory."""
 
-    def __init__(self, matrix: np.ndarray) -> None:
-        self._file = tempfile.TemporaryFile(prefix="memory-segment-")
-        self._row_bytes = matrix.shape[1] * 4
-        self._dim = matrix.shape[1]
-        self._file.write(np.ascontiguousarray(matrix, dtype=np.float32).data)
-        self._file.flush()
+    def __init__(self, file: BinaryIO, dim: int) -> None:
+        self._file = file
+        self._dim = dim
+        self._row_bytes = dim * 4
 
     def rows(self, indices: np.ndarray) -> np.ndarray:
         out = np.empty((len(indices), self._dim), dtype=np.float32)
@@ -50,14 +50,24 @@ class VectorFile:
             out[j] = np.frombuffer(os.pread(fd, size, i * size), dtype=np.float32)
         return out
 
+    def close(self) -> None:
+        self._file.close()
+
+
+class VectorFile(RowFile):
+    """Float32 rows in an anonymous temporary file, read back by row index."""
+
+    def __init__(self, matrix: np.ndarray) -> None:
+        file = tempfile.TemporaryFile(prefix="memory-segment-")
+        file.write(np.ascontiguousarray(matrix, dtype=np.float32).data)
+        file.flush()
+        super().__init__(file, matrix.shape[1])
+
     def copy_to(self, path: "os.PathLike[str]") -> None:
         """Write every row, as raw float32 in row order, to ``path``."""
         self._file.seek(0)  # reads elsewhere use pread, which ignores the file position
         with open(path, "wb") as out:
             shutil.copyfileobj(self._file, out, 1 << 20)
-
-    def close(self) -> None:
-        self._file.close()
 
 
 def quantize(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.search.segment import Segment
+from pipeline.search.segment import RowFile, Segment
 from pipeline.search.text_index import TermTable, TextIndex
 
 FORMAT = 2
@@ -65,25 +65,14 @@ class IdTable:
         return bytes(self._blob[self._offsets[i]:self._offsets[i + 1]]).decode("utf-8")
 
 
-class FileRows:
+class FileRows(RowFile):
     """The float32 rows a quantized segment rescores, read from its file with ``pread``: a
     query reads ~100 rows, which the page cache holds once for every process (a mapping would
     fault whole neighbourhoods of rows into each process's resident set)."""
 
     def __init__(self, path: Path, dim: int) -> None:
-        self._file = open(path, "rb")  # closed with the segment, or when it is collected
-        self._dim = dim
-        self._row_bytes = dim * 4
-
-    def rows(self, indices: np.ndarray) -> np.ndarray:
-        out = np.empty((len(indices), self._dim), dtype=np.float32)
-        fd, size = self._file.fileno(), self._row_bytes
-        for j, i in enumerate(indices.tolist()):
-            out[j] = np.frombuffer(os.pread(fd, size, i * size), dtype=np.float32)
-        return out
-
-    def close(self) -> None:
-        self._file.close()
+        # closed with the segment, or when it is collected
+        super().__init__(open(path, "rb"), dim)
 
 
 class SegmentFiles:
