@@ -10,7 +10,6 @@ answers 3072 without it); vectors are normalised here, since Gemini's are unit l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pipeline.embeddings.port import Embeddings, NetworkEmbedder, checked_vectors
 from pipeline.llm.answers import estimate_usage_tokens
@@ -26,10 +25,6 @@ class GeminiEmbedder(NetworkEmbedder):
     # https://ai.google.dev/gemini-api/docs/models#gemini-embedding: input token limit 2,048
     window = 2048
 
-    def __init__(self, client: Any, model: str = "gemini-embedding-001", *, dimensions: int | None = None,
-                 timeout_s: float = 30.0) -> None:
-        super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
-
     label = "Gemini"
     connect = staticmethod(make_client)
 
@@ -37,9 +32,7 @@ class GeminiEmbedder(NetworkEmbedder):
     def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
         return settings.gemini_api_key, settings.gemini_base_url, settings.gemini_embedding_model
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
-        if not texts:
-            return Embeddings(vectors=[], model=self.model, dim=self._dim or 0)
+    def _embed(self, texts: Sequence[str]) -> Embeddings:
         where = f"gemini embeddings ({self.model})"
         inputs = [t if t.strip() else " " for t in texts]  # the API refuses empty content
         rows: list[list[float]] = []

@@ -30,10 +30,6 @@ class OpenAIEmbedder(NetworkEmbedder):
     # https://platform.openai.com/docs/guides/embeddings: "max input 8192 tokens" (8191 read)
     window = 8191
 
-    def __init__(self, client: Any, model: str = "text-embedding-3-small", *, dimensions: int | None = None,
-                 timeout_s: float = 30.0) -> None:
-        super().__init__(client, model, dimensions=dimensions, timeout_s=timeout_s)
-
     label = "OpenAI"
     connect = staticmethod(make_client)
 
@@ -41,9 +37,7 @@ class OpenAIEmbedder(NetworkEmbedder):
     def own_settings(settings: Settings) -> tuple[str | None, str | None, str]:
         return settings.openai_api_key, settings.openai_base_url, settings.openai_embedding_model
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
-        if not texts:
-            return Embeddings(vectors=[], model=self.model, dim=self._dim or 0)
+    def _embed(self, texts: Sequence[str]) -> Embeddings:
         if len(texts) > MAX_BATCH:
             raise InvalidInput("texts", f"{len(texts)} texts in one batch; the API takes at most {MAX_BATCH}")
         openai = import_sdk()

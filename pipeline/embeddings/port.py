@@ -81,6 +81,16 @@ class NetworkEmbedder(Embedder):
         self.dimensions = dimensions
         self._dim: int | None = dimensions
 
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        """Embed a batch in one call; an empty batch calls nothing. Vectors are L2-normalised."""
+        if not texts:
+            return Embeddings(vectors=[], model=self.model, dim=self._dim or 0)
+        return self._embed(texts)
+
+    @abc.abstractmethod
+    def _embed(self, texts: Sequence[str]) -> Embeddings:
+        """The provider's call for a batch of at least one text."""
+
     @property
     def dim(self) -> int:  # type: ignore[override]
         if self._dim is None:
