@@ -355,18 +355,11 @@ class Settings(BaseSettings):
         return {**DEFAULT_PRICES, **self.prices}
 
     def consolidation_threshold(self, scope: Scope) -> int:
-        return {
-            "agent": self.consolidation_threshold_agent,
-            "user": self.consolidation_threshold_user,
-            "session": self.consolidation_threshold_session,
-        }[scope]
+        return _of_scope(scope, self.consolidation_threshold_agent, self.consolidation_threshold_user,
+                         self.consolidation_threshold_session)
 
     def word_limit(self, scope: Scope) -> int:
-        return {
-            "agent": self.word_limit_agent,
-            "user": self.word_limit_user,
-            "session": self.word_limit_session,
-        }[scope]
+        return _of_scope(scope, self.word_limit_agent, self.word_limit_user, self.word_limit_session)
 
     def resolved_llm_provider(self) -> str:
         """An explicit setting wins; else a Gemini key, then an OpenAI key, then offline."""
@@ -388,6 +381,11 @@ class Settings(BaseSettings):
         if self.gemini_api_key:
             return "gemini"
         return "local"
+
+
+def _of_scope(scope: Scope, agent: int, user: int, session: int) -> int:
+    """The value for ``scope`` of a setting given per scope (KeyError for another scope)."""
+    return {"agent": agent, "user": user, "session": session}[scope]
 
 
 @lru_cache(maxsize=1)
