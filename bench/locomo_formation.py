@@ -34,7 +34,6 @@ The last line printed is one JSON object.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -45,6 +44,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench.locomo_retrieval import _summary, data_arguments, evidence_ids, parse_session_date, read_conversations
+from bench.output import print_result
 from ops.demo import wait_until_idle
 
 PROVIDERS = ("offline_rules", "observation_replay")
@@ -281,14 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one) for name in chosen}
     result["setup"] = {"conversations": len(samples), "top_k": TOP_K,
                        "chats": "one-to-one" if args.one_to_one else "group", "load_average": os.getloadavg()}
-    if not args.json:
-        for name in chosen:
-            r = result[name]
-            print(f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
-                  f"in context {r['in_context']:.3f} (recent only {r['in_context_recent']:.3f})  facts/100 msgs {r['chain']['facts_per_100_messages']}  "
-                  f"{r['chain']['messages_per_s']} msgs/s")
-    print(json.dumps(result))
-    return 0
+    return print_result(result, (
+        f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
+        f"in context {r['in_context']:.3f} (recent only {r['in_context_recent']:.3f})  "
+        f"facts/100 msgs {r['chain']['facts_per_100_messages']}  {r['chain']['messages_per_s']} msgs/s"
+        for name, r in ((name, result[name]) for name in chosen)), json_only=args.json)
 
 
 if __name__ == "__main__":

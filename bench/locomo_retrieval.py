@@ -33,6 +33,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.output import print_result
 from pipeline.embeddings import open_embedder
 from pipeline.embeddings.port import Embedder
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
@@ -222,14 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     # the shipped search defaults (pipeline.search.defaults); MEMORY_SEARCH_* variables override
     settings = Settings(embedding_provider="local")
     result = run(conversations, settings)
-    if not args.json:
-        for key in (*(m + s for s in ("", "_thresholded", "_thresholded_raw") for m in MODES), "hybrid_k60"):
-            r = result[key]
-            print(f"{key:22s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}")
-        for key, where in sorted(result["setup"]["defaults_used"].items()):
-            print(f"search {key}: {where}")
-    print(json.dumps(result))
-    return 0
+    keys = (*(m + s for s in ("", "_thresholded", "_thresholded_raw") for m in MODES), "hybrid_k60")
+    return print_result(result, (
+        *(f"{key:22s} recall@5 {result[key]['recall@5']:.3f}  recall@10 {result[key]['recall@10']:.3f}"
+          for key in keys),
+        *(f"search {key}: {where}" for key, where in sorted(result["setup"]["defaults_used"].items())),
+    ), json_only=args.json)
 
 
 if __name__ == "__main__":

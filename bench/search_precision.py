@@ -26,7 +26,6 @@ is one JSON object, with the load average.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import subprocess
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.locomo_retrieval import PREVIOUS_RRF_THRESHOLD, data_arguments, read_conversations
+from bench.output import print_result
 from bench.small_store import TOP_K, asked_questions
 from pipeline.clock import Clock
 from pipeline.embeddings import open_embedder
@@ -195,14 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - started, 1), "load_average_start": load_before,
         "load_average": os.getloadavg(),
     }
-    if not args.json:
-        for part in ("small_store", "demo"):
-            for name in ("previous", "shipped"):
-                row = result[part][name]["all"] if part == "small_store" else result[part][name]
-                print(f"{part:12s} {name:9s} hits/query {row['hits_per_query']}  evidence share "
-                      f"{row['evidence_share']}  hit rate {row['hit_rate']}  ({row['questions']} q)")
-    print(json.dumps(result))
-    return 0
+    rows = ((part, name, result[part][name]["all"] if part == "small_store" else result[part][name])
+            for part in ("small_store", "demo") for name in ("previous", "shipped"))
+    return print_result(result, (f"{part:12s} {name:9s} hits/query {row['hits_per_query']}  evidence share "
+                                 f"{row['evidence_share']}  hit rate {row['hit_rate']}  ({row['questions']} q)"
+                                 for part, name, row in rows), json_only=args.json)
 
 
 if __name__ == "__main__":

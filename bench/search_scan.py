@@ -17,7 +17,6 @@ moves. The last line printed is one JSON object, with the load average before an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from bench.output import print_result
 from pipeline.search.segment import Segment
 from pipeline.store.port import FactCandidate
 
@@ -110,14 +110,10 @@ def main(argv: list[str] | None = None) -> int:
                   "cores": len(os.sched_getaffinity(0)), "load_average_start": load_before,
                   "load_average": os.getloadavg()},
     }
-    if not args.json:
-        for t in args.threads:
-            for c in args.concurrency:
-                r = results[f"threads={t}"][f"concurrency={c}"]
-                print(f"threads {t}  concurrency {c:2d}  p50 {r['p50_ms']} ms  p95 {r['p95_ms']} ms  "
-                      f"{r['queries_per_s']} q/s  same top 10 {r['same_top10']}")
-    print(json.dumps(out))
-    return 0
+    rows = ((t, c, results[f"threads={t}"][f"concurrency={c}"]) for t in args.threads for c in args.concurrency)
+    return print_result(out, (f"threads {t}  concurrency {c:2d}  p50 {r['p50_ms']} ms  p95 {r['p95_ms']} ms  "
+                              f"{r['queries_per_s']} q/s  same top 10 {r['same_top10']}" for t, c, r in rows),
+                        json_only=args.json)
 
 
 if __name__ == "__main__":

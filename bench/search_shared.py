@@ -21,7 +21,6 @@ the machine's load. The last line printed is one JSON object, with the load aver
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.output import print_result
 from bench.search_scan import int_list
 
 DIM = 384
@@ -170,13 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         "facts": args.facts, "dim": DIM, "queries_per_process": args.queries, "build_and_write_s": round(built, 1),
         "files_mb": round(on_disk, 1), "load_average_start": load_before, "load_average": os.getloadavg(),
     }}
-    if not args.json:
-        for mode, rows in results.items():
-            for key, row in rows.items():
-                print(f"{mode:8s} {key:12s} USS +{row['uss']} MB  PSS +{row['pss']} MB  "
-                      f"anonymous +{row['anon']} MB per process; scan {row['scan_ms']} ms, term {row['term_ms']} ms")
-    print(json.dumps(out))
-    return 0
+    return print_result(out, (
+        f"{mode:8s} {key:12s} USS +{row['uss']} MB  PSS +{row['pss']} MB  "
+        f"anonymous +{row['anon']} MB per process; scan {row['scan_ms']} ms, term {row['term_ms']} ms"
+        for mode, rows in results.items() for key, row in rows.items()), json_only=args.json)
 
 
 if __name__ == "__main__":

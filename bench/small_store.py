@@ -23,7 +23,6 @@ The last line printed is one JSON object (with the load average).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.locomo_retrieval import data_arguments, evidence_ids, parse_session_date, read_conversations
+from bench.output import print_result
 from pipeline.embeddings import open_embedder
 from pipeline.retrieval import Thresholds, rank_query, retrieval_text
 from pipeline.search import scoring
@@ -178,13 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     if conversations is None:
         return 2
     result = run(conversations, Settings(embedding_provider="local"))
-    if not args.json:
-        for size in SIZES:
-            row = result[str(size)]
-            print(f"{size:4d} facts  " + "  ".join(
-                f"{form} {row[form]['hit_rate']} ({row[form]['questions']} q)" for form in row))
-    print(json.dumps(result))
-    return 0
+    rows = ((size, result[str(size)]) for size in SIZES)
+    return print_result(result, (f"{size:4d} facts  " + "  ".join(
+        f"{form} {row[form]['hit_rate']} ({row[form]['questions']} q)" for form in row) for size, row in rows),
+        json_only=args.json)
 
 
 if __name__ == "__main__":
