@@ -42,6 +42,11 @@ def test_batches_over_the_apis_100_are_sent_in_chunks_in_order(llm_server):
     assert np.allclose(vectors[229], expected / np.linalg.norm(expected), atol=1e-5)
 
 
+def test_an_empty_batch_makes_no_call(llm_server):
+    result = _embedder(llm_server, embedding_dimensions=8).embed([])
+    assert (result.vectors, result.dim) == ([], 8) and llm_server.requests == []
+
+
 def test_a_key_that_is_not_valid_is_an_auth_error(llm_server):
     with pytest.raises(PermanentError, match="API key is not valid"):
         _embedder(llm_server, gemini_api_key="wrong").embed(["x"])
