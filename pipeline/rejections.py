@@ -1,7 +1,8 @@
 """Recording what ingest refuses (design §3): an invalid event, one the store refused, or one
 whose ingest failed on an unexpected error goes to the rejected-events record with its raw
-payload as received and ``[{field, reason}]``, so that an operator sees it and can replay it
-(``memoryctl replay-rejected``). It is never retried."""
+payload as received and ``[{field, reason}]``, so that an operator sees it. None is retried;
+one that failed on an unexpected error can be replayed (``memoryctl replay-rejected``) once
+its cause is fixed."""
 
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ def record_failure(raw: Any, exc: BaseException, store: Store, now: datetime) ->
 
 
 def record_rejection(raw: Any, rejection: Rejection, store: Store, now: datetime) -> IngestResult:
+    """Store ``rejection`` with the raw payload and the ids it carries, and report the event
+    rejected. Raises ``TransientError`` when the store cannot take the record."""
     errors = [{"field": e.field, "reason": e.reason} for e in rejection.errors]
     store.record_rejection(
         RejectedEvent(
