@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from pipeline.clock import FrozenClock
@@ -34,5 +36,25 @@ def worker_deps(tmp_path):
 def sent(monkeypatch):
     """Every task the code under test sends, as (name, kwargs), instead of reaching a broker."""
     calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
+    # Celery's own Task.apply_async (a retry) passes args and kwargs by position
+    monkeypatch.setattr(app, "send_task", lambda name, args=None, kwargs=None, **_: calls.append((name, kwargs)))
     return calls
+
+
+@pytest.fixture
+def delivery(sent):
+    """``delivery(task, retries, **kwargs)``: a block in which ``task.request`` is a worker's
+    delivery of ``task(**kwargs)`` after ``retries`` retries. A retry the task asks for goes
+    through Celery's own ``Task.retry`` (its ``max_retries`` check included): the new message
+    lands in ``sent`` and ``Retry`` is raised, with the countdown as ``when``."""
+
+    @contextmanager
+    def deliver(task, retries: int = 0, **kwargs):
+        task.push_request(retries=retries, called_directly=False, is_eager=False, id="t-1", args=(),
+                          kwargs=kwargs, delivery_info={})
+        try:
+            yield task
+        finally:
+            task.pop_request()
+
+    return deliver
