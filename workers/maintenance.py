@@ -1,15 +1,21 @@
 """Beat's tasks (maintenance queue): thin wrappers around ``pipeline.sweep``.
 
-A transient error (the store unavailable) is retried with backoff like anywhere else; once
-the retries are spent the task fails, and beat runs the sweep again at its next interval."""
+A transient error (the store unavailable) is retried with backoff under the one retry policy
+(``MemoryTask.retry_when``); once it gives up the task fails, and beat runs the sweep again at
+its next interval."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from pipeline import names, sweep
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import Deps, get_deps
 from workers.dispatch import send
+
+_Swept = TypeVar("_Swept", sweep.SweepResult, sweep.RetryResult)
 
 
 def _start(deps: Deps, run_ids: list[str]) -> None:
@@ -19,23 +25,26 @@ def _start(deps: Deps, run_ids: list[str]) -> None:
                      deps.clock.now())
 
 
+def _sweep(task: MemoryTask, sweep_fn: Callable[..., _Swept]) -> _Swept:
+    """One sweep under the retry policy, then each run it claimed or reopened started."""
+    deps = get_deps()
+    with task.retrying():
+        result = sweep_fn(deps.store, deps.settings, deps.clock.now())
+    _start(deps, result.run_ids)
+    return result
+
+
 @app.task(base=MemoryTask, name=names.TASK_SWEEP_COLD, bind=True)
 def sweep_cold_sessions(self) -> dict:
     """Claim every cold session and start a formation run for each."""
-    deps = get_deps()
-    with self.retrying():
-        result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
-    _start(deps, result.run_ids)
+    result = _sweep(self, sweep.sweep_cold_sessions)
     return {"claimed": len(result.run_ids), "candidates": result.candidates}
 
 
 @app.task(base=MemoryTask, name=names.TASK_RETRY_STALE, bind=True)
 def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
-    deps = get_deps()
-    with self.retrying():
-        result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
-    _start(deps, result.run_ids)
+    result = _sweep(self, sweep.retry_stale_runs)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
 
 
