@@ -14,6 +14,7 @@ from celery.exceptions import Retry
 
 from pipeline.errors import StoreUnavailable
 from pipeline.formation import stages
+from schemas.access import Job, subject_digest
 from workers import deps as worker_deps
 from workers import ingest, maintenance
 from workers.formation import extract_facts, guarded
@@ -128,3 +129,16 @@ def test_the_stale_run_sweep_retries_while_the_store_is_locked(deps, delivery, s
     assert sent == [(task.name, {})]
     with delivery(task, 1):
         assert task.run()["reopened"] == 1
+
+
+def test_a_job_whose_store_is_locked_stays_queued_past_the_bounded_retries(deps, delivery, sent):
+    deps.store.put_job(Job(job_id="j1", kind="forget_user", agent_id="a1", user_id="u1",
+                           subject=subject_digest("a1", "u1"), created_at=deps.clock.now()))
+    task = maintenance.run_job
+    with locked(Path(deps.settings.store_url[len("sqlite:///"):])):
+        # an erasure asked for is not dropped, and its job could not be written anyway
+        with delivery(task, deps.settings.task_max_retries, job_id="j1"), pytest.raises(Retry) as retried:
+            task.run(job_id="j1")
+    assert isinstance(retried.value.exc, StoreUnavailable) and sent == [(task.name, {"job_id": "j1"})]
+    with delivery(task, deps.settings.task_max_retries + 1, job_id="j1"):
+        assert task.run(job_id="j1") == {"job_id": "j1", "status": "done"}
