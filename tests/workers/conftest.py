@@ -11,6 +11,8 @@ from schemas.settings import Settings
 from workers.app import app
 from workers.deps import Deps, set_deps
 
+from tests.support.formation import make_env
+
 
 @pytest.fixture
 def worker_deps(tmp_path):
@@ -30,6 +32,17 @@ def worker_deps(tmp_path):
     set_deps(None)
     for d in made:
         d.store.close()
+
+
+@pytest.fixture
+def injected(tmp_path):
+    """The formation fakes (``tests.support.formation.make_env``: scripted LLM, SQLite store,
+    frozen clock), injected as the worker's clients; removed and closed after the test."""
+    env = make_env(tmp_path)
+    set_deps(env)
+    yield env
+    set_deps(None)
+    env.store.close()
 
 
 @pytest.fixture

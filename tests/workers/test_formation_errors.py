@@ -9,13 +9,12 @@ from celery.exceptions import Retry
 
 from pipeline.formation import consolidate_stages as cs, stages
 from pipeline.llm.scripted import Fault
-from workers import deps as worker_deps
 from pipeline import names
 from workers import consolidation as worker_consolidation, formation as worker_formation
 from workers.consolidation import consolidate_scope
 from workers.formation import guarded
 
-from tests.support.formation import ALICE_CHAT, facts, make_env, merge_all, reflections
+from tests.support.formation import ALICE_CHAT, facts, merge_all, reflections
 
 
 @pytest.fixture
@@ -30,16 +29,6 @@ def attempt(delivery):
             return guarded(task, run_id, stage, fn or (lambda d: stages.extract_facts(run_id, d)))
 
     return run
-
-
-@pytest.fixture
-def injected(tmp_path):
-    """The formation stage fakes, injected as the worker's clients."""
-    env = make_env(tmp_path)
-    worker_deps.set_deps(env)
-    yield env
-    worker_deps.set_deps(None)
-    env.store.close()
 
 
 def _run(env, fault=None):

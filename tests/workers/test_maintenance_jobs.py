@@ -12,8 +12,7 @@ from pipeline.formation.runner import Usage
 from pipeline.llm.scripted import Fault, Rule
 from schemas.access import Job, subject_digest
 from tests.support.documents import fact
-from tests.support.formation import facts, make_env, merge_all, reflections
-from workers import deps as worker_deps
+from tests.support.formation import facts, merge_all, reflections
 from workers import maintenance
 
 
@@ -47,16 +46,6 @@ def test_an_unknown_job_is_reported_and_a_bad_one_fails_with_its_error_type(work
     assert deps.store.get_job("j2").error == "InvalidInput"
 
 
-@pytest.fixture
-def env(tmp_path):
-    """The formation fakes as the worker's clients: a forget that rebuilds a blob calls the LLM."""
-    made = make_env(tmp_path)
-    worker_deps.set_deps(made)
-    yield made
-    worker_deps.set_deps(None)
-    made.store.close()
-
-
 def _blob_of_two_users(env) -> None:
     """agent-1's blob absorbed a reflection of u-1 and one of u-2: forgetting u-1 merges it again."""
     for user, session, said in (("u-1", "s-1", "Quokka Hall parking is awful"),
@@ -69,7 +58,8 @@ def _blob_of_two_users(env) -> None:
     cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-2")
 
 
-def test_a_job_whose_retries_run_out_ends_failed_with_the_reason_never_left_running(env, delivery, sent):
+def test_a_job_whose_retries_run_out_ends_failed_with_the_reason_never_left_running(injected, delivery, sent):
+    env = injected  # a forget that rebuilds a blob calls the LLM
     _blob_of_two_users(env)
     env.llm.rules.insert(0, Rule("*", Fault("server_error")))  # the model stays down from now on
     env.store.put_job(Job(job_id="j3", kind="forget_user", agent_id="agent-1", user_id="u-1",
