@@ -18,6 +18,7 @@ import logging
 from pipeline import names
 from pipeline.errors import PermanentError, TransientError
 from pipeline.formation import consolidate_stages as cs
+from pipeline.formation.runner import fail_run
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
@@ -35,8 +36,7 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
     def busy_for_good(deps, exc: TransientError):
         if isinstance(exc, cs.ScopeBusy):
             return cs.skip_scope(run_id, index, str(exc), deps)
-        deps.store.fail_run(run_id, f"{stage}: {type(exc).__name__}: {exc}", deps.clock.now(), dead=False)
-        return None
+        return fail_run(deps, run_id, stage, exc, dead=False, retries=self.request.retries)
 
     result = guarded(self, run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
     if result is None:

@@ -112,6 +112,22 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     assert env.store.get_run(run_id).status not in ("failed", "dead")
 
 
+def test_a_scope_whose_model_stays_down_fails_the_run_with_the_retries_spent_and_keeps_its_buffer(injected, sent):
+    env = injected
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(user=["a likes x", "a likes y", "a likes z", "a likes w"]))
+    env.llm.on("consolidate", Fault("server_error"))
+    run_id = env.new_run(ALICE_CHAT)
+    env.through_reflections(run_id)
+    assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
+    retries = env.settings.task_max_retries
+    assert consolidate_scope.apply(kwargs={"run_id": run_id, "index": 0}, retries=retries).get() is None
+    run = env.store.get_run(run_id)
+    assert run.status == "failed" and sent == []
+    assert run.error.startswith(f"consolidate_scope:0: TransientError after {retries} retries")
+    assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
+
+
 def test_consolidate_fans_out_per_due_scope_and_the_last_scope_sends_finish(injected, sent):
     env = injected
     env.llm.on("extract_facts", facts())
