@@ -90,18 +90,27 @@ def start_job(store: Store, job_id: str) -> Job | None:
 
 def finish_job(deps, job: Job) -> Job:
     """Run the job and store how it ended. A transient error (store, LLM) propagates so the
-    task retries; any other error fails the job with its type and message."""
+    task retries; any other error fails the job with its type."""
     from pipeline.errors import TransientError
 
     try:
         counts = run_job(job, deps)
-        ended = job.model_copy(update={"status": "done", "counts": {k: int(v) for k, v in counts.items()}})
     except TransientError:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded on the job, which the caller reads
         # the type only: a message may quote the person, and the job record outlives the erasure
-        ended = job.model_copy(update={"status": "failed", "error": type(exc).__name__})
-    ended = ended.model_copy(update={"user_id": None, "finished_at": deps.clock.now()})
+        return end_job(deps, job, error=type(exc).__name__)
+    return end_job(deps, job, counts={k: int(v) for k, v in counts.items()})
+
+
+def end_job(deps, job: Job, *, counts: dict[str, int] | None = None, error: str | None = None) -> Job:
+    """Store how the job ended: ``done`` with its counts, or ``failed`` with ``error`` (the
+    reason the caller reads at ``GET /v1/jobs/{id}``: no content, no user id), and audit it.
+    The user id is cleared: the record must not outlive an erasure as a trace of the person."""
+    ended = job.model_copy(update={
+        "status": "failed" if error else "done", "counts": counts or {}, "error": error, "user_id": None,
+        "finished_at": deps.clock.now(),
+    })
     deps.store.put_job(ended)
     # the erasure itself is audited when it happened, under the credential that asked for it
     deps.store.record_audit(AuditEntry(

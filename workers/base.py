@@ -1,7 +1,10 @@
 """The one base task: log context with the run and session ids, timing, a span per task run,
-and the error policy: transient errors to Celery retries (backoff, jitter, Retry-After,
-bounded), and a formation run's stage under ``guarded`` (``workers.formation`` says how each
-error type ends). Every limit is read from one settings object, the workers' (``workers.deps``).
+and the one retry policy, ``MemoryTask.retry_when``: from an error's type, the retries spent
+and the settings it decides ``retry`` (a Celery retry with backoff, jitter, Retry-After,
+bounded), ``keep`` (a message kept queued), ``give_up`` (the caller ends its work) or ``fail``.
+Every task applies it through ``MemoryTask.retrying``; a formation stage also has its failure
+recorded on its run (``pipeline.formation.runner.guard_stage``, via ``workers.formation.guarded``).
+Every limit is read from one settings object, the workers' (``workers.deps``).
 
 The span joins the trace its sender was in (the ``traceparent`` header ``workers.dispatch``
 adds). A run's first stage, and any stage that arrives without the header (a Celery retry),
@@ -20,11 +23,11 @@ spins the worker through the queue, hundreds of attempts a second in the Mongo s
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from celery import Task
 from celery.exceptions import Retry
@@ -32,20 +35,27 @@ from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
 from pipeline.errors import InvalidLLMAnswer, PermanentError, StoreUnavailable, TransientError
-from pipeline.formation.runner import RunNotFound
 from workers.deps import get_deps
 
 log = logging.getLogger("memory.tasks")
-# a formation run failed, dead or left to the sweep: said where operators have always read it
-run_log = logging.getLogger("memory.formation")
+
+
+class Outcome(enum.StrEnum):
+    """What ``MemoryTask.retry_when`` decides for an error."""
+
+    RETRY = "retry"        # a Celery retry after a backoff, within the bounded retries
+    KEEP = "keep"          # past them, but kept queued: retried at the backoff ceiling
+    GIVE_UP = "give_up"    # past them: the work ends (failed, skipped, left to the sweep)
+    FAIL = "fail"          # never worth retrying: permanent, invalid input or a bug
 
 
 class MemoryTask(Task):
     abstract = True
     acks_late = True
     reject_on_worker_lost = True
-    # retries are decided here by error type; nothing else retries (no autoretry on Exception)
-    max_retries = None  # read from settings in retry_delay
+    # retries are decided by ``retry_when`` alone; nothing else retries (no autoretry_for):
+    # each retry states its own bound, read from the settings (``retry_bound``)
+    max_retries = None
 
     def log_context(self, args, kwargs) -> dict:
         ctx = {"task": self.name, "task_id": getattr(self.request, "id", None)}
@@ -88,6 +98,59 @@ class MemoryTask(Task):
             ctx["ms"] = round((time.perf_counter() - started) * 1000, 2)
             log.info("task end %s", ctx, extra={"ctx": ctx})
 
+    def retry_when(self, exc: BaseException, *, keep_message: bool = False) -> Outcome:
+        """The one retry policy: what becomes of ``exc`` raised by this delivery, from its type,
+        the retries already spent (``request.retries``) and the settings.
+
+        - ``RETRY``: a ``TransientError`` with bounded retries left (``retry_bound``);
+        - ``KEEP``: past them, a store outage of a message that exists nowhere else
+          (``keep_message``): it stays queued, retried at the backoff ceiling until the store
+          is back;
+        - ``GIVE_UP``: past them otherwise; the caller ends its work its own way (the run or
+          the job ``failed`` with the reason, a busy scope skipped), or the task fails;
+        - ``FAIL``: not worth retrying (permanent, invalid input, a bug, Celery's own
+          ``Retry``/``Reject``): the caller's ending, or the task fails.
+        """
+        if not isinstance(exc, TransientError):
+            return Outcome.FAIL
+        if self.request.retries < self.retry_bound(exc):
+            return Outcome.RETRY
+        if keep_message and isinstance(exc, StoreUnavailable):
+            return Outcome.KEEP
+        return Outcome.GIVE_UP
+
+    @contextlib.contextmanager
+    def retrying(self, *, keep_message: bool = False, kwargs: dict | None = None) -> Iterator[None]:
+        """Apply ``retry_when`` to an error raised inside. ``RETRY`` and ``KEEP`` raise Celery's
+        ``Retry`` through ``Task.retry`` (a new message with ``retries + 1`` and the countdown;
+        the delivery is then acked: with ``acks_late`` only a lost worker requeues it,
+        https://docs.celeryq.dev/en/stable/userguide/tasks.html#retrying), with ``kwargs`` in
+        place of the delivery's own when given. ``GIVE_UP`` and ``FAIL`` raise the error again:
+        a ``TransientError`` leaving this block means the policy gave up on it."""
+        try:
+            yield
+        except Exception as exc:
+            outcome = self.retry_when(exc, keep_message=keep_message)
+            if outcome is Outcome.RETRY or outcome is Outcome.KEEP:
+                raise self._retry(exc, outcome, kwargs)
+            if outcome is Outcome.GIVE_UP:
+                tracing.add_event("retries_exhausted", {"memory.retries": self.request.retries,
+                                                        "error.type": type(exc).__name__})
+            raise
+
+    def _retry(self, exc: TransientError, outcome: Outcome, kwargs: dict | None) -> Retry:
+        countdown = self.retry_delay(exc)
+        # Celery refuses a retry past ``max_retries`` by raising ``exc`` (``Task.retry``): a
+        # bounded retry states its bound, a kept message none
+        bound = None if outcome is Outcome.KEEP else self.retry_bound(exc)
+        if outcome is Outcome.KEEP:
+            log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
+                      "tried again in %.0f s: %s", self.name, self.request.retries, countdown, exc)
+        # the error's type only: its message may quote what the provider was sent
+        tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
+                                    "error.type": type(exc).__name__})
+        return self.retry(exc=exc, kwargs=kwargs, countdown=countdown, max_retries=bound)
+
     def retry_delay(self, exc: TransientError) -> float:
         """Exponential backoff with full jitter, never shorter than the provider's Retry-After,
         never longer than the broker's visibility timeout allows."""
@@ -109,101 +172,5 @@ class MemoryTask(Task):
             return min(settings.llm_invalid_answer_retries, settings.task_max_retries)
         return settings.task_max_retries
 
-    def retry_transient(self, exc: TransientError, *, keep_message: bool = False):
-        """Retry a transient error, or re-raise it once the bounded attempts are used up; with
-        ``keep_message``, a store outage past them keeps the message queued instead."""
-        bound = self.retry_bound(exc)
-        if self.request.retries >= bound:
-            if keep_message and isinstance(exc, StoreUnavailable):
-                delay = self.retry_delay(exc)
-                log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
-                          "tried again in %.0f s: %s", self.name, self.request.retries, delay, exc)
-                tracing.add_event("retry", {"memory.attempt": self.request.retries + 1,
-                                            "memory.countdown_s": round(delay, 3), "error.type": type(exc).__name__})
-                raise self.retry(exc=exc, countdown=delay, max_retries=None)
-            tracing.add_event("retries_exhausted", {"memory.retries": self.request.retries,
-                                                    "error.type": type(exc).__name__})
-            raise exc
-        countdown = self.retry_delay(exc)
-        # the error's type only: its message may quote what the provider was sent
-        tracing.add_event("retry", {"memory.attempt": self.request.retries + 1, "memory.countdown_s": round(countdown, 3),
-                                    "error.type": type(exc).__name__})
-        raise self.retry(exc=exc, countdown=countdown, max_retries=bound)
 
-    @contextlib.contextmanager
-    def retrying(self, *, keep_message: bool = False) -> Iterator[None]:
-        """A transient error raised inside is retried by ``retry_transient``."""
-        try:
-            yield
-        except TransientError as exc:
-            self.retry_transient(exc, keep_message=keep_message)
-
-    def retry_if_left(self, exc: TransientError) -> None:
-        """Retry ``exc`` (raises Celery's ``Retry``) while bounded retries are left; return once
-        they are spent, for the caller to give up its own way."""
-        if self.request.retries < self.retry_bound(exc):
-            self.retry_transient(exc)
-
-    def retry_with(self, kwargs: dict, exc: TransientError):
-        """Retry with other arguments (a batch's events not reached yet); past the bounded
-        retries, as ``retry_transient(keep_message=True)``."""
-        max_retries = get_deps().settings.task_max_retries
-        if self.request.retries >= max_retries:
-            self.retry_transient(exc, keep_message=True)
-        raise self.retry(kwargs=kwargs, exc=exc, countdown=self.retry_delay(exc), max_retries=max_retries)
-
-    def guarded(self, run_id: str, stage: str, fn: Callable[[Any], Any],
-                on_exhausted: Callable[[Any, TransientError], Any] | None = None) -> Any:
-        """Run ``fn(deps)``, a stage of a formation run, under the policy of
-        ``workers.formation``. Returns its result, or None when the run was failed or left to
-        the stale-run sweep (the chain stops here)."""
-        deps = get_deps()
-        try:
-            return self._run_stage(deps, run_id, stage, fn, on_exhausted)
-        except StoreUnavailable as exc:
-            self.retry_if_left(exc)
-            run_log.warning("run %s %s: the store stayed unavailable through %d retries (%s); the run keeps its "
-                        "lease and the stale-run sweep reopens it once that expires",
-                        run_id, stage, self.request.retries, exc)
-            return None
-
-    def _run_stage(self, deps, run_id: str, stage: str, fn: Callable[[Any], Any],
-                   on_exhausted: Callable[[Any, TransientError], Any] | None) -> Any:
-        try:
-            return fn(deps)
-        except StoreUnavailable:
-            raise
-        except RunNotFound as exc:
-            run_log.error("%s: %s", stage, exc)
-            return None
-        except PermanentError as exc:
-            _fail(deps, run_id, stage, exc, dead=True)
-            return None
-        except TransientError as exc:
-            _fail_stage(deps, run_id, stage, exc)
-            self.retry_if_left(exc)
-            if on_exhausted is not None:
-                return on_exhausted(deps, exc)
-            _fail(deps, run_id, stage, exc, dead=False, retries=self.request.retries)
-            return None
-        except Exception as exc:
-            _fail(deps, run_id, stage, exc, dead=False)
-            raise
-
-
-def _fail_stage(deps, run_id: str, stage: str, exc: Exception) -> None:
-    try:
-        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
-    except KeyError:  # the run is gone; nothing to record
-        pass
-
-
-def _fail(deps, run_id: str, stage: str, exc: Exception, *, dead: bool, retries: int | None = None) -> None:
-    after = f" after {retries} retries" if retries is not None else ""
-    reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
-    run_log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
-    _fail_stage(deps, run_id, stage, exc)
-    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)
-
-
-__all__ = ["MemoryTask", "PermanentError", "StoreUnavailable", "TransientError"]
+__all__ = ["MemoryTask", "Outcome", "PermanentError", "StoreUnavailable", "TransientError"]

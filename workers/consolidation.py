@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 
 from pipeline import names
-from pipeline.errors import PermanentError, StoreUnavailable, TransientError
+from pipeline.errors import PermanentError, TransientError
 from pipeline.formation import consolidate_stages as cs
+from pipeline.formation.runner import fail_run
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import get_deps
 from workers.dispatch import send
+from workers.formation import guarded
 
 log = logging.getLogger("memory.consolidation")
 
@@ -34,16 +36,13 @@ def consolidate_scope(self, run_id: str, index: int, scope_key: str | None = Non
     def busy_for_good(deps, exc: TransientError):
         if isinstance(exc, cs.ScopeBusy):
             return cs.skip_scope(run_id, index, str(exc), deps)
-        deps.store.fail_run(run_id, f"{stage}: {type(exc).__name__}: {exc}", deps.clock.now(), dead=False)
-        return None
+        return fail_run(deps, run_id, stage, exc, dead=False, retries=self.request.retries)
 
-    result = self.guarded(run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
+    result = guarded(self, run_id, stage, lambda deps: cs.consolidate_scope(run_id, index, deps), busy_for_good)
     if result is None:
         return None
-    try:
+    with self.retrying():  # the scope's stage is complete: a rerun reuses it
         done = cs.scopes_done(get_deps(), run_id)
-    except StoreUnavailable as exc:
-        self.retry_transient(exc)  # the scope's stage is complete: the rerun reuses it
     if done:
         send(names.TASK_FINISH, {"run_id": run_id})
     return {"scope_key": getattr(result.value, "scope_key", scope_key), "status": result.value.status}
@@ -54,11 +53,11 @@ def consolidate_session(self, agent_id: str, session_id: str) -> list[dict] | No
     """Consolidate every scope holding unabsorbed reflections of an ended session (no run)."""
     deps = get_deps()
     try:
-        return cs.consolidate_session(agent_id, session_id, deps)
+        with self.retrying():
+            return cs.consolidate_session(agent_id, session_id, deps)
     except PermanentError as exc:
         log.error("consolidate_session %s/%s: %s (the buffers stay)", agent_id, session_id, exc)
         return None
-    except TransientError as exc:
-        self.retry_if_left(exc)
+    except TransientError as exc:  # the policy gave up on it
         log.warning("consolidate_session %s/%s gave up: %s (the buffers stay)", agent_id, session_id, exc)
         return None

@@ -137,9 +137,10 @@ def ingest_batch(self, events: list[Any]) -> dict[str, int]:
             log.warning("rejected event %s: %s", result.event_id, result.errors)
     error = _log_failures([(batch.results[i], exc) for i, exc in batch.failures]) if batch.failures else None
     if batch.error is not None:
-        # only the events the batch did not reach (all of them when the store stays
-        # unavailable: those already stored are then counted as duplicates)
-        self.retry_with({"events": events[batch.next_index:]}, batch.error)
+        # retried with the events the batch did not reach only (all of them when the store
+        # stays unavailable: those already stored are then counted as duplicates)
+        with self.retrying(keep_message=True, kwargs={"events": events[batch.next_index:]}):
+            raise batch.error
     if error is not None:
         raise error from None
     return _summary(batch.results)

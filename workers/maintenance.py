@@ -1,15 +1,22 @@
 """Beat's tasks (maintenance queue): thin wrappers around ``pipeline.sweep``.
 
-A transient error (the store unavailable) is retried with backoff like anywhere else; once
-the retries are spent the task fails, and beat runs the sweep again at its next interval."""
+A transient error (the store unavailable) is retried with backoff under the one retry policy
+(``MemoryTask.retry_when``); once it gives up the task fails, and beat runs the sweep again at
+its next interval. A job gets the same policy, and ends ``failed`` when it gives up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from pipeline import names, sweep
+from pipeline.errors import TransientError
 from workers.app import app
 from workers.base import MemoryTask
 from workers.deps import Deps, get_deps
 from workers.dispatch import send
+
+_Swept = TypeVar("_Swept", sweep.SweepResult, sweep.RetryResult)
 
 
 def _start(deps: Deps, run_ids: list[str]) -> None:
@@ -19,23 +26,26 @@ def _start(deps: Deps, run_ids: list[str]) -> None:
                      deps.clock.now())
 
 
+def _sweep(task: MemoryTask, sweep_fn: Callable[..., _Swept]) -> _Swept:
+    """One sweep under the retry policy, then each run it claimed or reopened started."""
+    deps = get_deps()
+    with task.retrying():
+        result = sweep_fn(deps.store, deps.settings, deps.clock.now())
+    _start(deps, result.run_ids)
+    return result
+
+
 @app.task(base=MemoryTask, name=names.TASK_SWEEP_COLD, bind=True)
 def sweep_cold_sessions(self) -> dict:
     """Claim every cold session and start a formation run for each."""
-    deps = get_deps()
-    with self.retrying():
-        result = sweep.sweep_cold_sessions(deps.store, deps.settings, deps.clock.now())
-    _start(deps, result.run_ids)
+    result = _sweep(self, sweep.sweep_cold_sessions)
     return {"claimed": len(result.run_ids), "candidates": result.candidates}
 
 
 @app.task(base=MemoryTask, name=names.TASK_RETRY_STALE, bind=True)
 def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
-    deps = get_deps()
-    with self.retrying():
-        result = sweep.retry_stale_runs(deps.store, deps.settings, deps.clock.now())
-    _start(deps, result.run_ids)
+    result = _sweep(self, sweep.retry_stale_runs)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
 
 
@@ -43,15 +53,24 @@ def retry_stale_runs(self) -> dict:
 def run_job(self, job_id: str) -> dict:
     """Carry out a job the HTTP API queued (``ops.user_data.run_job``) and record how it ended
     on the job, which the caller polls. The job's user id is cleared when it ends: the record
-    must not outlive an erasure as a trace of the person."""
-    from ops.user_data import finish_job, start_job
+    must not outlive an erasure as a trace of the person.
+
+    Under the retry policy, a store outage keeps the message queued (an erasure asked for is
+    not dropped, and the job could not be written anyway); when the policy gives up on any
+    other transient error (the LLM down through every retry) the job ends ``failed`` with the
+    reason, never left ``running``."""
+    from ops.user_data import end_job, finish_job, start_job
 
     deps = get_deps()
-    job = start_job(deps.store, job_id)
+    with self.retrying(keep_message=True):
+        job = start_job(deps.store, job_id)
     if job is None:
         return {"job_id": job_id, "status": "unknown"}
     if job.status in ("done", "failed"):
         return {"job_id": job_id, "status": job.status}  # a redelivery after it ended
-    with self.retrying():
-        done = finish_job(deps, job)
+    try:
+        with self.retrying(keep_message=True):
+            done = finish_job(deps, job)
+    except TransientError as exc:  # the policy gave up on it: the type only, as finish_job
+        done = end_job(deps, job, error=f"{type(exc).__name__}: gave up after {self.request.retries} retries")
     return {"job_id": job_id, "status": done.status}

@@ -13,6 +13,9 @@
    fact and reflection ids, ``update_fact``/``retire_fact`` once per run), so a redelivery
    after a crash at any point applies nothing twice.
 
+How a stage's failure is written on its run is decided here too (``guard_stage``), by the
+error's type; whether it is then retried is the task's retry policy (``workers.base``).
+
 Erasure (design §11): ``forget-user`` ends a run in flight of an erased user's one-to-one
 session as ``erased`` (and empties and fails one of a group session). The stage reads the
 run's status again after ``compute`` and before storing the output or applying anything: a run
@@ -37,7 +40,7 @@ from pipeline.clock import Clock
 from pipeline.cost import OFFLINE_PROVIDERS, price_models
 from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.formation import outputs
-from pipeline.errors import LeaseLost, PermanentError
+from pipeline.errors import LeaseLost, PermanentError, StoreUnavailable, TransientError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import Store
@@ -260,3 +263,51 @@ def record_spend(
     except Exception as exc:  # noqa: BLE001 - logged; the caller's own error or result stands
         log.warning("%s of agent %s: the cost of its model calls was not recorded (%s: %s)",
                     stage, agent_id, type(exc).__name__, exc)
+
+
+# ------------------------------------------------------------------ failures ---------------
+def guard_stage(deps: Deps, run_id: str, stage: str, fn: Callable[[Deps], Any]) -> Any:
+    """Run ``fn(deps)``, one stage of a run, and record on the run how it failed. Returns its
+    result, or None when the chain stops here with nothing to retry:
+
+    - a run that does not exist is logged (None);
+    - a ``PermanentError`` kills the run at once with the reason (None);
+    - a ``TransientError`` marks the stage ``failed`` and is raised again, for the retry policy;
+    - ``StoreUnavailable`` is raised untouched: nothing is written to the store that is down;
+    - anything else is a bug: the run is ``failed`` (the stale-run sweep retries it, bounded)
+      and the error raised again.
+    """
+    try:
+        return fn(deps)
+    except StoreUnavailable:
+        raise
+    except RunNotFound as exc:
+        log.error("%s: %s", stage, exc)
+        return None
+    except PermanentError as exc:
+        fail_run(deps, run_id, stage, exc, dead=True)
+        return None
+    except TransientError as exc:
+        fail_stage(deps, run_id, stage, exc)
+        raise
+    except Exception as exc:
+        fail_run(deps, run_id, stage, exc, dead=False)
+        raise
+
+
+def fail_stage(deps: Deps, run_id: str, stage: str, exc: Exception) -> None:
+    """Mark the stage ``failed`` with the error's type and message (a run gone meanwhile: nothing)."""
+    try:
+        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
+    except KeyError:  # the run is gone; nothing to record
+        pass
+
+
+def fail_run(deps: Deps, run_id: str, stage: str, exc: Exception, *, dead: bool, retries: int | None = None) -> None:
+    """End the run ``failed`` (the stale-run sweep reopens it, bounded) or ``dead`` (at once),
+    the reason naming the stage, the error and the retries spent on it."""
+    after = f" after {retries} retries" if retries is not None else ""
+    reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
+    log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
+    fail_stage(deps, run_id, stage, exc)
+    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)

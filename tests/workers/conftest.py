@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from pipeline.clock import FrozenClock
 from schemas.settings import Settings
 from workers.app import app
 from workers.deps import Deps, set_deps
+
+from tests.support.formation import make_env
 
 
 @pytest.fixture
@@ -31,8 +35,39 @@ def worker_deps(tmp_path):
 
 
 @pytest.fixture
+def injected(tmp_path):
+    """The formation fakes (``tests.support.formation.make_env``: scripted LLM, SQLite store,
+    frozen clock), injected as the worker's clients; removed and closed after the test."""
+    env = make_env(tmp_path)
+    set_deps(env)
+    yield env
+    set_deps(None)
+    env.store.close()
+
+
+@pytest.fixture
 def sent(monkeypatch):
     """Every task the code under test sends, as (name, kwargs), instead of reaching a broker."""
     calls: list[tuple[str, dict]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, kwargs=None, **_: calls.append((name, kwargs)))
+    # Celery's own Task.apply_async (a retry) passes args and kwargs by position
+    monkeypatch.setattr(app, "send_task", lambda name, args=None, kwargs=None, **_: calls.append((name, kwargs)))
     return calls
+
+
+@pytest.fixture
+def delivery(sent):
+    """``delivery(task, retries, **kwargs)``: a block in which ``task.request`` is a worker's
+    delivery of ``task(**kwargs)`` after ``retries`` retries. A retry the task asks for goes
+    through Celery's own ``Task.retry`` (its ``max_retries`` check included): the new message
+    lands in ``sent`` and ``Retry`` is raised, with the countdown as ``when``."""
+
+    @contextmanager
+    def deliver(task, retries: int = 0, **kwargs):
+        task.push_request(retries=retries, called_directly=False, is_eager=False, id="t-1", args=(),
+                          kwargs=kwargs, delivery_info={})
+        try:
+            yield task
+        finally:
+            task.pop_request()
+
+    return deliver

@@ -4,54 +4,31 @@ it at once with the reason, and a lease that stays busy skips the scope without 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
+from celery.exceptions import Retry
 
 from pipeline.formation import consolidate_stages as cs, stages
 from pipeline.llm.scripted import Fault
-from workers import deps as worker_deps
-from workers.base import MemoryTask
 from pipeline import names
 from workers import consolidation as worker_consolidation, formation as worker_formation
 from workers.consolidation import consolidate_scope
+from workers.formation import guarded
 
-from tests.support.formation import ALICE_CHAT, facts, make_env, merge_all, reflections
-
-
-class Retried(Exception):
-    def __init__(self, countdown: float) -> None:
-        super().__init__(countdown)
-        self.countdown = countdown
-
-
-class FakeTask:
-    """The parts of a bound Celery task the error policy uses; retry() records its countdown."""
-
-    retry_delay = MemoryTask.retry_delay
-    retry_transient = MemoryTask.retry_transient
-    retry_if_left = MemoryTask.retry_if_left
-    retry_bound = MemoryTask.retry_bound
-    _run_stage = MemoryTask._run_stage
-
-    def __init__(self, retries: int = 0) -> None:
-        self.request = SimpleNamespace(retries=retries, id="t-1")
-
-    def retry(self, exc, countdown, max_retries):
-        raise Retried(countdown)
-
-
-guarded = MemoryTask.guarded  # the error policy, run on the fake task
+from tests.support.formation import ALICE_CHAT, facts, merge_all, reflections
 
 
 @pytest.fixture
-def injected(tmp_path):
-    """The formation stage fakes, injected as the worker's clients."""
-    env = make_env(tmp_path)
-    worker_deps.set_deps(env)
-    yield env
-    worker_deps.set_deps(None)
-    env.store.close()
+def attempt(delivery):
+    """``attempt(run_id, retries, stage=..., fn=...)``: the stage under the error policy, as
+    the worker's ``extract_facts`` (or ``consolidate_scope``) task runs it after ``retries``."""
+
+    def run(run_id, retries=0, stage="extract_facts", fn=None):
+        task = worker_formation.extract_facts if stage == "extract_facts" else consolidate_scope
+        kwargs = {"run_id": run_id} if stage == "extract_facts" else {"run_id": run_id, "index": 0}
+        with delivery(task, retries, **kwargs):
+            return guarded(task, run_id, stage, fn or (lambda d: stages.extract_facts(run_id, d)))
+
+    return run
 
 
 def _run(env, fault=None):
@@ -61,11 +38,12 @@ def _run(env, fault=None):
     return env.new_run(ALICE_CHAT)
 
 
-def test_a_429_is_retried_no_sooner_than_its_retry_after(injected):
+def test_a_429_is_retried_no_sooner_than_its_retry_after(injected, attempt, sent):
     run_id = _run(injected, Fault("rate_limit", retry_after=42.0))
-    with pytest.raises(Retried) as retried:
-        guarded(FakeTask(), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
-    assert retried.value.countdown >= 42.0
+    with pytest.raises(Retry) as retried:
+        attempt(run_id)
+    assert retried.value.when >= 42.0
+    assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run_id})]  # the retry, sent by Celery
     assert injected.store.get_run(run_id).stages["extract_facts"].status == "failed"
     assert injected.store.get_run(run_id).status in ("claimed", "running")
 
@@ -75,22 +53,21 @@ def test_a_429_is_retried_no_sooner_than_its_retry_after(injected):
     # an answer that came back unusable is asked again only MEMORY_LLM_INVALID_ANSWER_RETRIES times
     ("invalid_json", "llm_invalid_answer_retries"), ("schema_violation", "llm_invalid_answer_retries"),
 ])
-def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(injected, kind, bound):
+def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(injected, attempt, kind, bound):
     run_id = _run(injected, Fault(kind))
-    with pytest.raises(Retried) as retried:
-        guarded(FakeTask(retries=1), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d))
-    assert 1.0 <= retried.value.countdown <= 2.0  # 2 ** retries, with jitter in its upper half
+    with pytest.raises(Retry) as retried:
+        attempt(run_id, retries=1)
+    assert 1.0 <= retried.value.when <= 2.0  # 2 ** retries, with jitter in its upper half
     injected.llm.rules.insert(0, type(injected.llm.rules[0])("extract_facts", Fault(kind), times=1))
-    exhausted = FakeTask(retries=getattr(injected.settings, bound))
-    assert guarded(exhausted, run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
+    assert attempt(run_id, retries=getattr(injected.settings, bound)) is None
     run = injected.store.get_run(run_id)
     assert run.status == "failed"
     assert run.error.startswith("extract_facts: ") and "retries" in run.error
 
 
-def test_a_permanent_error_kills_the_run_at_once_with_its_reason(injected):
+def test_a_permanent_error_kills_the_run_at_once_with_its_reason(injected, attempt):
     run_id = _run(injected, Fault("permanent"))
-    assert guarded(FakeTask(), run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
+    assert attempt(run_id) is None
     run = injected.store.get_run(run_id)
     assert run.status == "dead"
     assert "401" in run.error and "extract_facts" in run.error
@@ -114,7 +91,7 @@ def test_a_dead_run_hands_nothing_on(injected, sent):
     assert sent == [] and injected.store.get_run(run_id).status == "dead"
 
 
-def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected, sent):
+def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected, attempt, sent):
     env = injected
     env.llm.on("extract_facts", facts())
     env.llm.on("extract_reflections", reflections(user=["a likes x", "a likes y", "a likes z", "a likes w"]))
@@ -123,9 +100,9 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     env.through_reflections(run_id)
     assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
     assert env.store.acquire_lease("consolidate:agent-1:user:u-1", "someone-else", env.clock.now(), 300)
-    task = FakeTask(retries=0)
-    with pytest.raises(Retried):
-        guarded(task, run_id, "consolidate_scope:0", lambda d: cs.consolidate_scope(run_id, 0, d))
+    with pytest.raises(Retry):
+        attempt(run_id, 0, "consolidate_scope:0", lambda d: cs.consolidate_scope(run_id, 0, d))
+    sent.clear()  # the retry
     result = consolidate_scope.apply(kwargs={"run_id": run_id, "index": 0},
                                      retries=env.settings.task_max_retries).get()
     assert result["status"] == "skipped"
@@ -133,6 +110,22 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     assert sent == [(names.TASK_FINISH, {"run_id": run_id})]
     assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
     assert env.store.get_run(run_id).status not in ("failed", "dead")
+
+
+def test_a_scope_whose_model_stays_down_fails_the_run_with_the_retries_spent_and_keeps_its_buffer(injected, sent):
+    env = injected
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(user=["a likes x", "a likes y", "a likes z", "a likes w"]))
+    env.llm.on("consolidate", Fault("server_error"))
+    run_id = env.new_run(ALICE_CHAT)
+    env.through_reflections(run_id)
+    assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
+    retries = env.settings.task_max_retries
+    assert consolidate_scope.apply(kwargs={"run_id": run_id, "index": 0}, retries=retries).get() is None
+    run = env.store.get_run(run_id)
+    assert run.status == "failed" and sent == []
+    assert run.error.startswith(f"consolidate_scope:0: TransientError after {retries} retries")
+    assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
 
 
 def test_consolidate_fans_out_per_due_scope_and_the_last_scope_sends_finish(injected, sent):
