@@ -26,9 +26,8 @@ so clearly if asked to publish.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -45,13 +44,12 @@ from pipeline.text import word_count
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from schemas.documents import CachedContext, scope_key
-from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
+from schemas import events
+from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
 MAX_RECENT_REFLECTIONS = context.MAX_RECENT_REFLECTIONS
-_EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _USER_ID = TypeAdapter(Id)
-_MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
     "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
@@ -288,46 +286,38 @@ class MemoryService:
         events were published."""
         _require("session_id", session_id)
         users = list(session_users or ())  # the store merges them with the declared humans
-        events = [
-            self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
+        now = self.clock.now()
+        built = [
+            self._message_event(session_id, i, m, now, session_users=users, user_tier=user_tier, preview=preview,
+                                agent_name=agent_name)
             for i, m in enumerate(messages)
         ]
-        if not events:
+        if not built:
             return 0
-        self.publisher.publish(events)
-        return len(events)
+        self.publisher.publish(built)
+        return len(built)
 
     def _message_event(
-        self, session_id: str, index: int, message: Mapping[str, Any], users: list[str],
-        tier: int, preview: bool, agent_name: str | None,
+        self, session_id: str, index: int, message: Mapping[str, Any], now: datetime, **fields: Any,
     ) -> dict[str, Any]:
+        """``message`` as a validated ``message.added`` event (``schemas.events.message_added``),
+        its id derived from the message id; ``InvalidInput`` names ``messages[index]``."""
+        where = f"messages[{index}]"
         if not isinstance(message, Mapping):
-            raise InvalidInput(f"messages[{index}]", f"expected a dict, got {type(message).__name__}")
-        unknown = set(message) - _MESSAGE_FIELDS
+            raise InvalidInput(where, f"expected a dict, got {type(message).__name__}")
+        unknown = set(message) - set(MESSAGE_FIELDS)
         if unknown:
-            raise InvalidInput(f"messages[{index}]", f"unknown field(s) {sorted(unknown)}; allowed {sorted(_MESSAGE_FIELDS)}")
-        body = dict(message)
-        body.setdefault("created_at", self.clock.now())
-        if isinstance(body["created_at"], datetime):
-            body["created_at"] = body["created_at"].isoformat()
-        if not body.get("message_id"):
-            raise InvalidInput(f"messages[{index}].message_id", "required (it makes re-publishing idempotent)")
-        event = {
-            "type": "message.added", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("message", session_id, str(body["message_id"])),
-            "agent_id": self.agent_id, "session_id": session_id, "message": body,
-            "session_users": users, "user_tier": tier, "preview": preview,
-        }
-        if agent_name is not None:
-            event["agent_name"] = agent_name
+            raise InvalidInput(where, f"unknown field(s) {sorted(unknown)}; allowed {sorted(MESSAGE_FIELDS)}")
+        if not message.get("message_id"):
+            raise InvalidInput(f"{where}.message_id", "required (it makes re-publishing idempotent)")
+        event = events.message_added(
+            event_id=events.stable_event_id("message", self.agent_id, session_id, str(message["message_id"])),
+            agent_id=self.agent_id, session_id=session_id, message=message, now=now, **fields,
+        )
         parsed = parse_event(event, max_message_bytes=self.settings.max_message_bytes)
         if isinstance(parsed, Rejection):
-            raise InvalidInput(f"messages[{index}]", parsed.summary())
-        assert isinstance(parsed, MessageAdded)
+            raise InvalidInput(where, parsed.summary())
         return event
-
-    def _event_id(self, kind: str, session_id: str, key: str) -> str:
-        return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
     def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
         """Store the session's humans on the session (merged with those already known), so
@@ -344,11 +334,10 @@ class MemoryService:
         """Publish ``session.ended``: the workers form what is left and consolidate."""
         _require("session_id", session_id)
         now = self.clock.now()
-        self.publisher.publish([{
-            "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
-            "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
-        }])
+        self.publisher.publish([events.session_ended(
+            event_id=events.stable_event_id("ended", self.agent_id, session_id, now.isoformat()),
+            agent_id=self.agent_id, session_id=session_id, ended_at=now,
+        )])
 
     def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
