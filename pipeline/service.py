@@ -38,11 +38,13 @@ from pipeline.clock import Clock
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.packing import default_max_tokens, pack_context
 from pipeline.publisher import Publisher
+from pipeline.search.hits import Found
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.text import word_count
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
+from pipeline.visibility import read_visibility
 from schemas.documents import CachedContext, scope_key
 from schemas import events
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
@@ -113,14 +115,8 @@ class MemoryService:
 
     # ----------------------------------------------------------------- visibility ----------
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
-        """Who may see what here, from the session's humans as stored: every process that
-        shares the store decides alike (design §11)."""
-        session = self.store.get_session(session_id)
-        return context.visibility(
-            self.settings, self.store.get_agent_settings(self.agent_id),
-            session_id=session_id, user_id=user_id, session_users=session.users if session else (),
-            user_memory_on=not (user_id and self.store.user_memory_off(self.agent_id, [user_id])),
-        )
+        """Who may see what here (``pipeline.visibility``), read once per call."""
+        return read_visibility(self.store, self.settings, self.agent_id, session_id=session_id, user_id=user_id)
 
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
@@ -169,7 +165,7 @@ class MemoryService:
         if not view.context_scope_keys:
             return ""  # master toggle off
         if as_of is not None or query is not None:
-            relevant = self._relevant(session_id, user_id, query, as_of) if query is not None else []
+            relevant = self._relevant(view, session_id, user_id, query, as_of) if query is not None else []
             return self._build_context(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
         now = self.clock.now()
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
@@ -198,19 +194,22 @@ class MemoryService:
         return default_max_tokens(self.settings) if configured is None else configured
 
     def _relevant(
-        self, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
+        self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
     ) -> list[context.FactLine]:
-        """What ``search_facts`` finds for ``query`` here, best first, as context lines."""
+        """What ``search_facts`` finds for ``query`` here, best first, as context lines, in the
+        view already read."""
         if not self.settings.context_relevant_facts:
             return []
-        hits = retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query,
-            top_k=self.settings.context_relevant_facts, track_access=False, as_of=as_of,
+        found = self._search(query, session_id, user_id, top_k=self.settings.context_relevant_facts, as_of=as_of,
+                             view=view, track_access=False)
+        return [context.FactLine(hit.scope, hit.content, hit.aged_from) for hit in found.hits]
+
+    def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
+        """``pipeline.retrieval.search_facts`` with this service's clients."""
+        return retrieval.search_facts(
+            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings, clock=self.clock,
+            agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query, **options,
         )
-        # as of a time, a hit is aged from when its text became valid (``pipeline.validity``)
-        changed = [datetime.fromisoformat(h["valid_from" if as_of else "updated_at"]) for h in hits]
-        return [context.FactLine(h["scope"], h["content"], at) for h, at in zip(hits, changed)]
 
     def _build_context(
         self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
@@ -261,11 +260,7 @@ class MemoryService:
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                            "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
-            return retrieval.search_facts(
-                store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-                clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-                query=query, top_k=top_k, debug=debug, as_of=as_of,
-            )
+            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of).documented()
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
