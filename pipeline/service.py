@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, cost, retrieval, tracing, validity
+from pipeline import context, retrieval, stats, tracing, validity
 from pipeline.clock import Clock
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.packing import default_max_tokens, pack_context
@@ -41,11 +41,10 @@ from pipeline.publisher import Publisher
 from pipeline.search.hits import Found
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
-from pipeline.text import word_count
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from pipeline.visibility import read_visibility
-from schemas.documents import CachedContext, scope_key
+from schemas.documents import CachedContext
 from schemas import events
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
@@ -356,26 +355,6 @@ class MemoryService:
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------
-    def _scope_keys(self, user_id: str | None, session_id: str | None) -> list[tuple[str, str]]:
-        keys = [("agent", scope_key("agent"))]
-        if user_id:
-            keys.append(("user", scope_key("user", user_id=user_id)))
-        if session_id:
-            keys.append(("session", scope_key("session", session_id=session_id)))
-        return keys
-
-    def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
-        """Cost per scope key, summed by the store (``cost_rows``): the agent's every run and
-        usage record (session-end consolidations, failed attempts); the user's runs (those
-        whose users include them) and their records; the session's runs and usage records."""
-        out = {scope_key("agent"): _summary(self.store.cost_rows(self.agent_id))}
-        if user_id:
-            out[scope_key("user", user_id=user_id)] = _summary(self.store.cost_rows(self.agent_id, user_id=user_id))
-        if session_id:
-            out[scope_key("session", session_id=session_id)] = _summary(
-                self.store.cost_rows(self.agent_id, session_id=session_id))
-        return out
-
     def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
         """Everything this agent stores about ``user_id``, as JSON-ready records
         (``pipeline.export``: messages, facts with history, reflections, blob sections, costs)."""
@@ -388,51 +367,13 @@ class MemoryService:
         tokens and cost of the model calls that formed it (``pipeline.cost``). Counts and sums
         come from the store; only the unabsorbed buffer (bounded by the consolidation
         threshold) is read, for its words."""
-        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
-        spend = self._spend(user_id, session_id)
-        keys = self._scope_keys(user_id, session_id)
-        counts = self.store.reflection_counts(self.agent_id, [k for _, k in keys])
-        for scope, key in keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            reflections = counts[key]
-            unabsorbed = self.store.unabsorbed_reflections(self.agent_id, key) if reflections.unabsorbed else []
-            entry: dict[str, Any] = {
-                "scope": scope,
-                "blob_words": word_count(blob.consolidated_content) if blob else 0,
-                "blob_version": blob.version if blob else 0,
-                "last_consolidated_at": _iso(blob.last_consolidated_at if blob else None),
-                "reflections": reflections.total,
-                "reflections_unabsorbed": reflections.unabsorbed,
-                "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
-                "last_reflection_at": _iso(reflections.last_formed_at),
-                "tokens": cost.tokens_of(spend[key]),
-                "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"],
-                         "text": cost.describe(spend[key])},
-            }
-            if scope != "session":
-                newest = self.store.list_facts(self.agent_id, key, limit=1)
-                entry["facts"] = self.store.count_facts(self.agent_id, key)
-                entry["last_fact_at"] = _iso(newest[0].formed_at if newest else None)
-            out["scopes"][key] = entry
-        return out
+        return stats.memory_stats(self.store, self.agent_id, user_id=user_id, session_id=session_id)
 
     def get_consolidation_status(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: buffered reflections against the consolidation threshold, the blob's
         words against its limit, and whether a consolidation is due."""
-        keys = self._scope_keys(user_id, session_id)
-        counts = self.store.count_unabsorbed(self.agent_id, [k for _, k in keys])
-        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
-        for scope, key in keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            buffered = int(counts.get(key, 0))
-            threshold = self.settings.consolidation_threshold(scope)  # type: ignore[arg-type]
-            out["scopes"][key] = {
-                "scope": scope, "buffered": buffered, "threshold": threshold, "due": buffered >= threshold,
-                "blob_words": word_count(blob.consolidated_content) if blob else 0,
-                "word_limit": self.settings.word_limit(scope),  # type: ignore[arg-type]
-                "blob_version": blob.version if blob else 0,
-            }
-        return out
+        return stats.consolidation_status(self.store, self.settings, self.agent_id, user_id=user_id,
+                                          session_id=session_id)
 
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
@@ -493,11 +434,3 @@ def _user_ids(user_ids: Sequence[str]) -> list[str]:
             raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
     return list(dict.fromkeys(user_ids))
 
-
-def _summary(rows) -> dict:
-    """``pipeline.cost.summary`` of the store's summed rows."""
-    return cost.summary(row.by_model() for row in rows)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
