@@ -33,23 +33,21 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, retrieval, stats, tracing, validity
+from pipeline import context, retrieval, stats, tracing
 from pipeline.clock import Clock
+from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
-from pipeline.packing import default_max_tokens, pack_context
 from pipeline.publisher import Publisher
-from pipeline.search.hits import Found
+from pipeline.search.hits import FactHit, Found
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from pipeline.visibility import read_visibility
-from schemas.documents import CachedContext
 from schemas import events
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
-MAX_RECENT_REFLECTIONS = context.MAX_RECENT_REFLECTIONS
 _USER_ID = TypeAdapter(Id)
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
@@ -112,6 +110,10 @@ class MemoryService:
             raise ConfigurationError(_NOT_WIRED.format(what="run starter", arg="run_starter"))
         return self._given_run_starter
 
+    @cached_property
+    def _assembly(self) -> ContextAssembly:
+        return ContextAssembly(self.store, self.settings, self.agent_id)
+
     # ----------------------------------------------------------------- visibility ----------
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
         """Who may see what here (``pipeline.visibility``), read once per call."""
@@ -157,51 +159,24 @@ class MemoryService:
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
     ) -> str:
-        budget = self._default_budget if max_tokens is None else max_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
+        budget = self._assembly.budget(max_tokens)
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
-        if as_of is not None or query is not None:
-            relevant = self._relevant(view, session_id, user_id, query, as_of) if query is not None else []
-            return self._build_context(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
-        now = self.clock.now()
-        keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
-        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
-        if not force_refresh:
-            cached = self.store.get_cached_context(session_id, user_id or "")
-            if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
-                cached, versions, now, self.settings.context_cache_ttl_s
-            ):
-                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
-                                        "memory.context_chars": len(cached.xml)})
-                return cached.xml
-        xml = self._build_context(view, now, budget)
-        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
-        self.store.put_cached_context(CachedContext(
-            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
-            built_at=now, versions=versions,
-        ))
-        return xml
-
-    @cached_property
-    def _default_budget(self) -> int:
-        """``MEMORY_CONTEXT_MAX_TOKENS``, or the budget derived from the limits (rendered once:
-        the settings of a service do not change)."""
-        configured = self.settings.context_max_tokens
-        return default_max_tokens(self.settings) if configured is None else configured
+        if as_of is None and query is None:
+            return self._assembly.cached(view, session_id=session_id, user_id=user_id, now=self.clock.now(),
+                                         budget=budget, force_refresh=force_refresh)
+        relevant = self._relevant(view, session_id, user_id, query, as_of) if query is not None else []
+        return self._assembly.build(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
 
     def _relevant(
         self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
-    ) -> list[context.FactLine]:
-        """What ``search_facts`` finds for ``query`` here, best first, as context lines, in the
-        view already read."""
+    ) -> list[FactHit]:
+        """What ``search_facts`` finds for ``query`` here, best first, in the view already read."""
         if not self.settings.context_relevant_facts:
             return []
-        found = self._search(query, session_id, user_id, top_k=self.settings.context_relevant_facts, as_of=as_of,
-                             view=view, track_access=False)
-        return [context.FactLine(hit.scope, hit.content, hit.aged_from) for hit in found.hits]
+        return self._search(query, session_id, user_id, top_k=self.settings.context_relevant_facts, as_of=as_of,
+                            view=view, track_access=False).hits
 
     def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
         """``pipeline.retrieval.search_facts`` with this service's clients."""
@@ -209,42 +184,6 @@ class MemoryService:
             store=self.store, search=self.search, embedder=self.embedder, settings=self.settings, clock=self.clock,
             agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query, **options,
         )
-
-    def _build_context(
-        self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
-        relevant: Sequence[context.FactLine] = (),
-    ) -> str:
-        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then.
-        ``relevant`` facts are shown before the recent ones, and not again among them."""
-        scopes = []
-        for key in view.context_scope_keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            if as_of is None:
-                consolidated = blob.consolidated_content if blob else ""
-                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
-            else:
-                consolidated, buffered = validity.memory_as_of(
-                    blob, self.store.list_reflections(self.agent_id, key), as_of)
-            scopes.append(context.ScopeMemory(
-                key, consolidated, [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
-            ))
-        facts = []
-        if view.show_facts:
-            since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
-            if as_of is None:
-                lines = [(f.scope, f.content, f.changed_at)
-                         for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
-            else:
-                # every fact changed since the window opened may have had a version valid then;
-                # a version is aged from when it became valid, its recording may come later
-                # (a history replayed or imported today)
-                changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
-                                                  include_retired=True)
-                valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
-                lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
-            shown = {(f.scope, f.content) for f in relevant}
-            facts = [context.FactLine(*line) for line in lines if (line[0], line[1]) not in shown]
-        return pack_context(scopes, facts, now, max_tokens, relevant)
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
