@@ -169,7 +169,7 @@ def demo_precision(settings: Settings) -> dict:
                     agent_id=DEMO_AGENT, user_id=q.user, session_id=q.session, query=q.query, top_k=TOP_K,
                     thresholds=cut, track_access=False,
                 )
-                returned = [r["id"] for r in results]
+                returned = [hit.id for hit in results.hits]
                 tallies[name].add(returned, evidence)
                 row[name] = {"hits": len(returned), "evidence_hits": len(evidence & set(returned))}
             per_question.append(row)

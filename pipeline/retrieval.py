@@ -23,10 +23,12 @@ from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
 from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
+from pipeline.search.hits import FactHit, Found
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import Store
 from pipeline.threads import shared_pool
 from pipeline.validity import FactVersion, check_as_of
+from pipeline.visibility import read_visibility
 from schemas.settings import Settings
 
 MAX_QUERIES = 3
@@ -272,16 +274,17 @@ def search_facts(
     *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
     agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
     debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
-    as_of: datetime | None = None,
-) -> list[dict[str, Any]] | dict[str, Any]:
-    """Results ``[{id, content, scope, formed_at, updated_at, age, score}]``, best first; the
-    age counts from the latest change (``updated_at``).
+    as_of: datetime | None = None, view: context.Visibility | None = None,
+) -> Found:
+    """The facts found, best first (``Found.hits``); each hit's age counts from its latest
+    change (``updated_at``). ``Found.documented()`` is the answer in the documented shape.
 
-    With ``debug`` the answer is ``{"results": [...], "debug": {...}}`` with every stage's
-    timings and scores. ``thresholds`` overrides the production ones (benchmarks only).
-    Visibility (the group-chat rule) comes from the session's humans as stored. With ``as_of``
-    the facts are searched as they were valid then (``pipeline.search.as_of``): each result
-    shows the text valid then, with its ``valid_from`` and ``valid_to``, aged from
+    With ``debug``, ``Found.debug`` holds every stage's timings and scores. ``thresholds``
+    overrides the production ones (benchmarks only). ``view`` is what this conversation may
+    see, when the caller already read it for this call; else it is read here
+    (``pipeline.visibility``: the group-chat rule over the session's humans as stored). With
+    ``as_of`` the facts are searched as they were valid then (``pipeline.search.as_of``): each
+    hit shows the text valid then, with its ``valid_from`` and ``valid_to``, aged from
     ``valid_from`` to ``as_of``; no access is recorded.
     """
     start = time.perf_counter()
@@ -291,12 +294,8 @@ def search_facts(
     timings: dict[str, Any] = {}
 
     t = time.perf_counter()
-    session = store.get_session(session_id)
-    view = context.visibility(
-        settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
-        session_users=session.users if session else (),
-        user_memory_on=not (user_id and store.user_memory_off(agent_id, [user_id])),
-    )
+    if view is None:
+        view = read_visibility(store, settings, agent_id, session_id=session_id, user_id=user_id)
     scope_keys = view.fact_scope_keys if view.search_offered else ()
     timings["visibility"] = _ms(t)
     versions: dict[str, FactVersion] = {}
@@ -335,56 +334,50 @@ def search_facts(
     t = time.perf_counter()
     now = clock.now()
     if as_of is None:
-        results = _live_results(store, merged, agent_id, scope_keys, now)
+        hits = _live_hits(store, merged, agent_id, scope_keys, now)
     else:
-        results = [_version_result(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
+        hits = [_version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
     timings["fetch"] = _ms(t)
 
-    if track_access and results and as_of is None:
+    if track_access and hits and as_of is None:
         t = time.perf_counter()
-        store.record_fact_access([r["id"] for r in results], now)
+        store.record_fact_access([hit.id for hit in hits], now)
         timings["access"] = _ms(t)
     timings["total"] = _ms(start)
     tracing.set_attributes({**{f"memory.{k}_ms": v for k, v in timings.items() if isinstance(v, (int, float))},
-                            "memory.results": len(results), "memory.embed_failed": embed_error is not None})
+                            "memory.results": len(hits), "memory.embed_failed": embed_error is not None})
     if not debug:
-        return results
-    return {
-        "results": results,
-        "debug": {
-            "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
-            "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error or as_of_error,
-            "as_of": as_of.isoformat() if as_of else None,
-            "thresholds": limits.describe(), "timings_ms": timings, "queries": [info for _, info in per_query],
-        },
-    }
+        return Found(hits=hits)
+    return Found(hits=hits, debug={
+        "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
+        "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error or as_of_error,
+        "as_of": as_of.isoformat() if as_of else None,
+        "thresholds": limits.describe(), "timings_ms": timings, "queries": [info for _, info in per_query],
+    })
 
 
-def _live_results(
+def _live_hits(
     store: Store, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
-) -> list[dict[str, Any]]:
+) -> list[FactHit]:
     facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
-    results = []
+    hits = []
     for item in merged:
         fact = facts.get(item.fact_id)
         # defence in depth: a stale index never shows a retired, erased or foreign fact
         if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
             continue
-        results.append({
-            "id": fact.fact_id, "content": fact.content, "scope": fact.scope,
-            "formed_at": fact.formed_at.isoformat(), "updated_at": fact.changed_at.isoformat(),
-            "age": context.format_age(fact.changed_at, now), "score": round(item.score, 6),
-        })
-    return results
+        hits.append(FactHit(
+            id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
+            updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
+        ))
+    return hits
 
 
-def _version_result(version: FactVersion, score: float, as_of: datetime) -> dict[str, Any]:
+def _version_hit(version: FactVersion, score: float, as_of: datetime) -> FactHit:
     fact = version.fact
-    return {
-        "id": fact.fact_id, "content": version.content, "scope": fact.scope,
-        "formed_at": fact.formed_at.isoformat(), "updated_at": version.recorded_at.isoformat(),
-        "valid_from": version.valid_from.isoformat(),
-        "valid_to": version.valid_to.isoformat() if version.valid_to else None,
+    return FactHit(
+        id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
+        updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
         # aged from when the text became valid: it may have been recorded after as_of (a replay)
-        "age": context.format_age(version.valid_from, as_of), "score": round(score, 6),
-    }
+        age=context.format_age(version.valid_from, as_of), score=round(score, 6),
+    )

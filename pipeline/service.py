@@ -26,32 +26,29 @@ so clearly if asked to publish.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, cost, retrieval, tracing, validity
+from pipeline import context, retrieval, stats, tracing
 from pipeline.clock import Clock
+from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
-from pipeline.packing import default_max_tokens, pack_context
 from pipeline.publisher import Publisher
+from pipeline.search.hits import FactHit, Found
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
-from pipeline.text import word_count
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
-from schemas.documents import CachedContext, scope_key
-from schemas.events import SCHEMA_VERSION, Id, MessageAdded, Rejection, parse_event
+from pipeline.visibility import read_visibility
+from schemas import events
+from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
-MAX_RECENT_REFLECTIONS = context.MAX_RECENT_REFLECTIONS
-_EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
 _USER_ID = TypeAdapter(Id)
-_MESSAGE_FIELDS = {"message_id", "role", "sender_id", "sender_name", "content", "created_at"}
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
     "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
@@ -113,16 +110,14 @@ class MemoryService:
             raise ConfigurationError(_NOT_WIRED.format(what="run starter", arg="run_starter"))
         return self._given_run_starter
 
+    @cached_property
+    def _assembly(self) -> ContextAssembly:
+        return ContextAssembly(self.store, self.settings, self.agent_id)
+
     # ----------------------------------------------------------------- visibility ----------
     def _view(self, session_id: str, user_id: str | None) -> context.Visibility:
-        """Who may see what here, from the session's humans as stored: every process that
-        shares the store decides alike (design §11)."""
-        session = self.store.get_session(session_id)
-        return context.visibility(
-            self.settings, self.store.get_agent_settings(self.agent_id),
-            session_id=session_id, user_id=user_id, session_users=session.users if session else (),
-            user_memory_on=not (user_id and self.store.user_memory_off(self.agent_id, [user_id])),
-        )
+        """Who may see what here (``pipeline.visibility``), read once per call."""
+        return read_visibility(self.store, self.settings, self.agent_id, session_id=session_id, user_id=user_id)
 
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
@@ -164,91 +159,31 @@ class MemoryService:
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
     ) -> str:
-        budget = self._default_budget if max_tokens is None else max_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
+        budget = self._assembly.budget(max_tokens)
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ""  # master toggle off
-        if as_of is not None or query is not None:
-            relevant = self._relevant(session_id, user_id, query, as_of) if query is not None else []
-            return self._build_context(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
-        now = self.clock.now()
-        keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
-        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
-        if not force_refresh:
-            cached = self.store.get_cached_context(session_id, user_id or "")
-            if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
-                cached, versions, now, self.settings.context_cache_ttl_s
-            ):
-                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
-                                        "memory.context_chars": len(cached.xml)})
-                return cached.xml
-        xml = self._build_context(view, now, budget)
-        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
-        self.store.put_cached_context(CachedContext(
-            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
-            built_at=now, versions=versions,
-        ))
-        return xml
-
-    @cached_property
-    def _default_budget(self) -> int:
-        """``MEMORY_CONTEXT_MAX_TOKENS``, or the budget derived from the limits (rendered once:
-        the settings of a service do not change)."""
-        configured = self.settings.context_max_tokens
-        return default_max_tokens(self.settings) if configured is None else configured
+        if as_of is None and query is None:
+            return self._assembly.cached(view, session_id=session_id, user_id=user_id, now=self.clock.now(),
+                                         budget=budget, force_refresh=force_refresh)
+        relevant = self._relevant(view, session_id, user_id, query, as_of) if query is not None else []
+        return self._assembly.build(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
 
     def _relevant(
-        self, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
-    ) -> list[context.FactLine]:
-        """What ``search_facts`` finds for ``query`` here, best first, as context lines."""
+        self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
+    ) -> list[FactHit]:
+        """What ``search_facts`` finds for ``query`` here, best first, in the view already read."""
         if not self.settings.context_relevant_facts:
             return []
-        hits = retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-            clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query,
-            top_k=self.settings.context_relevant_facts, track_access=False, as_of=as_of,
-        )
-        # as of a time, a hit is aged from when its text became valid (``pipeline.validity``)
-        changed = [datetime.fromisoformat(h["valid_from" if as_of else "updated_at"]) for h in hits]
-        return [context.FactLine(h["scope"], h["content"], at) for h, at in zip(hits, changed)]
+        return self._search(query, session_id, user_id, top_k=self.settings.context_relevant_facts, as_of=as_of,
+                            view=view, track_access=False).hits
 
-    def _build_context(
-        self, view: context.Visibility, now: datetime, max_tokens: int, *, as_of: datetime | None = None,
-        relevant: Sequence[context.FactLine] = (),
-    ) -> str:
-        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then.
-        ``relevant`` facts are shown before the recent ones, and not again among them."""
-        scopes = []
-        for key in view.context_scope_keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            if as_of is None:
-                consolidated = blob.consolidated_content if blob else ""
-                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
-            else:
-                consolidated, buffered = validity.memory_as_of(
-                    blob, self.store.list_reflections(self.agent_id, key), as_of)
-            scopes.append(context.ScopeMemory(
-                key, consolidated, [r.content for r in buffered[-MAX_RECENT_REFLECTIONS:]],
-            ))
-        facts = []
-        if view.show_facts:
-            since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
-            if as_of is None:
-                lines = [(f.scope, f.content, f.changed_at)
-                         for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
-            else:
-                # every fact changed since the window opened may have had a version valid then;
-                # a version is aged from when it became valid, its recording may come later
-                # (a history replayed or imported today)
-                changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None,
-                                                  include_retired=True)
-                valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
-                lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
-            shown = {(f.scope, f.content) for f in relevant}
-            facts = [context.FactLine(*line) for line in lines if (line[0], line[1]) not in shown]
-        return pack_context(scopes, facts, now, max_tokens, relevant)
+    def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
+        """``pipeline.retrieval.search_facts`` with this service's clients."""
+        return retrieval.search_facts(
+            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings, clock=self.clock,
+            agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query, **options,
+        )
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
@@ -263,11 +198,7 @@ class MemoryService:
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                            "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
-            return retrieval.search_facts(
-                store=self.store, search=self.search, embedder=self.embedder, settings=self.settings,
-                clock=self.clock, agent_id=self.agent_id, user_id=user_id, session_id=session_id,
-                query=query, top_k=top_k, debug=debug, as_of=as_of,
-            )
+            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of).documented()
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
@@ -288,46 +219,38 @@ class MemoryService:
         events were published."""
         _require("session_id", session_id)
         users = list(session_users or ())  # the store merges them with the declared humans
-        events = [
-            self._message_event(session_id, i, m, users, user_tier, preview, agent_name)
+        now = self.clock.now()
+        built = [
+            self._message_event(session_id, i, m, now, session_users=users, user_tier=user_tier, preview=preview,
+                                agent_name=agent_name)
             for i, m in enumerate(messages)
         ]
-        if not events:
+        if not built:
             return 0
-        self.publisher.publish(events)
-        return len(events)
+        self.publisher.publish(built)
+        return len(built)
 
     def _message_event(
-        self, session_id: str, index: int, message: Mapping[str, Any], users: list[str],
-        tier: int, preview: bool, agent_name: str | None,
+        self, session_id: str, index: int, message: Mapping[str, Any], now: datetime, **fields: Any,
     ) -> dict[str, Any]:
+        """``message`` as a validated ``message.added`` event (``schemas.events.message_added``),
+        its id derived from the message id; ``InvalidInput`` names ``messages[index]``."""
+        where = f"messages[{index}]"
         if not isinstance(message, Mapping):
-            raise InvalidInput(f"messages[{index}]", f"expected a dict, got {type(message).__name__}")
-        unknown = set(message) - _MESSAGE_FIELDS
+            raise InvalidInput(where, f"expected a dict, got {type(message).__name__}")
+        unknown = set(message) - set(MESSAGE_FIELDS)
         if unknown:
-            raise InvalidInput(f"messages[{index}]", f"unknown field(s) {sorted(unknown)}; allowed {sorted(_MESSAGE_FIELDS)}")
-        body = dict(message)
-        body.setdefault("created_at", self.clock.now())
-        if isinstance(body["created_at"], datetime):
-            body["created_at"] = body["created_at"].isoformat()
-        if not body.get("message_id"):
-            raise InvalidInput(f"messages[{index}].message_id", "required (it makes re-publishing idempotent)")
-        event = {
-            "type": "message.added", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("message", session_id, str(body["message_id"])),
-            "agent_id": self.agent_id, "session_id": session_id, "message": body,
-            "session_users": users, "user_tier": tier, "preview": preview,
-        }
-        if agent_name is not None:
-            event["agent_name"] = agent_name
+            raise InvalidInput(where, f"unknown field(s) {sorted(unknown)}; allowed {sorted(MESSAGE_FIELDS)}")
+        if not message.get("message_id"):
+            raise InvalidInput(f"{where}.message_id", "required (it makes re-publishing idempotent)")
+        event = events.message_added(
+            event_id=events.stable_event_id("message", self.agent_id, session_id, str(message["message_id"])),
+            agent_id=self.agent_id, session_id=session_id, message=message, now=now, **fields,
+        )
         parsed = parse_event(event, max_message_bytes=self.settings.max_message_bytes)
         if isinstance(parsed, Rejection):
-            raise InvalidInput(f"messages[{index}]", parsed.summary())
-        assert isinstance(parsed, MessageAdded)
+            raise InvalidInput(where, parsed.summary())
         return event
-
-    def _event_id(self, kind: str, session_id: str, key: str) -> str:
-        return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{self.agent_id}\x1f{session_id}\x1f{key}").hex
 
     def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
         """Store the session's humans on the session (merged with those already known), so
@@ -344,11 +267,10 @@ class MemoryService:
         """Publish ``session.ended``: the workers form what is left and consolidate."""
         _require("session_id", session_id)
         now = self.clock.now()
-        self.publisher.publish([{
-            "type": "session.ended", "schema_version": SCHEMA_VERSION,
-            "event_id": self._event_id("ended", session_id, now.isoformat()), "agent_id": self.agent_id,
-            "session_id": session_id, "ended_at": now.astimezone(timezone.utc).isoformat(),
-        }])
+        self.publisher.publish([events.session_ended(
+            event_id=events.stable_event_id("ended", self.agent_id, session_id, now.isoformat()),
+            agent_id=self.agent_id, session_id=session_id, ended_at=now,
+        )])
 
     def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
@@ -372,26 +294,6 @@ class MemoryService:
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------
-    def _scope_keys(self, user_id: str | None, session_id: str | None) -> list[tuple[str, str]]:
-        keys = [("agent", scope_key("agent"))]
-        if user_id:
-            keys.append(("user", scope_key("user", user_id=user_id)))
-        if session_id:
-            keys.append(("session", scope_key("session", session_id=session_id)))
-        return keys
-
-    def _spend(self, user_id: str | None, session_id: str | None) -> dict[str, dict]:
-        """Cost per scope key, summed by the store (``cost_rows``): the agent's every run and
-        usage record (session-end consolidations, failed attempts); the user's runs (those
-        whose users include them) and their records; the session's runs and usage records."""
-        out = {scope_key("agent"): _summary(self.store.cost_rows(self.agent_id))}
-        if user_id:
-            out[scope_key("user", user_id=user_id)] = _summary(self.store.cost_rows(self.agent_id, user_id=user_id))
-        if session_id:
-            out[scope_key("session", session_id=session_id)] = _summary(
-                self.store.cost_rows(self.agent_id, session_id=session_id))
-        return out
-
     def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
         """Everything this agent stores about ``user_id``, as JSON-ready records
         (``pipeline.export``: messages, facts with history, reflections, blob sections, costs)."""
@@ -404,51 +306,13 @@ class MemoryService:
         tokens and cost of the model calls that formed it (``pipeline.cost``). Counts and sums
         come from the store; only the unabsorbed buffer (bounded by the consolidation
         threshold) is read, for its words."""
-        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
-        spend = self._spend(user_id, session_id)
-        keys = self._scope_keys(user_id, session_id)
-        counts = self.store.reflection_counts(self.agent_id, [k for _, k in keys])
-        for scope, key in keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            reflections = counts[key]
-            unabsorbed = self.store.unabsorbed_reflections(self.agent_id, key) if reflections.unabsorbed else []
-            entry: dict[str, Any] = {
-                "scope": scope,
-                "blob_words": word_count(blob.consolidated_content) if blob else 0,
-                "blob_version": blob.version if blob else 0,
-                "last_consolidated_at": _iso(blob.last_consolidated_at if blob else None),
-                "reflections": reflections.total,
-                "reflections_unabsorbed": reflections.unabsorbed,
-                "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
-                "last_reflection_at": _iso(reflections.last_formed_at),
-                "tokens": cost.tokens_of(spend[key]),
-                "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"],
-                         "text": cost.describe(spend[key])},
-            }
-            if scope != "session":
-                newest = self.store.list_facts(self.agent_id, key, limit=1)
-                entry["facts"] = self.store.count_facts(self.agent_id, key)
-                entry["last_fact_at"] = _iso(newest[0].formed_at if newest else None)
-            out["scopes"][key] = entry
-        return out
+        return stats.memory_stats(self.store, self.agent_id, user_id=user_id, session_id=session_id)
 
     def get_consolidation_status(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: buffered reflections against the consolidation threshold, the blob's
         words against its limit, and whether a consolidation is due."""
-        keys = self._scope_keys(user_id, session_id)
-        counts = self.store.count_unabsorbed(self.agent_id, [k for _, k in keys])
-        out: dict[str, Any] = {"agent_id": self.agent_id, "scopes": {}}
-        for scope, key in keys:
-            blob = self.store.get_blob(self.agent_id, key)
-            buffered = int(counts.get(key, 0))
-            threshold = self.settings.consolidation_threshold(scope)  # type: ignore[arg-type]
-            out["scopes"][key] = {
-                "scope": scope, "buffered": buffered, "threshold": threshold, "due": buffered >= threshold,
-                "blob_words": word_count(blob.consolidated_content) if blob else 0,
-                "word_limit": self.settings.word_limit(scope),  # type: ignore[arg-type]
-                "blob_version": blob.version if blob else 0,
-            }
-        return out
+        return stats.consolidation_status(self.store, self.settings, self.agent_id, user_id=user_id,
+                                          session_id=session_id)
 
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
@@ -509,11 +373,3 @@ def _user_ids(user_ids: Sequence[str]) -> list[str]:
             raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
     return list(dict.fromkeys(user_ids))
 
-
-def _summary(rows) -> dict:
-    """``pipeline.cost.summary`` of the store's summed rows."""
-    return cost.summary(row.by_model() for row in rows)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None

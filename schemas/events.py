@@ -1,12 +1,17 @@
 """Producer events (design §3): versioned pydantic models that travel as JSON.
 
-``parse_event`` turns a raw payload (dict, JSON text or bytes) into an event or a
-``Rejection`` that says which field is wrong and why. It never raises on bad input.
+``message_added`` and ``session_ended`` build an event as the JSON-ready dict that travels:
+the one place a conversation event is built, for the producer API (``workers.producer``) and
+``MemoryService`` (and, through it, the HTTP API and MCP). ``parse_event`` turns a raw payload
+(dict, JSON text or bytes) into an event or a ``Rejection`` that says which field is wrong and
+why. It never raises on bad input.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -91,6 +96,10 @@ class MessageAdded(_Strict):
         return users
 
 
+#: the fields of one message as a producer gives it (``ChatMessage``)
+MESSAGE_FIELDS = tuple(ChatMessage.model_fields)
+
+
 class SessionEnded(_Strict):
     type: Literal["session.ended"] = "session.ended"
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -102,6 +111,56 @@ class SessionEnded(_Strict):
 
 Event = Annotated[Union[MessageAdded, SessionEnded], Field(discriminator="type")]
 _EVENT = TypeAdapter(Event)
+#: namespace of the event ids derived from what an event is about (``stable_event_id``)
+_EVENT_NS = uuid.UUID("5b2f7c1e-9a43-4f0e-8d65-3c1a0e7b9d21")
+
+
+def stable_event_id(kind: str, agent_id: str, session_id: str, key: str) -> str:
+    """An event id derived from what the event is about (``kind`` of event and ``key``, e.g. a
+    message id), so that publishing the same message twice is deduplicated by the worker."""
+    return uuid.uuid5(_EVENT_NS, f"{kind}\x1f{agent_id}\x1f{session_id}\x1f{key}").hex
+
+
+def _iso(value: Any) -> Any:
+    """A datetime as ISO 8601 in UTC (a naive one is taken as UTC, as the worker takes it);
+    anything else as given, for ``parse_event`` to judge."""
+    return _aware(value).astimezone(timezone.utc).isoformat() if isinstance(value, datetime) else value
+
+
+def message_added(
+    *, event_id: str, agent_id: str, session_id: str, message: Mapping[str, Any], now: datetime | None = None,
+    session_users: Iterable[str] = (), user_tier: int = 0, preview: bool = False, agent_name: str | None = None,
+) -> dict[str, Any]:
+    """A ``message.added`` event as the JSON-ready dict that travels. ``message`` holds
+    ``MESSAGE_FIELDS``; a missing (or None) ``created_at`` is ``now`` (default: the wall clock).
+    Not validated here: ``parse_event`` judges the result exactly as the worker will, so a
+    field that does not belong is kept for it to name."""
+    body = dict(message)
+    if body.get("created_at") is None:
+        body["created_at"] = now or datetime.now(timezone.utc)
+    body["created_at"] = _iso(body["created_at"])
+    event: dict[str, Any] = {
+        "type": "message.added", "schema_version": SCHEMA_VERSION, "event_id": event_id, "agent_id": agent_id,
+        "session_id": session_id, "message": body, "session_users": list(session_users), "user_tier": user_tier,
+        "preview": preview,
+    }
+    if agent_name is not None:
+        event["agent_name"] = agent_name
+    return event
+
+
+def session_ended(
+    *, event_id: str, agent_id: str, session_id: str, ended_at: datetime | str | None = None,
+) -> dict[str, Any]:
+    """A ``session.ended`` event as the JSON-ready dict that travels (``ended_at`` left out
+    when not given: the worker then takes the time it ingests the event)."""
+    event: dict[str, Any] = {
+        "type": "session.ended", "schema_version": SCHEMA_VERSION, "event_id": event_id, "agent_id": agent_id,
+        "session_id": session_id,
+    }
+    if ended_at is not None:
+        event["ended_at"] = _iso(ended_at)
+    return event
 
 
 class FieldError(BaseModel):

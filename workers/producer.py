@@ -25,7 +25,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,26 +33,17 @@ from pydantic import BaseModel
 from pipeline import names
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.publisher import Publisher
-from schemas.events import SCHEMA_VERSION, Rejection, parse_event
+from schemas import events
+from schemas.events import Rejection, parse_event
 from schemas.settings import get_settings
 from workers.dispatch import send
 
 # A batch bigger than this is split into several queue messages, so one task stays short.
 MAX_BATCH = 500
 
-_MESSAGE_FIELDS = ("message_id", "role", "sender_id", "sender_name", "content", "created_at")
-
 
 def _new_id() -> str:
     return uuid.uuid4().hex
-
-
-def _iso(value: datetime | str | None) -> str:
-    if value is None:
-        return datetime.now(timezone.utc).isoformat()
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
-    return value
 
 
 def message_event(
@@ -71,47 +62,25 @@ def message_event(
     user_tier: int = 0,
     preview: bool = False,
 ) -> dict[str, Any]:
-    """A ``message.added`` event as a JSON-ready dict, with generated ids where none is given."""
+    """A ``message.added`` event as a JSON-ready dict (``schemas.events.message_added``), with
+    generated ids where none is given."""
     event_id = event_id or _new_id()
-    message: dict[str, Any] = {
-        "message_id": message_id or event_id,
-        "role": role,
-        "content": content,
-        "created_at": _iso(created_at),
-    }
-    if sender_id is not None:
-        message["sender_id"] = sender_id
-    if sender_name is not None:
-        message["sender_name"] = sender_name
-    event: dict[str, Any] = {
-        "type": "message.added",
-        "schema_version": SCHEMA_VERSION,
-        "event_id": event_id,
-        "agent_id": agent_id,
-        "session_id": session_id,
-        "message": message,
-        "session_users": list(session_users or []),
-        "user_tier": user_tier,
-        "preview": preview,
-    }
-    if agent_name is not None:
-        event["agent_name"] = agent_name
-    return event
+    given = {"sender_id": sender_id, "sender_name": sender_name}
+    message = {"message_id": message_id or event_id, "role": role, "content": content, "created_at": created_at,
+               **{field: value for field, value in given.items() if value is not None}}
+    return events.message_added(
+        event_id=event_id, agent_id=agent_id, session_id=session_id, message=message,
+        session_users=session_users or (), user_tier=user_tier, preview=preview, agent_name=agent_name,
+    )
 
 
 def session_ended_event(
     *, agent_id: str, session_id: str, event_id: str | None = None, ended_at: datetime | str | None = None
 ) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "type": "session.ended",
-        "schema_version": SCHEMA_VERSION,
-        "event_id": event_id or _new_id(),
-        "agent_id": agent_id,
-        "session_id": session_id,
-    }
-    if ended_at is not None:
-        event["ended_at"] = _iso(ended_at)
-    return event
+    """A ``session.ended`` event as a JSON-ready dict (``schemas.events.session_ended``), with a
+    generated id when none is given."""
+    return events.session_ended(event_id=event_id or _new_id(), agent_id=agent_id, session_id=session_id,
+                                ended_at=ended_at)
 
 
 def _json_ready(value: Any) -> Any:

@@ -54,3 +54,12 @@ def test_bad_events_are_rejected_with_the_field_and_the_reason(raw, field, reaso
     result = parse_event(raw, max_message_bytes=LIMIT)
     assert isinstance(result, Rejection)
     assert any(e.field == field and reason in e.reason for e in result.errors), result.errors
+
+
+def test_the_http_api_takes_exactly_the_fields_of_an_events_message():
+    # the API's request body is its own model (its OpenAPI document is pinned); a field added
+    # to the event's message and not to the API would be refused there
+    from schemas.api import MessageIn
+    from schemas.events import MESSAGE_FIELDS
+
+    assert set(MessageIn.model_fields) == set(MESSAGE_FIELDS)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
+from tests.pipeline.test_service import RecordingPublisher as Collected
 from tests.support.procs import free_port
+from pipeline.clock import FrozenClock
 from pipeline.errors import InvalidInput, TransientError
 from schemas.events import MessageAdded, SessionEnded, parse_event
+from schemas.settings import Settings
 from workers import producer
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -115,3 +121,55 @@ def test_an_unreachable_broker_is_a_transient_error_after_the_retries():
     publisher = producer.CeleryPublisher(app, retry_max=1, timeout_s=1)
     with pytest.raises(TransientError, match="did not accept the event"):
         producer.publish_message(publisher=publisher, agent_id="a1", session_id="s1", sender_id="u1", content="hi")
+
+
+# --------------------------------------------------------------------- one event factory -----
+# The producer API and MemoryService (and, through it, the HTTP API and MCP) hand the worker the
+# same event for the same message: one wire form, whatever the caller's clock or timezone.
+_ZONES = st.sampled_from([None, timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-7, minutes=-30))])
+_WHEN = st.builds(lambda offset, zone: (T0 + timedelta(seconds=offset)).replace(tzinfo=zone),
+                  st.integers(-10**7, 10**7), _ZONES)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40)
+_ID = st.text("abcdefghij0123456789-", min_size=1, max_size=12)
+
+
+def _service(publisher, now):
+    from pipeline.service import MemoryService
+
+    return MemoryService("a1", settings=Settings(_env_file=None), publisher=publisher, clock=FrozenClock(now))
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(message_id=_ID, role=st.sampled_from(["user", "assistant", "tool", "system"]), content=_TEXT,
+       created_at=st.none() | _WHEN, now=_WHEN.filter(lambda t: t.tzinfo is not None), sender_name=st.none() | _TEXT)
+def test_the_service_and_the_producer_publish_the_same_event_for_a_message(
+    message_id, role, content, created_at, now, sender_name,
+):
+    message = {"message_id": message_id, "role": role, "content": content}
+    if role == "user":
+        message["sender_id"] = "u1"
+    if sender_name is not None:
+        message["sender_name"] = sender_name
+    if created_at is not None:
+        message["created_at"] = created_at
+    collected = Collected()
+    _service(collected, now).maybe_form_memories([message], session_id="s1", session_users=["u1"], user_tier=2)
+    [published] = collected.events
+
+    fields = {**message, "created_at": created_at or now}
+    built = producer.message_event(agent_id="a1", session_id="s1", event_id=published["event_id"],
+                                   session_users=["u1"], user_tier=2, **fields)
+    assert published == built
+    assert parsed(published) == parsed(built)
+
+
+@hsettings(max_examples=30, deadline=None)
+@given(now=_WHEN.filter(lambda t: t.tzinfo is not None))
+def test_the_service_and_the_producer_end_a_session_with_the_same_event(now):
+    collected = Collected()
+    _service(collected, now).on_session_end(session_id="s1")
+    [published] = collected.events
+    pub = RecordingPublisher()
+    producer.end_session("a1", "s1", event_id=published["event_id"], ended_at=now, publisher=pub)
+    assert published == pub.singles[0]
+    assert isinstance(parsed(published), SessionEnded)

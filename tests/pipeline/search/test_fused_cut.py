@@ -146,6 +146,6 @@ def test_a_search_with_the_shipped_defaults_returns_and_counts_only_the_facts_ab
         clock=clock, agent_id="a1", user_id=None, session_id="s1", query="where are the lanterns", top_k=10,
     )
 
-    assert [r["id"] for r in results] == [f"f{i:02d}" for i in range(6)]
+    assert [hit.id for hit in results.hits] == [f"f{i:02d}" for i in range(6)]
     counts = {f.fact_id: f.access_count for f in store.get_facts([f"f{i:02d}" for i in range(12)])}
     assert counts == {f"f{i:02d}": int(i < 6) for i in range(12)}

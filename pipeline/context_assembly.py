@@ -1,0 +1,119 @@
+"""The memory context of one agent, assembled from its store (design §6).
+
+What each visible scope holds (its blob and recent reflections), the recent facts, and the
+session's cache of the block. The rules are pure and live beside it: what a conversation may
+see, the rendering and when a cached block is stale in ``pipeline.context``, the token budget
+in ``pipeline.packing``. ``MemoryService.get_memory_context`` checks its arguments, reads the
+visibility once and hands it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cached_property
+
+from pipeline import context, tracing, validity
+from pipeline.errors import InvalidInput
+from pipeline.packing import default_max_tokens, pack_context
+from pipeline.search.hits import FactHit
+from pipeline.store.port import Store
+from schemas.documents import CachedContext
+from schemas.settings import Settings
+
+
+class ContextAssembly:
+    """Builds the ``<MemoryContext>`` of one agent from its store, and serves it from the
+    session's cache while nothing it shows has moved."""
+
+    def __init__(self, store: Store, settings: Settings, agent_id: str) -> None:
+        self.store = store
+        self.settings = settings
+        self.agent_id = agent_id
+
+    @cached_property
+    def default_budget(self) -> int:
+        """``MEMORY_CONTEXT_MAX_TOKENS``, or the budget derived from the limits (rendered once:
+        the settings do not change)."""
+        configured = self.settings.context_max_tokens
+        return default_max_tokens(self.settings) if configured is None else configured
+
+    def budget(self, max_tokens: int | None) -> int:
+        """``max_tokens`` (None: the default budget); ``InvalidInput`` unless it is a positive
+        whole number."""
+        budget = self.default_budget if max_tokens is None else max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidInput("max_tokens", f"expected a positive whole number of tokens, got {max_tokens!r}")
+        return budget
+
+    def cached(
+        self, view: context.Visibility, *, session_id: str, user_id: str | None, now: datetime, budget: int,
+        force_refresh: bool = False,
+    ) -> str:
+        """The context at ``now``, served from the session's cache while it is younger than
+        the TTL, no version stamp of a scope it shows has moved and it was built for the same
+        view and budget; otherwise (or with ``force_refresh``) built and cached again."""
+        keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
+        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
+        if not force_refresh:
+            cached = self.store.get_cached_context(session_id, user_id or "")
+            if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
+                cached, versions, now, self.settings.context_cache_ttl_s
+            ):
+                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
+                                        "memory.context_chars": len(cached.xml)})
+                return cached.xml
+        xml = self.build(view, now, budget)
+        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
+        self.store.put_cached_context(CachedContext(
+            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
+            built_at=now, versions=versions,
+        ))
+        return xml
+
+    def build(
+        self, view: context.Visibility, now: datetime, budget: int, *, as_of: datetime | None = None,
+        relevant: Sequence[FactHit] = (),
+    ) -> str:
+        """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then
+        (``pipeline.validity``). ``relevant`` (what a search for the current message found,
+        best first) is shown before the recent facts, and not again among them."""
+        found = [context.FactLine(hit.scope, hit.content, hit.aged_from) for hit in relevant]
+        return pack_context(self._scopes(view, as_of), self._recent_facts(view, now, as_of, found), now, budget, found)
+
+    def _scopes(self, view: context.Visibility, as_of: datetime | None) -> list[context.ScopeMemory]:
+        """Each shown scope's blob and newest buffered reflections (as they stood at ``as_of``)."""
+        scopes = []
+        for key in view.context_scope_keys:
+            blob = self.store.get_blob(self.agent_id, key)
+            if as_of is None:
+                consolidated = blob.consolidated_content if blob else ""
+                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+            else:
+                consolidated, buffered = validity.memory_as_of(
+                    blob, self.store.list_reflections(self.agent_id, key), as_of)
+            scopes.append(context.ScopeMemory(
+                key, consolidated, [r.content for r in buffered[-context.MAX_RECENT_REFLECTIONS:]],
+            ))
+        return scopes
+
+    def _recent_facts(
+        self, view: context.Visibility, now: datetime, as_of: datetime | None, shown: Sequence[context.FactLine],
+    ) -> list[context.FactLine]:
+        """The ``<Facts>`` lines: the newest changes within the FIFO window and limit, less
+        those already ``shown``."""
+        if not view.show_facts:
+            return []
+        since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
+        if as_of is None:
+            lines = [(f.scope, f.content, f.changed_at)
+                     for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
+        else:
+            # every fact changed since the window opened may have had a version valid then;
+            # a version is aged from when it became valid, its recording may come later
+            # (a history replayed or imported today)
+            changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
+            valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
+            lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
+        seen = {(f.scope, f.content) for f in shown}
+        return [context.FactLine(*line) for line in lines if (line[0], line[1]) not in seen]

@@ -1,0 +1,100 @@
+"""Counts per scope for ``get_memory_stats`` and ``get_consolidation_status`` (design §6, §12).
+
+Counts and sums are the store's (``count_facts``, ``reflection_counts``, ``count_unabsorbed``,
+``cost_rows``): their cost does not grow with the memory held. Only a scope's unabsorbed
+buffer, bounded by its consolidation threshold, is read, for its words.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pipeline import cost
+from pipeline.store.port import Store
+from pipeline.text import word_count
+from schemas.documents import scope_key
+from schemas.settings import Settings
+
+
+def _scope_keys(user_id: str | None, session_id: str | None) -> list[tuple[str, str]]:
+    """(scope, key) of the agent scope, and of the user's and the session's when given."""
+    keys = [("agent", scope_key("agent"))]
+    if user_id:
+        keys.append(("user", scope_key("user", user_id=user_id)))
+    if session_id:
+        keys.append(("session", scope_key("session", session_id=session_id)))
+    return keys
+
+
+def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id: str | None) -> dict[str, Any]:
+    """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the
+    tokens and cost of the model calls that formed it (``pipeline.cost``)."""
+    out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
+    spend = _spend(store, agent_id, user_id, session_id)
+    keys = _scope_keys(user_id, session_id)
+    counts = store.reflection_counts(agent_id, [k for _, k in keys])
+    for scope, key in keys:
+        blob = store.get_blob(agent_id, key)
+        reflections = counts[key]
+        unabsorbed = store.unabsorbed_reflections(agent_id, key) if reflections.unabsorbed else []
+        entry: dict[str, Any] = {
+            "scope": scope,
+            "blob_words": word_count(blob.consolidated_content) if blob else 0,
+            "blob_version": blob.version if blob else 0,
+            "last_consolidated_at": _iso(blob.last_consolidated_at if blob else None),
+            "reflections": reflections.total,
+            "reflections_unabsorbed": reflections.unabsorbed,
+            "reflection_words_unabsorbed": sum(word_count(r.content) for r in unabsorbed),
+            "last_reflection_at": _iso(reflections.last_formed_at),
+            "tokens": cost.tokens_of(spend[key]),
+            "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"], "text": cost.describe(spend[key])},
+        }
+        if scope != "session":
+            newest = store.list_facts(agent_id, key, limit=1)
+            entry["facts"] = store.count_facts(agent_id, key)
+            entry["last_fact_at"] = _iso(newest[0].formed_at if newest else None)
+        out["scopes"][key] = entry
+    return out
+
+
+def consolidation_status(
+    store: Store, settings: Settings, agent_id: str, *, user_id: str | None, session_id: str | None,
+) -> dict[str, Any]:
+    """Per scope: buffered reflections against the consolidation threshold, the blob's words
+    against its limit, and whether a consolidation is due."""
+    keys = _scope_keys(user_id, session_id)
+    counts = store.count_unabsorbed(agent_id, [k for _, k in keys])
+    out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
+    for scope, key in keys:
+        blob = store.get_blob(agent_id, key)
+        buffered = int(counts.get(key, 0))
+        threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
+        out["scopes"][key] = {
+            "scope": scope, "buffered": buffered, "threshold": threshold, "due": buffered >= threshold,
+            "blob_words": word_count(blob.consolidated_content) if blob else 0,
+            "word_limit": settings.word_limit(scope),  # type: ignore[arg-type]
+            "blob_version": blob.version if blob else 0,
+        }
+    return out
+
+
+def _spend(store: Store, agent_id: str, user_id: str | None, session_id: str | None) -> dict[str, dict]:
+    """Cost per scope key, summed by the store (``cost_rows``): the agent's every run and
+    usage record (session-end consolidations, failed attempts); the user's runs (those whose
+    users include them) and their records; the session's runs and usage records."""
+    out = {scope_key("agent"): _summary(store.cost_rows(agent_id))}
+    if user_id:
+        out[scope_key("user", user_id=user_id)] = _summary(store.cost_rows(agent_id, user_id=user_id))
+    if session_id:
+        out[scope_key("session", session_id=session_id)] = _summary(store.cost_rows(agent_id, session_id=session_id))
+    return out
+
+
+def _summary(rows) -> dict:
+    """``pipeline.cost.summary`` of the store's summed rows."""
+    return cost.summary(row.by_model() for row in rows)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
