@@ -132,8 +132,8 @@ def _load_sqlite(store, batches) -> None:
 
 
 def _load_mongo(store, batches) -> None:
-    from pipeline.store._mongo_codec import to_doc
-    from pipeline.store._mongo_memory import LIVE
+    from pipeline.store.mongo.codec import to_doc
+    from pipeline.store.mongo.facts import LIVE
 
     for batch in batches:
         docs = []

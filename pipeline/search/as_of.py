@@ -19,7 +19,7 @@ from pipeline import tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import TransientError
 from pipeline.search.local import LocalFactSearch
-from pipeline.store.port_memory import FactCandidate, MemoryStore
+from pipeline.store.port import FactCandidate, MemoryStore
 from pipeline.validity import FactVersion, version_at
 
 log = logging.getLogger("memory.search")

@@ -30,7 +30,7 @@ from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.search.segment import QUANTIZE_MIN, Segment
 from pipeline.search.segment_files import SegmentFiles
-from pipeline.store.port_memory import MemoryStore
+from pipeline.store.port import MemoryStore
 
 #: memory the cached segments of one process may hold (least recently used goes first)
 DEFAULT_CACHE_MB = 512

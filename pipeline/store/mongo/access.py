@@ -1,5 +1,5 @@
-"""Mongo store, access control: API keys, audit log, jobs, user memory switches. Mixed into
-``MongoStore`` (the ``AccessStore`` port). Keys are found by the unique index on ``digest``;
+"""Mongo store, access control: API keys, audit log, jobs, user memory switches (the
+``AccessStore`` port). A repository of ``MongoStore``. Keys are found by the unique index on ``digest``;
 a switch is one document per (agent, user), keyed by both."""
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from datetime import datetime
 from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.ports.access import AccessStore
 from schemas.access import ApiKey, AuditEntry, Job
 
 API_KEYS, AUDIT, JOBS, USER_SWITCHES = "api_keys", "audit", "jobs", "user_switches"
 _IN_CHUNK = 500
 
 
-class MongoAccessMixin:
+class MongoAccess(MongoParts, AccessStore):
 
     # ------------------------------------------------------------------ keys ---------------
     def put_api_key(self, key: ApiKey) -> None:

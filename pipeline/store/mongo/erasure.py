@@ -1,4 +1,5 @@
-"""Mongo store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``MongoStore``."""
+"""Mongo store, erasure and audit: ``forget_user``, ``erase_memory`` and ``dump_all`` (the
+``AdminStore`` port; the store class adds its lifecycle). A repository of ``MongoStore``."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from pipeline import erasure
 from pipeline.erasure import Plan
 from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import escape_keys, to_doc
-from pipeline.store._mongo_runs import run_from
+from pipeline.store.mongo.codec import escape_keys, to_doc
+from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.runs import run_from
+from pipeline.store.ports.admin import AdminStore
 from schemas.documents import scope_key
 
 _ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS)
 
 
-class MongoErasureMixin:
+class MongoErasure(MongoParts, AdminStore):
     def _humans(self, session_id: str) -> set[str | None]:
         """Every human of a session: its user list and the senders of its user turns."""
         doc = self.col("sessions").find_one({"_id": session_id}, {"users": 1})

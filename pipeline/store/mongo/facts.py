@@ -1,9 +1,7 @@
-"""Mongo store, memory side: facts, reflections, consolidated blobs, leases, scope version
-stamps and the context cache. Mixed into ``MongoStore``.
+"""Mongo store, facts: their effects (insert, update, retire), reads, search candidates and
+re-embedding. A repository of ``MongoStore`` (``self.col``).
 
-Embeddings are stored as arrays of doubles, the shape Atlas ``$vectorSearch`` indexes. No user
-id is ever a field name (ids may hold ``.`` or ``$``): the context cache keeps its version
-stamps as a list of ``{k, v}`` pairs.
+Embeddings are stored as arrays of doubles, the shape Atlas ``$vectorSearch`` indexes.
 """
 
 from __future__ import annotations
@@ -16,9 +14,9 @@ from pymongo import ASCENDING, DESCENDING
 
 from pipeline import vectors
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import DuplicateKeyError, from_doc, to_doc
-from pipeline.store.port import FactCandidate
-from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
+from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.ports.facts import FactCandidate, FactStore
+from schemas.documents import Fact
 
 _CAS_ATTEMPTS = 50
 # ``live: true`` marks a fact that is not retired. The unique (agent, scope key, hash) index is
@@ -28,12 +26,12 @@ LIVE = "live"
 # ``Fact.search_text``, stored: the Atlas search index analyses it (``pipeline.search.atlas``)
 SEARCH_TEXT = "search_text"
 _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
-_OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
 _CHANGED = [("updated_at", DESCENDING), ("_id", DESCENDING)]
 
 
-class MongoMemoryMixin:
-    # ------------------------------------------------------------------ facts --------------
+class MongoFacts(FactStore):
+    col: Callable
+
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:
         facts = self.col("facts")
         doc = to_doc(fact, fact.fact_id)
@@ -193,100 +191,3 @@ class MongoMemoryMixin:
     def set_fact_embedding(self, fact_id: str, embedding: list[float], model: str) -> None:
         self.col("facts").update_one({"_id": fact_id}, {"$set": {
             "embedding": [float(x) for x in embedding], "embedding_model": model}})
-
-    # ------------------------------------------------------------------ reflections --------
-    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
-        new = 0
-        for r in reflections:
-            try:
-                self.col("reflections").insert_one(to_doc(r, r.reflection_id))
-                new += 1
-            except DuplicateKeyError:
-                pass  # already stored by an earlier attempt of the same stage
-        return new
-
-    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
-        docs = self.col("reflections").find({"agent_id": agent_id, "scope_key": scope_key, "absorbed": False},
-                                            sort=_OLDEST, limit=limit or 0)
-        return [from_doc(Reflection, d) for d in docs]
-
-    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
-        col = self.col("reflections")
-        return {key: col.count_documents({"agent_id": agent_id, "scope_key": key, "absorbed": False})
-                for key in scope_keys}
-
-    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
-        result = self.col("reflections").update_many(
-            {"_id": {"$in": list(dict.fromkeys(reflection_ids))}, "absorbed": False},
-            {"$set": {"absorbed": True, "absorbed_at": c.utc(now), "consolidated_into": blob_version}},
-        )
-        return result.modified_count
-
-    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]:
-        query: dict = {"agent_id": agent_id, "scope_key": scope_key}
-        if not include_absorbed:
-            query["absorbed"] = False
-        return [from_doc(Reflection, d) for d in self.col("reflections").find(query, sort=_OLDEST)]
-
-    # ------------------------------------------------------------------ consolidated -------
-    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:
-        return from_doc(ConsolidatedBlob, self.col("consolidated").find_one({"agent_id": agent_id, "scope_key": scope_key}))
-
-    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
-        col = self.col("consolidated")
-        if expected_version == 0:
-            try:
-                col.insert_one(to_doc(blob))
-                return True
-            except DuplicateKeyError:
-                return False
-        result = col.update_one({"agent_id": blob.agent_id, "scope_key": blob.scope_key, "version": expected_version},
-                                {"$set": to_doc(blob)})
-        return result.matched_count == 1
-
-    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
-        try:
-            self.col("leases").find_one_and_update(
-                {"_id": name, "$or": [{"holder": holder}, {"expires_at": {"$lte": c.utc(now)}}]},
-                {"$set": {"holder": holder, "expires_at": c.lease_until(now, ttl_s)}}, upsert=True,
-            )
-            return True
-        except DuplicateKeyError:
-            return False  # held by another holder whose lease is live
-
-    def release_lease(self, name: str, holder: str) -> None:
-        self.col("leases").delete_one({"_id": name, "holder": holder})
-
-    # ------------------------------------------------------------------ versions & cache ----
-    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None:
-        col = self.col("scope_versions")
-        for key in dict.fromkeys(scope_keys):
-            for attempt in range(2):
-                try:
-                    col.update_one({"agent_id": agent_id, "scope_key": key}, {"$inc": {"version": 1}}, upsert=True)
-                    break
-                except DuplicateKeyError:
-                    if attempt:  # two first bumps raced on the upsert: the retry updates
-                        raise
-
-    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
-        versions = {key: 0 for key in scope_keys}
-        for d in self.col("scope_versions").find({"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}}):
-            versions[d["scope_key"]] = d["version"]
-        return versions
-
-    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:
-        doc = self.col("contexts").find_one({"session_id": session_id, "user_id": user_id})
-        if doc is None:
-            return None
-        doc["versions"] = {pair["k"]: pair["v"] for pair in doc.get("versions", [])}
-        return from_doc(CachedContext, doc)
-
-    def put_cached_context(self, cached: CachedContext) -> None:
-        doc = to_doc(cached)
-        doc["versions"] = [{"k": k, "v": v} for k, v in cached.versions.items()]
-        key = {"session_id": cached.session_id, "user_id": cached.user_id}
-        try:
-            self.col("contexts").replace_one(key, doc, upsert=True)
-        except DuplicateKeyError:
-            self.col("contexts").replace_one(key, doc)  # a concurrent first write won the upsert

@@ -1,8 +1,5 @@
-"""The production store (design §7): MongoDB through pymongo, no transactions needed.
-
-Atomicity comes from single-document conditional updates (``find_one_and_update`` with a
-filter that states the precondition) and unique indexes (``DuplicateKeyError`` means "someone
-else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no JavaScript.
+"""Mongo store, ingest: agents' settings, messages, sessions and rejected events (the
+``IngestStore`` port). A repository of ``MongoStore`` (``self.col``).
 
 Ingest without a transaction (crash-safe: whatever reads the session next completes it):
 1. insert the message *with* its seq, ``last_seq + 1`` of the session as read: the unique
@@ -16,164 +13,29 @@ between 1 and 2, or an ingest still on its way) holds ``last_seq + 1``, and whoe
 counts it first: the next message's ingest (its insert hits that seq), a claim, or the
 redelivery of the message itself. The call that stored a message reports it accepted; a
 redelivery reports a duplicate.
-
-Claims: a run document is inserted first, marked ``_claim_pending``; then a compare-and-set
-on the session (unchanged ``last_seq``/``claimed_through``, no holder) takes the range; then
-the mark is removed. A crash in between leaves a pending run that ``reopen_run`` either
-adopts (the session points at it) or deletes (it never got the range).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
-from pipeline.errors import ConfigurationError, InvalidInput
+from pipeline.errors import InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._mongo_access import MongoAccessMixin
-from pipeline.store._mongo_codec import DuplicateKeyError, escape_keys, from_doc, to_doc, unescape_keys
-from pipeline.store._mongo_erasure import MongoErasureMixin
-from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT, MongoMemoryMixin
-from pipeline.store._mongo_provenance import IDS, UNPARSED, MongoProvenanceMixin, rejected_ids_fields
-from pipeline.store._mongo_runs import MongoRunsMixin
-from pipeline.store._mongo_stats import MongoStatsMixin
-from pipeline.store._mongo_unavailable import unavailable
-from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import IngestOutcome, Store, owned_by_another
-from pipeline.trigger import ClaimRule
-from schemas.documents import AgentSettings, FormationRun, RejectedEvent, SessionState, StoredMessage, UsageRecord
-
-CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
-
-TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000}
+from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoParts
+from pipeline.store.mongo.provenance import rejected_ids_fields
+from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_another
+from schemas.documents import AgentSettings, RejectedEvent, SessionState, StoredMessage
 
 _A, _D = ASCENDING, DESCENDING
-# (collection, [(field, direction)], name, unique)
-INDEXES: tuple[tuple[str, list, str, bool], ...] = (
-    ("messages", [("event_id", _A)], "event_id_unique", True),
-    ("messages", [("session_id", _A), ("message_id", _A)], "session_message_unique", True),
-    # unique: a seq is taken by storing the message with it (see the ingest above)
-    ("messages", [("session_id", _A), ("seq", _A)], "session_seq", True),
-    ("messages", [("sender_id", _A)], "sender", False),
-    ("sessions", [("active_run_id", _A), ("last_activity_at", _A)], "cold", False),
-    ("sessions", [("users", _A)], "users", False),
-    ("runs", [("status", _A), ("lease_expires_at", _A)], "status_lease", False),
-    ("runs", [("session_id", _A), ("created_at", _D)], "session_created", False),
-    ("runs", [("agent_id", _A), ("created_at", _D)], "agent_created", False),
-    ("runs", [("created_at", _D)], "created", False),
-    ("runs", [("user_ids", _A)], "users", False),
-    ("facts", [("agent_id", _A), ("scope_key", _A), ("hash", _A)], "agent_scope_hash_unique", True),
-    ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("formed_at", _D)], "agent_scope_live_formed", False),
-    ("facts", [("embedding_model", _A), ("_id", _A)], "embedding_model", False),
-    # <Facts>: the latest changes of live facts (``recent_facts``)
-    ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("updated_at", _D)],
-     "agent_scope_live_updated", False),
-    # dedup's recent facts (equality fields, then the range): ``recent_fact_ids``
-    ("facts", [("agent_id", _A), ("scope_key", _A), ("embedding_model", _A), ("live", _A), ("formed_at", _D)],
-     "agent_scope_model_live_formed", False),
-    ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
-    ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
-    ("rejected", [("received_at", _D)], "received", False),
-    (c.USAGE, [("agent_id", _A), ("at", _A)], "agent_at", False),
-    # statistics (port_stats): a session's usage records, and those of a user's runs
-    (c.USAGE, [("agent_id", _A), ("session_id", _A), ("at", _A)], "agent_session_at", False),
-    (c.USAGE, [("run_id", _A)], "run", False),
-    ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
-    ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
-    ("contexts", [("user_id", _A)], "user", False),
-    # an erasure drops every cached context of an agent it changed (``erase_memory``)
-    ("contexts", [("agent_id", _A)], "agent", False),
-    # provenance queries (``_mongo_provenance``): what rests on one user, in any agent
-    ("facts", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
-    ("reflections", [("source_user_ids", _A), ("agent_id", _A)], "source_users", False),
-    ("facts", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
-    ("reflections", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
-    ("consolidated", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
-    ("consolidated", [("last_run_id", _A), ("agent_id", _A)], "last_run", False),
-    ("scope_versions", [("scope_key", _A), ("agent_id", _A)], "scope_key", False),
-    ("messages", [("session_users", _A), ("agent_id", _A)], "session_users", False),
-    ("messages", [("sender_id", _A), ("agent_id", _A)], "sender_agent", False),
-    ("sessions", [("users", _A), ("agent_id", _A)], "users_agent", False),
-    ("runs", [("user_ids", _A), ("agent_id", _A)], "users_agent", False),
-    ("rejected", [(IDS, _A), ("agent_id", _A)], "ids", False),
-    ("rejected", [(UNPARSED, _A)], "unparsed", False),
-    # access control (``_mongo_access``)
-    ("api_keys", [("digest", _A)], "digest_unique", True),
-    ("audit", [("at", _D)], "at", False),
-    ("user_switches", [("agent_id", _A), ("user_id", _A)], "agent_user_unique", True),
-    ("user_switches", [("user_id", _A)], "user", False),
-)
 
 
-# Unique indexes that hold only some documents: (collection, name) -> partialFilterExpression.
-PARTIAL = {
-    ("facts", "agent_scope_hash_unique"): {LIVE: True},
-    # messages stored without a seq by the former three-step ingest stay out of the key
-    ("messages", "session_seq"): {"seq": {"$exists": True}},
-}
+class MongoIngest(MongoParts, IngestStore):
+    col: Callable
 
-
-@translate_errors(unavailable)
-class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProvenanceMixin, MongoAccessMixin,
-                 MongoStatsMixin, Store):
-    """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
-    a lost connection: ``_mongo_unavailable``), through the one decorator above."""
-
-    def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
-        self.database = database
-        self.prefix = prefix
-        self._client = client
-
-    @classmethod
-    def from_url(cls, url: str, prefix: str = "memory2_") -> "MongoStore":
-        """``mongodb://host/db`` or ``mongodb+srv://...``; the database name comes from the URL
-        (``memory`` when it names none)."""
-        from pymongo import MongoClient
-        from pymongo.errors import ConfigurationError as MongoConfigurationError
-        from pymongo.errors import InvalidURI
-
-        try:
-            client = MongoClient(url, tz_aware=True, **TIMEOUTS_MS)
-        except (InvalidURI, MongoConfigurationError, ValueError) as exc:
-            raise ConfigurationError(f"MEMORY_STORE_URL is not a usable MongoDB URL: {exc}") from exc
-        return cls(client.get_default_database("memory"), prefix=prefix, client=client)
-
-    def col(self, name: str):
-        return self.database[f"{self.prefix}{name}"]
-
-    def create_indexes(self) -> list[str]:
-        self._mark_live_facts()
-        names = []
-        for collection, keys, name, unique in INDEXES:
-            options: dict = {"name": name, "unique": unique}
-            partial = PARTIAL.get((collection, name))
-            if partial is not None:
-                options["partialFilterExpression"] = partial
-                existing = self.col(collection).index_information().get(name)
-                if existing is not None and existing.get("partialFilterExpression") != partial:
-                    # Made before the key became partial: same name, other options, so rebuild it.
-                    self.col(collection).drop_index(name)
-            names.append(f"{self.prefix}{collection}.{self.col(collection).create_index(keys, **options)}")
-        return names
-
-    def _mark_live_facts(self) -> None:
-        """Facts stored before the ``live`` flag existed get it, so the partial key holds them;
-        facts stored before ``updated_at`` was always set get their ``formed_at`` there, so
-        that ``recent_facts`` (<Facts>) finds them; facts stored before ``search_text`` get
-        their content there, which the text search index reads."""
-        facts = self.col("facts")
-        facts.update_many({LIVE: {"$exists": False}, "retired_at": None}, {"$set": {LIVE: True}})
-        facts.update_many({LIVE: {"$exists": False}}, {"$set": {LIVE: False}})
-        facts.update_many({"updated_at": None}, [{"$set": {"updated_at": "$formed_at"}}])
-        facts.update_many({SEARCH_TEXT: {"$exists": False}}, [{"$set": {SEARCH_TEXT: "$content"}}])
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-    # ------------------------------------------------------------------ agents -------------
     def get_agent_settings(self, agent_id: str) -> AgentSettings:
         return from_doc(AgentSettings, self.col("agents").find_one({"_id": agent_id})) or AgentSettings(agent_id=agent_id)
 
@@ -195,7 +57,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProve
                     {"session_id": message.session_id, "message_id": message.message_id})
                 if existing is None:
                     # the seq is held by a message whose ingest has not counted it (yet): count it
-                    self._count_uncounted(message.session_id)
+                    self.count_uncounted(message.session_id)
                     continue
                 if existing.get("seq") is None and not self._complete_legacy(existing):
                     continue  # an uncounted message of the former protocol, dropped: store this one
@@ -262,7 +124,7 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProve
             before = from_doc(SessionState, current)  # ended or resumed meanwhile: count again
         raise RuntimeError(f"ingest: session {message.session_id!r} kept changing; gave up after {CAS_ATTEMPTS} tries")
 
-    def _count_uncounted(self, session_id: str) -> bool:
+    def count_uncounted(self, session_id: str) -> bool:
         """Count the message stored with seq ``last_seq + 1`` whose ingest stopped before
         counting it (a crash, or still on its way). True if there was one."""
         doc = self.col("sessions").find_one({"_id": session_id})
@@ -301,17 +163,6 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProve
         doc = self.col("sessions").find_one_and_update(
             {"_id": session_id}, {"$inc": {"duplicates": 1}}, return_document=ReturnDocument.AFTER)
         return from_doc(SessionState, doc)
-
-    def record_usage(self, record: UsageRecord) -> None:
-        # model names hold dots ("gpt-6.1-sol"): escaped like every free-form map
-        doc = escape_keys(to_doc(record, record.usage_id))
-        self.col(c.USAGE).replace_one({"_id": record.usage_id}, doc, upsert=True)
-
-    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
-        query: dict = {"agent_id": agent_id}
-        if since is not None:
-            query["at"] = {"$gte": c.utc(since)}
-        return [from_doc(UsageRecord, unescape_keys(d)) for d in self.col(c.USAGE).find(query, sort=[("at", _A)])]
 
     def record_rejection(self, rejected: RejectedEvent) -> None:
         doc = {**to_doc(rejected, rejected.rejection_id), **rejected_ids_fields(rejected.raw)}
@@ -372,83 +223,3 @@ class MongoStore(MongoMemoryMixin, MongoRunsMixin, MongoErasureMixin, MongoProve
             {"_id": 1}, sort=[("last_activity_at", _A)], limit=limit,
         )
         return [d["_id"] for d in docs]
-
-    # ------------------------------------------------------------------ claims --------------
-    def claim_holder(self, session: SessionState) -> FormationRun | None:
-        if session.active_run_id is None:
-            return None
-        holder = self.get_run(session.active_run_id)
-        return holder if holder is not None and holder.status in c.ACTIVE_RUN_STATUSES else None
-
-    def try_claim(
-        self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
-    ) -> FormationRun | None:
-        sessions, runs = self.col("sessions"), self.col("runs")
-        for _ in range(CAS_ATTEMPTS):
-            session = self.get_session(session_id)
-            if session is None or session.agent_id != run.agent_id:
-                return None
-            if session.active_run_id is not None and self.claim_holder(session) is None:
-                # The holder finished or failed without releasing (a crash): free the claim.
-                sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
-                                    {"$set": {"active_run_id": None, "lease_expires_at": None}})
-                continue
-            if session.active_run_id is not None:
-                return None
-            if self._count_uncounted(session_id):
-                continue  # a message stored but not counted (its ingest died) joins the range
-            if not c.rule_holds(session, rule):
-                return None
-            stored = c.claimed_run(session, run, now, lease_s)
-            pending = escape_keys(to_doc(stored, stored.run_id))
-            pending["_claim_pending"] = True
-            try:
-                runs.insert_one(pending)
-            except DuplicateKeyError:
-                return None  # a run id is used once
-            won = sessions.find_one_and_update(
-                {"_id": session_id, "last_seq": session.last_seq, "claimed_through": session.claimed_through,
-                 "active_run_id": None},
-                {"$set": {"claimed_through": session.last_seq, "messages_since": 0, "tokens_since": 0.0,
-                          "active_run_id": stored.run_id, "lease_expires_at": stored.lease_expires_at}},
-            )
-            if won is None:
-                runs.delete_one({"_id": stored.run_id, "_claim_pending": True})
-                continue  # the session moved: re-read and re-check the rule
-            runs.update_one({"_id": stored.run_id}, {"$unset": {"_claim_pending": ""}})
-            return stored
-        return None
-
-    def _release(self, run: FormationRun, *, watermark: bool) -> None:
-        sessions = self.col("sessions")
-        if watermark:
-            sessions.update_one({"_id": run.session_id}, {"$max": {"watermark": run.seq_to}})
-        sessions.update_one({"_id": run.session_id, "active_run_id": run.run_id},
-                            {"$set": {"active_run_id": None, "lease_expires_at": None}})
-
-    def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
-        run = self.require_run(run_id)
-        if run.status == "done":
-            self._release(run, watermark=True)  # completes a finish interrupted after its flip
-            return False
-        # Effects first, then the flip: a crash in between leaves a stale run whose rerun
-        # repeats only idempotent steps (a second stamp bump merely invalidates caches).
-        self._release(run, watermark=True)
-        self.bump_scope_versions(run.agent_id, changed_scope_keys)
-        flipped = self.col("runs").find_one_and_update(
-            {"_id": run_id, "status": {"$ne": "done"}},
-            {"$set": {"status": "done", "finished_at": c.utc(now), "totals": escape_keys(dict(totals)),
-                      "lease_expires_at": None, "error": None}},
-        )
-        return flipped is not None
-
-    def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
-        run = self.require_run(run_id)
-        if run.status == "done":
-            return
-        self._release(run, watermark=False)
-        self.col("runs").update_one(
-            {"_id": run_id, "status": {"$ne": "done"}},
-            {"$set": {"status": "dead" if dead else "failed", "error": error, "lease_expires_at": None,
-                      "finished_at": c.utc(now)}},
-        )

@@ -1,5 +1,5 @@
 """Mongo store, provenance queries (design §11 "Provenance and erasure"): what rests on one user,
-each query served by an index of ``mongo.INDEXES`` (multikey on the id arrays), so that its
+each query served by an index of ``indexes.INDEXES`` (multikey on the id arrays), so that its
 cost follows the user's data, not the store's. A rejected event keeps the strings of id length
 of its raw payload in ``_ids`` (multikey-indexed), or ``_unparsed`` when the payload is not
 JSON: only those are read whole. Events stored before ``_ids`` get it from
@@ -11,8 +11,10 @@ from collections.abc import Iterator
 
 from pipeline.footprint import Footprint, Resting
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import from_doc
-from pipeline.store._mongo_runs import run_from
+from pipeline.store.mongo.codec import from_doc
+from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.runs import run_from
+from pipeline.store.ports.provenance import ProvenanceStore
 from pipeline.user_ids import raw_id_candidates, raw_names_user
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, StoredMessage, scope_key
 
@@ -32,8 +34,8 @@ def _scoped(agent_id: str | None) -> dict:
     return {"agent_id": agent_id} if agent_id else {}
 
 
-class MongoProvenanceMixin:
-    """The provenance port methods of ``MongoStore`` (``pipeline.store.port_admin``)."""
+class MongoProvenance(MongoParts, ProvenanceStore):
+    """The provenance port of ``MongoStore``: a repository on its collections."""
 
     def resting_on(self, user_id: str, agent_id: str | None = None) -> Resting:
         key = scope_key("user", user_id=user_id)

@@ -1,20 +1,29 @@
-"""Mongo store, formation runs: stages, leases, take-over of stale runs. Mixed into ``MongoStore``.
+"""Mongo store, claims and formation runs: stages, leases, take-over of stale runs (the
+``RunStore`` port). A repository of ``MongoStore``.
 
 Stage records live under ``stages.<stage name>``. Free-form maps (stage outputs, totals,
-models) have their keys escaped (``_mongo_codec.escape_keys``): a scope key that names a user
-may hold ``.`` or ``$``. What it calls on the rest of the store is ``_inner.MongoParts``.
+models) have their keys escaped (``codec.escape_keys``): a scope key that names a user
+may hold ``.`` or ``$``. What it calls on the rest of the store is ``parts.MongoParts``.
+
+Claims: a run document is inserted first, marked ``_claim_pending``; then a compare-and-set
+on the session (unchanged ``last_seq``/``claimed_through``, no holder) takes the range; then
+the mark is removed. A crash in between leaves a pending run that ``reopen_run`` either
+adopts (the session points at it) or deletes (it never got the range).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
-from pipeline.store._inner import MongoParts
-from pipeline.store._mongo_codec import escape_key, escape_keys, from_doc, unescape_keys
-from schemas.documents import FormationRun, StageRecord
+from pipeline.store.mongo.codec import DuplicateKeyError, escape_key, escape_keys, from_doc, to_doc, unescape_keys
+from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoParts
+from pipeline.store.ports.runs import RunStore
+from pipeline.trigger import ClaimRule
+from schemas.documents import FormationRun, SessionState, StageRecord
 
 
 def _stage_field(stage: str) -> str:
@@ -31,7 +40,7 @@ def run_from(doc: dict | None) -> FormationRun | None:
     return None if doc is None else from_doc(FormationRun, unescape_keys(doc))
 
 
-class MongoRunsMixin(MongoParts):
+class MongoRuns(MongoParts, RunStore):
     def get_run(self, run_id: str) -> FormationRun | None:
         return run_from(self.col("runs").find_one({"_id": run_id}))
 
@@ -192,3 +201,82 @@ class MongoRunsMixin(MongoParts):
                  if v is not None}
         docs = self.col("runs").find(query, sort=[("created_at", DESCENDING), ("_id", DESCENDING)], limit=limit)
         return [run_from(d) for d in docs]
+
+    def claim_holder(self, session: SessionState) -> FormationRun | None:
+        if session.active_run_id is None:
+            return None
+        holder = self.get_run(session.active_run_id)
+        return holder if holder is not None and holder.status in c.ACTIVE_RUN_STATUSES else None
+
+    def try_claim(
+        self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
+    ) -> FormationRun | None:
+        sessions, runs = self.col("sessions"), self.col("runs")
+        for _ in range(CAS_ATTEMPTS):
+            session = self.get_session(session_id)
+            if session is None or session.agent_id != run.agent_id:
+                return None
+            if session.active_run_id is not None and self.claim_holder(session) is None:
+                # The holder finished or failed without releasing (a crash): free the claim.
+                sessions.update_one({"_id": session_id, "active_run_id": session.active_run_id},
+                                    {"$set": {"active_run_id": None, "lease_expires_at": None}})
+                continue
+            if session.active_run_id is not None:
+                return None
+            if self.count_uncounted(session_id):
+                continue  # a message stored but not counted (its ingest died) joins the range
+            if not c.rule_holds(session, rule):
+                return None
+            stored = c.claimed_run(session, run, now, lease_s)
+            pending = escape_keys(to_doc(stored, stored.run_id))
+            pending["_claim_pending"] = True
+            try:
+                runs.insert_one(pending)
+            except DuplicateKeyError:
+                return None  # a run id is used once
+            won = sessions.find_one_and_update(
+                {"_id": session_id, "last_seq": session.last_seq, "claimed_through": session.claimed_through,
+                 "active_run_id": None},
+                {"$set": {"claimed_through": session.last_seq, "messages_since": 0, "tokens_since": 0.0,
+                          "active_run_id": stored.run_id, "lease_expires_at": stored.lease_expires_at}},
+            )
+            if won is None:
+                runs.delete_one({"_id": stored.run_id, "_claim_pending": True})
+                continue  # the session moved: re-read and re-check the rule
+            runs.update_one({"_id": stored.run_id}, {"$unset": {"_claim_pending": ""}})
+            return stored
+        return None
+
+    def _release(self, run: FormationRun, *, watermark: bool) -> None:
+        sessions = self.col("sessions")
+        if watermark:
+            sessions.update_one({"_id": run.session_id}, {"$max": {"watermark": run.seq_to}})
+        sessions.update_one({"_id": run.session_id, "active_run_id": run.run_id},
+                            {"$set": {"active_run_id": None, "lease_expires_at": None}})
+
+    def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
+        run = self.require_run(run_id)
+        if run.status == "done":
+            self._release(run, watermark=True)  # completes a finish interrupted after its flip
+            return False
+        # Effects first, then the flip: a crash in between leaves a stale run whose rerun
+        # repeats only idempotent steps (a second stamp bump merely invalidates caches).
+        self._release(run, watermark=True)
+        self.bump_scope_versions(run.agent_id, changed_scope_keys)
+        flipped = self.col("runs").find_one_and_update(
+            {"_id": run_id, "status": {"$ne": "done"}},
+            {"$set": {"status": "done", "finished_at": c.utc(now), "totals": escape_keys(dict(totals)),
+                      "lease_expires_at": None, "error": None}},
+        )
+        return flipped is not None
+
+    def fail_run(self, run_id: str, error: str, now: datetime, *, dead: bool) -> None:
+        run = self.require_run(run_id)
+        if run.status == "done":
+            return
+        self._release(run, watermark=False)
+        self.col("runs").update_one(
+            {"_id": run_id, "status": {"$ne": "done"}},
+            {"$set": {"status": "dead" if dead else "failed", "error": error, "lease_expires_at": None,
+                      "finished_at": c.utc(now)}},
+        )

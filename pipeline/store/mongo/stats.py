@@ -1,4 +1,4 @@
-"""The Mongo side of the statistics port (``port_stats``): sums and counts in the server.
+"""The Mongo side of the statistics port (``ports.stats``): sums and counts in the server.
 
 The sums are aggregation pipelines over the runs an index selects (``agent_created``,
 ``session_created``, ``users``) and over the usage records (``agent_at``,
@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pymongo import DESCENDING
+from pymongo import ASCENDING, DESCENDING
 
 from pipeline.store import _common as c
-from pipeline.store._mongo_codec import _aware, unescape_keys
-from pipeline.store.port_stats import CostRow, ReflectionCounts, merged, snapshots_of
+from pipeline.store.mongo.codec import _aware, escape_keys, from_doc, to_doc, unescape_keys
+from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, merged, snapshots_of
+from schemas.documents import UsageRecord
 
 _MISSING_USD = {"$eq": [{"$ifNull": ["$model.v.usd", None]}, None]}
 
@@ -50,8 +52,20 @@ def _row(doc: dict) -> CostRow:
     )
 
 
-class MongoStatsMixin:
-    """``cost_rows`` and ``reflection_counts`` for ``MongoStore`` (``self.col``)."""
+class MongoStats(MongoParts, StatsStore):
+    """Usage records, ``cost_rows`` and ``reflection_counts``: a repository of ``MongoStore``
+    (``self.col``)."""
+
+    def record_usage(self, record: UsageRecord) -> None:
+        # model names hold dots ("gpt-6.1-sol"): escaped like every free-form map
+        doc = escape_keys(to_doc(record, record.usage_id))
+        self.col(c.USAGE).replace_one({"_id": record.usage_id}, doc, upsert=True)
+
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        query: dict = {"agent_id": agent_id}
+        if since is not None:
+            query["at"] = {"$gte": c.utc(since)}
+        return [from_doc(UsageRecord, unescape_keys(d)) for d in self.col(c.USAGE).find(query, sort=[("at", ASCENDING)])]
 
     def cost_rows(
         self, agent_id: str, *, since: datetime | None = None, until: datetime | None = None,

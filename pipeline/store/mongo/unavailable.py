@@ -16,7 +16,7 @@ Everything else (a duplicate key, a validation or query error, a bad configurati
 authentication failure) is not a passing outage and is left as it is.
 
 Every store method is safe to repeat after such an error: the operation "has not necessarily
-succeeded", so each one is idempotent or checks its precondition (see ``mongo.py``).
+succeeded", so each one is idempotent or checks its precondition (see ``store.py``).
 """
 
 from __future__ import annotations

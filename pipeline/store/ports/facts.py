@@ -1,8 +1,8 @@
-"""The memory port (design §7): facts, reflections, consolidated blobs, leases, scope stamps
-and context caches.
+"""The fact port (design §7): facts with their history, the candidates search reads, and
+re-embedding.
 
-What formation, consolidation and the read side need; part of ``pipeline.store.port.Store``.
-Methods that apply an effect of a run are idempotent on the run id.
+What formation, the read side and ``memoryctl reembed`` need; part of
+``pipeline.store.port.Store``. Methods that apply an effect of a run are idempotent on the run id.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
+from schemas.documents import Fact
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class FactCandidate:
     formed_at: datetime
 
 
-class MemoryStore(abc.ABC):
-    """What memory holds, and the stamps and caches that follow it."""
+class FactStore(abc.ABC):
+    """Facts: their effects, reads and vectors."""
 
     @abc.abstractmethod
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:
@@ -116,48 +116,8 @@ class MemoryStore(abc.ABC):
     def count_facts(self, agent_id: str, scope_key: str) -> int: ...
 
     @abc.abstractmethod
-    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
-        """Insert those whose ``reflection_id`` is new; returns how many were new."""
+    def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
+        """Batches of live facts whose ``embedding_model`` is not ``not_model``."""
 
     @abc.abstractmethod
-    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
-        """Buffered reflections, oldest first."""
-
-    @abc.abstractmethod
-    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]: ...
-
-    @abc.abstractmethod
-    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
-        """Exactly these, if not yet absorbed: ``absorbed``, ``absorbed_at``, ``consolidated_into``."""
-
-    @abc.abstractmethod
-    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]: ...
-
-    @abc.abstractmethod
-    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None: ...
-
-    @abc.abstractmethod
-    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
-        """Compare-and-set on ``version``: write ``blob`` only if the stored version is
-        ``expected_version`` (0 = no blob yet). False if another consolidation got there."""
-
-    @abc.abstractmethod
-    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
-        """A named lease (one consolidation per scope key, ...): True if ``holder`` now holds it
-        (free, expired, or already held by ``holder``)."""
-
-    @abc.abstractmethod
-    def release_lease(self, name: str, holder: str) -> None: ...
-
-    @abc.abstractmethod
-    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None: ...
-
-    @abc.abstractmethod
-    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
-        """Current stamp per scope key (0 when never bumped)."""
-
-    @abc.abstractmethod
-    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None: ...
-
-    @abc.abstractmethod
-    def put_cached_context(self, cached: CachedContext) -> None: ...
+    def set_fact_embedding(self, fact_id: str, embedding: list[float], model: str) -> None: ...

@@ -1,5 +1,6 @@
-"""The statistics port (design §11): what ``get_memory_stats`` and ``memoryctl cost`` count,
-counted and summed by the store, so that neither lists an agent's runs or reflections.
+"""The statistics port (design §11): usage records (model calls made outside any run), and
+what ``get_memory_stats`` and ``memoryctl cost`` count, counted and summed by the store, so
+that neither lists an agent's runs or reflections.
 
 Part of ``pipeline.store.port.Store``. Every method is served by an index of each adapter:
 runs by agent and creation time, by session and creation time, and by user; usage records by
@@ -12,6 +13,8 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
+
+from schemas.documents import UsageRecord
 
 
 class CostRow(NamedTuple):
@@ -66,7 +69,15 @@ def snapshots_of(lists: Iterable[Iterable[str]]) -> tuple[str, ...]:
 
 
 class StatsStore(abc.ABC):
-    """Counts and sums over an agent's runs, usage records and reflections."""
+    """Usage records, and counts and sums over an agent's runs, usage records and reflections."""
+
+    @abc.abstractmethod
+    def record_usage(self, record: UsageRecord) -> None:
+        """Keep the priced model calls of work done outside any run (idempotent on its id)."""
+
+    @abc.abstractmethod
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        """An agent's usage records at or after ``since``, oldest first."""
 
     @abc.abstractmethod
     def cost_rows(

@@ -1,5 +1,5 @@
-"""SQLite store, access control: API keys, audit log, jobs, user memory switches. Mixed into
-``SQLiteStore`` (the ``AccessStore`` port)."""
+"""SQLite store, access control: API keys, audit log, jobs, user memory switches (the
+``AccessStore`` port). A repository of ``SQLiteStore``; ``self.db`` is its ``Database``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pipeline.store._common import ts
+from pipeline.store.ports.access import AccessStore
+from pipeline.store.sqlite.db import IN_CHUNK, Database
 from schemas.access import ApiKey, AuditEntry, Job
 
-_IN_CHUNK = 500
-
-
-class AccessMixin:
-    db: "object"  # the store's ``Database``
+class SQLiteAccess(AccessStore):
+    db: Database
 
     # ------------------------------------------------------------------ keys ---------------
     def put_api_key(self, key: ApiKey) -> None:
@@ -87,8 +86,8 @@ class AccessMixin:
         ids = list(dict.fromkeys(u for u in user_ids if u))
         off: set[str] = set()
         conn = self.db.conn()
-        for i in range(0, len(ids), _IN_CHUNK):
-            chunk = ids[i:i + _IN_CHUNK]
+        for i in range(0, len(ids), IN_CHUNK):
+            chunk = ids[i:i + IN_CHUNK]
             rows = conn.execute(
                 f"SELECT user_id FROM {self.db.t('user_switches')} WHERE agent_id = ? AND enabled = 0 "
                 f"AND user_id IN ({', '.join('?' * len(chunk))})", (agent_id, *chunk),

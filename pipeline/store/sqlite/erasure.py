@@ -1,5 +1,6 @@
-"""SQLite store, erasure and audit: ``forget_user`` and ``dump_all``. Mixed into ``SQLiteStore``;
-the row writes it shares with the rest of the store are ``_inner.SQLiteParts``."""
+"""SQLite store, erasure and audit: ``forget_user``, ``erase_memory`` and ``dump_all`` (the
+``AdminStore`` port; the store class adds its lifecycle). A repository of ``SQLiteStore``;
+the row writes it shares with the other repositories are ``parts.SQLiteParts``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import sqlite3
 
 from pipeline import erasure, vectors
 from pipeline.erasure import Plan
-from pipeline.store._inner import SQLiteParts
 from pipeline.store._common import ts
-from pipeline.store._sqlite_db import TABLES
+from pipeline.store.ports.admin import AdminStore
+from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.sqlite.schema import TABLES
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
 
@@ -18,13 +21,13 @@ def _in(values: list[str]) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
 
-class ErasureMixin(SQLiteParts):
-    db: "object"
+class SQLiteErasure(SQLiteParts, AdminStore):
+    db: Database
 
     def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
         """session id -> agent id of every session the user was in."""
         agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
-        rows = conn.execute(  # the user lists through the provenance index (``_sqlite_provenance``)
+        rows = conn.execute(  # the user lists through the provenance index (``provenance``)
             f"SELECT session_id, agent_id FROM {self.db.t('sessions')} WHERE session_id IN "
             f"(SELECT item_id FROM {self.db.t('user_refs')} WHERE user_id = ? AND kind = 'sessions') {agent_clause} "
             f"UNION SELECT session_id, agent_id FROM {self.db.t('messages')} WHERE sender_id = ? {agent_clause}",
@@ -45,7 +48,7 @@ class ErasureMixin(SQLiteParts):
         """What ``pipeline.erasure.forget_plan`` decides on, read in the erasure's transaction."""
         t = self.db.t
         sessions = self._user_sessions(conn, user_id, agent_id)
-        # through the provenance index (``_sqlite_provenance``): the runs naming the user, those
+        # through the provenance index (``provenance``): the runs naming the user, those
         # of their sessions, and the rejected events whose payload names them
         named = [i for (i,) in conn.execute(f"SELECT item_id FROM {t('user_refs')} WHERE user_id = ? AND kind = 'runs'",
                                             (user_id,))]

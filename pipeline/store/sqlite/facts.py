@@ -1,5 +1,5 @@
-"""SQLite store, memory side: facts, reflections, consolidated blobs, leases, scope version
-stamps and the context cache. Mixed into ``SQLiteStore``; ``self.db`` is its ``Database``."""
+"""SQLite store, facts: their effects (insert, update, retire), reads, search candidates and
+re-embedding. A repository of ``SQLiteStore``; ``self.db`` is its ``Database``."""
 
 from __future__ import annotations
 
@@ -12,15 +12,12 @@ from pydantic import TypeAdapter
 
 from pipeline import vectors
 from pipeline.store import _common as c
-from pipeline.store.port import FactCandidate
-from schemas.documents import CachedContext, ConsolidatedBlob, Fact, Reflection
+from pipeline.store.ports.facts import FactCandidate, FactStore
+from pipeline.store.sqlite.db import Database, qmarks
+from schemas.documents import Fact
 
 _FACT_COLUMNS = "fact_id, doc, embedding"
 _DATETIME = TypeAdapter(datetime)
-
-
-def _qmarks(values: Sequence[object]) -> str:
-    return ", ".join("?" for _ in values)
 
 
 def fact_from_row(doc: str, embedding: bytes | None) -> Fact:
@@ -29,10 +26,9 @@ def fact_from_row(doc: str, embedding: bytes | None) -> Fact:
     return Fact.model_validate(data)
 
 
-class MemoryMixin:
-    db: "object"
+class SQLiteFacts(FactStore):
+    db: Database
 
-    # ------------------------------------------------------------------ facts --------------
     def _fact_values(self, fact: Fact) -> tuple:
         return (
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
@@ -48,7 +44,7 @@ class MemoryMixin:
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
         columns = self._fact_columns
         if insert:
-            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({_qmarks(columns.split(','))})",
+            conn.execute(f"INSERT INTO {self.db.t('facts')} ({columns}) VALUES ({qmarks(columns.split(','))})",
                          self._fact_values(fact))
             return
         values = self._fact_values(fact)
@@ -126,7 +122,7 @@ class MemoryMixin:
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             for fact_id, doc, emb in conn.execute(
-                f"SELECT {_FACT_COLUMNS} FROM {self.db.t('facts')} WHERE fact_id IN ({_qmarks(chunk)})", chunk,
+                f"SELECT {_FACT_COLUMNS} FROM {self.db.t('facts')} WHERE fact_id IN ({qmarks(chunk)})", chunk,
             ):
                 found[fact_id] = fact_from_row(doc, emb)
         return [found[i] for i in ids if i in found]
@@ -145,7 +141,7 @@ class MemoryMixin:
             return []
         rows = self.db.conn().execute(
             f"SELECT fact_id, scope, user_id, COALESCE(search_text, content), formed_at, embedding_model, embedding "
-            f"FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN ({_qmarks(scope_keys)}) "
+            f"FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN ({qmarks(scope_keys)}) "
             "AND retired_at IS NULL",
             (agent_id, *scope_keys),
         ).fetchall()
@@ -167,7 +163,7 @@ class MemoryMixin:
         live = "" if include_retired else "AND retired_at IS NULL "
         rows = self.db.conn().execute(
             f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN "
-            f"({_qmarks(scope_keys)}) {live}AND updated_at >= ? "
+            f"({qmarks(scope_keys)}) {live}AND updated_at >= ? "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
             (agent_id, *scope_keys, c.ts(since), -1 if limit is None else limit),
         ).fetchall()
@@ -195,7 +191,7 @@ class MemoryMixin:
             conn.execute(
                 f"UPDATE {self.db.t('facts')} SET doc = json_set(doc, "
                 "'$.access_count', COALESCE(json_extract(doc, '$.access_count'), 0) + 1, "
-                f"'$.last_accessed_at', ?) WHERE fact_id IN ({_qmarks(ids)})",
+                f"'$.last_accessed_at', ?) WHERE fact_id IN ({qmarks(ids)})",
                 (stamp, *ids),
             )
 
@@ -246,129 +242,3 @@ class MemoryMixin:
             if fact is not None:
                 self._put_fact(conn, fact.model_copy(update={"embedding": list(embedding), "embedding_model": model}),
                                insert=False)
-
-    # ------------------------------------------------------------------ reflections --------
-    def _put_reflection(self, conn: sqlite3.Connection, r: Reflection, verb: str = "INSERT OR REPLACE") -> int:
-        cur = conn.execute(
-            f"{verb} INTO {self.db.t('reflections')} (reflection_id, agent_id, scope_key, absorbed, formed_at, doc) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (r.reflection_id, r.agent_id, r.scope_key, int(r.absorbed), c.ts(r.formed_at), r.model_dump_json()),
-        )
-        return cur.rowcount
-
-    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
-        with self.db.write() as conn:
-            return sum(self._put_reflection(conn, r, "INSERT OR IGNORE") for r in reflections)
-
-    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
-        rows = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('reflections')} WHERE agent_id = ? AND scope_key = ? AND absorbed = 0 "
-            "ORDER BY formed_at, rowid LIMIT ?",
-            (agent_id, scope_key, -1 if limit is None else limit),
-        ).fetchall()
-        return [Reflection.model_validate_json(doc) for (doc,) in rows]
-
-    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
-        counts = {key: 0 for key in scope_keys}
-        if not scope_keys:
-            return counts
-        rows = self.db.conn().execute(
-            f"SELECT scope_key, COUNT(*) FROM {self.db.t('reflections')} WHERE agent_id = ? AND absorbed = 0 "
-            f"AND scope_key IN ({_qmarks(scope_keys)}) GROUP BY scope_key",
-            (agent_id, *scope_keys),
-        ).fetchall()
-        counts.update(dict(rows))
-        return counts
-
-    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
-        marked = 0
-        with self.db.write() as conn:
-            for rid in dict.fromkeys(reflection_ids):
-                row = conn.execute(f"SELECT doc FROM {self.db.t('reflections')} WHERE reflection_id = ?",
-                                   (rid,)).fetchone()
-                if row is None:
-                    continue
-                r = Reflection.model_validate_json(row[0])
-                if r.absorbed:
-                    continue
-                self._put_reflection(conn, r.model_copy(update={
-                    "absorbed": True, "absorbed_at": c.utc(now), "consolidated_into": blob_version,
-                }))
-                marked += 1
-        return marked
-
-    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]:
-        extra = "" if include_absorbed else " AND absorbed = 0"
-        rows = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('reflections')} WHERE agent_id = ? AND scope_key = ?{extra} "
-            "ORDER BY formed_at, rowid", (agent_id, scope_key),
-        ).fetchall()
-        return [Reflection.model_validate_json(doc) for (doc,) in rows]
-
-    # ------------------------------------------------------------------ consolidated -------
-    def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:
-        row = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('consolidated')} WHERE agent_id = ? AND scope_key = ?", (agent_id, scope_key),
-        ).fetchone()
-        return ConsolidatedBlob.model_validate_json(row[0]) if row else None
-
-    def save_blob(self, blob: ConsolidatedBlob, expected_version: int) -> bool:
-        table = self.db.t("consolidated")
-        with self.db.write() as conn:
-            row = conn.execute(f"SELECT version FROM {table} WHERE agent_id = ? AND scope_key = ?",
-                               (blob.agent_id, blob.scope_key)).fetchone()
-            if (row[0] if row else 0) != expected_version:
-                return False
-            conn.execute(f"INSERT OR REPLACE INTO {table} (agent_id, scope_key, version, doc) VALUES (?, ?, ?, ?)",
-                         (blob.agent_id, blob.scope_key, blob.version, blob.model_dump_json()))
-            return True
-
-    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
-        table = self.db.t("leases")
-        with self.db.write() as conn:
-            row = conn.execute(f"SELECT holder, expires_at FROM {table} WHERE name = ?", (name,)).fetchone()
-            if row and row[0] != holder and row[1] > c.ts(now):
-                return False
-            conn.execute(f"INSERT OR REPLACE INTO {table} (name, holder, expires_at) VALUES (?, ?, ?)",
-                         (name, holder, c.ts(c.lease_until(now, ttl_s))))
-            return True
-
-    def release_lease(self, name: str, holder: str) -> None:
-        with self.db.write() as conn:
-            conn.execute(f"DELETE FROM {self.db.t('leases')} WHERE name = ? AND holder = ?", (name, holder))
-
-    # ------------------------------------------------------------------ versions & cache ----
-    def bump_stamps(self, conn: sqlite3.Connection, agent_id: str, scope_keys: Sequence[str]) -> None:
-        for key in dict.fromkeys(scope_keys):
-            conn.execute(
-                f"INSERT INTO {self.db.t('scope_versions')} (agent_id, scope_key, version) VALUES (?, ?, 1) "
-                "ON CONFLICT (agent_id, scope_key) DO UPDATE SET version = version + 1",
-                (agent_id, key),
-            )
-
-    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None:
-        with self.db.write() as conn:
-            self.bump_stamps(conn, agent_id, scope_keys)
-
-    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
-        versions = {key: 0 for key in scope_keys}
-        if scope_keys:
-            rows = self.db.conn().execute(
-                f"SELECT scope_key, version FROM {self.db.t('scope_versions')} WHERE agent_id = ? "
-                f"AND scope_key IN ({_qmarks(scope_keys)})", (agent_id, *scope_keys),
-            ).fetchall()
-            versions.update(dict(rows))
-        return versions
-
-    def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:
-        row = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('contexts')} WHERE session_id = ? AND user_id = ?", (session_id, user_id),
-        ).fetchone()
-        return CachedContext.model_validate_json(row[0]) if row else None
-
-    def put_cached_context(self, cached: CachedContext) -> None:
-        with self.db.write() as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.db.t('contexts')} (session_id, user_id, doc) VALUES (?, ?, ?)",
-                (cached.session_id, cached.user_id, cached.model_dump_json()),
-            )

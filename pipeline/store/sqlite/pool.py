@@ -1,5 +1,5 @@
 """The connections a process keeps to one SQLite file for its store calls, and the class
-decorator that makes every public store method borrow one for its call (``_sqlite_db``)."""
+decorator that makes every public store method borrow one for its call (``db``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The embedded store (design §7): one SQLite file, WAL mode, safe across threads and processes.
-
-Every atomic method is one ``BEGIN IMMEDIATE`` transaction (see ``_sqlite_db``), so a
-read-modify-write in Python is as atomic as a conditional update on a server. Documents are
-kept as JSON with the queried columns beside them; embeddings as float32 bytes.
+"""SQLite store, claims and formation runs (the ``RunStore`` port). A repository of
+``SQLiteStore``; ``self.db`` is its ``Database``.
 
 The hot path of a formation stage (``begin_stage``, ``complete_stage``) patches the run
 document in place with SQLite's ``json_set`` (one stage record, the lease, the status) instead
@@ -13,41 +10,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 from pydantic import TypeAdapter
 
-from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.store import _common as c
-from pipeline.store._sqlite_access import AccessMixin
-from pipeline.store._sqlite_db import BUSY_TIMEOUT_S, Database, unavailable
-from pipeline.store._sqlite_pool import borrowing
-from pipeline.store._sqlite_stats import StatsMixin, run_columns, stage_usage
-from pipeline.store._sqlite_erasure import ErasureMixin
-from pipeline.store._sqlite_provenance import ProvenanceMixin
-from pipeline.store._sqlite_memory import MemoryMixin
-from pipeline.store._unavailable import translate_errors
-from pipeline.store.port import IngestOutcome, Store, owned_by_another
+from pipeline.store.ports.runs import RunStore
+from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.sqlite.stats import run_columns, stage_usage
 from pipeline.trigger import ClaimRule
-from schemas.documents import (
-    AgentSettings,
-    FormationRun,
-    RejectedEvent,
-    SessionState,
-    StageRecord,
-    StoredMessage,
-    UsageRecord,
-)
+from schemas.documents import FormationRun, SessionState, StageRecord
 
 
 _DATETIME = TypeAdapter(datetime)
-_IN_CHUNK = 500  # keys per lookup query of a batch
-
-
-def _chunks(items: Sequence, size: int) -> list[Sequence]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _json_time(value: datetime) -> str:
@@ -80,220 +58,9 @@ def _stage_path(stage: str) -> str:
     return f'$.stages."{stage}"'
 
 
-@translate_errors(unavailable)
-@borrowing
-class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, StatsMixin, Store):
-    """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
-    (``_sqlite_db.unavailable``), through the one decorator above."""
+class SQLiteRuns(SQLiteParts, RunStore):
+    db: Database
 
-    def __init__(self, path: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.db = Database(path, prefix, busy_timeout_s=busy_timeout_s)
-
-    @classmethod
-    def from_url(cls, url: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> "SQLiteStore":
-        """``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``."""
-        if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
-            raise ConfigurationError(f"store URL {url!r}: expected sqlite:///path/to/memory.db")
-        return cls(url[len("sqlite:///"):], prefix=prefix, busy_timeout_s=busy_timeout_s)
-
-    def create_indexes(self) -> list[str]:
-        return self.db.create_schema()
-
-    def close(self) -> None:
-        self.db.close()
-
-    # ------------------------------------------------------------------ agents -------------
-    def get_agent_settings(self, agent_id: str) -> AgentSettings:
-        row = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('agents')} WHERE agent_id = ?", (agent_id,)
-        ).fetchone()
-        return AgentSettings.model_validate_json(row[0]) if row else AgentSettings(agent_id=agent_id)
-
-    def put_agent_settings(self, settings: AgentSettings) -> None:
-        with self.db.write() as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.db.t('agents')} (agent_id, doc) VALUES (?, ?)",
-                (settings.agent_id, settings.model_dump_json()),
-            )
-
-    # ------------------------------------------------------------------ ingest -------------
-    def ingest_message(self, message: StoredMessage, now: datetime) -> IngestOutcome:
-        return self.ingest_messages([message], now)[0]
-
-    def ingest_messages(self, messages: Sequence[StoredMessage], now: datetime) -> list[IngestOutcome]:
-        """The whole batch in one write transaction (all or nothing): a transaction costs far
-        more than a message. The stored keys and sessions the batch names are read with a few
-        queries, the batch is applied in order in memory (a message that repeats one of the
-        batch is a duplicate of it), and the rows are written at the end."""
-        table = self.db.t("messages")
-        outcomes: list[IngestOutcome] = []
-        rows: list[tuple] = []
-        with self.db.write() as conn:
-            # the session of each stored message whose event id / (session, message id) the batch names
-            by_event: dict[str, str] = {}
-            by_key: set[tuple[str, str]] = set()
-            for chunk in _chunks(messages, _IN_CHUNK):
-                by_event.update(conn.execute(
-                    f"SELECT event_id, session_id FROM {table} WHERE event_id IN (SELECT value FROM json_each(?))",
-                    (json.dumps([m.event_id for m in chunk]),),
-                ).fetchall())
-                by_key.update(conn.execute(
-                    f"SELECT m.session_id, m.message_id FROM json_each(?) AS k JOIN {table} AS m "
-                    "ON m.session_id = json_extract(k.value, '$[0]') AND m.message_id = json_extract(k.value, '$[1]')",
-                    (json.dumps([[m.session_id, m.message_id] for m in chunk]),),
-                ).fetchall())
-            stored_sessions = self._sessions(conn, {m.session_id for m in messages} | set(by_event.values()))
-            sessions: dict[str, SessionState] = {}  # those the batch changed, as they now stand
-
-            def session_of(session_id: str, message: StoredMessage) -> SessionState:
-                if session_id not in sessions:
-                    sessions[session_id] = stored_sessions.get(session_id) or c.new_session(message)
-                return sessions[session_id]
-
-            for message in messages:
-                owner = sessions.get(message.session_id) or stored_sessions.get(message.session_id)
-                if owner is not None and owner.agent_id != message.agent_id:
-                    outcomes.append(IngestOutcome(
-                        status="rejected", seq=None, session=None, reason=owned_by_another(message.session_id)))
-                    continue
-                key = (message.session_id, message.message_id)
-                stored_in = by_event.get(message.event_id) or (message.session_id if key in by_key else None)
-                if stored_in is not None:
-                    session = session_of(stored_in, message)
-                    session = session.model_copy(update={"duplicates": session.duplicates + 1})
-                    sessions[stored_in] = session
-                    outcomes.append(IngestOutcome(status="duplicate", seq=None, session=session))
-                    continue
-                session = c.apply_message(session_of(message.session_id, message), message, now)
-                sessions[message.session_id] = session
-                by_event[message.event_id] = message.session_id
-                by_key.add(key)
-                stored = message.model_copy(update={"seq": session.last_seq})
-                rows.append((stored.event_id, stored.session_id, stored.message_id, stored.agent_id, stored.seq,
-                             stored.sender_id, c.ts(stored.created_at), stored.model_dump_json()))
-                outcomes.append(IngestOutcome(status="accepted", seq=stored.seq, session=session))
-            conn.executemany(
-                f"INSERT INTO {table} (event_id, session_id, message_id, agent_id, seq, sender_id, "
-                "created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows,
-            )
-            self._put_sessions(conn, sessions.values())
-        return outcomes
-
-    def record_usage(self, record: UsageRecord) -> None:
-        with self.db.write() as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.db.t(c.USAGE)} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
-                (record.usage_id, record.agent_id, c.ts(record.at), record.model_dump_json()),
-            )
-
-    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
-        rows = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t(c.USAGE)} WHERE agent_id = ? AND at >= ? ORDER BY at",
-            (agent_id, c.ts(since) if since is not None else ""),
-        ).fetchall()
-        return [UsageRecord.model_validate_json(doc) for (doc,) in rows]
-
-    def record_rejection(self, rejected: RejectedEvent) -> None:
-        with self.db.write() as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.db.t('rejected')} (rejection_id, received_at, doc) VALUES (?, ?, ?)",
-                (rejected.rejection_id, c.ts(rejected.received_at), rejected.model_dump_json()),
-            )
-
-    def list_rejections(self, limit: int = 100) -> list[RejectedEvent]:
-        rows = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('rejected')} ORDER BY received_at DESC LIMIT ?", (limit,)
-        ).fetchall()
-        return [RejectedEvent.model_validate_json(doc) for (doc,) in rows]
-
-    def delete_rejections(self, rejection_ids: Sequence[str]) -> int:
-        with self.db.write() as conn:
-            return conn.execute(
-                f"DELETE FROM {self.db.t('rejected')} WHERE rejection_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(rejection_ids)),),
-            ).rowcount
-
-    def get_messages(self, session_id: str, seq_from: int, seq_to: int) -> list[StoredMessage]:
-        rows = self.db.conn().execute(
-            f"SELECT doc FROM {self.db.t('messages')} WHERE session_id = ? AND seq BETWEEN ? AND ? "
-            "ORDER BY created_at, seq",
-            (session_id, seq_from, seq_to),
-        ).fetchall()
-        return [StoredMessage.model_validate_json(doc) for (doc,) in rows]
-
-    def count_messages(self, session_id: str) -> int:
-        return self.db.conn().execute(
-            f"SELECT COUNT(*) FROM {self.db.t('messages')} WHERE session_id = ?", (session_id,)
-        ).fetchone()[0]
-
-    # ------------------------------------------------------------------ sessions -----------
-    def _session(self, conn: sqlite3.Connection, session_id: str) -> SessionState | None:
-        row = conn.execute(
-            f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        return SessionState.model_validate_json(row[0]) if row else None
-
-    def put_session_row(self, conn: sqlite3.Connection, s: SessionState) -> None:
-        self._put_sessions(conn, [s])
-
-    def _put_sessions(self, conn: sqlite3.Connection, sessions: Iterable[SessionState]) -> None:
-        conn.executemany(
-            f"INSERT OR REPLACE INTO {self.db.t('sessions')} (session_id, agent_id, last_activity_at, "
-            "unclaimed, active_run_id, doc) VALUES (?, ?, ?, ?, ?, ?)",
-            [(s.session_id, s.agent_id, c.ts(s.last_activity_at), s.last_seq - s.claimed_through,
-              s.active_run_id, s.model_dump_json()) for s in sessions],
-        )
-
-    def _sessions(self, conn: sqlite3.Connection, session_ids: set[str]) -> dict[str, SessionState]:
-        """The stored ones of these sessions, by id."""
-        ids = sorted(session_ids)
-        found: dict[str, SessionState] = {}
-        for chunk in _chunks(ids, _IN_CHUNK):
-            for (doc,) in conn.execute(
-                f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(chunk),),
-            ).fetchall():
-                session = SessionState.model_validate_json(doc)
-                found[session.session_id] = session
-        return found
-
-    def get_session(self, session_id: str) -> SessionState | None:
-        return self._session(self.db.conn(), session_id)
-
-    def declare_session_users(self, session_id: str, agent_id: str, user_ids: Sequence[str]) -> SessionState:
-        with self.db.write() as conn:
-            stored = self._session(conn, session_id)
-            if stored is not None and stored.agent_id != agent_id:
-                raise InvalidInput("session_id", owned_by_another(session_id))
-            session = stored or SessionState(session_id=session_id, agent_id=agent_id)
-            users = c.merge_users(session.users, user_ids)
-            if stored is None or users != session.users:
-                session = session.model_copy(update={"users": users})
-                self.put_session_row(conn, session)
-            return session
-
-    def mark_session_ended(self, session_id: str, now: datetime, agent_id: str | None = None) -> SessionState | None:
-        with self.db.write() as conn:
-            session = self._session(conn, session_id)
-            if session is None:
-                return None
-            if agent_id is not None and session.agent_id != agent_id:
-                raise InvalidInput("session_id", owned_by_another(session_id))
-            if session.ended_at is None:
-                session = c.ended(session, now)
-                self.put_session_row(conn, session)
-            return session
-
-    def find_cold_sessions(self, idle_before: datetime, min_messages: int, limit: int) -> list[str]:
-        rows = self.db.conn().execute(
-            f"SELECT session_id FROM {self.db.t('sessions')} WHERE active_run_id IS NULL "
-            "AND last_activity_at <= ? AND unclaimed >= ? AND unclaimed > 0 "
-            "ORDER BY last_activity_at LIMIT ?",
-            (c.ts(idle_before), min_messages, limit),
-        ).fetchall()
-        return [sid for (sid,) in rows]
-
-    # ------------------------------------------------------------------ claims & runs -------
     def _run(self, conn: sqlite3.Connection, run_id: str) -> FormationRun | None:
         row = conn.execute(f"SELECT doc FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
         return FormationRun.model_validate_json(row[0]) if row else None
@@ -318,7 +85,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Stats
         self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
     ) -> FormationRun | None:
         with self.db.write() as conn:
-            session = self._session(conn, session_id)
+            session = self.session_row(conn, session_id)
             if session is None or session.agent_id != run.agent_id or self._claim_holder(conn, session) is not None:
                 return None
             if not c.rule_holds(session, rule):
@@ -402,7 +169,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Stats
             if run.status not in c.ACTIVE_RUN_STATUSES:
                 return None, False
             until = c.lease_until(now, lease_s)
-            session = self._session(conn, run.session_id)
+            session = self.session_row(conn, run.session_id)
             if session is not None and session.active_run_id == run_id:
                 self.put_session_row(conn, session.model_copy(update={"lease_expires_at": until}))
             return run.model_copy(update={"lease_expires_at": until}), True
@@ -486,7 +253,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Stats
         self._modify_run(run_id, change)
 
     def release_claim(self, conn: sqlite3.Connection, run: FormationRun | _RunHead, watermark: bool) -> None:
-        session = self._session(conn, run.session_id)
+        session = self.session_row(conn, run.session_id)
         if session is None:
             return
         update: dict = {}
@@ -531,7 +298,7 @@ class SQLiteStore(MemoryMixin, ErasureMixin, ProvenanceMixin, AccessMixin, Stats
             if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None \
                     and c.utc(run.lease_expires_at) > c.utc(now):
                 return None, None  # its worker still holds a live lease
-            session = self._session(conn, run.session_id)
+            session = self.session_row(conn, run.session_id)
             holder = self._claim_holder(conn, session) if session is not None else None
             if holder is not None and holder.run_id != run_id:
                 return None, None

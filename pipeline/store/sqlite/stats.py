@@ -1,4 +1,5 @@
-"""The SQLite side of the statistics port (``port_stats``): sums and counts in SQL.
+"""The SQLite side of the statistics port (``ports.stats``): usage records, and sums and
+counts in SQL.
 
 A run's document holds every stage's output (vectors included: 14 kB on average in the soak),
 so summing its calls through the document would parse all of it. Two columns beside it keep
@@ -15,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.store import _common as c
-from pipeline.store.port_stats import CostRow, ReflectionCounts, snapshots_of
-from schemas.documents import FormationRun, StageRecord
+from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, snapshots_of
+from pipeline.store.sqlite.db import Database
+from schemas.documents import FormationRun, StageRecord, UsageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
 # values ``run_columns`` writes (a stage with calls: its end, else start, else the run's
@@ -78,8 +80,25 @@ def _conditions(agent: str, agent_id: str, *optional: tuple[str, Any]) -> tuple[
     return [term for term, _ in kept], [value for _, value in kept]
 
 
-class StatsMixin:
-    """``cost_rows`` and ``reflection_counts`` for ``SQLiteStore`` (``self.db``)."""
+class SQLiteStats(StatsStore):
+    """Usage records, ``cost_rows`` and ``reflection_counts``: a repository of ``SQLiteStore``
+    on its ``Database``."""
+
+    db: Database
+
+    def record_usage(self, record: UsageRecord) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO {self.db.t(c.USAGE)} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
+                (record.usage_id, record.agent_id, c.ts(record.at), record.model_dump_json()),
+            )
+
+    def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
+        rows = self.db.conn().execute(
+            f"SELECT doc FROM {self.db.t(c.USAGE)} WHERE agent_id = ? AND at >= ? ORDER BY at",
+            (agent_id, c.ts(since) if since is not None else ""),
+        ).fetchall()
+        return [UsageRecord.model_validate_json(doc) for (doc,) in rows]
 
     def cost_rows(
         self, agent_id: str, *, since: datetime | None = None, until: datetime | None = None,

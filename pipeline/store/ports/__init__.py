@@ -1,0 +1,22 @@
+"""One narrow port per aggregate of the store (design §7). ``pipeline.store.port.Store`` is
+their composition, for wiring; a caller names the ports it uses."""
+
+from __future__ import annotations
+
+from pipeline.store.ports.access import AccessStore
+from pipeline.store.ports.admin import AdminStore
+from pipeline.store.ports.blobs import BlobStore
+from pipeline.store.ports.contexts import ContextStore
+from pipeline.store.ports.facts import FactCandidate, FactStore
+from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_another
+from pipeline.store.ports.leases import LeaseStore
+from pipeline.store.ports.provenance import ProvenanceStore
+from pipeline.store.ports.reflections import ReflectionStore
+from pipeline.store.ports.runs import RunStore
+from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore
+
+__all__ = [
+    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore",
+    "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts", "ReflectionStore",
+    "RunStore", "StatsStore", "owned_by_another",
+]
