@@ -37,7 +37,7 @@ from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
 from pipeline.formation.screening import session_user_ids, storable_line
 from pipeline.formation.secrets import SecretGuard
-from pipeline.store.port import Store
+from pipeline.store.port import FactUpdate, Store
 from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
 
@@ -117,13 +117,13 @@ def apply(
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
-            if store.update_fact(
-                effect.fact_id, content=effect.text, hash=effect.hash,
-                embedding=output.merged_vector(index), embedding_model=model,
+            if store.update_fact(effect.fact_id, FactUpdate(
+                content=effect.text, hash=effect.hash, embedding=output.merged_vector(index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
-                sources=(source_ids(index), message_sources(source_ids(index), claimed)),
+                source_message_ids=source_ids(index),
+                source_user_ids=message_sources(source_ids(index), claimed),
                 source_text=source_text(index, effect.scope_key),
-            ):
+            )):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")
             if note:

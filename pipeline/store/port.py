@@ -17,7 +17,7 @@ Conventions:
 from __future__ import annotations
 
 from pipeline.store.ports import (
-    AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, IngestOutcome, IngestStore,
+    AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome, IngestStore,
     LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore, owned_by_another,
 )
 
@@ -33,7 +33,7 @@ class Store(IngestStore, RunStore, MemoryStore, AdminStore, ProvenanceStore, Acc
 
 
 __all__ = [
-    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore",
+    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "MemoryStore", "ProvenanceStore", "ReflectionCounts",
     "ReflectionStore", "RunStore", "StatsStore", "Store", "owned_by_another",
 ]

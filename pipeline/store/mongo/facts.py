@@ -15,7 +15,7 @@ from pymongo import ASCENDING, DESCENDING
 from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
-from pipeline.store.ports.facts import FactCandidate, FactStore
+from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from schemas.documents import Fact
 
 _CAS_ATTEMPTS = 50
@@ -51,28 +51,25 @@ class MongoFacts(FactStore):
                 # The live holder was retired in between: its text is free again.
         raise RuntimeError(f"insert_fact: the text of {fact.fact_id!r} kept changing hands; gave up")
 
-    def update_fact(
-        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
-        source_text: str | None = None,
-    ) -> bool:
+    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
+        u = update
+
         def change(fact: Fact) -> dict | None:
-            if any(entry.run_id == run_id for entry in fact.history):
+            if any(entry.run_id == u.run_id for entry in fact.history):
                 return None  # this run's UPDATE is already applied
-            entry, opened = c.closed_version(fact, now, valid_from, run_id)
-            said = source_text or fact.source_text
-            updated = fact.model_copy(update={"content": content, "history": [*fact.history, entry],
+            entry, opened = c.closed_version(fact, u.now, u.valid_from, u.run_id)
+            said = u.source_text or fact.source_text
+            updated = fact.model_copy(update={"content": u.content, "history": [*fact.history, entry],
                                               "source_text": said})
-            return {"$set": {"content": content, "hash": hash,
-                             "embedding": None if embedding is None else [float(x) for x in embedding],
-                             "embedding_model": embedding_model, "updated_at": c.utc(now), "valid_from": opened,
+            return {"$set": {"content": u.content, "hash": u.hash,
+                             "embedding": None if u.embedding is None else [float(x) for x in u.embedding],
+                             "embedding_model": u.embedding_model, "updated_at": c.utc(u.now), "valid_from": opened,
                              "source_text": said, SEARCH_TEXT: updated.search_text},
                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
-                    "$addToSet": {"source_message_ids": {"$each": list(sources[0])},
-                                  "source_user_ids": {"$each": list(sources[1])}}}
+                    "$addToSet": {"source_message_ids": {"$each": list(u.source_message_ids)},
+                                  "source_user_ids": {"$each": list(u.source_user_ids)}}}
 
-        return self._change_live_fact(fact_id, expected_version, change)
+        return self._change_live_fact(fact_id, u.expected_version, change)
 
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,

@@ -7,7 +7,7 @@ from pipeline.store.ports.access import AccessStore
 from pipeline.store.ports.admin import AdminStore
 from pipeline.store.ports.blobs import BlobStore
 from pipeline.store.ports.contexts import ContextStore
-from pipeline.store.ports.facts import FactCandidate, FactStore
+from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_another
 from pipeline.store.ports.leases import LeaseStore
 from pipeline.store.ports.provenance import ProvenanceStore
@@ -16,7 +16,7 @@ from pipeline.store.ports.runs import RunStore
 from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore
 
 __all__ = [
-    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore",
+    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts", "ReflectionStore",
     "RunStore", "StatsStore", "owned_by_another",
 ]

@@ -32,6 +32,25 @@ class FactCandidate:
     formed_at: datetime
 
 
+@dataclass(frozen=True)
+class FactUpdate:
+    """An UPDATE effect on one fact (``FactStore.update_fact``): the new text and its vector,
+    the run that applies it, when the new text became valid, the version the decision read,
+    and the provenance of the new text."""
+
+    content: str
+    hash: str
+    embedding: list[float] | None
+    embedding_model: str | None
+    run_id: str
+    now: datetime
+    valid_from: datetime | None = None       # the new text's source message time; None: now
+    expected_version: int | None = None      # None: whatever version is stored
+    source_message_ids: Sequence[str] = ()
+    source_user_ids: Sequence[str] = ()
+    source_text: str | None = None           # the new text's source message line; None: keep
+
+
 class FactStore(abc.ABC):
     """Facts: their effects, reads and vectors."""
 
@@ -43,16 +62,11 @@ class FactStore(abc.ABC):
         one stays as it was. Racing inserts of one text leave one live fact."""
 
     @abc.abstractmethod
-    def update_fact(
-        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
-        source_text: str | None = None,
-    ) -> bool:
+    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
         """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
         appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
         (the new text's source message time, default now), which opens the new text's, and
-        ``sources`` (message ids, user ids of the new text) added to the fact's provenance;
+        the new text's source message and user ids added to the fact's provenance;
         ``source_text`` (the new text's source message line) replaces the fact's, if given.
         No-op (False) if ``run_id`` already updated this fact, if the fact is retired, if its
         version is no longer ``expected_version`` (another run changed it since the decision),

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from pipeline import vectors
 from pipeline.store import _common as c
-from pipeline.store.ports.facts import FactCandidate, FactStore
+from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.sqlite.db import Database, qmarks
 from schemas.documents import Fact
 
@@ -69,34 +69,30 @@ class SQLiteFacts(FactStore):
             self._put_fact(conn, fact, insert=True)
             return True, fact.fact_id
 
-    def update_fact(
-        self, fact_id: str, *, content: str, hash: str, embedding: list[float] | None,
-        embedding_model: str | None, run_id: str, now: datetime, valid_from: datetime | None = None,
-        expected_version: int | None = None, sources: tuple[Sequence[str], Sequence[str]] = ((), ()),
-        source_text: str | None = None,
-    ) -> bool:
+    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
+        u = update
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
             if fact is None or fact.retired_at is not None:
                 return False
-            if any(entry.run_id == run_id for entry in fact.history):
+            if any(entry.run_id == u.run_id for entry in fact.history):
                 return False
-            if expected_version is not None and fact.version != expected_version:
+            if u.expected_version is not None and fact.version != u.expected_version:
                 return False
             clash = conn.execute(
                 f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
-                "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, hash, fact_id),
+                "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, u.hash, fact_id),
             ).fetchone()
             if clash:
                 return False
-            entry, opened = c.closed_version(fact, now, valid_from, run_id)
+            entry, opened = c.closed_version(fact, u.now, u.valid_from, u.run_id)
             self._put_fact(conn, fact.model_copy(update={
-                "content": content, "hash": hash, "embedding": embedding, "embedding_model": embedding_model,
-                "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(now),
+                "content": u.content, "hash": u.hash, "embedding": u.embedding, "embedding_model": u.embedding_model,
+                "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(u.now),
                 "valid_from": opened,
-                "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *sources[0]])),
-                "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *sources[1]])),
-                "source_text": source_text or fact.source_text,
+                "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *u.source_message_ids])),
+                "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *u.source_user_ids])),
+                "source_text": u.source_text or fact.source_text,
             }), insert=False)
             return True
 
