@@ -16,15 +16,21 @@ Conventions:
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pipeline.store.ports import (
     AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome, IngestStore,
     LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore, owned_by_another,
 )
 
 
-class MemoryStore(FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore):
-    """What memory holds, and the stamps and caches that follow it: what formation and the read
-    side use together."""
+class MemoryStore(FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, Protocol):
+    """What memory holds, and the stamps and caches that follow it."""
+
+
+class SessionStore(IngestStore, RunStore, Protocol):
+    """Sessions with their messages, and the runs that claim them: what ingest, the trigger
+    and the sweep use together."""
 
 
 class Store(IngestStore, RunStore, MemoryStore, AdminStore, ProvenanceStore, AccessStore, StatsStore):
@@ -35,5 +41,5 @@ class Store(IngestStore, RunStore, MemoryStore, AdminStore, ProvenanceStore, Acc
 __all__ = [
     "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "MemoryStore", "ProvenanceStore", "ReflectionCounts",
-    "ReflectionStore", "RunStore", "StatsStore", "Store", "owned_by_another",
+    "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "owned_by_another",
 ]

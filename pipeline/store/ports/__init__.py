@@ -1,5 +1,10 @@
 """One narrow port per aggregate of the store (design §7). ``pipeline.store.port.Store`` is
-their composition, for wiring; a caller names the ports it uses."""
+their composition, for wiring; a caller names the ports it uses.
+
+Each port is a ``typing.Protocol`` whose methods are abstract: an adapter's repository
+subclasses its port, and cannot be built while it misses a method (as with an ABC), while a
+function that needs a few aggregates names them in a small composed protocol (``class
+Reads(FactStore, LeaseStore, Protocol)``), which the whole store satisfies."""
 
 from __future__ import annotations
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from schemas.access import ApiKey, AuditEntry, Job
 
 
-class AccessStore(abc.ABC):
+class AccessStore(Protocol):
     """Credentials, audit, jobs and the per-(agent, user) memory switch."""
 
     # ------------------------------------------------------------------ keys ---------------

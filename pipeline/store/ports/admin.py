@@ -7,11 +7,12 @@ What operators' commands, maintenance tasks and audits need; part of
 from __future__ import annotations
 
 import abc
+from typing import Protocol
 
 from pipeline.erasure import Plan
 
 
-class AdminStore(abc.ABC):
+class AdminStore(Protocol):
     """Indexes, closing, erasure and whole-store dumps."""
 
     @abc.abstractmethod

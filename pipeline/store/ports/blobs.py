@@ -4,11 +4,12 @@ compare-and-set. Part of ``pipeline.store.port.Store``."""
 from __future__ import annotations
 
 import abc
+from typing import Protocol
 
 from schemas.documents import ConsolidatedBlob
 
 
-class BlobStore(abc.ABC):
+class BlobStore(Protocol):
     """Consolidated blobs."""
 
     @abc.abstractmethod

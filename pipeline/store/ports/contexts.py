@@ -4,11 +4,12 @@ a scope stamp it was built on moves. Part of ``pipeline.store.port.Store``."""
 from __future__ import annotations
 
 import abc
+from typing import Protocol
 
 from schemas.documents import CachedContext
 
 
-class ContextStore(abc.ABC):
+class ContextStore(Protocol):
     """Cached contexts."""
 
     @abc.abstractmethod

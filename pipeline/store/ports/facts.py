@@ -11,6 +11,7 @@ import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from schemas.documents import Fact
 
@@ -51,7 +52,7 @@ class FactUpdate:
     source_text: str | None = None           # the new text's source message line; None: keep
 
 
-class FactStore(abc.ABC):
+class FactStore(Protocol):
     """Facts: their effects, reads and vectors."""
 
     @abc.abstractmethod

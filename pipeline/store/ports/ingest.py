@@ -9,7 +9,7 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from schemas.documents import AgentSettings, RejectedEvent, SessionState, StoredMessage
 
@@ -31,7 +31,7 @@ def owned_by_another(session_id: str) -> str:
     return f"session {session_id} belongs to another agent"
 
 
-class IngestStore(abc.ABC):
+class IngestStore(Protocol):
     """Messages in, sessions and their trigger state, agents' settings, rejected events."""
 
     @abc.abstractmethod

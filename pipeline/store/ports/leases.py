@@ -7,9 +7,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 
-class LeaseStore(abc.ABC):
+class LeaseStore(Protocol):
     """Named leases and scope version stamps."""
 
     @abc.abstractmethod

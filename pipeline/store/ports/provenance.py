@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
+from typing import Protocol
 
 from pipeline.footprint import Footprint, Resting
 from schemas.documents import ConsolidatedBlob, FormationRun, StoredMessage
 
 
-class ProvenanceStore(abc.ABC):
+class ProvenanceStore(Protocol):
     """Provenance queries; ``agent_id`` None: every agent."""
 
     @abc.abstractmethod

@@ -6,11 +6,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from schemas.documents import Reflection
 
 
-class ReflectionStore(abc.ABC):
+class ReflectionStore(Protocol):
     """Reflections, and their absorption into a blob."""
 
     @abc.abstractmethod

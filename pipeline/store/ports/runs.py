@@ -10,12 +10,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, StageRecord
 
 
-class RunStore(abc.ABC):
+class RunStore(Protocol):
     """Claims of a session's unformed range, and the runs that form them."""
 
     @abc.abstractmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from schemas.documents import UsageRecord
 
@@ -68,7 +68,7 @@ def snapshots_of(lists: Iterable[Iterable[str]]) -> tuple[str, ...]:
     return tuple(sorted({name for names in lists for name in names if name}))
 
 
-class StatsStore(abc.ABC):
+class StatsStore(Protocol):
     """Usage records, and counts and sums over an agent's runs, usage records and reflections."""
 
     @abc.abstractmethod
