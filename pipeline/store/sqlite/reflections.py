@@ -13,6 +13,20 @@ from pipeline.store.sqlite.db import Database, qmarks
 from schemas.documents import Reflection
 
 
+def counted(db: Database, agent_id: str, scope_keys: Sequence[str]) -> list[tuple[str, int, int, str]]:
+    """Per scope key that has reflections: how many, how many are unabsorbed, and the newest
+    one's ``formed_at``. Served by (agent_id, scope_key, absorbed, formed_at) from the index
+    alone; the statistics port reads it too."""
+    if not scope_keys:
+        return []
+    rows = db.conn().execute(
+        f"SELECT scope_key, COUNT(*), SUM(absorbed = 0), MAX(formed_at) FROM {db.t('reflections')} "
+        f"WHERE agent_id = ? AND scope_key IN ({qmarks(scope_keys)}) GROUP BY scope_key",
+        (agent_id, *scope_keys),
+    ).fetchall()
+    return [(key, int(total), int(unabsorbed or 0), newest) for key, total, unabsorbed, newest in rows]
+
+
 class SQLiteReflections(ReflectionStore):
     db: Database
 
@@ -38,14 +52,7 @@ class SQLiteReflections(ReflectionStore):
 
     def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         counts = {key: 0 for key in scope_keys}
-        if not scope_keys:
-            return counts
-        rows = self.db.conn().execute(
-            f"SELECT scope_key, COUNT(*) FROM {self.db.t('reflections')} WHERE agent_id = ? AND absorbed = 0 "
-            f"AND scope_key IN ({qmarks(scope_keys)}) GROUP BY scope_key",
-            (agent_id, *scope_keys),
-        ).fetchall()
-        counts.update(dict(rows))
+        counts.update({key: unabsorbed for key, _, unabsorbed, _ in counted(self.db, agent_id, scope_keys)})
         return counts
 
     def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:

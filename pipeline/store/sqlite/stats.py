@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.store import _common as c
 from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, snapshots_of
 from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.reflections import counted
 from schemas.documents import FormationRun, StageRecord, UsageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
@@ -138,14 +139,6 @@ class SQLiteStats(StatsStore):
 
     def reflection_counts(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, ReflectionCounts]:
         out = {key: ReflectionCounts(0, 0, None) for key in scope_keys}
-        if not scope_keys:
-            return out
-        # served by (agent_id, scope_key, absorbed, formed_at): counted from the index alone
-        rows = self.db.conn().execute(
-            f"SELECT scope_key, COUNT(*), SUM(absorbed = 0), MAX(formed_at) FROM {self.db.t('reflections')} "
-            f"WHERE agent_id = ? AND scope_key IN ({', '.join('?' for _ in scope_keys)}) GROUP BY scope_key",
-            (agent_id, *scope_keys),
-        ).fetchall()
-        for key, total, unabsorbed, newest in rows:
-            out[key] = ReflectionCounts(int(total), int(unabsorbed or 0), datetime.fromisoformat(newest) if newest else None)
+        for key, total, unabsorbed, newest in counted(self.db, agent_id, scope_keys):
+            out[key] = ReflectionCounts(total, unabsorbed, datetime.fromisoformat(newest) if newest else None)
         return out
