@@ -17,7 +17,7 @@ redelivery reports a duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -34,8 +34,6 @@ _A, _D = ASCENDING, DESCENDING
 
 
 class MongoIngest(MongoParts, IngestStore):
-    col: Callable
-
     def get_agent_settings(self, agent_id: str) -> AgentSettings:
         return from_doc(AgentSettings, self.col("agents").find_one({"_id": agent_id})) or AgentSettings(agent_id=agent_id)
 
