@@ -19,13 +19,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from pipeline.store.ports import (
-    AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome, IngestStore,
-    LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore, owned_by_another,
+    AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome,
+    IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore,
+    owned_by_another,
 )
-
-
-class MemoryStore(FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, Protocol):
-    """What memory holds, and the stamps and caches that follow it."""
 
 
 class SessionStore(IngestStore, RunStore, Protocol):
@@ -33,13 +30,14 @@ class SessionStore(IngestStore, RunStore, Protocol):
     and the sweep use together."""
 
 
-class Store(IngestStore, RunStore, MemoryStore, AdminStore, ProvenanceStore, AccessStore, StatsStore):
+class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, AdminStore,
+            ProvenanceStore, AccessStore, StatsStore):
     """Repository methods for every collection of §7: the union of the narrow ports
     (``pipeline.store.ports``), for wiring. A caller that needs some parts only names those."""
 
 
 __all__ = [
     "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
-    "IngestOutcome", "IngestStore", "LeaseStore", "MemoryStore", "ProvenanceStore", "ReflectionCounts",
+    "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts",
     "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "owned_by_another",
 ]
