@@ -2,8 +2,9 @@
 
 Two adapters implement it, the ``sqlite`` package (the embedded default) and the ``mongo``
 package (production), each with one repository module per port (``pipeline.store.ports``),
-and one contract test suite (``tests/pipeline/store/``) runs unchanged against both. Every method documented as *atomic* must stay correct when many processes (SQLite) or
-threads (Mongo) race on it.
+and one contract test suite (``tests/pipeline/store/``) runs unchanged against both. Every
+method documented as *atomic* must stay correct when many processes (SQLite) or threads
+(Mongo) race on it.
 
 Conventions:
 - every "now" is passed in by the caller (the clock port), never read inside the store;

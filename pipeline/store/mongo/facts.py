@@ -51,25 +51,24 @@ class MongoFacts(FactStore):
                 # The live holder was retired in between: its text is free again.
         raise RuntimeError(f"insert_fact: the text of {fact.fact_id!r} kept changing hands; gave up")
 
-    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
-        u = update
-
-        def change(fact: Fact) -> dict | None:
-            if any(entry.run_id == u.run_id for entry in fact.history):
+    def update_fact(self, fact_id: str, change: FactUpdate) -> bool:
+        def patch(fact: Fact) -> dict | None:
+            if any(entry.run_id == change.run_id for entry in fact.history):
                 return None  # this run's UPDATE is already applied
-            entry, opened = c.closed_version(fact, u.now, u.valid_from, u.run_id)
-            said = u.source_text or fact.source_text
-            updated = fact.model_copy(update={"content": u.content, "history": [*fact.history, entry],
+            entry, opened = c.closed_version(fact, change.now, change.valid_from, change.run_id)
+            said = change.source_text or fact.source_text
+            updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
                                               "source_text": said})
-            return {"$set": {"content": u.content, "hash": u.hash,
-                             "embedding": None if u.embedding is None else [float(x) for x in u.embedding],
-                             "embedding_model": u.embedding_model, "updated_at": c.utc(u.now), "valid_from": opened,
+            return {"$set": {"content": change.content, "hash": change.hash,
+                             "embedding": None if change.embedding is None else [float(x) for x in change.embedding],
+                             "embedding_model": change.embedding_model, "updated_at": c.utc(change.now),
+                             "valid_from": opened,
                              "source_text": said, SEARCH_TEXT: updated.search_text},
                     "$inc": {"version": 1}, "$push": {"history": entry.model_dump()},
-                    "$addToSet": {"source_message_ids": {"$each": list(u.source_message_ids)},
-                                  "source_user_ids": {"$each": list(u.source_user_ids)}}}
+                    "$addToSet": {"source_message_ids": {"$each": list(change.source_message_ids)},
+                                  "source_user_ids": {"$each": list(change.source_user_ids)}}}
 
-        return self._change_live_fact(fact_id, u.expected_version, change)
+        return self._change_live_fact(fact_id, change.expected_version, patch)
 
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,

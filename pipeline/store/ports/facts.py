@@ -63,7 +63,7 @@ class FactStore(Protocol):
         one stays as it was. Racing inserts of one text leave one live fact."""
 
     @abc.abstractmethod
-    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
+    def update_fact(self, fact_id: str, change: FactUpdate) -> bool:
         """UPDATE effect: new content, ``version`` + 1, ``updated_at`` = now, previous text
         appended to ``history`` (with ``run_id``) with its validity closed at ``valid_from``
         (the new text's source message time, default now), which opens the new text's, and

@@ -69,30 +69,29 @@ class SQLiteFacts(FactStore):
             self._put_fact(conn, fact, insert=True)
             return True, fact.fact_id
 
-    def update_fact(self, fact_id: str, update: FactUpdate) -> bool:
-        u = update
+    def update_fact(self, fact_id: str, change: FactUpdate) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
             if fact is None or fact.retired_at is not None:
                 return False
-            if any(entry.run_id == u.run_id for entry in fact.history):
+            if any(entry.run_id == change.run_id for entry in fact.history):
                 return False
-            if u.expected_version is not None and fact.version != u.expected_version:
+            if change.expected_version is not None and fact.version != change.expected_version:
                 return False
             clash = conn.execute(
                 f"SELECT 1 FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key = ? AND hash = ? "
-                "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, u.hash, fact_id),
+                "AND retired_at IS NULL AND fact_id != ?", (fact.agent_id, fact.scope_key, change.hash, fact_id),
             ).fetchone()
             if clash:
                 return False
-            entry, opened = c.closed_version(fact, u.now, u.valid_from, u.run_id)
+            entry, opened = c.closed_version(fact, change.now, change.valid_from, change.run_id)
             self._put_fact(conn, fact.model_copy(update={
-                "content": u.content, "hash": u.hash, "embedding": u.embedding, "embedding_model": u.embedding_model,
-                "version": fact.version + 1, "history": [*fact.history, entry], "updated_at": c.utc(u.now),
-                "valid_from": opened,
-                "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *u.source_message_ids])),
-                "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *u.source_user_ids])),
-                "source_text": u.source_text or fact.source_text,
+                "content": change.content, "hash": change.hash, "embedding": change.embedding,
+                "embedding_model": change.embedding_model, "version": fact.version + 1,
+                "history": [*fact.history, entry], "updated_at": c.utc(change.now), "valid_from": opened,
+                "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *change.source_message_ids])),
+                "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *change.source_user_ids])),
+                "source_text": change.source_text or fact.source_text,
             }), insert=False)
             return True
 
