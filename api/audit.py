@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pipeline.store.port_access import AccessStore
+from pipeline.store.ports.access import AccessStore
 from schemas.access import AuditEntry
 
 

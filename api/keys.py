@@ -12,7 +12,7 @@ from datetime import datetime
 
 from api.audit import audit
 from pipeline.errors import InvalidInput
-from pipeline.store.port_access import AccessStore
+from pipeline.store.ports.access import AccessStore
 from schemas.access import ApiKey, KeyKind, key_digest
 
 PREFIX = "mk_"

@@ -14,6 +14,7 @@ import uuid
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
 from pipeline.formation.screening import guard_for, storable_line
+from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
@@ -86,11 +87,11 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str) 
                        "number or IBAN); memory never stores one", status=422)
     vector = service.embedder.embed([text])
     now = service.clock.now()
-    updated = store.update_fact(
-        fact.fact_id, content=text, hash=text_hash(text), embedding=vector.vectors[0],
+    updated = store.update_fact(fact.fact_id, FactUpdate(
+        content=text, hash=text_hash(text), embedding=vector.vectors[0],
         embedding_model=service.embedder.model, run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now,
-        expected_version=fact.version, sources=((), (user_id,)), source_text="",
-    )
+        expected_version=fact.version, source_user_ids=(user_id,), source_text="",
+    ))
     if not updated:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)

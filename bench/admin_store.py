@@ -75,8 +75,8 @@ def write_bulk(store, docs: dict[str, list]) -> None:
 
 
 def _write_mongo(store, docs) -> None:
-    from pipeline.store._mongo_codec import escape_keys, to_doc
-    from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT
+    from pipeline.store.mongo.codec import escape_keys, to_doc
+    from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT
 
     def raw(name):
         col = store.col(name)

@@ -23,8 +23,8 @@ import sys
 
 import bson
 
-from pipeline.store._mongo_codec import escape_keys, to_doc
-from pipeline.store._mongo_memory import LIVE, SEARCH_TEXT
+from pipeline.store.mongo.codec import escape_keys, to_doc
+from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import (
     CachedContext, ConsolidatedBlob, Fact, FormationRun, Reflection, SessionState, StoredMessage, UsageRecord,

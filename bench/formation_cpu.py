@@ -30,7 +30,7 @@ from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.formation import consolidate_stages, finish, stages
 from pipeline.search.local import LocalFactSearch
-from pipeline.store import _sqlite_db
+from pipeline.store.sqlite import db as sqlite_db
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
 from schemas.settings import Settings
@@ -78,7 +78,7 @@ class Counts:
     def __init__(self) -> None:
         self.on = False
         self.transactions = self.parses = 0
-        self._saved = (_sqlite_db.Database.write, SQLiteStore._run)
+        self._saved = (sqlite_db.Database.write, SQLiteStore._run)
 
     def __enter__(self) -> "Counts":
         write, parse = self._saved
@@ -92,11 +92,11 @@ class Counts:
             counts.parses += counts.on
             return parse(store, conn, run_id)
 
-        _sqlite_db.Database.write, SQLiteStore._run = counted_write, counted_parse
+        sqlite_db.Database.write, SQLiteStore._run = counted_write, counted_parse
         return self
 
     def __exit__(self, *_: object) -> None:
-        _sqlite_db.Database.write, SQLiteStore._run = self._saved
+        sqlite_db.Database.write, SQLiteStore._run = self._saved
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -100,8 +100,8 @@ def load_sqlite(store, batches) -> None:
 
 def load_mongo(store, batches) -> None:
     """Bulk insert into a ``MongoStore``, documents as the store writes them."""
-    from pipeline.store._mongo_codec import to_doc
-    from pipeline.store._mongo_memory import LIVE
+    from pipeline.store.mongo.codec import to_doc
+    from pipeline.store.mongo.facts import LIVE
 
     for batch in batches:
         docs = []

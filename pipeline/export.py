@@ -24,13 +24,13 @@ shared blob, embeddings, and the run records' stage outputs (derived copies). Af
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.footprint import Resting
 from pipeline.forgetting import check_ids
 from pipeline.prompts.consolidation import parse_blob
 from pipeline.search.scoring import tokenize
-from pipeline.store.port import Store
+from pipeline.store.port import BlobStore, ProvenanceStore, ReflectionStore
 from schemas.documents import FormationRun
 
 #: the least share of a reflection's words a bullet must hold to count as where it went
@@ -41,7 +41,12 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def export_user(store: Store, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:
+class ExportReads(ProvenanceStore, ReflectionStore, BlobStore, Protocol):
+    """What an export reads: what rests on the user, and the blobs and reflections of the
+    scopes it touches."""
+
+
+def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:
     """The records of everything stored about ``user_id`` (under ``agent_id``, or every
     agent); see the module doc. Streamed: messages are read as they are written out."""
     check_ids(user_id, agent_id)
@@ -67,7 +72,7 @@ def export_user(store: Store, user_id: str, agent_id: str | None = None) -> Iter
         yield _run_cost(run)
 
 
-def _blobs(store: Store, user_id: str, resting: Resting) -> Iterator[dict[str, Any]]:
+def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[str, Any]]:
     mine: dict[tuple[str, str], list[str]] = {}
     for r in resting.reflections:
         if r.absorbed:

@@ -1,6 +1,6 @@
 """What the store holds about one user, as its provenance queries return it (design §11
 "Provenance and erasure"). Plain values: the store port fills them through indexes
-(``pipeline.store.port_admin``), erasure, its verification and the export read them.
+(``pipeline.store.ports.provenance``), erasure, its verification and the export read them.
 
 - ``Resting``: the facts and reflections resting on a user (their ``source_user_ids`` name
   them, or they are of the user's own scope), or the unattributed ones (no source at all).

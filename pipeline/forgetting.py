@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pipeline import erasure
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
-from pipeline.store.port import Store
+from pipeline.store.port import BlobStore, ProvenanceStore, ReflectionStore, SessionStore, Store
 from schemas.documents import StoredMessage
 from schemas.settings import Settings, get_settings
 
@@ -67,7 +68,12 @@ def check_ids(user_id: str, agent_id: str | None) -> None:
         raise InvalidInput("agent", "an empty agent id; use --all-agents to erase under every agent")
 
 
-def _run_messages(store: Store, items: Resting) -> dict[str, list[StoredMessage]]:
+class ErasureReads(ProvenanceStore, ReflectionStore, BlobStore, SessionStore, Protocol):
+    """What planning and verifying an erasure read: what rests on the user, the blobs and
+    reflections of the scopes it touches, and the messages of the runs that formed them."""
+
+
+def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredMessage]]:
     """run id -> its range's messages, for the items stored without sources whose run is kept."""
     out: dict[str, list[StoredMessage]] = {}
     for item in [*items.facts, *items.reflections]:
@@ -79,7 +85,7 @@ def _run_messages(store: Store, items: Resting) -> dict[str, list[StoredMessage]
     return out
 
 
-def plan_erasure(store: Store, user_id: str, agent_id: str | None = None,
+def plan_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None,
                  run_messages: dict[str, list[StoredMessage]] | None = None) -> erasure.Plan:
     """What erasing ``user_id`` would remove by provenance, changing nothing: the plan an
     operator (or the inspector) looks at first."""
@@ -146,7 +152,7 @@ def forget_user(
     return ForgetResult(user_id, agent_id, {**counts, **found}, list(plan.unattributed_items), sorted(touched))
 
 
-def verify_erasure(store: Store, user_id: str, agent_id: str | None = None, *,
+def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None, *,
                    blob_keys: Iterable[tuple[str, str]] = ()) -> Verification:
     """What still names ``user_id`` under ``agent_id`` (None: any agent): id fields
     (``Store.footprint``), items resting on them by provenance, and among ``blob_keys`` (those

@@ -37,7 +37,7 @@ from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.ingest_results import BatchResult, IngestResult
 from pipeline.rejections import record_failure, record_rejection
-from pipeline.store.port import IngestOutcome, Store
+from pipeline.store.port import IngestOutcome, IngestStore, RunStore, SessionStore
 from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, SessionState, StoredMessage
 from schemas.events import FieldError, MessageAdded, Rejection, SessionEnded, parse_event
@@ -68,14 +68,14 @@ def to_stored_message(event: MessageAdded, now: datetime) -> StoredMessage:
 
 
 def _claim(
-    store: Store, settings: Settings, *, agent_id: str, session_id: str, rule: ClaimRule,
+    store: SessionStore, settings: Settings, *, agent_id: str, session_id: str, rule: ClaimRule,
     reason: Reason, now: datetime,
 ) -> FormationRun | None:
     return claim_run(store, trigger.new_run(session_id, agent_id, reason, now), rule, now, settings.claim_lease_s)
 
 
 def claim_run(
-    store: Store, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
+    store: RunStore, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
 ) -> FormationRun | None:
     """``store.try_claim`` within a ``claim_run`` span whose context the run keeps
     (``trace_context``): every stage of the run becomes a span under it, in the trace of
@@ -92,7 +92,7 @@ def claim_run(
 
 
 def _claim_if_due(
-    event: MessageAdded, session: SessionState, store: Store, settings: Settings, now: datetime
+    event: MessageAdded, session: SessionState, store: SessionStore, settings: Settings, now: datetime
 ) -> FormationRun | None:
     """Claim ``event``'s session when its rule holds on ``session``, the state the store
     returned after ingesting: the session-end rule once the session ended, else the threshold."""
@@ -116,7 +116,7 @@ def _message_result(event: MessageAdded, outcome: IngestOutcome, run: FormationR
     )
 
 
-def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, store: Store, now: datetime) -> IngestResult:
+def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, store: IngestStore, now: datetime) -> IngestResult:
     """Record an event the store refused on ``session_id`` (the session belongs to another
     agent) like an invalid one."""
     rejection = Rejection(event_id=event.event_id, errors=[FieldError(field="session_id", reason=reason)])
@@ -126,7 +126,7 @@ def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, s
 
 
 def ingest_message(
-    event: MessageAdded, store: Store, settings: Settings, now: datetime, raw: Any = None
+    event: MessageAdded, store: SessionStore, settings: Settings, now: datetime, raw: Any = None
 ) -> IngestResult:
     outcome = store.ingest_message(to_stored_message(event, now), now)
     if outcome.status == "rejected":
@@ -135,7 +135,7 @@ def ingest_message(
 
 
 def ingest_messages(
-    events: Sequence[MessageAdded], store: Store, settings: Settings, now: datetime,
+    events: Sequence[MessageAdded], store: SessionStore, settings: Settings, now: datetime,
     raws: Sequence[Any] | None = None,
 ) -> tuple[list[IngestResult], TransientError | None]:
     """Store consecutive messages with one ``Store.ingest_messages``, then claim each session
@@ -167,7 +167,7 @@ def ingest_messages(
 
 
 def end_session(
-    event: SessionEnded, store: Store, settings: Settings, now: datetime, raw: Any = None
+    event: SessionEnded, store: SessionStore, settings: Settings, now: datetime, raw: Any = None
 ) -> IngestResult:
     """Mark the session ended and claim whatever is unformed. Repeating it changes nothing
     once that range is claimed. A session of another agent is left alone and the event is
@@ -194,7 +194,7 @@ def end_session(
     )
 
 
-def session_to_consolidate(store: Store, session_id: str, now: datetime) -> SessionState | None:
+def session_to_consolidate(store: IngestStore, session_id: str, now: datetime) -> SessionState | None:
     """The ended session whose leftover reflection buffers are to be consolidated now, or None:
     an unknown session, or one a live run holds. That run consolidates at its own end (it sees
     ``ended_at``); consolidating now would come before that run's reflections exist."""
@@ -208,7 +208,7 @@ def session_to_consolidate(store: Store, session_id: str, now: datetime) -> Sess
     return None if live else session
 
 
-def ingest_raw_event(raw: Any, store: Store, settings: Settings, clock: Clock) -> IngestResult:
+def ingest_raw_event(raw: Any, store: SessionStore, settings: Settings, clock: Clock) -> IngestResult:
     """Validate and ingest one raw event (dict, JSON text or bytes).
 
     Raises ``TransientError`` only when the store is unavailable; bad input never raises.
@@ -230,7 +230,7 @@ def _span_counts(results: Sequence[IngestResult]) -> dict[str, int]:
 
 
 def _ingest_parsed(
-    raw: Any, event: MessageAdded | SessionEnded | Rejection, store: Store, settings: Settings, now: datetime
+    raw: Any, event: MessageAdded | SessionEnded | Rejection, store: SessionStore, settings: Settings, now: datetime
 ) -> IngestResult:
     if isinstance(event, Rejection):
         return record_rejection(raw, event, store, now)
@@ -239,7 +239,7 @@ def _ingest_parsed(
     return end_session(event, store, settings, now, raw)
 
 
-def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clock: Clock) -> BatchResult:
+def ingest_raw_events(raws: Sequence[Any], store: SessionStore, settings: Settings, clock: Clock) -> BatchResult:
     """Ingest a batch: a bad event is rejected and the rest go on.
 
     Each run of consecutive valid messages is stored in one store call (``ingest_messages``)
@@ -259,7 +259,7 @@ def ingest_raw_events(raws: Sequence[Any], store: Store, settings: Settings, clo
         return batch
 
 
-def _ingest_batch(raws: Sequence[Any], store: Store, settings: Settings, clock: Clock) -> BatchResult:
+def _ingest_batch(raws: Sequence[Any], store: SessionStore, settings: Settings, clock: Clock) -> BatchResult:
     parsed = [parse_event(raw, max_message_bytes=settings.max_message_bytes) for raw in raws]
     batch = BatchResult(results=[])
     index = 0

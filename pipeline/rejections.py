@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.ingest_results import IngestResult
-from pipeline.store.port import Store
+from pipeline.store.port import IngestStore
 from schemas.documents import RejectedEvent
 from schemas.events import FieldError, Rejection
 
@@ -64,7 +64,7 @@ def internal_error_reason(raw: Any, exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {text}"
 
 
-def record_failure(raw: Any, exc: BaseException, store: Store, now: datetime) -> IngestResult:
+def record_failure(raw: Any, exc: BaseException, store: IngestStore, now: datetime) -> IngestResult:
     """Record an event whose ingest failed on an unexpected (programming) error in the
     rejected-events record, with its raw payload, so that an operator sees it and can replay
     it (``memoryctl replay-rejected``) once the cause is fixed. Raises ``TransientError`` when
@@ -76,7 +76,7 @@ def record_failure(raw: Any, exc: BaseException, store: Store, now: datetime) ->
     return record_rejection(raw, rejection, store, now)
 
 
-def record_rejection(raw: Any, rejection: Rejection, store: Store, now: datetime) -> IngestResult:
+def record_rejection(raw: Any, rejection: Rejection, store: IngestStore, now: datetime) -> IngestResult:
     """Store ``rejection`` with the raw payload and the ids it carries, and report the event
     rejected. Raises ``TransientError`` when the store cannot take the record."""
     errors = [{"field": e.field, "reason": e.reason} for e in rejection.errors]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline import context, tracing
 from pipeline.clock import Clock
@@ -25,7 +25,7 @@ from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
 from pipeline.search.hits import FactHit, Found
 from pipeline.search.port import FactSearch, Hit
-from pipeline.store.port import Store
+from pipeline.store.port import AccessStore, FactStore, IngestStore
 from pipeline.threads import shared_pool
 from pipeline.validity import FactVersion, check_as_of
 from pipeline.visibility import read_visibility
@@ -270,8 +270,13 @@ def rank_query(
     return fused, info
 
 
+class SearchReads(FactStore, IngestStore, AccessStore, Protocol):
+    """What a search reads beside the search index: the facts it returns (and their access
+    counts), the agent's settings and session, and the users who switched their memory off."""
+
+
 def search_facts(
-    *, store: Store, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
+    *, store: SearchReads, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
     agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
     debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
     as_of: datetime | None = None, view: context.Visibility | None = None,
@@ -357,7 +362,7 @@ def search_facts(
 
 
 def _live_hits(
-    store: Store, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
+    store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
 ) -> list[FactHit]:
     facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []

@@ -15,7 +15,7 @@ from datetime import datetime
 from pipeline import tracing
 from pipeline.errors import TransientError
 from pipeline.ingest import claim_run
-from pipeline.store.port import Store
+from pipeline.store.port import RunStore, SessionStore
 from pipeline.trigger import cold_rule, new_run
 from schemas.settings import Settings
 
@@ -32,7 +32,7 @@ class SweepResult:
     lost: int = 0  # candidates another claimer got first (or no longer cold)
 
 
-def sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> SweepResult:
+def sweep_cold_sessions(store: SessionStore, settings: Settings, now: datetime) -> SweepResult:
     """Claim every session idle for ``cold_after_s`` with ``min_messages_to_form`` unformed
     messages, in batches of ``sweep_batch_size``, with the cold rule re-checked atomically."""
     with tracing.span("sweep_cold_sessions") as span:
@@ -42,7 +42,7 @@ def sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> Swee
         return result
 
 
-def _sweep_cold_sessions(store: Store, settings: Settings, now: datetime) -> SweepResult:
+def _sweep_cold_sessions(store: SessionStore, settings: Settings, now: datetime) -> SweepResult:
     rule = cold_rule(settings, now)
     result = SweepResult()
     seen: set[str] = set()
@@ -82,7 +82,7 @@ def exhausted_reason(attempts: int, error: str | None) -> str:
     return f"exhausted {attempts} attempts: {error or 'lease expired'}"
 
 
-def retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryResult:
+def retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> RetryResult:
     """Reopen runs whose lease expired and failed runs, within ``max_run_attempts``; a run that
     has used them all is marked ``dead`` with its last error (only an operator replays it).
     A reopened run keeps its trace: its first stage joins the trace stored on it."""
@@ -93,7 +93,7 @@ def retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryRe
         return result
 
 
-def _retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryResult:
+def _retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> RetryResult:
     result = RetryResult()
     for run in store.find_stale_runs(now, settings.sweep_batch_size):
         if run.attempts >= settings.max_run_attempts:
@@ -110,7 +110,7 @@ def _retry_stale_runs(store: Store, settings: Settings, now: datetime) -> RetryR
     return result
 
 
-def start_runs(store: Store, run_ids: Sequence[str], start: Callable[[str], None], now: datetime) -> None:
+def start_runs(store: RunStore, run_ids: Sequence[str], start: Callable[[str], None], now: datetime) -> None:
     """Start each claimed run with ``start(run_id)`` (its first stage's send).
 
     A run whose start fails (the broker did not take it) would stay ``claimed``, its session

@@ -1,7 +1,7 @@
 """Thread pools that live as long as their process, one per purpose.
 
 A pool made per call starts fresh threads every time, and whatever a thread opens for itself
-(a SQLite connection per thread, see ``pipeline.store._sqlite_db``) is opened again by each
+(a SQLite connection per thread, see ``pipeline.store.sqlite.db``) is opened again by each
 of them. A pool made at import is inherited by a forked worker process with threads that do
 not exist there. ``shared_pool`` makes each pool once per process, on first use.
 """

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pipeline.formation.dedup import new_fact_id
 from pipeline.formation.facts import NewFact
@@ -37,13 +38,18 @@ from pipeline.formation.provenance import Provenance
 from pipeline.formation.scopes import ScopePlan
 from pipeline.formation.screening import session_user_ids, storable_line
 from pipeline.formation.secrets import SecretGuard
-from pipeline.store.port import Store
+from pipeline.store.port import FactStore, FactUpdate, IngestStore, LeaseStore, RunStore
 from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
 
 
+class EffectStore(FactStore, IngestStore, LeaseStore, RunStore, Protocol):
+    """What applying the fact effects of a run uses: the facts, the run's messages (when each
+    text was said), the scope stamps, and the run's notes."""
+
+
 def apply(
-    store: Store, run: FormationRun, output: DecideFactsOutput, *, now: datetime, plan: ScopePlan,
+    store: EffectStore, run: FormationRun, output: DecideFactsOutput, *, now: datetime, plan: ScopePlan,
     new_facts: Sequence[NewFact], vectors: Sequence[Sequence[float]], sources: Sequence[Provenance],
     message_ids: Sequence[str], guard: SecretGuard,
 ) -> None:
@@ -117,13 +123,13 @@ def apply(
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
-            if store.update_fact(
-                effect.fact_id, content=effect.text, hash=effect.hash,
-                embedding=output.merged_vector(index), embedding_model=model,
+            if store.update_fact(effect.fact_id, FactUpdate(
+                content=effect.text, hash=effect.hash, embedding=output.merged_vector(index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
-                sources=(source_ids(index), message_sources(source_ids(index), claimed)),
+                source_message_ids=source_ids(index),
+                source_user_ids=message_sources(source_ids(index), claimed),
                 source_text=source_text(index, effect.scope_key),
-            ):
+            )):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")
             if note:
@@ -161,7 +167,7 @@ def _said_at(
     return at
 
 
-def _said_later(store: Store, fact_id: str, said: datetime) -> datetime | None:
+def _said_later(store: FactStore, fact_id: str, said: datetime) -> datetime | None:
     """When the live fact an UPDATE names became valid, if that is after ``said`` (the new
     statement's time): the stored text is the newer one. None otherwise."""
     found = store.get_facts([fact_id])
@@ -171,7 +177,7 @@ def _said_later(store: Store, fact_id: str, said: datetime) -> datetime | None:
     return fact.valid_from if fact.valid_from > said else None
 
 
-def _changed_meanwhile(store: Store, run: FormationRun, effect: Update | Retire, action: str) -> dict | None:
+def _changed_meanwhile(store: FactStore, run: FormationRun, effect: Update | Retire, action: str) -> dict | None:
     """The note when the fact an UPDATE or DELETE names is no longer as decided on: retired
     (by another run, or erased) or changed by another run since the decision. None when this
     run's own earlier apply (a rerun) or a text already live in the scope explains why the

@@ -43,7 +43,7 @@ from pipeline.formation import outputs
 from pipeline.errors import LeaseLost, PermanentError, StoreUnavailable, TransientError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
-from pipeline.store.port import Store
+from pipeline.store.port import RunStore, Store
 from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
 from schemas.settings import LEASE_RENEWAL_SLACK_S, Settings
 
@@ -178,7 +178,7 @@ Compute = Callable[[FormationRun, Usage], BaseModel]
 Apply = Callable[[FormationRun, Any], None]
 
 
-def load_run(store: Store, run_id: str) -> FormationRun:
+def load_run(store: RunStore, run_id: str) -> FormationRun:
     run = store.get_run(run_id)
     if run is None:
         raise RunNotFound(f"formation run {run_id!r} does not exist")
@@ -234,7 +234,7 @@ def run_stage(
     return StageResult(run, output, reused=reused, record=done, value=value)
 
 
-def still_active(store: Store, run_id: str) -> bool:
+def still_active(store: RunStore, run_id: str) -> bool:
     """Whether the run is still claimed or running: not erased, failed, finished or gone (its
     status alone is read, not the run and its stage outputs)."""
     return store.run_status(run_id) in ("claimed", "running")

@@ -19,7 +19,7 @@ from pipeline import tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import TransientError
 from pipeline.search.local import LocalFactSearch
-from pipeline.store.port_memory import FactCandidate, MemoryStore
+from pipeline.store.port import FactCandidate, FactStore
 from pipeline.validity import FactVersion, version_at
 
 log = logging.getLogger("memory.search")
@@ -45,7 +45,7 @@ class _ValidThen:
 
 
 def search_as_of(
-    store: MemoryStore, embedder: Embedder | None, agent_id: str, scope_keys: Sequence[str], when: datetime,
+    store: FactStore, embedder: Embedder | None, agent_id: str, scope_keys: Sequence[str], when: datetime,
 ) -> tuple[LocalFactSearch, dict[str, FactVersion], str | None]:
     """A search over the versions of ``scope_keys`` valid at ``when``, those versions by fact
     id, and why replaced texts could not be embedded (None when they were, or there were none)."""

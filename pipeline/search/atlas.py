@@ -47,7 +47,7 @@ from typing import Any
 
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
-from pipeline.store._mongo_unavailable import unavailable
+from pipeline.store.mongo.unavailable import unavailable
 from pipeline.store._unavailable import translating
 
 VECTOR_INDEX = "memory_facts_vector"
@@ -56,7 +56,7 @@ EMBEDDING_PATH = "embedding"
 #: the text the text branch analyses (``Fact.search_text``, stored by the Mongo adapter)
 TEXT_PATH = "search_text"
 ANALYZER = "memoryText"
-#: the store's boolean "not retired" flag (``pipeline.store._mongo_memory.LIVE``)
+#: the store's boolean "not retired" flag (``pipeline.store.mongo.facts.LIVE``)
 LIVE_PATH = "live"
 #: every path either index is filtered on (the vector index declares each as ``filter``)
 FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", LIVE_PATH)
@@ -210,7 +210,7 @@ class AtlasFactSearch(FactSearch):
         return cls(store.col("facts"))
 
     def _run(self, pipeline: list[dict[str, Any]]) -> list[Hit]:
-        # The same translation as the Mongo store's (``store/_mongo_unavailable.py``): during
+        # The same translation as the Mongo store's (``store/mongo/unavailable.py``): during
         # a failover a search raises ``StoreUnavailable``, which a formation stage retries and
         # an agent can tell from a bug, not a raw driver error. The cursor is drained inside,
         # since a later batch can fail too.

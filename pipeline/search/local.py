@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
 from pipeline.search.segment import QUANTIZE_MIN, Segment
 from pipeline.search.segment_files import SegmentFiles
-from pipeline.store.port_memory import MemoryStore
+from pipeline.store.port import FactStore, LeaseStore
 
 #: memory the cached segments of one process may hold (least recently used goes first)
 DEFAULT_CACHE_MB = 512
@@ -41,11 +42,16 @@ BACKGROUND_REBUILD_MIN = 20_000
 log = logging.getLogger("memory.search")
 
 
+class SegmentSource(FactStore, LeaseStore, Protocol):
+    """What the local search reads: the candidate facts of a scope key, and the scope stamps
+    that say when a segment built from them is stale."""
+
+
 class LocalFactSearch(FactSearch):
     """Exact, vectorized search over the store's pre-filtered candidates."""
 
     def __init__(
-        self, store: MemoryStore, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
+        self, store: SegmentSource, *, cache: bool = True, cache_mb: float = DEFAULT_CACHE_MB,
         background_min: int = BACKGROUND_REBUILD_MIN, blas_threads: int | None = 1,
         quantize_min: int = QUANTIZE_MIN, scan_threads: int = 1, segment_dir: str | None = None,
     ) -> None:

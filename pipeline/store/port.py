@@ -1,9 +1,10 @@
 """The store port (design §7): repository methods, with no query dicts leaking into the domain.
 
-Two adapters implement it, ``sqlite.py`` (the embedded default) and ``mongo.py`` (production),
-and one contract test suite (``tests/pipeline/store/test_contract.py``) runs unchanged against
-both. Every method documented as *atomic* must stay correct when many processes (SQLite) or
-threads (Mongo) race on it.
+Two adapters implement it, the ``sqlite`` package (the embedded default) and the ``mongo``
+package (production), each with one repository module per port (``pipeline.store.ports``),
+and one contract test suite (``tests/pipeline/store/``) runs unchanged against both. Every
+method documented as *atomic* must stay correct when many processes (SQLite) or threads
+(Mongo) race on it.
 
 Conventions:
 - every "now" is passed in by the caller (the clock port), never read inside the store;
@@ -16,20 +17,28 @@ Conventions:
 
 from __future__ import annotations
 
-from pipeline.store.port_access import AccessStore
-from pipeline.store.port_admin import AdminStore
-from pipeline.store.port_ingest import IngestOutcome, IngestStore, owned_by_another
-from pipeline.store.port_memory import FactCandidate, MemoryStore
-from pipeline.store.port_runs import RunStore
-from pipeline.store.port_stats import CostRow, ReflectionCounts, StatsStore
+from typing import Protocol
+
+from pipeline.store.ports import (
+    AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome,
+    IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore,
+    owned_by_another,
+)
 
 
-class Store(IngestStore, RunStore, MemoryStore, AdminStore, AccessStore, StatsStore):
-    """Repository methods for every collection of §7: the union of the five ports, for wiring.
-    A caller that needs one part only takes that port."""
+class SessionStore(IngestStore, RunStore, Protocol):
+    """Sessions with their messages, and the runs that claim them: what ingest, the trigger
+    and the sweep use together."""
+
+
+class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, AdminStore,
+            ProvenanceStore, AccessStore, StatsStore):
+    """Repository methods for every collection of §7: the union of the narrow ports
+    (``pipeline.store.ports``), for wiring. A caller that needs some parts only names those."""
 
 
 __all__ = [
-    "AccessStore", "AdminStore", "CostRow", "FactCandidate", "IngestOutcome", "IngestStore",
-    "MemoryStore", "ReflectionCounts", "RunStore", "StatsStore", "Store", "owned_by_another",
+    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
+    "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts",
+    "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "owned_by_another",
 ]

@@ -77,9 +77,9 @@ def test_the_defaults_and_limits_that_agree_are_accepted():
 @pytest.fixture
 def fast_mongo_timeouts(monkeypatch):
     from ops.commands import migrate
-    from pipeline.store import mongo
+    from pipeline.store.mongo import store as mongo_store
 
-    monkeypatch.setattr(mongo, "TIMEOUTS_MS", {k: 300 for k in mongo.TIMEOUTS_MS})
+    monkeypatch.setattr(mongo_store, "TIMEOUTS_MS", {k: 300 for k in mongo_store.TIMEOUTS_MS})
     monkeypatch.setattr(migrate, "MONGO_TIMEOUT_MS", 300)
 
 

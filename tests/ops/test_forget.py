@@ -13,6 +13,7 @@ from pipeline.clock import FrozenClock
 from pipeline.errors import InvalidInput
 from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
+from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash
 from schemas.documents import (
     CachedContext,
@@ -91,8 +92,9 @@ def _populate(store, settings, clock) -> None:
         key = scope_key("user", user_id=user)
         store.insert_fact(Fact(fact_id=f"f-{agent}-{user}", agent_id=agent, scope="user", user_id=user, scope_key=key,
                                content=text, hash=text_hash(text), source_session_id="s", formed_at=now))
-    store.update_fact(f"f-a1-{GONE}", content="Passport PX-93817-QUOKKA, born in Tromso", hash=text_hash("p2"),
-                      embedding=None, embedding_model=None, run_id="r-upd", now=now)
+    store.update_fact(f"f-a1-{GONE}", FactUpdate(
+        content="Passport PX-93817-QUOKKA, born in Tromso", hash=text_hash("p2"), embedding=None,
+        embedding_model=None, run_id="r-upd", now=now))
     store.insert_fact(Fact(fact_id="f-agent", agent_id="a1", scope="agent", scope_key="agent",
                            content="The offsite is in Lisbon", hash=text_hash("The offsite is in Lisbon"), formed_at=now))
     store.insert_reflections([

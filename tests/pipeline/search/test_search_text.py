@@ -8,6 +8,7 @@ import pytest
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.local import LocalEmbedder
 from pipeline.service import MemoryService
+from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash
 from schemas.settings import Settings
 from tests.support.documents import T0, fact
@@ -56,9 +57,10 @@ def test_where_someone_lives_now_finds_the_corrected_residence_before_facts_that
                               "Tom and Priya are joining the launch planning"]):
         _remember(store, embedder, f"agent{i}", text, user=None)
     moved = "Maya Chen moved from Lisbon to Porto last weekend"
-    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=embedder.embed([moved]).vectors[0],
+    assert store.update_fact("home", FactUpdate(
+                             content=moved, hash=text_hash(moved), embedding=embedder.embed([moved]).vectors[0],
                              embedding_model=embedder.model, run_id="r2", now=NOW,
-                             source_text="Maya Chen: Quick update about me: I moved from Lisbon to Porto last weekend.")
+                             source_text="Maya Chen: Quick update about me: I moved from Lisbon to Porto last weekend."))
     store.bump_scope_versions("a1", ["user:u1"])
     found = _search(store, embedder, "Where does Maya live now?")
     assert found[0]["content"] == moved

@@ -112,7 +112,7 @@ def test_run_field_patches_check_values_and_keep_the_queried_columns(store, clai
 
 
 def test_mongo_begin_stage_parses_the_run_once_and_setting_fields_reads_none(monkeypatch):
-    from pipeline.store import _mongo_runs
+    from pipeline.store.mongo import runs as mongo_runs
     from pipeline.store.mongo import MongoStore
     from tests.support.mongo_emulation import emulated_database
 
@@ -121,8 +121,8 @@ def test_mongo_begin_stage_parses_the_run_once_and_setting_fields_reads_none(mon
     for n in (1, 2, 3):
         store.ingest_message(message(n), at(n))
     store.try_claim("s1", ANY, run("r1"), at(10), 60)
-    parsed, parse = [], _mongo_runs.run_from
-    monkeypatch.setattr(_mongo_runs, "run_from", lambda doc: parsed.append(doc) or parse(doc))
+    parsed, parse = [], mongo_runs.run_from
+    monkeypatch.setattr(mongo_runs, "run_from", lambda doc: parsed.append(doc) or parse(doc))
     begun_run, record = store.begin_stage("r1", "extract_facts", at(30), 60)
     assert len(parsed) == 1
     store.update_run_fields("r1", models={"fast": "m"}, scopes_enabled=["user"])

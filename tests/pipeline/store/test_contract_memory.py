@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from pipeline.store.port import FactUpdate
 from pipeline.trigger import ClaimRule
 from pipeline.text import text_hash
 from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent, StageRecord
@@ -56,8 +57,8 @@ def test_update_fact_keeps_history_and_applies_once_per_run(store):
     store.insert_fact(fact("f1", "Alice works at Acme", user="u1", embedding=[1.0, 0.0]))
     new = "Alice works at Globex"
     kwargs = dict(content=new, hash=text_hash(new), embedding=[0.0, 1.0], embedding_model="m1", now=at(5))
-    assert store.update_fact("f1", run_id="r1", **kwargs) is True
-    assert store.update_fact("f1", run_id="r1", **kwargs) is False
+    assert store.update_fact("f1", FactUpdate(run_id="r1", **kwargs)) is True
+    assert store.update_fact("f1", FactUpdate(run_id="r1", **kwargs)) is False
     (got,) = store.get_facts(["f1"])
     assert (got.content, got.version, got.embedding, got.hash) == (new, 2, [0.0, 1.0], text_hash(new))
     assert [(h.content, h.version, h.run_id, h.changed_at) for h in got.history] == [
@@ -69,21 +70,21 @@ def test_update_fact_refuses_a_retired_fact_and_a_hash_taken_in_the_scope(store)
     store.insert_fact(fact("f1", "A is 1"))
     store.insert_fact(fact("f2", "B is 2"))
     taken = dict(content="B is 2", hash=text_hash("B is 2"), embedding=None, embedding_model=None, now=at(1))
-    assert store.update_fact("f1", run_id="r1", **taken) is False
+    assert store.update_fact("f1", FactUpdate(run_id="r1", **taken)) is False
     assert store.retire_fact("f2", at(2), "r1") is True
     new = dict(content="B is 3", hash=text_hash("B is 3"), embedding=None, embedding_model=None, now=at(3))
-    assert store.update_fact("f2", run_id="r2", **new) is False
-    assert store.update_fact("missing", run_id="r2", **new) is False
+    assert store.update_fact("f2", FactUpdate(run_id="r2", **new)) is False
+    assert store.update_fact("missing", FactUpdate(run_id="r2", **new)) is False
 
 
 def test_update_and_retire_refuse_a_fact_changed_since_the_version_decided_on(store):
     store.insert_fact(fact("f1", "Alice works at Acme"))
     one = dict(content="Alice works at Globex", hash=text_hash("Alice works at Globex"), embedding=None,
                embedding_model=None, now=at(1))
-    assert store.update_fact("f1", run_id="r1", expected_version=1, **one) is True
+    assert store.update_fact("f1", FactUpdate(run_id="r1", expected_version=1, **one)) is True
     two = dict(content="Alice works at Initech", hash=text_hash("Alice works at Initech"), embedding=None,
                embedding_model=None, now=at(2))
-    assert store.update_fact("f1", run_id="r2", expected_version=1, **two) is False
+    assert store.update_fact("f1", FactUpdate(run_id="r2", expected_version=1, **two)) is False
     assert store.retire_fact("f1", at(3), "r3", expected_version=1) is False
     (got,) = store.get_facts(["f1"])
     assert (got.content, got.version, got.retired_at) == ("Alice works at Globex", 2, None)
@@ -124,7 +125,7 @@ def test_update_fact_may_take_the_text_of_a_retired_fact(store):
     store.retire_fact("f1", at(1), "r1")
     back = dict(content="The budget is 10", hash=text_hash("The budget is 10"), embedding=None,
                 embedding_model=None, now=at(2))
-    assert store.update_fact("f2", run_id="r2", **back) is True
+    assert store.update_fact("f2", FactUpdate(run_id="r2", **back)) is True
     assert store.find_fact_by_hash("a1", "agent", text_hash("The budget is 10")).fact_id == "f2"
 
 
@@ -166,8 +167,9 @@ def test_search_candidates_read_the_content_its_former_texts_and_the_words_of_it
     texts = {c.fact_id: c.content for c in store.search_candidates("a1", ["user:u1"], "m1")}
     assert texts == {"home": "Maya lives in Lisbon\nMaya: I live in Lisbon, near the river", "old": "Maya likes tea"}
     moved = "Maya moved to Porto"
-    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=[1.0, 0.0], embedding_model="m1",
-                             run_id="r2", now=at(60), source_text="Maya: I moved to Porto last weekend") is True
+    assert store.update_fact("home", FactUpdate(
+                             content=moved, hash=text_hash(moved), embedding=[1.0, 0.0], embedding_model="m1",
+                             run_id="r2", now=at(60), source_text="Maya: I moved to Porto last weekend")) is True
     (candidate,) = [c for c in store.search_candidates("a1", ["user:u1"], "m1") if c.fact_id == "home"]
     assert candidate.content == "Maya moved to Porto\nMaya lives in Lisbon\nMaya: I moved to Porto last weekend"
     (got,) = store.get_facts(["home"])
@@ -187,8 +189,9 @@ def test_recent_facts_follow_the_latest_change_so_an_old_fact_corrected_today_co
     store.insert_fact(fact("pet", "Alice has a cat", user="u1", formed=at(0)))
     assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["pet"]
     moved = "Alice moved to city B"
-    assert store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
-                             run_id="r2", now=at(60), valid_from=at(30)) is True
+    assert store.update_fact("home", FactUpdate(
+                             content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                             run_id="r2", now=at(60), valid_from=at(30))) is True
     got = store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)
     assert [(f.fact_id, f.content, f.updated_at, f.formed_at) for f in got] == [
         ("home", moved, at(60), month_ago), ("pet", "Alice has a cat", at(0), at(0))]
@@ -199,8 +202,9 @@ def test_an_update_closes_the_old_versions_validity_and_opens_the_new_ones(store
     store.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=at(0)).model_copy(
         update={"valid_from": at(-5)}))
     moved = "Alice moved to city B"
-    store.update_fact("home", content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
-                      run_id="r2", now=at(100), valid_from=at(90))
+    store.update_fact("home", FactUpdate(
+                      content=moved, hash=text_hash(moved), embedding=None, embedding_model=None,
+                      run_id="r2", now=at(100), valid_from=at(90)))
     (got,) = store.get_facts(["home"])
     assert (got.valid_from, got.valid_to, got.updated_at) == (at(90), None, at(100))
     assert [(h.content, h.valid_from, h.valid_to, h.changed_at) for h in got.history] == [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from pipeline.erasure import Plan
+from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, RejectedEvent, scope_key
 
@@ -27,8 +28,9 @@ def test_resting_on_follows_inserts_updates_and_deletes(store):
     assert [f.fact_id for f in store.unattributed().facts] == ["f3"]
 
     # u2's correction UPDATEs u1's fact: it rests on both now
-    assert store.update_fact("f1", content="The venue is Okapi Hall", hash=text_hash("okapi"), embedding=None,
-                             embedding_model=None, run_id="r2", now=NOW, sources=(["m9"], ["u2"]))
+    assert store.update_fact("f1", FactUpdate(
+        content="The venue is Okapi Hall", hash=text_hash("okapi"), embedding=None, embedding_model=None,
+        run_id="r2", now=NOW, source_message_ids=["m9"], source_user_ids=["u2"]))
     assert sorted(f.fact_id for f in store.resting_on("u2").facts) == ["f1", "f2"]
     assert store.set_item_sources("facts", "f3", ["u3"], ["m1"]) is True
     assert store.set_item_sources("facts", "f3", ["u4"], ["m2"]) is False  # only items without sources

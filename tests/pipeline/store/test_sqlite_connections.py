@@ -51,7 +51,7 @@ def test_a_pool_of_many_live_threads_shares_a_bounded_set_of_connections(tmp_pat
     called it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipeline.store._sqlite_pool import MAX_CONNECTIONS
+    from pipeline.store.sqlite.pool import MAX_CONNECTIONS
 
     store = SQLiteStore(str(tmp_path / "memory.db"))
     store.create_indexes()

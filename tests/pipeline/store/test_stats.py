@@ -182,7 +182,7 @@ def _bulk_runs(store, runs: int) -> None:
             for run in docs:
                 store.put_run_row(conn, run)
     else:
-        from pipeline.store._mongo_codec import escape_keys, to_doc
+        from pipeline.store.mongo.codec import escape_keys, to_doc
 
         store.col("runs").insert_many([escape_keys(to_doc(run, run.run_id)) for run in docs])
 

@@ -16,8 +16,8 @@ from pymongo.errors import (
 )
 
 from pipeline.errors import StoreUnavailable, TransientError
-from pipeline.store._mongo_unavailable import unavailable as mongo_unavailable
-from pipeline.store._sqlite_db import unavailable as sqlite_unavailable
+from pipeline.store.mongo.unavailable import unavailable as mongo_unavailable
+from pipeline.store.sqlite.db import unavailable as sqlite_unavailable
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings

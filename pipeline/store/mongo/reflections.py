@@ -1,0 +1,53 @@
+"""Mongo store, reflections: buffered per scope key until a consolidation absorbs them.
+A repository of ``MongoStore`` (``self.col``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from pymongo import ASCENDING
+
+from pipeline.store import _common as c
+from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.ports.reflections import ReflectionStore
+from schemas.documents import Reflection
+
+_OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
+
+
+class MongoReflections(ReflectionStore):
+    col: Callable
+
+    def insert_reflections(self, reflections: Sequence[Reflection]) -> int:
+        new = 0
+        for r in reflections:
+            try:
+                self.col("reflections").insert_one(to_doc(r, r.reflection_id))
+                new += 1
+            except DuplicateKeyError:
+                pass  # already stored by an earlier attempt of the same stage
+        return new
+
+    def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
+        docs = self.col("reflections").find({"agent_id": agent_id, "scope_key": scope_key, "absorbed": False},
+                                            sort=_OLDEST, limit=limit or 0)
+        return [from_doc(Reflection, d) for d in docs]
+
+    def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        col = self.col("reflections")
+        return {key: col.count_documents({"agent_id": agent_id, "scope_key": key, "absorbed": False})
+                for key in scope_keys}
+
+    def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
+        result = self.col("reflections").update_many(
+            {"_id": {"$in": list(dict.fromkeys(reflection_ids))}, "absorbed": False},
+            {"$set": {"absorbed": True, "absorbed_at": c.utc(now), "consolidated_into": blob_version}},
+        )
+        return result.modified_count
+
+    def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]:
+        query: dict = {"agent_id": agent_id, "scope_key": scope_key}
+        if not include_absorbed:
+            query["absorbed"] = False
+        return [from_doc(Reflection, d) for d in self.col("reflections").find(query, sort=_OLDEST)]

@@ -1,0 +1,47 @@
+"""The admin port (design §7): lifecycle, erasure and dumps.
+
+What operators' commands, maintenance tasks and audits need; part of
+``pipeline.store.port.Store``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Protocol
+
+from pipeline.erasure import Plan
+
+
+class AdminStore(Protocol):
+    """Indexes, closing, erasure and whole-store dumps."""
+
+    @abc.abstractmethod
+    def create_indexes(self) -> list[str]:
+        """Create every index (unique keys included), idempotently. Returns their names."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+        """Delete everything of a user (under one agent, or all): user facts (history with
+        them), user reflections and blobs, the user's messages, rejected events that name them,
+        context caches, and their id in session user lists. A session where they were the only
+        human goes whole (messages, session memory, finished runs; a run in flight is emptied
+        and ends ``erased``); a group session keeps the others' and the assistant's messages
+        and its session memory, loses its finished runs that name the user, and an unfinished
+        one is emptied and failed, to be formed again without them. Items of other scopes
+        formed from the user's messages are removed by provenance (``erase_memory``). Other
+        users' data is untouched. Returns counts per collection."""
+
+    @abc.abstractmethod
+    def erase_memory(self, plan: Plan) -> None:
+        """Execute the removal part of a ``pipeline.erasure.Plan``: delete its facts (history
+        with them), reflections and blobs, move the stamps of the scope keys it changed, and
+        delete the cached contexts of every agent it changed (one may quote a removed item).
+        Idempotent: what is already gone is skipped."""
+
+    @abc.abstractmethod
+    def dump_all(self) -> dict[str, list[dict]]:
+        """Every stored document/row as plain dicts, per collection: for audits and tests
+        only. It reads the whole store: no production path calls it (a test checks)."""

@@ -1,0 +1,29 @@
+"""The lease and stamp port (design §7): named leases (one consolidation per scope key, ...)
+and the version stamps of scope keys that invalidate caches. Part of
+``pipeline.store.port.Store``."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+
+class LeaseStore(Protocol):
+    """Named leases and scope version stamps."""
+
+    @abc.abstractmethod
+    def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+        """A named lease (one consolidation per scope key, ...): True if ``holder`` now holds it
+        (free, expired, or already held by ``holder``)."""
+
+    @abc.abstractmethod
+    def release_lease(self, name: str, holder: str) -> None: ...
+
+    @abc.abstractmethod
+    def bump_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> None: ...
+
+    @abc.abstractmethod
+    def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
+        """Current stamp per scope key (0 when never bumped)."""

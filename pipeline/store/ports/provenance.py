@@ -1,0 +1,55 @@
+"""The provenance port (design §11 "Provenance and erasure"): what rests on one user, read
+through indexes, so that its cost grows with what the user has, not with the store. Export,
+erasure and its verification read it. Part of ``pipeline.store.port.Store``."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from typing import Protocol
+
+from pipeline.footprint import Footprint, Resting
+from schemas.documents import ConsolidatedBlob, FormationRun, StoredMessage
+
+
+class ProvenanceStore(Protocol):
+    """Provenance queries; ``agent_id`` None: every agent."""
+
+    @abc.abstractmethod
+    def resting_on(self, user_id: str, agent_id: str | None = None) -> Resting:
+        """Facts (retired ones included, with their history) and reflections whose
+        ``source_user_ids`` name the user, or that are of the user's own scope."""
+
+    @abc.abstractmethod
+    def unattributed(self, agent_id: str | None = None) -> Resting:
+        """Facts and reflections outside user scopes with no source user at all (stored
+        before provenance, or migrated without one)."""
+
+    @abc.abstractmethod
+    def unexplained_blobs(self, agent_id: str | None = None) -> list[ConsolidatedBlob]:
+        """Blobs outside user scopes holding text that no merge of reflections made (no
+        ``last_run_id``, no ``absorbing_ids``: v1 shard text)."""
+
+    @abc.abstractmethod
+    def footprint(self, user_id: str, agent_id: str | None = None) -> Footprint:
+        """How many documents still name the user in an id field, per ``collection.field``
+        (``pipeline.user_ids``), and the leases of the user's scope."""
+
+    @abc.abstractmethod
+    def rejected_naming(self, user_id: str, agent_id: str | None = None) -> list[str]:
+        """Ids of the rejected events whose raw payload names the user
+        (``pipeline.user_ids.raw_names_user``); those of no known agent count under every agent."""
+
+    @abc.abstractmethod
+    def user_messages(self, user_id: str, agent_id: str | None = None) -> Iterator[StoredMessage]:
+        """The messages the user sent, in ingest order, streamed."""
+
+    @abc.abstractmethod
+    def user_runs(self, user_id: str, agent_id: str | None = None) -> list[FormationRun]:
+        """The formation runs whose ``user_ids`` name the user, oldest first."""
+
+    @abc.abstractmethod
+    def set_item_sources(self, kind: str, item_id: str, user_ids: list[str], message_ids: list[str]) -> bool:
+        """Record the sources derived for an item stored without them (``kind``: ``facts`` or
+        ``reflections``); its ``source_message_ids`` are set only where it has none. Only an
+        item with no ``source_user_ids`` changes: True when it did."""
