@@ -14,7 +14,7 @@ load average and the aims (≤ 2× growth from the smallest size, forget/export 
 
 ``--mongo`` adds the MongoDB emulation at the first size. It is slow, so it is measured by the
 documents its queries examine (planned from the declared indexes as MongoDB plans them,
-``tests/support/mongo_explain.py``), not by time: per operation the queries, the documents
+``testkit/mongo_explain.py``), not by time: per operation the queries, the documents
 examined and matched, and the worst ratio of examined to (matched + 10).
 """
 
@@ -111,8 +111,8 @@ def mongo_examined(facts: int) -> dict:
     from pipeline.forgetting import forget_user, verify_erasure
     from pipeline.llm.offline import OfflineLLM
     from pipeline.store.mongo import MongoStore
-    from tests.support.mongo_emulation import emulated_database
-    from tests.support.mongo_explain import EXPLAIN
+    from testkit.mongo_emulation import emulated_database
+    from testkit.mongo_explain import EXPLAIN
 
     settings = _settings(Path("unused.db"))
     store = MongoStore(emulated_database())

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from tests.support.procs import RedisServer, WorkerProcess
+from testkit.procs import RedisServer, WorkerProcess
 
 BATCH = 100
 PATHS = ("batch", "raw", "single", "noop")

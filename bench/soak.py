@@ -36,8 +36,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tests.support.procstat import open_handles, rss_mb
-from tests.support.procs import REPO_ROOT, RedisServer, WorkerProcess
+from testkit.procstat import open_handles, rss_mb
+from testkit.procs import REPO_ROOT, RedisServer, WorkerProcess
 
 #: the LoCoMo development data beside the repository (``shared/`` next to it, or one level up
 #: from a worktree)
@@ -51,7 +51,7 @@ WARM_UP_S = 60.0
 
 def compose_workers(path: Path = REPO_ROOT / "docker-compose.yml") -> list[dict]:
     """(name, queues, pool, concurrency) of each ``worker-*`` service, prefork capped at the cores."""
-    from tests.reliability.scenarios.checks import load_compose
+    from testkit.scenarios.checks import load_compose
 
     out = []
     for name, service in sorted(load_compose(path)["services"].items()):
@@ -154,7 +154,7 @@ def _processes(workers: dict[str, WorkerProcess], beat: subprocess.Popen) -> dic
 
 def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path, workdir: Path,
         warm_up_s: float = WARM_UP_S, trace_dir: Path | None = None, trace_every_s: float = 120.0) -> dict:
-    from tests.reliability.scenarios.harness import producer_app, queues_idle, wait_until
+    from testkit.scenarios.harness import producer_app, queues_idle, wait_until
     from pipeline.store.sqlite import SQLiteStore
     from workers.producer import CeleryPublisher
 

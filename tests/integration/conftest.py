@@ -7,7 +7,7 @@
 - ``broker_urls`` (function): a fresh (broker, result backend) pair of database numbers on that
   server, so each test starts with empty queues.
 - ``celery_worker_process`` (function): a factory that starts ``celery -A workers.app worker``
-  subprocesses, waits until each is ready and returns an ``tests.support.procs.WorkerProcess`` handle
+  subprocesses, waits until each is ready and returns an ``testkit.procs.WorkerProcess`` handle
   (``.stop()``, ``.kill(sig)``, ``.kill_group(sig)``, ``.child_pids()``, ``.log_text()``,
   ``.env``). Every worker it started is stopped at teardown.
 - ``celery_app_for`` (``tests/conftest.py``): a Celery app built like ``workers.app`` for a given
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import RedisServer, WorkerProcess, require_redis_server
+from testkit.procs import RedisServer, WorkerProcess, require_redis_server
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from bench.ingest import produce
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.waiting import settle
+from testkit.waiting import settle
 from workers.producer import CeleryPublisher, message_event
 
 pytestmark = pytest.mark.integration

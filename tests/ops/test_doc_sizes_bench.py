@@ -11,8 +11,8 @@ import bson
 from bench import doc_sizes
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.documents import at, fact, message, reflection
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import at, fact, message, reflection
+from testkit.mongo_emulation import emulated_database
 
 DIMS = 384
 

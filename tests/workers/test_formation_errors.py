@@ -16,7 +16,7 @@ from pipeline import names
 from workers import consolidation as worker_consolidation, formation as worker_formation
 from workers.consolidation import consolidate_scope
 
-from tests.support.formation import ALICE_CHAT, facts, make_env, merge_all, reflections
+from testkit.formation import ALICE_CHAT, facts, make_env, merge_all, reflections
 
 
 class Retried(Exception):

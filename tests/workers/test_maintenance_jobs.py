@@ -4,7 +4,7 @@ job out, records how it ended on the job, and leaves no user id on it."""
 from __future__ import annotations
 
 from schemas.access import Job, subject_digest
-from tests.support.documents import fact
+from testkit.documents import fact
 from workers import maintenance
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.support.procs import free_port
+from testkit.procs import free_port
 from pipeline.errors import InvalidInput, TransientError
 from schemas.events import MessageAdded, SessionEnded, parse_event
 from workers import producer

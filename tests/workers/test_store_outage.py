@@ -19,7 +19,7 @@ from workers import ingest, maintenance
 from workers.app import app
 from workers.base import MemoryTask
 
-from tests.support.formation import ALICE_CHAT, facts, make_env
+from testkit.formation import ALICE_CHAT, facts, make_env
 
 LOCK_HOLDER = """
 import sqlite3, sys

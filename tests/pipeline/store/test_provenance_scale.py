@@ -23,8 +23,8 @@ from pipeline.llm.offline import OfflineLLM
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
-from tests.support.mongo_explain import EXPLAIN
+from testkit.mongo_emulation import emulated_database
+from testkit.mongo_explain import EXPLAIN
 
 FACTS = 10_000
 

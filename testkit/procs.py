@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -64,7 +64,7 @@ class _ServerProcess:
 class RedisServer(_ServerProcess):
     """A ``redis-server`` with no persistence, in its own directory, on a free port.
 
-    With ``tls`` (``tests.support.tls.TLSFiles``) it serves TLS only (``--tls-port``; the plain
+    With ``tls`` (``testkit.tls.TLSFiles``) it serves TLS only (``--tls-port``; the plain
     port is off) and ``url()`` is a ``rediss://`` URL; ``extra_args`` go on its command line
     (``--replicaof``)."""
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from tests.support.procs import REPO_ROOT, WorkerProcess, free_port, redis_server_path
+from testkit.procs import REPO_ROOT, WorkerProcess, free_port, redis_server_path
 
 # every queue the formation chain and ingest use, so one worker can run a whole formation
 ALL_QUEUES = ("ingest", "formation", "consolidation", "maintenance")
