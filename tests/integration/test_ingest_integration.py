@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from bench.ingest import produce
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
+from testkit.producers import produce
 from testkit.waiting import settle
 from workers.producer import CeleryPublisher, message_event
 

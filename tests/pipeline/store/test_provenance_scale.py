@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
+from testkit.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
 from ops.cost import cost_report
 from pipeline.clock import FrozenClock
 from pipeline.export import export_user
