@@ -241,7 +241,8 @@ class Supervisor:
         return out
 
     def stop(self) -> None:
+        """Stop watching and kill the current worker: call it once the figures are taken."""
         self._stop.set()
         self._thread.join(timeout=10)
         with self._lock:
-            self.worker.stop()
+            self.worker.discard()
