@@ -68,8 +68,11 @@ browser:
 demo: $(STAMP)
 	$(PY) -m ops.demo
 
+# The test modules are spread over two processes (pytest-xdist; a module stays on one, so its
+# fixtures are built once and its tests keep their order): most of the time goes to waiting on
+# real servers and workers, which the other process fills.
 test: $(STAMP) redis-server node browser
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 # The same code against real services; each part runs only when its variable is set and
 # otherwise prints one skip line naming it (docs/providers.md "Running against real services").

@@ -1,3 +1,3 @@
 """Benchmarks, run from a checkout's root (``python -m bench.<name>``); not part of the wheel.
-Each prints its figures as JSON; the reliability scenarios they share with the tests live in
-``tests/reliability/scenarios/``."""
+Each prints its figures as JSON; the harness they share with the tests (throwaway servers, the
+emulations, the reliability scenarios) is ``testkit/``, never ``tests/``."""

@@ -2,7 +2,7 @@
 sizes (design §11 "Provenance and erasure"), on SQLite.
 
 For each size in ``--facts`` (default ``10000,100000``) a store is built
-(``bench.admin_store``: that many facts over ``facts / 10`` users and 100 agents, two messages
+(``testkit.admin_store``: that many facts over ``facts / 10`` users and 100 agents, two messages
 per fact, a run, a session and a cached context per user), plus one probed user in an agent of
 their own, the same at every size (20 facts, a one-to-one session and a group chat, two runs in
 the cost window). Each operation then runs in a fresh process, so that its peak RSS is its own:
@@ -14,7 +14,7 @@ load average and the aims (≤ 2× growth from the smallest size, forget/export 
 
 ``--mongo`` adds the MongoDB emulation at the first size. It is slow, so it is measured by the
 documents its queries examine (planned from the declared indexes as MongoDB plans them,
-``tests/support/mongo_explain.py``), not by time: per operation the queries, the documents
+``testkit/mongo_explain.py``), not by time: per operation the queries, the documents
 examined and matched, and the worst ratio of examined to (matched + 10).
 """
 
@@ -43,7 +43,7 @@ def _settings(db: Path):
 
 def build(db: Path, facts: int) -> float:
     """Build the store of ``facts`` facts at ``db``; returns the seconds it took."""
-    from bench.admin_store import add_probe, bulk_documents, write_bulk
+    from testkit.admin_store import add_probe, bulk_documents, write_bulk
     from pipeline.clock import FrozenClock
     from pipeline.store import open_store
 
@@ -59,7 +59,7 @@ def build(db: Path, facts: int) -> float:
 
 def run_operation(db: Path, operation: str) -> dict:
     """One operation on the probed user or agent, timed in this process."""
-    from bench.admin_store import PROBE
+    from testkit.admin_store import PROBE
     from ops.cost import cost_report
     from pipeline.export import export_user
     from pipeline.forgetting import forget_user, verify_erasure
@@ -104,15 +104,15 @@ def peak_rss_mb() -> float:
 
 def mongo_examined(facts: int) -> dict:
     """Per operation on the Mongo emulation: queries, documents examined and matched."""
-    from bench.admin_store import PROBE, add_probe, bulk_documents, write_bulk
+    from testkit.admin_store import PROBE, add_probe, bulk_documents, write_bulk
     from ops.cost import cost_report
     from pipeline.clock import FrozenClock
     from pipeline.export import export_user
     from pipeline.forgetting import forget_user, verify_erasure
     from pipeline.llm.offline import OfflineLLM
     from pipeline.store.mongo import MongoStore
-    from tests.support.mongo_emulation import emulated_database
-    from tests.support.mongo_explain import EXPLAIN
+    from testkit.mongo_emulation import emulated_database
+    from testkit.mongo_explain import EXPLAIN
 
     settings = _settings(Path("unused.db"))
     store = MongoStore(emulated_database())

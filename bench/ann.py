@@ -34,7 +34,7 @@ import numpy as np
 
 from pipeline.search.segment import RESCORE_FACTOR, RESCORE_MIN, Segment, VectorFile, quantize
 from pipeline.search.text_index import TextIndex
-from tests.support.procstat import rss_mb
+from testkit.procstat import rss_mb
 
 DIM = 384
 TOP = 10

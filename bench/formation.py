@@ -79,7 +79,7 @@ import time
 from pathlib import Path
 
 from bench.formation_app import fact_text
-from tests.support.procs import RedisServer, WorkerProcess
+from testkit.procs import RedisServer, WorkerProcess
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
@@ -259,7 +259,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         try:
             for w in workers:
                 w.wait_ready()
-            from tests.reliability.scenarios.harness import producer_app
+            from testkit.scenarios.harness import producer_app
             from workers.producer import CeleryPublisher, publish_messages
 
             app = producer_app(redis.url(0))

@@ -34,7 +34,7 @@ from pipeline.store.sqlite import db as sqlite_db
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
 from schemas.settings import Settings
-from tests.support.formation import Env as Deps  # every port a stage needs, as the stage tests build them
+from testkit.formation import Env as Deps  # every port a stage needs, as the stage tests build them
 
 BATCH = 20
 DIM = 384

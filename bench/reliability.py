@@ -7,7 +7,7 @@ broker-outage and store-outage scenarios on real Redis and real Celery workers, 
 
 Prints one line per scenario, then one JSON object as the last line. The loss, duplicate,
 stuck and leak figures of a healthy pipeline are all zero; the control run (stage effects
-without idempotency keys, ``tests.reliability.scenarios.deps.SloppyStore``) must show ``duplicate_facts > 0``,
+without idempotency keys, ``testkit.scenarios.deps.SloppyStore``) must show ``duplicate_facts > 0``,
 which proves the audit can see a defect. Needs ``redis-server`` on the PATH.
 
 The exit status is 0 only when all of them are zero and the control saw its duplicates. The
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.reliability.scenarios.checks import compose_exposures, load_compose
+from testkit.scenarios.checks import compose_exposures, load_compose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ QUICK = dict(crash_sessions=16, kills=8, control_sessions=4, control_kills=1, fa
 
 def fuzz_ingest(workdir: Path, size: int, seed: int) -> dict:
     """A seeded stream of hostile events, good ones interleaved, through ``pipeline.ingest``."""
-    from tests.reliability.scenarios.fuzz import fuzzed_stream
+    from testkit.scenarios.fuzz import fuzzed_stream
     from pipeline.clock import Clock
     from pipeline.ingest import ingest_raw_events
     from pipeline.store.sqlite import SQLiteStore
@@ -68,12 +68,12 @@ def _say(name: str, figures: dict, keys: list[str]) -> None:
 
 
 def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
-    from tests.reliability.scenarios.crash import CONTROL_POINTS, run_crash
-    from tests.reliability.scenarios.faults import run_faults
-    from tests.reliability.scenarios.logs import run_log_hygiene
-    from tests.reliability.scenarios.outage import run_broker_outage
-    from tests.reliability.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
-    from tests.reliability.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
+    from testkit.scenarios.crash import CONTROL_POINTS, run_crash
+    from testkit.scenarios.faults import run_faults
+    from testkit.scenarios.logs import run_log_hygiene
+    from testkit.scenarios.outage import run_broker_outage
+    from testkit.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
+    from testkit.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
 
     started = time.monotonic()
     s: dict[str, dict] = {}

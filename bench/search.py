@@ -20,7 +20,7 @@ other agents with as many facts each), so the pre-filter has real work to do.
 - context p50/p95: ``get_memory_context`` served from the cache, and rebuilt
   (``force_refresh``), over several sessions.
 
-On the Mongo path the store is the in-memory emulation of ``tests/support`` (mongomock):
+On the Mongo path the store is the in-memory emulation of ``testkit`` (mongomock):
 its figures show the local search over the Mongo adapter, not a real server's latency. The
 emulation scans every document in Python for every query, so it runs at ``--mongo-facts``
 (default 20k, among 3x as many), times the search stage only (no fetch or access writes),
@@ -49,7 +49,7 @@ from bench.search_corpus import (
 from pipeline.clock import FrozenClock
 from pipeline.service import MemoryService
 from schemas.settings import Settings
-from tests.support.procstat import rss_mb
+from testkit.procstat import rss_mb
 
 
 def _search_stage(service: MemoryService, query: str) -> dict:
@@ -116,7 +116,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     else:
         from pipeline.store.mongo import MongoStore
 
-        from tests.support.mongo_emulation import emulated_database
+        from testkit.mongo_emulation import emulated_database
 
         store = MongoStore(emulated_database())
         # the emulation checks unique indexes by scanning: load first, index afterwards

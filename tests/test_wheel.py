@@ -44,7 +44,7 @@ def test_the_wheel_ships_exactly_the_product_packages(wheel):
     names = wheel.namelist()
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top == {*PACKAGES, "beat_schedule.py"}
-    assert [n for n in names if "bench" in n.split("/")[:-1] or n.startswith("tests/")] == []
+    assert [n for n in names if "bench" in n.split("/")[:-1] or n.startswith(("tests/", "testkit/"))] == []
 
 
 def test_it_holds_every_module_and_data_file_of_the_product_and_no_other(wheel):

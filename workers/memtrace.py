@@ -91,12 +91,16 @@ def anonymous_memory() -> dict[str, int]:
 
 
 def _dump(directory: Path, n: int) -> None:
+    # the .snap comes last and whole (dumped aside, then renamed): a process that exits in the
+    # middle of a dump leaves no snapshot without its .fds and .malloc for memdiff to read
     stem = directory / f"{os.getpid()}-{n}"
-    tracemalloc.take_snapshot().dump(str(stem) + ".snap")
+    snapshot = tracemalloc.take_snapshot()
     (Path(str(stem) + ".fds")).write_text("\n".join(fd_targets()) + "\n")
     figures = {**malloc_figures(), **anonymous_memory(), "tracemalloc_overhead": tracemalloc.get_tracemalloc_memory(),
                "traced": tracemalloc.get_traced_memory()[0], "threads": threading.active_count()}
     (Path(str(stem) + ".malloc")).write_text(json.dumps(figures) + "\n")
+    snapshot.dump(str(stem) + ".snap.part")
+    os.replace(str(stem) + ".snap.part", str(stem) + ".snap")
 
 
 def _loop(directory: Path, every_s: float, stop: threading.Event) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.harness import build, seed_memory
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pipeline.service import MemoryService
 from schemas.api_settings import ApiSettings
 from schemas.documents import ConsolidatedBlob, Reflection
 from schemas.settings import Settings
-from tests.support.documents import fact
+from testkit.documents import fact
 
 SECRET = "s" * 40
 OLD_SECRET = "o" * 40

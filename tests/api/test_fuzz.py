@@ -24,7 +24,7 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.core.failures import AcceptedNegativeData, FailureGroup
 
 from tests.api.harness import build, seed_memory
-from tests.support.procs import free_port
+from testkit.procs import free_port
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 schema = schemathesis.openapi.from_dict(DOCUMENT)

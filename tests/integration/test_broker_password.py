@@ -9,11 +9,11 @@ import subprocess
 import pytest
 import redis
 
-from tests.support.procs import free_port, redis_server_path
+from testkit.procs import free_port, redis_server_path
 from pipeline import names
 from pipeline.store import open_store
 from schemas.settings import Settings
-from tests.support.flower import FlowerProcess, api, until
+from testkit.flower import FlowerProcess, api, until
 from workers.producer import CeleryPublisher, publish_message
 
 PASSWORD = "p@ss:w/rd?#frag%41"

@@ -17,9 +17,9 @@ from kombu import Connection
 from pipeline import names
 from pipeline.store import open_store
 from schemas.settings import Settings
-from tests.support.flower import until
-from tests.support.procs import REPO_ROOT, RedisSentinel, RedisServer
-from tests.support.tls import make_certificates
+from testkit.flower import until
+from testkit.procs import REPO_ROOT, RedisSentinel, RedisServer
+from testkit.tls import make_certificates
 from workers.producer import CeleryPublisher, publish_message
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.procs import REPO_ROOT, free_port
+from testkit.procs import REPO_ROOT, free_port
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 READY_TIMEOUT_S = 90

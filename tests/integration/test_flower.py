@@ -10,7 +10,7 @@ from pipeline import names
 from pipeline.store import open_store
 from schemas.documents import STAGES
 from schemas.settings import Settings
-from tests.support.flower import FlowerProcess, api, get, until
+from testkit.flower import FlowerProcess, api, get, until
 from workers.dispatch import send
 from workers.producer import CeleryPublisher, end_session, publish_message, publish_messages
 

@@ -20,7 +20,7 @@ import pytest
 from pipeline import names
 from pipeline.store import open_store
 from schemas.settings import Settings
-from tests.support.flower import until
+from testkit.flower import until
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "producers.md"
 

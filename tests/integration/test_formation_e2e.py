@@ -13,7 +13,7 @@ import pytest
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import word_count
 from schemas.documents import AgentSettings
-from tests.support.waiting import settle, store_state
+from testkit.waiting import settle, store_state
 from workers.producer import CeleryPublisher, end_session, publish_messages
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "formation_e2e"

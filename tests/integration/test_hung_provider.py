@@ -17,7 +17,7 @@ from pipeline import names, sweep
 from pipeline.ingest import ingest_raw_event
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
-from tests.support.llm_server import Answer, LLMServer, Trickle
+from testkit.llm_server import Answer, LLMServer, Trickle
 
 TIMEOUT_S = 1
 FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'

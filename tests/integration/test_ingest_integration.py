@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from bench.ingest import produce
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.waiting import settle
+from testkit.producers import produce
+from testkit.waiting import settle
 from workers.producer import CeleryPublisher, message_event
 
 pytestmark = pytest.mark.integration

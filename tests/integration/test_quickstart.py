@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 from pipeline import names
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import sys
 import time
 
 from pipeline import names
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 OFFLINE = {"MEMORY_LLM_PROVIDER": "offline", "MEMORY_EMBEDDING_PROVIDER": "hashing"}
 

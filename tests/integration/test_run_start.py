@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from tests.support.procs import REPO_ROOT, free_port
-from tests.support.sessions import ingest_messages
+from testkit.procs import REPO_ROOT, free_port
+from testkit.sessions import ingest_messages
 from pipeline import names, sweep
 from pipeline.clock import FrozenClock
 from pipeline.store import open_store

@@ -15,7 +15,7 @@ from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import FormationRun
 from schemas.settings import Settings
-from tests.support.formation import Env
+from testkit.formation import Env
 
 CHAT = [
     ("user", "u-1", "Hi, I'm Alice Moreau. My work email is alice.moreau@example.com."),

@@ -128,7 +128,7 @@ def test_a_formation_with_atlas_search_and_the_dedup_shortlist(live, tmp_path):
     from pipeline.formation.facts import NewFact
     from pipeline.search.atlas import AtlasFactSearch
     from pipeline.search.atlas_indexes import ensure_search_indexes
-    from tests.support.formation import decisions, facts, make_env
+    from testkit.formation import decisions, facts, make_env
 
     env = make_env(tmp_path)
     env.store.close()

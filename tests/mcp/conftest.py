@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.demo_store import formed_demo_store
+from testkit.demo_store import formed_demo_store
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +33,7 @@ def store_copy(tmp_path, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory):
     """uvicorn serving the API app, /mcp included, over a private copy of the demo store."""
-    from tests.support.api_server import demo_api
+    from testkit.api_server import demo_api
 
     with demo_api(tmp_path_factory) as server:
         yield server

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from tests.mcp.client import run_http
-from tests.support.demo_store import AGENT, MAYA
+from testkit.demo_store import AGENT, MAYA
 
 TOM = "user-tom"
 

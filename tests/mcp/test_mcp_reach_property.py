@@ -17,7 +17,7 @@ from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
 from pipeline.store import open_store
 from schemas.settings import Settings
-from tests.support.demo_store import AGENT, MAYA, formed_demo_store
+from testkit.demo_store import AGENT, MAYA, formed_demo_store
 
 TOM = Identity(AGENT, "user-tom", "mcp:user-tom")
 # what only Maya's user memory holds (her email, her Fridays rule, her move)

@@ -14,8 +14,8 @@ from pathlib import Path
 from mcp import StdioServerParameters
 
 from tests.mcp.client import run_http, run_stdio
-from tests.support.demo_store import AGENT, demo_env
-from tests.support.procs import REPO_ROOT
+from testkit.demo_store import AGENT, demo_env
+from testkit.procs import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "mcp.md"
 

@@ -9,8 +9,8 @@ from pipeline.store import open_store
 from schemas.settings import Settings
 from tests.mcp.client import run_stdio
 from tests.mcp.test_mcp_stdio import as_user
-from tests.support.demo_store import MAYA
-from tests.support.flower import until
+from testkit.demo_store import MAYA
+from testkit.flower import until
 
 SECRET = "hunter2-Lumen-77"
 

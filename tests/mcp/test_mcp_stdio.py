@@ -11,8 +11,8 @@ import pytest
 from mcp import StdioServerParameters
 
 from tests.mcp.client import run_stdio
-from tests.support.demo_store import AGENT, MAYA, demo_env
-from tests.support.procs import REPO_ROOT
+from testkit.demo_store import AGENT, MAYA, demo_env
+from testkit.procs import REPO_ROOT
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 

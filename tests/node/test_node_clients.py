@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.api_server import demo_api
-from tests.support.demo_store import AGENT
-from tests.support.procs import REPO_ROOT
+from testkit.api_server import demo_api
+from testkit.demo_store import AGENT
+from testkit.procs import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
 CACHE = REPO_ROOT / ".runtime" / "node-clients"

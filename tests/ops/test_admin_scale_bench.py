@@ -3,24 +3,24 @@ report holds its time, peak RSS, the growth between sizes and the load average."
 
 from __future__ import annotations
 
-import json
+from testkit.benches import run_bench
 
-from bench import admin_scale
+OPERATIONS = {"export", "stats", "cost", "context", "forget", "verify"}
 
 
-def test_the_bench_times_every_operation_at_each_size(capsys):
-    assert admin_scale.main(["--facts", "100", "--mongo"]) == 0
-    out = json.loads(capsys.readouterr().out)
+def test_the_bench_times_every_operation_at_each_size():
+    out = run_bench("admin_scale", "--facts", "100", "--mongo").figures
     row = out["sizes"]["100"]
-    assert set(admin_scale.OPERATIONS) <= set(row)
-    assert all(row[op]["peak_rss_mb"] > 0 and row[op]["seconds"] >= 0 for op in admin_scale.OPERATIONS)
+    assert OPERATIONS <= set(row)
+    assert all(row[op]["peak_rss_mb"] > 0 and row[op]["seconds"] >= 0 for op in OPERATIONS)
     assert row["export"]["detail"] > 0 and row["forget"]["detail"] == 10 and row["verify"]["detail"] is True
-    assert set(out["growth"]) == set(admin_scale.OPERATIONS) and len(out["load_average"]) == 3
+    assert set(out["growth"]) == OPERATIONS and len(out["load_average"]) == 3
     mongo = out["mongo_emulation"]
     assert mongo["facts"] == 100 and mongo["documents"] > 100
     assert all(mongo[op]["queries"] > 0 and mongo[op]["examined"] >= 0 for op in ("export", "forget", "verify"))
 
 
-def test_bad_sizes_are_a_clear_error(capsys):
-    assert admin_scale.main(["--facts", "ten"]) == 2
-    assert "--facts: expected sizes of at least 10 facts" in capsys.readouterr().err
+def test_bad_sizes_are_a_clear_error():
+    done = run_bench("admin_scale", "--facts", "ten")
+    assert done.code == 2
+    assert "--facts: expected sizes of at least 10 facts" in done.err

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-from tests.support.demo_store import demo_env, formed_demo_store
-from tests.support.procs import REPO_ROOT
+from testkit.demo_store import demo_env, formed_demo_store
+from testkit.procs import REPO_ROOT
 
 
 def test_the_api_bench_prints_each_point_with_its_ratio_and_the_aims(tmp_path_factory):

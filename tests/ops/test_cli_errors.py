@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ops.cli import main
-from tests.support.procs import free_port
+from testkit.procs import free_port
 from schemas.settings import Settings, get_settings
 
 

@@ -15,7 +15,7 @@ from pipeline.cost import price_models
 from pipeline.store import open_store
 from schemas.documents import LLMUsage, StageRecord, UsageRecord
 from schemas.settings import Settings
-from tests.support.sessions import cold_run
+from testkit.sessions import cold_run
 
 PRICES = {"gpt-6-luna": {"input": 0.10, "output": 0.50}}
 
@@ -123,7 +123,7 @@ def test_a_price_table_it_cannot_use_is_one_clear_line(tmp_path, prices, says):
     import subprocess
     import sys
 
-    from tests.support.procs import REPO_ROOT
+    from testkit.procs import REPO_ROOT
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env.update({"MEMORY_PRICES": prices, "MEMORY_STORE_URL": f"sqlite:///{tmp_path / 'm.db'}",

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from ops.demo import DATA, load_events, sessions_in_order
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 
 def test_the_bundled_sample_is_a_valid_multi_session_conversation_with_a_group_chat():

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 
 def _env(db) -> dict[str, str]:

@@ -4,15 +4,13 @@ sizing in ``docs/scaling.md`` follows the store when it adds a field."""
 
 from __future__ import annotations
 
-import json
-
 import bson
 
-from bench import doc_sizes
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.documents import at, fact, message, reflection
-from tests.support.mongo_emulation import emulated_database
+from testkit.benches import run_bench
+from testkit.documents import at, fact, message, reflection
+from testkit.mongo_emulation import emulated_database
 
 DIMS = 384
 
@@ -31,7 +29,7 @@ def _stored_sizes(database, name: str) -> list[int]:
     return sorted(len(bson.encode(d)) for d in database[f"memory2_{name}"].find({}))
 
 
-def test_the_bench_sizes_documents_as_the_mongo_store_stores_them(tmp_path, capsys):
+def test_the_bench_sizes_documents_as_the_mongo_store_stores_them(tmp_path):
     url = f"sqlite:///{tmp_path / 'memory.db'}"
     sqlite = SQLiteStore.from_url(url)
     _fill(sqlite)
@@ -39,8 +37,7 @@ def test_the_bench_sizes_documents_as_the_mongo_store_stores_them(tmp_path, caps
     database = emulated_database()
     _fill(MongoStore(database))
 
-    assert doc_sizes.main(["--store", url, "--json"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = run_bench("doc_sizes", "--store", url, "--json").figures
     figures = out["collections"]
     assert len(out["load_average"]) == 3
     for name in ("facts", "reflections", "sessions", "messages"):
@@ -53,8 +50,8 @@ def test_the_bench_sizes_documents_as_the_mongo_store_stores_them(tmp_path, caps
     assert vector["array_of_doubles_bytes"] > 3 * vector["binary_float32_bytes"] > 3 * 4 * DIMS
 
 
-def test_a_missing_or_non_sqlite_store_is_a_clear_error(tmp_path, capsys):
-    assert doc_sizes.main(["--store", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
-    assert "no store at" in capsys.readouterr().err
-    assert doc_sizes.main(["--store", "mongodb://db/memory"]) == 2
-    assert "sqlite:///" in capsys.readouterr().err
+def test_a_missing_or_non_sqlite_store_is_a_clear_error(tmp_path):
+    missing = run_bench("doc_sizes", "--store", f"sqlite:///{tmp_path / 'none.db'}")
+    assert missing.code == 2 and "no store at" in missing.err
+    mongo = run_bench("doc_sizes", "--store", "mongodb://db/memory")
+    assert mongo.code == 2 and "sqlite:///" in mongo.err

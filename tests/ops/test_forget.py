@@ -25,7 +25,7 @@ from schemas.documents import (
 )
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 GONE = "user-7f3a-forgetme"
 KEPT = "user-0b2c-staying"

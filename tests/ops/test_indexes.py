@@ -13,8 +13,8 @@ from ops import cli
 from ops.commands import indexes as command
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.documents import fact
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import fact
+from testkit.mongo_emulation import emulated_database
 
 
 def _use(monkeypatch, settings: Settings, store=None) -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 SAMPLE = {
     "sample_id": "tiny",

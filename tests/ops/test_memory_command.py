@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.support.demo_store import AGENT, MAYA, demo_env, formed_demo_store
-from tests.support.procs import REPO_ROOT
+from testkit.demo_store import AGENT, MAYA, demo_env, formed_demo_store
+from testkit.procs import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pipeline.store.mongo import MongoStore
 from pipeline.text import text_hash
 from schemas.documents import Fact, Reflection
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 
 @pytest.fixture

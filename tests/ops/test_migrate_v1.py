@@ -17,7 +17,7 @@ from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 NOW = datetime(2026, 2, 1, tzinfo=timezone.utc)
 IDS = {name: ObjectId() for name in (

@@ -27,8 +27,8 @@ from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import word_count
 from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.settings import Settings
-from tests.support.formation import Env
-from tests.support.mongo_emulation import emulated_database
+from testkit.formation import Env
+from testkit.mongo_emulation import emulated_database
 
 ALICE, BOB, AGENT = "user-alice", "user-bob", "agent-1"
 PASSWORD, CARD, KEY = "Lumen-2026!", "4111 1111 1111 1111", "sk-proj-abcdEFGH1234ijklMNOP5678qrst"

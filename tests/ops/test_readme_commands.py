@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ops.cli import build_parser
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 SHELL_BLOCK = re.compile(r"```(?:sh|bash|shell)\n(.*?)```", re.S)

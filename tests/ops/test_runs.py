@@ -18,7 +18,7 @@ from pipeline.store import open_store
 from pipeline.text import text_hash
 from schemas.documents import Fact, LLMUsage, StageRecord
 from schemas.settings import Settings
-from tests.support.sessions import cold_run
+from testkit.sessions import cold_run
 
 
 @pytest.fixture
@@ -208,7 +208,7 @@ def test_formation_is_pending_while_a_run_is_claimed_and_not_once_it_is_done(sto
 
 
 def test_an_ended_session_is_pending_until_its_own_buffered_reflections_are_consolidated(store, settings, clock):
-    from tests.support.documents import reflection
+    from testkit.documents import reflection
 
     run_id = cold_run(store, settings, clock, "s1")
     store.finish_run(run_id, clock.now(), {}, [])
@@ -223,7 +223,7 @@ def test_an_ended_session_is_pending_until_its_own_buffered_reflections_are_cons
 def test_an_ended_session_whose_run_is_not_claimed_yet_is_pending(store, settings, clock):
     run_id = cold_run(store, settings, clock, "s1")
     store.finish_run(run_id, clock.now(), {}, [])
-    from tests.support.documents import message
+    from testkit.documents import message
 
     # stored, and the session ended, a moment before the ingest claims the session-end run
     store.ingest_message(message(9, session="s1", event_id="late", created=clock.now()), clock.now())

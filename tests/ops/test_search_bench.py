@@ -3,15 +3,12 @@ searched in turn, and the cache's bytes stay under ``MEMORY_SEARCH_CACHE_MB``.""
 
 from __future__ import annotations
 
-import json
-
-from bench import search
+from testkit.benches import run_bench
 
 
-def test_the_cache_sweep_holds_the_cache_under_its_setting_while_it_evicts(monkeypatch, capsys):
-    monkeypatch.setenv("MEMORY_SEARCH_CACHE_MB", "10")
-    assert search.main(["--cache-sweep", "--agents", "6", "--agent-facts", "2000"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_the_cache_sweep_holds_the_cache_under_its_setting_while_it_evicts():
+    out = run_bench("search", "--cache-sweep", "--agents", "6", "--agent-facts", "2000",
+                    env={"MEMORY_SEARCH_CACHE_MB": "10"}).figures
     sweep = out["cache_sweep"]
     assert sweep["cache_mb_setting"] == 10 and sweep["searches"] == 12
     # six segments of ~3.9 MB would be ~23 MB: the cache evicted to stay under its 10 MB
@@ -20,6 +17,7 @@ def test_the_cache_sweep_holds_the_cache_under_its_setting_while_it_evicts(monke
     assert len(out["load_average"]) == 3
 
 
-def test_bad_sweep_sizes_are_a_clear_error(capsys):
-    assert search.main(["--cache-sweep", "--agents", "0"]) == 2
-    assert "--agents must be >= 1" in capsys.readouterr().err
+def test_bad_sweep_sizes_are_a_clear_error():
+    done = run_bench("search", "--cache-sweep", "--agents", "0")
+    assert done.code == 2
+    assert "--agents must be >= 1" in done.err

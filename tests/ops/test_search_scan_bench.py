@@ -3,17 +3,14 @@ finds the same top 10 as one thread, and the load average is printed."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from bench import search_scan
+from testkit.benches import run_bench
 
 
-def test_each_setting_is_reported_with_the_same_top_ten_and_the_load(capsys):
-    assert search_scan.main(["--facts", "5000", "--queries", "12", "--threads", "1,2",
-                             "--concurrency", "1,3", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_each_setting_is_reported_with_the_same_top_ten_and_the_load():
+    out = run_bench("search_scan", "--facts", "5000", "--queries", "12", "--threads", "1,2",
+                    "--concurrency", "1,3", "--json").figures
     for threads in ("threads=1", "threads=2"):
         for concurrency in ("concurrency=1", "concurrency=3"):
             row = out[threads][concurrency]
@@ -26,7 +23,6 @@ def test_each_setting_is_reported_with_the_same_top_ten_and_the_load(capsys):
     (["--threads", "0"], "expected integers of 1 or more"),
     (["--concurrency", "1,x"], "expected integers separated by commas"),
 ])
-def test_bad_options_are_refused_with_the_reason(argv, said, capsys):
-    with pytest.raises(SystemExit) as exited:
-        search_scan.main(argv)
-    assert exited.value.code == 2 and said in capsys.readouterr().err
+def test_bad_options_are_refused_with_the_reason(argv, said):
+    done = run_bench("search_scan", *argv)
+    assert done.code == 2 and said in done.err and "Traceback" not in done.err

@@ -3,14 +3,11 @@ processes that each hold a copy, and the figures come with the load average."""
 
 from __future__ import annotations
 
-import json
-
-from bench import search_shared
+from testkit.benches import run_bench
 
 
-def test_mapped_segments_are_shared_and_private_copies_are_not(capsys):
-    assert search_shared.main(["--facts", "5000", "--processes", "2", "--queries", "3", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_mapped_segments_are_shared_and_private_copies_are_not():
+    out = run_bench("search_shared", "--facts", "5000", "--processes", "2", "--queries", "3", "--json").figures
     mapped, private = out["mapped"]["processes=2"], out["private"]["processes=2"]
     assert mapped["uss"] < private["uss"] / 2
     assert mapped["pss"] < private["pss"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 
 from ops import settings_table
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 from schemas.settings import Settings
 
 

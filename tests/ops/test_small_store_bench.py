@@ -7,15 +7,14 @@ import json
 
 import pytest
 
-from bench import locomo_retrieval, small_store
+from testkit.benches import run_bench
 from tests.ops.test_locomo_formation import SAMPLE
 
 
-def test_the_bench_reports_each_store_size_and_a_distinctive_word_finds_its_fact(tmp_path, capsys):
+def test_the_bench_reports_each_store_size_and_a_distinctive_word_finds_its_fact(tmp_path):
     data = tmp_path / "tiny.json"
     data.write_text(json.dumps([SAMPLE]))
-    assert small_store.main(["--data", str(data), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = run_bench("small_store", "--data", str(data), "--json").figures
     for size in ("5", "20", "100"):
         row = out[size]
         assert row["full"]["questions"] == 3 and row["entity"]["questions"] == 3
@@ -23,20 +22,21 @@ def test_the_bench_reports_each_store_size_and_a_distinctive_word_finds_its_fact
     assert len(out["setup"]["load_average"]) == 3 and out["setup"]["thresholds"]["text"] == 1.5
 
 
-def test_a_missing_data_file_is_a_clear_error(tmp_path, capsys):
-    assert small_store.main(["--data", str(tmp_path / "nope.json")]) == 2
-    assert "no such file" in capsys.readouterr().err
+def test_a_missing_data_file_is_a_clear_error(tmp_path):
+    done = run_bench("small_store", "--data", str(tmp_path / "nope.json"))
+    assert done.code == 2
+    assert "no such file" in done.err
 
 
+@pytest.mark.parametrize("bench", ["small_store", "locomo_retrieval"])
 @pytest.mark.parametrize(("content", "said"), [
     ("{not json", "not JSON"),
     (b"\xff\xfe\x00binary", "not JSON"),
     ('{"conversations": []}', "a JSON dict, not a list of conversations"),
 ])
-def test_a_data_file_that_is_not_a_list_of_conversations_is_a_clear_error(tmp_path, capsys, content, said):
+def test_a_data_file_that_is_not_a_list_of_conversations_is_a_clear_error(tmp_path, bench, content, said):
     data = tmp_path / "bad.json"
     data.write_bytes(content if isinstance(content, bytes) else content.encode())
-    for bench in (small_store, locomo_retrieval):
-        assert bench.main(["--data", str(data)]) == 2
-        err = capsys.readouterr().err
-        assert said in err and str(data) in err and "Traceback" not in err
+    done = run_bench(bench, "--data", str(data))
+    assert done.code == 2
+    assert said in done.err and str(data) in done.err and "Traceback" not in done.err

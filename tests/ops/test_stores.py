@@ -12,7 +12,7 @@ from ops.cli import main
 from pipeline.errors import ConfigurationError
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings, get_settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 READ_COMMANDS = [
     ["runs"],

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     from pipeline.clock import FrozenClock
     from pipeline.ingest import claim_run
     from pipeline.store.sqlite import SQLiteStore
-    from tests.support.documents import message
+    from testkit.documents import message
 
     clock = FrozenClock()
     store = SQLiteStore(sys.argv[1]); store.create_indexes()

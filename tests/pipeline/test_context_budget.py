@@ -16,9 +16,9 @@ from pipeline.text import word_count
 from pipeline.trigger import estimate_tokens
 from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
-from tests.support.documents import T0, fact, reflection
-from tests.support.procs import REPO_ROOT
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact, reflection
+from testkit.procs import REPO_ROOT
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 NOW = T0 + timedelta(days=2)
 

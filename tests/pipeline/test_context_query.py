@@ -11,8 +11,8 @@ from pipeline.errors import InvalidInput
 from pipeline.service import MemoryService
 from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
-from tests.support.documents import T0, fact, reflection
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact, reflection
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 NOW = T0 + timedelta(days=30)

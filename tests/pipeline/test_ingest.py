@@ -24,7 +24,7 @@ def store(request, tmp_path):
         s = SQLiteStore(str(tmp_path / "memory.db"))
     else:
         from pipeline.store.mongo import MongoStore
-        from tests.support.mongo_emulation import emulated_database
+        from testkit.mongo_emulation import emulated_database
 
         s = MongoStore(emulated_database())
         s.create_indexes()

@@ -19,8 +19,8 @@ from pipeline.store.sqlite import SQLiteStore
 from pipeline.text import text_hash
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, scope_key
 from schemas.settings import Settings
-from tests.support.documents import T0, message
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import T0, message
+from testkit.mongo_emulation import emulated_database
 
 AGENTS = ["A", "B"]
 USERS = ["U", "V", "W"]

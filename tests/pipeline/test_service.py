@@ -11,8 +11,8 @@ from pipeline.service import MemoryService
 from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.events import SessionEnded, parse_event
 from schemas.settings import Settings
-from tests.support.documents import T0, fact, message, reflection
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact, message, reflection
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 

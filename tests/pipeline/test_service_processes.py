@@ -22,7 +22,7 @@ from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
 from tests.pipeline.test_service import RecordingPublisher
-from tests.support.documents import T0, fact, reflection
+from testkit.documents import T0, fact, reflection
 
 EMB = HashingEmbedder(64)
 NOW = T0 + timedelta(days=1)

@@ -9,7 +9,7 @@ from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
 from pipeline.store import open_store
 from schemas.settings import Settings
-from tests.support.sessions import ingest_messages
+from testkit.sessions import ingest_messages
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 
 @pytest.fixture

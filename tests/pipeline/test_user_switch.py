@@ -11,8 +11,8 @@ from pipeline.formation.scopes import plan_scopes
 from pipeline.service import MemoryService
 from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 NOW = T0 + timedelta(days=1)

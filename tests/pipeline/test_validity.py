@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.validity import memory_as_of, version_at, versions
 from schemas.documents import ConsolidatedBlob, Fact, FactHistoryEntry
-from tests.support.documents import T0, at, fact, reflection
+from testkit.documents import T0, at, fact, reflection
 
 DAY = 86400
 

@@ -14,8 +14,8 @@ from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.search.local import LocalFactSearch
 from pipeline.service import MemoryService
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 VISIBILITY_READS = ("get_session", "get_agent_settings", "user_memory_off")

@@ -40,7 +40,7 @@ from pipeline.prompts.facts import ExtractedFact
 from pipeline.prompts.reflections import ReflectionItem
 from schemas.settings import Settings
 from tests.properties.stack import AGENT, Stack
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 EXAMPLES = int(os.environ.get("MEMORY_SECRET_PROPERTY_EXAMPLES", "40"))
 USERS = {"user-ana": "Ana", "user-ben": "Ben"}

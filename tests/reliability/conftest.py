@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.procs import require_redis_server
+from testkit.procs import require_redis_server
 
 
 @pytest.fixture

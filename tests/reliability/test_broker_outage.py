@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.scenarios.outage import run_broker_outage
+from testkit.scenarios.outage import run_broker_outage
 
 pytestmark = pytest.mark.integration
 

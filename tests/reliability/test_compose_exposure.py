@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.scenarios.checks import compose_exposures, load_compose
+from testkit.scenarios.checks import compose_exposures, load_compose
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.scenarios.crash import CONTROL_POINTS, POINTS, run_crash
+from testkit.scenarios.crash import CONTROL_POINTS, POINTS, run_crash
 
 pytestmark = pytest.mark.integration
 

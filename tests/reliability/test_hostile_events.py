@@ -9,7 +9,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from tests.reliability.scenarios.fuzz import ACCEPT, KINDS, REJECT, fuzzed_event, fuzzed_stream, good_event
+from testkit.scenarios.fuzz import ACCEPT, KINDS, REJECT, fuzzed_event, fuzzed_stream, good_event
 from pipeline.clock import FrozenClock
 from pipeline.ingest import ingest_raw_event, ingest_raw_events
 from pipeline.rejections import raw_text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.scenarios.checks import log_leaks_above_debug
-from tests.reliability.scenarios.logs import run_log_hygiene
+from testkit.scenarios.checks import log_leaks_above_debug
+from testkit.scenarios.logs import run_log_hygiene
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@ lost, whoever wins."""
 
 from __future__ import annotations
 
-from tests.reliability.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
+from testkit.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
 
 
 def test_concurrent_producers_with_duplicate_and_out_of_order_events_store_each_message_once(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.scenarios.faults import run_faults
+from testkit.scenarios.faults import run_faults
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""How the scenarios wait for the pipeline (``tests.support.waiting.settle``): as long as its
+"""How the scenarios wait for the pipeline (``testkit.waiting.settle``): as long as its
 state keeps changing, however slow; never past a stretch in which it stands still undone."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from tests.support.waiting import settle
+from testkit.waiting import settle
 
 
 class _SlowPipeline:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bench.soak import compose_workers, slope, turns, LOCOMO, DEMO
+from testkit.soak import DEMO, LOCOMO, compose_workers, slope, turns
 
 
 def test_the_layout_is_one_worker_per_queue_class_of_the_compose_file():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
+from testkit.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,11 @@ import random
 
 import pytest
 
-from tests.reliability.scenarios.harness import producer_app, queues_idle, worker_env
-from tests.support.procstat import handles_on, open_handles
-from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
-from tests.support.procs import RedisServer, WorkerProcess
-from tests.support.waiting import settle, store_state
+from testkit.scenarios.harness import producer_app, queues_idle, worker_env
+from testkit.procstat import handles_on, open_handles
+from testkit.scenarios.workload import end_event, plan_sessions, session_events
+from testkit.procs import RedisServer, WorkerProcess
+from testkit.waiting import settle, store_state
 from pipeline.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration

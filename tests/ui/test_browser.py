@@ -33,7 +33,7 @@ def formed(tmp_path_factory):
     from pipeline.clock import Clock, FrozenClock
     from pipeline.store import open_store
     from schemas.settings import Settings
-    from tests.support.sessions import cold_run
+    from testkit.sessions import cold_run
 
     if browser.missing():
         pytest.fail(browser.missing())

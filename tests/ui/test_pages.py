@@ -11,7 +11,7 @@ import pytest
 from api.keys import revoke_key
 from api.ui.sessions import COOKIE
 from tests.api.harness import build, seed_memory
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from schemas.settings import Settings
 from workers.app import app
 from workers.deps import Deps, set_deps
 
-from tests.support.formation import make_env
+from testkit.formation import make_env
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def worker_deps(tmp_path):
 
 @pytest.fixture
 def injected(tmp_path):
-    """The formation fakes (``tests.support.formation.make_env``: scripted LLM, SQLite store,
+    """The formation fakes (``testkit.formation.make_env``: scripted LLM, SQLite store,
     frozen clock), injected as the worker's clients; removed and closed after the test."""
     env = make_env(tmp_path)
     set_deps(env)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from celery.backends.base import DisabledBackend
 
-from tests.support.procs import free_port
+from testkit.procs import free_port
 from pipeline import names
 from pipeline.errors import TransientError
 from schemas.settings import Settings

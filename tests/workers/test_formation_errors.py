@@ -14,7 +14,7 @@ from workers import consolidation as worker_consolidation, formation as worker_f
 from workers.consolidation import consolidate_scope
 from workers.formation import guarded
 
-from tests.support.formation import ALICE_CHAT, facts, merge_all, reflections
+from testkit.formation import ALICE_CHAT, facts, merge_all, reflections
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.llm.openai import OpenAILLM
-from tests.support.formation import ALICE_CHAT, make_env
-from tests.support.llm_server import Answer, LLMServer
+from testkit.formation import ALICE_CHAT, make_env
+from testkit.llm_server import Answer, LLMServer
 from workers import deps as worker_deps
 from workers import formation as worker_formation
 

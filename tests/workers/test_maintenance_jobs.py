@@ -11,8 +11,8 @@ from pipeline.formation import consolidate_stages as cs
 from pipeline.formation.runner import Usage
 from pipeline.llm.scripted import Fault, Rule
 from schemas.access import Job, subject_digest
-from tests.support.documents import fact
-from tests.support.formation import facts, merge_all, reflections
+from testkit.documents import fact
+from testkit.formation import facts, merge_all, reflections
 from workers import maintenance
 
 

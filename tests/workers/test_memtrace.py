@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 _PROCESS = textwrap.dedent("""
     import time

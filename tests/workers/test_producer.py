@@ -11,7 +11,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.pipeline.test_service import RecordingPublisher as Collected
-from tests.support.procs import free_port
+from testkit.procs import free_port
 from pipeline.clock import FrozenClock
 from pipeline.errors import InvalidInput, TransientError
 from schemas.events import MessageAdded, SessionEnded, parse_event

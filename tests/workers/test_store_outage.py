@@ -19,7 +19,7 @@ from workers import deps as worker_deps
 from workers import ingest, maintenance
 from workers.formation import extract_facts, guarded
 
-from tests.support.formation import ALICE_CHAT, facts, make_env
+from testkit.formation import ALICE_CHAT, facts, make_env
 
 LOCK_HOLDER = """
 import sqlite3, sys

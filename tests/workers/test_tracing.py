@@ -1,5 +1,5 @@
 """One OpenTelemetry trace per formation run (design §11), on the real tasks and an in-process
-worker, in a process of its own (``tests.support.traced_chain``: the tracer provider is
+worker, in a process of its own (``testkit.traced_chain``: the tracer provider is
 process-wide), read back from the SDK's in-memory exporter."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 from workers.telemetry import wanted_exporters
 
 CANARY = "CANARY-QX7-5e1f"
@@ -21,7 +21,7 @@ STAGES = ["extract_facts", "embed_facts", "decide_facts", "extract_reflections",
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     folder = tmp_path_factory.mktemp("traced")
-    result = subprocess.run([sys.executable, "-m", "tests.support.traced_chain", str(folder), CANARY],
+    result = subprocess.run([sys.executable, "-m", "testkit.traced_chain", str(folder), CANARY],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
     runs = json.loads((folder / "runs.json").read_text())

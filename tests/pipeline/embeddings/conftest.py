@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.llm_server import LLMServer
+from testkit.llm_server import LLMServer
 
 
 @pytest.fixture

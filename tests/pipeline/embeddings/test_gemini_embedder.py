@@ -7,8 +7,8 @@ import pytest
 from pipeline.embeddings.gemini import GeminiEmbedder
 from pipeline.errors import ConfigurationError, PermanentError, RateLimited, TransientError
 from schemas.settings import Settings
-from tests.support import llm_wire
-from tests.support.llm_server import Error, Stall
+from testkit import llm_wire
+from testkit.llm_server import Error, Stall
 
 
 def _embedder(server, **kw):

@@ -7,8 +7,8 @@ import pytest
 from pipeline.embeddings.openai import OpenAIEmbedder
 from pipeline.errors import ConfigurationError, PermanentError, RateLimited, TransientError
 from schemas.settings import Settings
-from tests.support import llm_wire
-from tests.support.llm_server import INSUFFICIENT_QUOTA, Error, LLMServer, Stall, rate_limited
+from testkit import llm_wire
+from testkit.llm_server import INSUFFICIENT_QUOTA, Error, LLMServer, Stall, rate_limited
 
 
 def _embedder(server, **kw):

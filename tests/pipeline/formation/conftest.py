@@ -1,10 +1,10 @@
-"""Stage tests run on hand-written fakes of every port (see ``tests.support.formation.make_env``)."""
+"""Stage tests run on hand-written fakes of every port (see ``testkit.formation.make_env``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.formation import Env, make_env
+from testkit.formation import Env, make_env
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pipeline.formation.runner import Usage
 from pipeline.llm.scripted import Fault
 from schemas.documents import Reflection
 
-from tests.support.formation import blob_answer, facts, merge_all, reflections
+from testkit.formation import blob_answer, facts, merge_all, reflections
 
 
 def buffered(env, key, n, *, session_id="s-old", start=0, agent_id="agent-1"):

@@ -7,7 +7,7 @@ import pytest
 from pipeline.formation.contacts import contact_kind
 from schemas.documents import AgentSettings
 
-from tests.support.formation import ALICE_CHAT, facts, reflections
+from testkit.formation import ALICE_CHAT, facts, reflections
 
 IDS = ["user-maya", "u-1"]
 

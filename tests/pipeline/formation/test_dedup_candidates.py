@@ -16,7 +16,7 @@ from pipeline.formation import candidates, dedup, stages
 from pipeline.formation.facts import NewFact
 from pipeline.search.port import FactSearch, Hit
 
-from tests.support.formation import decisions, facts, make_atlas_env, make_env
+from testkit.formation import decisions, facts, make_atlas_env, make_env
 
 #: longer than any test's runs are apart (the env's clock moves 1 s per message)
 INDEX_LAG_S = 60.0

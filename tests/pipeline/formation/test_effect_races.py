@@ -9,7 +9,7 @@ import dataclasses
 from pipeline.formation import finish, stages
 from pipeline.llm.scripted import ScriptedLLM
 
-from tests.support.formation import decisions, facts, snapshot
+from testkit.formation import decisions, facts, snapshot
 
 VENUE = "The venue is Riverside Park"
 

@@ -18,7 +18,7 @@ from pipeline.errors import InvalidLLMAnswer
 from pipeline.llm.offline import OfflineLLM
 from pipeline.service import MemoryService
 
-from tests.support.formation import decisions, facts, make_atlas_env, make_env, merge_all, reflections
+from testkit.formation import decisions, facts, make_atlas_env, make_env, merge_all, reflections
 
 GONE, KEPT = "u-1", "u-2"
 

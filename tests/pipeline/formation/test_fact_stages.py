@@ -10,7 +10,7 @@ from pipeline.errors import InvalidLLMAnswer
 from pipeline.formation import stages
 from schemas.documents import AgentSettings
 
-from tests.support.formation import ALICE_CHAT, decisions, facts, reflections
+from testkit.formation import ALICE_CHAT, decisions, facts, reflections
 
 EMAIL = "Alice's email is alice@example.com"
 GROUP = [("user", "u-1", "Hi, I'm Alice."), ("user", "u-2", "I'm Bob."), ("assistant", None, "Welcome.")]

@@ -14,7 +14,7 @@ from pipeline.formation.finish import fact_counts
 from pipeline.service import MemoryService
 from pipeline.validity import version_at
 
-from tests.support.formation import decisions, facts
+from testkit.formation import decisions, facts
 
 LYON, PORTO = "Alice lives in Lyon", "Alice lives in Porto"
 WHERE = "Alice Porto Lyon lives"  # matches both texts with the tests' hashing embedder

@@ -9,7 +9,7 @@ from pipeline.errors import InvalidLLMAnswer, PermanentError, RateLimited, Trans
 from pipeline.formation import consolidate_stages, finish as finish_mod, stages
 from pipeline.llm.scripted import Fault
 
-from tests.support.formation import ALICE_CHAT, decisions, facts, merge_all, reflections, snapshot
+from testkit.formation import ALICE_CHAT, decisions, facts, merge_all, reflections, snapshot
 
 EMAIL = "Alice's email is alice@example.com"
 NEW_EMAIL = "Alice's email is alice@example.org now"

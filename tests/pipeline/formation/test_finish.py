@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.formation import finish as finish_mod
 
-from tests.support.formation import ALICE_CHAT, facts, merge_all, reflections
+from testkit.formation import ALICE_CHAT, facts, merge_all, reflections
 
 STAGES = ["extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"]
 

@@ -9,7 +9,7 @@ import pytest
 from pipeline.errors import LeaseLost
 from pipeline.formation import consolidate_stages as cs
 from pipeline.formation.consolidation import OverWordLimit
-from tests.support.formation import ALICE_CHAT, blob_answer, facts, make_env, reflections
+from testkit.formation import ALICE_CHAT, blob_answer, facts, make_env, reflections
 
 LEASE = "consolidate:agent-1:user:u-1"
 

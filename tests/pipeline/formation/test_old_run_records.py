@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bson import json_util
 
-from tests.support.formation import ALICE_CHAT, make_atlas_env, make_env
+from testkit.formation import ALICE_CHAT, make_atlas_env, make_env
 from ops.runs import format_run, list_run_summaries
 from pipeline.formation import finish, outputs
 from pipeline.store._common import ts

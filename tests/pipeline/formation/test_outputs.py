@@ -11,7 +11,7 @@ from pipeline.formation import finish, outputs, stages
 from pipeline.formation.facts import FactFilter
 from schemas.documents import Stage
 
-from tests.support.formation import ALICE_CHAT, facts, reflections
+from testkit.formation import ALICE_CHAT, facts, reflections
 
 EMAIL = "Alice's email is alice@example.com"
 

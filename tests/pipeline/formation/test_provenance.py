@@ -14,7 +14,7 @@ from pipeline.formation.provenance import format_date, provenance, provenances, 
 from pipeline.retrieval import retrieval_text
 from schemas.documents import StoredMessage
 
-from tests.support.formation import decisions, facts
+from testkit.formation import decisions, facts
 
 
 def _msg(n: int, role: str, content: str, sender: str | None = "u-1", minute: int | None = None) -> StoredMessage:

@@ -13,7 +13,7 @@ from pipeline.formation.scopes import plan_from_dict, plan_scopes, plan_to_dict
 from pipeline.text import text_hash
 from schemas.documents import AgentSettings
 
-from tests.support.formation import decisions, facts, reflections
+from testkit.formation import decisions, facts, reflections
 
 
 @pytest.mark.parametrize("user_on,agent_on,users,group,fact_scopes,refl_scopes", [

@@ -9,7 +9,7 @@ from pipeline.formation import consolidate_stages as cs, stages
 from pipeline.llm.offline import OfflineLLM
 from schemas.documents import Reflection, scope_key
 
-from tests.support.formation import ALICE_CHAT, decisions, facts, merge_all, reflections
+from testkit.formation import ALICE_CHAT, decisions, facts, merge_all, reflections
 
 
 def scripted(env):
@@ -136,7 +136,7 @@ def test_the_calls_of_a_stage_attempt_that_failed_after_them_are_kept(env):
     import pytest
 
     from pipeline.formation.consolidation import OverWordLimit
-    from tests.support.formation import blob_answer
+    from testkit.formation import blob_answer
 
     env.settings.word_limit_session = 5
     env.llm.on("extract_facts", facts())

@@ -8,7 +8,7 @@ from pipeline import vectors
 from pipeline.formation import finish, stages
 from pipeline.llm.offline import OfflineLLM
 
-from tests.support.formation import decisions, facts
+from testkit.formation import decisions, facts
 
 LYON = "Alice lives in Lyon"
 LYON_MORE = "Alice lives in Lyon, France"

@@ -6,7 +6,7 @@ from ops.runs import format_run, run_summary
 from pipeline.formation import stages
 from pipeline.llm.offline import OfflineLLM
 
-from tests.support.formation import ALICE_CHAT, decisions, facts, reflections
+from testkit.formation import ALICE_CHAT, decisions, facts, reflections
 
 EMAIL = "Alice's email is alice@example.com"
 PASSWORD = "Alice's wifi password is hunter2"

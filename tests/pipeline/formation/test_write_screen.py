@@ -13,7 +13,7 @@ from pipeline.formation.screening import Screened, screen_blob, screen_write
 from pipeline.formation.secrets import SecretGuard
 from schemas.documents import ConsolidatedBlob, Reflection
 
-from tests.support.formation import blob_answer, decisions, facts, reflections
+from testkit.formation import blob_answer, decisions, facts, reflections
 
 GUARD = SecretGuard()
 PASSPHRASE = "correct horse battery staple"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.llm.structured import FALLBACKS
-from tests.support.llm_server import LLMServer
+from testkit.llm_server import LLMServer
 
 
 @pytest.fixture

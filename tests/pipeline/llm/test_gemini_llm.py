@@ -10,8 +10,8 @@ from pipeline.llm.gemini import GeminiLLM, answer_schema
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
 from schemas.settings import Settings
-from tests.support import llm_wire
-from tests.support.llm_server import Answer, Error, LLMServer, Stall
+from testkit import llm_wire
+from testkit.llm_server import Answer, Error, LLMServer, Stall
 
 GOOD = '{"decisions": [{"new": 0, "action": "UPDATE", "existing": 2, "text": "Alice lives in Munich."}]}'
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"

@@ -16,7 +16,7 @@ from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.facts import FactsAnswer
 from schemas.settings import Settings
-from tests.support.llm_server import Answer, LLMServer, Trickle
+from testkit.llm_server import Answer, LLMServer, Trickle
 
 GOOD = '{"facts": [{"text": "The user lives in Berlin.", "scope": "user"}]}'
 TIMEOUT_S = 0.5

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import RedisServer, require_redis_server
+from testkit.procs import RedisServer, require_redis_server
 from pipeline.errors import PermanentError, TransientError
 from pipeline.llm.limits import LimitedLLM, LocalSemaphore, RedisSemaphore
 from pipeline.llm.port import LLM, LLMRequest, LLMResponse

@@ -3,8 +3,8 @@
 from pipeline.formation import stages
 from pipeline.llm.openai import OpenAILLM
 from schemas.settings import Settings
-from tests.support.formation import ALICE_CHAT, make_env
-from tests.support.llm_server import Answer, LLMServer
+from testkit.formation import ALICE_CHAT, make_env
+from testkit.llm_server import Answer, LLMServer
 
 FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'
 

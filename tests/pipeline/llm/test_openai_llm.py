@@ -11,8 +11,8 @@ from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
 from pipeline.prompts.facts import FactsAnswer
 from schemas.settings import Settings
-from tests.support import llm_wire
-from tests.support.llm_server import INSUFFICIENT_QUOTA, Answer, Error, LLMServer, Stall, rate_limited
+from testkit import llm_wire
+from testkit.llm_server import INSUFFICIENT_QUOTA, Answer, Error, LLMServer, Stall, rate_limited
 
 GOOD = '{"facts": [{"text": "The user lives in Berlin.", "scope": "user"}]}'
 

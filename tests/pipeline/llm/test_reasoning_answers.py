@@ -13,8 +13,8 @@ from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.facts import FactsAnswer
 from schemas.settings import Settings
-from tests.support.formation import ALICE_CHAT, make_env
-from tests.support.llm_server import Answer, LLMServer
+from testkit.formation import ALICE_CHAT, make_env
+from testkit.llm_server import Answer, LLMServer
 
 BERLIN = '{"facts": [{"text": "The user lives in Berlin.", "scope": "user"}]}'
 DRAFT = '{"facts": []}'

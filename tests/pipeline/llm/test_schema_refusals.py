@@ -13,7 +13,7 @@ from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.facts import FactsAnswer
 from schemas.settings import Settings
-from tests.support.llm_server import Answer, LLMServer
+from testkit.llm_server import Answer, LLMServer
 
 GOOD = '{"facts": [{"text": "The user lives in Berlin.", "scope": "user"}]}'
 

@@ -13,8 +13,8 @@ from ops.commands import cost as cost_command
 from ops.commands import runs as runs_command
 from pipeline.llm.gemini import GeminiLLM
 from pipeline.llm.openai import OpenAILLM
-from tests.support.formation import ALICE_CHAT, make_env
-from tests.support.llm_server import Answer, LLMServer
+from testkit.formation import ALICE_CHAT, make_env
+from testkit.llm_server import Answer, LLMServer
 
 FACTS = '{"facts": [{"text": "Alice\'s email is alice@example.com.", "scope": "user"}]}'
 REFLECTIONS = '{"agent": [], "user": [], "session": []}'

@@ -1,4 +1,4 @@
-"""The Atlas search adapter end to end against the strict emulation (``tests/support``), and
+"""The Atlas search adapter end to end against the strict emulation (``testkit``), and
 the emulation refusing what Atlas refuses: a test of the adapter here fails the way the server
 would fail, not only the way our own pipeline builders agree with themselves."""
 
@@ -16,8 +16,8 @@ from pipeline.search import atlas
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.documents import fact
-from tests.support.mongo_emulation import OUTAGE, emulated_database
+from testkit.documents import fact
+from testkit.mongo_emulation import OUTAGE, emulated_database
 
 DIM = 3
 FACTS = [

@@ -14,7 +14,7 @@ from pipeline.errors import ConfigurationError
 from pipeline.search import atlas, atlas_indexes
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 
 class _Unclosable(MongoStore):

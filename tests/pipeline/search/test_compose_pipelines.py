@@ -20,8 +20,8 @@ from pipeline.search.atlas_indexes import create_search_indexes
 from pipeline.service import MemoryService
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.documents import fact
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import fact
+from testkit.mongo_emulation import emulated_database
 
 COMPOSE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?[-?][^}]*)?\}")

@@ -17,8 +17,8 @@ from pipeline.retrieval import Thresholds, rank_query, search_facts
 from pipeline.search.local import LocalFactSearch
 from pipeline.search.port import FactSearch, Hit
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
 class Lists(FactSearch):

@@ -17,8 +17,8 @@ from pipeline.search.hits import FactHit
 from pipeline.search.local import LocalFactSearch
 from pipeline.service import MemoryService
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
 LIVE_KEYS = ["id", "content", "scope", "formed_at", "updated_at", "age", "score"]

@@ -11,8 +11,8 @@ from pipeline.service import MemoryService
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 NOW = T0 + timedelta(days=1)
 

@@ -15,7 +15,7 @@ import pytest
 from pipeline.search.local import LocalFactSearch
 from pipeline.search.segment_files import SegmentFiles
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.documents import fact
+from testkit.documents import fact
 
 DIM = 32
 WORDS = ["budget", "venue", "catering", "lighting", "stream", "press", "travel", "menu", "stage", "guest"]

@@ -12,8 +12,8 @@ from pipeline.retrieval import retrieval_text
 from pipeline.search import scoring
 from pipeline.service import MemoryService
 from schemas.settings import Settings
-from tests.support.documents import T0, fact
-from tests.support.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.documents import T0, fact
+from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
 class _NoPublisher(Publisher):

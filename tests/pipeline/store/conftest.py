@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.mongo_emulation import emulated_database
+from testkit.mongo_emulation import emulated_database
 
 ADAPTERS = ["sqlite", "mongo"]
 

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from pipeline.trigger import ClaimRule
 from schemas.documents import StageRecord
-from tests.support.documents import at, message, run
+from testkit.documents import at, message, run
 
 ANY = ClaimRule(min_messages=1)
 
@@ -114,7 +114,7 @@ def test_run_field_patches_check_values_and_keep_the_queried_columns(store, clai
 def test_mongo_begin_stage_parses_the_run_once_and_setting_fields_reads_none(monkeypatch):
     from pipeline.store.mongo import runs as mongo_runs
     from pipeline.store.mongo import MongoStore
-    from tests.support.mongo_emulation import emulated_database
+    from testkit.mongo_emulation import emulated_database
 
     store = MongoStore(emulated_database(), prefix="memory2_")
     store.create_indexes()

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.trigger import ClaimRule
 from schemas.documents import RejectedEvent, StageRecord
-from tests.support.documents import T0, at, message, run
+from testkit.documents import T0, at, message, run
 
 ANY = ClaimRule(min_messages=1)
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from schemas.access import ApiKey, AuditEntry, Job, key_digest, subject_digest
-from tests.support.documents import T0
+from testkit.documents import T0
 
 
 def _key(key_id: str, secret: str, **fields) -> ApiKey:

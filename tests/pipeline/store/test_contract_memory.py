@@ -12,7 +12,7 @@ from pipeline.store.port import FactUpdate
 from pipeline.trigger import ClaimRule
 from pipeline.text import text_hash
 from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent, StageRecord
-from tests.support.documents import T0, at, fact, message, reflection, run
+from testkit.documents import T0, at, fact, message, reflection, run
 
 
 # ---------------------------------------------------------------------- agents -------------

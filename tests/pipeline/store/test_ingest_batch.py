@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.store.sqlite import SQLiteStore
 from tests.pipeline.store.conftest import ADAPTERS, open_adapter
-from tests.support.documents import at, message
+from testkit.documents import at, message
 
 
 def mixed_batch():

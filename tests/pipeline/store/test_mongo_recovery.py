@@ -11,8 +11,8 @@ from pipeline.store import _common as c
 from pipeline.store.mongo import MongoStore
 from pipeline.trigger import ClaimRule
 from schemas.documents import StoredMessage
-from tests.support.documents import at, message, run
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import at, message, run
+from testkit.mongo_emulation import emulated_database
 
 ANY = ClaimRule(min_messages=1)
 

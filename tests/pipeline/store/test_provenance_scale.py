@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
+from testkit.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
 from ops.cost import cost_report
 from pipeline.clock import FrozenClock
 from pipeline.export import export_user
@@ -23,8 +23,8 @@ from pipeline.llm.offline import OfflineLLM
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
 from schemas.settings import Settings
-from tests.support.mongo_emulation import emulated_database
-from tests.support.mongo_explain import EXPLAIN
+from testkit.mongo_emulation import emulated_database
+from testkit.mongo_explain import EXPLAIN
 
 FACTS = 10_000
 

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.trigger import ClaimRule
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.documents import at, fact, message, run
+from testkit.documents import at, fact, message, run
 
 WORKERS = 8
 MESSAGES_EACH = 15

@@ -12,7 +12,7 @@ from pipeline.store import open_store
 from pipeline.trigger import ClaimRule
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
-from tests.support.documents import at, fact, message, run
+from testkit.documents import at, fact, message, run
 
 
 def test_data_survives_closing_and_reopening_the_file(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from tests.support.procstat import handles_on
+from testkit.procstat import handles_on
 from pipeline.store.sqlite import SQLiteStore
 
 

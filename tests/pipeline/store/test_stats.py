@@ -15,7 +15,7 @@ from pipeline.clock import FrozenClock
 from pipeline.cost import price_models
 from schemas.documents import FormationRun, LLMUsage, Reflection, StageRecord, UsageRecord, scope_key
 from schemas.settings import Settings
-from tests.support.sessions import cold_run
+from testkit.sessions import cold_run
 
 PRICES = {"gpt-6-luna": {"input": 0.10, "output": 0.50}, "text-embedding-9": {"input": 0.02, "output": 0.0}}
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)

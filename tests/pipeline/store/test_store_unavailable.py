@@ -21,7 +21,7 @@ from pipeline.store.sqlite.db import unavailable as sqlite_unavailable
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import AgentSettings
-from tests.support.mongo_emulation import OUTAGE, emulated_database
+from testkit.mongo_emulation import OUTAGE, emulated_database
 
 LOCK_HOLDER = """
 import sqlite3, sys, time

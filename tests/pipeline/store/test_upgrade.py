@@ -9,8 +9,8 @@ import sqlite3
 
 from pipeline.store.mongo import MongoStore
 from pipeline.store.sqlite import SQLiteStore
-from tests.support.documents import T0, at, fact
-from tests.support.mongo_emulation import emulated_database
+from testkit.documents import T0, at, fact
+from testkit.mongo_emulation import emulated_database
 
 
 def test_an_old_sqlite_file_gets_the_live_only_key_when_opened(tmp_path):
@@ -122,7 +122,7 @@ def test_old_mongo_facts_get_their_latest_change_from_create_indexes():
 
 
 def test_an_old_mongo_message_key_becomes_unique_per_seq_and_old_interrupted_ingests_still_complete():
-    from tests.support.documents import at, message
+    from testkit.documents import at, message
 
     database = emulated_database()
     messages = database["memory2_messages"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.reliability.scenarios.checks import log_leaks_above_debug
-from tests.reliability.scenarios.crash import _settle, scenario
-from tests.reliability.scenarios.deps import injected_counts
-from tests.reliability.scenarios.fuzz import KINDS, fuzzed_event
-from tests.reliability.scenarios.harness import crash_lines
-from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
+from testkit.scenarios.checks import log_leaks_above_debug
+from testkit.scenarios.crash import _settle, scenario
+from testkit.scenarios.deps import injected_counts
+from testkit.scenarios.fuzz import KINDS, fuzzed_event
+from testkit.scenarios.harness import crash_lines
+from testkit.scenarios.workload import end_event, plan_sessions, session_events
 from pipeline import names
 from workers.dispatch import send
 

@@ -8,7 +8,7 @@ adapters with their real SDKs and no patching.
                                                openai_base_url=server.openai_base_url))
 
 It runs on 127.0.0.1 on a free port, one thread per request. It is strict: a request the real
-API refuses is refused with that API's status and error body (``tests.support.llm_wire`` cites
+API refuses is refused with that API's status and error body (``testkit.llm_wire`` cites
 each rule). Each route (``chat``, ``generate``, ``embed``) answers from its queue of scripted
 replies: an ``Answer`` (optionally truncated, with or without usage), an ``Error`` (status,
 body, headers), a ``Stall`` (no answer for some seconds) or a ``Trickle`` (an answer sent a
@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.support import llm_wire as wire
+from testkit import llm_wire as wire
 
 
 @dataclass(frozen=True)

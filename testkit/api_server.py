@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.procs import REPO_ROOT, free_port
+from testkit.procs import REPO_ROOT, free_port
 
 SECRET = "platform-secret-for-the-tests-" + "x" * 20
 KID = "k1"
@@ -90,10 +90,10 @@ class ApiServer:
 
 def demo_api(tmp_path_factory, *, workers: int = 1) -> ApiServer:
     """An ``ApiServer`` (not yet started: use it as a context manager) over a private copy of
-    the demo store (``tests.support.demo_store``)."""
+    the demo store (``testkit.demo_store``)."""
     import shutil
 
-    from tests.support.demo_store import demo_env, formed_demo_store
+    from testkit.demo_store import demo_env, formed_demo_store
 
     source = formed_demo_store(tmp_path_factory)
     folder = tmp_path_factory.mktemp("api")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.procs import REPO_ROOT, free_port
+from testkit.procs import REPO_ROOT, free_port
 
 AUTH = "ops:flower-pass"
 TIMEOUT_S = 90

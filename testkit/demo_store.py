@@ -2,7 +2,7 @@
 tasks (offline LLM, hashing embedder) into a SQLite file. Formed once per test process and
 then only read, by the commands and servers under test, from their own processes.
 
-    from tests.support.demo_store import formed_demo_store
+    from testkit.demo_store import formed_demo_store
     path = formed_demo_store(tmp_path_factory)   # Path of the SQLite file
 
 The sample's agent is ``agent-juniper``; ``user-maya`` and ``user-leo`` are among its people.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.procs import REPO_ROOT
+from testkit.procs import REPO_ROOT
 
 AGENT = "agent-juniper"
 MAYA = "user-maya"

@@ -104,7 +104,7 @@ def make_atlas_env(tmp_path, *, index_lag_s: float = 0.0) -> Env:
     from pipeline.search.atlas import AtlasFactSearch
     from pipeline.search.atlas_indexes import ensure_search_indexes
     from pipeline.store.mongo import MongoStore
-    from tests.support.mongo_emulation import emulated_database
+    from testkit.mongo_emulation import emulated_database
 
     e = make_env(tmp_path)
     e.store.close()

@@ -22,8 +22,8 @@ import uuid
 import mongomock_ng
 
 from pipeline.clock import Clock
-from tests.support.atlas_emulation import AtlasSettings, SearchCatalog
-from tests.support.mongo_explain import EXPLAIN
+from testkit.atlas_emulation import AtlasSettings, SearchCatalog
+from testkit.mongo_explain import EXPLAIN
 
 _LOCK = threading.RLock()
 

@@ -1,6 +1,6 @@
 """Provider faults and hostile answers through real workers (issue: reliability §2 and §5).
 
-The offline rules answer behind a seeded ``ScriptedLLM`` (``tests.reliability.scenarios.deps.fault_llm``):
+The offline rules answer behind a seeded ``ScriptedLLM`` (``testkit.scenarios.deps.fault_llm``):
 30% transient errors (timeouts, 429 with Retry-After, 5xx), 10% invalid JSON or
 schema-violating answers, and decide_facts answers that UPDATE an id outside their
 candidates. With ``hostile=True`` the answers also push every fact and reflection into the
@@ -19,12 +19,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests.reliability.scenarios.audit import audit
-from tests.reliability.scenarios.crash import _settle, publish_session, scenario
-from tests.reliability.scenarios.deps import injected_counts
-from tests.reliability.scenarios.fuzz import INJECTIONS
-from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
-from tests.support.waiting import QUIET_S
+from testkit.scenarios.audit import audit
+from testkit.scenarios.crash import _settle, publish_session, scenario
+from testkit.scenarios.deps import injected_counts
+from testkit.scenarios.fuzz import INJECTIONS
+from testkit.scenarios.workload import end_event, plan_sessions, session_events
+from testkit.waiting import QUIET_S
 from schemas.documents import AgentSettings
 
 FORGED = "forged by the provider"

@@ -29,8 +29,8 @@ import mongomock_ng
 import numpy as np
 
 from pipeline.clock import Clock
-from tests.support import atlas_engine as engine
-from tests.support import atlas_rules as rules
+from testkit import atlas_engine as engine
+from testkit import atlas_rules as rules
 
 SCORE_FIELD = "__emulated_search_score"
 _META = {"$vectorSearch": "vectorSearchScore", "$search": "searchScore"}

@@ -13,11 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from tests.reliability.scenarios.fuzz import good_event
-from tests.reliability.scenarios.harness import (
+from testkit.scenarios.fuzz import good_event
+from testkit.scenarios.harness import (
     PersistentRedis, Supervisor, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
-from tests.support.waiting import settle, store_state
+from testkit.waiting import settle, store_state
 from pipeline.errors import TransientError
 
 AGENT = "agent-outage"
@@ -98,7 +98,7 @@ def run_broker_outage(
         # like the compose file's restart policy: a worker that exits is started again
         supervisor = Supervisor(lambda n: start_worker(
             broker_url=redis.url(0), store_url=store_url, log_file=workdir / f"worker-{n}.log",
-            queues=("ingest",), app="tests.reliability.scenarios.worker_app", env=worker_env(**settings),
+            queues=("ingest",), app="testkit.scenarios.worker_app", env=worker_env(**settings),
         ))
         app = producer_app(redis.url(0), **settings)
         publisher = CeleryPublisher(app=app, retry_max=3, timeout_s=1.0)

@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from tests.reliability.scenarios.workload import end_event, session_events
+from testkit.scenarios.workload import end_event, session_events
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from tests.support.procs import REPO_ROOT, WorkerProcess, free_port, redis_server_path
+from testkit.procs import REPO_ROOT, WorkerProcess, free_port, redis_server_path
 
 # every queue the formation chain and ingest use, so one worker can run a whole formation
 ALL_QUEUES = ("ingest", "formation", "consolidation", "maintenance")
@@ -241,7 +241,8 @@ class Supervisor:
         return out
 
     def stop(self) -> None:
+        """Stop watching and kill the current worker: call it once the figures are taken."""
         self._stop.set()
         self._thread.join(timeout=10)
         with self._lock:
-            self.worker.stop()
+            self.worker.discard()

@@ -1,5 +1,5 @@
 """One formation run on the real tasks, traced, in its own process (the tracer provider is
-process-wide): ``python -m tests.support.traced_chain <folder> <canary>``.
+process-wide): ``python -m testkit.traced_chain <folder> <canary>``.
 
 An in-process Celery worker (``memory://`` broker, as ``make demo``) runs ingest and the whole
 chain with the scripted LLM (answers that carry ``canary``, as the messages do: a user and a

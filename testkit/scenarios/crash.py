@@ -2,7 +2,7 @@
 
 Real Redis, real prefork workers on every queue, SQLite, the offline LLM and the hashing
 embedder. A worker is SIGKILLed inside each stage, at a kill point armed through
-``tests.reliability.scenarios.deps.HookedStore``: the process that reaches the point (after the stage's write)
+``testkit.scenarios.deps.HookedStore``: the process that reaches the point (after the stage's write)
 reports itself and sleeps, and is killed there. Even kills take the pool process only (the
 pool replaces it and the broker redelivers at once: acks_late + reject_on_worker_lost); odd
 kills take the whole worker, and a fresh one finishes (redelivery after the visibility
@@ -25,13 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tests.reliability.scenarios.audit import audit
-from tests.reliability.scenarios.deps import stage_category
-from tests.reliability.scenarios.harness import (
+from testkit.scenarios.audit import audit
+from testkit.scenarios.deps import stage_category
+from testkit.scenarios.harness import (
     ALL_QUEUES, PersistentRedis, pid_alive, producer_app, queues_idle, start_worker, wait_until, worker_env,
 )
-from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
-from tests.support.waiting import QUIET_S, settle, store_state
+from testkit.scenarios.workload import end_event, plan_sessions, session_events
+from testkit.waiting import QUIET_S, settle, store_state
 from pipeline import names
 from schemas.documents import Stage
 from workers.dispatch import send
@@ -77,7 +77,7 @@ class _Cluster:
         log = self.workdir / f"worker-{self.generation}.log"
         self.logs.append(log)
         return start_worker(broker_url=self.broker_url, store_url=self.store_url, log_file=log,
-                            queues=ALL_QUEUES, app="tests.reliability.scenarios.worker_app", env=self.env,
+                            queues=ALL_QUEUES, app="testkit.scenarios.worker_app", env=self.env,
                             concurrency=2)
 
     def replace_after_kill(self) -> None:
@@ -97,7 +97,8 @@ class _Cluster:
         return "\n".join(p.read_text(errors="replace") for p in self.logs if p.exists())
 
     def stop(self) -> None:
-        self.worker.stop()
+        # after the figures (the logs included) are taken: nothing reads a warm shutdown here
+        self.worker.discard()
 
 
 def publish_session(publisher, events: list, end: dict) -> None:
@@ -147,7 +148,7 @@ def run_crash(
     workdir: Path, *, sessions: int = 50, kills: int = 20, messages: int = 8, seed: int = 0,
     points=POINTS, control: bool = False, fire_quiet_s: float = 15.0, settle_quiet_s: float = QUIET_S,
 ) -> dict:
-    """Run the scenario and return its figures (see ``tests.reliability.scenarios.audit.audit``)."""
+    """Run the scenario and return its figures (see ``testkit.scenarios.audit.audit``)."""
     workdir = Path(workdir)
     hooks = workdir / "hooks"
     hooks.mkdir(parents=True, exist_ok=True)
@@ -239,7 +240,7 @@ def _by_stage(kill_log: list[dict]) -> dict[str, int]:
 def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: float = QUIET_S) -> bool:
     """Until every session is formed and nothing is queued, playing beat's stale-run retry;
     False once the store has stood still for ``quiet_s`` short of that
-    (``tests.support.waiting.settle``)."""
+    (``testkit.waiting.settle``)."""
     next_retry = 0.0
 
     def tick() -> None:

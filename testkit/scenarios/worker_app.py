@@ -1,11 +1,11 @@
-"""Scenario-only Celery entry point: ``celery -A tests.reliability.scenarios.worker_app worker ...``.
+"""Scenario-only Celery entry point: ``celery -A testkit.scenarios.worker_app worker ...``.
 
 It is ``workers.app`` with two changes that only the reliability harness needs:
 - abandoned messages are looked for every second (kombu's default sweep runs about every
   100 s), and the sweep's mutex expires after 5 s, so a redelivery after a killed worker
   shows up within the scenario;
 - when ``RELIABILITY_MODE`` is set, each pool process gets the scenario dependencies of
-  ``tests.reliability.scenarios.deps`` (kill-point hooks, fault injection, or the
+  ``testkit.scenarios.deps`` (kill-point hooks, fault injection, or the
   idempotency-off control).
 """
 
@@ -31,7 +31,7 @@ app.conf.broker_transport_options = {
 @worker_process_init.connect
 def _install_bench_deps(**_: object) -> None:
     if os.environ.get("RELIABILITY_MODE"):
-        from tests.reliability.scenarios.deps import install_from_env
+        from testkit.scenarios.deps import install_from_env
 
         install_from_env()
 

@@ -1,5 +1,5 @@
 """Scenario-only dependencies, injected into each worker pool process by
-``tests.reliability.scenarios.worker_app`` (``workers.deps.set_deps``) when ``RELIABILITY_MODE``
+``testkit.scenarios.worker_app`` (``workers.deps.set_deps``) when ``RELIABILITY_MODE``
 names them (comma-separated):
 
 - ``hooks``: ``HookedStore``: kill points. When ``<RELIABILITY_DIR>/arm.json`` names a stage

@@ -5,8 +5,8 @@ must finish (design §11: a store outage is retried, never acked and lost).
 - ``sqlite``: real Redis and real prefork workers on every queue (``_crash.scenario``), with a
   busy timeout of ``BUSY_TIMEOUT_S``; another process holds ``BEGIN EXCLUSIVE`` for longer
   than that, so every write in that window fails with ``SQLITE_BUSY``.
-- ``mongo``: the emulated MongoDB of ``tests/support`` lives in one process, so this one runs
-  in a subprocess (``python -m tests.reliability.scenarios.store_outage``): real Redis, an in-process Celery
+- ``mongo``: the emulated MongoDB of ``testkit`` lives in one process, so this one runs
+  in a subprocess (``python -m testkit.scenarios.store_outage``): real Redis, an in-process Celery
   worker (threads pool) on every queue, and the emulation's ``OUTAGE`` window, which fails
   operations with the driver's own failover errors (some writes apply before their reply is
   lost).
@@ -32,9 +32,9 @@ import threading
 import time
 from pathlib import Path
 
-from tests.reliability.scenarios.audit import audit
-from tests.reliability.scenarios.workload import end_event, plan_sessions, session_events
-from tests.support.procs import REPO_ROOT
+from testkit.scenarios.audit import audit
+from testkit.scenarios.workload import end_event, plan_sessions, session_events
+from testkit.procs import REPO_ROOT
 
 BUSY_TIMEOUT_S = 2.0
 #: the broker redelivers an unacked message after this; the crash scenario's 3 s would also
@@ -92,7 +92,7 @@ def _figures(store, producer: _Producer, settled: bool) -> dict:
 
 def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
     """Until some run is claimed or running, so the outage meets formations mid-chain."""
-    from tests.reliability.scenarios.harness import wait_until
+    from testkit.scenarios.harness import wait_until
 
     wait_until(lambda: any(r.status in ("claimed", "running") for r in store.list_runs(limit=1000)),
                timeout=timeout_s, interval=0.02)
@@ -101,8 +101,8 @@ def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
 # ------------------------------------------------------------------ SQLite -------------------------
 
 def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, seed: int = 0) -> dict:
-    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _settle, scenario
-    from tests.reliability.scenarios.harness import start_worker, worker_env
+    from testkit.scenarios.crash import SCENARIO_SETTINGS, _settle, scenario
+    from testkit.scenarios.harness import start_worker, worker_env
 
     workdir = Path(workdir)
     rng = random.Random(seed)
@@ -114,7 +114,7 @@ def run_sqlite_lock(workdir: Path, *, sessions: int = 16, lock_s: float = 10.0, 
         # the outage) while ingest waits for the lock
         formation = start_worker(broker_url=redis.url(0), store_url=f"sqlite:///{workdir / 'memory.db'}",
                                  log_file=workdir / "worker-formation.log", queues=("formation", "consolidation"),
-                                 app="tests.reliability.scenarios.worker_app",
+                                 app="testkit.scenarios.worker_app",
                                  env={**worker_env(**SCENARIO_SETTINGS), **env})
         try:
             producer = _Producer(publisher, plan_sessions(rng, sessions, prefix=f"lock{seed}"), rng, gap_s=0.4,
@@ -158,10 +158,10 @@ def run_mongo_failover(workdir: Path, *, sessions: int = 16, outage_s: float = 8
                        timeout_s: float = 1800.0) -> dict:
     """Run the Mongo scenario in a fresh interpreter (the emulation and the worker share it).
     ``timeout_s`` only stops a hung interpreter: the scenario itself gives up once its store
-    stands still (``tests.support.waiting.settle``), however long a loaded machine takes."""
+    stands still (``testkit.waiting.settle``), however long a loaded machine takes."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "tests.reliability.scenarios.store_outage", "--workdir", str(workdir),
+    cmd = [sys.executable, "-m", "testkit.scenarios.store_outage", "--workdir", str(workdir),
            "--sessions", str(sessions), "--outage-s", str(outage_s), "--seed", str(seed)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with open(workdir / "mongo-scenario.log", "wb") as log:
@@ -176,10 +176,10 @@ def run_mongo_failover(workdir: Path, *, sessions: int = 16, outage_s: float = 8
 
 
 def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dict:
-    from tests.reliability.scenarios.crash import SCENARIO_SETTINGS, _all_formed
-    from tests.reliability.scenarios.harness import queues_idle, worker_env
-    from tests.support.waiting import settle, store_state
-    from tests.support.procs import RedisServer
+    from testkit.scenarios.crash import SCENARIO_SETTINGS, _all_formed
+    from testkit.scenarios.harness import queues_idle, worker_env
+    from testkit.waiting import settle, store_state
+    from testkit.procs import RedisServer
 
     with RedisServer(workdir / "redis") as redis:
         os.environ.update({**worker_env(**SCENARIO_SETTINGS), "MEMORY_BROKER_URL": redis.url(0),
@@ -189,7 +189,7 @@ def _mongo_main(workdir: Path, sessions: int, outage_s: float, seed: int) -> dic
 
         from pipeline import names
         from pipeline.store.mongo import MongoStore
-        from tests.support.mongo_emulation import OUTAGE, emulated_database
+        from testkit.mongo_emulation import OUTAGE, emulated_database
         from workers.app import app
         from workers.deps import Deps, set_deps
         from workers.producer import CeleryPublisher

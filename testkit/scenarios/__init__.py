@@ -1,0 +1,2 @@
+"""Reliability scenarios run by ``tests/reliability`` and by ``python -m bench.reliability``:
+crashes at control points, broker and store outages, provider faults, process races."""
