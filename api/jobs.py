@@ -19,6 +19,11 @@ from schemas.access import Job, subject_digest
 #: how long a request may take to store and send a job it found absent before another may
 #: (a request that died meanwhile leaves nothing to wait for)
 CREATE_LEASE_S = 30.0
+#: a job still queued this long after it was last sent is sent again when it is asked for: the
+#: broker may have lost the message (a Redis restart without persistence), and a repeated
+#: request would otherwise be handed a job that never runs. A second delivery is harmless: a
+#: worker starts only a queued job, and the erasure holds the scopes' leases while it runs.
+RESEND_AFTER_S = 600.0
 
 
 def job_out(job: Job) -> m.JobOut:
@@ -38,6 +43,7 @@ def queue_forget(ctx, caller: Principal, user_id: str, agent_id: str | None) -> 
         job = ctx.store.get_job(candidate) or _create(ctx, caller, candidate, subject, user_id, agent_id)
         if job.status in ("queued", "running"):
             break
+    job = _resend_if_stale(ctx, job)
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "forget_user", agent_id=agent_id,
           subject=subject, outcome="queued")
     return job_out(job)
@@ -73,6 +79,18 @@ def _create(ctx, caller: Principal, job_id: str, subject: str, user_id: str, age
         return job
     finally:
         ctx.store.release_lease(lease, holder)
+
+
+def _resend_if_stale(ctx, job: Job) -> Job:
+    """Send ``job`` to the maintenance queue again when it has waited queued for more than
+    ``RESEND_AFTER_S`` since it was last sent; the job as it now stands."""
+    now = ctx.clock.now()
+    if job.status != "queued" or (now - (job.sent_at or job.created_at)).total_seconds() <= RESEND_AFTER_S:
+        return job
+    job = job.model_copy(update={"sent_at": now})
+    ctx.store.put_job(job)
+    ctx.send_job(job.job_id)
+    return job
 
 
 def visible_job(ctx, caller: Principal, job_id: str) -> m.JobOut:

@@ -65,6 +65,7 @@ class Job(_Doc):
     requested_by: str = ""            # the credential id that asked (the audit's who)
     requested_kind: str = ""
     created_at: datetime
+    sent_at: datetime | None = None   # last handed to the maintenance queue (None: at created_at)
     finished_at: datetime | None = None
     counts: dict[str, int] = Field(default_factory=dict)
     error: str | None = None

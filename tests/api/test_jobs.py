@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -108,3 +109,20 @@ def _job_ids(api) -> list[str]:
     subject = subject_digest("A", "u1")
     ids = [job_id_for("forget_user", subject, n) for n in range(3)]
     return [i for i in ids if api.deps.store.get_job(i) is not None]
+
+
+def test_a_job_left_queued_by_a_lost_message_is_sent_again_when_asked_for(api, client, me):
+    first = _forget(client, me)
+    assert _forget(client, me)["job_id"] == first["job_id"] and api.jobs == [first["job_id"]]
+    # the broker lost the message: the job is still queued long after it was sent
+    store = api.deps.store
+    stale = store.get_job(first["job_id"])
+    store.put_job(stale.model_copy(update={"created_at": stale.created_at - timedelta(hours=1)}))
+    again = _forget(client, me)
+    assert (again["job_id"], again["status"]) == (first["job_id"], "queued")
+    assert api.jobs == [first["job_id"], first["job_id"]]  # sent again, once
+    _forget(client, me)
+    assert api.jobs == [first["job_id"], first["job_id"]]  # not again: it was just sent
+    # a delivery after the first started it changes nothing
+    assert start_job(store, first["job_id"]).status == "running"
+    assert start_job(store, first["job_id"]).status == "running"
