@@ -2,7 +2,7 @@
 sizes (design §11 "Provenance and erasure"), on SQLite.
 
 For each size in ``--facts`` (default ``10000,100000``) a store is built
-(``bench.admin_store``: that many facts over ``facts / 10`` users and 100 agents, two messages
+(``bench.admin_store``, written chunk by chunk in one transaction: that many facts over ``facts / 10`` users and 100 agents, two messages
 per fact, a run, a session and a cached context per user), plus one probed user in an agent of
 their own, the same at every size (20 facts, a one-to-one session and a group chat, two runs in
 the cost window). Each operation then runs in a fresh process, so that its peak RSS is its own:
@@ -43,14 +43,14 @@ def _settings(db: Path):
 
 def build(db: Path, facts: int) -> float:
     """Build the store of ``facts`` facts at ``db``; returns the seconds it took."""
-    from bench.admin_store import add_probe, bulk_documents, write_bulk
+    from bench.admin_store import add_probe, bulk_chunks, write_bulk
     from pipeline.clock import FrozenClock
     from pipeline.store import open_store
 
     started = time.perf_counter()
     settings = _settings(db)
     store = open_store(settings)
-    write_bulk(store, bulk_documents(facts))
+    write_bulk(store, bulk_chunks(facts))
     store.create_indexes()
     add_probe(store, settings, FrozenClock(), agent_id=PROBE_AGENT)
     store.close()
