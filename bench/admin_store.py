@@ -32,17 +32,18 @@ CHUNK_USERS = 2_000
 def bulk_documents(facts: int, agents: int = 100) -> dict[str, list]:
     """Models of the other users' data: ``facts`` facts over ``facts // FACTS_PER_USER`` users
     and ``agents`` agents, two messages, a fifth of a run and of a reflection per fact."""
-    return _documents(range(max(1, facts // FACTS_PER_USER)), agents)
+    return user_documents(range(max(1, facts // FACTS_PER_USER)), agents)
 
 
 def bulk_chunks(facts: int, agents: int = 100) -> Iterator[dict[str, list]]:
     """``bulk_documents(facts, agents)`` in chunks of ``CHUNK_USERS`` users."""
     users = max(1, facts // FACTS_PER_USER)
     for first in range(0, users, CHUNK_USERS):
-        yield _documents(range(first, min(first + CHUNK_USERS, users)), agents)
+        yield user_documents(range(first, min(first + CHUNK_USERS, users)), agents)
 
 
-def _documents(users: range, agents: int) -> dict[str, list]:
+def user_documents(users: range, agents: int = 100) -> dict[str, list]:
+    """The documents of users ``u{i}`` for i in ``users`` (user i in agent ``a{i % agents}``)."""
     out: dict[str, list] = {"facts": [], "messages": [], "runs": [], "sessions": [], "reflections": [],
                             "contexts": []}
     for u in users:
