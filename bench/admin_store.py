@@ -5,8 +5,9 @@ probed user of a fixed size (``PROBE``) whose data is the same at every scale.
 ``bulk_documents`` builds the other users' documents (``bulk_chunks`` the same a few thousand
 users at a time, so that a million-fact store is never whole in memory); ``write_bulk`` writes
 them straight into the collections or tables, on SQLite in one transaction (the per-document
-store calls would make the build, not the operations, the cost); ``add_probe`` forms the probed user's data through the store's own
-calls (ingest, runs, inserts), with a group chat shared with another user.
+store calls would make the build, not the operations, the cost); ``add_probe`` forms the
+probed user's data through the store's own calls (ingest, runs, inserts), with a group chat
+shared with another user.
 """
 
 from __future__ import annotations
