@@ -42,14 +42,19 @@ def _sole_source(item: Fact | Reflection, user_id: str) -> bool:
 
 
 def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
-    """(my facts, my reflections, shared facts, shared reflections resting only on me)."""
+    """(my live facts, newest first; my reflections, oldest first; the shared ones resting only
+    on me, in the same orders). Read through the provenance query (``Store.resting_on``): it
+    costs what rests on the user, where listing the agent scope read every user's shared items."""
+    resting = store.resting_on(user_id, agent_id)
     mine = scope_key("user", user_id=user_id)
     agent = scope_key("agent")
+    facts = sorted((f for f in resting.facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
+    reflections = sorted(resting.reflections, key=lambda r: r.formed_at)
     return (
-        store.list_facts(agent_id, mine),
-        store.list_reflections(agent_id, mine),
-        [f for f in store.list_facts(agent_id, agent) if _sole_source(f, user_id)],
-        [r for r in store.list_reflections(agent_id, agent) if _sole_source(r, user_id)],
+        [f for f in facts if f.scope_key == mine],
+        [r for r in reflections if r.scope_key == mine],
+        [f for f in facts if f.scope_key == agent and _sole_source(f, user_id)],
+        [r for r in reflections if r.scope_key == agent and _sole_source(r, user_id)],
     )
 
 

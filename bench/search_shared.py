@@ -1,6 +1,6 @@
 """Memory of search segments across worker processes: mapped files against private copies.
 
-    python -m bench.search_shared --facts 100000 --json [--processes 1,2,4]
+    python -m bench.search_shared --facts 100000 --json [--processes 1,2,4] [--rounds 3]
 
 One segment of ``--facts`` facts (random unit vectors of 384 dimensions, so the int8 scan and
 float32 rescore apply; synthetic sentences over a 5,000-word vocabulary for the text index)
@@ -15,7 +15,9 @@ it), PSS (its proportional share: a page shared by N processes counts 1/N) and a
 memory (its heap, which no other process can share), in MB, the mean over the processes;
 and beside them the median time of one semantic scan with its rescore (``scan_ms``) and of
 one query term's typo-tolerant lookup with its postings (``term_ms``), timings that follow
-the machine's load. The last line printed is one JSON object, with the load average.
+the machine's load. With ``--rounds N`` both modes are measured N times, alternating which
+goes first, and the medians are reported (each round's figures beside them). The last line
+printed is one JSON object, with the load average.
 """
 
 from __future__ import annotations
@@ -146,28 +148,42 @@ def measure(folder: Path, mode: str, processes: int, queries: int) -> dict:
     return out | {key: round(sum(r[key] for r in rows) / len(rows), 3) for key in ("scan_ms", "term_ms")}
 
 
+def _median(rows: list[dict]) -> dict:
+    return {key: round(float(np.median([r[key] for r in rows])), 3) for key in rows[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000)
     parser.add_argument("--processes", type=int_list, default=[1, 2, 4])
     parser.add_argument("--queries", type=int, default=20, help="searches per process before it is measured")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure both modes this many times, alternating which goes first; report medians")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if args.facts < 1:
         parser.error("--facts must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="segments-") as tmp:
         folder = Path(tmp) / "segment"
         folder.mkdir()
         built = _build(folder, args.facts, args.seed)
         on_disk = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
-        results = {
-            mode: {f"processes={p}": measure(folder, mode, p, args.queries) for p in args.processes}
-            for mode in ("private", "mapped")
-        }
-    out = {**results, "setup": {
-        "facts": args.facts, "dim": DIM, "queries_per_process": args.queries, "build_and_write_s": round(built, 1),
+        rounds: list[dict] = []
+        for n in range(args.rounds):
+            # side by side: each process count in both modes in turn, the first mode alternating
+            # by round, so that a change of the machine's load falls on both alike
+            modes = ("private", "mapped") if n % 2 == 0 else ("mapped", "private")
+            rounds.append({mode: {f"processes={p}": measure(folder, mode, p, args.queries) for p in args.processes}
+                           for mode in modes})
+        results = {mode: {f"processes={p}": _median([r[mode][f"processes={p}"] for r in rounds])
+                          for p in args.processes} for mode in ("private", "mapped")}
+    out = {**results, "rounds": rounds if args.rounds > 1 else None, "setup": {
+        "facts": args.facts, "dim": DIM, "queries_per_process": args.queries, "rounds": args.rounds,
+        "build_and_write_s": round(built, 1),
         "files_mb": round(on_disk, 1), "load_average_start": load_before, "load_average": os.getloadavg(),
     }}
     return print_result(out, (

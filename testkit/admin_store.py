@@ -2,14 +2,17 @@
 users and agents, with messages, runs, sessions, reflections and facts in proportion, plus one
 probed user of a fixed size (``PROBE``) whose data is the same at every scale.
 
-``bulk_documents`` builds the other users' documents; ``write_bulk`` writes them straight into
-the collections or tables (the per-document store calls would make the build, not the
-operations, the cost); ``add_probe`` forms the probed user's data through the store's own
-calls (ingest, runs, inserts), with a group chat shared with another user.
+``bulk_documents`` builds the other users' documents (``bulk_chunks`` the same a few thousand
+users at a time, so that a million-fact store is never whole in memory); ``write_bulk`` writes
+them straight into the collections or tables, on SQLite in one transaction (the per-document
+store calls would make the build, not the operations, the cost); ``add_probe`` forms the
+probed user's data through the store's own calls (ingest, runs, inserts), with a group chat
+shared with another user.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 
 from pipeline.ingest import ingest_raw_event
@@ -23,15 +26,28 @@ T0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
 #: facts per other user; the probed user has ``PROBE_FACTS`` at every scale
 FACTS_PER_USER = 10
 PROBE_FACTS = 20
+#: users per chunk of ``bulk_chunks``: about 20k facts, 40k messages (some 100 MB as models)
+CHUNK_USERS = 2_000
 
 
 def bulk_documents(facts: int, agents: int = 100) -> dict[str, list]:
     """Models of the other users' data: ``facts`` facts over ``facts // FACTS_PER_USER`` users
     and ``agents`` agents, two messages, a fifth of a run and of a reflection per fact."""
+    return user_documents(range(max(1, facts // FACTS_PER_USER)), agents)
+
+
+def bulk_chunks(facts: int, agents: int = 100) -> Iterator[dict[str, list]]:
+    """``bulk_documents(facts, agents)`` in chunks of ``CHUNK_USERS`` users."""
     users = max(1, facts // FACTS_PER_USER)
+    for first in range(0, users, CHUNK_USERS):
+        yield user_documents(range(first, min(first + CHUNK_USERS, users)), agents)
+
+
+def user_documents(users: range, agents: int = 100) -> dict[str, list]:
+    """The documents of users ``u{i}`` for i in ``users`` (user i in agent ``a{i % agents}``)."""
     out: dict[str, list] = {"facts": [], "messages": [], "runs": [], "sessions": [], "reflections": [],
                             "contexts": []}
-    for u in range(users):
+    for u in users:
         user, agent, session = f"u{u}", f"a{u % agents}", f"s-u{u}"
         out["sessions"].append(SessionState(session_id=session, agent_id=agent, last_seq=2 * FACTS_PER_USER,
                                             claimed_through=2 * FACTS_PER_USER, watermark=2 * FACTS_PER_USER,
@@ -64,14 +80,22 @@ def bulk_documents(facts: int, agents: int = 100) -> dict[str, list]:
     return out
 
 
-def write_bulk(store, docs: dict[str, list]) -> None:
-    """Write ``bulk_documents`` straight into the store's collections or tables."""
+def write_bulk(store, docs: dict[str, list] | Iterable[dict[str, list]]) -> None:
+    """Write ``bulk_documents`` (or each of ``bulk_chunks``) straight into the store's
+    collections or tables; on SQLite every chunk in one transaction."""
     from pipeline.store.mongo import MongoStore
 
+    chunks = [docs] if isinstance(docs, dict) else docs
     if isinstance(store, MongoStore):
-        _write_mongo(store, docs)
-    else:
-        _write_sqlite(store, docs)
+        for chunk in chunks:
+            _write_mongo(store, chunk)
+        return
+    with store.db.write() as conn:
+        # the index b-trees of a million-fact build outgrow SQLite's default 2 MB page cache,
+        # and every insert then rereads pages it just wrote (the build slowed down as it grew)
+        conn.execute("PRAGMA cache_size=-262144")
+        for chunk in chunks:
+            _write_sqlite(store, conn, chunk)
 
 
 def _write_mongo(store, docs) -> None:
@@ -90,38 +114,37 @@ def _write_mongo(store, docs) -> None:
     raw("contexts").insert_many([{**to_doc(c), "versions": []} for c in docs["contexts"]])
 
 
-def _write_sqlite(store, docs) -> None:
+def _write_sqlite(store, conn, docs) -> None:
     from pipeline.store._common import ts
 
     t = store.db.t
-    with store.db.write() as conn:
-        conn.executemany(
-            f"INSERT INTO {t('facts')} (fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-            "embedding_model, formed_at, retired_at, doc, updated_at, search_text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, NULL, ?, ?, ?)",
-            [(f.fact_id, f.agent_id, f.scope_key, f.hash, f.scope, f.user_id, f.content, ts(f.formed_at),
-              f.model_dump_json(exclude={"embedding"}), ts(f.updated_at), f.search_text) for f in docs["facts"]])
-        conn.executemany(
-            f"INSERT INTO {t('messages')} (event_id, session_id, message_id, agent_id, seq, sender_id, created_at, doc) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(m.event_id, m.session_id, m.message_id, m.agent_id, m.seq, m.sender_id, ts(m.created_at),
-              m.model_dump_json()) for m in docs["messages"]])
-        conn.executemany(
-            f"INSERT INTO {t('runs')} (run_id, agent_id, session_id, status, lease_expires_at, created_at, doc) "
-            "VALUES (?, ?, ?, ?, NULL, ?, ?)",
-            [(r.run_id, r.agent_id, r.session_id, r.status, ts(r.created_at), r.model_dump_json())
-             for r in docs["runs"]])
-        conn.executemany(
-            f"INSERT INTO {t('sessions')} (session_id, agent_id, last_activity_at, unclaimed, active_run_id, doc) "
-            "VALUES (?, ?, ?, 0, NULL, ?)",
-            [(s.session_id, s.agent_id, ts(s.last_activity_at), s.model_dump_json()) for s in docs["sessions"]])
-        conn.executemany(
-            f"INSERT INTO {t('reflections')} (reflection_id, agent_id, scope_key, absorbed, formed_at, doc) "
-            "VALUES (?, ?, ?, 0, ?, ?)",
-            [(r.reflection_id, r.agent_id, r.scope_key, ts(r.formed_at), r.model_dump_json())
-             for r in docs["reflections"]])
-        conn.executemany(f"INSERT INTO {t('contexts')} (session_id, user_id, doc) VALUES (?, ?, ?)",
-                         [(c.session_id, c.user_id, c.model_dump_json()) for c in docs["contexts"]])
+    conn.executemany(
+        f"INSERT INTO {t('facts')} (fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
+        "embedding_model, formed_at, retired_at, doc, updated_at, search_text) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, NULL, ?, ?, ?)",
+        [(f.fact_id, f.agent_id, f.scope_key, f.hash, f.scope, f.user_id, f.content, ts(f.formed_at),
+          f.model_dump_json(exclude={"embedding"}), ts(f.updated_at), f.search_text) for f in docs["facts"]])
+    conn.executemany(
+        f"INSERT INTO {t('messages')} (event_id, session_id, message_id, agent_id, seq, sender_id, created_at, doc) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(m.event_id, m.session_id, m.message_id, m.agent_id, m.seq, m.sender_id, ts(m.created_at),
+          m.model_dump_json()) for m in docs["messages"]])
+    conn.executemany(
+        f"INSERT INTO {t('runs')} (run_id, agent_id, session_id, status, lease_expires_at, created_at, doc) "
+        "VALUES (?, ?, ?, ?, NULL, ?, ?)",
+        [(r.run_id, r.agent_id, r.session_id, r.status, ts(r.created_at), r.model_dump_json())
+         for r in docs["runs"]])
+    conn.executemany(
+        f"INSERT INTO {t('sessions')} (session_id, agent_id, last_activity_at, unclaimed, active_run_id, doc) "
+        "VALUES (?, ?, ?, 0, NULL, ?)",
+        [(s.session_id, s.agent_id, ts(s.last_activity_at), s.model_dump_json()) for s in docs["sessions"]])
+    conn.executemany(
+        f"INSERT INTO {t('reflections')} (reflection_id, agent_id, scope_key, absorbed, formed_at, doc) "
+        "VALUES (?, ?, ?, 0, ?, ?)",
+        [(r.reflection_id, r.agent_id, r.scope_key, ts(r.formed_at), r.model_dump_json())
+         for r in docs["reflections"]])
+    conn.executemany(f"INSERT INTO {t('contexts')} (session_id, user_id, doc) VALUES (?, ?, ?)",
+                     [(c.session_id, c.user_id, c.model_dump_json()) for c in docs["contexts"]])
 
 
 def add_probe(store, settings, clock, agent_id: str = "a1") -> str:

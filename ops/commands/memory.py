@@ -56,10 +56,13 @@ def person_memory(store, agent_id: str, user_id: str, session_id: str | None, as
             "reflections_total": len(reflections),
             "facts": [_fact(f, text, changed, when, format_age) for f, text, changed in facts],
         })
-    shared_reflections = [r for r in store.list_reflections(agent_id, "agent")
-                          if user_id in r.source_user_ids and r.formed_at <= when]
-    shared_facts = [(f, t, c) for f, t, c in _facts(store, agent_id, "agent", as_of, when)
-                    if user_id in f.source_user_ids]
+    # what rests on the person, through the provenance query: listing the agent scope and
+    # filtering it read every other user's shared items too
+    resting = store.resting_on(user_id, agent_id)
+    shared_reflections = [r for r in resting.reflections
+                          if r.scope_key == "agent" and user_id in r.source_user_ids and r.formed_at <= when]
+    shared_facts = _as_listed([f for f in resting.facts if f.scope_key == "agent" and user_id in f.source_user_ids],
+                              as_of, when)
     out["shared"] = {
         "scope_key": "agent",
         "reflections": [_reflection(r, when, format_age) for r in _newest(shared_reflections)],
@@ -74,14 +77,20 @@ def _newest(reflections: list) -> list:
 
 
 def _facts(store, agent_id: str, key: str, as_of: datetime | None, when: datetime) -> list[tuple]:
-    """(fact, text, latest change) of the facts live now, or of the texts valid at ``as_of``,
-    latest change first."""
+    """(fact, text, latest change) of the scope's facts live now, or of the texts valid at
+    ``as_of``, latest change first."""
+    return _as_listed(store.list_facts(agent_id, key, include_retired=as_of is not None), as_of, when)
+
+
+def _as_listed(facts: list, as_of: datetime | None, when: datetime) -> list[tuple]:
+    """(fact, text, latest change) of those of ``facts`` live now (newest first, as
+    ``list_facts`` orders them), or of their texts valid at ``as_of``, latest change first."""
     if as_of is None:
-        return [(f, f.content, f.changed_at) for f in store.list_facts(agent_id, key)]
+        live = sorted((f for f in facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
+        return [(f, f.content, f.changed_at) for f in live]
     from pipeline.validity import valid_at
 
-    found = valid_at(store.list_facts(agent_id, key, include_retired=True), as_of)
-    return [(v.fact, v.content, min(v.recorded_at, when)) for v in found]
+    return [(v.fact, v.content, min(v.recorded_at, when)) for v in valid_at(facts, as_of)]
 
 
 def _blob(blob, when: datetime, format_age) -> dict[str, Any] | None:

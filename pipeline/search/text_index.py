@@ -94,21 +94,25 @@ class TextIndex:
             return found
         deleted = {query_term[:i] + query_term[i + 1:] for i in range(len(query_term))}
         prefix = query_term[:scoring.FUZZY_PREFIX_LENGTH]
-        candidates = [
-            t for t in dict.fromkeys(_one_edit(query_term, self.alphabet))
-            if t not in found and t[:scoring.FUZZY_PREFIX_LENGTH] == prefix
-        ]
-        present = (self.terms.contains_many(candidates) if isinstance(self.terms, TermTable)
-                   else [t in self.terms for t in candidates])
-        for term, known in zip(candidates, present):
-            if not known:
-                continue
-            if not (scoring.fuzzy_eligible(term) or term in deleted):
+        for term in self._known(_one_edit(query_term, self.alphabet), prefix):
+            if term in found or not (scoring.fuzzy_eligible(term) or term in deleted):
                 continue
             edits = scoring.edit_distance(query_term, term)
             if edits <= scoring.FUZZY_MAX_EDITS:
                 found[term] = scoring.fuzzy_weight(query_term, term, edits)
         return found
+
+    def _known(self, candidates: Iterator[str], prefix: str) -> list[str]:
+        """Those of ``candidates`` that start with ``prefix`` and are in the vocabulary, each
+        once. Most candidates are not words, and a dict turns each away in one lookup: listing
+        them all first doubled the time of a term (docs/benchmarks.md, "Search latency"). A
+        mapped ``TermTable`` is searched once for all of them instead."""
+        n = scoring.FUZZY_PREFIX_LENGTH
+        if not isinstance(self.terms, TermTable):
+            terms = self.terms
+            return list(dict.fromkeys(t for t in candidates if t in terms and t[:n] == prefix))
+        listed = [t for t in dict.fromkeys(candidates) if t[:n] == prefix]
+        return [t for t, known in zip(listed, self.terms.contains_many(listed)) if known]
 
 
 class TermTable:

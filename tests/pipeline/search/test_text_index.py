@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from pipeline.search import scoring
-from pipeline.search.text_index import TextIndex
+from pipeline.search.text_index import TermTable, TextIndex
 
 
 def _deletion_key_matches(query_term, vocabulary):
@@ -42,6 +42,10 @@ _terms = st.text(alphabet="abcdeé12", min_size=1, max_size=7)
 def test_fuzzy_matching_equals_the_deletion_key_index(vocabulary, query):
     index = TextIndex([vocabulary])
     assert index.matches(query) == _deletion_key_matches(query, set(vocabulary))
+    # the vocabulary as a segment file maps it (a sorted term table) looks terms up another way
+    mapped = TextIndex.from_arrays(TermTable(*TermTable.pack(index.terms)), index.offsets, index.rows, index.tfs,
+                                   index.doc_len, alphabet=index.alphabet)
+    assert mapped.matches(query) == index.matches(query)
 
 
 @settings(max_examples=100, deadline=None)

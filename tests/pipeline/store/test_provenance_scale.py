@@ -12,9 +12,11 @@ rest is large fails exactly when the work grows with the store, whatever the rea
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
-from testkit.admin_store import PEER, PROBE, add_probe, bulk_documents, write_bulk
+from testkit.admin_store import PEER, PROBE, T0, add_probe, bulk_documents, user_documents, write_bulk
 from ops.cost import cost_report
 from pipeline.clock import FrozenClock
 from pipeline.export import export_user
@@ -22,6 +24,7 @@ from pipeline.forgetting import forget_user, verify_erasure
 from pipeline.llm.offline import OfflineLLM
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
+from schemas.documents import Reflection
 from schemas.settings import Settings
 from testkit.mongo_emulation import emulated_database
 from testkit.mongo_explain import EXPLAIN
@@ -140,3 +143,79 @@ def test_the_detector_fails_when_an_index_is_missing(tmp_path, bulk):
     _, costly = _costly(store, settings)
     assert costly and all(line.startswith("memory2_facts.") for line in costly), costly
     assert any("source_user_ids" in line and "COLLSCAN" in line for line in costly)
+
+
+# ------------------------------------------------------- a person's memory, listed -------
+# The listings a person or an operator asks for about one user (``GET /v1/users/.../memory``
+# and the inspector's "my memory", ``memoryctl memory``) show the agent-scope items resting on
+# that user. Every query they make is indexed even when they read a whole agent scope and
+# filter it, so the per-query detector above cannot see that; what can is the work of the
+# whole listing staying flat when the rest of the agent doubles.
+AGENT_USERS = 60
+
+
+def _others(users: range) -> dict:
+    """Other users of one agent, ``a0``, each with an agent-scope reflection too."""
+    docs = user_documents(users, agents=1)
+    docs["reflections"] += [Reflection(
+        reflection_id=f"run-u{u}:agent:0", agent_id="a0", scope="agent", scope_key="agent",
+        content=f"u{u} brings the slides", source_session_id=f"s-u{u}", source_message_ids=["m0"],
+        source_user_ids=[f"u{u}"], source_run_id=f"run-u{u}", formed_at=T0) for u in users]
+    return docs
+
+
+def _listings(store) -> dict:
+    from api.user_memory import list_memory
+    from ops.commands.memory import person_memory
+
+    mine = list_memory(store, "a0", PROBE)
+    now, then = FrozenClock().now(), FrozenClock().now() + timedelta(days=1)
+    view, as_of = (person_memory(store, "a0", PROBE, None, when, then) for when in (None, then))
+    return {"api": (len(mine.facts), len(mine.shared_facts), [r.content for r in mine.shared_reflections]),
+            "memoryctl": [(len(v["shared"]["facts"]), [r["content"] for r in v["shared"]["reflections"]],
+                           len(v["scopes"][0]["facts"])) for v in (view, as_of)]}
+
+
+def _work(kind: str, store, step) -> tuple[object, int]:
+    """``step()`` and its work: documents examined on MongoDB, tens of virtual-machine
+    instructions on SQLite (``set_progress_handler`` calls the counter every 10)."""
+    if kind == "mongo":
+        EXPLAIN.queries.clear()
+        EXPLAIN.on = True
+        try:
+            out = step()
+        finally:
+            EXPLAIN.on = False
+        return out, sum(q.examined for q in EXPLAIN.queries)
+    ticks = [0]
+
+    def tick() -> int:
+        ticks[0] += 1
+        return 0
+
+    store.db.conn().set_progress_handler(tick, 10)
+    try:
+        out = step()
+    finally:
+        store.db.conn().set_progress_handler(None, 10)
+    return out, ticks[0]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "mongo"])
+def test_listing_a_persons_memory_costs_the_same_when_the_rest_of_the_agent_doubles(kind, tmp_path):
+    expected = {"api": (10, 10, ["The probe wants Tuesday launches"]),
+                "memoryctl": [(10, ["The probe wants Tuesday launches"], 10)] * 2}
+    work = []
+    for users in (AGENT_USERS, 2 * AGENT_USERS):  # two stores: the emulation's inserts slow down once indexed
+        settings = Settings(store_url=f"sqlite:///{tmp_path / f'memory-{users}.db'}")
+        store = open_store(settings) if kind == "sqlite" else MongoStore(emulated_database())
+        write_bulk(store, _others(range(users)))
+        store.create_indexes()
+        add_probe(store, settings, FrozenClock(), agent_id="a0")
+        assert len(store.list_facts("a0", "agent")) == users * 5 + 10
+        out, done = _work(kind, store, lambda: _listings(store))
+        assert out == expected
+        work.append(done)
+        store.close()
+    before, after = work
+    assert before > 0 and after <= 1.2 * before, f"{before} -> {after}"
