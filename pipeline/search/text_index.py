@@ -105,7 +105,7 @@ class TextIndex:
     def _known(self, candidates: Iterator[str], prefix: str) -> list[str]:
         """Those of ``candidates`` that start with ``prefix`` and are in the vocabulary, each
         once. Most candidates are not words, and a dict turns each away in one lookup: listing
-        them all first doubled the time of a term (docs/benchmarks.md, "Search latency"). A
+        them all first doubled the time of a term (docs/benchmarks.md, "Search figures"). A
         mapped ``TermTable`` is searched once for all of them instead."""
         n = scoring.FUZZY_PREFIX_LENGTH
         if not isinstance(self.terms, TermTable):
