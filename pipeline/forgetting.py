@@ -149,7 +149,19 @@ def forget_user(
             store.erase_memory(plan)
             touched |= plan.blob_keys
             found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
+    _drop_segment_files(deps.settings, {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)})
     return ForgetResult(user_id, agent_id, {**counts, **found}, list(plan.unattributed_items), sorted(touched))
+
+
+def _drop_segment_files(settings: Settings, agent_ids: Iterable[str]) -> None:
+    """Search segments written as files (``MEMORY_SEARCH_SEGMENT_DIR``) hold the erased facts'
+    text and vectors: they go with the erasure, not at the agent's next search."""
+    if settings.search_segment_dir:
+        from pipeline.search.segment_files import SegmentFiles
+
+        files = SegmentFiles(settings.search_segment_dir)
+        for agent_id in agent_ids:
+            files.drop_agent(agent_id)
 
 
 def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None, *,

@@ -174,6 +174,16 @@ class SegmentFiles:
             if (held[1], held[0]) < (token[1], token[0]):
                 shutil.rmtree(other, ignore_errors=True)
 
+    def drop_agent(self, agent_id: str) -> int:
+        """Remove every written version of ``agent_id``'s segments; how many went. An erasure
+        calls it: the files hold the erased facts' text and vectors, and would otherwise stay on
+        disk until the agent's next search. A process that still maps one keeps reading it until
+        it lets it go; its stamps have moved, so its next search rebuilds from the store."""
+        versions = list(self._versions(f"{self._agent(agent_id)}-*"))
+        for other, _, _ in versions:
+            shutil.rmtree(other, ignore_errors=True)
+        return len(versions)
+
     def _remove_before(self, agent_id: str, agent_stamp: int) -> None:
         """Every version of the agent's scopes made before its stamp reached ``agent_stamp``.
         They can no longer serve (a scope's token carries the agent's stamp), and a user scope

@@ -16,6 +16,7 @@ from pipeline.formation.consolidate_stages import ScopeBusy
 from pipeline.formation.runner import Usage
 from pipeline.errors import InvalidLLMAnswer
 from pipeline.llm.offline import OfflineLLM
+from pipeline.search.local import LocalFactSearch
 from pipeline.service import MemoryService
 
 from testkit.formation import decisions, facts, make_atlas_env, make_env, merge_all, reflections
@@ -286,3 +287,23 @@ def test_an_effect_a_stage_applies_while_the_erasure_reads_the_store_is_removed_
 
     assert env.store.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
     assert traces(env.store.dump_all(), GONE) == []
+
+
+def test_search_segment_files_holding_the_erased_facts_go_with_the_erasure(tmp_path):
+    env = make_env(tmp_path)
+    folder = tmp_path / "segments"
+    env.settings = env.settings.model_copy(update={"search_segment_dir": str(folder)})
+    env.search = LocalFactSearch(env.store, segment_dir=str(folder))
+    _chat(env, GONE, "s-gone", "We booked Quokka Hall for the venue", agent_fact=["The venue is Quokka Hall"])
+    _chat(env, KEPT, "s-kept", "The budget is fixed at 40k", agent_fact=["The budget is fixed at 40k"])
+
+    def on_disk(word: bytes) -> bool:
+        return any(word in p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+    assert "Quokka" in _seen_by_kept(env) and on_disk(b"quokka")  # the search wrote its segments
+    _erase(env)
+    # gone from disk with the erasure, not at the agent's next search
+    assert not on_disk(b"quokka")
+    seen = _seen_by_kept(env)
+    assert "Quokka" not in seen and "40k" in seen and not on_disk(b"quokka")
+    env.store.close()
