@@ -236,6 +236,12 @@ def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:
     }
 
 
+def _search_settings(settings: Settings) -> dict:
+    """The search settings the run used (the shipped defaults unless the environment sets them)."""
+    return {"cache_mb": settings.search_cache_mb, "blas_threads": settings.search_blas_threads,
+            "scan_threads": settings.search_scan_threads, "segment_dir": settings.search_segment_dir}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="facts visible to the target agent and user")
@@ -265,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out: dict = {
         "facts": args.facts, "vectors": f"random unit, {DIM} dims", "thresholds": "production",
-        "search_settings": {"cache_mb": Settings(_env_file=None).search_cache_mb,
-                            "blas_threads": Settings(_env_file=None).search_blas_threads},
+        "search_settings": _search_settings(Settings(_env_file=None)),
     }
     for kind in (["sqlite", "mongo"] if args.store == "both" else [args.store]):
         n = args.facts if kind == "sqlite" else min(args.mongo_facts, args.facts)
