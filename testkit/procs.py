@@ -347,11 +347,4 @@ class WorkerProcess:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass
-        self.kill_group(signal.SIGKILL)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if not self._log.closed:
-            self._log.close()
-        return self.proc.returncode
+        return self.discard()

@@ -1,7 +1,9 @@
 """The checkout's folders import in one direction: the product (``schemas``, ``pipeline``,
-``workers``, ``ops``, ``api``) imports none of the rest; ``testkit/``, the harness shared by the
-tests and the benchmarks, imports neither of them; and ``tests/`` and ``bench/`` never import
-each other (a test runs a bench as a user does, ``python -m bench.<name>``; ``testkit.benches``).
+``workers``, ``ops``, ``api``) imports none of the rest; ``pipeline/``, the domain, imports
+nothing of Celery, of the workers, of ops or of the HTTP API either; ``testkit/``, the harness
+shared by the tests and the benchmarks, imports neither of them; and ``tests/`` and ``bench/``
+never import each other (a test runs a bench as a user does, ``python -m bench.<name>``;
+``testkit.benches``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ PRODUCT = ("schemas", "pipeline", "workers", "ops", "api")
 # folder -> the top-level packages no module in it may import
 FORBIDDEN = {
     **{name: ("tests", "bench", "testkit") for name in PRODUCT},
+    "pipeline": ("tests", "bench", "testkit", "workers", "ops", "api", "fastapi", "celery", "kombu", "flower"),
     "testkit": ("tests", "bench"),
     "bench": ("tests",),
     "tests": ("bench",),
