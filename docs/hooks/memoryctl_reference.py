@@ -1,5 +1,8 @@
-"""Renders ``docs/memoryctl.md``'s command reference from the real argparse parser
-(``ops.cli.build_parser``) at build time, so the reference cannot drift from the commands."""
+"""``docs/memoryctl.md``'s command reference, rendered from the real argparse parser
+(``ops.cli.build_parser``). The rendered text is kept in the page itself, between two markers,
+so it reads on any Markdown viewer; ``python docs/hooks/memoryctl_reference.py`` rewrites it,
+and the site build (this module is also its hook) fails while it differs from the parser's, so
+the reference cannot drift from the commands."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-MARKER = "<!-- memoryctl-reference -->"
+BEGIN = "<!-- memoryctl-reference: written by `python docs/hooks/memoryctl_reference.py`; do not edit -->"
+END = "<!-- /memoryctl-reference -->"
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "memoryctl.md"
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -54,9 +59,28 @@ def reference() -> str:
             os.environ["COLUMNS"] = before
 
 
+def _split(markdown: str) -> tuple[str, str, str]:
+    """(before, the reference as the page holds it, after)."""
+    if BEGIN not in markdown or END not in markdown:
+        raise ValueError(f"docs/memoryctl.md: the markers {BEGIN} and {END} are missing")
+    head, rest = markdown.split(BEGIN, 1)
+    held, tail = rest.split(END, 1)
+    return head, held.strip("\n"), tail
+
+
+def written(markdown: str) -> str:
+    """``markdown`` with the reference between its markers rendered afresh."""
+    head, _, tail = _split(markdown)
+    return f"{head}{BEGIN}\n\n{reference()}\n{END}{tail}"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - mkdocs hook signature
-    if page.file.src_uri != "memoryctl.md":
-        return markdown
-    if MARKER not in markdown:
-        raise ValueError(f"docs/memoryctl.md: the marker {MARKER} is missing")
-    return markdown.replace(MARKER, reference())
+    if page.file.src_uri == "memoryctl.md" and _split(markdown)[1] != reference().strip("\n"):
+        raise ValueError("docs/memoryctl.md: the command reference differs from memoryctl's parser; "
+                         "run `python docs/hooks/memoryctl_reference.py` to rewrite it")
+    return markdown
+
+
+if __name__ == "__main__":
+    PAGE.write_text(written(PAGE.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"wrote the command reference into {PAGE.relative_to(ROOT)}")
