@@ -19,25 +19,16 @@ from api.limits import RateLimiter
 from api.tokens import issue_user_token
 from pipeline.clock import Clock
 from pipeline.embeddings.hashing import HashingEmbedder
-from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
 from schemas.api_settings import ApiSettings
 from schemas.documents import ConsolidatedBlob, Reflection
 from schemas.settings import Settings
 from testkit.documents import fact
+from testkit.publishers import RecordingPublisher
 
 SECRET = "s" * 40
 OLD_SECRET = "o" * 40
 EMB = HashingEmbedder(64)
-
-
-class RecordingPublisher(Publisher):
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def publish(self, events):
-        self.events.extend(events)
-        return len(events)
 
 
 @dataclass

@@ -13,11 +13,11 @@ from mcp import Client
 
 from api.identity import Identity
 from api.mcp import build_server, connection_identity
-from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
 from pipeline.store import open_store
 from schemas.settings import Settings
 from testkit.demo_store import AGENT, MAYA, formed_demo_store
+from testkit.publishers import RecordingPublisher
 
 TOM = Identity(AGENT, "user-tom", "mcp:user-tom")
 # what only Maya's user memory holds (her email, her Fridays rule, her move)
@@ -28,21 +28,12 @@ KEYS = st.sampled_from(["user_id", "user", "userId", "session_id", "session", "a
                         "query ", "Query", "texts"]) | st.text(min_size=1, max_size=8)
 
 
-class Recording(Publisher):
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def publish(self, events):
-        self.events.extend(events)
-        return len(events)
-
-
 @pytest.fixture(scope="module")
 def tom_server(tmp_path_factory):
     config = Settings(_env_file=None, store_url=f"sqlite:///{formed_demo_store(tmp_path_factory)}",
                       embedding_provider="hashing")
     store = open_store(config)
-    publisher = Recording()
+    publisher = RecordingPublisher()
     service = MemoryService(AGENT, settings=config, store=store, publisher=publisher)
     server = build_server(lambda agent: service if agent == AGENT else None, connection_identity(TOM))
     yield server, publisher

@@ -6,24 +6,15 @@ import pytest
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import InvalidInput
-from pipeline.publisher import Publisher
 from pipeline.service import MemoryService
 from schemas.documents import AgentSettings, ConsolidatedBlob
 from schemas.events import SessionEnded, parse_event
 from schemas.settings import Settings
 from testkit.documents import T0, fact, message, reflection
+from testkit.publishers import RecordingPublisher
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 EMB = HashingEmbedder(64)
-
-
-class RecordingPublisher(Publisher):
-    def __init__(self):
-        self.events = []
-
-    def publish(self, events):
-        self.events.extend(events)
-        return len(events)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pipeline.service import MemoryService
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import ConsolidatedBlob
 from schemas.settings import Settings
-from tests.pipeline.test_service import RecordingPublisher
+from testkit.publishers import RecordingPublisher
 from testkit.documents import T0, fact, reflection
 
 EMB = HashingEmbedder(64)
@@ -116,7 +116,7 @@ import sys
 from pipeline.service import MemoryService
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
-from tests.pipeline.test_service import RecordingPublisher
+from testkit.publishers import RecordingPublisher
 from tests.pipeline.test_service_processes import EMB
 MemoryService("a1", settings=Settings(_env_file=None), store=SQLiteStore(sys.argv[1]), embedder=EMB,
               publisher=RecordingPublisher()).on_session_start(session_id="s9", user_ids=["alice", "bob"])

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tests.pipeline.test_service import RecordingPublisher as Collected
+from testkit.publishers import RecordingPublisher as Collected
 from testkit.procs import free_port
 from pipeline.clock import FrozenClock
 from pipeline.errors import InvalidInput, TransientError
