@@ -128,14 +128,19 @@ def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_other
         ("The offsite is in Porto in May", [KEPT])]
 
 
-def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the_agent_blob(env):
-    env.llm.on("extract_facts", facts())
+def _group_chat(env, *agent_facts):
+    """A chat of both users, each reflected on as agent memory from their own message."""
+    env.llm.on("extract_facts", facts(*(("agent", text) for text in agent_facts)))
     env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
                                                          ("Tom handles audio, video and streaming", [2])]))
     run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
                           ("user", KEPT, "I handle audio, video and streaming")],
                          session_id="s-group", users=(GONE, KEPT))
     env.through_reflections(run_id)
+
+
+def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the_agent_blob(env):
+    _group_chat(env)
     assert sorted((r.content, tuple(r.source_user_ids)) for r in env.store.list_reflections("agent-1", "agent")) == [
         ("Maya wants the launch on a Tuesday", (GONE,)), ("Tom handles audio, video and streaming", (KEPT,))]
     env.llm.on("consolidate", merge_all)
@@ -151,13 +156,7 @@ def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the
 
 
 def test_the_export_holds_what_rests_on_the_user_and_is_empty_after_forget_user(env):
-    env.llm.on("extract_facts", facts(("agent", "The launch is on a Tuesday")))
-    env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
-                                                         ("Tom handles audio, video and streaming", [2])]))
-    run_id = env.new_run([("user", GONE, "I want the launch on a Tuesday"), ("assistant", None, "Noted."),
-                          ("user", KEPT, "I handle audio, video and streaming")],
-                         session_id="s-group", users=(GONE, KEPT))
-    env.through_reflections(run_id)
+    _group_chat(env, "The launch is on a Tuesday")
     env.llm.on("consolidate", merge_all)
     cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
 
