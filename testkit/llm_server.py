@@ -115,6 +115,13 @@ class LLMServer:
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="llm-test-server", daemon=True)
 
+    def trickles(self) -> tuple[int, int]:
+        """(answers not sent to their last byte: still sending or hung up on, answers sent whole),
+        read together under the handlers' lock, so a handler finishing between two reads cannot be
+        counted twice."""
+        with self._lock:
+            return self.in_flight + self.hung_up, self.trickled
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._http.server_address[1]}"
