@@ -18,7 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from api import errors, mcp_http, routes_admin, routes_memory, routes_users
 from api.context import AppContext
-from api.limits import BodyLimit, RateLimiter
+from api.limits import BodyLimit, RateLimiter, rate_limit_redis
 from api.tokens import TokenVerifier
 from pipeline.service import MemoryService
 from schemas import api as m
@@ -58,8 +58,9 @@ def create_app(
         token_verifier=token_verifier or TokenVerifier(
             {kid: s.get_secret_value() for kid, s in api_settings.token_secrets.items()},
             max_lifetime_s=api_settings.token_max_lifetime_s, leeway_s=api_settings.token_leeway_s),
-        rate_limiter=rate_limiter or RateLimiter(api_settings.redis_url or settings.broker_url,
-                                                 api_settings.rate_limit_per_minute),
+        rate_limiter=rate_limiter or RateLimiter(
+            rate_limit_redis(api_settings.redis_url, settings.broker_url, api_settings.rate_limit_per_minute),
+            api_settings.rate_limit_per_minute),
         send_job=send_job, start_run=start_run,
     )
     app = FastAPI(

@@ -20,6 +20,8 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {n, redis.call('PTTL', KEYS[1])}
 """
 KEY_PREFIX = "memory:api:rate:"
+# the schemes redis-py's ``Redis.from_url`` takes (redis/connection.py, ``parse_url``)
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class RateLimited(ApiError):
@@ -29,6 +31,24 @@ class RateLimited(ApiError):
         super().__init__("rate limited", "header Authorization",
                          f"more than {limit} requests in a minute with this credential",
                          headers={"Retry-After": str(retry_after)})
+
+
+def rate_limit_redis(api_redis_url: str | None, broker_url: str, limit: int) -> str | None:
+    """The Redis URL the rate limits are kept in (``MEMORY_API_REDIS_URL``, else the broker's),
+    None when the limit is off. A URL that is not Redis's (the demo's ``memory://`` broker, an
+    AMQP one) is refused with the variables to set, not found by the first request."""
+    if not limit:
+        return None
+    url, name = (api_redis_url, "MEMORY_API_REDIS_URL") if api_redis_url else (broker_url, "MEMORY_BROKER_URL")
+    if not url.startswith(REDIS_SCHEMES):
+        from pipeline.errors import ConfigurationError
+
+        scheme = url.split("://", 1)[0] + "://" if "://" in url else repr(url)
+        raise ConfigurationError(
+            f"the API's rate limit (MEMORY_API_RATE_LIMIT_PER_MINUTE={limit}) is counted in Redis, and {name} "
+            f"is a {scheme} URL: set MEMORY_API_REDIS_URL to a redis://, rediss:// or unix:// URL, "
+            "or MEMORY_API_RATE_LIMIT_PER_MINUTE=0 to serve without a rate limit")
+    return url
 
 
 class RateLimiter:

@@ -54,8 +54,12 @@ def _serve(args: argparse.Namespace) -> int:
 
         print(json.dumps(create_app(deps=_NoDeps()).openapi(), indent=2, sort_keys=True))
         return 0
-    settings = get_settings()
-    api_settings()  # a wrong MEMORY_API_* variable stops here, in one line, not in each worker
+    from api.limits import rate_limit_redis
+    from ops.broker import check_broker
+
+    settings, chosen = get_settings(), api_settings()  # a wrong variable stops here, in one line, not in each worker
+    check_broker(settings)  # what the API publishes (messages, session ends, jobs) must reach the workers
+    rate_limit_redis(chosen.redis_url, settings.broker_url, chosen.rate_limit_per_minute)
     store = open_existing(settings)  # serve an existing store only (memoryctl create-indexes makes one)
     try:
         if not store.list_api_keys():

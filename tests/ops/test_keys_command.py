@@ -90,3 +90,29 @@ def test_serve_prints_the_committed_openapi_document(capsys):
     printed = json.loads(capsys.readouterr().out)
     committed = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
     assert printed == committed
+
+
+def test_serve_refuses_the_demos_in_process_broker_in_one_line(env, capsys, monkeypatch):
+    # what the API publishes into memory:// reaches no worker: every message would be lost
+    monkeypatch.setenv("MEMORY_BROKER_URL", "memory://localhost/")
+    monkeypatch.setenv("MEMORY_API_RATE_LIMIT_PER_MINUTE", "0")
+    get_settings.cache_clear()
+    get_api_settings.cache_clear()
+    assert cli.main(["serve", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "MEMORY_BROKER_URL='memory://localhost/' is the in-process broker of `make demo`" in err
+
+
+@pytest.mark.parametrize("variable", ["MEMORY_BROKER_URL", "MEMORY_API_REDIS_URL"])
+def test_serve_refuses_a_rate_limit_store_that_is_not_redis_in_one_line(env, capsys, monkeypatch, variable):
+    # an AMQP broker is a broker, not Redis: the rate limit has nowhere to count, and serve says
+    # which variables to set before uvicorn starts a worker that would fail on its own
+    monkeypatch.setenv(variable, "amqp://guest@localhost//")
+    get_settings.cache_clear()
+    get_api_settings.cache_clear()
+    assert cli.main(["serve", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("memoryctl serve:") == 1 and "Traceback" not in err   # after the broker's name
+    assert f"{variable} is a amqp:// URL" in err
+    assert "MEMORY_API_REDIS_URL to a redis://" in err and "MEMORY_API_RATE_LIMIT_PER_MINUTE=0" in err
