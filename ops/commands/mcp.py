@@ -55,11 +55,18 @@ def _serve(args: argparse.Namespace) -> int:
     from ops.stores import open_existing
     from workers.client import memory_service
 
+    from ops.broker import RefusingPublisher, in_process
+
     identity = from_environment(os.environ)
     settings = get_settings()
     store = open_existing(settings)   # a read never invents an empty store
+    clients = {"store": store}
+    if in_process(settings):  # the demo's broker: reading the demo store works, remember is refused
+        clients["publisher"] = RefusingPublisher(settings)
+        print("mcp: MEMORY_BROKER_URL is memory:// (the demo's in-process broker): search_memory and "
+              "get_memory_context read the store; remember is refused until it names your Redis", file=sys.stderr)
     try:
-        server = build_server(service_cache(lambda agent: memory_service(agent, settings=settings, store=store)),
+        server = build_server(service_cache(lambda agent: memory_service(agent, settings=settings, **clients)),
                               connection_identity(identity))
         print(f"mcp: serving agent {identity.agent_id}, user {identity.user_id}, session {identity.session_id} "
               "over stdio", file=sys.stderr)

@@ -98,3 +98,16 @@ def test_a_missing_store_is_named_instead_of_served_empty(tmp_path):
                             env=demo_env(MEMORY_STORE_URL=f"sqlite:///{tmp_path / 'none.db'}",
                                          MEMORY_MCP_AGENT=AGENT, MEMORY_MCP_USER=MAYA))
     assert result.returncode == 2 and f"no store at {tmp_path / 'none.db'}" in result.stderr
+
+
+def test_over_the_demos_in_process_broker_reads_work_and_remember_is_refused_naming_the_setting(demo_store_url):
+    # memory:// lives inside one process: a note published there would reach no worker, so
+    # "accepted" would be a lie; the model reads why instead, and the reads still serve
+    talk = run_stdio(server(demo_store_url, MEMORY_MCP_AGENT=AGENT, MEMORY_MCP_USER=MAYA,
+                            MEMORY_BROKER_URL="memory://localhost/"), [
+        ("remember", {"text": "I adopted a cat named Miso"}),
+        ("search_memory", {"query": "Where does Maya live now?"}),
+    ])
+    refused, search = talk.answers
+    assert refused.is_error and "MEMORY_BROKER_URL='memory://localhost/' is the in-process broker" in refused.text
+    assert any("Porto" in f["content"] for f in search.facts)
