@@ -219,7 +219,7 @@ def open_inspector(store_url: str, port: int = 8765) -> str:
         "\nSee it in a browser (docs/inspector.md): run this, then open the one-time link it prints,\n"
         f"http://127.0.0.1:{port}/ui/login/<code> (Ctrl-C stops it):\n"
         f"MEMORY_BROKER_URL=memory://localhost/ MEMORY_STORE_URL={shlex.quote(store_url)} "
-        f".venv/bin/memoryctl ui --worker --port {port}"
+        f".venv/bin/memoryctl ui --port {port}"
     )
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ops.commands import positive_int
 
@@ -18,8 +19,14 @@ def _ui(args: argparse.Namespace) -> int:
     require_api_extra()
     api_settings()
     from api.ui.serve import serve
+    from ops.broker import in_process
 
-    return serve(get_settings(), host=args.host, port=args.port, worker=args.worker,
+    settings = get_settings()
+    worker = args.worker or in_process(settings)
+    if worker and not args.worker:  # a replay or an erasure sent into memory:// is formed only here
+        print("ui: MEMORY_BROKER_URL is memory:// (the demo's in-process broker): running a worker in this "
+              "process, as --worker does", file=sys.stderr)
+    return serve(settings, host=args.host, port=args.port, worker=worker,
                  access_log=not args.no_access_log, log_level=args.log_level, as_json=args.json)
 
 
@@ -28,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=positive_int, default=8765)
     p.add_argument("--worker", action="store_true",
-                   help="run a Celery worker in this process too (needed with MEMORY_BROKER_URL=memory://, "
-                        "as over the demo store), so replays are formed")
+                   help="run a Celery worker in this process too, so replays and erasures are formed here "
+                        "(always on with MEMORY_BROKER_URL=memory://, the demo's broker)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument("--no-access-log", action="store_true", help="no access log lines")
     p.add_argument("--json", action="store_true", help="print the address and the sign-in link as one JSON object")

@@ -1,5 +1,5 @@
-"""The inspector served as a user starts it (``memoryctl ui --worker`` over a store formed by
-``make demo``), and headless Debian Chromium driven by Selenium, for tests/ui/test_browser.py.
+"""The inspector served as a user starts it (``memoryctl ui``, which runs a worker over the
+demo's broker, over a store formed by ``make demo``), and headless Debian Chromium driven by Selenium, for tests/ui/test_browser.py.
 
 Chromium and its driver come from Debian's packages (``make test`` installs them as root);
 axe-core from the npm registry (``make test`` puts it in .runtime/npm when npm is there).

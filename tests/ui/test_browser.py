@@ -1,9 +1,10 @@
 """The inspector in a real browser (issue "See the memory"): headless Chromium, driven by
-Selenium, against ``memoryctl ui --worker`` over a store that ``make demo`` formed, with one
-dead run added the way a worker leaves one. Every page is opened (and checked by axe-core
-when it is installed); a fact is followed to its source message and run; a search shows its
-branch scores; the dead run is replayed and formed; a user token is kept to its own page; a
-person is erased and the verify result read. Screenshots: .runtime/screenshots/.
+Selenium, against ``memoryctl ui`` as ``make demo`` prints it (it runs a worker over the demo's
+broker) over a store that ``make demo`` formed, with one dead run added the way a worker leaves
+one. Every page is opened (and checked by axe-core when it is installed); a fact is followed to
+its source message and run; a search shows its branch scores; the dead run is replayed and
+formed (by that worker); a user token is kept to its own page; a person is erased and the
+verify result read. Screenshots: .runtime/screenshots/.
 """
 
 from __future__ import annotations
