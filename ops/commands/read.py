@@ -79,7 +79,19 @@ def _search(args: argparse.Namespace) -> int:
 def _table(title: str, payload: dict) -> None:
     print(f"{title} of agent {payload['agent_id']}")
     for key, row in payload["scopes"].items():
-        print(f"  {key}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k != "scope"))
+        print(f"  {key}: " + ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if k != "scope"))
+
+
+def _cell(value) -> str:
+    """One figure for a person to read: a priced cost by its text, token counts as
+    ``input 12601 / output 1573``, a list joined (``none`` when empty); the JSON form is ``--json``."""
+    if isinstance(value, dict):
+        if "text" in value:
+            return str(value["text"])
+        return " / ".join(f"{k} {_cell(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -89,6 +89,14 @@ def test_stats_and_status_json_cover_the_requested_scopes(db, capsys, command):
         assert payload["scopes"]["agent"]["facts"] == 1
 
 
+def test_stats_read_as_figures_not_python_reprs(db, capsys):
+    assert main(["stats", "--agent", "a1", "--user", "u1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("memory of agent a1\n") and "facts=1" in out
+    assert "{" not in out and "[" not in out and "'" not in out     # no dict, list or str repr
+    assert "tokens=input " in out and "cost=" in out
+
+
 def test_context_and_search_as_of_show_memory_as_it_was_valid_then(db, capsys):
     before = "2020-01-01T00:00:00Z"
     assert main(["context", "--agent", "a1", "--session", "s1", "--as-of", before, "--json"]) == 0
