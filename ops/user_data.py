@@ -47,8 +47,8 @@ def deletion_plan(store: Store, item: Fact | Reflection) -> erasure.Plan:
         return plan
     plan.reflection_ids.append(item.reflection_id)
     if item.absorbed:
-        keep = tuple(r.reflection_id for r in store.list_reflections(item.agent_id, item.scope_key)
-                     if r.absorbed and r.reflection_id != item.reflection_id)
+        keep = tuple(i for i in store.reflection_ids(item.agent_id, item.scope_key, absorbed_only=True)
+                     if i != item.reflection_id)
         if keep:
             plan.rebuild.append(erasure.Rebuild(item.agent_id, item.scope_key, keep))
         else:

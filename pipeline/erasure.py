@@ -239,21 +239,21 @@ def plan(
 
 def plan_blobs(
     out: Plan, blobs: Mapping[tuple[str, str], ConsolidatedBlob | None],
-    absorbed: Mapping[tuple[str, str], Sequence[Reflection]],
+    absorbed: Mapping[tuple[str, str], Sequence[str]],
 ) -> Plan:
     """Fill ``out.rebuild`` and ``out.drop_blobs``: a blob (``blobs``: (agent id, scope key) ->
     the blob stored there) that absorbed a removed reflection is merged again from the absorbed
-    reflections that remain (``absorbed``: the reflections stored at that key), or deleted
-    when none remains. The user's own scope goes whole, never rebuilt."""
+    reflections that remain (``absorbed``: the ids of the reflections absorbed at that key),
+    or deleted when none remains. The user's own scope goes whole, never rebuilt."""
     gone = set(out.reflection_ids)
     for key in sorted(out.blob_keys):
         blob = blobs.get(key)
         if blob is None or key[1] in out.whole_keys:
             continue
         here = absorbed.get(key, ())
-        if not ({r.reflection_id for r in here if r.absorbed} & gone or gone & set(blob.absorbing_ids)):
+        if not (set(here) & gone or gone & set(blob.absorbing_ids)):
             continue
-        keep = tuple(r.reflection_id for r in here if r.absorbed and r.reflection_id not in gone)
+        keep = tuple(i for i in here if i not in gone)
         if keep:
             out.rebuild.append(Rebuild(key[0], key[1], keep))
         else:

@@ -81,8 +81,7 @@ def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[
         blob = store.get_blob(agent, key)
         if blob is None or not blob.consolidated_content.strip():
             continue
-        absorbed = [r for r in store.list_reflections(agent, key) if r.absorbed]
-        if key.startswith("user:") or all(set(r.source_user_ids) <= {user_id} for r in absorbed):
+        if key.startswith("user:") or not store.absorbed_from_others(agent, key, user_id):
             yield {"kind": "blob", "agent_id": agent, "scope_key": key, "version": blob.version,
                    "content": blob.consolidated_content}
             continue

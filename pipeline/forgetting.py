@@ -95,7 +95,7 @@ def plan_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None,
     found = erasure.plan(user_id, resting, loose, runs)
     keys = sorted(found.blob_keys)
     return erasure.plan_blobs(found, {k: store.get_blob(*k) for k in keys},
-                              {k: store.list_reflections(*k) for k in keys})
+                              {k: store.reflection_ids(*k, absorbed_only=True) for k in keys})
 
 
 class _RebuildDeps:
@@ -185,7 +185,7 @@ def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = Non
                 traces.append(f"{kind}:{ident}: its run's messages include the user's")
     for agent, key in sorted(set(blob_keys)):
         blob = store.get_blob(agent, key)
-        present = {r.reflection_id for r in store.list_reflections(agent, key)}
+        present = set(store.reflection_ids(agent, key))
         missing = [r for r in (blob.absorbing_ids if blob else []) if r not in present]
         if missing:
             traces.append(f"consolidated:{agent}/{key}: counts {len(missing)} removed reflection(s)")

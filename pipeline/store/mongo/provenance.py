@@ -49,6 +49,21 @@ class MongoProvenance(MongoParts, ProvenanceStore):
         return Resting(facts=[from_doc(Fact, d) for d in self.col("facts").find(query) if keep(d)],
                        reflections=[from_doc(Reflection, d) for d in self.col("reflections").find(query) if keep(d)])
 
+    def reflection_ids(self, agent_id: str, scope_key: str, *, absorbed_only: bool = False) -> list[str]:
+        query: dict = {"agent_id": agent_id, "scope_key": scope_key}
+        if absorbed_only:
+            query["absorbed"] = True
+        found = self.col("reflections").find(query, projection={"_id": 1}, sort=[("formed_at", 1), ("_id", 1)])
+        return [d["_id"] for d in found]
+
+    def absorbed_from_others(self, agent_id: str, scope_key: str, user_id: str) -> bool:
+        # $elemMatch on an array of strings matches when one element meets every condition:
+        # here, one source user who is not ``user_id`` ("Array of scalars",
+        # https://www.mongodb.com/docs/manual/reference/operator/query/elemMatch/)
+        return self.col("reflections").find_one(
+            {"agent_id": agent_id, "scope_key": scope_key, "absorbed": True,
+             "source_user_ids": {"$elemMatch": {"$ne": user_id}}}, projection={"_id": 1}) is not None
+
     def unexplained_blobs(self, agent_id: str | None = None) -> list[ConsolidatedBlob]:
         found = self.col("consolidated").find({"last_run_id": None, **_scoped(agent_id)})
         blobs = [from_doc(ConsolidatedBlob, d) for d in found if not str(d.get("scope_key")).startswith("user:")]

@@ -31,6 +31,19 @@ class ProvenanceStore(Protocol):
         ``last_run_id``, no ``absorbing_ids``: v1 shard text)."""
 
     @abc.abstractmethod
+    def reflection_ids(self, agent_id: str, scope_key: str, *, absorbed_only: bool = False) -> list[str]:
+        """The ids of the reflections stored at the key (only those absorbed into its blob, with
+        ``absorbed_only``), oldest first, read without their documents: what an erasure plan
+        and its verification need of a blob's scope."""
+
+    @abc.abstractmethod
+    def absorbed_from_others(self, agent_id: str, scope_key: str, user_id: str) -> bool:
+        """Whether a reflection absorbed into the key's blob rests on the messages of a user
+        other than ``user_id`` (an export then gives the user the blob's sections that took
+        their reflections, not the whole blob). A reflection with no source user counts as
+        nobody else's."""
+
+    @abc.abstractmethod
     def footprint(self, user_id: str, agent_id: str | None = None) -> Footprint:
         """How many documents still name the user in an id field, per ``collection.field``
         (``pipeline.user_ids``), and the leases of the user's scope."""

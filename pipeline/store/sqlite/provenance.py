@@ -150,6 +150,22 @@ class SQLiteProvenance(ProvenanceStore):
             f"SELECT reflection_id FROM {t('reflections')} WHERE scope_key = ? {agent_clause}", (key, *args))]
         return self._items(conn, list(dict.fromkeys(fact_ids)), list(dict.fromkeys(reflection_ids)))
 
+    def reflection_ids(self, agent_id: str, scope_key: str, *, absorbed_only: bool = False) -> list[str]:
+        absorbed = " AND absorbed = 1" if absorbed_only else ""
+        return [i for (i,) in self.db.conn().execute(
+            f"SELECT reflection_id FROM {self.db.t('reflections')} WHERE agent_id = ? AND scope_key = ?{absorbed} "
+            "ORDER BY formed_at, rowid", (agent_id, scope_key))]
+
+    def absorbed_from_others(self, agent_id: str, scope_key: str, user_id: str) -> bool:
+        # the scope's absorbed reflections by (agent_id, scope_key, absorbed), each one's users
+        # by the refs' primary key (kind, item_id, user_id): no document is read
+        t = self.db.t
+        return self.db.conn().execute(
+            f"SELECT EXISTS (SELECT 1 FROM {t('reflections')} r JOIN {t(REFS)} u "
+            "ON u.kind = 'reflections' AND u.item_id = r.reflection_id "
+            "WHERE r.agent_id = ? AND r.scope_key = ? AND r.absorbed = 1 AND u.user_id NOT IN (?, ?))",
+            (agent_id, scope_key, user_id, UNATTRIBUTED)).fetchone()[0] == 1
+
     def unattributed(self, agent_id: str | None = None) -> Resting:
         conn = self.db.conn()
         return self._items(conn, self._ref_ids(conn, "facts", UNATTRIBUTED, agent_id),

@@ -54,3 +54,29 @@ def test_footprint_names_every_place_and_nothing_of_another_user(store):
     assert store.rejected_naming("u10") == []
     assert store.footprint("u10").counts == {"reflections.source_user_ids": 1}
     assert [b.scope_key for b in store.unexplained_blobs("a1")] == ["agent"]
+
+
+def _reflection(rid, users, minute, absorbed=False, key="agent"):
+    return Reflection(reflection_id=rid, agent_id="a1", scope="agent", scope_key=key, content=f"note {rid}",
+                      source_user_ids=users, formed_at=NOW.replace(minute=minute), absorbed=absorbed)
+
+
+def test_a_blob_scopes_reflection_ids_and_whether_it_took_anyone_elses_follow_absorption_and_deletes(store):
+    store.insert_reflections([
+        _reflection("r3", ["u1"], 3, absorbed=True), _reflection("r1", ["u1"], 1, absorbed=True),
+        _reflection("r2", [], 2, absorbed=True),           # no source user: nobody else's
+        _reflection("r4", ["u1", "u2"], 4),                # buffered: not in the blob yet
+        _reflection("r5", ["u2"], 5, absorbed=True, key="session:s9"),
+    ])
+    assert store.reflection_ids("a1", "agent") == ["r1", "r2", "r3", "r4"]      # oldest first
+    assert store.reflection_ids("a1", "agent", absorbed_only=True) == ["r1", "r2", "r3"]
+    assert store.reflection_ids("a2", "agent") == [] and store.reflection_ids("a1", "user:u1") == []
+    assert store.absorbed_from_others("a1", "agent", "u1") is False
+    assert store.absorbed_from_others("a1", "agent", "u2") is True              # r1 and r3 are u1's
+    assert store.absorbed_from_others("a1", "session:s9", "u1") is True
+
+    assert store.mark_absorbed(["r4"], 2, NOW) == 1                             # u2 now shares the blob
+    assert store.absorbed_from_others("a1", "agent", "u1") is True
+    store.erase_memory(Plan(reflection_ids=["r4"]))
+    assert store.absorbed_from_others("a1", "agent", "u1") is False
+    assert store.reflection_ids("a1", "agent", absorbed_only=True) == ["r1", "r2", "r3"]
