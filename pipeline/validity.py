@@ -19,7 +19,7 @@ then, absorbed later or not yet).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,6 +75,24 @@ def valid_at(facts: Iterable[Fact], when: datetime) -> list[FactVersion]:
     recorded first."""
     found = [v for v in (version_at(f, when) for f in facts) if v is not None]
     return sorted(found, key=lambda v: (v.recorded_at, v.fact.fact_id), reverse=True)
+
+
+def newest_valid_at(read: Callable[[int], Sequence[Fact]], when: datetime, want: int) -> list[FactVersion]:
+    """The ``want`` versions valid at ``when`` that were recorded last (``valid_at``'s order),
+    reading facts latest change first: ``read(n)`` returns the first ``n`` (``recent_facts``).
+    A version is recorded at or before its fact's latest change, so once ``want`` are found,
+    recorded after the latest change of the last fact read, no fact further down can place one
+    above them; until then the batch grows fourfold. What a view of one page of a past time
+    reads: the facts changed since, not every fact the agent ever had."""
+    if want <= 0:
+        return []
+    limit = want
+    while True:
+        facts = read(limit)
+        found = valid_at(facts, when)[:want]
+        if len(facts) < limit or (len(found) == want and found[-1].recorded_at > facts[-1].changed_at):
+            return found
+        limit *= 4
 
 
 def check_as_of(as_of: object) -> datetime | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from api.context_view import structured
@@ -19,6 +19,7 @@ from schemas.documents import Fact, FormationRun, scope_key
 #: document carries its stage outputs, some 30 KB each in the demo: 200 of them make the page in 30-70 ms)
 RECENT_RUNS = 200
 PAGE_SIZE = 50
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # recent_facts from the start: no lower bound
 
 
 @dataclass
@@ -84,9 +85,10 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
                        "reflections": sorted(reflections, key=lambda r: r.formed_at, reverse=True)[:20]})
     live = [validity.versions(f)[-1] for _, key in keys for f in store.list_facts(agent_id, key, limit=PAGE_SIZE)]
     then = None
-    if as_of is not None:
-        every = [f for _, key in keys for f in store.list_facts(agent_id, key, include_retired=True)]
-        then = [_fact_row(v) for v in validity.valid_at(every, as_of)][:PAGE_SIZE]
+    if as_of is not None:  # the facts changed since as_of, and a page more: not every fact ever
+        shown = [key for _, key in keys]
+        then = [_fact_row(v) for v in validity.newest_valid_at(
+            lambda n: store.recent_facts(agent_id, shown, EPOCH, n, include_retired=True), as_of, PAGE_SIZE)]
     context = None
     if session_id or user_id:
         xml = service.get_memory_context(session_id=session_id or f"inspect:{user_id}", user_id=user_id,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pipeline.validity import memory_as_of, version_at, versions
+from pipeline.validity import memory_as_of, newest_valid_at, valid_at, version_at, versions
 from schemas.documents import ConsolidatedBlob, Fact, FactHistoryEntry
 from testkit.documents import T0, at, fact, reflection
 
@@ -67,3 +69,50 @@ def test_a_scope_as_of_a_time_shows_the_blob_only_if_consolidated_by_then_and_th
     assert memory_as_of(blob, [absorbed, later, early], at(150)) == ("Likes tea.", [early])
     assert memory_as_of(blob, [absorbed, later, early], at(300)) == ("Likes tea.", [early, later])
     assert memory_as_of(None, [], T0 - timedelta(days=1)) == ("", [])
+
+
+_FACT = st.tuples(
+    st.integers(0, 50),                                            # formed
+    st.lists(st.tuples(st.integers(0, 30), st.integers(-40, 30)), max_size=3),  # per UPDATE: later by, valid from
+    st.one_of(st.none(), st.integers(0, 30)),                      # retired this long after its latest change
+)
+
+
+def _history_fact(i: int, spec) -> Fact:
+    formed, updates, retired = spec
+    changed, history, valid_from = at(formed), [], None
+    for n, (later, valid) in enumerate(updates, start=1):
+        changed += timedelta(seconds=later)
+        history.append(FactHistoryEntry(content=f"text {i}.{n}", version=n, changed_at=changed, run_id=f"r{n}",
+                                        valid_from=valid_from, valid_to=changed + timedelta(seconds=valid)))
+        valid_from = changed + timedelta(seconds=valid)            # may lie before it was recorded
+    return fact(f"f{i:03d}", f"text {i}", formed=at(formed)).model_copy(update={
+        "version": len(updates) + 1, "history": history, "updated_at": changed, "valid_from": valid_from,
+        "retired_at": None if retired is None else changed + timedelta(seconds=retired)})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_FACT, max_size=40), st.integers(-50, 150), st.integers(0, 12))
+def test_the_newest_page_valid_then_read_latest_change_first_is_the_page_of_every_fact(specs, when, want):
+    # what a page of a past time shows must not depend on reading every fact the agent ever had
+    facts = [_history_fact(i, spec) for i, spec in enumerate(specs)]
+    latest_first = sorted(facts, key=lambda f: f.changed_at, reverse=True)   # recent_facts' order
+    reads = []
+
+    def read(n):
+        reads.append(n)
+        return latest_first[:n]
+
+    got = newest_valid_at(read, at(when), want)
+    assert [(v.fact.fact_id, v.content) for v in got] == \
+        [(v.fact.fact_id, v.content) for v in valid_at(facts, at(when))[:want]]
+    assert reads == [] if want == 0 else reads[-1] <= max(want, 4 * len(facts))
+
+
+def test_a_page_of_a_past_time_stops_reading_once_no_older_change_can_place_a_version_above_it():
+    facts = [fact(f"f{i:03d}", f"text {i}", formed=at(i)) for i in range(1000)]   # none changed since
+    latest_first = sorted(facts, key=lambda f: f.changed_at, reverse=True)
+    reads = []
+    got = newest_valid_at(lambda n: reads.append(n) or latest_first[:n], at(5000), 10)
+    assert [v.fact.fact_id for v in got] == [f"f{i:03d}" for i in range(999, 989, -1)]
+    assert reads == [10, 40]        # one batch past the page settles it: not the 1,000 facts
