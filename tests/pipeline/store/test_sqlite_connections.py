@@ -16,20 +16,26 @@ def _use_in_a_thread(store: SQLiteStore) -> None:
     thread.join()
 
 
+def _handles(tmp_path) -> int:
+    """This process's descriptors on this test's database, its WAL and shared memory (the whole
+    path: a file of another test, in the same xdist worker, is not this store's)."""
+    return handles_on(os.getpid(), str(tmp_path / "memory.db"))
+
+
 def test_connections_of_ended_threads_are_closed(tmp_path):
     store = SQLiteStore(str(tmp_path / "memory.db"))
     store.create_indexes()
     try:
         _use_in_a_thread(store)
-        baseline = handles_on(os.getpid(), "memory.db")
+        baseline = _handles(tmp_path)
         for _ in range(50):
             _use_in_a_thread(store)
         # this thread's connection and the last thread's, whose end is noticed by the next one
         assert store.db.open_connections() <= 2
-        assert handles_on(os.getpid(), "memory.db") <= baseline + 3  # at most one connection's files more
+        assert _handles(tmp_path) <= baseline + 3  # at most one connection's files more
     finally:
         store.close()
-    assert handles_on(os.getpid(), "memory.db") == 0
+    assert _handles(tmp_path) == 0
 
 
 def test_a_live_thread_keeps_its_connection_while_others_come_and_go(tmp_path):
@@ -63,7 +69,7 @@ def test_a_pool_of_many_live_threads_shares_a_bounded_set_of_connections(tmp_pat
         for _ in range(20):
             store.get_agent_settings(f"a{n}")
             store.count_messages(f"s{n}")
-        return handles_on(os.getpid(), "memory.db")
+        return _handles(tmp_path)
 
     try:
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -71,7 +77,7 @@ def test_a_pool_of_many_live_threads_shares_a_bounded_set_of_connections(tmp_pat
             assert store.db.open_connections() <= MAX_CONNECTIONS
             # each connection holds the database and its WAL open; the shared-memory index once
             assert peak <= 2 * MAX_CONNECTIONS + 1
-            assert handles_on(os.getpid(), "memory.db") <= 2 * MAX_CONNECTIONS + 1
+            assert _handles(tmp_path) <= 2 * MAX_CONNECTIONS + 1
     finally:
         store.close()
-    assert handles_on(os.getpid(), "memory.db") == 0
+    assert _handles(tmp_path) == 0
