@@ -30,7 +30,7 @@ from pipeline.footprint import Resting
 from pipeline.forgetting import check_ids
 from pipeline.prompts.consolidation import parse_blob
 from pipeline.search.scoring import tokenize
-from pipeline.store.port import BlobStore, ProvenanceStore, ReflectionStore
+from pipeline.store.port import BlobStore, ProvenanceStore
 from schemas.documents import FormationRun
 
 #: the least share of a reflection's words a bullet must hold to count as where it went
@@ -41,9 +41,9 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class ExportReads(ProvenanceStore, ReflectionStore, BlobStore, Protocol):
-    """What an export reads: what rests on the user, and the blobs and reflections of the
-    scopes it touches."""
+class ExportReads(ProvenanceStore, BlobStore, Protocol):
+    """What an export reads: what rests on the user (the reflections a blob absorbed included),
+    and the blobs of the scopes it touches."""
 
 
 def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:

@@ -28,7 +28,7 @@ from pipeline import erasure
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
-from pipeline.store.port import BlobStore, ProvenanceStore, ReflectionStore, SessionStore, Store
+from pipeline.store.port import BlobStore, ProvenanceStore, SessionStore, Store
 from schemas.documents import StoredMessage
 from schemas.settings import Settings, get_settings
 
@@ -68,9 +68,10 @@ def check_ids(user_id: str, agent_id: str | None) -> None:
         raise InvalidInput("agent", "an empty agent id; use --all-agents to erase under every agent")
 
 
-class ErasureReads(ProvenanceStore, ReflectionStore, BlobStore, SessionStore, Protocol):
-    """What planning and verifying an erasure read: what rests on the user, the blobs and
-    reflections of the scopes it touches, and the messages of the runs that formed them."""
+class ErasureReads(ProvenanceStore, BlobStore, SessionStore, Protocol):
+    """What planning and verifying an erasure read: what rests on the user, the blobs of the
+    scopes it touches and the ids of the reflections they absorbed (provenance), and the
+    messages of the runs that formed them."""
 
 
 def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredMessage]]:
