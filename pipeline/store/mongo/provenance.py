@@ -13,6 +13,7 @@ from pipeline.footprint import Footprint, Resting
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import from_doc
 from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.reflections import OLDEST
 from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.provenance import ProvenanceStore
 from pipeline.user_ids import raw_id_candidates, raw_names_user
@@ -53,7 +54,7 @@ class MongoProvenance(MongoParts, ProvenanceStore):
         query: dict = {"agent_id": agent_id, "scope_key": scope_key}
         if absorbed_only:
             query["absorbed"] = True
-        found = self.col("reflections").find(query, projection={"_id": 1}, sort=[("formed_at", 1), ("_id", 1)])
+        found = self.col("reflections").find(query, projection={"_id": 1}, sort=OLDEST)
         return [d["_id"] for d in found]
 
     def absorbed_from_others(self, agent_id: str, scope_key: str, user_id: str) -> bool:

@@ -13,7 +13,8 @@ from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.reflections import ReflectionStore
 from schemas.documents import Reflection
 
-_OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
+#: reflections oldest first, as the port promises (ids break ties); provenance reads them so too
+OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
 
 
 class MongoReflections(ReflectionStore):
@@ -31,7 +32,7 @@ class MongoReflections(ReflectionStore):
 
     def unabsorbed_reflections(self, agent_id: str, scope_key: str, limit: int | None = None) -> list[Reflection]:
         docs = self.col("reflections").find({"agent_id": agent_id, "scope_key": scope_key, "absorbed": False},
-                                            sort=_OLDEST, limit=limit or 0)
+                                            sort=OLDEST, limit=limit or 0)
         return [from_doc(Reflection, d) for d in docs]
 
     def count_unabsorbed(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
@@ -50,4 +51,4 @@ class MongoReflections(ReflectionStore):
         query: dict = {"agent_id": agent_id, "scope_key": scope_key}
         if not include_absorbed:
             query["absorbed"] = False
-        return [from_doc(Reflection, d) for d in self.col("reflections").find(query, sort=_OLDEST)]
+        return [from_doc(Reflection, d) for d in self.col("reflections").find(query, sort=OLDEST)]
