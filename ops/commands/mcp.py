@@ -52,10 +52,9 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     from api.identity import from_environment
     from api.mcp import build_server, connection_identity, service_cache
+    from ops.broker import RefusingPublisher, in_process
     from ops.stores import open_existing
     from workers.client import memory_service
-
-    from ops.broker import RefusingPublisher, in_process
 
     identity = from_environment(os.environ)
     settings = get_settings()
