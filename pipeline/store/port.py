@@ -24,6 +24,7 @@ from pipeline.store.ports import (
     IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore,
     owned_by_another,
 )
+from pipeline.store.ports.webhooks import WebhookStore
 
 
 class SessionStore(IngestStore, RunStore, Protocol):
@@ -32,7 +33,7 @@ class SessionStore(IngestStore, RunStore, Protocol):
 
 
 class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, AdminStore,
-            ProvenanceStore, AccessStore, StatsStore):
+            ProvenanceStore, AccessStore, StatsStore, WebhookStore):
     """Repository methods for every collection of §7: the union of the narrow ports
     (``pipeline.store.ports``), for wiring. A caller that needs some parts only names those."""
 
@@ -40,5 +41,5 @@ class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseS
 __all__ = [
     "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts",
-    "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "owned_by_another",
+    "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "WebhookStore", "owned_by_another",
 ]

@@ -15,7 +15,7 @@ from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.admin import AdminStore
 from schemas.documents import scope_key
 
-_ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS)
+_ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS, "webhook_subscriptions", "webhook_deliveries")
 
 
 class MongoErasure(MongoParts, AdminStore):

@@ -58,6 +58,13 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("sessions", [("users", _A), ("agent_id", _A)], "users_agent", False),
     ("runs", [("user_ids", _A), ("agent_id", _A)], "users_agent", False),
     ("rejected", [(IDS, _A), ("agent_id", _A)], "ids", False),
+    # webhooks (``webhooks``): an agent's subscriptions, due deliveries, a subscription's and
+    # an agent's log, and the deliveries about one person (an erasure withdraws them)
+    ("webhook_subscriptions", [("agent_id", _A), ("created_at", _A)], "agent_created", False),
+    ("webhook_deliveries", [("status", _A), ("next_attempt_at", _A)], "due", False),
+    ("webhook_deliveries", [("subscription_id", _A), ("created_at", _D)], "subscription_created", False),
+    ("webhook_deliveries", [("agent_id", _A), ("created_at", _D)], "agent_created", False),
+    ("webhook_deliveries", [("event.subjects", _A), ("agent_id", _A)], "subjects", False),
     ("rejected", [(UNPARSED, _A)], "unparsed", False),
     # access control (``access``)
     ("api_keys", [("digest", _A)], "digest_unique", True),

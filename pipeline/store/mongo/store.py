@@ -6,7 +6,7 @@ else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no 
 
 ``MongoStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
 ``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``) on its collections; they reach each other only through ``parts.MongoParts``.
+``stats``, ``webhooks``) on its collections; they reach each other only through ``parts.MongoParts``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pipeline.store.mongo.reflections import MongoReflections
 from pipeline.store.mongo.runs import MongoRuns
 from pipeline.store.mongo.stats import MongoStats
 from pipeline.store.mongo.unavailable import unavailable
+from pipeline.store.mongo.webhooks import MongoWebhooks
 from pipeline.store.port import Store
 
 TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "socketTimeoutMS": 30_000}
@@ -33,7 +34,7 @@ TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "
 
 @translate_errors(unavailable)
 class MongoStore(MongoIngest, MongoRuns, MongoFacts, MongoReflections, MongoBlobs, MongoLeases, MongoContexts,
-                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, Store):
+                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``unavailable``), through the one decorator above."""
 

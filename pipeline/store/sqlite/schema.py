@@ -54,6 +54,13 @@ _TABLES: tuple[tuple[str, str], ...] = (
     ("user_switches", """
         agent_id TEXT NOT NULL, user_id TEXT NOT NULL, enabled INTEGER NOT NULL, updated_at TEXT NOT NULL,
         PRIMARY KEY (agent_id, user_id)"""),
+    # webhooks (``webhooks``): subscriptions, deliveries, and the people each delivery is about
+    ("webhook_subscriptions", """
+        subscription_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, created_at TEXT NOT NULL, doc TEXT NOT NULL"""),
+    ("webhook_deliveries", """
+        delivery_id TEXT PRIMARY KEY, subscription_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
+        next_at TEXT NOT NULL, created_at TEXT NOT NULL, doc TEXT NOT NULL"""),
+    ("webhook_subjects", "user_id TEXT NOT NULL, delivery_id TEXT NOT NULL, PRIMARY KEY (user_id, delivery_id)"),
 )
 
 # (index name suffix, table, columns, unique). A unique key that holds only some rows says so
@@ -96,6 +103,11 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("usage_session", "usage", "json_extract(doc, '$.session_id')", False),
     ("usage_run", "usage", "json_extract(doc, '$.run_id')", False),
     ("runs_unsummed", "runs", "run_id", False),
+    ("webhook_subscriptions_agent", "webhook_subscriptions", "agent_id, created_at", False),
+    ("webhook_deliveries_due", "webhook_deliveries", "status, next_at", False),
+    ("webhook_deliveries_subscription", "webhook_deliveries", "subscription_id, created_at", False),
+    ("webhook_deliveries_agent", "webhook_deliveries", "agent_id, created_at", False),
+    ("webhook_subjects_delivery", "webhook_subjects", "delivery_id", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text

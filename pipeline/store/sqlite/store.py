@@ -6,7 +6,7 @@ kept as JSON with the queried columns beside them; embeddings as float32 bytes.
 
 ``SQLiteStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
 ``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``), all on one ``Database``; they reach each other only through ``parts.SQLiteParts``.
+``stats``, ``webhooks``), all on one ``Database``; they reach each other only through ``parts.SQLiteParts``.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from pipeline.store.sqlite.provenance import SQLiteProvenance
 from pipeline.store.sqlite.reflections import SQLiteReflections
 from pipeline.store.sqlite.runs import SQLiteRuns
 from pipeline.store.sqlite.stats import SQLiteStats
+from pipeline.store.sqlite.webhooks import SQLiteWebhooks
 
 
 @translate_errors(unavailable)
 @borrowing
 class SQLiteStore(SQLiteIngest, SQLiteRuns, SQLiteFacts, SQLiteReflections, SQLiteBlobs, SQLiteLeases, SQLiteContexts,
-                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, Store):
+                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, Store):
     """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
     (``db.unavailable``), through the one decorator above."""
 
