@@ -2,9 +2,11 @@
 
 - the cold-session sweep, every ``MEMORY_SWEEP_INTERVAL_S`` (10 minutes by default);
 - the retry of runs whose lease expired (and of failed runs), every
-  ``MEMORY_RETRY_STALE_INTERVAL_S``.
+  ``MEMORY_RETRY_STALE_INTERVAL_S``;
+- the send of webhook deliveries that are due (retries past the first, and any whose task
+  message was lost), every ``MEMORY_WEBHOOK_SWEEP_INTERVAL_S``.
 
-Both tasks go to the ``maintenance`` queue (routing in ``workers/app.py``). Each entry expires
+Every task goes to the ``maintenance`` queue (routing in ``workers/app.py``). Each entry expires
 after one interval, so a backlog of sweeps never piles up behind a stopped maintenance worker.
 """
 
@@ -26,5 +28,10 @@ def build_schedule(settings: Settings) -> dict:
             "task": names.TASK_RETRY_STALE,
             "schedule": float(settings.retry_stale_interval_s),
             "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.retry_stale_interval_s)},
+        },
+        "send-due-webhooks": {
+            "task": names.TASK_SEND_DUE_WEBHOOKS,
+            "schedule": float(settings.webhook_sweep_interval_s),
+            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.webhook_sweep_interval_s)},
         },
     }

@@ -29,6 +29,7 @@ from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
 from pipeline.store.port import BlobStore, ProvenanceStore, SessionStore, Store
+from pipeline.webhooks.outbox import announce_forgotten
 from schemas.documents import StoredMessage
 from schemas.settings import Settings, get_settings
 
@@ -133,6 +134,8 @@ def forget_user(
     say("deleting the user's own data")
     counts = store.forget_user(user_id, agent_id)
     counts["user_switches"] = store.forget_user_switches(user_id, agent_id)  # their memory switches go too
+    # webhook notices about them, sent or not: none is sent later, none kept
+    counts["webhook_deliveries"] = store.forget_deliveries(user_id, agent_id)
     deps = _RebuildDeps(store, settings or get_settings(), llm, clock or Clock())
     holder = erasure.holder(user_id)
     keys = erasure.plan(user_id, before, loose, runs).lease_keys()
@@ -150,7 +153,9 @@ def forget_user(
             store.erase_memory(plan)
             touched |= plan.blob_keys
             found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
-    _drop_segment_files(deps.settings, {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)})
+    agents = {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)}
+    _drop_segment_files(deps.settings, agents)
+    announce_forgotten(store, user_id, agents, deps.clock.now())
     return ForgetResult(user_id, agent_id, {**counts, **found}, list(plan.unattributed_items), sorted(touched))
 
 

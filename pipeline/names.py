@@ -33,4 +33,7 @@ TASK_SWEEP_COLD = "memory.sweep_cold_sessions"
 TASK_RETRY_STALE = "memory.retry_stale_runs"
 # a job queued by the HTTP API (a forget-user), whose status the caller polls
 TASK_RUN_JOB = "memory.run_job"
+# webhooks: one delivery attempt, and beat's send of every delivery that is due
+TASK_DELIVER_WEBHOOK = "memory.deliver_webhook"
+TASK_SEND_DUE_WEBHOOKS = "memory.send_due_webhooks"
 TASK_NOOP = "memory.noop"

@@ -186,6 +186,18 @@ class Settings(BaseSettings):
     # asks again when a consolidated memory is over its word limit
     consolidation_max_length_retries: int = Field(default=2, ge=0)
 
+    # --- webhooks (§13) ---------------------------------------------------------------------
+    # How long one delivery waits for the receiver's answer
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    # Waits before the 2nd, 3rd, ... attempt of a delivery (the Standard Webhooks schedule: 5 s,
+    # 5 min, 30 min, 2 h, 5 h, 10 h, 10 h); after the last the delivery is failed, and
+    # `memoryctl webhooks redeliver` sends it again. A JSON list of seconds.
+    webhook_retry_schedule_s: list[Annotated[float, Field(ge=0)]] = Field(default=[5, 300, 1800, 7200, 18000, 36000, 36000], min_length=1)
+    # Failed attempts in a row (across deliveries) that switch a subscription off; one success resets it
+    webhook_disable_after: int = Field(default=40, ge=1)
+    # How often beat sends the deliveries that are due (retries, and any whose message was lost)
+    webhook_sweep_interval_s: int = Field(default=30, gt=0)
+
     # --- read side -------------------------------------------------------------------------
     context_cache_ttl_s: int = Field(default=300, ge=0)
     # Budget of get_memory_context in estimated tokens (characters / 4.5, as the trigger counts).

@@ -30,7 +30,8 @@ from workers import allocator, memtrace, redaction, telemetry, transport  # noqa
 # Flower and every tool understands
 transport.register()
 
-TASK_MODULES = ["workers.ingest", "workers.formation", "workers.consolidation", "workers.maintenance"]
+TASK_MODULES = ["workers.ingest", "workers.formation", "workers.consolidation", "workers.maintenance",
+                "workers.webhooks"]
 
 
 def _route(prefix_queue: dict[str, str]):
@@ -56,6 +57,8 @@ ROUTES = {
     names.TASK_SWEEP_COLD: names.QUEUE_MAINTENANCE,
     names.TASK_RETRY_STALE: names.QUEUE_MAINTENANCE,
     names.TASK_RUN_JOB: names.QUEUE_MAINTENANCE,
+    names.TASK_DELIVER_WEBHOOK: names.QUEUE_MAINTENANCE,
+    names.TASK_SEND_DUE_WEBHOOKS: names.QUEUE_MAINTENANCE,
 }
 
 

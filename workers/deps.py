@@ -52,6 +52,12 @@ class Deps:
         return open_embedder(self.settings)
 
     @cached_property
+    def webhook_sender(self):
+        from pipeline.webhooks.sender import HttpSender
+
+        return HttpSender(self.settings.webhook_timeout_s)
+
+    @cached_property
     def search(self):
         from pipeline.search import open_search
 

@@ -124,4 +124,7 @@ def finish(self, run_id: str) -> dict | None:
     if step.consolidate_session:
         agent_id, session_id = step.consolidate_session
         send(names.TASK_CONSOLIDATE_SESSION, {"agent_id": agent_id, "session_id": session_id})
-    return {"next_run": step.run_id, "consolidate_session": bool(step.consolidate_session)}
+    for delivery_id in step.deliveries:   # a lost one is sent by beat's send_due_webhooks
+        send(names.TASK_DELIVER_WEBHOOK, {"delivery_id": delivery_id})
+    return {"next_run": step.run_id, "consolidate_session": bool(step.consolidate_session),
+            "webhooks": len(step.deliveries)}

@@ -27,6 +27,7 @@ from pipeline.formation.scopes import plan_scopes
 from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
 from pipeline.prompts.consolidation import build_consolidation_request
+from pipeline.webhooks import outbox
 from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
 
 
@@ -188,4 +189,7 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
         # no run holds these calls: a usage record does, so the agent's cost counts them too,
         # those of an attempt that failed after its calls included
         record_spend(deps, usage, agent_id=agent_id, stage=Stage.CONSOLIDATE_SESSION, session_id=session_id)
+    merged = [Merged.model_validate(r) for r in results if r.get("status") == "merged"]
+    now = deps.clock.now()
+    outbox.announce(store, outbox.blob_events(store, agent_id, merged, now), now)   # beat's sweep sends them
     return results

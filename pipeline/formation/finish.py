@@ -12,7 +12,7 @@ Idempotent: the totals are stored as the stage's output before the run is closed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline import cost, trigger
 from pipeline.formation.outputs import (
@@ -21,6 +21,7 @@ from pipeline.formation.outputs import (
 )
 from pipeline.formation.runner import Deps, StageResult, Usage, load_run, run_stage
 from pipeline.ingest import claim_run
+from pipeline.webhooks import outbox
 from schemas.documents import FormationRun, Stage, scope_stage, stage_kind
 
 
@@ -30,6 +31,7 @@ class NextStep:
 
     run_id: str | None = None
     consolidate_session: tuple[str, str] | None = None  # (agent_id, session_id)
+    deliveries: tuple[str, ...] = ()   # webhook deliveries the run announced, to send now
 
 
 SCREENING_COUNTERS = ("secrets_dropped", "contacts_rescoped", "contacts_dropped")
@@ -151,20 +153,27 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
     store = deps.store
 
     earlier = Earlier()
+    announced: list[str] = []
 
     def compute(run: FormationRun, usage: Usage) -> FinishOutput:
         # ``run`` is as begin_stage left it: every earlier stage, and this one running
         return FinishOutput(totals=run_totals(run, earlier), changed=changed_scope_keys(run, earlier))
 
     def apply(run: FormationRun, output: FinishOutput) -> None:
-        store.finish_run(run_id, deps.clock.now(), output.totals, output.changed)
+        now = deps.clock.now()
+        # announced before the run closes: a rerun after a crash between the two announces
+        # again, and the deliveries' ids (event and subscription) queue nothing twice
+        happened = outbox.run_events(store, run, earlier.stored(run, Stage.DECIDE_FACTS),
+                                     _merged(run, earlier.stored), now)
+        announced.extend(outbox.announce(store, happened, now))
+        store.finish_run(run_id, now, output.totals, output.changed)
 
     result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
         run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run) if run.status == "done" else NextStep()
     # next_step reads the session, agent and consolidate output, which closing did not change
-    return result, next_step(deps, result.run, earlier)
+    return result, replace(next_step(deps, result.run, earlier), deliveries=tuple(announced))
 
 
 def next_step(deps: Deps, run: FormationRun, earlier: Earlier | None = None) -> NextStep:

@@ -44,6 +44,7 @@ from pipeline.errors import LeaseLost, PermanentError, StoreUnavailable, Transie
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
 from pipeline.store.port import RunStore, Store
+from pipeline.webhooks.outbox import announce_run_failed
 from schemas.documents import FormationRun, LLMUsage, StageRecord, UsageRecord
 from schemas.settings import LEASE_RENEWAL_SLACK_S, Settings
 
@@ -310,4 +311,8 @@ def fail_run(deps: Deps, run_id: str, stage: str, exc: Exception, *, dead: bool,
     reason = f"{stage}: {type(exc).__name__}{after}: {exc}"
     log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
     fail_stage(deps, run_id, stage, exc)
-    deps.store.fail_run(run_id, reason, deps.clock.now(), dead=dead)
+    now = deps.clock.now()
+    deps.store.fail_run(run_id, reason, now, dead=dead)
+    run = deps.store.get_run(run_id)
+    if run is not None and run.status in ("failed", "dead"):
+        announce_run_failed(deps.store, run, now)   # beat's webhook sweep sends it

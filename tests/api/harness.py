@@ -23,6 +23,7 @@ from pipeline.service import MemoryService
 from schemas.api_settings import ApiSettings
 from schemas.documents import ConsolidatedBlob, Reflection
 from schemas.settings import Settings
+from schemas.webhooks import WebhookSubscription
 from testkit.documents import fact
 from testkit.publishers import RecordingPublisher
 
@@ -97,9 +98,12 @@ def build(store, *, rate_limiter=None, api_settings=None, **settings) -> Api:
     return Api(app, deps, publisher, jobs, runs, keys)
 
 
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
 def seed_memory(store, now) -> None:
     """Agent A: a fact and blob of u1, one of u2, an agent fact resting only on u1's messages,
-    one shared by u1 and u2, and reflections."""
+    one shared by u1 and u2, reflections, and a webhook subscription."""
     def put(fid, text, user=None, sources=()):
         f = fact(fid, text, agent="A", user=user, embedding=EMB.embed([text]).vectors[0], model=EMB.model,
                  formed=now - timedelta(hours=1))
@@ -119,6 +123,9 @@ def seed_memory(store, now) -> None:
                                      consolidated_content="VERSION: 1\nAlice likes short answers.", word_limit=300,
                                      version=1), expected_version=0)
     store.bump_scope_versions("A", ["user:u1", "agent"])
+    store.put_subscription(WebhookSubscription(subscription_id="whsub_a", agent_id="A", url="https://hooks.example/a",
+                                               events=["fact.created"], secrets=[WEBHOOK_SECRET], created_at=now,
+                                               updated_at=now))
 
 
 def wait_for(predicate, timeout=10.0):

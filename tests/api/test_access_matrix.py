@@ -46,6 +46,14 @@ ROUTES = [
     ("audit", "GET", "/v1/admin/audit", None, {ADMIN: 200}),
     ("forget user", "POST", "/v1/admin/forget-user", {"user_id": "u1", "agent_id": "A"}, {ADMIN: 202}),
     ("export user", "GET", "/v1/admin/export-user?user_id=u1", None, {ADMIN: 200}),
+    ("webhook subscribe", "POST", "/v1/agents/A/webhooks", {"url": "https://hooks.example/b", "events": ["fact.created"]},
+     {ADMIN: 201}),
+    ("webhooks", "GET", "/v1/agents/A/webhooks", None, {ADMIN: 200}),
+    ("webhook rotate", "POST", "/v1/agents/A/webhooks/whsub_a/rotate", {}, {ADMIN: 200}),
+    ("webhook enable", "POST", "/v1/agents/A/webhooks/whsub_a/enable", None, {ADMIN: 200}),
+    ("webhook deliveries", "GET", "/v1/agents/A/webhooks/deliveries", None, {ADMIN: 200}),
+    ("webhook redeliver", "POST", "/v1/agents/A/webhooks/deliveries/redeliver", {"failed": True}, {ADMIN: 200}),
+    ("webhook delete", "DELETE", "/v1/agents/A/webhooks/whsub_a", None, {ADMIN: 200}),
 ]
 
 
@@ -78,7 +86,7 @@ def _check(response, expected, name, credential):
 
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
-STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection"}
+STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "webhook delete"}
 
 
 @pytest.mark.parametrize("credential", REACHING)

@@ -12,17 +12,20 @@ from workers import maintenance
 from workers.app import app
 
 
-def test_beat_runs_the_sweep_and_the_stale_retry_and_nothing_else():
-    schedule = beat_schedule.build_schedule(Settings(sweep_interval_s=600, retry_stale_interval_s=90))
+def test_beat_runs_the_sweep_the_stale_retry_and_the_due_webhooks_and_nothing_else():
+    schedule = beat_schedule.build_schedule(Settings(sweep_interval_s=600, retry_stale_interval_s=90,
+                                                     webhook_sweep_interval_s=20))
     assert {entry["task"]: entry["schedule"] for entry in schedule.values()} == {
         names.TASK_SWEEP_COLD: 600.0,
         names.TASK_RETRY_STALE: 90.0,
+        names.TASK_SEND_DUE_WEBHOOKS: 20.0,
     }
     assert all(entry["options"]["queue"] == names.QUEUE_MAINTENANCE for entry in schedule.values())
 
 
 def test_the_celery_app_carries_the_schedule():
-    assert {e["task"] for e in app.conf.beat_schedule.values()} == {names.TASK_SWEEP_COLD, names.TASK_RETRY_STALE}
+    assert {e["task"] for e in app.conf.beat_schedule.values()} == {
+        names.TASK_SWEEP_COLD, names.TASK_RETRY_STALE, names.TASK_SEND_DUE_WEBHOOKS}
 
 
 @pytest.fixture
