@@ -96,16 +96,24 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rotate(args: argparse.Namespace) -> int:
+def _changed(subscription_id: str, change, action: str):
+    """Apply ``change(store, subscription, now)`` to a stored subscription, audited."""
     from pipeline.clock import Clock
-    from pipeline.webhooks.subscriptions import rotate
 
     store = _store()
     try:
-        sub = rotate(store, _owned(store, args.subscription_id), Clock().now(), drop_old=args.drop_old)
-        _audit(store, "webhook.rotate", sub.agent_id, sub.subscription_id)
+        sub = change(store, _owned(store, subscription_id), Clock().now())
+        _audit(store, action, sub.agent_id, sub.subscription_id)
     finally:
         store.close()
+    return sub
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    from pipeline.webhooks.subscriptions import rotate
+
+    sub = _changed(args.subscription_id, lambda store, s, now: rotate(store, s, now, drop_old=args.drop_old),
+                   "webhook.rotate")
     _print_secret(sub, "new secret of", args.json)
     if len(sub.secrets) > 1 and not args.json:
         print("the previous secret still signs beside it: --drop-old once every receiver has the new one",
@@ -114,15 +122,9 @@ def _rotate(args: argparse.Namespace) -> int:
 
 
 def _enable(args: argparse.Namespace) -> int:
-    from pipeline.clock import Clock
     from pipeline.webhooks.subscriptions import enable
 
-    store = _store()
-    try:
-        sub = enable(store, _owned(store, args.subscription_id), Clock().now())
-        _audit(store, "webhook.enable", sub.agent_id, sub.subscription_id)
-    finally:
-        store.close()
+    sub = _changed(args.subscription_id, enable, "webhook.enable")
     if args.json:
         print(json.dumps(_shown(sub, secret=False), sort_keys=True))
     else:
