@@ -93,3 +93,15 @@ test("the TypeScript SDK over stdio starts memoryctl mcp with the identity in it
     await client.close();
   }
 });
+
+test("the TypeScript SDK shows why the server refused the connection", async () => {
+  const wrongKey = `mk_0000000000000000_${"x".repeat(43)}`;
+  for (const [headers, reason] of [
+    [{ Authorization: `Bearer ${wrongKey}` }, /unknown key/],
+    [{ Authorization: `Bearer ${agentKey}` }, /X-Memory-User/],
+    [{ Authorization: `Bearer ${tomToken}`, "X-Memory-Session": "s3-maya-followup" }, /not one of this user's/],
+  ]) {
+    const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers } });
+    await assert.rejects(connected(transport), reason);
+  }
+});
