@@ -94,14 +94,21 @@ test("the TypeScript SDK over stdio starts memoryctl mcp with the identity in it
   }
 });
 
-test("the TypeScript SDK shows why the server refused the connection", async () => {
+test("the TypeScript SDK shows why the server refused the connection, as a JSON-RPC error", async () => {
+  // this SDK puts the refused POST's body into its error: a JSON-RPC error object with the reason
   const wrongKey = `mk_0000000000000000_${"x".repeat(43)}`;
-  for (const [headers, reason] of [
-    [{ Authorization: `Bearer ${wrongKey}` }, /unknown key/],
-    [{ Authorization: `Bearer ${agentKey}` }, /X-Memory-User/],
-    [{ Authorization: `Bearer ${tomToken}`, "X-Memory-Session": "s3-maya-followup" }, /not one of this user's/],
+  for (const [headers, code, reason] of [
+    [{ Authorization: `Bearer ${wrongKey}` }, 401, /unknown key/],
+    [{ Authorization: `Bearer ${agentKey}` }, 400, /X-Memory-User/],
+    [{ Authorization: `Bearer ${tomToken}`, "X-Memory-Session": "s3-maya-followup" }, 403, /not one of this user's/],
   ]) {
     const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers } });
-    await assert.rejects(connected(transport), reason);
+    await assert.rejects(connected(transport), (error) => {
+      assert.equal(error.code, code);
+      const body = JSON.parse(error.message.slice(error.message.indexOf("{")));
+      assert.equal(body.jsonrpc, "2.0");
+      assert.match(body.error.message, reason);
+      return true;
+    });
   }
 });
