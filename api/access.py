@@ -5,10 +5,18 @@ names one). Every route asks here; none decides reach itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pydantic import TypeAdapter, ValidationError
+
 from api.auth import Principal
-from api.errors import Forbidden
+from api.errors import ApiError, Forbidden
+from api.membership import check_session
+from pipeline.own_session import default_session
+from schemas.events import Id
+
+_ID = TypeAdapter(Id)
 
 
 @dataclass(frozen=True)
@@ -21,26 +29,25 @@ class Reach:
 
 
 def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id: str | None = None,
-          user_where: str = "query user", session_where: str = "path session_id", sessions=None) -> Reach:
+          user_where: str = "query user", session_where: str = "path session_id", sessions=None,
+          humans: Iterable[str] = (), starts: bool = False) -> Reach:
     """The (agent, user, session) to act on. An agent key must name its own agent; a user token
     fixes the user (and the session, if it names one): another value anywhere is refused, none
-    given means the token's. With ``sessions`` (the store), a user token reaches a stored
-    session only if its user is one of that session's humans: another person's conversation
-    (its session memory, its messages) is not theirs to read or join."""
+    given means the token's. The session, if any, passes the one membership rule
+    (``api.membership.check_session``, with ``sessions`` the store, ``humans`` what a key
+    declares, ``starts`` when the request may create it)."""
     if p.kind != "admin" and agent_id != p.agent_id:
         raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
-    if p.kind != "user":
-        return Reach(agent_id, user_id, session_id)
-    if user_id is not None and user_id != p.user_id:
-        raise Forbidden("a user token reaches its own user only", user_where)
-    if p.session_id is not None and session_id is not None and session_id != p.session_id:
-        raise Forbidden("this user token is bound to another session", session_where)
-    session_id = session_id if session_id is not None else p.session_id
-    if sessions is not None and session_id is not None:
-        stored = sessions.get_session(session_id)
-        if stored is not None and (stored.agent_id != agent_id or p.user_id not in stored.users):
-            raise Forbidden("this session is not one of this user's", session_where)
-    return Reach(agent_id, p.user_id, session_id)
+    if p.kind == "user":
+        if user_id is not None and user_id != p.user_id:
+            raise Forbidden("a user token reaches its own user only", user_where)
+        if p.session_id is not None and session_id is not None and session_id != p.session_id:
+            raise Forbidden("this user token is bound to another session", session_where)
+        user_id = p.user_id
+        session_id = session_id if session_id is not None else p.session_id
+    if session_id is not None:
+        check_session(p, agent_id, session_id, sessions, where=session_where, humans=humans, starts=starts)
+    return Reach(agent_id, user_id, session_id)
 
 
 def require_admin(p: Principal, what: str) -> None:
@@ -69,12 +76,34 @@ def connection(p: Principal, headers, *, sessions=None) -> Reach:
     """What a connection (MCP) acts on: the agent from the credential (an admin key names it in
     ``X-Memory-Agent``); user and session from a user token, or, with a key, from the
     ``X-Memory-User`` / ``X-Memory-Session`` headers that the runtime's code sets (never a
-    model's tool arguments). A header contradicting a user token is refused."""
+    model's tool arguments). A header contradicting a user token is refused; a connection that
+    names no session gets the user's own MCP session. The connection can ``remember``, so it
+    must be allowed to start its session (``api.membership``)."""
     from api.auth import SESSION_HEADER, USER_HEADER
 
     agent_id = p.agent_id if p.kind != "admin" else headers.get(AGENT_HEADER)
     if not agent_id:
         raise Forbidden(f"an admin key names the agent in {AGENT_HEADER}", f"header {AGENT_HEADER}")
-    return reach(p, agent_id, user_id=headers.get(USER_HEADER) or None,
-                 session_id=headers.get(SESSION_HEADER) or None, user_where=f"header {USER_HEADER}",
-                 session_where=f"header {SESSION_HEADER}", sessions=sessions)
+    user_id = _header_id(headers, USER_HEADER)
+    session_id = _header_id(headers, SESSION_HEADER)
+    if p.kind == "user":
+        reach(p, agent_id, user_id=user_id, session_id=session_id, user_where=f"header {USER_HEADER}",
+              session_where=f"header {SESSION_HEADER}")
+        user_id, session_id = p.user_id, session_id or p.session_id
+    if not user_id:
+        raise ApiError("missing header", f"header {USER_HEADER}",
+                       "a key's MCP connection names its user here (set by the runtime, not the model)")
+    session_id = session_id or default_session(agent_id, user_id)
+    return reach(p, agent_id, user_id=user_id, session_id=session_id, user_where=f"header {USER_HEADER}",
+                 session_where=f"header {SESSION_HEADER}", sessions=sessions, humans=[user_id], starts=True)
+
+
+def _header_id(headers, name: str) -> str | None:
+    """A connection header's id, checked as an event's id field is (422 naming the header)."""
+    value = headers.get(name) or None
+    if value is None:
+        return None
+    try:
+        return _ID.validate_python(value)
+    except ValidationError as exc:
+        raise ApiError("invalid request", f"header {name}", exc.errors()[0]["msg"], status=422) from None

@@ -4,26 +4,27 @@ model writes into a tool call (design §12 "Interfaces").
 
 The stdio server (``memoryctl mcp``) is started by an MCP client from its config, so its
 environment is the connection: ``MEMORY_MCP_AGENT``, ``MEMORY_MCP_USER`` and, optionally,
-``MEMORY_MCP_SESSION``. Without a session, the user's own MCP conversation ``mcp:<user>`` is
-used, so that ``remember`` has a session to publish into and reads see a one-to-one session.
+``MEMORY_MCP_SESSION``. Without a session, the user's own MCP conversation
+``mcp:<agent>:<user>`` (``pipeline.own_session``) is used, so that ``remember`` has a session
+to publish into and reads see a one-to-one session; that session is this user's alone, and
+naming another user's is refused at start.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
 from pipeline.errors import ConfigurationError
+from pipeline.own_session import default_session, stranger_reason, strangers
 from schemas.events import Id
 
 AGENT_VAR = "MEMORY_MCP_AGENT"
 USER_VAR = "MEMORY_MCP_USER"
 SESSION_VAR = "MEMORY_MCP_SESSION"
 _ID = TypeAdapter(Id)
-_PREFIX = "mcp:"
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,6 @@ class Identity:
     agent_id: str
     user_id: str
     session_id: str
-
-
-def default_session(user_id: str) -> str:
-    """The session of a connection that names none: the user's own MCP conversation. A user
-    id too long to prefix gets a digest instead (ids are at most 128 characters)."""
-    if len(_PREFIX) + len(user_id) <= 128:
-        return _PREFIX + user_id
-    return _PREFIX + hashlib.sha256(user_id.encode()).hexdigest()
 
 
 def check_id(value: object, where: str) -> str:
@@ -61,5 +54,8 @@ def from_environment(environ: Mapping[str, str]) -> Identity:
             "named by the client's config, never by the model")
     agent = check_id(environ[AGENT_VAR], AGENT_VAR)
     user = check_id(environ[USER_VAR], USER_VAR)
-    session = environ.get(SESSION_VAR, "").strip()
-    return Identity(agent, user, check_id(session, SESSION_VAR) if session else default_session(user))
+    named = environ.get(SESSION_VAR, "").strip()
+    session = check_id(named, SESSION_VAR) if named else default_session(agent, user)
+    if strangers(agent, session, [user]):
+        raise ConfigurationError(f"{SESSION_VAR}: {stranger_reason(session, user)}")
+    return Identity(agent, user, session)

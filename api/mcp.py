@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from importlib.metadata import PackageNotFoundError, version
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -35,6 +36,7 @@ from pipeline.errors import PipelineError
 #: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
 SCOPE_KEY = "memory.identity"
 SERVER_NAME = "memory"
+DISTRIBUTION = "memory-pipeline"
 #: what search_memory returns per call (the tool takes no top_k: one page is what a model reads)
 SEARCH_TOP_K = 10
 QUERY_MAX_CHARS = 500
@@ -138,7 +140,17 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         _strict(Tool.from_function(remember, annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False))),
     ]
-    return _leaving_logging_alone(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools))
+    return _leaving_logging_alone(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools,
+                                                    version=package_version()))
+
+
+def package_version() -> str:
+    """The installed package's version, which ``initialize`` reports as the server's (a
+    checkout run without installing it has no metadata: then ``0+unknown``)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def _leaving_logging_alone(make):

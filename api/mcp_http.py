@@ -5,10 +5,12 @@ the same rate limit), and its identity is fixed before the SDK sees it, by the A
 rule (``api.access.connection``):
 - a user-bound token: its agent and user, and its session if it names one (else a session the
   runtime names in ``X-Memory-Session`` that is one of the user's, else the user's own MCP
-  session ``mcp:<user>``); ``X-Memory-User`` naming anyone else is refused (403);
+  session ``mcp:<agent>:<user>``); ``X-Memory-User`` naming anyone else is refused (403);
 - an agent key: its agent, and the user and session the runtime's code names in the
   ``X-Memory-User`` (required) and ``X-Memory-Session`` headers;
-- an admin key: the agent named in ``X-Memory-Agent``, then as an agent key.
+- an admin key: the agent named in ``X-Memory-Agent``, then as an agent key;
+and whoever asks, the session passes the one session rule (``api.membership``). A refusal is
+answered as the MCP clients read it (``refusal``).
 
 The SDK runs stateless with JSON answers: each POST stands alone, so any uvicorn worker can
 serve any request (a stateful session would live in one worker only). DNS-rebinding checks are
@@ -20,39 +22,25 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 import anyio
+from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import Headers
 
 from api.access import connection
-from api.auth import SESSION_HEADER, USER_HEADER, Principal, authenticate
-from api.errors import ApiError, problem
-from api.identity import Identity, default_session
+from api.auth import Principal, authenticate
+from api.errors import ApiError
+from api.identity import Identity
 from api.mcp import SCOPE_KEY, build_server, connection_identity
-from schemas.events import Id
 
 PATH = "/mcp"
-_ID = TypeAdapter(Id)
 
 
 def identity_for(p: Principal, headers: Headers, sessions=None) -> Identity:
     """Whose memory this request reaches, decided where every route's reach is decided
-    (``api.access.connection``); a connection without a session gets the user's own MCP session.
-    Raises ``ApiError``."""
+    (``api.access.connection``, with the one session rule of ``api.membership``). Raises
+    ``ApiError``."""
     found = connection(p, headers, sessions=sessions)
-    if not found.user_id:
-        raise ApiError("missing header", f"header {USER_HEADER}",
-                       "a key's MCP connection names its user here (set by the runtime, not the model)")
-    user = _check(found.user_id, USER_HEADER)
-    session = _check(found.session_id, SESSION_HEADER) if found.session_id else default_session(user)
-    return Identity(found.agent_id, user, session)
-
-
-def _check(value: str, header: str) -> str:
-    try:
-        return _ID.validate_python(value)
-    except ValidationError as exc:
-        raise ApiError("invalid request", f"header {header}", exc.errors()[0]["msg"], status=422) from None
+    return Identity(found.agent_id, found.user_id, found.session_id)
 
 
 class _Authenticated:
@@ -73,7 +61,7 @@ class _Authenticated:
                 raise ApiError("unavailable", "server", "the MCP endpoint is not running (the app's lifespan has "
                                "not started)", status=503)
         except ApiError as exc:
-            await problem(exc.status, exc.what, exc.where, exc.why, exc.headers)(scope, receive, send)
+            await refusal(exc)(scope, receive, send)
             return
         await self.manager.handle_request(scope, receive, send)
 
@@ -82,6 +70,30 @@ class _Authenticated:
                              token_verifier=self._ctx.token_verifier)
         self._ctx.rate_limiter.check(found.credential_id)
         return identity_for(found, headers, sessions=self._ctx.store)
+
+
+#: the JSON-RPC error code of a refusal by HTTP status (-32000 to -32099: server-defined errors)
+_CODES = {400: -32600, 422: -32602, 401: -32001, 403: -32003, 429: -32029}
+
+
+def refusal(exc: ApiError) -> JSONResponse:
+    """A transport-level refusal as the MCP clients read it: the HTTP status (401 with
+    ``WWW-Authenticate`` for a missing or wrong credential, per the MCP authorization spec and
+    RFC 6750), and a JSON-RPC error object as the body, ``id`` null (the request was refused
+    before it was read), its message the reason and its data the API's what/where/why. The
+    official SDK clients surface such a body's error; any other body becomes a generic
+    "Server returned an error response" (``mcp/client/streamable_http.py``)."""
+    message = f"{exc.what} ({exc.where}): {exc.why}"
+    headers = dict(exc.headers)
+    if exc.status == 401:
+        # RFC 6750 §3: a request without a credential gets no error code, a refused one invalid_token
+        code = "" if exc.why.startswith(("no credential", "expected Authorization")) else ', error="invalid_token"'
+        description = exc.why.encode("ascii", "replace").decode().replace('"', "'").replace("\\", "/")
+        headers["WWW-Authenticate"] = f'Bearer realm="memory"{code}, error_description="{description}"'
+    body = {"jsonrpc": "2.0", "id": None, "error": {
+        "code": _CODES.get(exc.status, -32000), "message": message,
+        "data": {"what": exc.what, "where": exc.where, "why": exc.why}}}
+    return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
 def mount(app, ctx) -> None:

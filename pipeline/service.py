@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from pipeline import context, retrieval, stats, tracing
+from pipeline import context, own_session, retrieval, stats, tracing
 from pipeline.clock import Clock
 from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
@@ -227,6 +227,7 @@ class MemoryService:
         ]
         if not built:
             return 0
+        own_session.refuse_strangers(self.agent_id, session_id, [*users, *_senders(built)], "session_users")
         self.publisher.publish(built)
         return len(built)
 
@@ -259,6 +260,7 @@ class MemoryService:
         is refused (``InvalidInput``)."""
         _require("session_id", session_id)
         humans = _user_ids(user_ids)
+        own_session.refuse_strangers(self.agent_id, session_id, humans, "user_ids")
         self.store.declare_session_users(session_id, self.agent_id, humans)
         for user in humans or [None]:
             self.get_memory_context(session_id=session_id, user_id=user)
@@ -359,6 +361,11 @@ class MemoryService:
 def _require(field: str, value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
+
+
+def _senders(built: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The senders of the user turns among ``built`` events: humans of the session at ingest."""
+    return [e["message"]["sender_id"] for e in built if e["message"].get("role") == "user" and e["message"].get("sender_id")]
 
 
 def _user_ids(user_ids: Sequence[str]) -> list[str]:

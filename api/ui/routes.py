@@ -19,8 +19,9 @@ from api.audit import audit
 from api.auth import authenticate
 from api.errors import ApiError
 from api.ui import views
-from api.ui.sessions import COOKIE, SESSION_TTL_S
-from api.ui.web import UiError, UiRoute, Viewer, check_csrf, page, parse_as_of, sessions, viewer
+from api.ui.sessions import (COOKIE, LINK_TTL_S, LOGIN_COOKIE, SESSION_TTL_S, login_csrf_matches,
+                             new_login_csrf)
+from api.ui.web import UiError, UiRoute, Viewer, check_csrf, check_origin, page, parse_as_of, sessions, viewer
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 
@@ -46,18 +47,39 @@ def _signed_in(request: Request, credential: str) -> RedirectResponse:
 # ------------------------------------------------------------------------ log-in ----------
 @router.get("/login")
 def login_form(request: Request):
-    return page(request, "login.html", None)
+    return _login_page(request)
 
 
 @router.post("/login")
-def login(request: Request, credential: Annotated[str, Form(max_length=4096)] = ""):
-    """A key or user token typed into the form (a POST body, never a URL)."""
+def login(request: Request, credential: Annotated[str, Form(max_length=4096)] = "",
+          csrf: Annotated[str, Form(max_length=128)] = ""):
+    """A key or user token typed into the form (a POST body, never a URL). Log-in CSRF (a
+    page elsewhere signing the browser in as the attacker) is refused twice: the post must come
+    from this site, and carry the token of a log-in form this server handed to this browser."""
+    check_origin(request)
+    if not login_csrf_matches(request.cookies.get(LOGIN_COOKIE), csrf):
+        raise UiError(403, "refused", "form csrf",
+                      "the log-in form's CSRF token is missing or stale; reload the log-in page and try again")
     ctx = _ctx(request)
     try:
         authenticate(f"Bearer {credential.strip()}", keys=ctx.store, token_verifier=ctx.token_verifier)
     except ApiError as exc:
-        return page(request, "login.html", None, status=401, refused=exc.why)
-    return _signed_in(request, credential.strip())
+        return _login_page(request, status=401, refused=exc.why)
+    response = _signed_in(request, credential.strip())
+    response.delete_cookie(LOGIN_COOKIE, path="/ui/login")
+    return response
+
+
+def _login_page(request: Request, status: int = 200, **values):
+    """The log-in form, with a new log-in CSRF token in it and in a strict cookie (no session
+    exists yet to hold one: the token is a double submit that only this site's page can make)."""
+    token = new_login_csrf()
+    response = page(request, "login.html", None, status=status, csrf=token, **values)
+    # a form served from the browser's cache would carry a token its cookie no longer holds
+    response.headers["Cache-Control"] = "no-store"
+    response.set_cookie(LOGIN_COOKIE, token, max_age=int(LINK_TTL_S), httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/ui/login")
+    return response
 
 
 @router.get("/login/{code}")
@@ -65,8 +87,8 @@ def login_link(request: Request, code: Annotated[str, Path(max_length=128)]):
     """A one-time link: the code is gone once used, and lapses unused."""
     credential = sessions(request).redeem(code)
     if credential is None:
-        return page(request, "login.html", None, status=401,
-                    refused="this link was used already or has lapsed; ask for a new one (memoryctl ui)")
+        return _login_page(request, status=401,
+                           refused="this link was used already or has lapsed; ask for a new one (memoryctl ui)")
     return _signed_in(request, credential)
 
 

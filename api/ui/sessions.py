@@ -8,7 +8,10 @@ once. A one-time code is consumed by its first use and lapses after ``LINK_TTL_S
 that leaked into a browser history or an access log opens nothing.
 
 Sessions live in the serving process (``memoryctl ui`` runs one). CSRF is a synchronizer
-token: a random value per session, put in each form, compared in constant time on POST.
+token: a random value per session, put in each form, compared in constant time on POST. The
+log-in form, which comes before any session, carries a random token that its ``SameSite=Strict``
+cookie holds too (a double submit), and every POST, the log-in's included, must come from
+this site (``api.ui.web.check_origin``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import time
 from dataclasses import dataclass
 
 COOKIE = "memory_ui"
+#: the log-in form's CSRF token, before any session exists (path /ui/login only)
+LOGIN_COOKIE = "memory_ui_login"
 LINK_TTL_S = 600.0
 SESSION_TTL_S = 8 * 3600.0
 MAX_SESSIONS = 10_000
@@ -99,3 +104,13 @@ class LoginSessions:
 
 def csrf_matches(session: UiSession, sent: str | None) -> bool:
     return bool(sent) and hmac.compare_digest(session.csrf, sent)
+
+
+def new_login_csrf() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def login_csrf_matches(cookie: str | None, sent: str | None) -> bool:
+    """The log-in form's token is the one its cookie holds (a double submit: a page on another
+    site can neither read nor set this site's strict cookie)."""
+    return bool(cookie) and bool(sent) and hmac.compare_digest(cookie, sent)

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -76,11 +77,33 @@ def viewer(request: Request) -> Viewer:
 
 
 async def check_csrf(request: Request) -> None:
-    """FastAPI dependency of every POST: the form's ``csrf`` field must be the session's."""
+    """FastAPI dependency of every POST but the log-in's: the request comes from this site and
+    the form's ``csrf`` field is the session's."""
+    check_origin(request)
     session = sessions(request).get(request.cookies.get(COOKIE))
     form = await request.form()
     if session is None or not csrf_matches(session, form.get("csrf")):
         raise UiError(403, "refused", "form csrf", "the form's CSRF token is missing or stale; reload the page and try again")
+
+
+def check_origin(request: Request) -> None:
+    """A form posted from another site is refused, whatever it carries: browsers send
+    ``Sec-Fetch-Site`` and ``Origin`` on a POST and a page cannot forge either. ``Sec-Fetch-Site``
+    decides where it is sent; else a real ``Origin`` must name this host (only the host is
+    compared, so a proxy that ends TLS in front, https outside and http here, passes). Under
+    the pages' referrer policy (``no-referrer``) a browser sends ``Origin: null`` even from this
+    site, so ``null``, like a client that sends neither (not a browser), is judged by the CSRF
+    token alone, which every POST needs anyway."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        if site not in ("same-origin", "none"):
+            raise UiError(403, "refused", "header Sec-Fetch-Site",
+                          f"a form posted from another site ({site}) is refused; open this page on its own site")
+        return
+    origin = request.headers.get("origin")
+    if origin not in (None, "null") and urlsplit(origin).netloc != request.headers.get("host", request.url.netloc):
+        raise UiError(403, "refused", "header Origin",
+                      f"a form posted from {origin!r:.80} is refused; open this page on its own site")
 
 
 def page(request: Request, name: str, who: Viewer | None, status: int = 200, **values) -> HTMLResponse:

@@ -126,6 +126,8 @@ def seed_memory(store, now) -> None:
     store.put_subscription(WebhookSubscription(subscription_id="whsub_a", agent_id="A", url="https://hooks.example/a",
                                                events=["fact.created"], secrets=[WEBHOOK_SECRET], created_at=now,
                                                updated_at=now))
+    # the platform started u1's session s1 (a user token only speaks in sessions it is a human of)
+    store.declare_session_users("s1", "A", ["u1"])
 
 
 def wait_for(predicate, timeout=10.0):
@@ -135,3 +137,32 @@ def wait_for(predicate, timeout=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def ingest_published(api: Api) -> None:
+    """Hand every event published so far to the real ingest, as a worker takes them off the queue."""
+    from pipeline.ingest import ingest_raw_event
+
+    published, api.publisher.events[:] = list(api.publisher.events), []
+    for event in published:
+        ingest_raw_event(event, api.deps.store, api.deps.settings, api.deps.clock)
+
+
+def mcp_call(client, headers: dict[str, str], tool: str, arguments: dict):
+    """One MCP ``tools/call`` over the app's streamable HTTP endpoint (stateless: a POST stands
+    alone), as JSON-RPC on the wire; returns the HTTP response."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return client.post("/mcp", json=body, headers={
+        "Accept": "application/json, text/event-stream", "Content-Type": "application/json", **headers})
+
+
+def ui_sign_in(client, credential: str) -> None:
+    """Sign in to the inspector through its log-in form, as a browser does (the form's CSRF
+    token included)."""
+    import re
+
+    form = client.get("/ui/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    data = {"credential": credential, **({"csrf": token.group(1)} if token else {})}
+    answer = client.post("/ui/login", data=data, follow_redirects=False)
+    assert answer.status_code == 303, answer.text

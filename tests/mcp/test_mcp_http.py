@@ -70,7 +70,7 @@ def test_a_connection_without_a_credential_that_reaches_one_user_is_refused_in_t
     credential = {
         None: None, "admin": lambda: api_server.agent_key(None, "admin"), "agent": lambda: api_server.agent_key(AGENT),
         "tom": lambda: api_server.user_token(AGENT, TOM), "other-agent": lambda: api_server.agent_key("agent-other"),
-        "tom-bound": lambda: api_server.user_token(AGENT, TOM, "mcp:user-tom"),
+        "tom-bound": lambda: api_server.user_token(AGENT, TOM, f"mcp:{AGENT}:{TOM}"),
     }[who]
     headers = {"Authorization": f"Bearer {credential()}"} if credential else {}
     code, answer = _post(api_server, {**headers, **extra})
@@ -80,7 +80,9 @@ def test_a_connection_without_a_credential_that_reaches_one_user_is_refused_in_t
         talk = run_http(f"{api_server.url}/mcp", {**headers, **extra}, [("get_memory_context", {})])
         assert talk.answers[0].text == "<MemoryContext/>"
         return
-    assert code == status and answer["where"] == where and answer["what"] and answer["why"], answer
+    error = answer["error"]
+    assert code == status and answer["jsonrpc"] == "2.0" and answer["id"] is None, answer
+    assert error["data"]["where"] == where and error["data"]["why"] in error["message"], answer
 
 
 def test_an_admin_key_names_the_agent_and_user_in_headers(api_server):
@@ -94,3 +96,58 @@ def test_a_user_token_may_name_one_of_its_own_sessions(api_server):
     headers = {"Authorization": f"Bearer {api_server.user_token(AGENT, MAYA)}", "X-Memory-Session": "s3-maya-followup"}
     talk = run_http(f"{api_server.url}/mcp", headers, [("get_memory_context", {})])
     assert "press invitation" in talk.answers[0].text  # that session's memory
+
+
+@pytest.mark.parametrize(("who", "extra", "reason"), [
+    ("wrong key", {}, "unknown key"),
+    ("agent", {}, "missing header (header X-Memory-User)"),
+    ("tom", {"X-Memory-Session": f"mcp:{AGENT}:{MAYA}"}, "another user's own MCP session"),
+    ("tom", {"X-Memory-Session": "s3-maya-followup"}, "not one of this user's"),
+])
+def test_the_official_client_shows_the_caller_why_the_server_refused(api_server, who, extra, reason):
+    from mcp import MCPError
+
+    credential = {"wrong key": "mk_0000000000000000_" + "x" * 43, "agent": api_server.agent_key(AGENT),
+                  "tom": api_server.user_token(AGENT, TOM)}[who]
+    messages = []
+    try:
+        run_http(f"{api_server.url}/mcp", {"Authorization": f"Bearer {credential}", **extra}, [])
+    except* MCPError as refused:  # the SDK's task group hands it on inside an exception group
+        messages = [str(e) for e in _leaves(refused)]
+    assert messages and all(reason in m for m in messages), messages
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
+
+
+def test_a_missing_or_wrong_credential_gets_401_with_www_authenticate(api_server):
+    for headers, challenge in (({}, 'Bearer realm="memory", error_description='),
+                               ({"Authorization": "Bearer mk_0000000000000000_" + "x" * 43},
+                                'Bearer realm="memory", error="invalid_token"')):
+        request = urllib.request.Request(f"{api_server.url}/mcp", data=b"{}", method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401 and refused.value.headers["WWW-Authenticate"].startswith(challenge)
+        assert refused.value.headers["Content-Type"] == "application/json"
+
+
+def test_initialize_reports_the_packages_version(api_server):
+    from importlib.metadata import version
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def server_info():
+        headers = {"Authorization": f"Bearer {api_server.user_token(AGENT, TOM)}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(f"{api_server.url}/mcp", http_client=http) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    return (await session.initialize()).server_info
+
+    import asyncio
+
+    info = asyncio.run(asyncio.wait_for(server_info(), 60))
+    assert info.name == "memory" and info.version == version("memory-pipeline")

@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from api.identity import Identity, default_session
+import pytest
+
+from api.identity import Identity, from_environment
 from api.mcp import build_server, connection_identity
+from pipeline.errors import ConfigurationError
+from pipeline.own_session import default_session
 
 
 def test_building_the_server_leaves_the_root_logger_alone():
@@ -33,6 +37,15 @@ def test_every_tool_schema_refuses_unknown_arguments_and_names_no_identity():
 
 
 def test_a_connection_without_a_session_gets_the_users_own_mcp_session():
-    assert default_session("user-maya") == "mcp:user-maya"
+    assert default_session("agent-juniper", "user-maya") == "mcp:agent-juniper:user-maya"
     long_id = "u" * 128
-    assert len(default_session(long_id)) <= 128 and default_session(long_id) != default_session("u" * 127 + "v")
+    assert len(default_session("a", long_id)) <= 128
+    assert default_session("a", long_id) != default_session("a", "u" * 127 + "v") != default_session("b", long_id)
+    environ = {"MEMORY_MCP_AGENT": "a", "MEMORY_MCP_USER": "user-maya"}
+    assert from_environment(environ).session_id == "mcp:a:user-maya"
+
+
+def test_the_stdio_server_refuses_to_start_in_another_users_own_session():
+    environ = {"MEMORY_MCP_AGENT": "a", "MEMORY_MCP_USER": "user-tom", "MEMORY_MCP_SESSION": "mcp:a:user-maya"}
+    with pytest.raises(ConfigurationError, match="MEMORY_MCP_SESSION: .*'user-tom' cannot be one of its humans"):
+        from_environment(environ)

@@ -93,3 +93,22 @@ test("the TypeScript SDK over stdio starts memoryctl mcp with the identity in it
     await client.close();
   }
 });
+
+test("the TypeScript SDK shows why the server refused the connection, as a JSON-RPC error", async () => {
+  // this SDK puts the refused POST's body into its error: a JSON-RPC error object with the reason
+  const wrongKey = `mk_0000000000000000_${"x".repeat(43)}`;
+  for (const [headers, code, reason] of [
+    [{ Authorization: `Bearer ${wrongKey}` }, 401, /unknown key/],
+    [{ Authorization: `Bearer ${agentKey}` }, 400, /X-Memory-User/],
+    [{ Authorization: `Bearer ${tomToken}`, "X-Memory-Session": "s3-maya-followup" }, 403, /not one of this user's/],
+  ]) {
+    const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers } });
+    await assert.rejects(connected(transport), (error) => {
+      assert.equal(error.code, code);
+      const body = JSON.parse(error.message.slice(error.message.indexOf("{")));
+      assert.equal(body.jsonrpc, "2.0");
+      assert.match(body.error.message, reason);
+      return true;
+    });
+  }
+});

@@ -64,4 +64,4 @@ def test_node_fetch_and_the_typescript_mcp_sdk_reach_what_their_credentials_allo
                              env=env, capture_output=True, text=True, timeout=300)
     report = run.stdout + run.stderr
     assert run.returncode == 0, report[-6000:]
-    assert "# pass 4" in report and "# fail 0" in report, report[-3000:]
+    assert "# pass 5" in report and "# fail 0" in report, report[-3000:]

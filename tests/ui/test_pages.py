@@ -10,7 +10,7 @@ import pytest
 
 from api.keys import revoke_key
 from api.ui.sessions import COOKIE
-from tests.api.harness import build, seed_memory
+from tests.api.harness import build, seed_memory, ui_sign_in
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 
@@ -29,9 +29,15 @@ def _client(api, base_url="http://testserver"):
 
 def _sign_in(client, credential: str) -> str:
     """Signs in through the form; returns the page's CSRF token."""
-    answer = client.post("/ui/login", data={"credential": credential}, follow_redirects=False)
-    assert answer.status_code == 303, answer.text
+    ui_sign_in(client, credential)
     return _csrf(client.get("/ui/search" if "eyJ" not in credential else "/ui/", follow_redirects=True).text)
+
+
+def _login(client, credential: str, **headers):
+    """The log-in form fetched, then posted with its token (as a browser on this site does)."""
+    token = _csrf(client.get("/ui/login").text)
+    return client.post("/ui/login", data={"credential": credential, "csrf": token}, headers=headers,
+                       follow_redirects=False)
 
 
 def _csrf(html: str) -> str:
@@ -57,10 +63,44 @@ def test_a_one_time_link_signs_in_once_with_a_strict_httponly_cookie(api):
 
 def test_the_cookie_is_not_secure_over_plain_http_and_a_bad_credential_is_refused_on_the_page(api):
     with _client(api) as client:
-        answer = client.post("/ui/login", data={"credential": api.keys["admin"]}, follow_redirects=False)
+        answer = _login(client, api.keys["admin"])
         assert "Secure" not in answer.headers["set-cookie"]
-        refused = client.post("/ui/login", data={"credential": "mk_nope_nope"})
+        refused = _login(client, "mk_nope_nope")
         assert refused.status_code == 401 and "unknown key" in refused.text and "Traceback" not in refused.text
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "https://evil.example"}, {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {},
+])
+def test_a_log_in_posted_from_another_site_or_without_the_forms_token_signs_nobody_in(api, headers):
+    """Log-in CSRF: a page elsewhere posts the attacker's own credential, so that the victim's
+    browser works in the attacker's account. No cookie may come of it."""
+    with _client(api) as client:
+        for data in ({"credential": api.keys["admin"]}, {"credential": api.keys["admin"], "csrf": "forged"}):
+            refused = client.post("/ui/login", data=data, headers=headers, follow_redirects=False)
+            assert refused.status_code == 403 and COOKIE not in refused.headers.get("set-cookie", ""), refused.text
+        if headers:  # with the form's own token, from another site, still refused
+            refused = _login(client, api.keys["admin"], **headers)
+            assert refused.status_code == 403 and COOKIE + "=" not in refused.headers.get("set-cookie", "")
+        assert client.get("/ui/", follow_redirects=False).headers["location"] == "/ui/login"
+        assert _login(client, api.keys["admin"], Origin="http://testserver", **{"Sec-Fetch-Site": "same-origin"}
+                      ).status_code == 303
+
+
+def test_every_post_route_of_the_inspector_refuses_another_sites_form(api):
+    from api.ui import routes, routes_ops
+
+    posts = sorted(r.path for router in (routes.router, routes_ops.router) for r in router.routes if "POST" in r.methods)
+    assert "/ui/login" in posts and len(posts) == 9
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        for path in posts:
+            answer = client.post(path.replace("{", "").replace("}", ""), headers={"Origin": "https://evil.example"},
+                                 data={"csrf": token, "credential": api.keys["admin"], "user_id": "u1",
+                                       "agent_id": "A", "confirm": "u1", "content": "x y"})
+            assert answer.status_code == 403 and "header Origin" in answer.text, path
+        assert api.deps.store.get_facts(["f-u1"])
 
 
 def test_every_mutating_form_refuses_a_post_without_the_sessions_csrf_token(api):
