@@ -194,7 +194,7 @@ def test_rejected_says_when_there_is_none(tmp_path, monkeypatch, capsys):
     ("extra", "field"),
     [
         (["--role", "wizard", "--sender", "u1"], "--role (message.role)"),
-        (["--role", "user"], "--sender (message)"),             # a user message needs --sender
+        (["--role", "user"], "--sender (message.sender_id)"),    # a user message needs --sender
         (["--sender", "u1", "--tier", "-1"], "--tier (user_tier)"),
         (["--sender", "u1", "--created-at", "yesterday"], "--created-at (message.created_at)"),
         (["--sender", "u1", "--users", "u2"], "--sender (<event>)"),  # not one of the session's users

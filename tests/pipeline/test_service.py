@@ -225,7 +225,7 @@ def test_maybe_form_memories_publishes_validated_idempotent_events(store, clock)
 @pytest.mark.parametrize(
     ("bad", "field"),
     [
-        ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1]"),
+        ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1].sender_id"),
         ({"message_id": "m2", "role": "user", "sender_id": "u1", "content": "x", "colour": "red"}, "messages[1]"),
         ({"role": "assistant", "content": "no id"}, "messages[1].message_id"),
         ("just text", "messages[1]"),
