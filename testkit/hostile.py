@@ -58,6 +58,20 @@ def _set(value: Any, path: tuple, new: Any) -> Any:
     return result
 
 
+def for_parameter(schema: dict) -> tuple[Any, ...]:
+    """The hostile values for a query parameter of this JSON schema (a member of ``anyOf``
+    counts): edge times for a date-time, huge numbers for an integer, what a URL carries of
+    hostile text for a string."""
+    for member in [schema, *schema.get("anyOf", [])]:
+        if member.get("format") == "date-time":
+            return TIMES
+        if member.get("type") == "integer":
+            return NUMBERS
+        if member.get("type") == "string":
+            return URL_TEXT
+    return ()
+
+
 def replacements(leaf: Any, *, in_url: bool = False) -> tuple[Any, ...]:
     """The hostile values that fit where ``leaf`` sits."""
     if isinstance(leaf, bool) or leaf is None:

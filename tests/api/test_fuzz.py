@@ -52,23 +52,14 @@ def before_add_examples(context, examples):
     added = [case(path_parameters={**base.path_parameters, name: value})
              for name in base.path_parameters or {} for value in hostile.URL_TEXT]
     for parameter in operation.query:
-        kind, fmt = _kind(parameter.definition.get("schema", {}))
-        values = hostile.TIMES if fmt == "date-time" else hostile.NUMBERS if kind == "integer" else \
-            hostile.URL_TEXT if kind == "string" else ()
-        added += [case(query={**(base.query or {}), parameter.name: str(value)}) for value in values]
+        added += [case(query={**(base.query or {}), parameter.name: str(value)})
+                  for value in hostile.for_parameter(parameter.definition.get("schema", {}))]
     if isinstance(base.body, (dict, list)):
         times = ("as_of",) if "as_of" in json.dumps(operation.definition.raw) else ()
         added += [case(body=body) for _, body in hostile.variants(base.body, times=times)]
         added.append(case(body=hostile.nested(base.body)))
     HOSTILE[f"{operation.method.upper()} {operation.path}"] = len(added)
     examples.extend(added)
-
-
-def _kind(schema: dict) -> tuple[str | None, str | None]:
-    for member in [schema, *schema.get("anyOf", [])]:
-        if member.get("type") in ("string", "integer"):
-            return member["type"], member.get("format")
-    return None, None
 
 
 @pytest.fixture(scope="module")

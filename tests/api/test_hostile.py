@@ -39,13 +39,6 @@ def _operations():
             yield method, path, operation
 
 
-def _schema_format(schema: dict) -> tuple[str | None, str | None]:
-    for member in [schema, *schema.get("anyOf", [])]:
-        if member.get("type") in ("string", "integer"):
-            return member["type"], member.get("format")
-    return None, None
-
-
 def _requests():
     """(id, method, url, body bytes or None) for every hostile variant of every route."""
     for method, path, operation in _operations():
@@ -62,10 +55,7 @@ def _requests():
             for value in hostile.URL_TEXT:
                 yield f"{method} {path} path {name}={value!r}", method, url({**path_values, name: value}), body
         for p in (p for p in params if p["in"] == "query"):
-            kind, fmt = _schema_format(p["schema"])
-            values = hostile.TIMES if fmt == "date-time" else hostile.NUMBERS if kind == "integer" else \
-                hostile.URL_TEXT if kind == "string" else ()
-            for value in values:
+            for value in hostile.for_parameter(p["schema"]):
                 yield f"{method} {path} query {p['name']}={value!r}", method, url(q={**query, p["name"]: str(value)}), body
         if body is not None:
             times = [k for k in ("as_of",) if k in json.dumps(operation)]
