@@ -191,3 +191,17 @@ def test_each_documented_error_is_what_the_app_answers(api, status, what, header
         assert answer.headers.get(header), f"{status} {what} lacks its documented {header} header"
     if header == "Allow":
         assert answer.headers["Allow"] == "GET, PUT", answer.headers["Allow"]
+
+
+def test_a_broken_limit_is_named_and_the_others_are_placed(client, agent):
+    answer = client.post("/v1/agents/A/sessions/s1/search", json={"query": ["a", "b", "c", "d"], "top_k": 0},
+                         headers=agent)
+    assert answer.status_code == 422
+    assert answer.json()["where"] == "body query" and "at most 3 items" in answer.json()["why"]
+    assert "(and 1 more, at body top_k)" in answer.json()["why"]
+
+
+def test_a_refused_user_id_is_named_as_the_client_spelled_it(api, client):
+    token = {"Authorization": f"Bearer {api.token(user='u1')}"}
+    answer = client.get("/v1/agents/A/sessions/s1/context", params={"user_id": "u2"}, headers=token)
+    assert answer.status_code == 403 and answer.json()["where"] == "query user_id"
