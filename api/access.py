@@ -29,7 +29,7 @@ class Reach:
 
 
 def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id: str | None = None,
-          user_where: str = "query user", session_where: str = "path session_id", sessions=None,
+          user_where: str = "query user_id", session_where: str = "path session_id", sessions=None,
           humans: Iterable[str] = (), starts: bool = False) -> Reach:
     """The (agent, user, session) to act on. An agent key must name its own agent; a user token
     fixes the user (and the session, if it names one): another value anywhere is refused, none

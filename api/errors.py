@@ -5,6 +5,7 @@ where (the parameter, header or path), and why. Never a traceback, never a 500 f
 from __future__ import annotations
 
 import logging
+import sys
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -60,9 +61,10 @@ def problem(status: int, what: str, where: str, why: str, headers: dict[str, str
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
-def _where(loc: tuple) -> str:
+def where_of(loc: tuple) -> str:
     """``("query", "max_tokens")`` -> ``query max_tokens``; a body path as ``body messages[0].content``."""
     if not loc:
         return "request"
@@ -75,15 +77,45 @@ def _where(loc: tuple) -> str:
     return f"{head} {path}".strip()
 
 
+def place(request: Request, field: str) -> str:
+    """Where the client sent ``field``, a parameter name a service call names in
+    ``InvalidInput`` (``as_of``, ``messages[0].content``): the route's path or query parameter
+    of that name (as the client spells it, alias included), else its body."""
+    from fastapi.params import Form
+
+    head = field.split(".")[0].split("[")[0]
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is not None:
+        for kind, params in (("path", dependant.path_params), ("query", dependant.query_params),
+                             ("header", dependant.header_params), ("body", dependant.body_params)):
+            for param in params:
+                if head in (param.name, param.alias):
+                    kind = "form" if isinstance(param.field_info, Form) else kind
+                    return f"{kind} {param.alias}{field[len(head):]}"
+        if dependant.body_params:
+            return f"body {field}"
+    return field
+
+
 def _allowed(request: Request) -> list[str]:
+    """The methods some route serves at this path (a path served by several routes, GET and
+    PUT, allows all of theirs; Starlette's own header names the first route's only)."""
     from starlette.routing import Match
 
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE and getattr(route, "methods", None):
-            methods |= set(route.methods)
-    return sorted(methods)
+    return [method for method in _METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in request.app.router.routes)]
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why a body that is not JSON could not be read (FastAPI says only "There was an error
+    parsing the body")."""
+    cause = exc.__cause__
+    if isinstance(cause, RecursionError):
+        return f"the JSON nests deeper than this server reads (about {sys.getrecursionlimit()} levels)"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not UTF-8: {cause.reason} at byte {cause.start}"
+    return "the body is not JSON that can be read"
 
 
 def install(app: FastAPI) -> None:
@@ -91,11 +123,17 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        why = str(first.get("msg", "invalid"))
-        more = len(exc.errors()) - 1
-        return problem(422, "invalid request", _where(tuple(first.get("loc", ()))),
-                       why + (f" (and {more} more)" if more > 0 else ""))
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":
+            # not JSON at all: the body cannot be read, which is 400, not an invalid value (422)
+            position = first.get("loc", ("body", 0))[-1]
+            return problem(400, "bad request", "body",
+                           f"not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {position}")
+        others = sorted({where_of(tuple(e.get("loc", ()))) for e in errors[1:]} - {where_of(tuple(first.get("loc", ())))})
+        why = str(first.get("msg", "invalid")) + (f" (and {len(errors) - 1} more, at {', '.join(others)})" if others
+                                                   else f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+        return problem(422, "invalid request", where_of(tuple(first.get("loc", ()))), why)
 
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
@@ -103,7 +141,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return problem(422, "invalid request", exc.field, exc.reason)
+        return problem(422, "invalid request", place(request, exc.field), exc.reason)
 
     @app.exception_handler(TransientError)
     async def _transient(request: Request, exc: TransientError) -> JSONResponse:
@@ -121,11 +159,13 @@ def install(app: FastAPI) -> None:
         where = {404: f"path {request.url.path}", 405: f"path {request.url.path}", 400: "body"}.get(
             exc.status_code, "request")
         headers = dict(getattr(exc, "headers", None) or {})
+        why = str(exc.detail)
         if exc.status_code == 405:
-            # Starlette names the methods of the first route matching the path only; a path
-            # served by several routes (GET and PUT) allows all of theirs
             headers["Allow"] = ", ".join(_allowed(request))
-        return problem(exc.status_code, what, where, str(exc.detail), headers)
+            why = f"{request.method} is not served here; this path takes {headers['Allow']}"
+        elif exc.status_code == 400 and exc.__cause__ is not None:
+            why = _unreadable(exc)
+        return problem(exc.status_code, what, where, why, headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.identity import Identity
 from pipeline.errors import PipelineError
+from schemas.values import TextChars
 
 #: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
 SCOPE_KEY = "memory.identity"
@@ -91,7 +92,8 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
 
     async def search_memory(
         query: Annotated[str, Field(min_length=1, max_length=QUERY_MAX_CHARS,
-                                    description="What to look for, in a few words, e.g. 'Maya's email address'")],
+                                    description="What to look for, in a few words, e.g. 'Maya's email address'"),
+                         TextChars],
         ctx: Context,
     ) -> SearchAnswer:
         """Search long-term memory for facts about this user and about your own work (names,
@@ -113,7 +115,8 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         return xml or "<MemoryContext/>"
 
     async def remember(
-        text: Annotated[str, Field(min_length=1, description="What the user asked you to remember, in their words")],
+        text: Annotated[str, Field(min_length=1, description="What the user asked you to remember, in their words"),
+                        TextChars],
         ctx: Context,
     ) -> Remembered:
         """Keep something the user asked you to remember. It is stored as a message from the user

@@ -19,8 +19,8 @@ from schemas.events import Id
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
-AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
-SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+AgentId = Annotated[Id, Path()]
+SessionId = Annotated[Id, Path()]
 UserQuery = Annotated[Id | None, Query(description="the user; with a user token, the token's (default) and no other")]
 Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]

@@ -20,10 +20,11 @@ from api import user_memory
 from ops.user_data import export_user
 from schemas import api as m
 from schemas.access import subject_digest
+from schemas.events import Id
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
-UserId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+UserId = Annotated[Id, Path()]
 ItemId = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]

@@ -18,7 +18,7 @@ def known_query_only(request: Request) -> None:
     known = {p.alias for p in _query_params(dependant)}
     unknown = sorted({key for key in request.query_params.keys() if key not in known})
     if unknown:
-        raise ApiError("invalid request", f"query {unknown[0]!r}" if unknown[0] else "query",
+        raise ApiError("invalid request", f"query {unknown[0]}" if unknown[0] else "query",
                        f"unknown query parameter(s) {unknown}; this route takes {sorted(known) or 'none'}", status=422)
 
 

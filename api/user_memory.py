@@ -18,6 +18,7 @@ from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
+from schemas.values import text_problem
 
 
 def _source(item: Fact | Reflection) -> m.Source:
@@ -72,23 +73,27 @@ def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
     )
 
 
-def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str) -> m.MyFact:
-    """UPDATE one of my user-scope facts: screened for secrets like any write (design §12), at
-    most the fact word limit, with the old text kept in its history."""
+def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
+              where: str = "body content") -> m.MyFact:
+    """UPDATE one of my user-scope facts: free text as every door takes it (``schemas.values``),
+    screened for secrets like any write (design §12), at most the fact word limit, with the
+    old text kept in its history. ``where`` names the new text's field in errors."""
     store, settings = service.store, service.settings
     fact = next((f for f in store.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
+    if problem := text_problem(content):
+        raise ApiError("invalid request", where, problem, status=422)
     text = " ".join(content.split())
     if not text:
-        raise ApiError("invalid request", "body content", "the new text is blank", status=422)
+        raise ApiError("invalid request", where, "the new text is blank", status=422)
     if word_count(text) > settings.fact_word_limit:
-        raise ApiError("invalid request", "body content",
+        raise ApiError("invalid request", where,
                        f"more than {settings.fact_word_limit} words (a fact is one short statement)", status=422)
     if storable_line(text, "user", guard_for(settings), [user_id]) is None:
-        raise ApiError("refused", "body content", "the text carries a secret (a password, key, token, card "
+        raise ApiError("refused", where, "the text carries a secret (a password, key, token, card "
                        "number or IBAN); memory never stores one", status=422)
     vector = service.embedder.embed([text])
     now = service.clock.now()

@@ -30,6 +30,7 @@ from pipeline.threads import shared_pool
 from pipeline.validity import FactVersion, check_as_of
 from pipeline.visibility import read_visibility
 from schemas.settings import Settings
+from schemas.values import text_problem
 
 MAX_QUERIES = 3
 MAX_TOP_K = 50
@@ -221,6 +222,9 @@ def normalize_queries(query: str | Sequence[str]) -> list[str]:
         raise InvalidInput("query", f"expected a string or a list of 1 to 3 strings, got {type(query).__name__}")
     if not all(isinstance(q, str) for q in queries):
         raise InvalidInput("query", "every query must be a string")
+    for i, q in enumerate(queries):
+        if problem := text_problem(q):  # a lone surrogate would fail deep in the embedder
+            raise InvalidInput("query" if isinstance(query, str) else f"query[{i}]", problem)
     queries = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
     if not 1 <= len(queries) <= MAX_QUERIES:
         raise InvalidInput("query", f"give 1 to {MAX_QUERIES} non-empty queries, got {len(queries)}")

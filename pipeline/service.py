@@ -48,7 +48,7 @@ from schemas import events
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
-_USER_ID = TypeAdapter(Id)
+_ID = TypeAdapter(Id)
 _NOT_WIRED = (
     "this MemoryService has no {what}: build it with workers.client.memory_service(agent_id), which "
     "wires the worker queues, or pass {arg}=... (a service built with MemoryService(...) alone only reads)"
@@ -146,6 +146,7 @@ class MemoryService:
         cached.
         """
         _require("session_id", session_id)
+        _id("user_id", user_id)
         as_of = check_as_of(as_of)
         if query is not None and (not isinstance(query, str) or not query.strip()):
             raise InvalidInput("query", f"expected the current message as a non-blank string, got {query!r}")
@@ -195,6 +196,7 @@ class MemoryService:
         when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
         timezone-aware time; default now) searches the facts as they were valid then."""
         _require("session_id", session_id)
+        _id("user_id", user_id)
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                            "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
@@ -250,7 +252,8 @@ class MemoryService:
         )
         parsed = parse_event(event, max_message_bytes=self.settings.max_message_bytes)
         if isinstance(parsed, Rejection):
-            raise InvalidInput(where, parsed.summary())
+            first, more = parsed.errors[0], len(parsed.errors) - 1
+            raise InvalidInput(_message_field(where, first.field), first.reason + (f" (and {more} more)" if more else ""))
         return event
 
     def on_session_start(self, *, session_id: str, user_ids: Sequence[str]) -> None:
@@ -308,11 +311,13 @@ class MemoryService:
         tokens and cost of the model calls that formed it (``pipeline.cost``). Counts and sums
         come from the store; only the unabsorbed buffer (bounded by the consolidation
         threshold) is read, for its words."""
+        _id("user_id", user_id), _id("session_id", session_id)
         return stats.memory_stats(self.store, self.agent_id, user_id=user_id, session_id=session_id)
 
     def get_consolidation_status(self, *, user_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Per scope: buffered reflections against the consolidation threshold, the blob's
         words against its limit, and whether a consolidation is due."""
+        _id("user_id", user_id), _id("session_id", session_id)
         return stats.consolidation_status(self.store, self.settings, self.agent_id, user_id=user_id,
                                           session_id=session_id)
 
@@ -361,6 +366,27 @@ class MemoryService:
 def _require(field: str, value: object) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
+    _id(field, value)
+
+
+def _id(field: str, value: object) -> None:
+    """``value`` checked as an id every door takes (``schemas.values``); None passes."""
+    if value is None:
+        return
+    try:
+        _ID.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidInput(field, f"{exc.errors()[0]['msg']} (got {value!r:.40})") from None
+
+
+def _message_field(where: str, field: str) -> str:
+    """An event's field path (``message.content``, ``session_users.1``) as the caller of
+    ``maybe_form_memories`` spelled it (``messages[0].content``, ``session_users[1]``)."""
+    parts = field.split(".")
+    path = where if parts[0] == "message" else parts[0]
+    for part in parts[1:]:
+        path += f"[{part}]" if part.isdigit() else f".{part}"
+    return path
 
 
 def _senders(built: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -374,9 +400,6 @@ def _user_ids(user_ids: Sequence[str]) -> list[str]:
     if isinstance(user_ids, (str, bytes)) or not isinstance(user_ids, Sequence):
         raise InvalidInput("user_ids", f"expected a list of user ids, got {type(user_ids).__name__}")
     for i, user in enumerate(user_ids):
-        try:
-            _USER_ID.validate_python(user)
-        except ValidationError as exc:
-            raise InvalidInput(f"user_ids[{i}]", f"{exc.errors()[0]['msg']} (got {user!r:.40})") from None
+        _id(f"user_ids[{i}]", user)
     return list(dict.fromkeys(user_ids))
 

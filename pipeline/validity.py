@@ -25,6 +25,7 @@ from datetime import datetime
 
 from pipeline.errors import InvalidInput
 from schemas.documents import ConsolidatedBlob, Fact, Reflection
+from schemas.values import check_instant
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ def check_as_of(as_of: object) -> datetime | None:
     if as_of.tzinfo is None or as_of.utcoffset() is None:
         raise InvalidInput(
             "as_of", "needs a timezone (e.g. datetime(..., tzinfo=timezone.utc)); naive times are ambiguous")
+    try:
+        check_instant(as_of)  # reads subtract windows from it: year 1 would overflow there
+    except ValueError as exc:
+        raise InvalidInput("as_of", str(exc)) from None
     return as_of
 
 

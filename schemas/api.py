@@ -5,30 +5,23 @@ reviewed diff.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, StringConstraints, Tag
 
-from schemas.events import Id, Role
+from schemas.events import Role
+from schemas.values import Id, Instant, TextChars
 
 Scope = Literal["agent", "user", "session"]
-_NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d*)?([eE][-+]?\d+)?\s*$")
-
-
-def _iso_only(value: Any) -> Any:
-    """pydantic also reads a number as Unix time; the document says date-time, so must we."""
-    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.match(value)):
-        raise ValueError("expected an ISO 8601 date-time with a timezone, e.g. 2026-05-02T10:00:00Z")
-    return value
-
 
 #: a search query: some text that is not only spaces
-Query = Annotated[str, Field(min_length=1, max_length=2000, pattern=r"\S")]
+Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=r"\S"), TextChars]
 
-#: a point in time with its timezone, written as ISO 8601 (never a bare number)
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+
+def text(max_length: int, min_length: int | None = None):
+    """Free text (``schemas.values``) of at most ``max_length`` characters."""
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length), TextChars]
 
 
 class _In(BaseModel):
@@ -78,9 +71,14 @@ class MemoryContext(BaseModel):
     xml: str
 
 
+#: one query, or a list of 1 to 3; the list or the text is judged as what it is, so an error
+#: names the rule broken ("at most 3 items"), not "not a string" for a list that is too long
+Queries = Annotated[Annotated[Query, Tag("str")] | Annotated[list[Query], Field(min_length=1, max_length=3), Tag("list")],
+                    Discriminator(lambda v: "list" if isinstance(v, list) else "str")]
+
+
 class SearchRequest(_In):
-    query: Query | Annotated[list[Query], Field(min_length=1, max_length=3)] = Field(
-        description="1 to 3 queries, searched in parallel")
+    query: Queries = Field(description="1 to 3 queries, searched in parallel")
     user_id: Id | None = Field(default=None, description="whose user-scope facts to include; with a user "
                                                          "token it is the token's user and may be left out")
     top_k: StrictInt = Field(default=10, ge=1, le=50)
@@ -109,8 +107,8 @@ class MessageIn(_In):
     message_id: Id
     role: Role
     sender_id: Id | None = None
-    sender_name: str | None = Field(default=None, max_length=256)
-    content: str
+    sender_name: text(256) | None = None
+    content: Annotated[str, TextChars]
     created_at: Instant | None = None
 
 
@@ -119,7 +117,7 @@ class PublishRequest(_In):
     session_users: list[Id] = Field(default_factory=list, max_length=1000)
     user_tier: StrictInt = Field(default=0, ge=0, le=100)
     preview: StrictBool = False
-    agent_name: str | None = Field(default=None, max_length=256)
+    agent_name: text(256) | None = None
 
 
 class Published(BaseModel):
@@ -203,7 +201,7 @@ class MyMemory(BaseModel):
 
 
 class FactEdit(_In):
-    content: str = Field(min_length=1, max_length=2000)
+    content: text(2000, min_length=1)
 
 
 class Deleted(BaseModel):

@@ -22,19 +22,22 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
+
+# ``Id`` is imported from here too: an event's ids are the ids every door takes
+from schemas.values import Id, InSpan, TextChars, check_instant
 
 SCHEMA_VERSION = 1
 
-# Opaque ids: ObjectId hex, UUIDs, anything printable up to 128 characters.
-Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+#: a name a producer gives (a sender's, an agent's): free text up to 256 characters
+Name = Annotated[str, StringConstraints(max_length=256), TextChars]
+#: when something happened: a naive time is read as UTC, and it must lie in the accepted span
+When = Annotated[datetime, InSpan]
 Role = Literal["user", "assistant", "tool", "system"]
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 class _Strict(BaseModel):
@@ -44,28 +47,18 @@ class _Strict(BaseModel):
 class ChatMessage(_Strict):
     message_id: Id
     role: Role
-    sender_id: Id | None = None
-    sender_name: Annotated[str, StringConstraints(max_length=256)] | None = None
-    content: str
-    created_at: datetime
+    sender_id: Id | None = Field(default=None, validate_default=True)
+    sender_name: Name | None = None
+    content: Annotated[str, TextChars]
+    created_at: When
 
-    @field_validator("created_at")
+    @field_validator("sender_id")
     @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        return _aware(value).astimezone(timezone.utc)
-
-    @field_validator("content")
-    @classmethod
-    def _no_nul(cls, value: str) -> str:
-        if "\x00" in value:
-            raise ValueError("content contains a NUL character")
+    def _user_has_sender(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # a field check, not a model check, so that the error names sender_id
+        if info.data.get("role") == "user" and not value:
+            raise PydanticCustomError("sender_required", "required when role is 'user' (the human who wrote it)")
         return value
-
-    @model_validator(mode="after")
-    def _user_has_sender(self) -> "ChatMessage":
-        if self.role == "user" and not self.sender_id:
-            raise ValueError("a message with role 'user' needs sender_id (the human who wrote it)")
-        return self
 
 
 class MessageAdded(_Strict):
@@ -73,7 +66,7 @@ class MessageAdded(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     event_id: Id
     agent_id: Id
-    agent_name: Annotated[str, StringConstraints(max_length=256)] | None = None
+    agent_name: Name | None = None
     session_id: Id
     message: ChatMessage
     session_users: list[Id] = Field(default_factory=list, max_length=1000)
@@ -106,7 +99,7 @@ class SessionEnded(_Strict):
     event_id: Id
     agent_id: Id
     session_id: Id
-    ended_at: datetime | None = None
+    ended_at: When | None = None
 
 
 Event = Annotated[Union[MessageAdded, SessionEnded], Field(discriminator="type")]
@@ -123,8 +116,13 @@ def stable_event_id(kind: str, agent_id: str, session_id: str, key: str) -> str:
 
 def _iso(value: Any) -> Any:
     """A datetime as ISO 8601 in UTC (a naive one is taken as UTC, as the worker takes it);
-    anything else as given, for ``parse_event`` to judge."""
-    return _aware(value).astimezone(timezone.utc).isoformat() if isinstance(value, datetime) else value
+    anything else, or a time outside the span, as given, for ``parse_event`` to judge."""
+    if not isinstance(value, datetime):
+        return value
+    try:
+        return check_instant(value).isoformat()
+    except ValueError:
+        return value.isoformat()
 
 
 def message_added(

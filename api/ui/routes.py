@@ -24,11 +24,12 @@ from api.ui.sessions import (COOKIE, LINK_TTL_S, LOGIN_COOKIE, SESSION_TTL_S, lo
 from api.ui.web import UiError, UiRoute, Viewer, check_csrf, check_origin, page, parse_as_of, sessions, viewer
 from schemas.access import subject_digest
 from schemas.documents import scope_key
+from schemas.values import IdChars
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
 Who = Annotated[Viewer, Depends(viewer)]
-Id = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$")]
+Id = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$"), IdChars]
 Csrf = Depends(check_csrf)
 
 
@@ -139,7 +140,7 @@ def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | No
 
 
 @router.get("/agents/{agent_id}/facts")
-def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Query(max_length=300)] = "agent",
+def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Query(max_length=300), IdChars] = "agent",
               page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1):
     """One scope key's live facts, a page at a time (an indexed read however many facts the
     agent has; a listing across every scope would sort them all)."""
@@ -193,7 +194,7 @@ def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id
     ctx, p = _ctx(request), who.principal
     require_not_agent_key(p, "editing memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
-    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content)
+    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content, where="form content")
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}", status_code=303)

@@ -17,14 +17,14 @@ from api.access import reach, require_admin
 from api.audit import audit
 from api.ui import erasure, views
 from api.ui.routes import Id, Who, _ctx
-from api.ui.web import UiError, UiRoute, check_csrf, page, parse_as_of
+from api.ui.web import FormId, QueryId, UiError, UiRoute, check_csrf, page, parse_as_of
 from ops.cost import cost_report
 from ops.runs import REPLAYABLE, list_run_summaries, replay_failed, run_summary
 from schemas.access import subject_digest
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 Csrf = Depends(check_csrf)
-Field = Annotated[str, Form(max_length=256)]
+Field = FormId
 RunStatus = Literal["", "claimed", "running", "done", "failed", "dead", "erased"]
 
 
@@ -45,7 +45,7 @@ def search(request: Request, who: Who, agent_id: Field, session_id: Field, query
                   user_where="form user_id", session_where="form session_id", sessions=ctx.store)
     answer = ctx.service(found.agent_id).search_facts(
         query, session_id=found.session_id, user_id=found.user_id, top_k=top_k, debug=True,
-        as_of=parse_as_of(as_of))
+        as_of=parse_as_of(as_of, "form as_of"))
     debug = answer["debug"]
     timings = {k: v for k, v in debug["timings_ms"].items() if isinstance(v, (int, float)) and k != "total"}
     return page(request, "search.html", who, answer=answer, debug=debug, branches=views.branch_rows(ctx.store, debug),
@@ -56,11 +56,11 @@ def search(request: Request, who: Who, agent_id: Field, session_id: Field, query
 
 # ------------------------------------------------------------------------ runs ------------
 @router.get("/runs")
-def runs(request: Request, who: Who, status: RunStatus = "", agent: Annotated[str, Query(max_length=256)] = "",
-         session: Annotated[str, Query(max_length=256)] = "", since: Annotated[str, Query(max_length=40)] = "",
+def runs(request: Request, who: Who, status: RunStatus = "", agent: QueryId = "",
+         session: QueryId = "", since: Annotated[str, Query(max_length=40)] = "",
          limit: Annotated[int, Query(ge=1, le=1000)] = 100):
     require_admin(who.principal, "runs")
-    after = parse_as_of(since)
+    after = parse_as_of(since, "query since")
     found = list_run_summaries(_ctx(request).store, status=status or None, agent_id=agent or None,
                                session_id=session or None, limit=limit)
     if after is not None:
@@ -93,13 +93,13 @@ def replay(request: Request, who: Who, run_id: Id):
 
 # ------------------------------------------------------------------------ cost ------------
 @router.get("/cost")
-def cost(request: Request, who: Who, agent: Annotated[str, Query(max_length=256)] = "",
-         since: Annotated[str, Query(max_length=40)] = ""):
+def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, Query(max_length=40)] = ""):
     require_admin(who.principal, "reading cost")
     charts = {}
+    after = parse_as_of(since, "query since")
     if agent:
         for by in ("model", "stage", "day"):
-            report = cost_report(_ctx(request).store, agent, since=parse_as_of(since), by=by)
+            report = cost_report(_ctx(request).store, agent, since=after, by=by)
             charts[by] = {"report": report, "usd": views.bars(report["groups"], lambda g: g.get("usd") or 0.0),
                           "tokens": views.bars(report["groups"], _tokens)}
     agents = [a.agent_id for a in views.agents(_ctx(request).store)]

@@ -7,26 +7,33 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Request
+from fastapi import Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from api.auth import Principal, authenticate
-from api.errors import ApiError
+from api.errors import ApiError, place, where_of
 from api.ui.sessions import COOKIE, LoginSessions, UiSession, csrf_matches
 from pipeline.errors import InvalidInput
+from schemas.values import ID_MAX_CHARS, IdChars, check_instant
 
 log = logging.getLogger("memory.ui")
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 # value formats of the server-drawn charts
 templates.env.globals.update(ms=lambda v: f"{v:.1f} ms", usd=lambda v: f"${v:.4f}", count=lambda v: f"{v:,}")
+
+
+#: an id typed into a form or a filter: blank (not given) or an id as every door takes it
+FormId = Annotated[str, Form(max_length=ID_MAX_CHARS), IdChars]
+QueryId = Annotated[str, Query(max_length=ID_MAX_CHARS), IdChars]
 
 
 class UiError(Exception):
@@ -133,21 +140,26 @@ class UiRoute(APIRoute):
             except ApiError as exc:
                 return _error_page(request, exc.status, exc.what, exc.where, exc.why)
             except InvalidInput as exc:
-                return _error_page(request, 422, "invalid input", exc.field, exc.reason)
+                return _error_page(request, 422, "invalid input", place(request, exc.field), exc.reason)
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
-                where = " ".join(str(p) for p in first.get("loc", ()))
-                return _error_page(request, 422, "invalid request", where or "request", first.get("msg", "not valid"))
+                loc = tuple(first.get("loc", ()))
+                where = where_of(("form", *loc[1:]) if loc[:1] == ("body",) else loc)  # a page's body is its form
+                return _error_page(request, 422, "invalid request", where, first.get("msg", "not valid"))
 
         return handle
 
 
-def parse_as_of(text: str | None) -> datetime | None:
-    """A date or time from the form (``datetime-local`` gives no zone: read as UTC)."""
+def parse_as_of(text: str | None, where: str = "query as_of") -> datetime | None:
+    """A date or time from the form (``datetime-local`` gives no zone: read as UTC), inside
+    the span every door takes (``schemas.values``)."""
     if not text or not text.strip():
         return None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UiError(422, "invalid as_of", "query as_of", f"expected a date and time such as 2026-05-01T12:00, got {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        raise UiError(422, "invalid request", where, f"expected a date and time such as 2026-05-01T12:00, got {text!r}") from None
+    try:
+        return check_instant(when)
+    except ValueError as exc:
+        raise UiError(422, "invalid request", where, str(exc)) from None

@@ -24,11 +24,42 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.core.failures import AcceptedNegativeData, FailureGroup
 
 from tests.api.harness import build, seed_memory
+from testkit import hostile
 from testkit.procs import free_port
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 schema = schemathesis.openapi.from_dict(DOCUMENT)
+schema.config.phases.examples.fill_missing = True  # one generated example per operation: the hostile ones' base
 STATUSES: dict[int, int] = {}  # status code -> answers, over the whole run
+HOSTILE: dict[str, int] = {}  # operation -> hostile examples added
+
+
+@schema.hook
+def before_add_examples(context, examples):
+    """Each operation's explicit examples gain its first example with one part at a time made
+    hostile (``testkit.hostile``): every path and query parameter, every leaf of the body, an
+    absent date-time field, and the body nested 10,000 deep. Generated strings never hold a lone
+    surrogate or a NUL, nor date-times at year 1 or 9999: these examples do, on every route."""
+    if not examples:
+        return
+    base, operation = examples[0], context.operation
+
+    def case(**changed):
+        parts = {"path_parameters": base.path_parameters, "query": base.query, "body": base.body,
+                 "media_type": base.media_type, **changed}
+        return operation.Case(**{k: v for k, v in parts.items() if v is not None})
+
+    added = [case(path_parameters={**base.path_parameters, name: value})
+             for name in base.path_parameters or {} for value in hostile.URL_TEXT]
+    for parameter in operation.query:
+        added += [case(query={**(base.query or {}), parameter.name: str(value)})
+                  for value in hostile.for_parameter(parameter.definition.get("schema", {}))]
+    if isinstance(base.body, (dict, list)):
+        times = ("as_of",) if "as_of" in json.dumps(operation.definition.raw) else ()
+        added += [case(body=body) for _, body in hostile.variants(base.body, times=times)]
+        added.append(case(body=hostile.nested(base.body)))
+    HOSTILE[f"{operation.method.upper()} {operation.path}"] = len(added)
+    examples.extend(added)
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +125,11 @@ def test_the_fuzzer_was_let_in(served):
     got past authentication would find nothing and pass."""
     accepted = sum(n for code, n in STATUSES.items() if code < 300)
     assert accepted >= 100 and accepted > STATUSES.get(401, 0), STATUSES
+
+
+def test_every_operation_was_sent_hostile_examples(served):
+    """The hostile examples ran: every operation with a parameter or a body had some, and they
+    were answered (the 4xx they draw are counted with the rest)."""
+    operations = {f"{m.upper()} {p}" for p, methods in DOCUMENT["paths"].items() for m in methods if p != "/healthz"}
+    assert operations <= {op for op, n in HOSTILE.items() if n > 0}, sorted(operations - set(HOSTILE))
+    assert STATUSES.get(422, 0) + STATUSES.get(400, 0) >= sum(HOSTILE.values()) // 2, (STATUSES, HOSTILE)

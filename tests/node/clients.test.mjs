@@ -47,7 +47,7 @@ test("fetch with a user token cannot name another user, and the error says where
     { headers: { Authorization: `Bearer ${tomToken}` } });
   assert.equal(answer.status, 403);
   const problem = await answer.json();
-  assert.equal(problem.where, "query user");
+  assert.equal(problem.where, "query user_id");
   assert.ok(problem.what && problem.why);
 });
 

@@ -194,10 +194,14 @@ def test_rejected_says_when_there_is_none(tmp_path, monkeypatch, capsys):
     ("extra", "field"),
     [
         (["--role", "wizard", "--sender", "u1"], "--role (message.role)"),
-        (["--role", "user"], "--sender (message)"),             # a user message needs --sender
+        (["--role", "user"], "--sender (message.sender_id)"),    # a user message needs --sender
         (["--sender", "u1", "--tier", "-1"], "--tier (user_tier)"),
         (["--sender", "u1", "--created-at", "yesterday"], "--created-at (message.created_at)"),
         (["--sender", "u1", "--users", "u2"], "--sender (<event>)"),  # not one of the session's users
+        (["--sender", "u1", "--content", "a\x00b"], "--content (message.content)"),
+        (["--sender", "u1", "--content", "a\udcff"], "--content (message.content)"),  # an undecodable argv byte
+        (["--sender", "u1", "--created-at", "0001-01-01T00:00:00+14:00"], "--created-at (message.created_at)"),
+        (["--sender", "u1", "--session", "s\x01"], "--session (session_id)"),
     ],
 )
 def test_publish_refuses_what_the_worker_would_reject_and_sends_nothing(monkeypatch, capsys, extra, field):

@@ -1,5 +1,5 @@
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -225,7 +225,7 @@ def test_maybe_form_memories_publishes_validated_idempotent_events(store, clock)
 @pytest.mark.parametrize(
     ("bad", "field"),
     [
-        ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1]"),
+        ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1].sender_id"),
         ({"message_id": "m2", "role": "user", "sender_id": "u1", "content": "x", "colour": "red"}, "messages[1]"),
         ({"role": "assistant", "content": "no id"}, "messages[1].message_id"),
         ("just text", "messages[1]"),
@@ -421,3 +421,30 @@ def test_stats_show_the_tokens_and_cost_of_each_scope(memory, clock):
     assert session["cost"] == {"usd": pytest.approx(0.10), "unpriced": [], "text": "$0.100000"}
     [user_key] = [k for k in stats if k.startswith("user:")]
     assert stats[user_key]["tokens"]["input"] == 1_000_000
+
+
+_YEAR_1_AT_14 = "0001-01-01T00:00:00+14:00"
+
+
+@pytest.mark.parametrize(("call", "field", "why"), [
+    (lambda s: s.get_memory_context(session_id="s1", user_id="u1", as_of=datetime.fromisoformat(_YEAR_1_AT_14)),
+     "as_of", "from 1900-01-01T00:00:00Z"),
+    (lambda s: s.get_memory_context(session_id="s1", user_id="u\udc00"), "user_id", "a lone surrogate"),
+    (lambda s: s.get_memory_context(session_id="s\x00", user_id="u1"), "session_id", "a NUL character"),
+    (lambda s: s.search_facts("Porto \udc00", session_id="s1", user_id="u1"), "query", "a lone surrogate"),
+    (lambda s: s.search_facts(["Porto", "a\x00"], session_id="s1", user_id="u1"), "query[1]", "a NUL character"),
+    (lambda s: s.search_facts("Porto", session_id="s1", user_id="u1", top_k=10**30), "top_k", "from 1 to 50"),
+    (lambda s: s.maybe_form_memories([{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "\udc00"}],
+                                     session_id="s1"), "messages[0].content", "a lone surrogate"),
+    (lambda s: s.maybe_form_memories([{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "hi",
+                                       "created_at": _YEAR_1_AT_14}], session_id="s1"),
+     "messages[0].created_at", "from 1900-01-01T00:00:00Z"),
+    (lambda s: s.on_session_start(session_id="s1", user_ids=["u\x01"]), "user_ids[0]", "a control character"),
+    (lambda s: s.get_memory_stats(user_id="\udc00"), "user_id", "a lone surrogate"),
+])
+def test_hostile_input_in_process_is_invalid_input_naming_the_field(store, clock, call, field, why):
+    service, publisher, _ = _service(store, clock)
+    with pytest.raises(InvalidInput) as info:
+        call(service)
+    assert info.value.field == field and why in info.value.reason, (info.value.field, info.value.reason)
+    assert publisher.events == []

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +201,32 @@ def test_a_search_shows_each_branchs_rank_and_score_against_the_cut(driver, serv
     assert "Stage timings" in driver.page_source and "embed" in driver.page_source
     assert "Where does Maya" not in driver.current_url
     browser.shot(driver, "search-result")
+
+
+def test_hostile_values_in_the_forms_get_an_error_page_naming_the_field(driver, served):
+    """``testkit.hostile``'s values put into the search form (set by script: a keyboard cannot
+    type a control character) and into the memory page's as-of: an error page naming the field
+    and the rule, and the server logs no exception."""
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+
+    from testkit import hostile
+
+    for value in hostile.URL_TEXT:
+        _open(driver, served, "/ui/search")
+        for field, text in (("agent_id", AGENT), ("session_id", "s3-maya-followup" + value), ("query", "Porto")):
+            driver.execute_script("document.getElementById(arguments[0]).value = arguments[1]", field, text)
+        driver.find_element(By.CSS_SELECTOR, "form[action='/ui/search'] button").click()
+        alert = browser.wait_until(lambda: driver.find_element(By.CSS_SELECTOR, "[role=alert]").text, 10)
+        assert alert and "form session_id" in alert and "an id is printable text" in alert, (value, alert)
+    for when in hostile.FORM_TIMES:
+        _open(driver, served, f"/ui/agents/{AGENT}/users/{MAYA}?as_of={quote(when)}")
+        alert = driver.find_element(By.CSS_SELECTOR, "[role=alert]").text
+        assert "query as_of" in alert and "from 1900-01-01T00:00:00Z" in alert, (when, alert)
+    browser.shot(driver, "hostile-as-of")
+    log = Path(served.log.name).read_text()
+    assert "Exception in ASGI application" not in log and "Traceback" not in log, log[-3000:]
 
 
 def test_a_dead_run_is_replayed_and_formed(driver, served, formed):
