@@ -38,7 +38,8 @@ def _names_itself(text: str) -> bool:
                for name in set(re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)?", text)))
 
 
-def test_the_demo_sample_names_no_speaker_twice():
+def _demo_formed() -> list[tuple[str, str, str]]:
+    """Every fact and reflection the offline rules form from the demo sample, session by session."""
     sessions: dict[str, list[dict]] = {}
     for line in DEMO.read_text(encoding="utf-8").splitlines():
         event = json.loads(line)
@@ -52,6 +53,11 @@ def test_the_demo_sample_names_no_speaker_twice():
                      human=e["message"]["role"] == "user", users=users, sender_id=e["message"].get("sender_id"))
             for i, e in enumerate(events)
         ])
+    return formed
+
+
+def test_the_demo_sample_names_no_speaker_twice():
+    formed = _demo_formed()
     assert ("reflection", "user", "Maya Chen will be using Juniper to plan their product launch") in formed
     assert [text for _, _, text in formed if _names_itself(text)] == []
 
@@ -64,21 +70,8 @@ def test_the_demo_sample_forms_no_connective_no_reporting_frame_and_no_you():
     """What a person reads in the demo's memory (the inspector, the context): each item alone,
     in memory's own words. A session request is a quote of what was asked ("Maya Chen
     requested: ...") and keeps its words."""
-    sessions: dict[str, list[dict]] = {}
-    for line in DEMO.read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
-        if event["type"] == "message.added":
-            sessions.setdefault(event["session_id"], []).append(event)
-    odd = []
-    for events in sessions.values():
-        formed = _form([
-            _message(i, e["message"].get("sender_name") or e["agent_name"], e["message"]["content"],
-                     human=e["message"]["role"] == "user", users=events[0]["session_users"],
-                     sender_id=e["message"].get("sender_id"))
-            for i, e in enumerate(events)
-        ])
-        odd += [text for _, _, text in formed if _CONNECTIVE.match(text) or _FRAME.search(text)
-                or (" requested: " not in text and re.search(r"\byour?\b", text, re.IGNORECASE))]
+    odd = [text for _, _, text in _demo_formed() if _CONNECTIVE.match(text) or _FRAME.search(text)
+           or (" requested: " not in text and re.search(r"\byour?\b", text, re.IGNORECASE))]
     assert odd == []
 
 
