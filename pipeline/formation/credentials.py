@@ -1,5 +1,5 @@
-"""Sign-in credentials and access codes given without a password keyword (design §11, SPEC
-§13 "Screening"). Pure, standard library; ``secrets.SecretGuard`` calls ``credentials`` and ``access_code``.
+"""Sign-in credentials and access codes given without a password keyword (design §11). Pure,
+standard library; ``secrets.SecretGuard`` calls ``credentials`` and ``access_code``.
 
 - ``credentials``:
   - a ``user:password`` pair: "Use credentials admin:Tr0ub4dor&3 for the router". The pair

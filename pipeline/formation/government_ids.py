@@ -1,6 +1,6 @@
-"""Government identifiers (design §11, SPEC §13 "Screening"): a social security, social
-insurance, passport, national id, national insurance, tax id or driver's licence number,
-named by its context words and followed by a number. Pure, standard library;
+"""Government identifiers (design §11): a social security, social insurance, passport,
+national id, national insurance, tax id or driver's licence number, named by its context
+words and followed by a number. Pure, standard library;
 ``secrets.SecretGuard`` calls ``government_id``.
 
 The context words are required: nine digits alone are an order number as often as an SSN.
