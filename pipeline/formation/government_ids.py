@@ -3,7 +3,8 @@ national id, national insurance, tax id or driver's licence number, named by its
 words and followed by a number. Pure, standard library;
 ``secrets.SecretGuard`` calls ``government_id``.
 
-The context words are required: nine digits alone are an order number as often as an SSN.
+The context words are required: nine digits alone are an order number as often as an SSN,
+and an "ID number" alone is an order's or an employee's as often as a state's.
 The number must carry at least five digits, in one run of digits, spaces and dashes with at
 most three letters before or after it ("X1234567", "123-45-6789", "QQ 12 34 56 C",
 "12345678Z"). Kept: "Maya's passport expires in 2027" (four digits), "renew the passport
@@ -19,7 +20,7 @@ _CONTEXT = (
     r"social[\s-]security(?:\s+(?:number|no\.?|#|card))?|ssn|social[\s-]insurance(?:\s+number)?"
     r"|national[\s-]insurance(?:\s+number)?|nino|passport(?:\s+(?:number|no\.?|#|id))?"
     r"|national[\s-]id(?:entity)?(?:\s+(?:card|number|no\.?|#))?|(?:citizen|identity|id)\s+card(?:\s+number)?"
-    r"|id\s+number|tax\s+(?:id|identification|number)(?:\s+number)?|nif|bsn|personnummer|aadhaar"
+    r"|tax\s+(?:id|identification|number)(?:\s+number)?|nif|bsn|personnummer|aadhaar"
     r"|driver'?s?\s+licen[cs]e(?:\s+(?:number|no\.?|#))?"
 )
 _GOVERNMENT_ID = re.compile(

@@ -141,6 +141,8 @@ KEPT = [
     "Maya lives at 12 Rua Augusta, Lisbon",
     # near-misses of government identifiers and access codes
     "Maya's passport expires in 2027",
+    "The order ID number is 12345678",
+    "Her employee ID number is 482913",
     "Renew the passport before 2026-03-21",
     "Her passport number is in the safe",
     "The social security office is at 1200 Main Street",
