@@ -13,7 +13,8 @@ import uuid
 
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
-from pipeline.formation.screening import guard_for, storable_line
+from pipeline.formation.screening import guard_for
+from pipeline.formation.secrets import KIND_NAMES
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
 from schemas import api as m
@@ -92,9 +93,10 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
     if word_count(text) > settings.fact_word_limit:
         raise ApiError("invalid request", where,
                        f"more than {settings.fact_word_limit} words (a fact is one short statement)", status=422)
-    if storable_line(text, "user", guard_for(settings), [user_id]) is None:
-        raise ApiError("refused", where, "the text carries a secret (a password, key, token, card "
-                       "number or IBAN); memory never stores one", status=422)
+    secret = guard_for(settings).kind(text)
+    if secret is not None:   # named by its kind, never echoed
+        raise ApiError("refused", where, f"the text carries {KIND_NAMES[secret]}, a secret; "
+                       "memory never stores one", status=422)
     vector = service.embedder.embed([text])
     now = service.clock.now()
     updated = store.update_fact(fact.fact_id, FactUpdate(

@@ -38,11 +38,11 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
     ``plan.size()``). Returns what was written and what was already there (a rerun writes 0).
 
     A blob is written where the store has none. Where the store already holds a blob of that
-    scope (memory formed before the migration), the v1 blob's text is not lost: its reflection
-    goes in unabsorbed, and the next consolidation merges it into the existing blob."""
+    scope (memory formed before the migration), the v1 blob's text is not lost: its reflections,
+    and those of the records it had absorbed, go in unabsorbed, and the next consolidation
+    merges them into the existing blob."""
     written: Counter = Counter()
-    blob_ids = {r.reflection_id for r in plan.blob_reflections}
-    merge_later: set[str] = set()
+    merge_later: set[tuple[str, str]] = set()   # scopes whose v1 blob was not written
     for blob in plan.user_blobs + plan.agent_blobs:
         own = set(blob.absorbing_ids)
         if store.save_blob(blob, expected_version=0):
@@ -51,11 +51,13 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
             # migrated before (its text may have been merged into a later version since)
             written[f"{blob.scope} blobs already present"] += 1
         else:
-            merge_later |= own
+            merge_later.add((blob.agent_id, blob.scope_key))
             written[f"{blob.scope} blobs kept; v1 text -> unabsorbed reflection"] += 1
         progress(1)
+    # nothing stays absorbed into a blob that was not written: the blob's own text and the
+    # records it absorbed in v1 wait in the buffer, and the next consolidation merges them
     reflections = [r.model_copy(update={"absorbed": False, "absorbed_at": None, "consolidated_into": None})
-                   if r.reflection_id in merge_later and r.reflection_id in blob_ids else r
+                   if (r.agent_id, r.scope_key) in merge_later and r.absorbed else r
                    for r in plan.reflections()]
     new = store.insert_reflections(reflections)
     written["reflections written"] = new

@@ -11,6 +11,12 @@ migration stores it as unabsorbed reflections of the same scope: the next consol
 it back through the model, within the limit, and nothing the old system held is lost.
 
 A blob that fits and loses nothing is rendered exactly as it was written.
+
+A single item (a directive, a suggestion, a fact, a unit ``fit`` dropped, a blob's text kept
+as reflections) has its own word limit (a reflection 35 words, a fact 30 by default):
+``within_limit`` packs its sentences, in order, into as few items within the limit as it
+can; a sentence longer than the limit on its own cannot be cut at a sentence boundary and is
+refused (returned apart, so the migration counts it), never stored past the limit.
 """
 
 from __future__ import annotations
@@ -79,6 +85,25 @@ def render(sections: list[Section], *, version: int | None = None) -> str:
         body = section.render()
         parts.append("\n".join(p for p in (section.header, body) if p))
     return "\n\n".join(p for p in parts if p)
+
+
+def within_limit(units: list[str], word_limit: int) -> tuple[list[str], list[str]]:
+    """(items, refused): ``units`` (lines, bullets without their marks, or sentences) cut into
+    sentences and packed in order
+    into items of at most ``word_limit`` words; sentences over the limit alone are refused."""
+    sentences = [part for unit in units for line in unit.splitlines()
+                 for part in _SENTENCE_END.split(_BULLET.sub("", line).strip()) if part]
+    items: list[list[str]] = []
+    refused = []
+    for sentence in sentences:
+        words = _words(sentence)
+        if words > word_limit:
+            refused.append(sentence)
+        elif items and sum(map(_words, items[-1])) + words <= word_limit:
+            items[-1].append(sentence)
+        else:
+            items.append([sentence])
+    return [" ".join(item) for item in items], refused
 
 
 def fit(sections: list[Section], word_limit: int, *, version: int | None = None) -> list[tuple[int, str]]:

@@ -26,9 +26,16 @@ Guarantees (every write path screens, ``pipeline.formation.screening.screen_writ
   it carries none and ``forget-user`` counts it as unattributed.
 - Word limits: a blob over its scope's limit keeps whole units up to it (``ops.v1_blobs.fit``)
   and the rest become unabsorbed reflections of the same scope, which the next consolidation
-  merges through the model within the limit. Each blob's text also becomes one absorbed
-  reflection (``v1:<_id>``) that the blob names in ``absorbing_ids``: a blob rebuilt after an
-  erasure is merged from it, so a rebuild keeps the migrated memory.
+  merges through the model within the limit. Each blob's text also becomes absorbed
+  reflections (``v1:<_id>``, or ``v1:<_id>:<n>`` when it takes several) that the blob names in
+  ``absorbing_ids``: a blob rebuilt after an erasure is merged from them, so a rebuild keeps
+  the migrated memory. Every item is within its own limit (a fact ``fact_word_limit``, a
+  reflection ``reflection_word_limit``): a longer one is cut at sentence boundaries into
+  several (``:p<n>`` after its id), and a sentence over the limit alone is refused and
+  counted (``skipped: sentences over the N-word fact|reflection limit``), never stored.
+- Absorbed: a directive or suggestion is migrated absorbed only when its parent lists it as
+  absorbed and this migration writes that parent's blob; otherwise it waits unabsorbed in the
+  scope's buffer (a directive of a user with no ``memory_user`` text lands in that user's).
 """
 
 from __future__ import annotations
@@ -147,6 +154,26 @@ class _Planner:
         return screen_write(text, scope, guard=self.guard, people=sorted(self.people[agent_id] - {""}),
                             owner=owner, counts=self.plan.screened)
 
+    def within_limit(self, text: str, kind: str) -> list[str]:
+        """``text`` as items within the word limit of ``kind`` (``fact``, ``reflection``): cut
+        at sentence boundaries; a sentence over the limit alone is refused and counted."""
+        limit = self.settings.fact_word_limit if kind == "fact" else self.settings.reflection_word_limit
+        items, refused = v1_blobs.within_limit([text], limit)
+        if refused:
+            self.plan.skipped[f"sentences over the {limit}-word {kind} limit"] += len(refused)
+        return items
+
+    def section_items(self, section: v1_blobs.Section, *, header: bool) -> list[str]:
+        """A blob section's text as reflections within the limit, each under the section's
+        header when ``header`` (what a rebuild merges the blob from: each says where it stood)."""
+        prefix = f"{section.header}\n" if header and section.header else ""
+        limit = self.settings.reflection_word_limit - len(prefix.split())
+        items, refused = v1_blobs.within_limit([u for line in section.lines for u in line], limit)
+        if refused:
+            self.plan.skipped[f"sentences over the {self.settings.reflection_word_limit}-word reflection limit"] += \
+                len(refused)
+        return [prefix + item for item in items]
+
     def named_users(self, text: str, agent_id: str) -> list[str]:
         """The v1 user ids of the agent that ``text`` names (as ``contacts`` looks for them)."""
         from pipeline.formation.contacts import contact_kind
@@ -177,14 +204,17 @@ class _Planner:
             text = original   # screened and fitted, nothing lost: kept as written
         own = []
         for origin in dict.fromkeys(origins):
-            parts = [s for s, o in zip(sections, origins) if o == origin]
-            body = v1_blobs.render(parts) if version is None else "\n".join(p.render() for p in parts)
-            own.append(f"v1:{origin}")
-            self.plan.blob_reflections.append(self.reflection(
-                own[-1], agent_id, scope, user_id, body, related=related, absorbed=True, formed_at=formed_at))
-        for n, (i, unit) in enumerate(over):
+            # a user blob's own headers stay with its text; a shard's is the shard's name
+            items = [item for s, o in zip(sections, origins) if o == origin
+                     for item in self.section_items(s, header=version is None)]
+            for n, item in enumerate(items):
+                own.append(f"v1:{origin}" if len(items) == 1 else f"v1:{origin}:{n}")
+                self.plan.blob_reflections.append(self.reflection(
+                    own[-1], agent_id, scope, user_id, item, related=related, absorbed=True, formed_at=formed_at))
+        overflow = [(i, item) for i, unit in over for item in self.within_limit(unit, "reflection")]
+        for n, (i, item) in enumerate(overflow):
             self.plan.overflow_reflections.append(self.reflection(
-                f"v1:{origins[i]}:over:{n}", agent_id, scope, user_id, unit, related=related, absorbed=False,
+                f"v1:{origins[i]}:over:{n}", agent_id, scope, user_id, item, related=related, absorbed=False,
                 formed_at=formed_at))
         blobs = self.plan.user_blobs if scope == "user" else self.plan.agent_blobs
         blobs.append(ConsolidatedBlob(
@@ -217,6 +247,12 @@ def plan_migration(
     agent_unabsorbed: dict[str, set[str]] = defaultdict(set)
     for doc in agents:
         agent_unabsorbed[str(doc.get("agent_id"))].update(str(x) for x in doc.get("unabsorbed_memory_ids") or [])
+    # a record counts as absorbed only into a blob this migration writes: a directive whose
+    # user has no memory_user text (or a suggestion of an agent with no active shard text)
+    # waits unabsorbed in that scope's buffer, and the next consolidation builds the blob
+    user_blobs = {(str(d.get("agent_id")), str(d.get("user_id"))) for d in users
+                  if _text(d.get("content")) and d.get("agent_id") and d.get("user_id")}
+    agent_blobs = {str(d.get("agent_id")) for d in agents if d.get("is_active") and _text(d.get("content"))}
 
     for doc in sessions:
         kind, text, agent_id = doc.get("memory_type"), _text(doc.get("content")), doc.get("agent_id")
@@ -240,23 +276,26 @@ def plan_migration(
         if verdict.dropped:
             continue
         common = {"related": related, "formed_at": formed_at, "session_id": session_id, "message_ids": message_ids}
-        if kind == "directive":
-            for user_id in related:
-                absorbed = old_id not in user_unabsorbed[(agent_id, user_id)]
-                rid = f"v1:{old_id}" if len(related) == 1 else f"v1:{old_id}:{user_id}"
-                plan.user_reflections.append(planner.reflection(rid, agent_id, "user", user_id, text,
-                                                                absorbed=absorbed, **common))
-        elif kind == "suggestion" and verdict.scope == "user":
-            # never absorbed into the owner's user blob: the next consolidation merges it
-            plan.moved_reflections.append(planner.reflection(f"v1:{old_id}", agent_id, "user", verdict.user_id,
-                                                             text, absorbed=False, **common))
-        elif kind == "suggestion":
-            absorbed = old_id not in agent_unabsorbed[agent_id]
-            plan.agent_reflections.append(planner.reflection(f"v1:{old_id}", agent_id, "agent", None, text,
-                                                             absorbed=absorbed, **common))
-        else:
-            plan.facts.append(_fact(f"v1:{old_id}", agent_id, text, formed_at, session_id, message_ids, related,
-                                    user_id=verdict.user_id))
+        items = planner.within_limit(text, "fact" if kind == "fact" else "reflection")
+        for n, item in enumerate(items):
+            part = "" if len(items) == 1 else f":p{n}"
+            if kind == "directive":
+                for user_id in related:
+                    absorbed = (agent_id, user_id) in user_blobs and old_id not in user_unabsorbed[(agent_id, user_id)]
+                    rid = f"v1:{old_id}{part}" if len(related) == 1 else f"v1:{old_id}:{user_id}{part}"
+                    plan.user_reflections.append(planner.reflection(rid, agent_id, "user", user_id, item,
+                                                                    absorbed=absorbed, **common))
+            elif kind == "suggestion" and verdict.scope == "user":
+                # never absorbed into the owner's user blob: the next consolidation merges it
+                plan.moved_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "user",
+                                                                 verdict.user_id, item, absorbed=False, **common))
+            elif kind == "suggestion":
+                absorbed = agent_id in agent_blobs and old_id not in agent_unabsorbed[agent_id]
+                plan.agent_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "agent", None, item,
+                                                                 absorbed=absorbed, **common))
+            else:
+                plan.facts.append(_fact(f"v1:{old_id}{part}", agent_id, item, formed_at, session_id, message_ids,
+                                        related, user_id=verdict.user_id))
 
     for doc in users:
         text, agent_id, user_id = _text(doc.get("content")), doc.get("agent_id"), doc.get("user_id")
@@ -284,9 +323,11 @@ def plan_migration(
         for key, fact_text in _shard_fact_texts(shard):
             named = planner.named_users(fact_text, agent_id)
             verdict = planner.screen(fact_text, "agent", agent_id, named)
-            if not verdict.dropped:
-                plan.facts.append(_fact(f"v1:{_id(shard)}:{key}", agent_id, fact_text, _formed_at(shard, now), None,
-                                        [], named if verdict.scope == "user" else [], user_id=verdict.user_id))
+            items = [] if verdict.dropped else planner.within_limit(fact_text, "fact")
+            for n, item in enumerate(items):
+                plan.facts.append(_fact(f"v1:{_id(shard)}:{key}" + ("" if len(items) == 1 else f":p{n}"), agent_id,
+                                        item, _formed_at(shard, now), None, [], named if verdict.scope == "user" else [],
+                                        user_id=verdict.user_id))
     for agent_id, parts in shards.items():
         original = "VERSION: 1\n\n" + "\n\n".join(f"[{s.get('shard_name') or 'GENERAL'}]\n{_text(s.get('content'))}"
                                                    for s, _ in parts)
@@ -300,10 +341,10 @@ def _keep_shard_text(planner: _Planner, agent_id: str, shard: Mapping[str, Any],
     with contact data that names exactly one v1 user moves to that user's scope."""
     named = planner.named_users(unit, agent_id)
     verdict = planner.screen(unit, "agent", agent_id, named)
-    if verdict.scope == "user":
+    for item in planner.within_limit(unit, "reflection") if verdict.scope == "user" else ():
         n = len(planner.plan.moved_reflections)
         planner.plan.moved_reflections.append(planner.reflection(
-            f"v1:{_id(shard)}:moved:{n}", agent_id, "user", verdict.user_id, unit, related=named, absorbed=False,
+            f"v1:{_id(shard)}:moved:{n}", agent_id, "user", verdict.user_id, item, related=named, absorbed=False,
             formed_at=_formed_at(shard, planner.now)))
     return verdict.scope == "agent"
 

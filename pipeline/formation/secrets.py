@@ -17,6 +17,12 @@
   start like a payment card (2-6, ISO/IEC 7812 issuer categories), not after a ``+`` (an
   international phone number). A 16-digit order number that fails Luhn is kept.
 - ``iban``: an IBAN whose ISO 13616 check digits hold (mod 97 == 1).
+- ``credentials``: a ``user:password`` pair, a URL with a password in it, a username and a
+  password stated together (``pipeline.formation.credentials``).
+- ``government_id``: a social security, passport, national id (and the like) number after its
+  context words (``pipeline.formation.government_ids``).
+- ``access_code``: a door, gate, alarm, safe (and the like) code or combination with its
+  digits (``pipeline.formation.credentials``).
 - ``custom``: any of the operator's extra patterns (``MEMORY_SECRET_PATTERNS``).
 
 A hexadecimal string alone is not a secret: "fixed in commit 3f9a2c4e..." is kept, because a
@@ -30,6 +36,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+
+from pipeline.formation.credentials import access_code, credentials
+from pipeline.formation.government_ids import government_id
 
 # --- passwords, passphrases, PINs -----------------------------------------------------------
 
@@ -180,6 +189,14 @@ def _card_digits(digits: str) -> bool:
 
 # --- the guard -----------------------------------------------------------------------------------
 
+#: each kind as a refusal names it (an API error, a page): what was found, never the value
+KIND_NAMES = {
+    "password": "a password, passphrase or PIN", "credentials": "sign-in credentials (a user name with its password)",
+    "api_key": "an API key or token", "card": "a payment card number", "iban": "an IBAN",
+    "government_id": "a government identifier (social security, passport or national id number)",
+    "access_code": "an access code (door, gate, alarm or safe)", "custom": "a pattern this deployment treats as secret",
+}
+
 
 class SecretGuard:
     """Finds secrets in texts; ``extra`` are regular expressions that count as secrets too
@@ -195,6 +212,8 @@ class SecretGuard:
                 return "password"
         if _PASSWORD_BARE.search(text):
             return "password"
+        if credentials(text):
+            return "credentials"
         if _TOKEN_PREFIXES.search(text):
             return "api_key"
         if any(_random_looking(m.group("value")) for m in _KEYED_VALUE.finditer(text)):
@@ -203,6 +222,10 @@ class SecretGuard:
             return "card"
         if _iban(text):
             return "iban"
+        if government_id(text):
+            return "government_id"
+        if access_code(text):
+            return "access_code"
         if any(p.search(text) for p in self._extra):
             return "custom"
         return None

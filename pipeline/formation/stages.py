@@ -285,6 +285,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             messages, scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
             new_facts=list(dict.fromkeys(new_facts)), model=extracted.models.tier,
             word_limit=settings.reflection_word_limit, user_names=_names(messages),
+            agent_name=_agent_name(store.get_agent_settings(run.agent_id), messages),
         )
         aliases = alias_ids(messages)
         answer = usage.complete(deps.llm, request).parsed

@@ -131,6 +131,7 @@ def build_reflections_request(
     model: str,
     word_limit: int = 35,
     user_names: Mapping[str, str] | None = None,
+    agent_name: str | None = None,
 ) -> LLMRequest[ReflectionsAnswer]:
     """The ``extract_reflections`` call (design §5.4), hierarchical agent -> user -> session.
 
@@ -139,11 +140,13 @@ def build_reflections_request(
     group chat and ``session`` is always formed (see ``reflection_levels``). ``blobs`` maps a
     level to its current consolidated blob text, ``unabsorbed`` a level to its buffered
     reflections, ``new_facts`` the texts of the facts this run formed, ``user_names`` user id
-    -> name for users the events do not name. Levels that are not formed are left out of the
+    -> name for users the events do not name, ``agent_name`` the agent's display name (agent
+    settings, else the events'). Levels that are not formed are left out of the
     prompt and of ``inputs``; blobs are shown without a provider's ``SOURCE`` note.
 
     ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the formed levels,
-    in order), ``group_chat``, ``blobs``, ``unabsorbed``, ``new_facts``, ``word_limit``.
+    in order), ``group_chat``, ``blobs``, ``unabsorbed``, ``new_facts``, ``word_limit``,
+    ``agent_name``.
     """
     levels = reflection_levels(messages, scopes)
     kept_blobs = {s: blob_memory(blobs.get(s) or "") for s in levels}
@@ -166,6 +169,8 @@ def build_reflections_request(
         + "\n\n".join(sections)
         + f"\n\nFacts formed from this conversation (do not repeat them):\n{facts_block}\n"
         + omitted_line
+        + (f"\nThe agent is called {agent_name}: write its name where the conversation says \"you\".\n"
+           if agent_name else "")
         + f"\nConversation (#n is each message's alias):\n<conversation>\n"
         + f"{aliased_conversation(messages, user_names)}\n</conversation>\n\n"
         + f"Return the new reflections for the levels {', '.join(levels)}, each with its sources."
@@ -184,5 +189,6 @@ def build_reflections_request(
             "unabsorbed": kept_buffer,
             "new_facts": list(new_facts),
             "word_limit": word_limit,
+            "agent_name": agent_name,
         },
     )

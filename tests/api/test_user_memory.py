@@ -51,6 +51,22 @@ def test_an_edit_that_carries_a_secret_is_refused_and_nothing_changes(api, clien
     assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
 
 
+@pytest.mark.parametrize(("content", "value", "named"), [
+    ("Use credentials admin:Tr0ub4dor&3 for the office router", "Tr0ub4dor", "sign-in credentials"),
+    ("Alice's database is postgres://admin:s3cretpw@db.internal:5432/app", "s3cretpw", "sign-in credentials"),
+    ("Login for the CMS: maya / Sunflower!9", "Sunflower", "sign-in credentials"),
+    ("Alice's social security number is 123-45-6789", "6789", "government identifier"),
+    ("Alice's door code is 4821", "4821", "access code"),
+])
+def test_an_edit_carrying_credentials_an_id_number_or_a_door_code_is_refused_by_kind(api, client, me, content,
+                                                                                      value, named):
+    response = client.patch("/v1/agents/A/users/u1/memory/facts/f-u1", json={"content": content}, headers=me)
+    assert response.status_code == 422, response.text
+    assert response.json()["where"] == "body content" and named in response.json()["why"]
+    assert value not in response.text
+    assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+
+
 def test_shared_items_are_not_editable_but_deletable(api, client, me):
     edit = client.patch("/v1/agents/A/users/u1/memory/facts/f-agent-u1", json={"content": "x"}, headers=me)
     assert edit.status_code == 404

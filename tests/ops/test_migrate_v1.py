@@ -16,6 +16,7 @@ from ops.v1_plan import plan_migration
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store import open_store
 from pipeline.store.mongo import MongoStore
+from pipeline.text import word_count
 from schemas.settings import Settings
 from testkit.mongo_emulation import emulated_database
 
@@ -100,7 +101,7 @@ def test_dry_run_counts_every_mapping_and_writes_nothing(legacy, store, settings
     assert written is None
     assert planned == {
         "directives -> user reflections": 3,
-        "directives -> user reflections, unabsorbed": 1,
+        "directives -> user reflections, unabsorbed": 2,   # listed, and one whose user has no blob
         "suggestions -> agent reflections": 2,
         "suggestions -> agent reflections, unabsorbed": 1,
         # the two from the active shard; the two email facts carry contact data of their one
@@ -124,7 +125,8 @@ def test_dry_run_counts_every_mapping_and_writes_nothing(legacy, store, settings
 
 @pytest.mark.parametrize(
     ("key", "absorbed"),
-    [("d_listed", False), ("d_unlisted", True), ("d_listed_elsewhere", True), ("s_listed", False), ("s_unlisted", True)],
+    # d_listed_elsewhere: its user has no memory_user under its agent, so no blob absorbs it
+    [("d_listed", False), ("d_unlisted", True), ("d_listed_elsewhere", False), ("s_listed", False), ("s_unlisted", True)],
 )
 def test_a_reflection_is_unabsorbed_only_if_its_parent_lists_it(key, absorbed):
     plan = plan_migration(_sessions(), _users(), _agents(), Settings(), NOW)
@@ -213,3 +215,68 @@ def test_a_source_without_the_v1_collections_is_refused_by_name(settings, monkey
     err = capsys.readouterr().err
     assert "source: mongodb://old:**@legacy/not_v1" in err
     assert "memoryctl migrate-v1: no source: database 'not_v1' has none of memory_sessions, memory_user, memory_agent" in err
+
+
+# --- nothing absorbed into a blob that does not exist; every item within its word limit --------
+
+LONG_DIRECTIVE = (  # 66 words, four sentences
+    "Carla runs the quarterly planning for the whole events team and wants every plan as a short table. "
+    "She reads on her phone between venues, so keep each answer under ten lines. "
+    "Never send her anything on Sundays, she keeps them for family and will not reply. "
+    "When a budget changes, tell her the old and the new figure side by side."
+)
+ONE_LONG_SENTENCE = " ".join(["word"] * 40) + "."
+
+
+def _carla_source(extra_users=()):
+    db = emulated_database("legacy")
+    db["memory_sessions"].insert_many([
+        {"_id": ObjectId(), "agent_id": "agent-1", "source_session_id": "old-s9", "memory_type": "directive",
+         "content": text, "source_message_ids": ["m9"], "related_users": ["u-carla"], "shard_id": None}
+        for text in ("Carla prefers answers in Italian.", LONG_DIRECTIVE, f"Carla asked: {ONE_LONG_SENTENCE}")
+    ] + [{"_id": ObjectId(), "agent_id": "agent-1", "source_session_id": "old-s9", "memory_type": "fact",
+          "content": LONG_DIRECTIVE, "source_message_ids": ["m9"], "related_users": [], "shard_id": None}])
+    db["memory_user"].insert_many(list(extra_users) or [{"_id": ObjectId(), "agent_id": "agent-1", "user_id": "u-x",
+                                                         "content": "X likes tea.", "unabsorbed_memory_ids": []}])
+    db.create_collection("memory_agent")
+    return db
+
+
+def test_a_directive_of_a_user_without_a_v1_blob_waits_in_that_users_buffer(store, settings):
+    _, written = migrate(_carla_source(), store, HashingEmbedder(64), settings, NOW, apply=True)
+    assert store.get_blob("agent-1", "user:u-carla") is None
+    waiting = [r.content for r in store.unabsorbed_reflections("agent-1", "user:u-carla")]
+    assert "Carla prefers answers in Italian." in waiting
+    for row in store.dump_all()["reflections"]:   # absorbed only into a blob that exists
+        if row["absorbed"]:
+            assert store.get_blob(row["agent_id"], row["scope_key"]) is not None, row["reflection_id"]
+
+
+def test_an_item_over_its_word_limit_is_cut_at_sentences_and_a_sentence_over_it_is_refused(store, settings):
+    planned, _ = migrate(_carla_source(), store, HashingEmbedder(64), settings, NOW)
+    assert planned["skipped: sentences over the 35-word reflection limit"] == 1
+    assert "skipped: sentences over the 30-word fact limit" not in planned   # the fact's sentences fit
+    _, written = migrate(_carla_source(), store, HashingEmbedder(64), settings, NOW, apply=True)
+    dump = store.dump_all()
+    reflections = [r["content"] for r in dump["reflections"] if r["scope_key"] == "user:u-carla"]
+    facts = [f["content"] for f in dump["facts"]]
+    assert all(word_count(r) <= settings.reflection_word_limit for r in reflections)
+    assert all(word_count(f) <= settings.fact_word_limit for f in facts)
+    # nothing of the long directive is lost: its sentences, in order, across the items
+    assert " ".join(r for r in reflections if "Carla prefers" not in r) == LONG_DIRECTIVE
+    assert " ".join(facts) == LONG_DIRECTIVE and len(facts) == 3
+    assert not any("word word" in r for r in reflections)   # the refused sentence is not stored
+
+
+def test_records_absorbed_into_a_v1_blob_the_store_did_not_take_wait_to_be_merged(store, settings):
+    from schemas.documents import ConsolidatedBlob
+
+    user = {"_id": ObjectId(), "agent_id": "agent-1", "user_id": "u-carla", "content": "Carla: Italian.",
+            "unabsorbed_memory_ids": []}
+    store.save_blob(ConsolidatedBlob(agent_id="agent-1", scope="user", scope_key="user:u-carla", user_id="u-carla",
+                                     consolidated_content="VERSION: 1\nCarla likes dark mode", word_limit=300,
+                                     version=1), expected_version=0)
+    migrate(_carla_source([user]), store, HashingEmbedder(64), settings, NOW, apply=True)
+    waiting = [r.content for r in store.unabsorbed_reflections("agent-1", "user:u-carla")]
+    assert "Carla prefers answers in Italian." in waiting and "Carla: Italian." in waiting
+    assert not [r for r in store.dump_all()["reflections"] if r["scope_key"] == "user:u-carla" and r["absorbed"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.v1_blobs import Section, fit, read_sections, render, screen, units_of
+from ops.v1_blobs import Section, fit, read_sections, render, screen, units_of, within_limit
 
 
 @pytest.mark.parametrize(("line", "units"), [
@@ -44,3 +44,13 @@ def test_screen_drops_refused_units_and_lines_left_empty():
     sections = read_sections("[A]\nKeep this. Drop this.\nDrop this.")
     screen(sections, lambda unit: not unit.startswith("Drop"))
     assert render(sections) == "[A]\nKeep this."
+
+
+@pytest.mark.parametrize(("units", "limit", "items", "refused"), [
+    (["One two three. Four five. Six."], 5, ["One two three. Four five.", "Six."], []),
+    (["- a bullet of five words. Then two."], 5, ["a bullet of five words.", "Then two."], []),
+    (["Short one. " + "x " * 7 + "end."], 5, ["Short one."], ["x x x x x x x end."]),
+])
+def test_an_item_is_packed_in_sentences_within_its_limit_and_a_longer_sentence_refused(units, limit, items,
+                                                                                         refused):
+    assert within_limit(units, limit) == (items, refused)

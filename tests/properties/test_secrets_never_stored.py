@@ -1,14 +1,20 @@
 """What is never stored (design §11), as a property over every write path.
 
 A generated secret (a password or passphrase in one of the phrasings people use, an API key
-or token of a known shape, a card number that passes Luhn, an IBAN whose check digits hold)
-is placed in a message of a one-to-one or group conversation, alone or inside an ordinary
-sentence, and in a record of the previous system's collections migrated before the
-conversation. The whole pipeline runs (``tests/properties/stack.py``: the real SQLite store,
-ingest, every formation stage, consolidation, the session-end sweep) with either the
-offline rules or a scripted model that answers with the secret at every step it can: a fact in
-each scope, a reflection at each level, an UPDATE's merged text and a line of every
-consolidated blob. ``migrate-v1`` runs for real over the Mongo emulation into the same store.
+or token of a known shape, a card number that passes Luhn, an IBAN whose check digits hold,
+sign-in credentials as a ``user:password`` pair, a URL or a username with a password, a
+social security, passport or national id number, a door, gate, alarm or safe code) is placed
+in a message of a one-to-one or group conversation, alone or inside an ordinary sentence, in
+a record of the previous system's collections migrated before the conversation, in an MCP
+``remember`` call (the tool itself, as a model calls it), and in the user's edit of one of
+their facts (``api.user_memory.edit_fact``, what ``PATCH .../memory/facts/{id}`` and the
+inspector call), which must be refused as a secret. The whole pipeline runs
+(``tests/properties/stack.py``: the real SQLite store, ingest, every formation stage,
+consolidation, the session-end sweep) with either the offline rules or a scripted model that
+answers with the secret at every step it can: a fact in each scope, a reflection at each
+level, an UPDATE's merged text and a line of every consolidated blob. ``migrate-v1`` runs for
+real over the Mongo emulation into the same store. In a group chat the other person is then
+erased (``forget-user``), so the blobs resting on them are rebuilt through the same model.
 
 Then, after every user's context was read (so cached contexts are stored too), no stored
 document holds the secret: facts (history included), reflections, blobs, run records (their
@@ -22,6 +28,7 @@ Budget: ``MEMORY_SECRET_PROPERTY_EXAMPLES`` (default 40) examples of 0.1-0.3 s e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -29,9 +36,14 @@ import tempfile
 from datetime import timezone
 from pathlib import Path
 
+import pytest
 from bson import ObjectId
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from api.errors import ApiError
+from api.identity import Identity, default_session
+from api.mcp import build_server, connection_identity
+from api.user_memory import edit_fact
 from ops.migrate_v1 import migrate
 from pipeline.llm.offline import OfflineLLM
 from pipeline.llm.scripted import ScriptedLLM
@@ -88,7 +100,27 @@ _CARDS = st.tuples(st.sampled_from("45"), st.from_regex(r"[0-9]{14}", fullmatch=
     lambda card: st.sampled_from([(f"my card number is {card}", card), (f"Pay with {card} please", card)]))
 _IBANS = st.from_regex(r"[0-9]{18}", fullmatch=True).map(_iban).map(
     lambda iban: (f"Transfer the deposit to {iban} by Friday", iban))
-SECRETS = st.one_of(_PASSWORDS, _KEYS, _CARDS, _IBANS)   # (sentence, the value never to store)
+_LOGINS = st.tuples(st.sampled_from(("admin", "maya", "deploy", "root", "ops-team")), _VALUE).flatmap(
+    lambda t: st.sampled_from([
+        (f"Use credentials {t[0]}:{t[1]} for the office router", t[1]),
+        (f"The app connects to postgres://{t[0]}:{t[1]}@db.internal:5432/app", t[1]),
+        (f"Login for the CMS: {t[0]} / {t[1]}", t[1]), (f"username {t[0]}, pass {t[1]}", t[1])]))
+_SSN = st.tuples(st.integers(100, 665), st.integers(10, 99), st.integers(1000, 9999)).map(
+    lambda t: f"{t[0]}-{t[1]}-{t[2]}")
+_GOVERNMENT_IDS = st.one_of(
+    _SSN.flatmap(lambda n: st.sampled_from([(f"my social security number is {n}", n), (f"SSN: {n}", n)])),
+    st.from_regex(r"[A-Z][0-9]{8}", fullmatch=True).map(lambda n: (f"my passport number is {n}", n)),
+    st.from_regex(r"[0-9]{8}[A-Z]", fullmatch=True).map(lambda n: (f"my national ID is {n}", n)),
+)
+# an access code's digits alone could be part of a timestamp: the value checked is the code as
+# said ("code is 4821"), or a combination whose dashes no timestamp or id has
+_ACCESS_CODES = st.one_of(
+    st.tuples(st.sampled_from(("door", "gate", "alarm", "garage")), st.from_regex(r"[0-9]{4,6}", fullmatch=True)).map(
+        lambda t: (f"The {t[0]} code is {t[1]}", f"code is {t[1]}")),
+    st.from_regex(r"[0-9]{2}-[0-9]{2}-[0-9]{2}", fullmatch=True).map(lambda n: (f"The safe combination is {n}", n)),
+)
+SECRETS = st.one_of(_PASSWORDS, _KEYS, _CARDS, _IBANS, _LOGINS, _GOVERNMENT_IDS,
+                    _ACCESS_CODES)   # (sentence, the value never to store)
 
 
 # --- a model that answers with the secret ------------------------------------------------------
@@ -144,6 +176,35 @@ def _v1_source(place: str, sentence: str):
     return db
 
 
+# --- the doors besides a conversation ----------------------------------------------------------
+
+def _settle(stack: Stack) -> None:
+    for _ in range(3):   # every run, its consolidations, the session end, and what beat finds
+        for _ in range(500):
+            if not stack.queue:
+                break
+            stack.run_task(0)
+        stack.clock.advance(minutes=15)
+        stack.beat()
+
+
+def _remember(stack: Stack, user_id: str, sentence: str) -> None:
+    """The MCP ``remember`` tool, called as a model calls it over the user's own connection."""
+    server = build_server(lambda agent_id: stack.services[1],
+                          connection_identity(Identity(AGENT, user_id, default_session(user_id))))
+    result = asyncio.run(server.call_tool("remember", {"text": sentence}))
+    assert not result.is_error, result
+
+
+def _edit_is_refused(stack: Stack, user_id: str, sentence: str) -> None:
+    """A user's edit of one of their facts to the sentence (``PATCH .../memory/facts/{id}`` and
+    the inspector's form call ``api.user_memory.edit_fact``) is refused, naming a secret."""
+    for fact in stack.deps.store.list_facts(AGENT, f"user:{user_id}", limit=1):
+        with pytest.raises(ApiError) as refused:
+            edit_fact(stack.services[0], AGENT, user_id, fact.fact_id, sentence)
+        assert refused.value.status == 422 and "a secret" in refused.value.why, refused.value
+
+
 # --- the property ----------------------------------------------------------------------------
 
 def _forms(value: str) -> set[str]:
@@ -183,16 +244,21 @@ def test_a_secret_in_any_message_or_v1_record_reaches_no_stored_document(
                  "content": text},
                 {"message_id": f"m{n}r", "role": "assistant", "content": "Noted."},
             ], session_id="s-1")
+        if group:   # the other person says something the team's memory then rests on
+            other = next(u for u in USERS if u != speaker)
+            stack.clock.advance(minutes=1)
+            service.maybe_form_memories([{"message_id": "m-other", "role": "user", "sender_id": other,
+                                          "sender_name": USERS[other], "content": "Tom handles the audio and video."}],
+                                        session_id="s-1")
         stack.clock.advance(minutes=1)
         service.on_session_end(session_id="s-1")
-        for _ in range(3):   # every run, its consolidations, the session end, and what beat finds
-            for _ in range(500):
-                if not stack.queue:
-                    break
-                stack.run_task(0)
-            stack.clock.advance(minutes=15)
-            stack.beat()
+        _remember(stack, speaker, sentence)
+        _settle(stack)
+        _edit_is_refused(stack, speaker, sentence)
         contexts = [s.get_memory_context(session_id="s-1", user_id=u) for s in stack.services for u in users]
+        assert stack.deps.store.dump_all()["contexts"], "no context was cached: the check of them checked nothing"
+        if group:   # blobs that rested on the other person are rebuilt through the model
+            stack.forget(other)
 
         dump = stack.deps.store.dump_all()
         assert any(value in m["content"] for m in dump["messages"]), "the secret was never said"
@@ -200,7 +266,6 @@ def test_a_secret_in_any_message_or_v1_record_reaches_no_stored_document(
         for form in _forms(value):
             assert form not in derived, f"{value!r} ({sentence!r}) was stored"
             assert not any(form in context for context in contexts), f"{value!r} reached a context"
-        assert dump["contexts"], "no context was cached: the check of cached contexts checked nothing"
         # the conversation was formed, consolidations included: the check read their output
         assert [r for r in dump["runs"] if r["status"] == "done" and "consolidate" in r["stages"]]
         assert [x for x in [*dump["facts"], *dump["reflections"]] if x.get("source_session_id") == "s-1"]

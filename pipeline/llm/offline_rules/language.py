@@ -34,10 +34,18 @@ _TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u20
 
 # "Quick update about me: ...", "One correction: ..." (a short lead-in without a value)
 _LEAD_IN = re.compile(r"^([A-Za-z' ]{1,40}):\s+(?=\S+(?:\s+\S+){3})")
+# A leading connective ties a sentence to the one before it ("And I'm on catering", "But the
+# venue is booked"); memory reads each alone. "So far", "so much", "so that" are no connective.
+_CONNECTIVE = re.compile(
+    r"^(?:and(?:\s+also)?|but(?:\s+also)?|plus|also|oh\s+and|so(?!\s+(?:far|much|many|long|that|to|what)\b))"
+    r"\s*,?\s+(?=\S)",
+    re.IGNORECASE,
+)
 
 
 def sentences(content: str) -> list[str]:
-    """The sentences of a message, greetings, fillers and short lead-ins stripped from their start."""
+    """The sentences of a message, greetings, fillers, leading connectives ("And ...", "But
+    ...") and short lead-ins stripped from their start."""
     out = []
     content = content.translate(_TYPOGRAPHIC)
     for piece in _SPLIT.split(content):
@@ -46,6 +54,7 @@ def sentences(content: str) -> list[str]:
         while text and text != previous:
             previous = text
             text = _GREETING.sub("", text, count=1).strip()
+            text = _CONNECTIVE.sub("", text, count=1)
             lead = _LEAD_IN.match(text)
             if lead and len(lead.group(1).split()) <= 4:
                 text = text[lead.end():]
@@ -347,6 +356,28 @@ def third_person(sentence: str, name: str | None, *, plural: bool = False) -> st
     return text[0].upper() + text[1:] if text else text
 
 
+_SECOND_PERSON = (
+    (re.compile(r"\byou(?:'re|\s+are)\b", re.IGNORECASE), "{who} is"),
+    (re.compile(r"\byou've\b", re.IGNORECASE), "{who} has"),
+    (re.compile(r"\byou'll\b", re.IGNORECASE), "{who} will"),
+    (re.compile(r"\byou'd\b", re.IGNORECASE), "{who} would"),
+    (re.compile(r"\byour(?:s)?\b", re.IGNORECASE), "{who}'s"),
+    (re.compile(r"\byou\b", re.IGNORECASE), "{who}"),
+)
+
+
+def agent_person(text: str, agent: str | None) -> str:
+    """The second person, said to the agent, turned to the agent's name: "Maya will be using
+    you to plan the launch" -> "Maya will be using Juniper to plan the launch", "your answers"
+    -> "Juniper's answers" ("the assistant" when the agent has no name). Memory is read later,
+    by the agent and by people, where "you" names no one."""
+    who = agent or "the assistant"
+    for pattern, replacement in _SECOND_PERSON:
+        text = pattern.sub(lambda _, r=replacement.format(who=who): r, text)
+    text = _named_once(text, who, f"{who}'s")
+    return text[0].upper() + text[1:] if text else text
+
+
 def _named_once(text: str, subject: str, possessive: str) -> str:
     """The speaker named once, then "their" and "them": "Maya Chen will plan Maya Chen's
     launch" reads as if two people were meant, "Maya Chen will plan their launch" does not.
@@ -357,7 +388,7 @@ def _named_once(text: str, subject: str, possessive: str) -> str:
     head = first.end() + (2 if text[first.end():first.end() + 2] == "'s" else 0)
     rest = re.sub(rf"\b{re.escape(possessive)}(?!\w)", "their", text[head:], flags=re.IGNORECASE)
     rest = re.sub(rf"(\b(?:to|for|with|about|from|of|at|by|on|in|tell|told|give|gave|ask|asked|help|helps|"
-                  rf"helped|call|called|let|lets|remind|reminds|using|use|uses|send|sends)\s+){re.escape(subject)}"
+                  rf"helped|call|called|let|lets|remind|reminds|using|use|uses|send|sends|message|email|ping|text)\s+){re.escape(subject)}"
                   rf"(?![\w'])", r"\1them", rest, flags=re.IGNORECASE)
     return text[:head] + rest
 

@@ -28,6 +28,8 @@ from pipeline.text import word_count
 
 _KEEP = {"agent": 8, "user": 8, "session": 5}
 _FIRST_PERSON_START = re.compile(r"^(?:i|i'm|i've|i'll|i'd|my)\b", re.IGNORECASE)
+# "Please always answer in Spanish" is kept as the rule itself: "Always answer in Spanish"
+_PLEASE = re.compile(r"^please\s*,?\s+|,?\s+please(?=[.!]?$)", re.IGNORECASE)
 
 
 def _level(sentence: str, one_to_one: bool) -> str | None:
@@ -42,16 +44,27 @@ def _level(sentence: str, one_to_one: bool) -> str | None:
     return None
 
 
-def _phrase(level: str, sentence: str, name: str | None, one_to_one: bool) -> str:
-    who = name or "The user"
-    first_person = lang.about_speaker(sentence, one_to_one=one_to_one)
+def _phrase(level: str, sentence: str, name: str | None, one_to_one: bool, agent: str | None) -> str:
+    """A session request keeps who requested it, quoted; anything else is memory in its own
+    words: the speaker in the third person, no reporting frame ("Alice asks: ..."), no
+    "please", and "you" (the agent, in a one-to-one chat or where the agent is named) turned
+    to the agent's name."""
     if level == "session" and not _FIRST_PERSON_START.match(sentence):
-        return f"{who} requested: {lang.strip_end(sentence)}"
-    if first_person:
-        return lang.strip_end(lang.third_person(sentence, name, plural=one_to_one))
-    if level == "user":
-        return f"{who} asks: {lang.strip_end(sentence)}"
-    return lang.strip_end(sentence)
+        return f"{name or 'The user'} requested: {lang.strip_end(sentence)}"
+    sentence = _PLEASE.sub("", sentence)
+    if lang.about_speaker(sentence, one_to_one=one_to_one):
+        sentence = lang.third_person(sentence, name, plural=one_to_one)
+    if one_to_one or (agent and re.search(rf"\b{re.escape(agent)}\b", sentence)):
+        sentence = lang.agent_person(sentence, agent)
+    return lang.strip_end(sentence[:1].upper() + sentence[1:])
+
+
+def _agent_name(inputs: dict[str, Any]) -> str | None:
+    """The agent's name: the one its settings or events give (``inputs["agent_name"]``), else
+    the name its own messages carry."""
+    return inputs.get("agent_name") or next(
+        (m.get("sender_name") for m in inputs.get("messages") or () if m.get("role") == "assistant"
+         and m.get("sender_name")), None)
 
 
 def _known(inputs: dict[str, Any], level: str) -> list[str]:
@@ -67,6 +80,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     levels = set(inputs.get("scopes") or ()) | {"session"}
     one_to_one = not inputs.get("group_chat")
     limit = int(inputs.get("word_limit") or word_limit)
+    agent = _agent_name(inputs)
     found: dict[str, list[tuple[str, int]]] = {"agent": [], "user": [], "session": []}
     for alias, message in enumerate(inputs.get("messages") or ()):
         if message.get("role") != "user":
@@ -76,7 +90,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             name = name or lang.introduced_name(sentence)
             level = _level(sentence, one_to_one)
             if level is not None:
-                found[level].append((_phrase(level, sentence, name, one_to_one), alias))
+                found[level].append((_phrase(level, sentence, name, one_to_one, agent), alias))
             if level == "session":
                 continue  # the request itself already carries its links
             for url in lang.URL.findall(sentence):

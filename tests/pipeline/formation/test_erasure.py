@@ -191,7 +191,7 @@ def test_an_answer_citing_a_message_outside_the_conversation_is_asked_again(env)
 
 
 def test_an_old_agent_fact_without_provenance_is_attributed_by_its_run_or_counted(env):
-    run_id = _chat(env, GONE, "s-gone", "Our door code is 7781", agent_fact=["The door code is 7781"])
+    run_id = _chat(env, GONE, "s-gone", "Our loading dock opens at 7", agent_fact=["The loading dock opens at 7"])
     fact = env.live_facts(scope_key="agent")[0]
     # as stored before provenance: no source users (its run record still exists)
     env.store.retire_fact(fact.fact_id, env.clock.now(), "r-x")

@@ -52,6 +52,33 @@ SECRETS = [
     ("The venue's IBAN is DE89 3704 0044 0532 0130 00", "iban"),
     ("Transfer to GB82WEST12345698765432 by Friday", "iban"),
     ("iban: fr14 2004 1010 0505 0001 3m02 606", "iban"),
+    # user:password pairs, URLs carrying a password, a username stated with a password
+    ("Use credentials admin:Tr0ub4dor&3 for the office router", "credentials"),
+    ("ssh root:Winter2026! on the build box", "credentials"),
+    ("The router takes admin:Xk9#mQ2v", "credentials"),                  # generated-looking alone
+    ("postgres://admin:s3cretpw@db.internal:5432/app", "credentials"),
+    ("The cache is redis://:hunter2@cache.internal:6379/0", "credentials"),
+    ("Deploy from https://deploy:gh0st-Rider@git.lumen.example/app.git", "credentials"),
+    ("Login for the CMS: maya / Sunflower!9", "credentials"),
+    ("login: maya/Sunflower!9", "credentials"),
+    ("The staging credentials are tom and Qu4rtz#7", "credentials"),
+    ("username maya, pass Sunflower!9", "credentials"),
+    ("user: priya pw: Mango#2026", "password"),                          # the pw keyword says it first
+    # government identifiers with their context words
+    ("Maya's social security number is 123-45-6789", "government_id"),
+    ("SSN: 078-05-1120", "government_id"),
+    ("Her passport number is X12345678", "government_id"),
+    ("passport no. C03005988, valid until 2031", "government_id"),
+    ("Tom's national ID is 12345678Z", "government_id"),
+    ("Her national insurance number is QQ 12 34 56 C", "government_id"),
+    ("The driver's licence number for Priya is D1234567", "government_id"),
+    # access codes with their digits
+    ("The door code is 4821", "access_code"),
+    ("the code for the front gate: 1234#", "access_code"),
+    ("Safe combination 12-34-56", "access_code"),
+    ("Alarm code 0000, disarm it first", "access_code"),
+    ("The garage code was changed to 7731", "access_code"),
+    ("The lockbox code for the flat is 5150", "access_code"),
 ]
 
 KEPT = [
@@ -88,6 +115,43 @@ KEPT = [
     "The budget is 12,000 euros and the launch is on 2026-03-14",
     "The secret santa draw is on Friday",
     "Sky-high expectations for the launch",               # "sk" inside a word
+    # near-misses of credentials: times, ratios, ports, versions, URLs without a password
+    "The meeting is at 10:30",
+    "Call the office at 10:30 about the account",
+    "Mix the paint 3:2",
+    "The slides are 16:9",
+    "John 3:16 is her favourite verse",
+    "See https://example.com/docs for the agenda",
+    "The cache is redis://localhost:6379/0",
+    "Connect to db.internal:5432",
+    "postgres://admin:***@db.internal/app is the masked form",   # masked: no password in it
+    "Write it as postgres://admin:${DB_PASSWORD}@db/app",         # templated
+    "Clone https://maya@git.lumen.example/app.git",              # a user, no password
+    "Build on python:3.11-slim and nginx:1.25-alpine",
+    "Upgrade to version 3.11.2",
+    "Set the user:group to www-data:www-data",
+    "std::vector is fine here",
+    "Note: the venue opens at 9",
+    "Login for the demo: Maya, 10am",
+    "Account for the launch: Maya, 12,000 euros",
+    "The login page is at /admin",
+    "The user Maya passed 3 exams",
+    "The budget is 12,000 euros",
+    "The launch moves to March 21",
+    "Maya lives at 12 Rua Augusta, Lisbon",
+    # near-misses of government identifiers and access codes
+    "Maya's passport expires in 2027",
+    "The order ID number is 12345678",
+    "Her employee ID number is 482913",
+    "Renew the passport before 2026-03-21",
+    "Her passport number is in the safe",
+    "The social security office is at 1200 Main Street",
+    "The dress code is smart casual",
+    "The gate code changed last week",
+    "The door code is on the fridge",
+    "The door code has 4 digits",
+    "The alarm goes off at 6:30",
+    "Zip code 94107 for the venue",
 ]
 
 

@@ -24,6 +24,8 @@ from tests.pipeline.llm.test_offline_golden import DEMO, _form, _locomo_sessions
     # a first mention stays a name, whatever its form
     ("My email is maya@lumen.example.", "Maya Chen", False, "Maya Chen's email is maya@lumen.example."),
     ("Send it to me.", "Alice", False, "Send it to Alice."),
+    ("I prefer Slack over email, message me there with updates.", "Tom", False,
+     "Tom prefers Slack over email, message them there with updates."),
     ("I live in Porto and I work at Lumen Labs.", "Alice", False, "Alice lives in Porto and Alice works at Lumen Labs."),
 ])
 def test_the_speaker_is_named_once_then_their_and_them(sentence, name, plural, expected):
@@ -36,7 +38,8 @@ def _names_itself(text: str) -> bool:
                for name in set(re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)?", text)))
 
 
-def test_the_demo_sample_names_no_speaker_twice():
+def _demo_formed() -> list[tuple[str, str, str]]:
+    """Every fact and reflection the offline rules form from the demo sample, session by session."""
     sessions: dict[str, list[dict]] = {}
     for line in DEMO.read_text(encoding="utf-8").splitlines():
         event = json.loads(line)
@@ -50,8 +53,26 @@ def test_the_demo_sample_names_no_speaker_twice():
                      human=e["message"]["role"] == "user", users=users, sender_id=e["message"].get("sender_id"))
             for i, e in enumerate(events)
         ])
-    assert ("reflection", "user", "Maya Chen will be using you to plan their product launch") in formed
+    return formed
+
+
+def test_the_demo_sample_names_no_speaker_twice():
+    formed = _demo_formed()
+    assert ("reflection", "user", "Maya Chen will be using Juniper to plan their product launch") in formed
     assert [text for _, _, text in formed if _names_itself(text)] == []
+
+
+_CONNECTIVE = re.compile(r"^(?:And|But|So|Also|Plus)\b")
+_FRAME = re.compile(r"\b(?:asks|says|said|told us):", re.IGNORECASE)
+
+
+def test_the_demo_sample_forms_no_connective_no_reporting_frame_and_no_you():
+    """What a person reads in the demo's memory (the inspector, the context): each item alone,
+    in memory's own words. A session request is a quote of what was asked ("Maya Chen
+    requested: ...") and keeps its words."""
+    odd = [text for _, _, text in _demo_formed() if _CONNECTIVE.match(text) or _FRAME.search(text)
+           or (" requested: " not in text and re.search(r"\byour?\b", text, re.IGNORECASE))]
+    assert odd == []
 
 
 def test_locomo_one_to_one_sessions_name_no_speaker_twice():

@@ -29,10 +29,10 @@ def chat(*lines: tuple[str, str], users: dict[str, str] | None = None) -> list[S
     ]
 
 
-def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) -> ReflectionsAnswer:
+def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=(), agent_name=None) -> ReflectionsAnswer:
     request = build_reflections_request(
         messages, scopes=scopes, blobs=blobs or {}, unabsorbed=unabsorbed or {},
-        new_facts=list(new_facts), model="tier",
+        new_facts=list(new_facts), model="tier", agent_name=agent_name,
     )
     parsed = OfflineLLM().complete(request).parsed
     assert isinstance(parsed, ReflectionsAnswer)
@@ -43,7 +43,7 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
     ("line", "level", "text"),
     [
         ("I prefer short answers.", "user", "Alice prefers short answers"),
-        ("Please always answer in Spanish.", "user", "Alice asks: Please always answer in Spanish"),
+        ("Please always answer in Spanish.", "user", "Always answer in Spanish"),   # the rule, no frame
         ("I never want emojis in replies.", "user", "Alice never wants emojis in replies"),
         ("I like detailed budgets with sources.", "user", "Alice likes detailed budgets with sources"),
         ("Can you draft the sponsor letter?", "session", "Alice requested: Can you draft the sponsor letter?"),
@@ -57,8 +57,8 @@ def reflect(messages, scopes=ALL, *, blobs=None, unabsorbed=None, new_facts=()) 
          "Alice is allergic to peanuts, please tell the caterer"),
         # one-to-one: a project statement in the first person, "we/our" included, is the speaker's
         ("We decided to move the launch online.", "user", "Alice and others decided to move the launch online"),
-        ("I'll be using you to plan our product launch.", "user",
-         "Alice will be using you to plan their product launch"),
+        ("I'll be using you to plan our product launch.", "user",   # an agent with no name
+         "Alice will be using the assistant to plan their product launch"),
         ("The team agreed that volunteers get free passes.", "agent",
          "The team agreed that volunteers get free passes"),
     ],
@@ -67,6 +67,29 @@ def test_each_kind_of_statement_goes_to_its_level(line, level, text):
     answer = reflect(chat(("u1", line)))
     assert answer.texts(level) == [text]
     assert sum(len(getattr(answer, other)) for other in ALL if other != level) == 0
+
+
+@pytest.mark.parametrize(("line", "text"), [
+    # no leading connective: each reflection is read alone
+    ("And I like jazz.", "Alice likes jazz"),
+    ("But I prefer tea to coffee.", "Alice prefers tea to coffee"),
+    ("So I never want meetings before ten.", "Alice never wants meetings before ten"),
+    # no reporting frame ("Alice asks: ...")
+    ("Maya prefers oat milk in her coffee.", "Maya prefers oat milk in her coffee"),
+    ("Always answer in Spanish, please.", "Always answer in Spanish"),
+    # "you" is the agent, named
+    ("I'll be using you to plan our product launch.", "Alice will be using Juniper to plan their product launch"),
+    ("I like your short answers.", "Alice likes Juniper's short answers"),
+    ("I prefer that you answer in Spanish.", "Alice prefers that Juniper answer in Spanish"),
+])
+def test_a_user_reflection_reads_as_memory_not_as_a_reported_remark(line, text):
+    assert reflect(chat(("u1", line)), agent_name="Juniper").texts("user") == [text]
+
+
+def test_the_agent_is_named_from_its_own_messages_when_its_settings_give_no_name():
+    messages = chat(("bot", "Hi, I'm here to help."), ("u1", "I'll be using you to plan the launch."))
+    messages[0] = messages[0].model_copy(update={"agent_name": "Juniper"})
+    assert reflect(messages).texts("user") == ["Alice will be using Juniper to plan the launch"]
 
 
 @pytest.mark.parametrize(
