@@ -39,6 +39,18 @@ def _in_process_worker(enabled: bool) -> Iterator[None]:
         yield
 
 
+def _revoke(store, key_id: str, revoke_key) -> None:
+    from pipeline.clock import Clock
+    from pipeline.errors import InvalidInput, StoreFileMissing
+
+    try:
+        revoke_key(store, key_id, Clock().now(), by="cli")
+    except (InvalidInput, StoreFileMissing):
+        # the store file was replaced or deleted while serving: the key went with the old file
+        print(f"the inspector's key {key_id} was in a store file since replaced or deleted: nothing to revoke",
+              file=sys.stderr)
+
+
 def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log: bool, log_level: str,
           as_json: bool = False) -> int:
     """Serve until interrupted; prints the one-time sign-in link first (stdout, flushed; with
@@ -68,6 +80,6 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
                 print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, proxy_headers=False)
     finally:
-        revoke_key(store, key.key_id, Clock().now(), by="cli")
+        _revoke(store, key.key_id, revoke_key)
         store.close()
     return 0

@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from api.auth import Principal, authenticate
 from api.errors import ApiError
 from api.ui.sessions import COOKIE, LoginSessions, UiSession, csrf_matches
-from pipeline.errors import InvalidInput
+from pipeline.errors import InvalidInput, StoreFileMissing
 
 log = logging.getLogger("memory.ui")
 HERE = Path(__file__).resolve().parent
@@ -111,6 +111,8 @@ class UiRoute(APIRoute):
                 return _error_page(request, exc.status, exc.what, exc.where, exc.why)
             except InvalidInput as exc:
                 return _error_page(request, 422, "invalid input", exc.field, exc.reason)
+            except StoreFileMissing as exc:
+                return _error_page(request, 503, "store missing", "server", str(exc))
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
                 where = " ".join(str(p) for p in first.get("loc", ()))
