@@ -104,24 +104,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
                     (scope_key("session", session_id=sid), agent),
                 ).rowcount
 
-        counts["messages_deleted"] = conn.execute(
-            f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args),
-        ).rowcount
-        counts["messages_deleted"] += conn.execute(
-            f"DELETE FROM {t('messages')} WHERE session_id IN ({_in(solo)})", solo).rowcount
-        # the others' messages of a group session stay, without the user in their user list
-        rewritten = 0
-        for rowid, doc in conn.execute(
-            f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(group)})", group,
-        ).fetchall():
-            message = StoredMessage.model_validate_json(doc)
-            if user_id in message.session_users:
-                message = message.model_copy(
-                    update={"session_users": [u for u in message.session_users if u != user_id]})
-                conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?",
-                             (message.model_dump_json(), rowid))
-                rewritten += 1
-        counts["messages_rewritten"] = rewritten
+        counts.update(self._forget_messages(conn, user_id, agent_id, solo, group))
 
         # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
         # What they spent stays, anonymous, so the agent's cost totals never fall.
@@ -145,15 +128,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
             (user_id, *agent_args, *sids),
         ).rowcount
 
-        touched = 0
-        for sid in sids:
-            row = conn.execute(f"SELECT doc FROM {t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
-            session = SessionState.model_validate_json(row[0]) if row else None
-            if session is not None and user_id in session.users:
-                self.put_session_row(conn, session.model_copy(
-                    update={"users": [u for u in session.users if u != user_id]}))
-                touched += 1
-        counts["sessions_rewritten"] = touched
+        counts["sessions_rewritten"] = self._forget_in_sessions(conn, user_id, sids)
 
         # The stamp of the user's scope names the user: drop it, and move the agent and
         # session stamps instead so that every cache built over the erased data is stale.
@@ -165,6 +140,39 @@ class SQLiteErasure(SQLiteParts, AdminStore):
         counts["leases"] = conn.execute(
             f"DELETE FROM {t('leases')} WHERE name IN ({_in(plan.leases)})", plan.leases,
         ).rowcount
+
+    def _forget_messages(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None, solo: list[str],
+                         group: list[str]) -> dict[str, int]:
+        """The user's messages and those of their one-to-one sessions go; the others' messages
+        of a group session stay, without the user in their user list (rewritten)."""
+        t = self.db.t
+        agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+        deleted = conn.execute(
+            f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args)).rowcount
+        deleted += conn.execute(f"DELETE FROM {t('messages')} WHERE session_id IN ({_in(solo)})", solo).rowcount
+        rewritten = 0
+        for rowid, doc in conn.execute(
+            f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(group)})", group,
+        ).fetchall():
+            message = StoredMessage.model_validate_json(doc)
+            if user_id in message.session_users:
+                message = message.model_copy(
+                    update={"session_users": [u for u in message.session_users if u != user_id]})
+                conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?", (message.model_dump_json(), rowid))
+                rewritten += 1
+        return {"messages_deleted": deleted, "messages_rewritten": rewritten}
+
+    def _forget_in_sessions(self, conn: sqlite3.Connection, user_id: str, session_ids: list[str]) -> int:
+        """The user's id out of the user lists of their sessions; how many changed."""
+        touched = 0
+        for sid in session_ids:
+            row = conn.execute(f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
+            session = SessionState.model_validate_json(row[0]) if row else None
+            if session is not None and user_id in session.users:
+                self.put_session_row(conn, session.model_copy(
+                    update={"users": [u for u in session.users if u != user_id]}))
+                touched += 1
+        return touched
 
     def erase_memory(self, plan: Plan) -> None:
         t = self.db.t
