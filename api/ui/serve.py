@@ -29,13 +29,9 @@ def _in_process_worker(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from celery.contrib.testing.worker import start_worker
+    from workers.in_process import running_worker
 
-    from pipeline import names
-    from workers.app import app
-
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", queues=list(names.QUEUES),
-                      shutdown_timeout=30):
+    with running_worker():
         yield
 
 
