@@ -33,7 +33,7 @@ class InProcessMemory(MemoryService):
     """A ``MemoryService`` whose worker runs in this process (the ``memory://`` broker, which
     no other process reaches): what it publishes is formed here, and ``wait`` says when."""
 
-    def wait(self, session_id: str, timeout_s: float = 60.0) -> bool:
+    def wait(self, *, session_id: str, timeout_s: float = 60.0) -> bool:
         """Block until what was published for ``session_id`` is formed and consolidated (the
         worker idle); False if ``timeout_s`` passed first."""
         from workers.in_process import ensure_worker, wait_until_idle
