@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipeline.errors import ConfigurationError, InvalidInput, TransientError
+from pipeline.errors import ConfigurationError, InvalidInput, StoreFileMissing, TransientError
 from schemas.api import Problem
 
 log = logging.getLogger("memory.api")
@@ -148,6 +148,12 @@ def install(app: FastAPI) -> None:
         log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
         headers = {"Retry-After": str(int(exc.retry_after or 1))}
         return problem(503, "unavailable", "server", f"{type(exc).__name__}: try again shortly", headers)
+
+    @app.exception_handler(StoreFileMissing)
+    async def _store_missing(request: Request, exc: StoreFileMissing) -> JSONResponse:
+        # the operator's fix is in the message (the path, how to recreate it); nothing is read
+        # from the deleted copy meanwhile
+        return problem(503, "store missing", "server", str(exc), {"Retry-After": "5"})
 
     @app.exception_handler(ConfigurationError)
     async def _config(request: Request, exc: ConfigurationError) -> JSONResponse:

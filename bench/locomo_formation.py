@@ -45,7 +45,7 @@ from pathlib import Path
 
 from bench.locomo_retrieval import _summary, data_arguments, evidence_ids, parse_session_date, read_conversations
 from bench.output import print_result
-from ops.demo import wait_until_idle
+from workers.in_process import wait_until_idle
 
 PROVIDERS = ("offline_rules", "observation_replay")
 TOP_K = 10

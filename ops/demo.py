@@ -28,8 +28,6 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "demo_data" / "launch_planning.jsonl"
 RUNTIME = Path(".runtime")
-SETTLE_POLLS = 3
-POLL_S = 0.05
 
 
 def load_events(path: Path) -> list[dict]:
@@ -65,46 +63,6 @@ def _fresh_db(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-
-
-def _queued(app) -> int:
-    from kombu.exceptions import ChannelError
-
-    from pipeline import names
-
-    total = 0
-    with app.connection_for_read() as conn:
-        channel = conn.default_channel
-        for queue in names.QUEUES:
-            try:
-                total += channel.queue_declare(queue=queue, passive=True).message_count
-            except ChannelError:
-                pass  # a queue nobody declared yet holds nothing
-    return total
-
-
-def _formed(store, session_ids: Sequence[str]) -> bool:
-    for session_id in session_ids:
-        session = store.get_session(session_id)
-        if session is None or session.active_run_id is not None or session.claimed_through < session.last_seq:
-            return False
-    return all(run.status in ("done", "failed", "dead", "erased") for run in store.list_runs(limit=1000))
-
-
-def wait_until_idle(app, store, session_ids: Sequence[str], timeout_s: float) -> bool:
-    """True once every session is formed, no run is active and the worker has been idle for
-    a few polls in a row (consolidation tasks run after a run is done)."""
-    from celery.worker import state as worker_state
-
-    deadline = time.monotonic() + timeout_s
-    quiet = 0
-    while time.monotonic() < deadline:
-        busy = _queued(app) or worker_state.active_requests or worker_state.reserved_requests
-        quiet = 0 if busy or not _formed(store, session_ids) else quiet + 1
-        if quiet >= SETTLE_POLLS:
-            return True
-        time.sleep(POLL_S)
-    return False
 
 
 def replay(events: Sequence[dict], publisher, *, on_event: Callable[[], None], settle: Callable[[list[str]], None]) -> None:
@@ -149,13 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigurationError as exc:
             raise SystemExit(f"error: {exc}") from None
 
-    from celery.contrib.testing.worker import start_worker
     from tqdm import tqdm
 
     from ops.demo_report import print_report
-    from pipeline import names
-    from workers.app import app
     from workers.deps import get_deps
+    from workers.in_process import running_worker, wait_until_idle
     from workers.producer import CeleryPublisher
 
     deps = get_deps()
@@ -165,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"llm: {settings.resolved_llm_provider()}   embedder: {deps.embedder.model}")
     started = time.monotonic()
     late: list[str] = []
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING",
-                      queues=list(names.QUEUES), shutdown_timeout=30):
+    with running_worker() as app:
         publisher = CeleryPublisher(app)
         with tqdm(total=len(events), desc="replaying sample", unit="event", file=sys.stdout) as bar:
             def settle(session_ids: list[str]) -> None:

@@ -165,7 +165,8 @@ class _Publishing:
         self.per_session: Counter[str] = Counter()  # messages published per session
         self.line_of: dict[str, int] = {}           # event id -> line, for worker-side rejections
         self.before: dict[str, tuple[int, int]] = {}
-        self.ends: dict[str, int] = {}  # session ended in the file -> its end times stored before
+        # session ended in the file -> (its end times stored before, whether it was ended then)
+        self.ends: dict[str, tuple[int, bool]] = {}
         self.pending: list[dict] = []
 
     def flush(self) -> None:
@@ -206,7 +207,8 @@ class _Publishing:
         if message_key is None and self.waiting and event.session_id not in self.ends:
             self.store = self.store or self.store_factory()
             state = self.store.get_session(event.session_id)
-            self.ends[event.session_id] = len(state.ended_history) if state else 0
+            self.ends[event.session_id] = (len(state.ended_history) if state else 0,
+                                           state is not None and state.ended_at is not None)
         if message_key:
             self.seen_messages.add(message_key)
             if self.waiting and event.session_id not in self.before:
@@ -221,11 +223,17 @@ class _Publishing:
         if len(self.pending) >= self.batch:
             self.flush()
 
-    def _ended(self, session_id: str, ends_before: int) -> bool:
-        """A session end of the file is stored: the session holds an end time it did not hold
-        before, or is ended (a repeated end changes nothing)."""
+    def _ended(self, session_id: str, before: tuple[int, bool]) -> str | None:
+        """How a session end of the file came out: "accepted" when the session holds an end
+        time it did not hold before, "duplicate" when it was ended already and still is (a
+        repeated end changes nothing), None while neither shows."""
         state = self.store.get_session(session_id) if self.store else None
-        return state is not None and (state.ended_at is not None or len(state.ended_history) > ends_before)
+        if state is None:
+            return None
+        ends_before, was_ended = before
+        if len(state.ended_history) > ends_before or (state.ended_at is not None and not was_ended):
+            return "accepted"
+        return "duplicate" if was_ended and state.ended_at is not None else None
 
     def wait(self, timeout: float) -> None:
         report, store = self.report, self.store
@@ -239,14 +247,14 @@ class _Publishing:
                 state = store.get_session(session_id) if store else None
                 accepted += (store.count_messages(session_id) - count0) if store else 0
                 dups += ((state.duplicates if state else 0) - dup0)
-            ended = sum(self._ended(session_id, before) for session_id, before in self.ends.items())
+            ends = Counter(self._ended(session_id, before) for session_id, before in self.ends.items())
             remote = [r for r in store.list_rejections(limit=10_000) if r.event_id in self.line_of] if store else []
-            outcomes = accepted + dups + ended + len(remote)
+            outcomes = accepted + dups + ends["accepted"] + ends["duplicate"] + len(remote)
             if outcomes >= expected or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        report.accepted = accepted + ended
-        report.duplicates_in_store = dups
+        report.accepted = accepted + ends["accepted"]
+        report.duplicates_in_store = dups + ends["duplicate"]
         report.missing = max(0, expected - outcomes)
         for r in remote:
             report.reject(self.line_of[r.event_id], [

@@ -17,7 +17,7 @@ from pipeline.formation.finish import SCREENING_COUNTERS, screening_totals
 from pipeline.formation.outputs import StageOutputInvalid
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
-from schemas.documents import STAGES, FormationRun, scope_key
+from schemas.documents import STAGES, FormationRun, LLMUsage, scope_key
 
 REPLAYABLE = ("failed", "dead")
 IN_FLIGHT = ("claimed", "running")
@@ -25,12 +25,23 @@ IN_FLIGHT = ("claimed", "running")
 RECENT_RUNS = 500
 
 
+def call_totals(usage: LLMUsage) -> dict[str, int]:
+    """Tokens in and out and calls of one stage record: its per-model rows (language model
+    and embedding calls alike, as the run page lists them), or for a record stored before
+    those rows were kept, its language model counts."""
+    if not usage.by_model:
+        return {"input": usage.input_tokens, "output": usage.output_tokens, "calls": usage.calls}
+    rows = usage.by_model.values()
+    return {"input": sum(int(r.get("input_tokens") or 0) for r in rows),
+            "output": sum(int(r.get("output_tokens") or 0) for r in rows),
+            "calls": sum(int(r.get("calls") or 0) for r in rows)}
+
+
 def run_summary(run: FormationRun) -> dict[str, Any]:
     """One run as an operator reads it: status, range, stage timings, tokens, what was kept
     out of memory (secrets, contact data; design §11) and errors. A stage output that does
     not read is said (``unreadable``), and the rest of the run is shown."""
     stages = {}
-    tokens = {"input": 0, "output": 0, "calls": 0}
     for name in STAGES:
         record = run.stages.get(name)
         if record is None:
@@ -38,9 +49,10 @@ def run_summary(run: FormationRun) -> dict[str, Any]:
         stages[name] = {"status": record.status, "ms": record.duration_ms, "attempts": record.attempts}
         if record.error:
             stages[name]["error"] = record.error
-        tokens["input"] += record.usage.input_tokens
-        tokens["output"] += record.usage.output_tokens
-        tokens["calls"] += record.usage.calls
+    tokens = {"input": 0, "output": 0, "calls": 0}
+    for record in run.stages.values():  # every stage record, as the run page's table lists them
+        for key, got in call_totals(record.usage).items():
+            tokens[key] += got
     try:
         kept_out, unreadable = screening_totals(run), None
     except StageOutputInvalid as exc:

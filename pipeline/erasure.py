@@ -167,7 +167,14 @@ class Plan:
     unattributed: int = 0  # items without provenance that could not be attributed: left
     unattributed_items: list[str] = field(default_factory=list)  # "facts:<id>", "reflections:<id>"
     whole_keys: set[str] = field(default_factory=set)  # the user's scope: removed whole
+    #: (agent id, scope key) of the one-to-one sessions ``Store.forget_user`` removes whole
+    #: (their reflections and blob): a plan made before it leaves them to it
+    solo_keys: set[tuple[str, str]] = field(default_factory=set)
     blob_keys: set[tuple[str, str]] = field(default_factory=set)  # where removed reflections lived
+
+    def removed_whole(self, agent_id: str, key: str) -> bool:
+        """Whether ``Store.forget_user`` removes the scope key whole (not by provenance)."""
+        return key in self.whole_keys or (agent_id, key) in self.solo_keys
 
     def lease_keys(self) -> set[tuple[str, str]]:
         """(agent id, scope key) of every blob or buffer the plan changes, outside the scope keys
@@ -207,19 +214,22 @@ def attribute(item: Fact | Reflection, run_messages: Mapping[str, Sequence[Store
 
 def plan(
     user_id: str, resting: Resting, unattributed: Resting, run_messages: Mapping[str, Sequence[StoredMessage]],
+    solo_keys: Iterable[tuple[str, str]] = (),
 ) -> Plan:
     """What erasing ``user_id`` removes by provenance: of ``resting`` (``Store.resting_on``)
     and ``unattributed`` (``Store.unattributed``, attributed here through ``run_messages`` where
     their run's range is still stored), every item among whose sources the user is. The blobs
     come after, from what the store holds at the scope keys of the removed reflections
-    (``plan_blobs``)."""
-    out = Plan(whole_keys={scope_key("user", user_id=user_id)})
+    (``plan_blobs``). Items of the user's scope, and reflections of ``solo_keys`` (their
+    one-to-one sessions), are ``Store.forget_user``'s: a plan made before it runs leaves them out,
+    so that it counts what the erasure will count."""
+    out = Plan(whole_keys={scope_key("user", user_id=user_id)}, solo_keys=set(solo_keys))
     seen: set[str] = set()
     for kind, items in ((FACTS, [*resting.facts, *unattributed.facts]),
                         (REFLECTIONS, [*resting.reflections, *unattributed.reflections])):
         for item in items:
             ident = item.fact_id if isinstance(item, Fact) else item.reflection_id
-            if (kind, ident) in seen:
+            if (kind, ident) in seen or out.removed_whole(item.agent_id, item.scope_key):
                 continue
             seen.add((kind, ident))
             found = attribute(item, run_messages)
@@ -248,7 +258,7 @@ def plan_blobs(
     gone = set(out.reflection_ids)
     for key in sorted(out.blob_keys):
         blob = blobs.get(key)
-        if blob is None or key[1] in out.whole_keys:
+        if blob is None or out.removed_whole(*key):
             continue
         here = absorbed.get(key, ())
         if not (set(here) & gone or gone & set(blob.absorbing_ids)):

@@ -5,8 +5,10 @@
     │   ├── RateLimited         carries the provider's Retry-After, honoured by the retry
     │   ├── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
     │   └── StoreUnavailable    the store's driver said "not now" (failover, lost connection,
-    │                           a lock held past the busy timeout): retried, never recorded
-    │                           in that same store, never acked away
+    │       │                   a lock held past the busy timeout): retried, never recorded
+    │       │                   in that same store, never acked away
+    │       └── StoreFileMissing  the SQLite file was deleted under the process: refused
+    │                           (with the path) until a file is there again
     ├── PermanentError          fail the run at once with this reason (auth, bad request)
     │   └── ConfigurationError  a missing SDK, key or setting; the message says how to fix it
     └── InvalidInput            bad input from a caller: a clear what/where/why, never retried
@@ -40,6 +42,11 @@ class StoreUnavailable(TransientError):
     connection, SQLite's write lock held past the busy timeout). Only the driver errors their
     documentation calls retryable become this (``pipeline.store._unavailable``); anything else
     (a schema or integrity error, a bad query) stays what it is."""
+
+
+class StoreFileMissing(StoreUnavailable):
+    """The SQLite file was deleted while the process had it open: nothing is read from the
+    deleted copy; the message names the path and how to recreate it."""
 
 
 class PermanentError(PipelineError):

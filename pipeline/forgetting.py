@@ -30,7 +30,7 @@ from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
 from pipeline.store.port import BlobStore, ProvenanceStore, SessionStore, Store
 from pipeline.webhooks.outbox import announce_forgotten
-from schemas.documents import StoredMessage
+from schemas.documents import StoredMessage, scope_key
 from schemas.settings import Settings, get_settings
 
 Progress = Callable[[str], None]
@@ -88,16 +88,40 @@ def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredM
 
 
 def plan_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None,
-                 run_messages: dict[str, list[StoredMessage]] | None = None) -> erasure.Plan:
-    """What erasing ``user_id`` would remove by provenance, changing nothing: the plan an
-    operator (or the inspector) looks at first."""
+                 run_messages: dict[str, list[StoredMessage]] | None = None,
+                 solo_keys: Iterable[tuple[str, str]] = ()) -> erasure.Plan:
+    """What erasing ``user_id`` would remove by provenance, changing nothing, outside what
+    ``Store.forget_user`` removes whole (their scope, and ``solo_keys``: their one-to-one
+    sessions' keys)."""
     check_ids(user_id, agent_id)
     resting, loose = store.resting_on(user_id, agent_id), store.unattributed(agent_id)
     runs = run_messages if run_messages is not None else _run_messages(store, loose)
-    found = erasure.plan(user_id, resting, loose, runs)
+    found = erasure.plan(user_id, resting, loose, runs, solo_keys)
     keys = sorted(found.blob_keys)
     return erasure.plan_blobs(found, {k: store.get_blob(*k) for k in keys},
                               {k: store.reflection_ids(*k, absorbed_only=True) for k in keys})
+
+
+@dataclass
+class Preview:
+    """What ``forget_user`` would do: ``counts`` as its ``ForgetResult.counts`` will read, and
+    the provenance plan (the blobs merged again or deleted)."""
+
+    counts: dict[str, int]
+    plan: erasure.Plan
+
+
+def preview_forget(store: Store, user_id: str, agent_id: str | None = None) -> Preview:
+    """What ``forget_user`` would report, changing nothing: the plan an operator (or the
+    inspector) reads first, counted as the erasure counts (its store part is
+    ``Store.forget_user`` run dry; its provenance part leaves to it the scopes it removes whole)."""
+    check_ids(user_id, agent_id)
+    counts = store.forget_user(user_id, agent_id, dry_run=True)
+    counts["user_switches"] = store.forget_user_switches(user_id, agent_id, dry_run=True)
+    scope_wide = erasure.forget_plan(user_id, agent_id, store.user_data(user_id, agent_id))
+    solo = {(agent, scope_key("session", session_id=sid)) for sid, agent in scope_wide.solo.items()}
+    found = plan_erasure(store, user_id, agent_id, solo_keys=solo)
+    return Preview({**counts, **found.counts()}, found)
 
 
 class _RebuildDeps:

@@ -188,9 +188,12 @@ def end_session(
             store, settings, agent_id=event.agent_id, session_id=event.session_id,
             rule=trigger.session_end_rule(), reason="session_end", now=now,
         )
+    # an end of a session already ended that claims nothing changes nothing: a duplicate (a
+    # replayed file, a redelivery), as a message already stored is
+    repeated = known is not None and known.ended_at is not None and run is None
     return IngestResult(
-        status="accepted", event_id=event.event_id, kind=event.type, session_id=event.session_id,
-        run=run, session_unknown=session is None,
+        status="duplicate" if repeated else "accepted", event_id=event.event_id, kind=event.type,
+        session_id=event.session_id, run=run, session_unknown=session is None,
     )
 
 

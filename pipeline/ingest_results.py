@@ -30,7 +30,8 @@ class IngestResult:
     def ended_without_run(self) -> bool:
         """A session ended with nothing unformed: only leftovers may need consolidating."""
         return (
-            self.status == "accepted" and self.kind == "session.ended" and self.run is None
+            # a repeated end too: the delivery that ended it may have stopped before asking
+            self.status in ("accepted", "duplicate") and self.kind == "session.ended" and self.run is None
             and not self.session_unknown
         )
 

@@ -277,6 +277,15 @@ class MemoryService:
             agent_id=self.agent_id, session_id=session_id, ended_at=now,
         )])
 
+    def wait(self, *, session_id: str, timeout_s: float = 60.0) -> bool:
+        """Only a service whose worker runs in this process can tell when formation is done
+        (``workers.client.InProcessMemory``, the ``memory://`` broker). No coroutine twin (its
+        name would be the keyword ``await``): ``await asyncio.to_thread(memory.wait, ...)``."""
+        raise ConfigurationError(
+            "wait: memory is formed by workers in their own processes, which this process cannot "
+            "watch; set MEMORY_BROKER_URL=memory:// to form it in this process, or read the context "
+            "again at the next reply")
+
     def process_cold_session(self, *, session_id: str) -> str | None:
         """Form a cold session now instead of waiting for the sweep: claim its unformed range
         with the cold rule (atomically, exactly as beat's sweep does, so the two never both

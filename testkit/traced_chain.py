@@ -52,7 +52,7 @@ def main(folder: Path, canary: str) -> int:
 
     from celery.contrib.testing.worker import start_worker
 
-    from ops.demo import wait_until_idle
+    from workers.in_process import wait_until_idle
     from pipeline import names, tracing
     from pipeline.llm.scripted import ScriptedLLM
     from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer

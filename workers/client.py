@@ -29,11 +29,30 @@ def start_run(run_id: str) -> None:
     send(names.TASK_EXTRACT_FACTS, {"run_id": run_id})
 
 
+class InProcessMemory(MemoryService):
+    """A ``MemoryService`` whose worker runs in this process (the ``memory://`` broker, which
+    no other process reaches): what it publishes is formed here, and ``wait`` says when."""
+
+    def wait(self, *, session_id: str, timeout_s: float = 60.0) -> bool:
+        """Block until what was published for ``session_id`` is formed and consolidated (the
+        worker idle); False if ``timeout_s`` passed first."""
+        from workers.in_process import ensure_worker, wait_until_idle
+
+        return wait_until_idle(ensure_worker(), self.store, [session_id], timeout_s)
+
+
 def memory_service(agent_id: str, *, settings: Settings | None = None, **clients: Any) -> MemoryService:
     """A ``MemoryService`` for ``agent_id`` that publishes to and starts runs on the worker
     queues. ``clients`` (store, search, embedder, publisher, clock, run_starter) override the
-    built ones, as for ``MemoryService`` itself."""
+    built ones, as for ``MemoryService`` itself. With the ``memory://`` broker a worker starts
+    in this process (``workers.in_process``) and the service is an ``InProcessMemory``."""
     settings = settings or get_settings()
+    kind = MemoryService
+    if settings.broker_url.startswith("memory://"):
+        from workers.in_process import ensure_worker
+
+        ensure_worker()
+        kind = InProcessMemory
     deps = Deps(settings)
     if "publisher" not in clients:
         from workers.producer import CeleryPublisher
@@ -46,4 +65,4 @@ def memory_service(agent_id: str, *, settings: Settings | None = None, **clients
         clients["search"] = deps.search if clients["store"] is deps.store else None
     if "embedder" not in clients:
         clients["embedder"] = deps.embedder
-    return MemoryService(agent_id, settings=settings, **clients)
+    return kind(agent_id, settings=settings, **clients)

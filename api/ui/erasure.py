@@ -15,16 +15,15 @@ from pipeline import forgetting
 
 
 def plan(store, user_id: str, agent_id: str | None) -> dict[str, Any]:
-    """What a forget of ``user_id`` (under ``agent_id``, or every agent) would remove, from
-    the store as it is now: the documents that name them per ``collection.field``, the items
-    in any scope formed from their messages, and the blobs merged again or deleted."""
-    found = forgetting.plan_erasure(store, user_id, agent_id)
+    """What a forget of ``user_id`` (under ``agent_id``, or every agent) would do, from the
+    store as it is now, counted as the forget will count it (``forgetting.preview_forget``):
+    what is deleted and what only rewritten, the items in any scope formed from their
+    messages, and the blobs merged again or deleted."""
+    found = forgetting.preview_forget(store, user_id, agent_id)
     return {
-        "user_id": user_id, "agent_id": agent_id,
-        "documents": dict(store.footprint(user_id, agent_id).counts),
-        "by_source": found.counts(),
-        "rebuilt": sorted({(r.agent_id, r.scope_key) for r in found.rebuild}),
-        "dropped": sorted(set(found.drop_blobs)),
+        "user_id": user_id, "agent_id": agent_id, "counts": dict(sorted(found.counts.items())),
+        "rebuilt": sorted({(r.agent_id, r.scope_key) for r in found.plan.rebuild}),
+        "dropped": sorted(set(found.plan.drop_blobs)),
     }
 
 

@@ -114,10 +114,17 @@ def home(request: Request, who: Who):
 
 
 # ------------------------------------------------------------------------ memory ----------
+#: what the memory page confirms after an edit or a delete (``?done=``; never the text itself
+#: in a URL)
+DONE = {"saved": "Saved: the fact below reads as you wrote it (a new version; the old one is in its history).",
+        "deleted": "Deleted, with its history."}
+
+
 @router.get("/agents/{agent_id}/users/{user_id}")
-def user_page(request: Request, who: Who, agent_id: Id, user_id: Id, as_of: Annotated[str | None, Query(max_length=40)] = None):
+def user_page(request: Request, who: Who, agent_id: Id, user_id: Id, as_of: Annotated[str | None, Query(max_length=40)] = None,
+              done: Annotated[str, Query(max_length=20)] = ""):
     found = reach(who.principal, agent_id, user_id=user_id, user_where="path user_id")
-    return _memory_page(request, who, agent_id, found.user_id, None, as_of)
+    return _memory_page(request, who, agent_id, found.user_id, None, as_of, DONE.get(done))
 
 
 @router.get("/agents/{agent_id}/sessions/{session_id}")
@@ -129,14 +136,14 @@ def session_page(request: Request, who: Who, agent_id: Id, session_id: Id,
 
 
 def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | None, session_id: str | None,
-                 as_of_text: str | None):
+                 as_of_text: str | None, done: str | None = None):
     ctx = _ctx(request)
     as_of = parse_as_of(as_of_text)
     shown = views.memory(ctx.store, ctx.service(agent_id), agent_id, user_id=user_id, session_id=session_id,
                          as_of=as_of, now=ctx.clock.now())
     mine = user_memory.list_memory(ctx.store, agent_id, user_id) if user_id and who.kind != "agent" else None
     return page(request, "memory.html", who, agent_id=agent_id, user_id=user_id, session_id=session_id,
-                as_of=as_of_text or "", shown=shown, mine=mine)
+                as_of=as_of_text or "", shown=shown, mine=mine, done=done)
 
 
 @router.get("/agents/{agent_id}/facts")
@@ -197,7 +204,7 @@ def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id
     user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content, where="form content")
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
-    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}", status_code=303)
+    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)
 
 
 @router.post("/agents/{agent_id}/users/{user_id}/{kind}/{item_id}/delete", dependencies=[Csrf])
@@ -212,4 +219,4 @@ def delete_item(request: Request, who: Who, agent_id: Id, user_id: Id, kind: Id,
     user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}")
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.delete", agent_id=agent_id,
           subject=subject, counts={kind: 1})
-    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}", status_code=303)
+    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=deleted", status_code=303)

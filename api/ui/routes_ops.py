@@ -95,6 +95,11 @@ def replay(request: Request, who: Who, run_id: Id):
 @router.get("/cost")
 def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, Query(max_length=40)] = ""):
     require_admin(who.principal, "reading cost")
+    agents = [a.agent_id for a in views.agents(_ctx(request).store)]
+    # the form's select shows the first agent when none is asked for: show that agent's cost
+    agent = agent or (agents[0] if agents else "")
+    if agent and agent not in agents:  # an agent opened by its id is the one the select shows
+        agents.insert(0, agent)
     charts = {}
     after = parse_as_of(since, "query since")
     if agent:
@@ -102,7 +107,6 @@ def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, 
             report = cost_report(_ctx(request).store, agent, since=after, by=by)
             charts[by] = {"report": report, "usd": views.bars(report["groups"], lambda g: g.get("usd") or 0.0),
                           "tokens": views.bars(report["groups"], _tokens)}
-    agents = [a.agent_id for a in views.agents(_ctx(request).store)]
     return page(request, "cost.html", who, agent=agent, since=since, charts=charts, agents=agents)
 
 

@@ -29,14 +29,22 @@ def _in_process_worker(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from celery.contrib.testing.worker import start_worker
+    from workers.in_process import running_worker
 
-    from pipeline import names
-    from workers.app import app
-
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING", queues=list(names.QUEUES),
-                      shutdown_timeout=30):
+    with running_worker():
         yield
+
+
+def _revoke(store, key_id: str, revoke_key) -> None:
+    from pipeline.clock import Clock
+    from pipeline.errors import InvalidInput, StoreFileMissing
+
+    try:
+        revoke_key(store, key_id, Clock().now(), by="cli")
+    except (InvalidInput, StoreFileMissing):
+        # the store file was replaced or deleted while serving: the key went with the old file
+        print(f"the inspector's key {key_id} was in a store file since replaced or deleted: nothing to revoke",
+              file=sys.stderr)
 
 
 def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log: bool, log_level: str,
@@ -68,6 +76,6 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
                 print(f"open (once; the link signs you in and is then spent): {login_url(host, port, code)}", flush=True)
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, proxy_headers=False)
     finally:
-        revoke_key(store, key.key_id, Clock().now(), by="cli")
+        _revoke(store, key.key_id, revoke_key)
         store.close()
     return 0

@@ -36,7 +36,9 @@ class AgentRow:
 
 def agents(store) -> list[AgentRow]:
     """Agents seen in the newest ``RECENT_RUNS`` runs, with toggles, fact counts, run counts
-    by status, their people and sessions (an agent with no run yet is opened by its id)."""
+    by status, and every person and session that has memory of the agent (read from the
+    memory itself: an erasure deletes the runs that name the person, the others' memory of a
+    group session stays) or a run among those (an agent with no run yet is opened by its id)."""
     runs = store.list_runs(limit=RECENT_RUNS)
     rows: dict[str, AgentRow] = {}
     for run in runs:
@@ -51,6 +53,12 @@ def agents(store) -> list[AgentRow]:
         if run.session_id not in row.sessions:
             row.sessions.append(run.session_id)
     for row in rows.values():
+        for key in store.memory_scope_keys(row.agent_id):
+            scope, _, owner = key.partition(":")
+            if scope == "user":
+                row.users.setdefault(owner, 0)
+            elif scope == "session" and owner not in row.sessions:
+                row.sessions.append(owner)
         for user in row.users:
             row.users[user] = store.count_facts(row.agent_id, scope_key("user", user_id=user))
     return sorted(rows.values(), key=lambda r: r.agent_id)
@@ -94,7 +102,11 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
         xml = service.get_memory_context(session_id=session_id or f"inspect:{user_id}", user_id=user_id,
                                          as_of=as_of or now)
         context = structured(xml, agent_id=agent_id, session_id=session_id or "", user_id=user_id)
-    return {"scopes": scopes, "live": [_fact_row(v) for v in live], "then": then, "context": context}
+    # one table across the scopes: newest valid first, as its "Valid from" column reads
+    live_rows = sorted((_fact_row(v) for v in live), key=lambda r: r["valid_from"], reverse=True)
+    if then is not None:
+        then.sort(key=lambda r: r["valid_from"], reverse=True)
+    return {"scopes": scopes, "live": live_rows, "then": then, "context": context}
 
 
 def sections(text: str) -> list[tuple[str, list[str]]]:
@@ -135,7 +147,16 @@ def fact_timeline(store, fact: Fact) -> dict[str, Any]:
                      "sources": sources, "left": round(left, 2), "width": round(max(right - left, 1.0), 2)})
     # messages no stored run holds any more (its run erased or pruned): named, linked by the fact's session
     unplaced = [mid for mid in fact.source_message_ids if mid not in placed]
-    return {"fact": fact, "versions": rows, "unplaced": unplaced}
+    return {"fact": fact, "versions": rows, "unplaced": unplaced, "quoted_session": _quoted_session(fact, rows)}
+
+
+def _quoted_session(fact: Fact, rows: list[dict[str, Any]]) -> str | None:
+    """The session of the message ``source_text`` quotes: the run that wrote the current
+    version (an UPDATE replaces the quote with its own message, often of a later session)."""
+    current = rows[-1] if rows else None
+    if current is not None and current["run"] is not None:
+        return current["run"].session_id
+    return fact.source_session_id if len(rows) == 1 else None
 
 
 def _writers(fact: Fact) -> list[str | None]:

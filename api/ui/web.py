@@ -21,7 +21,7 @@ from fastapi.templating import Jinja2Templates
 from api.auth import Principal, authenticate
 from api.errors import ApiError, place, where_of
 from api.ui.sessions import COOKIE, LoginSessions, UiSession, csrf_matches
-from pipeline.errors import InvalidInput
+from pipeline.errors import InvalidInput, StoreFileMissing
 from schemas.values import ID_MAX_CHARS, IdChars, check_instant
 
 log = logging.getLogger("memory.ui")
@@ -141,6 +141,8 @@ class UiRoute(APIRoute):
                 return _error_page(request, exc.status, exc.what, exc.where, exc.why)
             except InvalidInput as exc:
                 return _error_page(request, 422, "invalid input", place(request, exc.field), exc.reason)
+            except StoreFileMissing as exc:
+                return _error_page(request, 503, "store missing", "server", str(exc))
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
                 loc = tuple(first.get("loc", ()))

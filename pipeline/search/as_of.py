@@ -43,6 +43,9 @@ class _ValidThen:
     def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         return {key: 0 for key in scope_keys}
 
+    def stamps_epoch(self) -> int:
+        return 0
+
 
 def search_as_of(
     store: FactStore, embedder: Embedder | None, agent_id: str, scope_keys: Sequence[str], when: datetime,

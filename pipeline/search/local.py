@@ -72,6 +72,7 @@ class LocalFactSearch(FactSearch):
         self._refreshing: set[tuple[str, str, str | None]] = set()
         self._background_min = background_min
         self._warned_over = False
+        self._epoch = 0
 
     # ----------------------------------------------------------------- segments ------------
     def _segment(
@@ -204,6 +205,10 @@ class LocalFactSearch(FactSearch):
         if not keys:
             return []
         stamps = self._store.get_scope_versions(agent_id, list(dict.fromkeys([*keys, "agent"])))
+        epoch = self._store.stamps_epoch()
+        if epoch != self._epoch:  # another store's data now: its stamps may repeat the old ones
+            self.clear()
+            self._epoch = epoch
         pinned = frozenset((agent_id, k) for k in keys)
         return [
             self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model, pinned=pinned) for k in keys

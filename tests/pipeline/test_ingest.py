@@ -193,6 +193,17 @@ def test_session_end_claims_whatever_is_unformed(store, clock):
     assert again.run is None
 
 
+def test_a_replayed_session_end_that_changes_nothing_counts_as_a_duplicate(store, clock):
+    ingest(message(1), store, clock)
+    ingest(message(2), store, clock)
+    assert ingest(ended(), store, clock).status == "accepted"
+    before = store.get_session("s1")
+    replayed = ingest(ended(), store, clock)
+    assert (replayed.status, replayed.run) == ("duplicate", None)
+    assert replayed.ended_without_run  # a redelivery still asks for the leftovers' consolidation
+    assert store.get_session("s1") == before
+
+
 def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
     for n in range(1, 46):
         ingest(message(n, role="assistant", content="ok"), store, clock)

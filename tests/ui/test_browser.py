@@ -229,6 +229,61 @@ def test_hostile_values_in_the_forms_get_an_error_page_naming_the_field(driver, 
     assert "Exception in ASGI application" not in log and "Traceback" not in log, log[-3000:]
 
 
+def test_a_facts_quoted_source_names_the_session_it_was_said_in(driver, served):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, served, f"/ui/agents/{AGENT}/users/{MAYA}")
+    next(a for a in driver.find_elements(By.CSS_SELECTOR, "table a") if "Porto" in a.text).click()
+    browser.wait_until(lambda: "/ui/facts/" in driver.current_url, 10)
+    quoted = driver.find_element(By.XPATH, "//p[starts-with(normalize-space(.), 'As said')]").text
+    # v1 (Lisbon) was said in s1; the quote is v2's message, said in s3
+    assert "Porto" in quoted and "in session s3-maya-followup" in quoted, quoted
+    assert "First said in session s1-maya-intro" in driver.page_source
+
+
+def test_the_memory_table_reads_newest_valid_first(driver, served):
+    from datetime import datetime
+
+    from selenium.webdriver.common.by import By
+
+    _open(driver, served, f"/ui/agents/{AGENT}/users/{MAYA}")
+    cells = driver.find_elements(
+        By.XPATH, "//h2[starts-with(normalize-space(.), 'Facts live now')]/following-sibling::table[1]/tbody/tr/td[4]")
+    shown = [datetime.strptime(c.text, "%Y-%m-%d %H:%M") for c in cells]
+    assert len(shown) > 2 and shown == sorted(shown, reverse=True), [c.text for c in cells]
+
+
+def test_a_runs_total_counts_every_call_its_table_lists(driver, served):
+    import re
+
+    from selenium.webdriver.common.by import By
+
+    _open(driver, served, "/ui/runs?status=done")
+    runs = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "table tbody a[href*='/ui/runs/']")]
+    assert runs
+    checked = 0
+    for href in runs[:4]:
+        driver.get(href)
+        listed = [int(n) for n in re.findall(r"(\d+) calls,", driver.find_element(By.CSS_SELECTOR, "table.stages").text)]
+        total = re.search(r"Total: tokens in/out (\d+)/(\d+) in (\d+) calls", driver.page_source)
+        assert total, driver.page_source[:2000]
+        assert int(total.group(3)) == sum(listed), (href, listed, total.group(0))
+        checked += bool(listed)
+    assert checked
+
+
+def test_the_cost_page_shows_the_agent_its_select_shows(driver, served):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+
+    _open(driver, served, "/ui/cost")
+    selected = Select(driver.find_element(By.ID, "agent")).first_selected_option.text
+    assert "Choose an agent" not in driver.page_source
+    assert driver.find_element(By.ID, "total").text.startswith(f"Total of {selected}:")
+    assert driver.find_element(By.ID, "by-model").text == "By model"
+    browser.shot(driver, "cost-default")
+
+
 def test_a_dead_run_is_replayed_and_formed(driver, served, formed):
     from selenium.webdriver.common.by import By
 
@@ -280,6 +335,32 @@ def test_a_user_token_opens_its_own_page_only(driver, served, formed):
     assert "needs an admin key" in driver.page_source
 
 
+def test_the_memory_pages_controls_say_and_keep_what_they_do(driver, served, formed):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, served, f"/ui/agents/{AGENT}/users/{TOM}")  # still signed in as Tom
+    rows = driver.find_elements(By.XPATH, "//h2[starts-with(normalize-space(.), 'Edit or delete')]"
+                                          "/following-sibling::table[1]/tbody/tr")
+    assert rows
+    for row in rows:  # a row offering Delete never says it is read-only
+        if row.find_elements(By.CSS_SELECTOR, "button.danger"):
+            assert "read-only" not in row.text, row.text
+    boxes = driver.find_elements(By.CSS_SELECTOR, "[id^='edit-']")
+    assert boxes
+    for box in boxes:  # each box shows its whole text: nothing scrolled out of sight
+        width, seen, height, tall = driver.execute_script(
+            "const e = arguments[0]; return [e.scrollWidth, e.clientWidth, e.scrollHeight, e.clientHeight]", box)
+        assert width <= seen + 1 and height <= tall + 1, (box.get_attribute("value"), width, seen, height, tall)
+    box = driver.find_element(By.ID, "edit-1")
+    box.clear()
+    box.send_keys("Tom Okafor prefers a cardioid podium microphone for the keynote")
+    box.find_element(By.XPATH, "following-sibling::button").click()
+    browser.wait_until(lambda: driver.find_elements(By.ID, "done"), 10)
+    assert "Saved" in driver.find_element(By.ID, "done").text
+    assert "cardioid podium" in driver.find_element(By.TAG_NAME, "main").text
+    browser.shot(driver, "memory-saved")
+
+
 def test_an_erasure_shows_its_plan_asks_for_the_id_and_reports_the_verify(driver, served, formed):
     from selenium.webdriver.common.by import By
 
@@ -291,6 +372,8 @@ def test_an_erasure_shows_its_plan_asks_for_the_id_and_reports_the_verify(driver
     driver.find_element(By.CSS_SELECTOR, "form[action='/ui/erasure/plan'] button").click()
     browser.wait_until(lambda: "The plan for" in driver.page_source, 15)
     assert "messages" in driver.find_element(By.ID, "goes").find_element(By.XPATH, "..").text
+    planned = _counts(driver)
+    assert planned.get("messages_deleted") and planned.get("messages_rewritten"), planned
     browser.shot(driver, "erasure-plan")
     driver.find_element(By.ID, "confirm").send_keys("user-pria")
     driver.find_element(By.CSS_SELECTOR, "form[action='/ui/erasure/forget'] button").click()
@@ -300,6 +383,21 @@ def test_an_erasure_shows_its_plan_asks_for_the_id_and_reports_the_verify(driver
     browser.wait_until(lambda: driver.find_elements(By.ID, "verify"), 60)
     verify = driver.find_element(By.ID, "verify").text
     assert "no trace of user-priya is left" in verify
+    assert _counts(driver) == planned, "the erasure did not do what its plan said"
     browser.shot(driver, "erasure-verified")
     _open(driver, served, "/ui/")
     assert PRIYA not in driver.page_source
+    # the group chat's runs named Priya and went; Maya, Tom and the chat's memory stay, and are listed
+    people = [a.text for a in driver.find_elements(By.CSS_SELECTOR, f"a[href^='/ui/agents/{AGENT}/users/']")]
+    sessions = [a.text for a in driver.find_elements(By.CSS_SELECTOR, f"a[href^='/ui/agents/{AGENT}/sessions/']")]
+    assert {MAYA, TOM} <= set(people) and "s2-launch-team" in sessions, (people, sessions)
+    browser.shot(driver, "agents-after-erasure")
+
+
+def _counts(driver) -> dict[str, int]:
+    """The erasure page's table of counts (the plan's, or the result's)."""
+    from selenium.webdriver.common.by import By
+
+    rows = driver.find_elements(By.CSS_SELECTOR, "table.counts tbody tr")
+    cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+    return {c[0]: int(c[1]) for c in cells if len(c) == 2}

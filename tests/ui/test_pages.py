@@ -138,6 +138,19 @@ def test_a_user_token_sees_and_edits_its_own_memory_only(api):
         assert gone.status_code == 200 and not api.deps.store.get_facts(["f-agent-u1"])
 
 
+def test_an_item_the_user_may_delete_is_never_called_read_only_and_each_change_is_confirmed(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.token(user="u1"))
+        page = client.get("/ui/agents/A/users/u1").text
+        row = re.search(r"<tr><td><a href=\"/ui/facts/f-agent-u1\">.*?</tr>", page, re.S).group(0)
+        assert 'class="danger"' in row and "read-only" not in row and "not editable" in row
+        saved = client.post("/ui/agents/A/users/u1/facts/f-u1/edit",
+                            data={"content": "Alice's email is alice@work.example", "csrf": token})
+        assert saved.status_code == 200 and 'id="done"' in saved.text and "Saved" in saved.text
+        gone = client.post("/ui/agents/A/users/u1/facts/f-agent-u1/delete", data={"csrf": token})
+        assert "Deleted" in gone.text and not api.deps.store.get_facts(["f-agent-u1"])
+
+
 def test_an_agent_key_reads_its_agent_but_edits_nothing(api):
     with _client(api) as client:
         token = _sign_in(client, api.keys["agent_a"])

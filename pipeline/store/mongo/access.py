@@ -78,6 +78,8 @@ class MongoAccess(MongoParts, AccessStore):
             off.update(d["user_id"] for d in docs)
         return off
 
-    def forget_user_switches(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_user_switches(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
         query = {"user_id": user_id} if agent_id is None else {"user_id": user_id, "agent_id": agent_id}
+        if dry_run:
+            return self.col(USER_SWITCHES).count_documents(query)
         return self.col(USER_SWITCHES).delete_many(query).deleted_count

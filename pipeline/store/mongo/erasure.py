@@ -44,62 +44,80 @@ class MongoErasure(MongoParts, AdminStore):
             leases=[d["_id"] for d in col(c.LEASES).find({}, {"_id": 1})],
         )
 
-    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+    def user_data(self, user_id: str, agent_id: str | None = None) -> erasure.UserData:
+        return self._user_data(user_id, {"agent_id": agent_id} if agent_id else {})
+
+    def forget_user(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> dict[str, int]:
         scoped = {"agent_id": agent_id} if agent_id else {}
         col = self.col
         plan = erasure.forget_plan(user_id, agent_id, self._user_data(user_id, scoped))
         solo, group, user_key = list(plan.solo), plan.group, plan.user_key
-        counts: dict[str, int] = {}
+        # a dry run counts what each write's filter matches (the filters never overlap, so
+        # the counts are those of the writes): the plan an operator reads is the result
+        def delete(name: str, query: dict) -> int:
+            return col(name).count_documents(query) if dry_run else col(name).delete_many(query).deleted_count
 
-        counts["facts"] = col("facts").delete_many({"scope_key": user_key, **scoped}).deleted_count
+        def update(name: str, query: dict, change: dict) -> int:
+            return col(name).count_documents(query) if dry_run else col(name).update_many(query, change).matched_count
+
+        counts: dict[str, int] = {"facts": delete("facts", {"scope_key": user_key, **scoped})}
         for name in ("reflections", "consolidated"):
-            counts[name] = col(name).delete_many({"$or": [
+            counts[name] = delete(name, {"$or": [
                 {"scope_key": user_key, **scoped},
                 *({"scope_key": scope_key("session", session_id=sid), "agent_id": agent}
                   for sid, agent in plan.solo.items()),
-            ]}).deleted_count
+            ]})
+        others = {"sender_id": {"$ne": user_id}}  # the user's own messages are counted once, first
+        counts["messages_deleted"] = delete("messages", {"sender_id": user_id, **scoped})
+        counts["messages_deleted"] += delete("messages", {"session_id": {"$in": solo}, **others})
+        counts["messages_rewritten"] = update(
+            "messages", {"session_id": {"$in": group}, "session_users": user_id, **others},
+            {"$pull": {"session_users": user_id}})
+        counts.update(self._forget_runs(plan, dry_run))
+        counts["rejected"] = delete("rejected", {"_id": {"$in": plan.rejected_ids}})
+        counts["contexts"] = delete(
+            c.CONTEXTS, {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": plan.session_ids}}]})
+        counts["sessions_rewritten"] = col("sessions").count_documents({"_id": {"$in": plan.session_ids}, "users": user_id})
+        # The stamp of the user's scope names the user: drop it, and move the agent and
+        # session stamps instead so that every cache built over the erased data is stale.
+        counts["scope_versions"] = delete("scope_versions", {"scope_key": user_key, **scoped})
+        counts["leases"] = delete(c.LEASES, {"_id": {"$in": plan.leases}})
+        if not dry_run:
+            self._forget_sessions(user_id, solo, group)
+            for agent, keys in plan.stamps.items():
+                self.bump_scope_versions(agent, keys)
+        return counts
 
-        removed = col("messages").delete_many({"sender_id": user_id, **scoped}).deleted_count
-        removed += col("messages").delete_many({"session_id": {"$in": solo}}).deleted_count
-        removed += col("messages").update_many(
-            {"session_id": {"$in": group}, "session_users": user_id}, {"$pull": {"session_users": user_id}},
-        ).matched_count
-        counts["messages"] = removed
-
-        # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
-        # What they spent stays, anonymous (first: a crash after it only records it again).
+    def _forget_runs(self, plan: erasure.ForgetPlan, dry_run: bool) -> dict[str, int]:
+        """Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay
+        emptied. What they spent stays, anonymous (first: a crash after it only records it again)."""
+        col = self.col
+        if dry_run:
+            return {"runs_deleted": col("runs").count_documents({"_id": {"$in": plan.delete_runs}}),
+                    "runs_rewritten": col("runs").count_documents(
+                        {"_id": {"$in": [r.run_id for r in plan.rewrite_runs]}, "status": {"$ne": "done"}})}
         for record in plan.usage:
             self.record_usage(record)
-        runs = col("runs").delete_many({"_id": {"$in": plan.delete_runs}}).deleted_count
+        deleted = col("runs").delete_many({"_id": {"$in": plan.delete_runs}}).deleted_count
+        rewritten = 0
         for run in plan.rewrite_runs:
             col("sessions").update_one({"_id": run.session_id, "active_run_id": run.run_id},
                                        {"$set": {"active_run_id": None, "lease_expires_at": None}})
             scrubbed = escape_keys(to_doc(run, run.run_id))
             if col("runs").find_one({"_id": run.run_id, "_claim_pending": True}, {"_id": 1}):
                 scrubbed["_claim_pending"] = True  # still for reopen_run to adopt or drop
-            runs += col("runs").replace_one({"_id": run.run_id, "status": {"$ne": "done"}}, scrubbed).matched_count
-        counts["runs"] = runs
-        counts["rejected"] = col("rejected").delete_many({"_id": {"$in": plan.rejected_ids}}).deleted_count
+            rewritten += col("runs").replace_one({"_id": run.run_id, "status": {"$ne": "done"}}, scrubbed).matched_count
+        return {"runs_deleted": deleted, "runs_rewritten": rewritten}
 
-        counts["contexts"] = col(c.CONTEXTS).delete_many(
-            {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": plan.session_ids}}]}).deleted_count
+    def _forget_sessions(self, user_id: str, solo: list[str], group: list[str]) -> None:
         # ``recent`` holds event ids, which a platform may derive from user ids: it only
         # serves to complete an interrupted ingest, so it is cleared with the user's data.
         # In a group session only the entries that name the user go: the others may still be
         # needed to complete an interrupted ingest of someone else's message.
-        counts["sessions"] = col("sessions").update_many(
-            {"_id": {"$in": solo}}, {"$pull": {"users": user_id}, "$set": {"recent": []}}).matched_count
-        counts["sessions"] += col("sessions").update_many(
-            {"_id": {"$in": group}},
-            {"$pull": {"users": user_id, "recent": {"e": {"$regex": re.escape(user_id)}}}}).matched_count
-
-        # The stamp of the user's scope names the user: drop it, and move the agent and
-        # session stamps instead so that every cache built over the erased data is stale.
-        counts["scope_versions"] = col("scope_versions").delete_many({"scope_key": user_key, **scoped}).deleted_count
-        for agent, keys in plan.stamps.items():
-            self.bump_scope_versions(agent, keys)
-        counts["leases"] = col(c.LEASES).delete_many({"_id": {"$in": plan.leases}}).deleted_count
-        return counts
+        self.col("sessions").update_many(
+            {"_id": {"$in": solo}}, {"$pull": {"users": user_id}, "$set": {"recent": []}})
+        self.col("sessions").update_many(
+            {"_id": {"$in": group}}, {"$pull": {"users": user_id, "recent": {"e": {"$regex": re.escape(user_id)}}}})
 
     def erase_memory(self, plan: Plan) -> None:
         self.col("facts").delete_many({"_id": {"$in": plan.fact_ids}})

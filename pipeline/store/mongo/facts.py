@@ -172,6 +172,13 @@ class MongoFacts(FactStore):
     def count_facts(self, agent_id: str, scope_key: str) -> int:
         return self.col("facts").count_documents({"agent_id": agent_id, "scope_key": scope_key, "retired_at": None})
 
+    def memory_scope_keys(self, agent_id: str) -> list[str]:
+        # each served by the collection's (agent_id, scope_key, ...) index
+        keys = set(self.col("facts").distinct("scope_key", {"agent_id": agent_id, "retired_at": None}))
+        for collection in ("reflections", "consolidated"):
+            keys.update(self.col(collection).distinct("scope_key", {"agent_id": agent_id}))
+        return sorted(keys)
+
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         after = ""
         while True:

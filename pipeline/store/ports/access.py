@@ -61,6 +61,6 @@ class AccessStore(Protocol):
         """Which of ``user_ids`` switched their user memory off with this agent."""
 
     @abc.abstractmethod
-    def forget_user_switches(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_user_switches(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
         """Delete the user's switches (under one agent, or all): erasure leaves no row naming
-        them. Returns how many went."""
+        them. Returns how many went (with ``dry_run``, would go: nothing is deleted)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 from typing import Protocol
 
-from pipeline.erasure import Plan
+from pipeline.erasure import Plan, UserData
 
 
 class AdminStore(Protocol):
@@ -23,7 +23,7 @@ class AdminStore(Protocol):
     def close(self) -> None: ...
 
     @abc.abstractmethod
-    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
+    def forget_user(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> dict[str, int]:
         """Delete everything of a user (under one agent, or all): user facts (history with
         them), user reflections and blobs, the user's messages, rejected events that name them,
         context caches, and their id in session user lists. A session where they were the only
@@ -32,7 +32,17 @@ class AdminStore(Protocol):
         and its session memory, loses its finished runs that name the user, and an unfinished
         one is emptied and failed, to be formed again without them. Items of other scopes
         formed from the user's messages are removed by provenance (``erase_memory``). Other
-        users' data is untouched. Returns counts per collection."""
+        users' data is untouched. Returns counts per collection, what was deleted apart from
+        what was only rewritten: ``messages_deleted`` (the user's own, and the whole of their
+        one-to-one sessions) and ``messages_rewritten`` (the others' messages of a group session,
+        the user's id taken out of their user list), ``runs_deleted`` and ``runs_rewritten``
+        (emptied, kept), ``sessions_rewritten``. With ``dry_run`` nothing changes and the counts
+        are what it would do (the erasure's plan)."""
+
+    @abc.abstractmethod
+    def user_data(self, user_id: str, agent_id: str | None = None) -> UserData:
+        """What ``pipeline.erasure.forget_plan`` decides on (the sessions the user was in and
+        their humans, the runs naming them, ...), as ``forget_user`` reads it."""
 
     @abc.abstractmethod
     def erase_memory(self, plan: Plan) -> None:

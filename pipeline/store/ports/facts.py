@@ -131,6 +131,12 @@ class FactStore(Protocol):
     def count_facts(self, agent_id: str, scope_key: str) -> int: ...
 
     @abc.abstractmethod
+    def memory_scope_keys(self, agent_id: str) -> list[str]:
+        """Every scope key of the agent that holds memory (a live fact, a reflection or a
+        consolidated blob), sorted: the people and sessions the inspector lists, whatever
+        became of the runs that formed it (an erasure deletes the runs naming the person)."""
+
+    @abc.abstractmethod
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         """Batches of live facts whose ``embedding_model`` is not ``not_model``."""
 

@@ -27,3 +27,9 @@ class LeaseStore(Protocol):
     @abc.abstractmethod
     def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         """Current stamp per scope key (0 when never bumped)."""
+
+    def stamps_epoch(self) -> int:
+        """How many times the data under the stamps was swapped while this process held the
+        store (a SQLite file replaced at its path: ``sqlite.file_watch``); a cache keyed by
+        stamps read before holds another store's data. 0 for a store that cannot be swapped."""
+        return 0

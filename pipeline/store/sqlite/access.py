@@ -95,11 +95,9 @@ class SQLiteAccess(AccessStore):
             off.update(r[0] for r in rows)
         return off
 
-    def forget_user_switches(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_user_switches(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
+        where, args = ("user_id = ?", (user_id,)) if agent_id is None else ("user_id = ? AND agent_id = ?", (user_id, agent_id))
+        if dry_run:
+            return self.db.conn().execute(f"SELECT COUNT(*) FROM {self.db.t('user_switches')} WHERE {where}", args).fetchone()[0]
         with self.db.write() as conn:
-            if agent_id is None:
-                cur = conn.execute(f"DELETE FROM {self.db.t('user_switches')} WHERE user_id = ?", (user_id,))
-            else:
-                cur = conn.execute(f"DELETE FROM {self.db.t('user_switches')} WHERE user_id = ? AND agent_id = ?",
-                                   (user_id, agent_id))
-            return cur.rowcount
+            return conn.execute(f"DELETE FROM {self.db.t('user_switches')} WHERE {where}", args).rowcount

@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from pipeline.errors import StoreUnavailable
+from pipeline.store.sqlite.file_watch import FileWatch
 from pipeline.store.sqlite.pool import MAX_CONNECTIONS, Pool
 
 BUSY_TIMEOUT_S = 60.0
@@ -63,11 +64,22 @@ class Database:
         self._all_lock = threading.Lock()
         self._writer_lock = threading.RLock()
         self._writer_pid = os.getpid()
+        #: how many times the file at ``path`` was found replaced and reopened (a cache of its
+        #: content, such as the search segments, is stale when this moves)
+        self.generation = 0
         # the connections store calls borrow (``borrowed``)
         self.pool = Pool(lambda: self._connect(pooled=True), size=MAX_CONNECTIONS, wait_s=busy_timeout_s, path=path)
         if not self._memory:
             directory = os.path.dirname(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)
+        with self.borrowed():
+            self.create_schema()
+        if not self._memory:
+            self.pool.watch(FileWatch(path), on_replaced=self._reopened)
+
+    def _reopened(self) -> None:
+        """The file at ``path`` is another one now: set it up as when the store was opened."""
+        self.generation += 1
         with self.borrowed():
             self.create_schema()
 

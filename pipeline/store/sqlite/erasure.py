@@ -17,6 +17,10 @@ from pipeline.store.sqlite.schema import TABLES
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
 
+class _DryRun(Exception):
+    """Raised at the end of a dry run's transaction: ``Database.write`` rolls it back."""
+
+
 def _in(values: list[str]) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
@@ -66,85 +70,109 @@ class SQLiteErasure(SQLiteParts, AdminStore):
             leases=[name for (name,) in conn.execute(f"SELECT name FROM {t('leases')}")],
         )
 
-    def forget_user(self, user_id: str, agent_id: str | None = None) -> dict[str, int]:
-        t = self.db.t
+    def forget_user(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> dict[str, int]:
         counts: dict[str, int] = {}
-        agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
-        with self.db.write() as conn:
-            plan = erasure.forget_plan(user_id, agent_id, self._user_data(conn, user_id, agent_id))
-            solo, group, sids = list(plan.solo), plan.group, plan.session_ids
-
-            counts["facts"] = conn.execute(
-                f"DELETE FROM {t('facts')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
-            ).rowcount
-            for table in ("reflections", "consolidated"):
-                counts[table] = conn.execute(
-                    f"DELETE FROM {t(table)} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
-                ).rowcount
-                for sid, agent in plan.solo.items():
-                    counts[table] += conn.execute(
-                        f"DELETE FROM {t(table)} WHERE scope_key = ? AND agent_id = ?",
-                        (scope_key("session", session_id=sid), agent),
-                    ).rowcount
-
-            removed = conn.execute(
-                f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args),
-            ).rowcount
-            removed += conn.execute(f"DELETE FROM {t('messages')} WHERE session_id IN ({_in(solo)})", solo).rowcount
-            for rowid, doc in conn.execute(
-                f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(group)})", group,
-            ).fetchall():
-                message = StoredMessage.model_validate_json(doc)
-                if user_id in message.session_users:
-                    message = message.model_copy(
-                        update={"session_users": [u for u in message.session_users if u != user_id]})
-                    conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?",
-                                 (message.model_dump_json(), rowid))
-                    removed += 1
-            counts["messages"] = removed
-
-            # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
-            # What they spent stays, anonymous, so the agent's cost totals never fall.
-            conn.executemany(
-                f"INSERT OR REPLACE INTO {t('usage')} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
-                [(u.usage_id, u.agent_id, ts(u.at), u.model_dump_json()) for u in plan.usage])
-            counts["runs"] = conn.execute(
-                f"DELETE FROM {t('runs')} WHERE run_id IN ({_in(plan.delete_runs)})", plan.delete_runs,
-            ).rowcount + len(plan.rewrite_runs)
-            for run in plan.rewrite_runs:
-                self.release_claim(conn, run, watermark=False)
-                self.put_run_row(conn, run)
-            counts["rejected"] = conn.execute(
-                f"DELETE FROM {t('rejected')} WHERE rejection_id IN ({_in(plan.rejected_ids)})", plan.rejected_ids,
-            ).rowcount
-
-            context_agent = " AND json_extract(doc, '$.agent_id') = ?" if agent_id else ""
-            counts["contexts"] = conn.execute(
-                f"DELETE FROM {t('contexts')} WHERE (user_id = ?{context_agent}) OR session_id IN ({_in(sids)})",
-                (user_id, *agent_args, *sids),
-            ).rowcount
-
-            touched = 0
-            for sid in sids:
-                row = conn.execute(f"SELECT doc FROM {t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
-                session = SessionState.model_validate_json(row[0]) if row else None
-                if session is not None and user_id in session.users:
-                    self.put_session_row(conn, session.model_copy(
-                        update={"users": [u for u in session.users if u != user_id]}))
-                    touched += 1
-            counts["sessions"] = touched
-
-            # The stamp of the user's scope names the user: drop it, and move the agent and
-            # session stamps instead so that every cache built over the erased data is stale.
-            counts["scope_versions"] = conn.execute(
-                f"DELETE FROM {t('scope_versions')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
-            ).rowcount
-            for agent, keys in plan.stamps.items():
-                self.bump_stamps(conn, agent, keys)
-            counts["leases"] = conn.execute(
-                f"DELETE FROM {t('leases')} WHERE name IN ({_in(plan.leases)})", plan.leases,
-            ).rowcount
+        try:
+            with self.db.write() as conn:
+                self._forget(conn, user_id, agent_id, counts)
+                if dry_run:  # the same statements, counted, then rolled back: the plan is the result
+                    raise _DryRun()
+        except _DryRun:
+            pass
         return counts
+
+    def user_data(self, user_id: str, agent_id: str | None = None) -> erasure.UserData:
+        with self.db.read() as conn:
+            return self._user_data(conn, user_id, agent_id)
+
+    def _forget(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None, counts: dict[str, int]) -> None:
+        t = self.db.t
+        agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+        plan = erasure.forget_plan(user_id, agent_id, self._user_data(conn, user_id, agent_id))
+        solo, group, sids = list(plan.solo), plan.group, plan.session_ids
+
+        counts["facts"] = conn.execute(
+            f"DELETE FROM {t('facts')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
+        ).rowcount
+        for table in ("reflections", "consolidated"):
+            counts[table] = conn.execute(
+                f"DELETE FROM {t(table)} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
+            ).rowcount
+            for sid, agent in plan.solo.items():
+                counts[table] += conn.execute(
+                    f"DELETE FROM {t(table)} WHERE scope_key = ? AND agent_id = ?",
+                    (scope_key("session", session_id=sid), agent),
+                ).rowcount
+
+        counts.update(self._forget_messages(conn, user_id, agent_id, solo, group))
+
+        # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
+        # What they spent stays, anonymous, so the agent's cost totals never fall.
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {t('usage')} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
+            [(u.usage_id, u.agent_id, ts(u.at), u.model_dump_json()) for u in plan.usage])
+        counts["runs_deleted"] = conn.execute(
+            f"DELETE FROM {t('runs')} WHERE run_id IN ({_in(plan.delete_runs)})", plan.delete_runs,
+        ).rowcount
+        counts["runs_rewritten"] = len(plan.rewrite_runs)
+        for run in plan.rewrite_runs:
+            self.release_claim(conn, run, watermark=False)
+            self.put_run_row(conn, run)
+        counts["rejected"] = conn.execute(
+            f"DELETE FROM {t('rejected')} WHERE rejection_id IN ({_in(plan.rejected_ids)})", plan.rejected_ids,
+        ).rowcount
+
+        context_agent = " AND json_extract(doc, '$.agent_id') = ?" if agent_id else ""
+        counts["contexts"] = conn.execute(
+            f"DELETE FROM {t('contexts')} WHERE (user_id = ?{context_agent}) OR session_id IN ({_in(sids)})",
+            (user_id, *agent_args, *sids),
+        ).rowcount
+
+        counts["sessions_rewritten"] = self._forget_in_sessions(conn, user_id, sids)
+
+        # The stamp of the user's scope names the user: drop it, and move the agent and
+        # session stamps instead so that every cache built over the erased data is stale.
+        counts["scope_versions"] = conn.execute(
+            f"DELETE FROM {t('scope_versions')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
+        ).rowcount
+        for agent, keys in plan.stamps.items():
+            self.bump_stamps(conn, agent, keys)
+        counts["leases"] = conn.execute(
+            f"DELETE FROM {t('leases')} WHERE name IN ({_in(plan.leases)})", plan.leases,
+        ).rowcount
+
+    def _forget_messages(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None, solo: list[str],
+                         group: list[str]) -> dict[str, int]:
+        """The user's messages and those of their one-to-one sessions go; the others' messages
+        of a group session stay, without the user in their user list (rewritten)."""
+        t = self.db.t
+        agent_clause, agent_args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+        deleted = conn.execute(
+            f"DELETE FROM {t('messages')} WHERE sender_id = ? {agent_clause}", (user_id, *agent_args)).rowcount
+        deleted += conn.execute(f"DELETE FROM {t('messages')} WHERE session_id IN ({_in(solo)})", solo).rowcount
+        rewritten = 0
+        for rowid, doc in conn.execute(
+            f"SELECT rowid, doc FROM {t('messages')} WHERE session_id IN ({_in(group)})", group,
+        ).fetchall():
+            message = StoredMessage.model_validate_json(doc)
+            if user_id in message.session_users:
+                message = message.model_copy(
+                    update={"session_users": [u for u in message.session_users if u != user_id]})
+                conn.execute(f"UPDATE {t('messages')} SET doc = ? WHERE rowid = ?", (message.model_dump_json(), rowid))
+                rewritten += 1
+        return {"messages_deleted": deleted, "messages_rewritten": rewritten}
+
+    def _forget_in_sessions(self, conn: sqlite3.Connection, user_id: str, session_ids: list[str]) -> int:
+        """The user's id out of the user lists of their sessions; how many changed."""
+        touched = 0
+        for sid in session_ids:
+            row = conn.execute(f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
+            session = SessionState.model_validate_json(row[0]) if row else None
+            if session is not None and user_id in session.users:
+                self.put_session_row(conn, session.model_copy(
+                    update={"users": [u for u in session.users if u != user_id]}))
+                touched += 1
+        return touched
 
     def erase_memory(self, plan: Plan) -> None:
         t = self.db.t

@@ -213,6 +213,16 @@ class SQLiteFacts(FactStore):
             (agent_id, scope_key),
         ).fetchone()[0]
 
+    def memory_scope_keys(self, agent_id: str) -> list[str]:
+        # each served by an index led by (agent_id, scope_key)
+        rows = self.db.conn().execute(
+            f"SELECT scope_key FROM {self.db.t('facts')} WHERE agent_id = ? AND retired_at IS NULL "
+            f"UNION SELECT scope_key FROM {self.db.t('reflections')} WHERE agent_id = ? "
+            f"UNION SELECT scope_key FROM {self.db.t('consolidated')} WHERE agent_id = ? ORDER BY 1",
+            (agent_id, agent_id, agent_id),
+        ).fetchall()
+        return [key for (key,) in rows]
+
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         # Keyset pagination on fact_id, so facts re-embedded meanwhile do not shift the pages.
         after = ""

@@ -42,6 +42,9 @@ class SQLiteLeases(LeaseStore):
         with self.db.write() as conn:
             self.bump_stamps(conn, agent_id, scope_keys)
 
+    def stamps_epoch(self) -> int:
+        return self.db.generation
+
     def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         versions = {key: 0 for key in scope_keys}
         if scope_keys:

@@ -1,17 +1,27 @@
 """The connections a process keeps to one SQLite file for its store calls, and the class
-decorator that makes every public store method borrow one for its call (``db``)."""
+decorator that makes every public store method borrow one for its call (``db``).
+
+Before it lends a connection the pool asks its ``FileWatch`` whether the path still names the
+file its connections have open: when the file was replaced they are dropped (new ones open
+the new file, and ``on_replaced`` runs); when it was deleted they are dropped and the call is
+refused (``StoreFileMissing``). A deleted file is never read through a connection kept open.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 
-from pipeline.errors import StoreUnavailable
+from pipeline.errors import StoreFileMissing, StoreUnavailable
+from pipeline.store.sqlite.file_watch import REPLACED, FileWatch
+
+log = logging.getLogger("memory.store")
 
 #: connections one process keeps to one file for its store calls: SQLite runs one writer at
 #: a time and a store call is short (model calls happen outside), so a few readers beside the
@@ -25,12 +35,17 @@ class Pool:
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], *, size: int, wait_s: float, path: str) -> None:
         self._connect, self.size, self.wait_s, self.path = connect, size, wait_s, path
+        self._watch: FileWatch | None = None
+        self._on_replaced: Callable[[], None] | None = None
         self._cond = threading.Condition()
         self._pid = os.getpid()
         self._idle: list[sqlite3.Connection] = []
         self._mine: list[sqlite3.Connection] = []  # every one opened and not closed
 
     def checkout(self) -> sqlite3.Connection:
+        # about to open a connection: look now, since connecting to a missing path would
+        # create an empty file there (read unlocked: a wrong guess only delays the look)
+        self._look(now=not self._idle and len(self._mine) < self.size)
         deadline = time.monotonic() + self.wait_s
         with self._cond:
             if self._pid != os.getpid():
@@ -67,6 +82,24 @@ class Pool:
                 self._cond.notify()
                 return
         conn.close()  # the pool was closed while it was lent
+
+    def watch(self, watch: FileWatch, *, on_replaced: Callable[[], None]) -> None:
+        """From now on, check ``watch`` before lending a connection (module docstring)."""
+        self._watch, self._on_replaced = watch, on_replaced
+
+    def _look(self, *, now: bool = False) -> None:
+        if self._watch is None:
+            return
+        try:
+            seen = self._watch.check(now=now)
+        except StoreFileMissing:
+            self.close()
+            raise
+        if seen == REPLACED:
+            log.warning("SQLite store %s: the file was replaced; reopening it", self.path)
+            self.close()  # idle connections now, lent ones when given back
+            if self._on_replaced is not None:
+                self._on_replaced()
 
     def close(self) -> None:
         with self._cond:

@@ -35,3 +35,6 @@ class CandidateStore:
 
     def get_scope_versions(self, agent_id, scope_keys):
         return {k: self.stamps.get((agent_id, k), 0) for k in scope_keys}
+
+    def stamps_epoch(self):
+        return 0

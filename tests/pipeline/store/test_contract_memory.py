@@ -143,6 +143,20 @@ def test_retired_facts_leave_context_search_and_lists(store):
     assert store.count_facts("a1", "agent") == 1
 
 
+def test_the_scope_keys_holding_memory_are_those_with_a_live_fact_a_reflection_or_a_blob(store):
+    store.insert_fact(fact("f1", "agent fact"))
+    store.insert_fact(fact("f2", "Alice lives in Lyon", user="u1"))
+    store.insert_fact(fact("f3", "Bob moved", user="u2"))
+    store.retire_fact("f3", at(1), "r1")
+    store.insert_fact(fact("f4", "other agent", agent="a2", user="u9"))
+    store.insert_reflections([reflection("r1", "Carol likes tea", user="u3")])
+    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="session", scope_key="session:s2", session_id="s2",
+                                     consolidated_content="VERSION: 1", word_limit=300, version=1), expected_version=0)
+    assert store.memory_scope_keys("a1") == ["agent", "session:s2", "user:u1", "user:u3"]
+    assert store.memory_scope_keys("a2") == ["user:u9"]
+    assert store.memory_scope_keys("nobody") == []
+
+
 def test_search_candidates_filter_by_agent_scope_and_model(store):
     store.insert_fact(fact("f1", "agent fact", embedding=[0.5, 0.5]))
     store.insert_fact(fact("f2", "user fact", user="u1", embedding=[0.25, 0.75]))
@@ -471,7 +485,7 @@ def test_forget_user_deletes_a_one_to_one_session_whole_replies_included(store):
     counts = store.forget_user(gone)
     assert store.count_messages("s-solo") == 0 and store.get_session("s-solo").users == []
     assert store.list_reflections("a1", "session:s-solo") == [] and store.get_blob("a1", "session:s-solo") is None
-    assert counts["messages"] >= 3 and counts["reflections"] == 1 and counts["consolidated"] == 1
+    assert counts["messages_deleted"] >= 3 and counts["reflections"] == 1 and counts["consolidated"] == 1
 
 
 def test_forget_user_deletes_finished_group_runs_and_reforms_an_unfinished_one_without_them(store):
