@@ -118,6 +118,7 @@ def preview_forget(store: Store, user_id: str, agent_id: str | None = None) -> P
     check_ids(user_id, agent_id)
     counts = store.forget_user(user_id, agent_id, dry_run=True)
     counts["user_switches"] = store.forget_user_switches(user_id, agent_id, dry_run=True)
+    counts["webhook_deliveries"] = store.forget_deliveries(user_id, agent_id, dry_run=True)
     scope_wide = erasure.forget_plan(user_id, agent_id, store.user_data(user_id, agent_id))
     solo = {(agent, scope_key("session", session_id=sid)) for sid, agent in scope_wide.solo.items()}
     found = plan_erasure(store, user_id, agent_id, solo_keys=solo)

@@ -79,6 +79,8 @@ class MongoWebhooks(MongoParts, WebhookStore):
         return self.col(DELIVERIES).replace_one({"_id": delivery.delivery_id},
                                                 to_doc(delivery, delivery.delivery_id)).matched_count == 1
 
-    def forget_deliveries(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_deliveries(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
         query = {"event.subjects": user_id, **({"agent_id": agent_id} if agent_id else {})}
+        if dry_run:
+            return self.col(DELIVERIES).count_documents(query)
         return self.col(DELIVERIES).delete_many(query).deleted_count

@@ -59,6 +59,7 @@ class WebhookStore(Protocol):
         subscription deleted), and nothing is written then."""
 
     @abc.abstractmethod
-    def forget_deliveries(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_deliveries(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
         """Delete every delivery about the user (under one agent, or all), sent or not: no
-        notice about an erased person is sent later, nor kept. Returns how many went."""
+        notice about an erased person is sent later, nor kept. Returns how many went (with
+        ``dry_run``: would go, deleting nothing)."""

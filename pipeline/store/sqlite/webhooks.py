@@ -90,13 +90,17 @@ class SQLiteWebhooks(WebhookStore):
         with self.db.write() as conn:
             return self._write(conn, delivery)
 
-    def forget_deliveries(self, user_id: str, agent_id: str | None = None) -> int:
+    def forget_deliveries(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> int:
+        if dry_run:
+            return len(self._about(self.db.conn(), user_id, agent_id))
         with self.db.write() as conn:
-            ids = [r[0] for r in conn.execute(
-                f"SELECT s.delivery_id FROM {self.db.t('webhook_subjects')} s JOIN {self.db.t('webhook_deliveries')} d "
-                f"ON d.delivery_id = s.delivery_id WHERE s.user_id = ?" + (" AND d.agent_id = ?" if agent_id else ""),
-                (user_id, agent_id) if agent_id else (user_id,)).fetchall()]
-            return self._delete_deliveries(conn, ids)
+            return self._delete_deliveries(conn, self._about(conn, user_id, agent_id))
+
+    def _about(self, conn, user_id: str, agent_id: str | None) -> list[str]:
+        return [r[0] for r in conn.execute(
+            f"SELECT s.delivery_id FROM {self.db.t('webhook_subjects')} s JOIN {self.db.t('webhook_deliveries')} d "
+            f"ON d.delivery_id = s.delivery_id WHERE s.user_id = ?" + (" AND d.agent_id = ?" if agent_id else ""),
+            (user_id, agent_id) if agent_id else (user_id,)).fetchall()]
 
     def _write(self, conn, d: WebhookDelivery) -> bool:
         return conn.execute(f"UPDATE {self.db.t('webhook_deliveries')} SET status = ?, next_at = ?, doc = ? "
