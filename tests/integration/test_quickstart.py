@@ -66,6 +66,9 @@ def test_the_quickstart_memoryctl_lines_run_as_written(tmp_path, broker_urls, ce
         if line[1] == "context":
             assert out.startswith("<MemoryContext") and "Maya Chen moved from Lisbon to Porto" in out
             assert "<Consolidated>" in out   # the session ends were consolidated before the read
+    # the same file again changes nothing: its messages and its session ends are duplicates
+    again = memoryctl(next(line for line in lines if line[1] == "replay")[1:]).stdout
+    assert "accepted: 0" in again and "rejected lines: 0" in again, again
 
 
 def _formation_state(store_url: str) -> tuple[dict[str, str], dict[str, int]]:
