@@ -19,6 +19,7 @@ from api.strict import known_query_only
 from pipeline.webhooks import outbox, subscriptions
 from schemas import api as m
 from schemas import api_webhooks as w
+from schemas.values import Id
 from schemas.webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/webhooks", tags=["webhooks"], responses=m.ERRORS,
@@ -98,7 +99,7 @@ def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 
 
 @router.get("/deliveries", response_model=w.DeliveryList, summary="The delivery log, newest first")
-def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: str | None = None,
+def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
     _admin(caller, "reading the webhook delivery log")

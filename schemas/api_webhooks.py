@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.values import Id, TextChars
 from schemas.webhooks import DeliveryStatus, EventKind
 
 
 class SubscriptionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(min_length=1, max_length=2048, description="an absolute http(s) URL; no credentials in it")
+    url: Annotated[str, TextChars] = Field(min_length=1, max_length=2048,
+                                           description="an absolute http(s) URL; no credentials in it")
     events: list[EventKind] = Field(min_length=1, max_length=16)
     include_content: bool = Field(default=False, description="send the fact's or blob's text, screened, when sent")
 
@@ -72,7 +76,7 @@ class DeliveryList(BaseModel):
 class RedeliverIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    delivery_ids: list[str] = Field(default_factory=list, max_length=1000)
+    delivery_ids: list[Id] = Field(default_factory=list, max_length=1000)
     failed: bool = Field(default=False, description="also every failed delivery of the agent (up to 1000)")
 
 

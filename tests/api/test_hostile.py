@@ -15,7 +15,8 @@ import pytest
 from testkit import hostile
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
-PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": "f-u1", "job_id": "j1"}
+PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": "f-u1", "job_id": "j1",
+               "subscription_id": "whsub_a"}
 QUERY_VALUES = {"agent_id": "A", "user_id": "u1"}
 #: a valid body of each route that takes one (a new route fails the test until it has one)
 BODIES = {
@@ -30,6 +31,10 @@ BODIES = {
     ("put", "/v1/agents/{agent_id}/users/{user_id}/memory-setting"): {"enabled": True},
     ("post", "/v1/admin/forget-user"): {"user_id": "u9", "agent_id": "A"},
     ("post", "/v1/admin/replay-failed"): {"agent_id": "A", "run_ids": ["r1"]},
+    ("post", "/v1/agents/{agent_id}/webhooks"):
+        {"url": "https://hooks.example/b", "events": ["fact.created"], "include_content": True},
+    ("post", "/v1/agents/{agent_id}/webhooks/{subscription_id}/rotate"): {"drop_old": False},
+    ("post", "/v1/agents/{agent_id}/webhooks/deliveries/redeliver"): {"delivery_ids": ["msg_1"], "failed": False},
 }
 
 
