@@ -7,15 +7,15 @@ standard library; ``secrets.SecretGuard`` calls ``credentials`` and ``access_cod
     username, sign in, ssh ...) and the part after the colon looks made up (a letter and a
     digit or a symbol), or when that part looks generated on its own (three of: upper case,
     lower case, digit, symbol; at least 6 characters): "user:group" or "www-data:www-data"
-    in a sentence about users is no pair. Times (10:30),
-    ratios (3:2), ports (host:5432), versions (python:3.11, nginx:1.25-alpine) and scopes
-    (std::vector) are not pairs: the user part starts with a letter and the password part is
-    neither all digits nor a version;
+    in a sentence about users is no pair. Times (10:30), ratios (3:2), ports (host:5432),
+    versions (python:3.11, nginx:1.25-alpine) and scopes (std::vector) are not pairs: the
+    user part starts with a letter and the password part is neither all digits nor a version;
   - a URL carrying a password: ``scheme://user:pass@host`` (``redis://:pass@host`` too); a
     masked or templated one (``:***@``, ``:<password>@``, ``:${DB_PASS}@``) carries none;
   - a username and a password stated together: "Login for the CMS: maya / Sunflower!9",
-    "username maya, pass Sunflower!9". The second value must look made up (a digit or a
-    symbol in it): "Login for the CMS: ask Maya / Tom" names people.
+    "username maya, pass Sunflower!9". The second value must look made up (a letter and a
+    digit or a symbol in it, not a time or an ordinal): "Login for the CMS: ask Maya / Tom"
+    names people, "Account for the launch: Maya, 12,000 euros" gives a budget.
 - ``access_code``: a door, gate, alarm, safe, garage, lockbox, keypad, locker, entry or access
   code or combination followed by a value with at least three digits: "the door code is
   4821", "the code for the front gate: 1234#", "safe combination 12-34-56". "The dress code
@@ -58,7 +58,7 @@ _USER_THEN_PASS = re.compile(
 )
 
 _ACCESS_CODE = re.compile(
-    r"\b(?:(?P<place>door|front[\s-]door|gate|alarm|safe|garage|lock[\s-]?box|key[\s-]?box|keypad|locker|padlock"
+    r"\b(?:(?:door|front[\s-]door|gate|alarm|safe|garage|lock[\s-]?box|key[\s-]?box|keypad|locker|padlock"
     r"|entry|entrance|access|building\s+entry|lock)\s+(?:code|combination|combo)s?"
     r"|(?:code|combination|combo)\s+(?:for|of|to|on)\s+(?:the\s+|our\s+|my\s+|her\s+|his\s+|their\s+)?"
     r"(?:[\w'-]+\s+){0,2}?(?:door|gate|alarm|safe|garage|lock[\s-]?box|key[\s-]?box|keypad|locker|padlock"
