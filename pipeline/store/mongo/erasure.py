@@ -11,6 +11,7 @@ from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import escape_keys, to_doc
 from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.rollups import ROLLUPS
 from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.admin import AdminStore
 from schemas.documents import scope_key
@@ -68,8 +69,12 @@ class MongoErasure(MongoParts, AdminStore):
 
         # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
         # What they spent stays, anonymous (first: a crash after it only records it again).
+        # The agent's roll-ups keep it too; the user's own, and their one-to-one sessions', go.
         for record in plan.usage:
-            self.record_usage(record)
+            self.keep_usage_record(record)
+        col(ROLLUPS).delete_many({"scope": "user", "scope_id": user_id, **scoped})
+        for sid, agent in plan.solo.items():
+            col(ROLLUPS).delete_many({"scope": "session", "scope_id": sid, "agent_id": agent})
         runs = col("runs").delete_many({"_id": {"$in": plan.delete_runs}}).deleted_count
         for run in plan.rewrite_runs:
             col("sessions").update_one({"_id": run.session_id, "active_run_id": run.run_id},
