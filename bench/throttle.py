@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.formation import AGENT, FORMATION_QUEUES, INGEST_QUEUES, events, start_formations, wait_done
+from bench.formation import FORMATION_QUEUES, INGEST_QUEUES, events, running, start_formations, wait_done
 from testkit import llm_wire as wire
 from testkit.llm_server import LLMServer
 from testkit.procs import RedisServer, WorkerProcess
@@ -109,22 +109,15 @@ def run(args: argparse.Namespace, say) -> dict:
                                                            for i in range(2)]
         sessions = [f"throttle-{i}" for i in range(args.sessions)]
         try:
-            for w in workers:
-                w.wait_ready()
-            app = producer_app(redis.url(0))
-            publisher = CeleryPublisher(app=app)
-            publish_messages([e for s in sessions for e in events(s, f"u-{s}")], publisher=publisher)
-            start_formations(store, app, sessions, Settings(_env_file=None).claim_lease_s)
-            say(f"{len(sessions)} sessions started; limit {args.limit} calls a minute over 2 worker processes")
-            runs = wait_done(store, sessions, args.timeout)
-            publisher.close()
-        except Exception:
-            for w in workers:
-                print(w.log_text()[-3000:], file=sys.stderr)
-            raise
+            with running(workers):
+                app = producer_app(redis.url(0))
+                publisher = CeleryPublisher(app=app)
+                publish_messages([e for s in sessions for e in events(s, f"u-{s}")], publisher=publisher)
+                start_formations(store, app, sessions, Settings(_env_file=None).claim_lease_s)
+                say(f"{len(sessions)} sessions started; limit {args.limit} calls a minute over 2 worker processes")
+                runs = wait_done(store, sessions, args.timeout)
+                publisher.close()
         finally:
-            for w in workers:
-                w.stop()
             store.close()
             redis.stop()
             server.close()
