@@ -162,6 +162,28 @@ def test_memoryctl_status_shows_what_a_shared_limit_holds_back(shared, redis, tm
         assert rates.take("fake:m1", RateLimit(rpm=6), 1) > 0
         assert main(["status", "--agent", "a1", "--json"]) == 0
         limit = json.loads(capsys.readouterr().out)["provider_limits"]["fake:m1"]
-        assert limit["rpm"] == 6 and limit["deferred"] == 1 and 0 < limit["next_turn_s"] <= 10
+        assert limit["rpm"] == 6 and limit["deferred"] == 1 and 0 < limit["next_turn_s"] <= 10 * SPACING
     finally:
         get_settings.cache_clear()
+
+
+def test_the_api_status_and_the_inspector_show_what_a_shared_limit_holds_back(shared, redis, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from pipeline.store.sqlite import SQLiteStore
+    from tests.api.harness import build
+
+    client, rates = shared
+    store = SQLiteStore(str(tmp_path / "memory.db"))
+    store.create_indexes()
+    api = build(store, broker_url=redis.url(), collection_prefix="t_", llm_rate_limits={"fake:m1": {"rpm": 6}})
+    assert rates.take("fake:m1", RateLimit(rpm=6), 1) == 0
+    assert rates.take("fake:m1", RateLimit(rpm=6), 1) > 0
+    with TestClient(api.app) as http:
+        answer = http.get("/v1/agents/A/status", headers={"Authorization": f"Bearer {api.keys['admin']}"})
+        assert answer.status_code == 200
+        limit = answer.json()["provider_limits"]["fake:m1"]
+        assert limit["deferred"] == 1 and 0 < limit["next_turn_s"] <= 10 * SPACING
+        assert http.post("/ui/login", data={"credential": api.keys["admin"]}, follow_redirects=False).status_code == 303
+        page = http.get("/ui/runs").text
+        assert "Provider limits" in page and "fake:m1" in page and "throttled" in page
