@@ -7,7 +7,7 @@
 - Sources: a fact or reflection stored without ``source_user_ids`` gets those its run's
   messages give (``pipeline.erasure.attribute``: the senders of its source messages, or else
   every human of the run's range), while that run record and its messages are stored.
-- Usage roll-ups (design §13): derived again from the runs and usage records
+- Usage roll-ups (design §11 "Observability and cost"): derived again from the runs and usage records
   (``Store.rebuild_rollups``), which fills them on a store made before them and replaces, so
   a second run writes the same rows. SQLite rebuilds in one transaction; on MongoDB run it
   with the workers stopped (a stage completed during the rebuild may be counted twice or not).

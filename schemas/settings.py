@@ -220,7 +220,7 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
     # Longest wait for a free slot of that cap before the call is retried later (counted in the lease arithmetic).
     llm_slot_wait_s: float = Field(default=60.0, gt=0)
-    # Shared provider rate limits (design §13), per "provider:model" or "provider" (every model of it),
+    # Shared provider rate limits (design §8), per "provider:model" or "provider" (every model of it),
     # e.g. MEMORY_LLM_RATE_LIMITS='{"openai:gpt-6-luna": {"rpm": 500, "tpm": 200000}}'. Off by default:
     # a provider's limits depend on the account's tier (docs/operations.md "Provider limits").
     llm_rate_limits: dict[str, dict[str, int]] = Field(default_factory=dict)

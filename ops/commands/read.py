@@ -107,7 +107,7 @@ def _status(args: argparse.Namespace) -> int:
     from workers.deps import provider_limits
 
     limits = provider_limits(get_settings())
-    if limits:  # what the shared provider limits hold back now (design §13)
+    if limits:  # what the shared provider limits hold back now (design §8)
         payload["provider_limits"] = limits
     print(json.dumps(payload)) if args.json else _table("consolidation status", payload)
     return 0

@@ -1,5 +1,5 @@
 """Provider rate limits, requests and tokens per minute per provider and model, shared by every
-worker (design §13 "Operator controls").
+worker (design §8).
 
 The rule is GCRA (the generic cell rate algorithm) with no burst: each limit keeps a
 theoretical arrival time (TAT). A call may go when the TAT is not in the future, and moves it

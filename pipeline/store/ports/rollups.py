@@ -1,4 +1,4 @@
-"""Usage roll-ups (design §13 "Operator controls"): the model calls of every stage, summed per
+"""Usage roll-ups (design §11 "Observability and cost"): the model calls of every stage, summed per
 agent, user, session and day as the stage records them, so that statistics, all-time cost and
 spend caps read a few rows instead of an agent's runs.
 

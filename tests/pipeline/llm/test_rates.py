@@ -1,4 +1,4 @@
-"""Shared provider rate limits (design §13): the GCRA decision, the Lua script that applies it
+"""Shared provider rate limits (design §8): the GCRA decision, the Lua script that applies it
 on a real redis-server, and two processes sharing one limit through it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage roll-ups on every adapter (design §13 "Operator controls"): what the stages record is
+"""Usage roll-ups on every adapter (design §11 "Observability and cost"): what the stages record is
 summed per agent, user, session and day as they record it, and reads of the roll-ups give what
 summing the runs and usage records gives (``cost_rows``), however the stages and records came."""
 
