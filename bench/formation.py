@@ -70,6 +70,7 @@ the benchmark's one-worker rule measures the ceiling of one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -119,6 +120,23 @@ def events(session_id: str, user: str) -> list[dict]:
     return [message_event(agent_id=AGENT, session_id=session_id, role=role, content=text,
                           sender_id=user if role == "user" else None, session_users=[user])
             for role, text in rows]
+
+
+@contextlib.contextmanager
+def running(workers: list[WorkerProcess]):
+    """Wait until every worker is ready; on an error, print the end of each one's log; stop
+    them all whatever happens."""
+    try:
+        for w in workers:
+            w.wait_ready()
+        yield
+    except Exception:
+        for w in workers:
+            print(w.log_text()[-3000:], file=sys.stderr)
+        raise
+    finally:
+        for w in workers:
+            w.stop()
 
 
 def start_formations(store: SQLiteStore, app, sessions: list[str], lease_s: float) -> tuple[float, float]:
@@ -257,43 +275,36 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         else:
             workers = forming = [start_worker("worker", QUEUES, args.concurrency or max(16, 2 * args.sessions))]
         try:
-            for w in workers:
-                w.wait_ready()
-            from testkit.scenarios.harness import producer_app
-            from workers.producer import CeleryPublisher, publish_messages
+            with running(workers):  # stopping them flushes the spans still batched
+                from testkit.scenarios.harness import producer_app
+                from workers.producer import CeleryPublisher, publish_messages
 
-            app = producer_app(redis.url(0))
-            publisher = CeleryPublisher(app=app)
-            publish_messages([e for s in alone + warmup + together for e in events(s, f"u-{s}")],
-                             publisher=publisher)
-            solo_runs = []
-            for session in alone:
-                start_formations(store, app, [session], settings.claim_lease_s)
-                solo_runs += wait_done(store, [session], 60)
-                run = solo_runs[-1]
-                say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages (start ms after claim, ms) {trace(run)}")
-            if warmup:  # a long-lived worker's pool threads exist already, each with its connections
-                start_formations(store, app, warmup, settings.claim_lease_s)
-                wait_done(store, warmup, 300)
-            cpu_before = sum(cpu_s(w.pid) for w in forming)
-            first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
-            group_runs = wait_done(store, together, 300)
-            worker_cpu = sum(cpu_s(w.pid) for w in forming) - cpu_before
-            say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
-                statistics.median(wall_s(r) for r in group_runs) * 1000,
-                statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
-            if os.environ.get("BENCH_TRACE"):
-                t0 = min(r.created_at for r in group_runs)
-                for r in sorted(group_runs, key=lambda r: r.created_at)[:: max(1, len(group_runs) // 6)]:
-                    say(r.run_id, trace(r, t0))
-            publisher.close()
-        except Exception:
-            for w in workers:
-                print(w.log_text()[-3000:], file=sys.stderr)
-            raise
+                app = producer_app(redis.url(0))
+                publisher = CeleryPublisher(app=app)
+                publish_messages([e for s in alone + warmup + together for e in events(s, f"u-{s}")],
+                                 publisher=publisher)
+                solo_runs = []
+                for session in alone:
+                    start_formations(store, app, [session], settings.claim_lease_s)
+                    solo_runs += wait_done(store, [session], 60)
+                    run = solo_runs[-1]
+                    say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages (start ms after claim, ms) {trace(run)}")
+                if warmup:  # a long-lived worker's pool threads exist already, each with its connections
+                    start_formations(store, app, warmup, settings.claim_lease_s)
+                    wait_done(store, warmup, 300)
+                cpu_before = sum(cpu_s(w.pid) for w in forming)
+                first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
+                group_runs = wait_done(store, together, 300)
+                worker_cpu = sum(cpu_s(w.pid) for w in forming) - cpu_before
+                say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
+                    statistics.median(wall_s(r) for r in group_runs) * 1000,
+                    statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
+                if os.environ.get("BENCH_TRACE"):
+                    t0 = min(r.created_at for r in group_runs)
+                    for r in sorted(group_runs, key=lambda r: r.created_at)[:: max(1, len(group_runs) // 6)]:
+                        say(r.run_id, trace(r, t0))
+                publisher.close()
         finally:
-            for w in workers:
-                w.stop()  # flushes the spans still batched
             store_runs = store.list_runs(agent_id=AGENT, limit=1000)
             store.close()
             redis.stop()

@@ -1,21 +1,23 @@
 """Stats and cost against an agent with many runs: the store's sums against listing every run.
 
-    python -m bench.stats_scale                  # 20,000 runs on SQLite
-    python -m bench.stats_scale --runs 100000 --repeat 5
+    python -m bench.stats_scale                  # 30 and 20,000 runs on SQLite
+    python -m bench.stats_scale --runs 30,100000 --repeat 5
 
 Builds a SQLite store with ``--runs`` done runs of one agent, three minutes apart over 100
 sessions and 200 users, each with the stage records a real run keeps (the fact extraction's
 output, the embedding stage's base64 vectors: about 14 kB a run, as in ``bench.soak``), plus a
-usage record per 20 runs, and times, best of ``--repeat``:
+usage record per 20 runs, written as an older release wrote them (no roll-ups), then brought
+up by the upgrade step's ``rebuild_rollups`` (``backfill_s``), and times, best of ``--repeat``:
 
-- ``stats``: ``MemoryService.get_memory_stats`` for one user and one session (after: the store's
-  sums; before: what it did until then, listing every run and usage record and summing in
-  Python, kept here as ``_listed_spend``);
+- ``stats``: ``MemoryService.get_memory_stats`` for one user and one session (after: the usage
+  roll-ups; before: listing every run and usage record and summing in Python, kept here as
+  ``_listed_spend``);
 - ``cost_1d`` and ``cost_all``: ``ops.cost.cost_report`` with and without ``since`` = one day
   before the newest run (before: the listing of every run, then the window in Python).
 
-Both ways must give the same sums (checked). The last line is the JSON of the figures with
-the load average.
+Both ways must give the same sums (checked). Each size of ``--runs`` is built and timed in
+turn; ``stats_growth`` is the stats time at the largest size over the smallest (the aim: ≤ 2).
+The last line is the JSON of the figures with the load average.
 """
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ def run(runs: int, repeat: int, workdir: Path) -> dict:
     started = time.perf_counter()
     build(store, runs)
     built_s = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    store.rebuild_rollups()  # the upgrade step (``memoryctl migrate``) of a store made before them
+    backfill_s = round(time.perf_counter() - started, 2)
     settings = Settings(_env_file=None, store_url=f"sqlite:///{path}", embedding_provider="hashing")
     service = MemoryService("agent-1", store=store, settings=settings)
     user, session = "u7", "s7"
@@ -136,20 +141,29 @@ def run(runs: int, repeat: int, workdir: Path) -> dict:
         figures[name] = {"store_sums_ms": after_ms, "listing_every_run_ms": before_ms}
     doc_kb = store.db.conn().execute(f"SELECT avg(length(doc)) FROM {store.db.t('runs')}").fetchone()[0] / 1024
     store.close()
-    return {"runs": runs, "run_doc_kb": round(doc_kb, 1), "built_s": built_s, "repeat": repeat, **figures,
+    return {"runs": runs, "run_doc_kb": round(doc_kb, 1), "built_s": built_s, "backfill_s": backfill_s,
+            "repeat": repeat, **figures,
             "load_avg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stats_scale", description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--runs", default="30,20000", help="store sizes in runs, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    if args.runs < 100 or args.repeat < 1:
-        parser.error("--runs: at least 100; --repeat: at least 1")
-    with tempfile.TemporaryDirectory(prefix="stats-scale-") as tmp:
-        figures = run(args.runs, args.repeat, Path(tmp))
-    print(json.dumps(figures))
+    try:
+        sizes = sorted({int(part) for part in args.runs.split(",")})
+    except ValueError:
+        parser.error(f"--runs: expected sizes such as 30,20000, got {args.runs!r}")
+    if sizes[0] < 20 or args.repeat < 1:
+        parser.error("--runs: at least 20 each; --repeat: at least 1")
+    results = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="stats-scale-") as tmp:
+            results.append(run(size, args.repeat, Path(tmp)))
+    first, last = results[0]["stats"]["store_sums_ms"], results[-1]["stats"]["store_sums_ms"]
+    print(json.dumps({"sizes": results, "stats_growth": round(last / max(first, 0.01), 2),
+                      "load_avg": [round(x, 2) for x in os.getloadavg()]}))
     return 0
 
 

@@ -3,6 +3,7 @@
     PipelineError
     ├── TransientError          retry with backoff and jitter (timeouts, 429, 5xx, lost leases)
     │   ├── RateLimited         carries the provider's Retry-After, honoured by the retry
+    │   ├── Throttled           a shared provider limit has no turn now: sent again when it has
     │   ├── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
     │   └── StoreUnavailable    the store's driver said "not now" (failover, lost connection,
     │       │                   a lock held past the busy timeout): retried, never recorded
@@ -31,6 +32,11 @@ class TransientError(PipelineError):
 
 class RateLimited(TransientError):
     """The provider said 429; ``retry_after`` holds its Retry-After in seconds, if it gave one."""
+
+
+class Throttled(TransientError):
+    """A shared provider rate limit (``pipeline.llm.rates``) has no turn for this call yet;
+    ``retry_after`` is when it will. Not a failure: the task is sent again with that countdown."""
 
 
 class InvalidLLMAnswer(TransientError):

@@ -1,7 +1,8 @@
 """Counts per scope for ``get_memory_stats`` and ``get_consolidation_status`` (design §6, §12).
 
 Counts and sums are the store's (``count_facts``, ``reflection_counts``, ``count_unabsorbed``,
-``cost_rows``): their cost does not grow with the memory held. Only a scope's unabsorbed
+and the usage roll-ups, ``rollup_rows``): their cost does not grow with the memory held or the
+runs made. Only a scope's unabsorbed
 buffer, bounded by its consolidation threshold, is read, for its words.
 """
 
@@ -80,14 +81,16 @@ def consolidation_status(
 
 
 def _spend(store: Store, agent_id: str, user_id: str | None, session_id: str | None) -> dict[str, dict]:
-    """Cost per scope key, summed by the store (``cost_rows``): the agent's every run and
-    usage record (session-end consolidations, failed attempts); the user's runs (those whose
-    users include them) and their records; the session's runs and usage records."""
-    out = {scope_key("agent"): _summary(store.cost_rows(agent_id))}
+    """All-time cost per scope key, from the usage roll-ups (``rollup_rows``): a few rows per
+    stage and model however many runs the agent made. The agent's every run and usage record
+    (session-end consolidations, failed attempts); the user's runs and their records; the
+    session's runs and records."""
+    out = {scope_key("agent"): _summary(store.rollup_rows(agent_id, all_time=True))}
     if user_id:
-        out[scope_key("user", user_id=user_id)] = _summary(store.cost_rows(agent_id, user_id=user_id))
+        out[scope_key("user", user_id=user_id)] = _summary(store.rollup_rows(agent_id, user_id=user_id, all_time=True))
     if session_id:
-        out[scope_key("session", session_id=session_id)] = _summary(store.cost_rows(agent_id, session_id=session_id))
+        out[scope_key("session", session_id=session_id)] = _summary(
+            store.rollup_rows(agent_id, session_id=session_id, all_time=True))
     return out
 
 

@@ -7,6 +7,10 @@
 - Sources: a fact or reflection stored without ``source_user_ids`` gets those its run's
   messages give (``pipeline.erasure.attribute``: the senders of its source messages, or else
   every human of the run's range), while that run record and its messages are stored.
+- Usage roll-ups (design §11 "Observability and cost"): derived again from the runs and usage records
+  (``Store.rebuild_rollups``), which fills them on a store made before them and replaces, so
+  a second run writes the same rows. SQLite rebuilds in one transaction; on MongoDB run it
+  with the workers stopped (a stage completed during the rebuild may be counted twice or not).
 - What cannot be attributed (its run is gone, or it never had one: v1 text) is counted, and
   so are blobs holding text that no merge of reflections made. Nothing is guessed.
 
@@ -30,6 +34,7 @@ class UpgradeReport:
     unattributed_items: int = 0     # no source can be derived: left, listed by forget-user --verify
     unexplained_blobs: int = 0      # blob text no merge of reflections made (v1 shards)
     rejected_indexed: int = 0       # rejected events given their id index field (Mongo)
+    rollup_rows: int = 0            # usage roll-up rows derived from the runs and usage records
 
     def counts(self) -> dict:
         return asdict(self)
@@ -44,6 +49,8 @@ def upgrade_store(store: Store, progress: Callable[[str], None] | None = None) -
     backfill = getattr(store, "backfill_rejected_ids", None)  # Mongo only: SQLite fills at open
     if backfill is not None:
         report.rejected_indexed = backfill()
+    say("rolling usage up per agent, user, session and day")
+    report.rollup_rows = store.rebuild_rollups()
     loose = store.unattributed(None)
     say(f"deriving sources of {len(loose)} item(s) stored without them")
     runs: dict[str, list] = {}

@@ -141,6 +141,9 @@ class ScopeStats(BaseModel):
 class Stats(BaseModel):
     agent_id: str
     scopes: dict[str, ScopeStats]
+    # ``/status`` only: per limit of MEMORY_LLM_RATE_LIMITS, its rpm and tpm, the seconds until
+    # its next turn, the calls deferred and the 429 holds so far (design §8)
+    provider_limits: dict[str, dict[str, int | float | str]] | None = None
 
 
 # ------------------------------------------------------------------------ users' own -------

@@ -232,6 +232,14 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(default=16, ge=0)  # 0: no cap
     # Longest wait for a free slot of that cap before the call is retried later (counted in the lease arithmetic).
     llm_slot_wait_s: float = Field(default=60.0, gt=0)
+    # Shared provider rate limits (design §8), per "provider:model" or "provider" (every model of it),
+    # e.g. MEMORY_LLM_RATE_LIMITS='{"openai:gpt-6-luna": {"rpm": 500, "tpm": 200000}}'. Off by default:
+    # a provider's limits depend on the account's tier (docs/operations.md "Provider limits").
+    llm_rate_limits: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # a turn this near is waited for in place; a later one re-queues the stage with that countdown
+    llm_rate_wait_inline_s: float = Field(default=2.0, ge=0)
+    # how many times one task may be re-queued to wait for its turn before the run fails (and the sweep retries it)
+    llm_rate_max_requeues: int = Field(default=200, ge=1)
     # retries of an answer that came back unusable (refusal, content filter, length stop, outside its schema)
     llm_invalid_answer_retries: int = Field(default=2, ge=0)
     # Embeddings: model per provider; dimension from this setting, else learned from the first answer
@@ -302,15 +310,17 @@ class Settings(BaseSettings):
         must outlive one call, slot wait included. Celery's time limits cannot stand in for
         this: the threads pool does not enforce them (celery/celery#9203)."""
         network = ("openai", "gemini")   # the offline rules and the local embedders call no server
-        llm_call = (self.llm_slot_wait_s + max(self.llm_timeout_fast_s, self.llm_timeout_free_s,
+        rate_wait = self.llm_rate_wait_inline_s if self.llm_rate_limits else 0.0  # only a limited call waits
+        llm_call = (self.llm_slot_wait_s + rate_wait + max(self.llm_timeout_fast_s, self.llm_timeout_free_s,
                                                  self.llm_timeout_premium_s) + PROVIDER_CALL_GRACE_S)
         embedding_call = self.embedding_timeout_s + PROVIDER_CALL_GRACE_S
         longest = max(llm_call if self.resolved_llm_provider() in network else 0.0,
                       embedding_call if self.resolved_embedding_provider() in network else 0.0)
         needed = longest + LEASE_RENEWAL_SLACK_S if longest else 0.0
         broken = [f"{name} ({lease:g}s) must be above the longest provider call ({longest:g}s: "
-                  f"MEMORY_LLM_SLOT_WAIT_S {self.llm_slot_wait_s:g} + the longest of MEMORY_LLM_TIMEOUT_FAST_S/"
-                  f"_FREE_S/_PREMIUM_S {llm_call - self.llm_slot_wait_s - PROVIDER_CALL_GRACE_S:g} + "
+                  f"MEMORY_LLM_SLOT_WAIT_S {self.llm_slot_wait_s:g} + MEMORY_LLM_RATE_WAIT_INLINE_S "
+                  f"{rate_wait:g} (with rate limits set) + the longest of MEMORY_LLM_TIMEOUT_FAST_S/_FREE_S/_PREMIUM_S "
+                  f"{llm_call - self.llm_slot_wait_s - rate_wait - PROVIDER_CALL_GRACE_S:g} + "
                   f"{PROVIDER_CALL_GRACE_S:g}s grace, or MEMORY_EMBEDDING_TIMEOUT_S {self.embedding_timeout_s:g} + "
                   f"grace) plus {LEASE_RENEWAL_SLACK_S:g}s: the lease is renewed before each call and must outlive it"
                   for name, lease in (("MEMORY_CLAIM_LEASE_S", self.claim_lease_s),
@@ -345,6 +355,15 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"model {model!r}: give exactly \"input\" and \"output\", USD per million tokens, "
                     "not negative")
+        return value
+
+    @field_validator("llm_rate_limits")
+    @classmethod
+    def _rate_limits(cls, value: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        for name, limit in value.items():
+            if not name or not set(limit) <= {"rpm", "tpm"} or not limit or min(limit.values()) < 0:
+                raise ValueError(f"{name!r}: give \"rpm\" and/or \"tpm\", requests and tokens per minute, "
+                                 "not negative (0: not limited), under \"provider:model\" or \"provider\"")
         return value
 
     @field_validator("store_url", "broker_url", "result_backend")

@@ -10,7 +10,8 @@ is still interleaved with other threads, as on a real server).
 examines by the indexes declared, as ``explain`` would report them (the missing-index check).
 
 Atlas Search and Vector Search (index management, ``$vectorSearch`` and ``$search`` with the
-server's rules, index build time and index lag) come from ``atlas_emulation``: each
+server's rules, index build time and index lag) come from ``atlas_emulation``; the update
+documents the server refuses and mongomock applies, from ``mongo_update_rules``: each
 database's ``atlas`` settings (``AtlasSettings``) hold its clock, build time and lag.
 """
 
@@ -24,6 +25,7 @@ import mongomock_ng
 from pipeline.clock import Clock
 from testkit.atlas_emulation import AtlasSettings, SearchCatalog
 from testkit.mongo_explain import EXPLAIN
+from testkit.mongo_update_rules import check_call
 
 _LOCK = threading.RLock()
 
@@ -48,6 +50,7 @@ class LockedCollection:
         def locked(*args, **kwargs):
             with _LOCK:
                 OUTAGE.before(name)
+                check_call(name, args, kwargs)  # what the server refuses and mongomock applies
                 EXPLAIN.record(self._collection, name, args, kwargs)  # before: a delete's matched set
                 result = attr(*args, **kwargs)
                 if name in _WRITES:

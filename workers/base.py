@@ -34,7 +34,7 @@ from celery.exceptions import Retry
 from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
-from pipeline.errors import InvalidLLMAnswer, PermanentError, StoreUnavailable, TransientError
+from pipeline.errors import InvalidLLMAnswer, PermanentError, StoreUnavailable, Throttled, TransientError
 from workers.deps import get_deps
 
 log = logging.getLogger("memory.tasks")
@@ -153,8 +153,14 @@ class MemoryTask(Task):
 
     def retry_delay(self, exc: TransientError) -> float:
         """Exponential backoff with full jitter, never shorter than the provider's Retry-After,
-        never longer than the broker's visibility timeout allows."""
+        never longer than the broker's visibility timeout allows. A call waiting for its turn
+        under a shared rate limit (``Throttled``) is sent again when the turn comes (a little
+        jitter, so waiters do not all wake at once), within half the run's lease, which its
+        next start renews."""
         settings = get_deps().settings
+        if isinstance(exc, Throttled):
+            wait = (exc.retry_after or 1.0) * random.uniform(1.0, 1.1)
+            return min(wait, settings.claim_lease_s / 2, settings.broker_visibility_timeout_s / 2)
         attempt = self.request.retries
         ceiling = min(settings.task_retry_backoff_max_s, 2 ** attempt)
         delay = random.uniform(ceiling / 2, ceiling)
@@ -168,6 +174,8 @@ class MemoryTask(Task):
         ``MEMORY_LLM_INVALID_ANSWER_RETRIES`` times, since it mostly comes back the same;
         timeouts, 429, 5xx and outages ``MEMORY_TASK_MAX_RETRIES`` times."""
         settings = get_deps().settings
+        if isinstance(exc, Throttled):  # a wait for a turn, not a failure
+            return settings.llm_rate_max_requeues
         if isinstance(exc, InvalidLLMAnswer):
             return min(settings.llm_invalid_answer_retries, settings.task_max_retries)
         return settings.task_max_retries

@@ -21,6 +21,7 @@ from api.ui.web import FormId, QueryId, UiError, UiRoute, check_csrf, page, pars
 from ops.cost import cost_report
 from ops.runs import REPLAYABLE, list_run_summaries, replay_failed, run_summary
 from schemas.access import subject_digest
+from workers.deps import provider_limits
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 Csrf = Depends(check_csrf)
@@ -65,7 +66,8 @@ def runs(request: Request, who: Who, status: RunStatus = "", agent: QueryId = ""
                                session_id=session or None, limit=limit)
     if after is not None:
         found = [r for r in found if r["created_at"] >= after.isoformat()]
-    return page(request, "runs.html", who, runs=found,
+    settings = _ctx(request).settings
+    return page(request, "runs.html", who, runs=found, limits=provider_limits(settings) if settings.llm_rate_limits else {},
                 filters={"status": status, "agent": agent, "session": session, "since": since, "limit": limit})
 
 

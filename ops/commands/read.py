@@ -80,6 +80,8 @@ def _table(title: str, payload: dict) -> None:
     print(f"{title} of agent {payload['agent_id']}")
     for key, row in payload["scopes"].items():
         print(f"  {key}: " + ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if k != "scope"))
+    for name, row in (payload.get("provider_limits") or {}).items():
+        print(f"  provider limit {name}: " + ", ".join(f"{k}={_cell(v)}" for k, v in row.items()))
 
 
 def _cell(value) -> str:
@@ -102,6 +104,11 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     payload = _with_service(args, lambda s: s.get_consolidation_status(user_id=args.user, session_id=args.session))
+    from workers.deps import provider_limits
+
+    limits = provider_limits(get_settings())
+    if limits:  # what the shared provider limits hold back now (design §8)
+        payload["provider_limits"] = limits
     print(json.dumps(payload)) if args.json else _table("consolidation status", payload)
     return 0
 

@@ -16,8 +16,9 @@ def open_llm(settings: Settings, *, redis_client: Any = None) -> LLM:
 
     An explicit ``MEMORY_LLM_PROVIDER`` wins; else a Gemini key, then an OpenAI key, then the
     offline rules. Network providers are wrapped in the concurrency cap of
-    ``MEMORY_LLM_MAX_CONCURRENCY``: shared by every worker through ``redis_client`` when one
-    is given (``workers.deps`` gives the broker's), else per process.
+    ``MEMORY_LLM_MAX_CONCURRENCY`` and the rate limits of ``MEMORY_LLM_RATE_LIMITS``: shared by
+    every worker through ``redis_client`` when one is given (``workers.deps`` gives the
+    broker's), else per process.
     """
     provider = settings.resolved_llm_provider()
     if provider == "offline":
@@ -35,5 +36,7 @@ def open_llm(settings: Settings, *, redis_client: Any = None) -> LLM:
     else:
         raise ConfigurationError(f"MEMORY_LLM_PROVIDER: unknown provider {provider!r} (openai, gemini or offline)")
     from pipeline.llm.limits import limit_concurrency
+    from pipeline.llm.rates import limit_rate
 
-    return limit_concurrency(llm, settings, redis_client=redis_client)
+    # the rate limit outside the concurrency cap: a call waiting for its turn holds no slot
+    return limit_rate(limit_concurrency(llm, settings, redis_client=redis_client), settings, redis_client=redis_client)

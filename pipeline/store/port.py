@@ -21,7 +21,7 @@ from typing import Protocol
 
 from pipeline.store.ports import (
     AccessStore, AdminStore, BlobStore, ContextStore, CostRow, FactCandidate, FactStore, FactUpdate, IngestOutcome,
-    IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RunStore, StatsStore,
+    IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RollupStore, RunStore, StatsStore,
     owned_by_another,
 )
 from pipeline.store.ports.webhooks import WebhookStore
@@ -33,7 +33,7 @@ class SessionStore(IngestStore, RunStore, Protocol):
 
 
 class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, AdminStore,
-            ProvenanceStore, AccessStore, StatsStore, WebhookStore):
+            ProvenanceStore, AccessStore, StatsStore, WebhookStore, RollupStore):
     """Repository methods for every collection of §7: the union of the narrow ports
     (``pipeline.store.ports``), for wiring. A caller that needs some parts only names those."""
 
@@ -41,5 +41,5 @@ class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseS
 __all__ = [
     "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts",
-    "ReflectionStore", "RunStore", "SessionStore", "StatsStore", "Store", "WebhookStore", "owned_by_another",
+    "ReflectionStore", "RollupStore", "RunStore", "SessionStore", "StatsStore", "Store", "WebhookStore", "owned_by_another",
 ]

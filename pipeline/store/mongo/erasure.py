@@ -11,6 +11,7 @@ from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import escape_keys, to_doc
 from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.rollups import ROLLUPS
 from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.admin import AdminStore
 from schemas.documents import scope_key
@@ -73,7 +74,7 @@ class MongoErasure(MongoParts, AdminStore):
         counts["messages_rewritten"] = update(
             "messages", {"session_id": {"$in": group}, "session_users": user_id, **others},
             {"$pull": {"session_users": user_id}})
-        counts.update(self._forget_runs(plan, dry_run))
+        counts.update(self._forget_runs(plan, dry_run, user_id, scoped))
         counts["rejected"] = delete("rejected", {"_id": {"$in": plan.rejected_ids}})
         counts["contexts"] = delete(
             c.CONTEXTS, {"$or": [{"user_id": user_id, **scoped}, {"session_id": {"$in": plan.session_ids}}]})
@@ -88,7 +89,7 @@ class MongoErasure(MongoParts, AdminStore):
                 self.bump_scope_versions(agent, keys)
         return counts
 
-    def _forget_runs(self, plan: erasure.ForgetPlan, dry_run: bool) -> dict[str, int]:
+    def _forget_runs(self, plan: erasure.ForgetPlan, dry_run: bool, user_id: str, scoped: dict) -> dict[str, int]:
         """Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay
         emptied. What they spent stays, anonymous (first: a crash after it only records it again)."""
         col = self.col
@@ -96,8 +97,12 @@ class MongoErasure(MongoParts, AdminStore):
             return {"runs_deleted": col("runs").count_documents({"_id": {"$in": plan.delete_runs}}),
                     "runs_rewritten": col("runs").count_documents(
                         {"_id": {"$in": [r.run_id for r in plan.rewrite_runs]}, "status": {"$ne": "done"}})}
+        # The agent's roll-ups keep it too; the user's own, and their one-to-one sessions', go.
         for record in plan.usage:
-            self.record_usage(record)
+            self.keep_usage_record(record)
+        col(ROLLUPS).delete_many({"scope": "user", "scope_id": user_id, **scoped})
+        for sid, agent in plan.solo.items():
+            col(ROLLUPS).delete_many({"scope": "session", "scope_id": sid, "agent_id": agent})
         deleted = col("runs").delete_many({"_id": {"$in": plan.delete_runs}}).deleted_count
         rewritten = 0
         for run in plan.rewrite_runs:

@@ -8,6 +8,7 @@ from pymongo import ASCENDING, DESCENDING
 from pipeline.store import _common as c
 from pipeline.store.mongo.facts import LIVE
 from pipeline.store.mongo.provenance import IDS, UNPARSED
+from pipeline.store.mongo.rollups import KEY as ROLLUP_KEY, ROLLUPS
 
 _A, _D = ASCENDING, DESCENDING
 # (collection, [(field, direction)], name, unique)
@@ -40,6 +41,9 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     # statistics (``ports.stats``): a session's usage records, and those of a user's runs
     (c.USAGE, [("agent_id", _A), ("session_id", _A), ("at", _A)], "agent_session_at", False),
     (c.USAGE, [("run_id", _A)], "run", False),
+    # usage roll-ups (``rollups``): one row per key, and every agent's spend of some days
+    (ROLLUPS, [(k, _A) for k in ROLLUP_KEY], "key_unique", True),
+    (ROLLUPS, [("scope", _A), ("day", _A)], "scope_day", False),
     ("scope_versions", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("contexts", [("session_id", _A), ("user_id", _A)], "session_user_unique", True),
     ("contexts", [("user_id", _A)], "user", False),

@@ -10,8 +10,10 @@ use these.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
-from schemas.documents import FormationRun, SessionState
+from pipeline.store.ports.rollups import Increment
+from schemas.documents import FormationRun, SessionState, UsageRecord
 
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
 
@@ -33,6 +35,18 @@ class MongoParts(abc.ABC):
         """Count the message stored with seq ``last_seq + 1`` whose ingest stopped before
         counting it (``ingest``); True if there was one. A claim calls it so that the message
         joins its range."""
+
+    @abc.abstractmethod
+    def add_rollups(self, found: Sequence[Increment]) -> None:
+        """Add usage increments to their roll-up rows (``rollups``)."""
+
+    @abc.abstractmethod
+    def record_rollups(self, record: UsageRecord) -> list[Increment]:
+        """What a usage record adds to the roll-ups (``rollups``)."""
+
+    @abc.abstractmethod
+    def keep_usage_record(self, record: UsageRecord) -> bool:
+        """Store a usage record without rolling it up (``stats``); True when it is new."""
 
     @abc.abstractmethod
     def col(self, name: str):

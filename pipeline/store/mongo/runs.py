@@ -21,6 +21,7 @@ from pymongo import DESCENDING, ReturnDocument
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, escape_key, escape_keys, from_doc, to_doc, unescape_keys
 from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoParts
+from pipeline.store.ports.rollups import day_of, increments
 from pipeline.store.ports.runs import RunStore
 from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, SessionState, StageRecord
@@ -132,10 +133,16 @@ class MongoRuns(MongoParts, RunStore):
         field = _stage_field(stage)
         update = {"$set": _under(field, escape_keys(c.completed_fields(record))),
                   "$max": {f"{field}.attempts": record.attempts}}
-        result = self.col("runs").update_one({"_id": run_id, f"{field}.status": {"$ne": "done"}}, update)
-        if result.matched_count == 0:
+        run = self.col("runs").find_one_and_update(
+            {"_id": run_id, f"{field}.status": {"$ne": "done"}}, update,
+            projection={"agent_id": 1, "session_id": 1, "user_ids": 1, "created_at": 1})
+        if run is None:
             self.require_run(run_id)
             return False
+        if record.usage.by_model:  # rolled up by the one call that completed the stage
+            at = record.finished_at or record.started_at or run["created_at"]
+            self.add_rollups(increments(run["agent_id"], run.get("session_id"), run.get("user_ids") or [], stage,
+                                        day_of(at), record.usage.by_model))
         return True
 
     def fail_stage(self, run_id: str, stage: str, error: str, now: datetime) -> None:

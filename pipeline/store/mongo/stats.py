@@ -58,8 +58,14 @@ class MongoStats(MongoParts, StatsStore):
 
     def record_usage(self, record: UsageRecord) -> None:
         # model names hold dots ("gpt-6.1-sol"): escaped like every free-form map
+        if self.keep_usage_record(record):  # rolled up once, as it is first kept
+            self.add_rollups(self.record_rollups(record))
+
+    def keep_usage_record(self, record: UsageRecord) -> bool:
+        """Store a usage record (replacing one of its id), rolling nothing up: also what an
+        erasure keeps of the runs it removes, whose spend is rolled up already. True when new."""
         doc = escape_keys(to_doc(record, record.usage_id))
-        self.col(c.USAGE).replace_one({"_id": record.usage_id}, doc, upsert=True)
+        return self.col(c.USAGE).replace_one({"_id": record.usage_id}, doc, upsert=True).upserted_id is not None
 
     def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
         query: dict = {"agent_id": agent_id}

@@ -23,6 +23,7 @@ from pipeline.store.mongo.ingest import MongoIngest
 from pipeline.store.mongo.leases import MongoLeases
 from pipeline.store.mongo.provenance import MongoProvenance
 from pipeline.store.mongo.reflections import MongoReflections
+from pipeline.store.mongo.rollups import MongoRollups
 from pipeline.store.mongo.runs import MongoRuns
 from pipeline.store.mongo.stats import MongoStats
 from pipeline.store.mongo.unavailable import unavailable
@@ -34,7 +35,7 @@ TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "
 
 @translate_errors(unavailable)
 class MongoStore(MongoIngest, MongoRuns, MongoFacts, MongoReflections, MongoBlobs, MongoLeases, MongoContexts,
-                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, Store):
+                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, MongoRollups, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``unavailable``), through the one decorator above."""
 

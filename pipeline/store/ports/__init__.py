@@ -17,11 +17,12 @@ from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_ano
 from pipeline.store.ports.leases import LeaseStore
 from pipeline.store.ports.provenance import ProvenanceStore
 from pipeline.store.ports.reflections import ReflectionStore
+from pipeline.store.ports.rollups import RollupStore
 from pipeline.store.ports.runs import RunStore
 from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore
 
 __all__ = [
     "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts", "ReflectionStore",
-    "RunStore", "StatsStore", "owned_by_another",
+    "RollupStore", "RunStore", "StatsStore", "owned_by_another",
 ]

@@ -9,11 +9,12 @@ import sqlite3
 
 from pipeline import erasure, vectors
 from pipeline.erasure import Plan
-from pipeline.store._common import ts
 from pipeline.store.ports.admin import AdminStore
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.sqlite.rollups import TABLE as ROLLUPS
 from pipeline.store.sqlite.schema import TABLES
+from pipeline.store.sqlite.stats import keep_usage_rows
 from schemas.documents import FormationRun, RejectedEvent, SessionState, StoredMessage, scope_key
 
 
@@ -108,9 +109,12 @@ class SQLiteErasure(SQLiteParts, AdminStore):
 
         # Runs quote the user: see ``pipeline.erasure.forget_plan`` for which go and which stay emptied.
         # What they spent stays, anonymous, so the agent's cost totals never fall.
-        conn.executemany(
-            f"INSERT OR REPLACE INTO {t('usage')} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
-            [(u.usage_id, u.agent_id, ts(u.at), u.model_dump_json()) for u in plan.usage])
+        # The agent's roll-ups keep it too; the user's own, and their one-to-one sessions', go.
+        keep_usage_rows(self.db, conn, plan.usage)
+        conn.execute(f"DELETE FROM {t(ROLLUPS)} WHERE scope = 'user' AND scope_id = ? {agent_clause}",
+                     (user_id, *agent_args))
+        conn.executemany(f"DELETE FROM {t(ROLLUPS)} WHERE scope = 'session' AND scope_id = ? AND agent_id = ?",
+                         list(plan.solo.items()))
         counts["runs_deleted"] = conn.execute(
             f"DELETE FROM {t('runs')} WHERE run_id IN ({_in(plan.delete_runs)})", plan.delete_runs,
         ).rowcount

@@ -20,6 +20,8 @@ from pipeline.store import _common as c
 from pipeline.store.ports.runs import RunStore
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.ports.rollups import increments
+from pipeline.store.sqlite.rollups import add_rollups
 from pipeline.store.sqlite.stats import run_columns, stage_usage
 from pipeline.trigger import ClaimRule
 from schemas.documents import FormationRun, SessionState, StageRecord
@@ -233,8 +235,12 @@ class SQLiteRuns(SQLiteParts, RunStore):
             done = c.completed(current, record)
             if done is None:
                 return False
-            created = conn.execute(f"SELECT created_at FROM {runs} WHERE run_id = ?", (run_id,)).fetchone()[0]
+            created, agent_id, session_id, users = conn.execute(
+                f"SELECT created_at, agent_id, session_id, user_ids FROM {runs} WHERE run_id = ?", (run_id,)).fetchone()
             entry = stage_usage(datetime.fromisoformat(created), done)
+            if entry is not None:  # rolled up in the write that records it: once, as the stage completes once
+                add_rollups(self.db, conn, increments(agent_id, session_id, json.loads(users or "[]"), stage,
+                                                      entry["day"], entry["by_model"]))
             conn.execute(f"UPDATE {runs} SET doc = json_set(doc, ?, json(?)), "
                          "usage = CASE WHEN ? IS NULL THEN json_remove(coalesce(usage, '{}'), ?) "
                          "ELSE json_set(coalesce(usage, '{}'), ?, json(?)) END WHERE run_id = ?",

@@ -9,6 +9,7 @@ from datetime import datetime
 from pipeline.store._common import ts
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.provenance import create_provenance_schema
+from pipeline.store.sqlite.rollups import DDL as ROLLUPS_DDL, TABLE as ROLLUPS
 from pipeline.store.sqlite.stats import BACKFILL
 
 # (table, DDL body). Every table keeps the whole document as JSON in ``doc`` plus the columns
@@ -46,6 +47,8 @@ _TABLES: tuple[tuple[str, str], ...] = (
         PRIMARY KEY (session_id, user_id)"""),
     ("leases", "name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TEXT NOT NULL"),
     ("usage", "usage_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, at TEXT NOT NULL, doc TEXT NOT NULL"),
+    # usage summed per agent, user, session and day (``rollups``)
+    (ROLLUPS, ROLLUPS_DDL),
     # access control (``access``): keys by the digest of their secret, the audit log,
     # queued jobs, and each user's own memory switch per agent
     ("api_keys", "key_id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, doc TEXT NOT NULL"),
@@ -108,6 +111,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("webhook_deliveries_subscription", "webhook_deliveries", "subscription_id, created_at", False),
     ("webhook_deliveries_agent", "webhook_deliveries", "agent_id, created_at", False),
     ("webhook_subjects_delivery", "webhook_subjects", "delivery_id", False),
+    # every agent's spend of some days (``rollups``: the global spend cap)
+    ("usage_rollups_day", ROLLUPS, "scope, day", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text

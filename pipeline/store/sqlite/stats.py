@@ -11,6 +11,7 @@ documents of a file made before them (``BACKFILL``).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from pipeline.store import _common as c
 from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, snapshots_of
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.reflections import counted
+from pipeline.store.sqlite.rollups import add_rollups, record_increments
 from schemas.documents import FormationRun, StageRecord, UsageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
@@ -81,6 +83,14 @@ def _conditions(agent: str, agent_id: str, *optional: tuple[str, Any]) -> tuple[
     return [term for term, _ in kept], [value for _, value in kept]
 
 
+def keep_usage_rows(db: Database, conn: sqlite3.Connection, records: Sequence[UsageRecord]) -> None:
+    """Write usage records (insert or replace) in ``conn``'s transaction, rolling nothing up:
+    also what an erasure keeps of the runs it removes, whose spend is rolled up already."""
+    conn.executemany(
+        f"INSERT OR REPLACE INTO {db.t(c.USAGE)} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
+        [(r.usage_id, r.agent_id, c.ts(r.at), r.model_dump_json()) for r in records])
+
+
 class SQLiteStats(StatsStore):
     """Usage records, ``cost_rows`` and ``reflection_counts``: a repository of ``SQLiteStore``
     on its ``Database``."""
@@ -89,10 +99,11 @@ class SQLiteStats(StatsStore):
 
     def record_usage(self, record: UsageRecord) -> None:
         with self.db.write() as conn:
-            conn.execute(
-                f"INSERT OR REPLACE INTO {self.db.t(c.USAGE)} (usage_id, agent_id, at, doc) VALUES (?, ?, ?, ?)",
-                (record.usage_id, record.agent_id, c.ts(record.at), record.model_dump_json()),
-            )
+            fresh = conn.execute(f"SELECT 1 FROM {self.db.t(c.USAGE)} WHERE usage_id = ?",
+                                 (record.usage_id,)).fetchone() is None
+            keep_usage_rows(self.db, conn, [record])
+            if fresh:  # rolled up once, as it is first kept
+                add_rollups(self.db, conn, record_increments(self.db, conn, record))
 
     def list_usage(self, agent_id: str, since: datetime | None = None) -> list[UsageRecord]:
         rows = self.db.conn().execute(

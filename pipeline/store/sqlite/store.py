@@ -25,6 +25,7 @@ from pipeline.store.sqlite.leases import SQLiteLeases
 from pipeline.store.sqlite.pool import borrowing
 from pipeline.store.sqlite.provenance import SQLiteProvenance
 from pipeline.store.sqlite.reflections import SQLiteReflections
+from pipeline.store.sqlite.rollups import SQLiteRollups
 from pipeline.store.sqlite.runs import SQLiteRuns
 from pipeline.store.sqlite.stats import SQLiteStats
 from pipeline.store.sqlite.webhooks import SQLiteWebhooks
@@ -33,7 +34,7 @@ from pipeline.store.sqlite.webhooks import SQLiteWebhooks
 @translate_errors(unavailable)
 @borrowing
 class SQLiteStore(SQLiteIngest, SQLiteRuns, SQLiteFacts, SQLiteReflections, SQLiteBlobs, SQLiteLeases, SQLiteContexts,
-                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, Store):
+                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, SQLiteRollups, Store):
     """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
     (``db.unavailable``), through the one decorator above."""
 
