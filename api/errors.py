@@ -115,6 +115,8 @@ def _unreadable(exc: Exception) -> str:
         return f"the JSON nests deeper than this server reads (about {sys.getrecursionlimit()} levels)"
     if isinstance(cause, UnicodeDecodeError):
         return f"the body is not UTF-8: {cause.reason} at byte {cause.start}"
+    if isinstance(cause, ValueError):  # e.g. a number past Python's digit limit, which the message names
+        return f"the body is not JSON that can be read: {str(cause).split(';')[0]}"
     return "the body is not JSON that can be read"
 
 

@@ -17,23 +17,30 @@ from schemas.documents import RejectedEvent
 from schemas.events import FieldError, Rejection
 
 
+def storable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udc00``): a payload may be
+    rejected for holding one, and neither SQLite's nor BSON's UTF-8 encoder takes it as is."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def raw_text(raw: Any) -> str:
-    """The raw payload as text, as received (JSON when it is JSON-able, else its repr)."""
+    """The raw payload as text, as received (JSON when it is JSON-able, else its repr), lone
+    surrogates escaped (``storable``)."""
     if isinstance(raw, str):
-        return raw
+        return storable(raw)
     if isinstance(raw, (bytes, bytearray)):
         return bytes(raw).decode("utf-8", errors="replace")
     try:
-        return json.dumps(raw, ensure_ascii=False, default=str)
+        return storable(json.dumps(raw, ensure_ascii=False, default=str))
     except (TypeError, ValueError):
-        return repr(raw)
+        return storable(repr(raw))
 
 
 def _as_dict(raw: Any) -> dict:
     if isinstance(raw, (str, bytes, bytearray)):
         try:
             raw = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # not JSON, or nested past the parser
             return {}
     return raw if isinstance(raw, dict) else {}
 
@@ -41,7 +48,7 @@ def _as_dict(raw: Any) -> dict:
 def _peek(raw: Any, key: str) -> str | None:
     """Best-effort id from a payload that failed validation (for finding the rejection)."""
     value = _as_dict(raw).get(key)
-    return value[:128] if isinstance(value, str) else None
+    return storable(value[:128]) if isinstance(value, str) else None
 
 
 INTERNAL_FIELD = "<internal>"
@@ -83,7 +90,7 @@ def record_rejection(raw: Any, rejection: Rejection, store: IngestStore, now: da
     store.record_rejection(
         RejectedEvent(
             rejection_id=uuid.uuid4().hex,
-            event_id=rejection.event_id,
+            event_id=storable(rejection.event_id) if rejection.event_id else None,
             agent_id=_peek(raw, "agent_id"),
             session_id=_peek(raw, "session_id"),
             raw=raw_text(raw),
@@ -91,4 +98,5 @@ def record_rejection(raw: Any, rejection: Rejection, store: IngestStore, now: da
             received_at=now,
         )
     )
-    return IngestResult(status="rejected", event_id=rejection.event_id, errors=errors)
+    return IngestResult(status="rejected", event_id=storable(rejection.event_id) if rejection.event_id else None,
+                        errors=errors)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from schemas.documents import scope_key
+from schemas.values import text_problem
 
 Check = Callable[[Any, str], bool]
 
@@ -113,7 +114,7 @@ def raw_id_candidates(raw: str) -> list[str] | None:
     JSON (then only reading it whole tells, ``raw_paths``)."""
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
         return None
     found: dict[str, None] = {}
     stack = [parsed]
@@ -123,6 +124,6 @@ def raw_id_candidates(raw: str) -> list[str] | None:
             stack.extend(value.values())
         elif isinstance(value, list):
             stack.extend(value)
-        elif isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
-            found[value] = None
+        elif isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and text_problem(value, id_rules=True) is None:
+            found[value] = None  # only what may be an id: a lone surrogate would not even encode
     return list(found)

@@ -196,6 +196,8 @@ def parse_event(raw: Any, *, max_message_bytes: int) -> MessageAdded | SessionEn
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             return Rejection(errors=[FieldError(field="<event>", reason=f"not JSON: {exc.msg} at {exc.pos}")])
+        except RecursionError:
+            return Rejection(errors=[FieldError(field="<event>", reason="JSON nested deeper than the parser reads")])
     if not isinstance(raw, dict):
         return Rejection(errors=[FieldError(field="<event>", reason=f"expected a JSON object, got {type(raw).__name__}")])
     event_id = raw.get("event_id") if isinstance(raw.get("event_id"), str) else None

@@ -4,11 +4,11 @@
 - An **id** is 1 to 128 printable characters: no control character (C0, DEL), no lone
   surrogate. Ids travel in paths, headers and logs, where a control character would split or
   hide a line.
-- **Free text** (a message, an edit, a query, a name) is what an XML 1.0 document can carry
-  (XML 1.0 §2.2 "Characters"): the memory context given to the agent is XML, so a NUL, another
-  C0 control character (tab, newline and carriage return are fine), U+FFFE, U+FFFF or a lone
-  surrogate (half of a UTF-16 pair, which no UTF-8 encoder writes) would break it, or the
-  store's encoder, later and far from the caller.
+- **Free text** (a message, an edit, a query, a name) refuses NUL and lone surrogates (half of a
+  UTF-16 pair, which no UTF-8 encoder writes): the store's encoders (SQLite's, BSON's) fail on
+  a surrogate, and a NUL ends the text for any C-string reader and is no character of the XML
+  context the agent reads, later and far from the caller. Other control characters are kept
+  as written (the producer contract keeps a chat message as it was sent).
 - An **instant** lies from ``EARLIEST`` up to ``LATEST`` (UTC): memory began after the first
   and reads subtract and add windows of days, which at year 1 or 9999 overflow Python's
   datetime. A time outside is refused where it enters, never a 500 later.
@@ -19,10 +19,9 @@ as written) through the annotated types, or ``ValueError`` through ``check_*``.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Annotated, Any
-
-import re
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, StringConstraints
 from pydantic_core import PydanticCustomError
@@ -31,8 +30,6 @@ ID_MAX_CHARS = 128
 EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(3000, 1, 1, tzinfo=timezone.utc)
 _SPAN = f"from {EARLIEST:%Y-%m-%d}T00:00:00Z up to (not including) {LATEST:%Y-%m-%d}T00:00:00Z"
-#: characters free text keeps although they are C0 controls (XML 1.0 allows them)
-_TEXT_CONTROLS = "\t\n\r"
 _NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d*)?([eE][-+]?\d+)?\s*$")
 
 
@@ -41,18 +38,16 @@ def _name(code: int) -> str:
         return "a NUL character"
     if 0xD800 <= code <= 0xDFFF:
         return "a lone surrogate (half of a UTF-16 pair: not valid Unicode)"
-    if code < 0x20 or code == 0x7F:
-        return "a control character"
-    return "a non-character"
+    return "a control character"
 
 
 def text_problem(value: str, *, id_rules: bool = False) -> str | None:
-    """Why ``value`` cannot be stored as free text (with ``id_rules``: as an id), naming the
-    first bad character and where it is; None when it can."""
+    """Why ``value`` cannot be stored as free text (with ``id_rules``: as an id, where every
+    control character is refused too), naming the first bad character and where it is; None
+    when it can."""
     for i, ch in enumerate(value):
         code = ord(ch)
-        control = code < 0x20 and (id_rules or ch not in _TEXT_CONTROLS) or (code == 0x7F and id_rules)
-        if control or 0xD800 <= code <= 0xDFFF or code in (0xFFFE, 0xFFFF):
+        if code == 0 or 0xD800 <= code <= 0xDFFF or (id_rules and (code < 0x20 or code == 0x7F)):
             return f"contains U+{code:04X}, {_name(code)}, at character {i}"
     return None
 
@@ -61,8 +56,7 @@ def check_text(value: str) -> str:
     """``value`` if it is storable free text, else ``ValueError`` saying which character."""
     problem = text_problem(value)
     if problem:
-        raise ValueError(f"{problem}; text must be valid Unicode without NUL or control characters "
-                         "(tab, newline and carriage return are fine)")
+        raise ValueError(f"{problem}; text must be valid Unicode without NUL")
     return value
 
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-#: text no door may store: lone surrogates (as JSON ``\\udc00`` escapes decode), NUL, control
-#: characters, non-characters
+#: lone surrogates (as JSON ``\\udc00`` escapes decode) and NUL, which no text field stores,
+#: control characters, which no id takes, and a non-character
 TEXT = ("\udc00", "a\ud800b", "a\x00b", "\x01", "x\x1b[31m", "\x7f", "\ufffe")
 #: what a URL or a form can carry of them (a lone surrogate cannot be UTF-8 encoded)
 URL_TEXT = ("a\x00b", "\x01", "x\x1b[31m", "\x7f")

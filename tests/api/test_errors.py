@@ -205,3 +205,14 @@ def test_a_refused_user_id_is_named_as_the_client_spelled_it(api, client):
     token = {"Authorization": f"Bearer {api.token(user='u1')}"}
     answer = client.get("/v1/agents/A/sessions/s1/context", params={"user_id": "u2"}, headers=token)
     assert answer.status_code == 403 and answer.json()["where"] == "query user_id"
+
+
+@pytest.mark.parametrize("body, why", [
+    (b'{"query": "x", "top_k": ' + b"9" * 5000 + b"}", "Exceeds the limit (4300 digits)"),
+    (b'{"query": "x"' + b"\xff" + b"}", "not UTF-8"),
+    (b'{"query": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "nests deeper than this server reads"),
+])
+def test_a_body_that_cannot_be_read_is_a_400_saying_why(client, agent, body, why):
+    answer = client.post("/v1/agents/A/sessions/s1/search", content=body,
+                         headers={**agent, "content-type": "application/json"})
+    assert answer.status_code == 400 and answer.json()["where"] == "body" and why in answer.json()["why"], answer.text

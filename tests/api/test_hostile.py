@@ -108,9 +108,8 @@ def test_no_hostile_input_answers_500_and_each_error_names_where(api, admin):
 @pytest.mark.parametrize("value, named", [
     ("Alice\x00 likes tea", "U+0000, a NUL character, at character 5"),
     ("Alice \udc00 likes tea", "U+DC00, a lone surrogate"),
-    ("Alice \x1b[31m likes tea", "U+001B, a control character"),
 ])
-def test_an_edit_refuses_nul_surrogates_and_control_characters_naming_the_field_and_keeps_the_fact(
+def test_an_edit_refuses_nul_and_surrogates_naming_the_field_and_keeps_the_fact(
         api, admin, value, named):
     with api.client() as client:
         answer = _send(client, admin, "patch", ("/v1/agents/A/users/u1/memory/facts/f-u1", {}), {"content": value})

@@ -112,6 +112,27 @@ def test_oversize_content_is_rejected_with_its_size_and_not_stored(store, clock)
     assert json.loads(rejected.raw) == raw
 
 
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_lone_surrogate_is_rejected_naming_the_field_and_recorded_escaped(store, clock, as_bytes):
+    raw = message(1, content="hi \udc00 there", event_id="e\udc00")
+    result = ingest(json.dumps(raw).encode() if as_bytes else raw, store, clock)
+    assert result.status == "rejected" and store.count_messages("s1") == 0
+    assert {e["field"] for e in result.errors} == {"event_id", "message.content"}
+    [rejected] = store.list_rejections()
+    assert rejected.event_id == "e\\udc00"  # the escape, which every store's encoder takes
+    assert json.loads(rejected.raw.replace("\\\\udc00", "\\udc00") if not as_bytes else rejected.raw) == raw
+
+
+def test_json_nested_past_the_parsers_limit_is_rejected_and_recorded(store, clock):
+    from testkit.hostile import deep_json
+
+    raw = '{"type": "message.added", "message": ' + deep_json() + "}"
+    result = ingest(raw, store, clock)
+    assert result.status == "rejected" and "nested deeper" in result.errors[0]["reason"]
+    [rejected] = store.list_rejections()
+    assert rejected.raw == raw
+
+
 def test_malformed_json_is_rejected_with_the_raw_text_kept(store, clock):
     raw = '{"type": "message.added", "event_id": "e1",'
     result = ingest(raw, store, clock)
