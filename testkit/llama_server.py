@@ -92,7 +92,7 @@ class LlamaServer:
         import xllamacpp
 
         self.gguf = Path(gguf)
-        self.context, self.alias = context, alias
+        self.context, self.alias, self.max_tokens, self.threads = context, alias, max_tokens, threads
         params = xllamacpp.CommonParams()
         params.model.path = str(self.gguf)
         params.model_alias = {alias}
