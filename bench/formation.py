@@ -20,6 +20,12 @@ four session reflections (a consolidation); every stage is its own task.
 - ``--processes N``: scale-out. One ingest worker and N worker processes on the formation and
   consolidation queues (as ``docker compose --scale worker-formation=N`` runs them), measured
   at N = 1 and at N side by side in one run (spans off); worker CPU is summed over the N.
+- ``--llm-latency-ms MS``: the LLM is the OpenAI adapter of the settings, over HTTP to the
+  wire-level fake server (``testkit.llm_server``), which holds each answer MS ms, as a provider
+  does; the worker runs the shipped threads setting (the formation worker's ``--concurrency``
+  in docker-compose.yml) unless ``--concurrency`` says otherwise. Adds
+  ``formations_per_minute`` against ``ideal_formations_per_minute`` = threads x 60 000 /
+  (LLM calls per formation x MS) and their ratio ``of_ideal`` (aim >= 0.8 at 500 ms).
 The clock of the batch starts when its first start is published (the claims are made before, as
 a session end makes them); an unmeasured batch of ``--warmup`` sessions runs first, so the pool
 threads exist already with their connections, as in a long-lived worker. The last line is one
@@ -79,7 +85,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.formation_app import fact_text
+from bench.formation_app import fact_text, shipped_threads, wire_llm
 from testkit.procs import RedisServer, WorkerProcess
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.store.sqlite import SQLiteStore
@@ -244,6 +250,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
     exports its spans (OTLP over HTTP to a local sink), else the OpenTelemetry API is a no-op."""
     sink = OtlpSink() if traced else None
     otel_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_SERVICE_NAME": "bench-formation"} if sink else {}
+    provider, llm_env = wire_llm(args.llm_latency_ms) if args.llm_latency_ms else (None, {})
     with tempfile.TemporaryDirectory(prefix="bench-formation-") as tmp:
         tmp_path = Path(tmp)
         redis = RedisServer(tmp_path / "redis")
@@ -261,7 +268,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
                 log_file=tmp_path / f"{name}.log", queues=queues, pool=args.pool, concurrency=concurrency,
                 app="bench.formation_app", loglevel="WARNING",
                 extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
-                           "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env},
+                           "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env, **llm_env},
             )
 
         # one worker process on every queue, or (``processes``) one ingest worker and that many
@@ -310,6 +317,8 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
             redis.stop()
             if sink is not None:
                 sink.stop()
+            if provider is not None:
+                provider.close()
     calls = [critical_calls(r) for r in solo_runs]
     overhead = statistics.median(wall_s(r) / (args.latency * c) for r, c in zip(solo_runs, calls))
     critical = statistics.median(args.latency * critical_calls(r) for r in group_runs)
@@ -335,6 +344,16 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         "min_dedup_llm_calls": dedup_calls,
         "min_consolidations": consolidations,
     }
+    if args.llm_latency_ms:
+        threads = args.concurrency or shipped_threads()
+        per_minute = len(group_runs) * 60 / makespan
+        ideal = threads * 60_000 / (result["llm_calls_per_formation"] * args.llm_latency_ms)
+        result.update({"formations_per_minute": round(per_minute, 1), "ideal_formations_per_minute": round(ideal, 1),
+                       "of_ideal": round(per_minute / ideal, 4),
+                       "settings": {"llm_latency_ms": args.llm_latency_ms, "threads": threads, "pool": args.pool,
+                                    "llm_max_concurrency": settings.llm_max_concurrency,
+                                    "llm_provider": "openai adapter on testkit.llm_server"}})
+        say(f"{per_minute:.1f} formations/min against an ideal of {ideal:.1f} ({per_minute / ideal:.2f}; aim >= 0.8)")
     if processes:
         result["formation_processes"] = processes
     if sink is not None:
@@ -352,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alone", type=int, default=5, help="formations run one at a time")
     parser.add_argument("--warmup", type=int, default=-1,
                         help="sessions formed at once, unmeasured, before the measured batch (default: --sessions)")
+    parser.add_argument("--llm-latency-ms", type=float, default=0,
+                        help="serve the LLM over HTTP from the wire-level fake server, each answer held this long "
+                             "(the worker's threads default to the shipped formation worker's)")
     parser.add_argument("--pool", default="threads", help="worker pool (threads: I/O-bound stages)")
     parser.add_argument("--concurrency", type=int, default=0, help="worker slots (default 2 x sessions)")
     parser.add_argument("--spans", choices=["off", "on", "both"], default="both",
@@ -360,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="N worker processes on the formation and consolidation queues (plus one on ingest), "
                              "measured beside N = 1 in the same run, spans off (default: one worker on every queue)")
     args = parser.parse_args(argv)
+    if args.llm_latency_ms:
+        args.latency = args.llm_latency_ms / 1000   # the critical-path figures use the same L
+        args.concurrency = args.concurrency or shipped_threads()
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr))
     if args.processes < 0:
         parser.error(f"--processes must be >= 1, got {args.processes}")

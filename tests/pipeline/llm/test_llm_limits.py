@@ -134,6 +134,31 @@ def test_waiting_for_a_busy_redis_cap_ends_in_a_transient_error(redis_client):
         sem.acquire(lease_s=30, wait_s=0.1)
 
 
+@pytest.mark.integration
+def test_a_slot_freed_in_this_process_goes_at_once_to_a_thread_waiting_for_it(redis_client, monkeypatch):
+    import pipeline.llm.limits as limits
+
+    monkeypatch.setattr(limits, "_POLL_MIN_S", 120.0)   # the next poll would be minutes away
+    monkeypatch.setattr(limits, "_POLL_MAX_S", 120.0)
+    sem = RedisSemaphore(redis_client, "t:wake", 1)
+    held = sem.try_acquire(30)
+    polled, got = threading.Event(), []
+    poll = sem.try_acquire
+
+    def counted(lease_s):
+        token = poll(lease_s)
+        polled.set()
+        return token
+
+    sem.try_acquire = counted
+    waiter = threading.Thread(target=lambda: got.append(sem.acquire(lease_s=30, wait_s=300)), daemon=True)
+    waiter.start()
+    assert polled.wait(30)            # the waiter found the one slot taken
+    sem.release(held)
+    waiter.join(timeout=30)
+    assert got and got[0] is not None  # it took the freed slot without waiting for its next poll
+
+
 _HOLDER = """
 import sys, time, redis
 from pipeline.llm.limits import RedisSemaphore

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from pipeline.conversation import render_conversation
 from pipeline.errors import InvalidInput
+from pipeline.llm.structured import strict_schema
 from pipeline.prompts.consolidation import ConsolidationAnswer, build_consolidation_request
 from pipeline.prompts.dedup import DecisionsAnswer, build_dedup_request
 from pipeline.prompts.facts import FactsAnswer, build_facts_request, fact_scopes
@@ -148,6 +150,20 @@ def reflections_request(messages, scopes):
     )
 
 
+def test_the_reflections_schema_admits_only_citations_of_the_conversations_aliases(one_to_one):
+    # a server that holds its answer to the schema cannot then send what check_sources refuses
+    model = reflections_request(one_to_one, ["agent", "user", "session"]).response_model
+    last = len(one_to_one) - 1
+    sources = strict_schema(model)["$defs"]["ReflectionItem"]["properties"]["sources"]
+    assert (sources["minItems"], sources["maxItems"]) == (1, last + 1)
+    assert (sources["items"]["minimum"], sources["items"]["maximum"]) == (0, last)
+    for cited in ([], [last + 1], [-1]):
+        with pytest.raises(ValidationError):
+            model.model_validate({"agent": [{"text": "Alice likes tea.", "sources": cited}], "user": [], "session": []})
+    kept = model.model_validate({"agent": [{"text": "Alice likes tea.", "sources": [0, last]}], "user": [], "session": []})
+    assert kept.agent[0].sources == [0, last]
+
+
 @pytest.mark.parametrize(
     ("chat", "scopes", "levels"),
     [
@@ -163,7 +179,7 @@ def reflections_request(messages, scopes):
 def test_reflections_request_forms_enabled_levels_in_order_and_leaves_the_others_out(request, chat, scopes, levels):
     messages = request.getfixturevalue(chat)
     built = reflections_request(messages, scopes)
-    assert (built.operation, built.response_model) == ("extract_reflections", ReflectionsAnswer)
+    assert built.operation == "extract_reflections" and issubclass(built.response_model, ReflectionsAnswer)
     assert built.inputs["scopes"] == levels
     for level in ("agent", "user", "session"):
         tag = level.upper()
