@@ -21,14 +21,17 @@ class Reach:
 
 
 def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id: str | None = None,
-          user_where: str = "query user", session_where: str = "path session_id", sessions=None) -> Reach:
+          user_where: str = "query user", session_where: str = "path session_id", sessions=None,
+          needs: str = "read") -> Reach:
     """The (agent, user, session) to act on. An agent key must name its own agent; a user token
     fixes the user (and the session, if it names one): another value anywhere is refused, none
     given means the token's. With ``sessions`` (the store), a user token reaches a stored
     session only if its user is one of that session's humans: another person's conversation
-    (its session memory, its messages) is not theirs to read or join."""
+    (its session memory, its messages) is not theirs to read or join. ``needs``: the scope
+    the request uses, ``read`` or ``publish`` (design §13: a curator's key may have neither)."""
     if p.kind != "admin" and agent_id != p.agent_id:
         raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    _require_scope(p, needs)
     if p.kind != "user":
         return Reach(agent_id, user_id, session_id)
     if user_id is not None and user_id != p.user_id:
@@ -41,6 +44,23 @@ def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id
         if stored is not None and (stored.agent_id != agent_id or p.user_id not in stored.users):
             raise Forbidden("this session is not one of this user's", session_where)
     return Reach(agent_id, p.user_id, session_id)
+
+
+def _require_scope(p: Principal, scope: str) -> None:
+    if scope not in p.scopes:
+        raise Forbidden(f"this key lacks the {scope!r} scope (it has {', '.join(sorted(p.scopes))}); "
+                        f"memoryctl keys create --agent A --scopes ... makes one that has it", "header Authorization")
+
+
+def require_curator(p: Principal, agent_id: str, what: str) -> None:
+    """An owner's controls of one agent (instructions, pause, curation; design §13): an admin
+    key, or an agent key of that agent with the ``curate`` scope. Neither the runtime's key
+    (read, publish) nor a user token."""
+    if p.kind == "user":
+        raise Forbidden(f"{what} needs a key with the curate scope or an admin key", "header Authorization")
+    if p.kind != "admin" and agent_id != p.agent_id:
+        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    _require_scope(p, "curate")
 
 
 def require_admin(p: Principal, what: str) -> None:

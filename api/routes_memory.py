@@ -64,7 +64,7 @@ def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, call
 @router.post("/sessions/{session_id}/messages", response_model=m.Published, status_code=202,
              summary="Publish messages (fire-and-forget: accepted once the broker holds them)")
 def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, caller: Caller, ctx: Ctx) -> m.Published:
-    reach(caller, agent_id, session_id=session_id, sessions=ctx.store)
+    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, needs="publish")
     messages = [msg.model_dump(exclude_none=True) for msg in body.messages]
     users = list(body.session_users)
     if caller.kind == "user":
@@ -87,7 +87,7 @@ def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, ca
 @router.post("/sessions/{session_id}/start", response_model=m.Accepted, summary="on_session_start")
 def start_session(agent_id: AgentId, session_id: SessionId, body: m.SessionStart, caller: Caller, ctx: Ctx) -> m.Accepted:
     require_key(caller, "starting a session")
-    reach(caller, agent_id, session_id=session_id)
+    reach(caller, agent_id, session_id=session_id, needs="publish")
     ctx.service(agent_id).on_session_start(session_id=session_id, user_ids=body.user_ids)
     return m.Accepted()
 
@@ -95,7 +95,7 @@ def start_session(agent_id: AgentId, session_id: SessionId, body: m.SessionStart
 @router.post("/sessions/{session_id}/end", response_model=m.Accepted, status_code=202, summary="on_session_end")
 def end_session(agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx) -> m.Accepted:
     require_key(caller, "ending a session")
-    reach(caller, agent_id, session_id=session_id)
+    reach(caller, agent_id, session_id=session_id, needs="publish")
     ctx.service(agent_id).on_session_end(session_id=session_id)
     return m.Accepted()
 

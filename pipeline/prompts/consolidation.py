@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import InvalidInput
 from pipeline.llm.port import LLMRequest
+from pipeline.prompts.guidance import NONE, Guidance, owner_block
 from pipeline.text import word_count
 
 
@@ -162,6 +163,7 @@ def build_consolidation_request(
     model: str,
     excess_words: int | None = None,
     missing_sections: Sequence[str] = (),
+    guidance: Guidance = NONE,
 ) -> LLMRequest[ConsolidationAnswer]:
     """The ``consolidate`` call for one scope key (design §5.5).
 
@@ -174,6 +176,8 @@ def build_consolidation_request(
     The blob is shown in its rendered form, without its ``SOURCE`` note (see
     ``SOURCE_SECTION``); a blob that was not written by ``render_blob`` is shown as
     ``parse_blob`` reads it.
+
+    ``guidance``: the owner's Memory Instructions for consolidation of this scope type.
 
     ``inputs``: ``scope``, ``current_blob`` (as given), ``current_version``,
     ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
@@ -208,7 +212,8 @@ def build_consolidation_request(
     return LLMRequest(
         operation=OPERATION,
         model=model,
-        system=_SYSTEM.format(about=_SCOPE_WORDS[scope], suggested=_SUGGESTED[scope], word_limit=word_limit),
+        system=_SYSTEM.format(about=_SCOPE_WORDS[scope], suggested=_SUGGESTED[scope], word_limit=word_limit)
+        + owner_block(guidance.text),
         prompt=prompt,
         response_model=ConsolidationAnswer,
         inputs={

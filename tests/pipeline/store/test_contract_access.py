@@ -86,3 +86,27 @@ def test_forgetting_a_users_switches_leaves_other_users_and_agents(store):
     assert store.user_memory_off("a2", ["u1"]) == {"u1"}
     assert store.forget_user_switches("u1") == 1
     assert store.user_memory_off("a2", ["u1"]) == set()
+
+
+def test_an_agents_instructions_and_pauses_round_trip_and_an_old_key_reads_and_publishes(store):
+    from schemas.documents import AgentSettings
+    from schemas.owner import Instruction, Pause
+
+    store.put_agent_settings(AgentSettings(
+        agent_id="a1", instructions=[Instruction(stage="extraction", scope="user", version=1, text="focus: venue",
+                                                 set_by="k1", set_at=T0)],
+        paused=[Pause(scope_key="session:s1", paused_at=T0, paused_by="k1")]))
+    got = store.get_agent_settings("a1")
+    assert got.instructions[0].text == "focus: venue" and got.paused[0].scope_key == "session:s1"
+    store.put_api_key(_key("k-old", "secret-old"))  # stored as before scopes existed: the default
+    assert store.find_api_key(key_digest("secret-old")).scopes == ["read", "publish"]
+
+
+def test_a_backfill_run_is_inserted_once_and_takes_no_session_claim(store):
+    from schemas.documents import FormationRun
+
+    run = FormationRun(run_id="r1-backfill-agent", agent_id="a1", session_id="s1", seq_from=1, seq_to=3,
+                       reason="backfill", created_at=T0, only_scopes=["agent"])
+    assert store.insert_run(run) is True and store.insert_run(run) is False
+    assert store.get_run("r1-backfill-agent").only_scopes == ["agent"]
+    assert store.get_session("s1") is None
