@@ -9,13 +9,9 @@ version stamp, so cached contexts and search caches built over the old text go s
 
 from __future__ import annotations
 
-import uuid
-
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
-from pipeline.formation.screening import guard_for, storable_line
-from pipeline.store.port import FactUpdate
-from pipeline.text import text_hash, word_count
+from pipeline.owner import curation
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
 
@@ -25,14 +21,14 @@ def _source(item: Fact | Reflection) -> m.Source:
                     run_id=item.source_run_id)
 
 
-def _fact(f: Fact, editable: bool) -> m.MyFact:
+def fact_out(f: Fact, editable: bool) -> m.MyFact:
     history = [m.FactVersionOut(content=h.content, version=h.version, changed_at=h.changed_at,
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
                     updated_at=f.updated_at, editable=editable, source=_source(f), history=history)
 
 
-def _reflection(r: Reflection, editable: bool) -> m.MyReflection:
+def reflection_out(r: Reflection, editable: bool) -> m.MyReflection:
     return m.MyReflection(id=r.reflection_id, scope=r.scope, content=r.content, formed_at=r.formed_at,
                           absorbed=r.absorbed, editable=editable, source=_source(r))
 
@@ -64,44 +60,28 @@ def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
     return m.MyMemory(
         agent_id=agent_id, user_id=user_id,
         user_memory_enabled=not store.user_memory_off(agent_id, [user_id]),
-        facts=[_fact(f, True) for f in facts], reflections=[_reflection(r, False) for r in reflections],
+        facts=[fact_out(f, True) for f in facts], reflections=[reflection_out(r, False) for r in reflections],
         blob=m.MyBlob(content=blob.consolidated_content, version=blob.version,
                       last_consolidated_at=blob.last_consolidated_at) if blob and blob.version else None,
-        shared_facts=[_fact(f, False) for f in shared_facts],
-        shared_reflections=[_reflection(r, False) for r in shared_reflections],
+        shared_facts=[fact_out(f, False) for f in shared_facts],
+        shared_reflections=[reflection_out(r, False) for r in shared_reflections],
     )
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str) -> m.MyFact:
-    """UPDATE one of my user-scope facts: screened for secrets like any write (design §12), at
-    most the fact word limit, with the old text kept in its history."""
-    store, settings = service.store, service.settings
+    """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): screened like
+    any write, at most the fact word limit, with the old text kept in its history."""
+    store = service.store
     fact = next((f for f in store.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
-    text = " ".join(content.split())
-    if not text:
-        raise ApiError("invalid request", "body content", "the new text is blank", status=422)
-    if word_count(text) > settings.fact_word_limit:
-        raise ApiError("invalid request", "body content",
-                       f"more than {settings.fact_word_limit} words (a fact is one short statement)", status=422)
-    if storable_line(text, "user", guard_for(settings), [user_id]) is None:
-        raise ApiError("refused", "body content", "the text carries a secret (a password, key, token, card "
-                       "number or IBAN); memory never stores one", status=422)
-    vector = service.embedder.embed([text])
-    now = service.clock.now()
-    updated = store.update_fact(fact.fact_id, FactUpdate(
-        content=text, hash=text_hash(text), embedding=vector.vectors[0],
-        embedding_model=service.embedder.model, run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now,
-        expected_version=fact.version, source_user_ids=(user_id,), source_text="",
-    ))
-    if not updated:
+    updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id])
+    if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)
-    store.bump_scope_versions(agent_id, [fact.scope_key])
-    return _fact(store.get_facts([fact.fact_id])[0], True)
+    return fact_out(updated, True)
 
 
 def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> m.Deleted:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from schemas.api import _In
+from schemas.api import MyFact, MyReflection, _In
 from schemas.events import Id
 from schemas.owner import InstructionScope, InstructionStage
 
@@ -64,3 +64,35 @@ class Resumed(BaseModel):
     paused_at: datetime
     resumed_at: datetime
     backfill_runs: list[str] = Field(default_factory=list, description="runs started to form the paused window")
+
+
+class CuratedFacts(BaseModel):
+    agent_id: str
+    total: int = Field(description="live agent-scope facts in all")
+    facts: list[MyFact]
+
+
+class CuratedReflections(BaseModel):
+    agent_id: str
+    reflections: list[MyReflection]
+
+
+class SectionEdit(_In):
+    scope: Literal["agent", "session"] = "agent"
+    session_id: Id | None = None
+    bullets: list[str] = Field(max_length=200, description="the section's lines; [] removes the section")
+
+
+class BlobReplace(_In):
+    content: str = Field(min_length=1, max_length=20_000,
+                         description="the blob: [SECTION] headers and '- ' lines, or plain lines")
+
+
+class BlobOut(BaseModel):
+    agent_id: str
+    scope_key: str
+    version: int
+    consolidated_content: str
+    word_limit: int
+    edited_by: str | None
+    edited_at: datetime | None

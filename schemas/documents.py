@@ -302,6 +302,11 @@ class ConsolidatedBlob(_Doc):
     # between saving the blob and marking them absorbed only marks them, never merges twice
     absorbing_ids: list[str] = Field(default_factory=list)
     last_run_id: str | None = None
+    #: set on a version a person wrote (an owner's section edit, a replaced blob; design §13):
+    #: their credential id, and when. The next consolidation keeps their lines unless newer
+    #: memory contradicts them; it writes a version without these.
+    edited_by: str | None = None
+    edited_at: datetime | None = None
 
 
 class RejectedEvent(_Doc):

@@ -140,7 +140,7 @@ def _merge_scope(
             deps.llm,
             lambda excess, missing: build_consolidation_request(
                 scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
-                guidance=owner,
+                guidance=owner, edited_by_owner=bool(blob and blob.edited_by),
             ),
             version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
             current_blob=current, usage=usage,

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from pipeline.errors import InvalidInput
 from pipeline.formation.secrets import SecretGuard
+from pipeline.owner.curation import storable
 from pipeline.prompts.guidance import Guidance
 from pipeline.text import word_count
 from schemas.documents import AgentSettings
@@ -27,15 +28,12 @@ from schemas.owner import INSTRUCTION_SCOPES, INSTRUCTION_STAGES, Instruction
 
 WORD_LIMIT = 300
 _TOPIC_LINE = re.compile(r"^\s*(focus|ignore)\s*(?:on)?\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_text(text: str, guard: SecretGuard, where: str = "body text") -> str:
     """The text as stored (line ends normalised, outer blanks trimmed), or ``InvalidInput``
     naming what is wrong: a NUL or lone surrogate, more than ``WORD_LIMIT`` words, a secret."""
-    if "\x00" in text or _SURROGATE.search(text):
-        raise InvalidInput(where, "carries a NUL character or a lone surrogate; send plain UTF-8 text")
-    cleaned = "\n".join(line.rstrip() for line in text.strip().splitlines())
+    cleaned = "\n".join(line.rstrip() for line in storable(text, where).strip().splitlines())
     if not cleaned:
         raise InvalidInput(where, "is blank; clear the instruction instead")
     words = word_count(cleaned)

@@ -164,6 +164,7 @@ def build_consolidation_request(
     excess_words: int | None = None,
     missing_sections: Sequence[str] = (),
     guidance: Guidance = NONE,
+    edited_by_owner: bool = False,
 ) -> LLMRequest[ConsolidationAnswer]:
     """The ``consolidate`` call for one scope key (design §5.5).
 
@@ -178,6 +179,8 @@ def build_consolidation_request(
     ``parse_blob`` reads it.
 
     ``guidance``: the owner's Memory Instructions for consolidation of this scope type.
+    ``edited_by_owner``: the current blob is a version a person wrote (design §13); the prompt
+    asks to keep its lines unless a new reflection contradicts them.
 
     ``inputs``: ``scope``, ``current_blob`` (as given), ``current_version``,
     ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
@@ -198,6 +201,11 @@ def build_consolidation_request(
         f"NEW REFLECTIONS (oldest first):\n{listed}\n\n"
         f"Return the consolidated sections, at most {word_limit} words in all."
     )
+    if edited_by_owner:
+        prompt += (
+            "\n\nThe CURRENT BLOB was written by the agent's owner, not by a consolidation: keep each of its "
+            "lines as written unless a NEW REFLECTION contradicts or updates it."
+        )
     if excess_words:
         prompt += (
             f"\n\nYour previous answer was {excess_words} word(s) over the limit of {word_limit}. "

@@ -59,6 +59,17 @@ ROUTES = [
     ("pause", "POST", "/v1/agents/A/pause", {"target": "agent"}, {ADMIN: 200, CURATOR_A: 200}),
     ("resume", "POST", "/v1/agents/A/resume", {"target": "session", "session_id": "s-paused"},
      {ADMIN: 200, CURATOR_A: 200}),
+    ("agent facts", "GET", "/v1/agents/A/memory/facts", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("edit agent fact", "PATCH", "/v1/agents/A/memory/facts/f-agent-both", {"content": "The Mars budget is $60,000"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("delete agent fact", "DELETE", "/v1/agents/A/memory/facts/f-agent-u1", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("agent reflections", "GET", "/v1/agents/A/memory/reflections", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("delete agent reflection", "DELETE", "/v1/agents/A/memory/reflections/r-agent-u1", None,
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("edit blob section", "PUT", "/v1/agents/A/memory/blob/sections/projects", {"bullets": ["Launch in March"]},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("replace user blob", "PUT", f"{U}/memory/blob", {"content": "- Alice likes long answers"},
+     {ADMIN: 200, CURATOR_A: 200}),
 ]
 
 
@@ -105,7 +116,8 @@ def _owner_state(api):
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
-            "rollback instruction", "resume"}
+            "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
+            "edit blob section", "replace user blob"}
 
 
 @pytest.mark.parametrize("credential", REACHING)

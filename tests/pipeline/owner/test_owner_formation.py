@@ -121,3 +121,32 @@ def test_pausing_the_whole_agent_forms_nothing_and_a_paused_session_no_session_m
                                 session_id="s-quiet"))
     assert env.store.unabsorbed_reflections("agent-1", "session:s-quiet") == []
     assert env.store.get_blob("agent-1", "session:s-quiet") is None
+
+
+def test_the_next_consolidation_is_told_of_an_owners_section_edit_and_keeps_it(tmp_path):
+    from pipeline.llm.scripted import ScriptedLLM
+    from pipeline.owner import blobs
+    from testkit.formation import blob_answer, facts, reflections
+
+    asked = []
+
+    def keep_sections(request):  # a faithful merge: every section kept, the reflections added
+        asked.append(request)
+        kept = [(s["name"], s["bullets"]) for s in request.inputs["current_sections"]]
+        return blob_answer(*kept, ("NOTES", list(request.inputs["reflections"])))
+
+    env = make_env(tmp_path)
+    env.llm = ScriptedLLM()
+    blobs.edit_section(env.store, env.settings, "agent-1", "agent", "budget", ["The launch budget is 12,000 euros"],
+                       by="owner-key", now=env.clock.now())
+    assert env.store.get_blob("agent-1", "agent").edited_by == "owner-key"
+    env.llm.on("extract_facts", facts())
+    env.llm.on("extract_reflections", reflections(agent=["The team meets every Monday"]))
+    env.llm.on("consolidate", keep_sections)
+    env.whole_chain(env.new_run([("user", "u-1", "We meet every Monday.")], session_id="s-1", reason="session_end"))
+    [agent_merge] = [r for r in asked if r.inputs["scope"] == "agent"]
+    assert "written by the agent's owner" in agent_merge.prompt
+    blob = env.store.get_blob("agent-1", "agent")
+    assert blob.version == 2 and blob.edited_by is None
+    assert "12,000 euros" in blob.consolidated_content and "every Monday" in blob.consolidated_content
+    env.store.close()
