@@ -74,7 +74,23 @@ def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Call
 def list_reflections(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CuratedReflections:
     require_curator(caller, agent_id, "curating memory")
     return o.CuratedReflections(agent_id=agent_id, reflections=[
-        user_memory.reflection_out(r, False) for r in ctx.store.unabsorbed_reflections(agent_id, AGENT)])
+        user_memory.reflection_out(r, True) for r in ctx.store.unabsorbed_reflections(agent_id, AGENT)])
+
+
+@router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
+              summary="Edit an agent-scope reflection waiting for consolidation, with history")
+def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyReflection:
+    require_curator(caller, agent_id, "curating memory")
+    found = next((r for r in ctx.store.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
+    if found is None:
+        raise NotFound("no such agent-scope reflection waiting for consolidation", "path item_id")
+    edited = curation.edit_reflection(ctx.store, ctx.settings, found, body.content, by=caller.credential_id,
+                                      now=ctx.clock.now(), people=list(found.source_user_ids))
+    if edited is None:
+        raise ApiError("conflict", "path item_id", "a consolidation absorbed it meanwhile; edit the blob instead",
+                       status=409)
+    _audit(ctx, caller, "item.edit", agent_id, "agent", reflections=1)
+    return user_memory.reflection_out(edited, True)
 
 
 @router.delete("/memory/{kind}/{item_id}", response_model=m.Deleted,

@@ -77,10 +77,13 @@ class CuratedReflections(BaseModel):
     reflections: list[MyReflection]
 
 
-class SectionEdit(_In):
+class SectionLines(_In):
+    bullets: list[str] = Field(max_length=200, description="the section's lines; [] removes the section")
+
+
+class SectionEdit(SectionLines):
     scope: Literal["agent", "session"] = "agent"
     session_id: Id | None = None
-    bullets: list[str] = Field(max_length=200, description="the section's lines; [] removes the section")
 
 
 class BlobReplace(_In):

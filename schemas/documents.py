@@ -268,6 +268,12 @@ class Fact(_Doc):
         return "\n".join([self.content, *(h.content for h in self.history), *filter(None, [self.source_text])])
 
 
+class ReflectionEdit(_Doc):
+    content: str           # the text before the edit
+    changed_at: datetime
+    changed_by: str        # the credential id (or "cli") that edited it
+
+
 class Reflection(_Doc):
     reflection_id: str
     agent_id: str
@@ -286,6 +292,8 @@ class Reflection(_Doc):
     absorbed: bool = False
     absorbed_at: datetime | None = None
     consolidated_into: int | None = None  # the blob version that absorbed it
+    #: earlier texts, oldest first, when a person edited it before consolidation (design §13)
+    history: list[ReflectionEdit] = Field(default_factory=list)
 
 
 class ConsolidatedBlob(_Doc):

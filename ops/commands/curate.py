@@ -5,6 +5,7 @@ checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
     memoryctl curate edit-fact AGENT FACT_ID --text T        # an UPDATE with history, screened
     memoryctl curate delete-fact AGENT FACT_ID
     memoryctl curate reflections AGENT                       # agent-scope, waiting for consolidation
+    memoryctl curate edit-reflection AGENT REFLECTION_ID --text T
     memoryctl curate delete-reflection AGENT REFLECTION_ID
     memoryctl curate edit-section AGENT SECTION --line L [--line L2 ...] [--session S]   # none: remove it
     memoryctl curate replace-blob AGENT --user U --file F    # a user's whole blob
@@ -99,6 +100,18 @@ def _edit_fact(deps, args) -> dict:
             f"{updated.version}: {updated.content}"}
 
 
+def _edit_reflection(deps, args) -> dict:
+    from pipeline.owner.curation import edit_reflection
+
+    found = _pending(deps, args.agent_id, args.item_id)
+    edited = edit_reflection(deps.store, deps.settings, found, args.text, by="cli", now=deps.clock.now(),
+                             people=list(found.source_user_ids), where="--text")
+    if edited is None:
+        raise InvalidInput("REFLECTION_ID", "a consolidation absorbed it meanwhile; edit the blob instead")
+    _audit(deps, "item.edit", args.agent_id, "agent", reflections=1)
+    return {"id": edited.reflection_id, "message": f"{edited.reflection_id}: {edited.content}"}
+
+
 def _delete(deps, args) -> dict:
     from ops.user_data import delete_items, deletion_plan
 
@@ -140,6 +153,7 @@ def _replace_blob(deps, args) -> dict:
 
 
 _ACTIONS = {"facts": _facts, "reflections": _reflections, "edit-fact": _edit_fact, "delete-fact": _delete,
+            "edit-reflection": _edit_reflection,
             "delete-reflection": _delete, "edit-section": _edit_section, "replace-blob": _replace_blob}
 
 
@@ -149,17 +163,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     helps = {"facts": "the agent-scope facts, newest first", "reflections": "agent-scope reflections not yet merged",
              "edit-fact": "edit an agent-scope fact (an UPDATE with history, screened)",
              "delete-fact": "delete an agent-scope fact with its history",
+             "edit-reflection": "edit an agent-scope reflection waiting for consolidation (history kept)",
              "delete-reflection": "delete an agent-scope reflection waiting for consolidation",
              "edit-section": "rewrite one section of the agent's (or a session's) blob; no --line removes it",
              "replace-blob": "replace a user's blob with a file's text ([SECTION] headers, '- ' lines)"}
     for name, text in helps.items():
         a = actions.add_parser(name, help=text)
         a.add_argument("agent_id")
-        if name in ("edit-fact", "delete-fact", "delete-reflection"):
+        if name in ("edit-fact", "delete-fact", "edit-reflection", "delete-reflection"):
             a.add_argument("item_id")
         if name == "facts":
             a.add_argument("--limit", type=int, default=50)
-        if name == "edit-fact":
+        if name in ("edit-fact", "edit-reflection"):
             a.add_argument("--text", required=True)
         if name == "edit-section":
             a.add_argument("section")

@@ -16,7 +16,7 @@ from pipeline.errors import InvalidInput
 from pipeline.formation.screening import guard_for, screen_write
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
-from schemas.documents import Fact
+from schemas.documents import Fact, Reflection
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -64,3 +64,15 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
         return None
     store.bump_scope_versions(fact.agent_id, [fact.scope_key])
     return store.get_facts([fact.fact_id])[0]
+
+
+def edit_reflection(store, settings, reflection: Reflection, content: str, *, by: str, now, people: Sequence[str] = (),
+                    where: str = "body content") -> Reflection | None:
+    """Replace the text of a reflection waiting for consolidation (checked as a fact's, within
+    the reflection word limit), the old text kept in its history. None once it is absorbed."""
+    text = checked_line(content, reflection.scope, settings=settings, word_limit=settings.reflection_word_limit,
+                        people=people, where=where)
+    edited = store.edit_reflection(reflection.reflection_id, text, now, by)
+    if edited is not None:
+        store.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
+    return edited

@@ -64,12 +64,18 @@ ROUTES = [
      {ADMIN: 200, CURATOR_A: 200}),
     ("delete agent fact", "DELETE", "/v1/agents/A/memory/facts/f-agent-u1", None, {ADMIN: 200, CURATOR_A: 200}),
     ("agent reflections", "GET", "/v1/agents/A/memory/reflections", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("edit agent reflection", "PATCH", "/v1/agents/A/memory/reflections/r-agent-u1", {"content": "The team meets Mondays"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("edit my reflection", "PATCH", f"{U}/memory/reflections/r-u1", {"content": "Alice likes long answers"},
+     {ADMIN: 200, U1: 200}),
     ("delete agent reflection", "DELETE", "/v1/agents/A/memory/reflections/r-agent-u1", None,
      {ADMIN: 200, CURATOR_A: 200}),
     ("edit blob section", "PUT", "/v1/agents/A/memory/blob/sections/projects", {"bullets": ["Launch in March"]},
      {ADMIN: 200, CURATOR_A: 200}),
     ("replace user blob", "PUT", f"{U}/memory/blob", {"content": "- Alice likes long answers"},
      {ADMIN: 200, CURATOR_A: 200}),
+    ("edit my blob section", "PUT", f"{U}/memory/blob/sections/preferences", {"bullets": ["Alice likes long answers"]},
+     {ADMIN: 200, U1: 200}),
 ]
 
 
@@ -117,7 +123,8 @@ def _owner_state(api):
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
-            "edit blob section", "replace user blob"}
+            "edit blob section", "replace user blob", "edit my blob section",
+            "edit agent reflection", "edit my reflection"}
 
 
 @pytest.mark.parametrize("credential", REACHING)

@@ -85,3 +85,13 @@ def test_an_owner_replaces_a_users_blob_as_a_new_version(api, client, owner):
     runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
     assert client.put("/v1/agents/A/users/u1/memory/blob", headers=runtime,
                       json={"content": "x"}).status_code == 403
+
+
+def test_an_owner_edits_a_pending_agent_reflection_with_history(api, client, owner):
+    done = client.patch("/v1/agents/A/memory/reflections/r-agent-u1", json={"content": "The team plans on Mondays"},
+                        headers=owner)
+    assert done.status_code == 200 and done.json()["history"][0]["content"] == "reflection r-agent-u1"
+    assert api.deps.store.unabsorbed_reflections("A", "agent")[0].content == "The team plans on Mondays"
+    runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
+    assert client.patch("/v1/agents/A/memory/reflections/r-agent-u1", json={"content": "x y"},
+                        headers=runtime).status_code == 403

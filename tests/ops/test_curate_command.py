@@ -42,6 +42,8 @@ def test_an_owner_curates_the_agents_shared_memory_from_the_command_line(store, 
     assert "--text: the text carries password" in capsys.readouterr().err
     assert cli.main(["curate", "edit-fact", "A", "f-user", "--text", "Maya lives in Lisbon"]) == 2
     assert "no live fact 'f-user' in agent A's shared memory" in capsys.readouterr().err
+    assert cli.main(["curate", "edit-reflection", "A", "r1", "--text", "The team prefers recaps by email"]) == 0
+    assert store.unabsorbed_reflections("A", "agent")[0].history[0].content == "The team prefers written recaps"
     assert cli.main(["curate", "delete-reflection", "A", "r1"]) == 0
     assert store.unabsorbed_reflections("A", "agent") == []
     assert cli.main(["curate", "edit-section", "A", "budget", "--line", "13,000 euros in total"]) == 0

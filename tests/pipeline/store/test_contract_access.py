@@ -110,3 +110,16 @@ def test_a_backfill_run_is_inserted_once_and_takes_no_session_claim(store):
     assert store.insert_run(run) is True and store.insert_run(run) is False
     assert store.get_run("r1-backfill-agent").only_scopes == ["agent"]
     assert store.get_session("s1") is None
+
+
+def test_a_pending_reflection_is_edited_with_history_and_an_absorbed_one_is_not(store):
+    from schemas.documents import Reflection
+
+    store.insert_reflections([Reflection(reflection_id=rid, agent_id="a1", scope="agent", scope_key="agent",
+                                         content=f"text of {rid}", formed_at=T0) for rid in ("r1", "r2")])
+    store.mark_absorbed(["r2"], 1, T0)
+    edited = store.edit_reflection("r1", "new text", T0 + timedelta(minutes=1), "k1")
+    assert edited.content == "new text" and edited.history[0].content == "text of r1"
+    [stored] = store.unabsorbed_reflections("a1", "agent")
+    assert (stored.content, stored.history[0].changed_by) == ("new text", "k1")
+    assert store.edit_reflection("r2", "x", T0, "k1") is None and store.edit_reflection("nope", "x", T0, "k1") is None
