@@ -30,14 +30,16 @@ class Reach:
 
 def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id: str | None = None,
           user_where: str = "query user_id", session_where: str = "path session_id", sessions=None,
-          humans: Iterable[str] = (), starts: bool = False) -> Reach:
+          humans: Iterable[str] = (), starts: bool = False, needs: str = "read") -> Reach:
     """The (agent, user, session) to act on. An agent key must name its own agent; a user token
     fixes the user (and the session, if it names one): another value anywhere is refused, none
     given means the token's. The session, if any, passes the one membership rule
     (``api.membership.check_session``, with ``sessions`` the store, ``humans`` what a key
-    declares, ``starts`` when the request may create it)."""
+    declares, ``starts`` when the request may create it). ``needs``: the scope the request
+    uses, ``read`` or ``publish`` (design §13: a curator's key may have neither)."""
     if p.kind != "admin" and agent_id != p.agent_id:
         raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    _require_scope(p, needs)
     if p.kind == "user":
         if user_id is not None and user_id != p.user_id:
             raise Forbidden("a user token reaches its own user only", user_where)
@@ -48,6 +50,23 @@ def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id
     if session_id is not None:
         check_session(p, agent_id, session_id, sessions, where=session_where, humans=humans, starts=starts)
     return Reach(agent_id, user_id, session_id)
+
+
+def _require_scope(p: Principal, scope: str) -> None:
+    if scope not in p.scopes:
+        raise Forbidden(f"this key lacks the {scope!r} scope (it has {', '.join(sorted(p.scopes))}); "
+                        f"memoryctl keys create --agent A --scopes ... makes one that has it", "header Authorization")
+
+
+def require_curator(p: Principal, agent_id: str, what: str) -> None:
+    """An owner's controls of one agent (instructions, pause, curation; design §13): an admin
+    key, or an agent key of that agent with the ``curate`` scope. Neither the runtime's key
+    (read, publish) nor a user token."""
+    if p.kind == "user":
+        raise Forbidden(f"{what} needs a key with the curate scope or an admin key", "header Authorization")
+    if p.kind != "admin" and agent_id != p.agent_id:
+        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    _require_scope(p, "curate")
 
 
 def require_admin(p: Principal, what: str) -> None:

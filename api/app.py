@@ -16,7 +16,9 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from api import errors, mcp_http, routes_admin, routes_memory, routes_users, routes_webhooks
+from api import (
+    errors, mcp_http, routes_admin, routes_curation, routes_memory, routes_owner, routes_users, routes_webhooks,
+)
 from api.context import AppContext
 from api.limits import BodyLimit, RateLimiter, rate_limit_redis
 from api.tokens import TokenVerifier
@@ -74,6 +76,8 @@ def create_app(
     app.include_router(routes_users.router)
     app.include_router(routes_admin.router)
     app.include_router(routes_webhooks.router)
+    app.include_router(routes_owner.router)
+    app.include_router(routes_curation.router)
     mcp_http.mount(app, ctx)  # MCP over streamable HTTP at /mcp, with the same credentials
     from api.ui import mount as mount_inspector  # the web inspector under /ui (docs/inspector.md)
     mount_inspector(app)

@@ -21,7 +21,7 @@ from fastapi.security import HTTPBearer
 from api.errors import Unauthenticated
 from api.keys import looks_like_key
 from api.tokens import TokenRefused, TokenVerifier
-from schemas.access import ApiKey, key_digest
+from schemas.access import KEY_SCOPES, ApiKey, key_digest
 
 USER_HEADER = "X-Memory-User"
 SESSION_HEADER = "X-Memory-Session"
@@ -35,6 +35,9 @@ class Principal:
     agent_id: str | None        # None only for admin
     user_id: str | None = None  # set for user-bound tokens
     session_id: str | None = None
+    #: what the credential may do (design §13): an admin key all, an agent key its own scopes,
+    #: a user token reads and publishes as its user
+    scopes: frozenset[str] = frozenset({"read", "publish"})
 
 
 class KeyLookup(Protocol):
@@ -58,7 +61,8 @@ def authenticate(authorization_header: str | None, *, keys: KeyLookup, token_ver
             raise Unauthenticated("unknown key")
         if key.revoked_at is not None:
             raise Unauthenticated("revoked key")
-        return Principal(kind=key.kind, credential_id=key.key_id, agent_id=key.agent_id)
+        return Principal(kind=key.kind, credential_id=key.key_id, agent_id=key.agent_id,
+                         scopes=frozenset(KEY_SCOPES if key.kind == "admin" else key.scopes))
     try:
         claims = token_verifier.verify(credential)
     except TokenRefused as exc:

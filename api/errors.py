@@ -143,7 +143,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return problem(422, "invalid request", place(request, exc.field), exc.reason)
+        return problem(422, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
 
     @app.exception_handler(TransientError)
     async def _transient(request: Request, exc: TransientError) -> JSONResponse:

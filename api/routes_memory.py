@@ -67,7 +67,8 @@ def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, ca
     messages = [msg.model_dump(exclude_none=True) for msg in body.messages]
     users = list(body.session_users)
     senders = [msg["sender_id"] for msg in messages if msg["role"] == "user" and msg.get("sender_id")]
-    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, humans=[*users, *senders], starts=True)
+    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, humans=[*users, *senders], starts=True,
+          needs="publish")
     if caller.kind == "user":
         # a user token speaks for its user alone: their own messages, in a session of theirs
         for i, msg in enumerate(messages):
@@ -88,7 +89,7 @@ def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, ca
 @router.post("/sessions/{session_id}/start", response_model=m.Accepted, summary="on_session_start")
 def start_session(agent_id: AgentId, session_id: SessionId, body: m.SessionStart, caller: Caller, ctx: Ctx) -> m.Accepted:
     require_key(caller, "starting a session")
-    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, humans=body.user_ids)
+    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, humans=body.user_ids, needs="publish")
     ctx.service(agent_id).on_session_start(session_id=session_id, user_ids=body.user_ids)
     return m.Accepted()
 
@@ -96,7 +97,7 @@ def start_session(agent_id: AgentId, session_id: SessionId, body: m.SessionStart
 @router.post("/sessions/{session_id}/end", response_model=m.Accepted, status_code=202, summary="on_session_end")
 def end_session(agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx) -> m.Accepted:
     require_key(caller, "ending a session")
-    reach(caller, agent_id, session_id=session_id, sessions=ctx.store)
+    reach(caller, agent_id, session_id=session_id, sessions=ctx.store, needs="publish")
     ctx.service(agent_id).on_session_end(session_id=session_id)
     return m.Accepted()
 

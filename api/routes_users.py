@@ -18,9 +18,12 @@ from api.jobs import queue_forget
 from api.routes_memory import AgentId
 from api import user_memory
 from ops.user_data import export_user
+from pipeline.owner import blobs
 from schemas import api as m
+from schemas import api_owner as o
 from schemas.access import subject_digest
 from schemas.events import Id
+from schemas.documents import scope_key
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
@@ -69,6 +72,33 @@ def _delete(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], it
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.delete", agent_id=agent_id,
           subject=subject, counts={kind + "s": 1})
     return deleted
+
+
+@router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
+              summary="Edit one of the user's reflections waiting for consolidation, with history")
+def edit_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller,
+                    ctx: Ctx) -> m.MyReflection:
+    require_not_agent_key(caller, "editing memory")
+    user = _user(caller, agent_id, user_id)
+    edited = user_memory.edit_reflection(ctx.store, ctx.settings, agent_id, user, item_id, body.content,
+                                         by=caller.credential_id, now=ctx.clock.now())
+    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
+          subject=subject_digest(agent_id, user), counts={"reflections": 1})
+    return edited
+
+
+@router.put("/memory/blob/sections/{section}", response_model=m.MyBlob,
+            summary="Rewrite one section of the user's own blob: a new version, screened, with history")
+def edit_blob_section(agent_id: AgentId, user_id: UserId, section: Annotated[str, Path(min_length=1, max_length=80)],
+                      body: o.SectionLines, caller: Caller, ctx: Ctx) -> m.MyBlob:
+    require_not_agent_key(caller, "editing memory")
+    user = _user(caller, agent_id, user_id)
+    blob = blobs.edit_section(ctx.store, ctx.settings, agent_id, scope_key("user", user_id=user), section,
+                              body.bullets, by=caller.credential_id, now=ctx.clock.now(), people=[user])
+    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "blob.edit", agent_id=agent_id,
+          subject=subject_digest(agent_id, user), counts={"version": blob.version})
+    return m.MyBlob(content=blob.consolidated_content, version=blob.version,
+                    last_consolidated_at=blob.last_consolidated_at)
 
 
 @router.get("/memory-setting", response_model=m.UserMemorySetting, summary="Whether user memory is on")

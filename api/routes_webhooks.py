@@ -1,7 +1,8 @@
 """Webhook subscriptions of one agent (design §13 "Operator controls"), under
 ``/v1/agents/{agent_id}/webhooks``: subscribe, list, rotate the signing secret, switch back on,
-delete, read the delivery log and send deliveries again. An admin key only: a subscription
-sends the agent's memory events (and, opted in, its content) to a URL of the caller's choice."""
+delete, read the delivery log and send deliveries again. A subscription
+sends the agent's memory events (and, opted in, its content) to a URL of the caller's choice,
+so it takes an owner's key (the ``curate`` scope) or an admin key, never the runtime's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from api.access import require_admin
+from api.access import require_curator
 from api.audit import audit
 from api.auth import Principal, caller
 from api.errors import NotFound
@@ -30,8 +31,8 @@ Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]
 
 
-def _admin(caller: Principal, what: str) -> None:
-    require_admin(caller, what)
+def _curator(caller: Principal, agent_id: str, what: str) -> None:
+    require_curator(caller, agent_id, what)
 
 
 def _owned(ctx: AppContext, subscription_id: str, agent_id: str) -> WebhookSubscription:
@@ -57,7 +58,7 @@ def _audit(ctx: AppContext, caller: Principal, action: str, agent_id: str, subje
 
 @router.post("", response_model=w.SubscriptionCreated, status_code=201, summary="Subscribe a URL to the agent's events")
 def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    _admin(caller, "subscribing to webhooks")
+    _curator(caller, agent_id, "subscribing to webhooks")
     sub = subscriptions.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
                                   include_content=body.include_content)
     _audit(ctx, caller, "webhook.create", agent_id, sub.subscription_id)
@@ -66,13 +67,13 @@ def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) 
 
 @router.get("", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions")
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
-    _admin(caller, "reading webhook subscriptions")
+    _curator(caller, agent_id, "reading webhook subscriptions")
     return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.list_subscriptions(agent_id)])
 
 
 @router.delete("/{subscription_id}", response_model=w.SubscriptionDeleted, summary="Delete a subscription and its log")
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
-    _admin(caller, "deleting a webhook subscription")
+    _curator(caller, agent_id, "deleting a webhook subscription")
     _owned(ctx, subscription_id, agent_id)
     gone = ctx.store.delete_subscription(subscription_id)
     _audit(ctx, caller, "webhook.delete", agent_id, subscription_id)
@@ -82,7 +83,7 @@ def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 @router.post("/{subscription_id}/rotate", response_model=w.SubscriptionCreated,
              summary="Sign with a new secret (the previous one keeps signing until dropped)")
 def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    _admin(caller, "rotating a webhook secret")
+    _curator(caller, agent_id, "rotating a webhook secret")
     sub = subscriptions.rotate(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now(),
                                drop_old=body.drop_old)
     _audit(ctx, caller, "webhook.rotate", agent_id, subscription_id)
@@ -92,7 +93,7 @@ def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: 
 @router.post("/{subscription_id}/enable", response_model=w.SubscriptionOut,
              summary="Switch a subscription that repeated failures switched off back on")
 def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionOut:
-    _admin(caller, "switching a webhook subscription on")
+    _curator(caller, agent_id, "switching a webhook subscription on")
     sub = subscriptions.enable(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now())
     _audit(ctx, caller, "webhook.enable", agent_id, subscription_id)
     return _out(sub)
@@ -102,7 +103,7 @@ def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
-    _admin(caller, "reading the webhook delivery log")
+    _curator(caller, agent_id, "reading the webhook delivery log")
     found = ctx.store.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
@@ -110,7 +111,7 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
 @router.post("/deliveries/redeliver", response_model=w.Redelivered,
              summary="Queue deliveries again, due now (beat's webhook sweep sends them)")
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
-    _admin(caller, "redelivering webhooks")
+    _curator(caller, agent_id, "redelivering webhooks")
     ids = [d.delivery_id for d in (ctx.store.get_delivery(i) for i in body.delivery_ids) if d and d.agent_id == agent_id]
     if body.failed:
         ids += [d.delivery_id for d in ctx.store.list_deliveries(agent_id=agent_id, status="failed", limit=1000)]

@@ -1,5 +1,7 @@
 """Users' own memory (seed 004, design §12): list what an agent keeps about me, edit one of my
-user-scope facts, delete one item, switch my user memory off or on.
+user-scope facts or a section of my blob, delete one item, switch my user memory off or on.
+My one-to-one sessions' memory (sessions whose only human is me) is mine to see, and their
+reflections mine to delete.
 
 Mine: my user-scope facts, reflections and blob. Also mine to see and delete (not to edit):
 the shared items (agent scope) that rest only on my messages (``source_user_ids`` is me
@@ -9,17 +11,11 @@ version stamp, so cached contexts and search caches built over the old text go s
 
 from __future__ import annotations
 
-import uuid
-
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
-from pipeline.formation.screening import guard_for
-from pipeline.formation.secrets import KIND_NAMES
-from pipeline.store.port import FactUpdate
-from pipeline.text import text_hash, word_count
+from pipeline.owner import curation
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
-from schemas.values import text_problem
 
 
 def _source(item: Fact | Reflection) -> m.Source:
@@ -27,27 +23,29 @@ def _source(item: Fact | Reflection) -> m.Source:
                     run_id=item.source_run_id)
 
 
-def _fact(f: Fact, editable: bool) -> m.MyFact:
+def fact_out(f: Fact, editable: bool) -> m.MyFact:
     history = [m.FactVersionOut(content=h.content, version=h.version, changed_at=h.changed_at,
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
                     updated_at=f.updated_at, editable=editable, source=_source(f), history=history)
 
 
-def _reflection(r: Reflection, editable: bool) -> m.MyReflection:
+def reflection_out(r: Reflection, editable: bool) -> m.MyReflection:
     return m.MyReflection(id=r.reflection_id, scope=r.scope, content=r.content, formed_at=r.formed_at,
-                          absorbed=r.absorbed, editable=editable, source=_source(r))
+                          absorbed=r.absorbed, editable=editable, source=_source(r),
+                          history=[m.ReflectionVersionOut(content=h.content, changed_at=h.changed_at)
+                                   for h in r.history])
 
 
 def _sole_source(item: Fact | Reflection, user_id: str) -> bool:
     return bool(item.source_user_ids) and set(item.source_user_ids) == {user_id}
 
 
-def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
+def my_items(store, agent_id: str, user_id: str, resting=None) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
     """(my live facts, newest first; my reflections, oldest first; the shared ones resting only
     on me, in the same orders). Read through the provenance query (``Store.resting_on``): it
     costs what rests on the user, where listing the agent scope read every user's shared items."""
-    resting = store.resting_on(user_id, agent_id)
+    resting = resting if resting is not None else store.resting_on(user_id, agent_id)
     mine = scope_key("user", user_id=user_id)
     agent = scope_key("agent")
     facts = sorted((f for f in resting.facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
@@ -60,62 +58,89 @@ def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Refle
     )
 
 
+def own_sessions(store, agent_id: str, user_id: str, resting) -> list[str]:
+    """The sessions with memory resting on the user whose only human is the user (issue 28:
+    a user sees their one-to-one sessions' memory, never a group's)."""
+    ids = dict.fromkeys(r.session_id for r in resting.reflections if r.scope == "session" and r.session_id)
+    found = []
+    for session_id in ids:
+        session = store.get_session(session_id)
+        if session is not None and session.agent_id == agent_id and list(dict.fromkeys(session.users)) == [user_id]:
+            found.append(session_id)
+    return found
+
+
+def _blob_out(blob) -> m.MyBlob | None:
+    return m.MyBlob(content=blob.consolidated_content, version=blob.version,
+                    last_consolidated_at=blob.last_consolidated_at) if blob and blob.version else None
+
+
+def _session(store, agent_id: str, session_id: str) -> m.MySession:
+    key = scope_key("session", session_id=session_id)
+    return m.MySession(session_id=session_id, blob=_blob_out(store.get_blob(agent_id, key)),
+                       reflections=[reflection_out(r, True) for r in store.unabsorbed_reflections(agent_id, key)])
+
+
 def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
-    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id)
+    resting = store.resting_on(user_id, agent_id)
+    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id, resting)
     blob = store.get_blob(agent_id, scope_key("user", user_id=user_id))
     return m.MyMemory(
         agent_id=agent_id, user_id=user_id,
         user_memory_enabled=not store.user_memory_off(agent_id, [user_id]),
-        facts=[_fact(f, True) for f in facts], reflections=[_reflection(r, False) for r in reflections],
-        blob=m.MyBlob(content=blob.consolidated_content, version=blob.version,
-                      last_consolidated_at=blob.last_consolidated_at) if blob and blob.version else None,
-        shared_facts=[_fact(f, False) for f in shared_facts],
-        shared_reflections=[_reflection(r, False) for r in shared_reflections],
+        facts=[fact_out(f, True) for f in facts],
+        reflections=[reflection_out(r, not r.absorbed) for r in reflections],
+        blob=_blob_out(blob),
+        shared_facts=[fact_out(f, False) for f in shared_facts],
+        shared_reflections=[reflection_out(r, False) for r in shared_reflections],
+        sessions=[_session(store, agent_id, s) for s in own_sessions(store, agent_id, user_id, resting)],
     )
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
-              where: str = "body content") -> m.MyFact:
-    """UPDATE one of my user-scope facts: free text as every door takes it (``schemas.values``),
-    screened for secrets like any write (design §12), at most the fact word limit, with the
-    old text kept in its history. ``where`` names the new text's field in errors."""
-    store, settings = service.store, service.settings
+              where: str = "content") -> m.MyFact:
+    """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
+    every door takes it, screened like any write (a secret refused by its kind), at most the
+    fact word limit, with the old text kept in its history. ``where`` names the field in errors."""
+    store = service.store
     fact = next((f for f in store.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
-    if problem := text_problem(content):
-        raise ApiError("invalid request", where, problem, status=422)
-    text = " ".join(content.split())
-    if not text:
-        raise ApiError("invalid request", where, "the new text is blank", status=422)
-    if word_count(text) > settings.fact_word_limit:
-        raise ApiError("invalid request", where,
-                       f"more than {settings.fact_word_limit} words (a fact is one short statement)", status=422)
-    secret = guard_for(settings).kind(text)
-    if secret is not None:   # named by its kind, never echoed
-        raise ApiError("refused", where, f"the text carries {KIND_NAMES[secret]}, a secret; "
-                       "memory never stores one", status=422)
-    vector = service.embedder.embed([text])
-    now = service.clock.now()
-    updated = store.update_fact(fact.fact_id, FactUpdate(
-        content=text, hash=text_hash(text), embedding=vector.vectors[0],
-        embedding_model=service.embedder.model, run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now,
-        expected_version=fact.version, source_user_ids=(user_id,), source_text="",
-    ))
-    if not updated:
-        raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
+    updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where)
+    if updated is None:
+        raise ApiError("conflict", "content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)
-    store.bump_scope_versions(agent_id, [fact.scope_key])
-    return _fact(store.get_facts([fact.fact_id])[0], True)
+    return fact_out(updated, True)
+
+
+def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id: str, content: str, *, by: str,
+                    now) -> m.MyReflection:
+    """Edit one of my reflections waiting for consolidation (user scope, or a session of mine
+    alone), screened, with the old text kept in its history."""
+    resting = store.resting_on(user_id, agent_id)
+    _, reflections, _, _ = my_items(store, agent_id, user_id, resting)
+    sessions = set(own_sessions(store, agent_id, user_id, resting))
+    pool = [*reflections, *(r for r in resting.reflections if r.scope == "session" and r.session_id in sessions)]
+    found = next((r for r in pool if r.reflection_id == reflection_id and not r.absorbed), None)
+    if found is None:
+        raise NotFound("no such reflection of this user waiting for consolidation", "path item_id")
+    edited = curation.edit_reflection(store, settings, found, content, by=by, now=now, people=[user_id])
+    if edited is None:
+        raise ApiError("conflict", "path item_id", "a consolidation absorbed it meanwhile; edit your blob instead",
+                       status=409)
+    return reflection_out(edited, True)
 
 
 def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> m.Deleted:
     """Delete one of my items, or a shared item resting only on my messages, with its history;
     a consolidated blob that absorbed a deleted reflection is merged again without it."""
-    facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id)
-    pool = [*facts, *shared_facts] if kind == "fact" else [*reflections, *shared_reflections]
+    resting = deps.store.resting_on(user_id, agent_id)
+    facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id, resting)
+    sessions = set(own_sessions(deps.store, agent_id, user_id, resting))
+    mine_in_sessions = [r for r in resting.reflections if r.scope == "session" and r.session_id in sessions]
+    pool = [*facts, *shared_facts] if kind == "fact" else [*reflections, *shared_reflections, *mine_in_sessions]
     item = next((i for i in pool if (i.fact_id if kind == "fact" else i.reflection_id) == item_id), None)
     if item is None:
         raise NotFound(f"no such {kind} among this user's items or the shared items resting only on them",

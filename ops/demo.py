@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if late:
         print(f"warning: sessions still forming after {args.timeout:.0f} s: {', '.join(late)}")
     print_report(deps, events, elapsed)
+    print(_instructions(events, deps))
     if exporter is not None:
         from ops.trace_export import write_run_traces
 
@@ -145,6 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     print(look_again(settings.store_url, events[0]["agent_id"]))
     print(open_inspector(settings.store_url))
     return 0
+
+
+def _instructions(events: Sequence[dict], deps) -> str:
+    """What one Memory Instruction would change in the next run (``ops.demo_instructions``)."""
+    from ops.demo_instructions import describe, instruction_effect
+    from pipeline.errors import PipelineError
+
+    try:
+        return describe(*instruction_effect(events, deps.llm, deps.settings))
+    except PipelineError as exc:  # a real provider that is down: the report above stands
+        return f"\nMemory Instructions: not shown ({type(exc).__name__}: {exc})"
 
 
 def look_again(store_url: str, agent_id: str) -> str:

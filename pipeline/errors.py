@@ -72,5 +72,12 @@ class InvalidInput(PipelineError, ValueError):
         self.reason = reason
 
 
+class Refused(InvalidInput):
+    """Input refused for what it carries (a secret, contact data where it may not go), not for
+    its form: the message names the kind found, never the text."""
+
+    what = "refused"
+
+
 class LeaseLost(TransientError):
     """Another worker took over this run or scope; this one must stop without side effects."""

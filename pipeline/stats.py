@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeline import cost
+from pipeline.owner.pauses import is_paused, paused_keys
 from pipeline.store.port import Store
 from pipeline.text import word_count
 from schemas.documents import scope_key
@@ -28,13 +29,24 @@ def _scope_keys(user_id: str | None, session_id: str | None) -> list[tuple[str, 
     return keys
 
 
+def _paused(store: Store, agent_id: str, user_id: str | None) -> set[str]:
+    """The scope keys nothing new is formed for: what the owner paused (``*`` the whole agent)
+    and the user's own scope when they switched their memory off (design §12, §13)."""
+    paused = paused_keys(store.get_agent_settings(agent_id))
+    if user_id and store.user_memory_off(agent_id, [user_id]):
+        paused.add(scope_key("user", user_id=user_id))
+    return paused
+
+
 def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id: str | None) -> dict[str, Any]:
-    """Per scope: words of its blob, reflection counts, fact counts and timestamps, and the
-    tokens and cost of the model calls that formed it (``pipeline.cost``)."""
+    """Per scope: words of its blob, reflection counts, fact counts and timestamps, the
+    tokens and cost of the model calls that formed it (``pipeline.cost``), and whether it is
+    paused."""
     out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
     spend = _spend(store, agent_id, user_id, session_id)
     keys = _scope_keys(user_id, session_id)
     counts = store.reflection_counts(agent_id, [k for _, k in keys])
+    paused = _paused(store, agent_id, user_id)
     for scope, key in keys:
         blob = store.get_blob(agent_id, key)
         reflections = counts[key]
@@ -50,6 +62,7 @@ def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id
             "last_reflection_at": _iso(reflections.last_formed_at),
             "tokens": cost.tokens_of(spend[key]),
             "cost": {"usd": spend[key]["usd"], "unpriced": spend[key]["unpriced"], "text": cost.describe(spend[key])},
+            "paused": is_paused(paused, key),
         }
         if scope != "session":
             newest = store.list_facts(agent_id, key, limit=1)
@@ -63,9 +76,11 @@ def consolidation_status(
     store: Store, settings: Settings, agent_id: str, *, user_id: str | None, session_id: str | None,
 ) -> dict[str, Any]:
     """Per scope: buffered reflections against the consolidation threshold, the blob's words
-    against its limit, and whether a consolidation is due."""
+    against its limit, whether a consolidation is due, and whether the scope is paused (then
+    nothing is consolidated for it until it is resumed)."""
     keys = _scope_keys(user_id, session_id)
     counts = store.count_unabsorbed(agent_id, [k for _, k in keys])
+    paused = _paused(store, agent_id, user_id)
     out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
     for scope, key in keys:
         blob = store.get_blob(agent_id, key)
@@ -76,6 +91,7 @@ def consolidation_status(
             "blob_words": word_count(blob.consolidated_content) if blob else 0,
             "word_limit": settings.word_limit(scope),  # type: ignore[arg-type]
             "blob_version": blob.version if blob else 0,
+            "paused": is_paused(paused, key),
         }
     return out
 

@@ -14,11 +14,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 KeyKind = Literal["admin", "agent"]
+#: what an agent key may do (design §13 "Owner controls"): the runtime's key reads and
+#: publishes; curation (instructions, pause, edits of agent memory) is a scope of its own
+KeyScope = Literal["read", "publish", "curate"]
+KEY_SCOPES: tuple[KeyScope, ...] = ("read", "publish", "curate")
+RUNTIME_SCOPES: tuple[KeyScope, ...] = ("read", "publish")
 JobStatus = Literal["queued", "running", "done", "failed"]
 AuditAction = Literal[
     "key.create", "key.revoke", "forget_user", "export_user", "item.edit", "item.delete",
     "user_memory.switch", "replay_failed",
     "webhook.create", "webhook.delete", "webhook.rotate", "webhook.enable", "webhook.redeliver",
+    "instructions.set", "instructions.clear", "instructions.rollback",
+    "memory.pause", "memory.resume", "blob.edit", "blob.replace",
 ]
 
 
@@ -27,11 +34,13 @@ class _Doc(BaseModel):
 
 
 class ApiKey(_Doc):
-    """An admin key (every agent) or an agent key (one agent: read any of its users, publish)."""
+    """An admin key (every agent, every scope) or an agent key (one agent, its ``scopes``)."""
 
     key_id: str
     kind: KeyKind
     agent_id: str | None = None       # set for agent keys only
+    #: what an agent key may do; a key stored before scopes existed reads and publishes, as then
+    scopes: list[KeyScope] = Field(default_factory=lambda: list(RUNTIME_SCOPES))
     digest: str                       # SHA-256 hex of the secret; the secret itself is never kept
     label: str | None = None
     created_at: datetime

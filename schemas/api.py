@@ -173,6 +173,11 @@ class MyFact(BaseModel):
     history: list[FactVersionOut]
 
 
+class ReflectionVersionOut(BaseModel):
+    content: str
+    changed_at: datetime
+
+
 class MyReflection(BaseModel):
     id: str
     scope: str
@@ -181,6 +186,7 @@ class MyReflection(BaseModel):
     absorbed: bool
     editable: bool
     source: Source
+    history: list[ReflectionVersionOut] = Field(default_factory=list, description="earlier texts, oldest first")
 
 
 class MyBlob(BaseModel):
@@ -189,9 +195,19 @@ class MyBlob(BaseModel):
     last_consolidated_at: datetime | None
 
 
+class MySession(BaseModel):
+    """The memory of one session whose only human is the user: its blob and the reflections
+    waiting for consolidation (deletable by the user)."""
+
+    session_id: str
+    blob: MyBlob | None
+    reflections: list[MyReflection]
+
+
 class MyMemory(BaseModel):
-    """What an agent keeps about one user: their user-scope facts, reflections and blob, and,
-    read-only, the shared items that rest only on their messages."""
+    """What an agent keeps about one user: their user-scope facts, reflections and blob, the
+    memory of their one-to-one sessions, and, read-only, the shared items that rest only on
+    their messages."""
 
     agent_id: str
     user_id: str
@@ -201,6 +217,7 @@ class MyMemory(BaseModel):
     blob: MyBlob | None
     shared_facts: list[MyFact]
     shared_reflections: list[MyReflection]
+    sessions: list[MySession] = Field(default_factory=list)
 
 
 class FactEdit(_In):

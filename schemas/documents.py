@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas.owner import Instruction, Pause
+
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
 # erased: a user or session of the run was erased while it ran; it applied nothing after that
@@ -83,6 +85,9 @@ class AgentSettings(_Doc):
     user_memory_enabled: bool = True
     agent_memory_enabled: bool = True
     updated_at: datetime | None = None
+    # the owner's controls (design §13): every instruction version, and what is paused
+    instructions: list[Instruction] = Field(default_factory=list)
+    paused: list[Pause] = Field(default_factory=list)
 
 
 class StoredMessage(_Doc):
@@ -155,7 +160,7 @@ class FormationRun(_Doc):
     session_id: str
     seq_from: int
     seq_to: int
-    reason: Literal["threshold", "cold", "session_end", "replay", "manual"]
+    reason: Literal["threshold", "cold", "session_end", "replay", "manual", "backfill"]
     status: RunStatus = "claimed"
     lease_expires_at: datetime | None = None
     attempts: int = 1
@@ -165,6 +170,9 @@ class FormationRun(_Doc):
     user_ids: list[str] = Field(default_factory=list)
     group_chat: bool = False
     scopes_enabled: list[str] = Field(default_factory=list)
+    #: a backfill run (design §13) forms these scope types only (of what the plan allows);
+    #: [] for every other run: no restriction
+    only_scopes: list[str] = Field(default_factory=list)
     models: dict[str, str] = Field(default_factory=dict)
     tier: int = 0
     stages: dict[str, StageRecord] = Field(default_factory=dict)
@@ -260,6 +268,12 @@ class Fact(_Doc):
         return "\n".join([self.content, *(h.content for h in self.history), *filter(None, [self.source_text])])
 
 
+class ReflectionEdit(_Doc):
+    content: str           # the text before the edit
+    changed_at: datetime
+    changed_by: str        # the credential id (or "cli") that edited it
+
+
 class Reflection(_Doc):
     reflection_id: str
     agent_id: str
@@ -278,6 +292,8 @@ class Reflection(_Doc):
     absorbed: bool = False
     absorbed_at: datetime | None = None
     consolidated_into: int | None = None  # the blob version that absorbed it
+    #: earlier texts, oldest first, when a person edited it before consolidation (design §13)
+    history: list[ReflectionEdit] = Field(default_factory=list)
 
 
 class ConsolidatedBlob(_Doc):
@@ -294,6 +310,11 @@ class ConsolidatedBlob(_Doc):
     # between saving the blob and marking them absorbed only marks them, never merges twice
     absorbing_ids: list[str] = Field(default_factory=list)
     last_run_id: str | None = None
+    #: set on a version a person wrote (an owner's section edit, a replaced blob; design §13):
+    #: their credential id, and when. The next consolidation keeps their lines unless newer
+    #: memory contradicts them; it writes a version without these.
+    edited_by: str | None = None
+    edited_at: datetime | None = None
 
 
 class RejectedEvent(_Doc):

@@ -201,7 +201,7 @@ def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id
     ctx, p = _ctx(request), who.principal
     require_not_agent_key(p, "editing memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
-    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content, where="form content")
+    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content)
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)

@@ -32,6 +32,15 @@ class AgentRow:
     runs: Counter = field(default_factory=Counter)
     users: dict[str, int] = field(default_factory=dict)       # user -> live user-scope facts
     sessions: list[str] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)            # "*" (everything), "agent", "session:<id>"
+    instructions: list[str] = field(default_factory=list)      # "extraction/all v3", one per current text
+
+
+def _owner_controls(row: AgentRow, settings) -> None:
+    """What the owner set (design §13): the paused scope keys and the current instructions."""
+    row.paused = [p.scope_key for p in settings.paused]
+    current = {(i.stage, i.scope): i for i in sorted(settings.instructions, key=lambda i: i.version)}
+    row.instructions = [f"{stage}/{scope} v{i.version}" for (stage, scope), i in sorted(current.items()) if i.text]
 
 
 def agents(store) -> list[AgentRow]:
@@ -47,6 +56,7 @@ def agents(store) -> list[AgentRow]:
             s = store.get_agent_settings(run.agent_id)
             row = rows[run.agent_id] = AgentRow(run.agent_id, s.name, s.user_memory_enabled, s.agent_memory_enabled,
                                                 store.count_facts(run.agent_id, "agent"))
+            _owner_controls(row, s)
         row.runs[run.status] += 1
         for user in run.user_ids:
             row.users.setdefault(user, 0)

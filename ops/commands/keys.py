@@ -2,6 +2,7 @@
 
     memoryctl keys create --admin [--label L]          # every agent
     memoryctl keys create --agent A [--label L]        # one agent: read any of its users, publish
+    memoryctl keys create --agent A --scopes curate    # one agent: the owner's controls (design §13)
     memoryctl keys list [--json]
     memoryctl keys revoke KEY_ID
     memoryctl keys token --agent A --user U [--session S] [--ttl 3600] [--kid K]
@@ -32,27 +33,31 @@ def _create(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
+        scopes = args.scopes.split(",") if args.scopes is not None else None
         secret, key = create_key(store, "admin" if args.admin else "agent", Clock().now(), agent_id=args.agent,
-                                 label=args.label)
+                                 label=args.label, scopes=scopes)
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"key_id": key.key_id, "kind": key.kind, "agent_id": key.agent_id, "secret": secret},
-                         sort_keys=True))
+        print(json.dumps({"key_id": key.key_id, "kind": key.kind, "agent_id": key.agent_id, "scopes": key.scopes,
+                          "secret": secret}, sort_keys=True))
         return 0
-    reach = "every agent" if key.kind == "admin" else f"agent {key.agent_id}"
+    reach = "every agent" if key.kind == "admin" else f"agent {key.agent_id} ({', '.join(key.scopes)})"
     print(f"{key.kind} key {key.key_id} for {reach} (shown once; the store keeps its digest):", file=sys.stderr)
     print(secret)
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
+    from schemas.access import KEY_SCOPES
+
     store = _store()
     try:
         keys = store.list_api_keys()
     finally:
         store.close()
     rows = [{"key_id": k.key_id, "kind": k.kind, "agent_id": k.agent_id, "label": k.label,
+             "scopes": list(KEY_SCOPES) if k.kind == "admin" else k.scopes,
              "created_at": k.created_at.isoformat(), "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None}
             for k in keys]
     if args.json:
@@ -60,7 +65,9 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         state = f"revoked {r['revoked_at']}" if r["revoked_at"] else "active"
-        print(f"{r['key_id']}  {r['kind']:<5}  {r['agent_id'] or '*':<20}  {state:<40}  {r['label'] or ''}".rstrip())
+        scopes = ",".join(r["scopes"])
+        print(f"{r['key_id']}  {r['kind']:<5}  {r['agent_id'] or '*':<20}  {scopes:<20}  {state:<40}  "
+              f"{r['label'] or ''}".rstrip())
     if not rows:
         print("no keys (memoryctl keys create --admin)", file=sys.stderr)
     return 0
@@ -112,6 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind = create.add_mutually_exclusive_group(required=True)
     kind.add_argument("--admin", action="store_true", help="an admin key: every agent, admin routes")
     kind.add_argument("--agent", help="an agent key for this agent: read any of its users, publish")
+    create.add_argument("--scopes", help="an agent key's scopes, comma-separated among read, publish, curate "
+                        "(default read,publish: the runtime's; curate: instructions, pause, curation)")
     create.add_argument("--label", help="a note to recognise the key by (no secret)")
     create.add_argument("--json", action="store_true", help="print the key id, kind, agent and secret as JSON")
     create.set_defaults(func=_create)

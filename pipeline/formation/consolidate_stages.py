@@ -26,6 +26,7 @@ from pipeline.formation.runner import Deps, Renewal, StageResult, Usage, load_ru
 from pipeline.formation.scopes import plan_scopes
 from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
+from pipeline.owner.instructions import guidance
 from pipeline.prompts.consolidation import build_consolidation_request
 from pipeline.webhooks import outbox
 from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
@@ -135,10 +136,12 @@ def _merge_scope(
         current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
         limit = settings.word_limit(scope)  # type: ignore[arg-type]
         texts = [r.content for r in buffer if r.reflection_id in set(ids)]
+        owner = guidance(store.get_agent_settings(agent_id), "consolidation", [scope])
         merge = rules.merge_within_limit(
             deps.llm,
             lambda excess, missing: build_consolidation_request(
                 scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
+                guidance=owner, edited_by_owner=bool(blob and blob.edited_by),
             ),
             version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
             current_blob=current, usage=usage,

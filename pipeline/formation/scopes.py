@@ -6,6 +6,8 @@
 - ``agent`` scope: the agent's ``agent_memory_enabled`` is on.
 - ``session`` scope: reflections only, always formed, whatever the toggles.
 - Facts use ``user`` and ``agent`` only; with neither enabled the facts LLM call is skipped.
+- A scope the owner paused (design §13, ``pipeline.owner.pauses``: the whole agent, its agent
+  memory, one session) is left out like a scope switched off: its content stays, nothing new.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from pipeline.owner.pauses import is_paused, paused_keys
 from schemas.documents import AgentSettings, scope_key
 
 REFLECTION_ORDER = ("agent", "user", "session")
@@ -51,20 +54,34 @@ def plan_scopes(
     user_memory_off: Collection[str] = (),
 ) -> ScopePlan:
     """The scopes one run may form, from the agent's toggles, the session's humans and the
-    humans who switched their own user memory off with this agent (``user_memory_off``)."""
+    humans who switched their own user memory off with this agent (``user_memory_off``) and
+    what the owner paused (``agent.paused``)."""
     humans = list(dict.fromkeys(u for u in user_ids if u))
     group = group_chat or len(humans) > 1
     user_id = humans[0] if len(humans) == 1 and not group else None
-    user_on = agent.user_memory_enabled and user_id is not None and user_id not in user_memory_off
-    agent_on = agent.agent_memory_enabled
+    paused = paused_keys(agent)
+    user_on = (agent.user_memory_enabled and user_id is not None and user_id not in user_memory_off
+               and not is_paused(paused, scope_key("user", user_id=user_id)))
+    agent_on = agent.agent_memory_enabled and not is_paused(paused, "agent")
+    session_on = not is_paused(paused, scope_key("session", session_id=session_id))
     facts = tuple(s for s, on in (("agent", agent_on), ("user", user_on)) if on)
     reflections = tuple(
-        s for s, on in (("agent", agent_on), ("user", user_on), ("session", True)) if on
+        s for s, on in (("agent", agent_on), ("user", user_on), ("session", session_on)) if on
     )
     return ScopePlan(
         agent_id=agent.agent_id, session_id=session_id, user_id=user_id, group_chat=group,
         fact_scopes=facts, reflection_scopes=reflections,
     )
+
+
+def restricted(plan: ScopePlan, only: Collection[str]) -> ScopePlan:
+    """``plan`` keeping only the scope types ``only`` names (none given: unchanged), as a
+    backfill run forms a resumed scope alone (design §13)."""
+    if not only:
+        return plan
+    return ScopePlan(agent_id=plan.agent_id, session_id=plan.session_id, user_id=plan.user_id,
+                     group_chat=plan.group_chat, fact_scopes=tuple(s for s in plan.fact_scopes if s in only),
+                     reflection_scopes=tuple(s for s in plan.reflection_scopes if s in only))
 
 
 def plan_to_dict(plan: ScopePlan) -> dict:

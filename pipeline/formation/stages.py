@@ -23,11 +23,12 @@ from pipeline.formation.facts import NewFact, filter_facts
 from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenances
 from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
-from pipeline.formation.scopes import plan_scopes, plan_to_dict
+from pipeline.formation.scopes import plan_scopes, plan_to_dict, restricted
 from pipeline.formation.screening import (
     guard_for, screen_excerpt, screen_facts, screen_reflections, screen_write, session_user_ids,
 )
 from pipeline.llm.models import fast_model, tier_model
+from pipeline.owner.instructions import guidance
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import alias_ids, build_reflections_request, check_sources
@@ -62,8 +63,8 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         agent = store.get_agent_settings(run.agent_id)
         session = store.get_session(run.session_id)
         people = [*run.user_ids, *humans(messages)]
-        plan = plan_scopes(agent, run.session_id, people, run.group_chat,
-                           store.user_memory_off(run.agent_id, people))
+        plan = restricted(plan_scopes(agent, run.session_id, people, run.group_chat,
+                                      store.user_memory_off(run.agent_id, people)), run.only_scopes)
         models = ModelChoice(fast=fast_model(settings),
                              tier=tier_model(settings, run.tier, bool(session and session.preview)))
         store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models.model_dump())
@@ -78,6 +79,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
                 user_scope="user" in plan.fact_scopes, agent_scope="agent" in plan.fact_scopes,
                 agent_name=_agent_name(agent, messages), user_names=_names(messages),
                 model=models.fast, word_limit=settings.fact_word_limit,
+                guidance=guidance(agent, "extraction", plan.fact_scopes),
             )
         except InvalidInput as exc:  # no fact scope left (both toggles off, ...): no LLM call
             output.skipped = str(exc)
@@ -275,17 +277,22 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         messages = _run_messages(store, run)
         if not messages:
             return ExtractReflectionsOutput(skipped="no messages in the claimed range")
+        if not plan.reflection_scopes:
+            return ExtractReflectionsOutput(skipped="every scope of this run is paused")
         blobs, buffers = {}, {}
         for scope, key in plan.reflection_keys.items():
             blob = store.get_blob(run.agent_id, key)
             blobs[scope] = blob.consolidated_content if blob else ""
             buffers[scope] = [r.content for r in store.unabsorbed_reflections(run.agent_id, key)]
         new_facts = [f.text for f in extracted.facts] + read(run, Stage.DECIDE_FACTS).formed_texts()
+        agent = store.get_agent_settings(run.agent_id)
         request = build_reflections_request(
             messages, scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
             new_facts=list(dict.fromkeys(new_facts)), model=extracted.models.tier,
             word_limit=settings.reflection_word_limit, user_names=_names(messages),
-            agent_name=_agent_name(store.get_agent_settings(run.agent_id), messages),
+            agent_name=_agent_name(agent, messages),
+            guidance=guidance(agent, "extraction", plan.reflection_scopes),
+            session="session" in plan.reflection_scopes,
         )
         aliases = alias_ids(messages)
         answer = usage.complete(deps.llm, request).parsed

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import InvalidInput
 from pipeline.llm.port import LLMRequest
+from pipeline.prompts.guidance import NONE, Guidance, owner_block
 from pipeline.text import word_count
 
 
@@ -162,6 +163,8 @@ def build_consolidation_request(
     model: str,
     excess_words: int | None = None,
     missing_sections: Sequence[str] = (),
+    guidance: Guidance = NONE,
+    edited_by_owner: bool = False,
 ) -> LLMRequest[ConsolidationAnswer]:
     """The ``consolidate`` call for one scope key (design §5.5).
 
@@ -174,6 +177,10 @@ def build_consolidation_request(
     The blob is shown in its rendered form, without its ``SOURCE`` note (see
     ``SOURCE_SECTION``); a blob that was not written by ``render_blob`` is shown as
     ``parse_blob`` reads it.
+
+    ``guidance``: the owner's Memory Instructions for consolidation of this scope type.
+    ``edited_by_owner``: the current blob is a version a person wrote (design §13); the prompt
+    asks to keep its lines unless a new reflection contradicts them.
 
     ``inputs``: ``scope``, ``current_blob`` (as given), ``current_version``,
     ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
@@ -194,6 +201,11 @@ def build_consolidation_request(
         f"NEW REFLECTIONS (oldest first):\n{listed}\n\n"
         f"Return the consolidated sections, at most {word_limit} words in all."
     )
+    if edited_by_owner:
+        prompt += (
+            "\n\nThe CURRENT BLOB was written by the agent's owner, not by a consolidation: keep each of its "
+            "lines as written unless a NEW REFLECTION contradicts or updates it."
+        )
     if excess_words:
         prompt += (
             f"\n\nYour previous answer was {excess_words} word(s) over the limit of {word_limit}. "
@@ -208,7 +220,8 @@ def build_consolidation_request(
     return LLMRequest(
         operation=OPERATION,
         model=model,
-        system=_SYSTEM.format(about=_SCOPE_WORDS[scope], suggested=_SUGGESTED[scope], word_limit=word_limit),
+        system=_SYSTEM.format(about=_SCOPE_WORDS[scope], suggested=_SUGGESTED[scope], word_limit=word_limit)
+        + owner_block(guidance.text),
         prompt=prompt,
         response_model=ConsolidationAnswer,
         inputs={

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.conversation import humans, is_group_chat, message_inputs
 from pipeline.errors import InvalidInput
 from pipeline.llm.port import LLMRequest
+from pipeline.prompts.guidance import NONE, Guidance, owner_block
 from schemas.documents import StoredMessage
 
 
@@ -87,6 +88,7 @@ def build_facts_request(
     user_names: Mapping[str, str],
     model: str,
     word_limit: int = 30,
+    guidance: Guidance = NONE,
 ) -> LLMRequest[FactsAnswer]:
     """The ``extract_facts`` call for one claimed message range (design §5.1).
 
@@ -96,8 +98,11 @@ def build_facts_request(
     here too, from the messages). Raises ``InvalidInput`` when no scope is left: the caller
     skips the call then (use ``fact_scopes`` to know beforehand).
 
+    ``guidance``: the owner's Memory Instructions for this call (``pipeline.prompts.guidance``).
+
     ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the allowed fact
-    scopes), ``group_chat``, ``agent_name``, ``user_names``, ``word_limit``.
+    scopes), ``group_chat``, ``agent_name``, ``user_names``, ``word_limit``, ``guidance`` (the
+    focus and ignore topics per scope).
     """
     scopes = fact_scopes(messages, user_scope=user_scope, agent_scope=agent_scope)
     if not scopes:
@@ -124,7 +129,7 @@ def build_facts_request(
     return LLMRequest(
         operation=OPERATION,
         model=model,
-        system=_SYSTEM.format(word_limit=word_limit),
+        system=_SYSTEM.format(word_limit=word_limit) + owner_block(guidance.text),
         prompt=prompt,
         response_model=FactsAnswer,
         inputs={
@@ -134,5 +139,6 @@ def build_facts_request(
             "agent_name": agent_name,
             "user_names": dict(user_names),
             "word_limit": word_limit,
+            "guidance": guidance.inputs(),
         },
     )

@@ -20,6 +20,7 @@ from pipeline.conversation import is_group_chat, message_inputs, ordered, render
 from pipeline.errors import InvalidInput, InvalidLLMAnswer
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.consolidation import blob_memory
+from pipeline.prompts.guidance import NONE, Guidance, owner_block
 from schemas.documents import StoredMessage
 
 
@@ -104,14 +105,16 @@ _LEVEL_RULES = {
 }
 
 
-def reflection_levels(messages: Sequence[StoredMessage], scopes: Sequence[str]) -> list[str]:
+def reflection_levels(messages: Sequence[StoredMessage], scopes: Sequence[str], *, session: bool = True) -> list[str]:
     """The levels formed, in hierarchical order: the enabled ones, ``user`` never in a group
-    chat, and ``session`` always (design §1)."""
+    chat, and ``session`` always (design §1) unless the owner paused it (``session`` False,
+    design §13)."""
     unknown = sorted(set(scopes) - set(LEVELS))
     if unknown:
         raise InvalidInput("scopes", f"unknown reflection levels {unknown}; expected among {list(LEVELS)}")
     group = is_group_chat(messages)
-    return [s for s in LEVELS if s == "session" or (s in scopes and not (s == "user" and group))]
+    return [s for s in LEVELS if (s == "session" and session) or
+            (s != "session" and s in scopes and not (s == "user" and group))]
 
 
 def aliased_conversation(messages: Sequence[StoredMessage], user_names: Mapping[str, str] | None = None) -> str:
@@ -153,23 +156,27 @@ def build_reflections_request(
     word_limit: int = 35,
     user_names: Mapping[str, str] | None = None,
     agent_name: str | None = None,
+    guidance: Guidance = NONE,
+    session: bool = True,
 ) -> LLMRequest[ReflectionsAnswer]:
     """The ``extract_reflections`` call (design §5.4), hierarchical agent -> user -> session.
 
     The conversation is ``aliased_conversation(messages, user_names)``.
     ``scopes`` lists the enabled levels among agent/user/session; ``user`` is dropped in a
-    group chat and ``session`` is always formed (see ``reflection_levels``). ``blobs`` maps a
+    group chat and ``session`` is formed unless ``session`` is False (see ``reflection_levels``). ``blobs`` maps a
     level to its current consolidated blob text, ``unabsorbed`` a level to its buffered
     reflections, ``new_facts`` the texts of the facts this run formed, ``user_names`` user id
     -> name for users the events do not name, ``agent_name`` the agent's display name (agent
     settings, else the events'). Levels that are not formed are left out of the
     prompt and of ``inputs``; blobs are shown without a provider's ``SOURCE`` note.
 
+    ``guidance``: the owner's Memory Instructions for this call (``pipeline.prompts.guidance``).
+
     ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the formed levels,
     in order), ``group_chat``, ``blobs``, ``unabsorbed``, ``new_facts``, ``word_limit``,
-    ``agent_name``.
+    ``agent_name``, and ``guidance`` (the focus and ignore topics per level).
     """
-    levels = reflection_levels(messages, scopes)
+    levels = reflection_levels(messages, scopes, session=session)
     kept_blobs = {s: blob_memory(blobs.get(s) or "") for s in levels}
     kept_blobs = {s: text for s, text in kept_blobs.items() if text}
     kept_buffer = {s: [r for r in unabsorbed.get(s, ())] for s in levels if unabsorbed.get(s)}
@@ -199,7 +206,8 @@ def build_reflections_request(
     return LLMRequest(
         operation=OPERATION,
         model=model,
-        system=_SYSTEM.format(levels="\n".join(_LEVEL_RULES[s] for s in levels), word_limit=word_limit),
+        system=_SYSTEM.format(levels="\n".join(_LEVEL_RULES[s] for s in levels), word_limit=word_limit)
+        + owner_block(guidance.text),
         prompt=prompt,
         response_model=cited_answer(len(messages)),
         inputs={
@@ -211,5 +219,6 @@ def build_reflections_request(
             "new_facts": list(new_facts),
             "word_limit": word_limit,
             "agent_name": agent_name,
+            "guidance": guidance.inputs(),
         },
     )

@@ -1,6 +1,7 @@
-"""Each credential reaches only what it should, on every route (design §12): admin keys every
-agent, agent keys one agent (read any of its users, publish), user tokens one user of one
-agent. Invalid credentials of every kind get 401 everywhere."""
+"""Each credential reaches only what it should, on every route (design §12, §13): admin keys
+every agent, agent keys one agent with their scopes (the runtime's read any of its users and
+publish; a curator's the owner's controls only), user tokens one user of one agent. Invalid
+credentials of every kind get 401 everywhere."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from schemas.access import Job, subject_digest
 from tests.api.harness import SECRET
 
 ADMIN, AGENT_A, AGENT_B, U1, U2 = "admin", "agent A", "agent B", "token A/u1", "token A/u2"
-REACHING = (ADMIN, AGENT_A, AGENT_B, U1, U2)
+CURATOR_A, CURATOR_B = "curator A", "curator B"
+REACHING = (ADMIN, AGENT_A, AGENT_B, U1, U2, CURATOR_A, CURATOR_B)
 INVALID = ("none", "wrong key", "revoked key", "expired token", "bad signature", "alg none", "unknown kid",
            "too long-lived token")
 
@@ -39,7 +41,8 @@ ROUTES = [
     ("switch", "PUT", f"{U}/memory-setting", {"enabled": False}, {ADMIN: 200, U1: 200}),
     ("export", "GET", f"{U}/export", None, {ADMIN: 200, U1: 200}),
     ("forget me", "POST", f"{U}/forget", None, {ADMIN: 202, U1: 202}),
-    ("job", "GET", "/v1/jobs/job-u1", None, {ADMIN: 200, U1: 200, AGENT_A: 404, AGENT_B: 404, U2: 404}),
+    ("job", "GET", "/v1/jobs/job-u1", None, {ADMIN: 200, U1: 200, AGENT_A: 404, AGENT_B: 404, U2: 404, CURATOR_A: 404,
+                                             CURATOR_B: 404}),
     ("runs", "GET", "/v1/admin/runs", None, {ADMIN: 200}),
     ("replay", "POST", "/v1/admin/replay-failed", {}, {ADMIN: 200}),
     ("cost", "GET", "/v1/admin/cost?agent_id=A", None, {ADMIN: 200}),
@@ -47,13 +50,40 @@ ROUTES = [
     ("forget user", "POST", "/v1/admin/forget-user", {"user_id": "u1", "agent_id": "A"}, {ADMIN: 202}),
     ("export user", "GET", "/v1/admin/export-user?user_id=u1", None, {ADMIN: 200}),
     ("webhook subscribe", "POST", "/v1/agents/A/webhooks", {"url": "https://hooks.example/b", "events": ["fact.created"]},
-     {ADMIN: 201}),
-    ("webhooks", "GET", "/v1/agents/A/webhooks", None, {ADMIN: 200}),
-    ("webhook rotate", "POST", "/v1/agents/A/webhooks/whsub_a/rotate", {}, {ADMIN: 200}),
-    ("webhook enable", "POST", "/v1/agents/A/webhooks/whsub_a/enable", None, {ADMIN: 200}),
-    ("webhook deliveries", "GET", "/v1/agents/A/webhooks/deliveries", None, {ADMIN: 200}),
-    ("webhook redeliver", "POST", "/v1/agents/A/webhooks/deliveries/redeliver", {"failed": True}, {ADMIN: 200}),
-    ("webhook delete", "DELETE", "/v1/agents/A/webhooks/whsub_a", None, {ADMIN: 200}),
+     {ADMIN: 201, CURATOR_A: 201}),
+    ("webhooks", "GET", "/v1/agents/A/webhooks", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("webhook rotate", "POST", "/v1/agents/A/webhooks/whsub_a/rotate", {}, {ADMIN: 200, CURATOR_A: 200}),
+    ("webhook enable", "POST", "/v1/agents/A/webhooks/whsub_a/enable", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("webhook deliveries", "GET", "/v1/agents/A/webhooks/deliveries", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("webhook redeliver", "POST", "/v1/agents/A/webhooks/deliveries/redeliver", {"failed": True}, {ADMIN: 200, CURATOR_A: 200}),
+    ("webhook delete", "DELETE", "/v1/agents/A/webhooks/whsub_a", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("instructions", "GET", "/v1/agents/A/instructions", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("set instruction", "PUT", "/v1/agents/A/instructions/extraction/all", {"text": "focus: budget"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("clear instruction", "DELETE", "/v1/agents/A/instructions/extraction/user", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("rollback instruction", "POST", "/v1/agents/A/instructions/extraction/user/rollback", {"version": 1},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("pauses", "GET", "/v1/agents/A/pauses", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("pause", "POST", "/v1/agents/A/pause", {"target": "agent"}, {ADMIN: 200, CURATOR_A: 200}),
+    ("resume", "POST", "/v1/agents/A/resume", {"target": "session", "session_id": "s-paused"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("agent facts", "GET", "/v1/agents/A/memory/facts", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("edit agent fact", "PATCH", "/v1/agents/A/memory/facts/f-agent-both", {"content": "The Mars budget is $60,000"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("delete agent fact", "DELETE", "/v1/agents/A/memory/facts/f-agent-u1", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("agent reflections", "GET", "/v1/agents/A/memory/reflections", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("edit agent reflection", "PATCH", "/v1/agents/A/memory/reflections/r-agent-u1", {"content": "The team meets Mondays"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("edit my reflection", "PATCH", f"{U}/memory/reflections/r-u1", {"content": "Alice likes long answers"},
+     {ADMIN: 200, U1: 200}),
+    ("delete agent reflection", "DELETE", "/v1/agents/A/memory/reflections/r-agent-u1", None,
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("edit blob section", "PUT", "/v1/agents/A/memory/blob/sections/projects", {"bullets": ["Launch in March"]},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("replace user blob", "PUT", f"{U}/memory/blob", {"content": "- Alice likes long answers"},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("edit my blob section", "PUT", f"{U}/memory/blob/sections/preferences", {"bullets": ["Alice likes long answers"]},
+     {ADMIN: 200, U1: 200}),
 ]
 
 
@@ -61,6 +91,7 @@ def _header(api, credential: str) -> dict[str, str]:
     now = int(time.time())
     token = {
         ADMIN: api.keys["admin"], AGENT_A: api.keys["agent_a"], AGENT_B: api.keys["agent_b"],
+        CURATOR_A: api.keys["curator_a"], CURATOR_B: api.keys["curator_b"],
         U1: api.token(user="u1"), U2: api.token(user="u2"),
         "wrong key": "mk_0000000000000000_" + "x" * 43, "revoked key": api.keys["revoked"],
         "expired token": api.token(now=now - 7200, lifetime_s=600),
@@ -85,14 +116,30 @@ def _check(response, expected, name, credential):
         assert "alice@example.com" not in response.text and "Bob" not in response.text
 
 
+def _owner_state(api):
+    """What the owner's changing routes act on: a user-scope extraction instruction (set, then
+    cleared: version 1 to roll back to, version 2 to clear) and a paused session to resume."""
+    from pipeline.formation.screening import guard_for
+    from pipeline.owner import controls
+
+    store, now = api.deps.store, api.deps.clock.now()
+    controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
+                             by="test", now=now)
+    controls.pause(store, "A", "session", session_id="s-paused", by="test", now=now)
+
+
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
-STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "webhook delete"}
+STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
+            "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
+            "edit blob section", "replace user blob", "edit my blob section",
+            "edit agent reflection", "edit my reflection", "webhook delete"}
 
 
 @pytest.mark.parametrize("credential", REACHING)
 @pytest.mark.parametrize("route", [r for r in ROUTES if r[0] in STATEFUL], ids=sorted(STATEFUL, key=[r[0] for r in ROUTES].index))
 def test_each_credential_reaches_only_what_it_should_on_a_changing_route(api, client, route, credential):
     name, method, path, body, allowed = route
+    _owner_state(api)
     response = client.request(method, path, json=body, headers=_header(api, credential))
     _check(response, allowed.get(credential, 403), name, credential)
 
@@ -110,6 +157,7 @@ def test_each_credential_reaches_only_what_it_should(api, client, route):
 def test_no_invalid_credential_reaches_anything(api, client, route):
     name, method, path, body, _ = route
     _job(api)
+    _owner_state(api)
     for credential in INVALID:
         _check(client.request(method, path, json=body, headers=_header(api, credential)), 401, name, credential)
     assert api.publisher.events == [] and api.jobs == []

@@ -144,6 +144,7 @@ TRIGGERS = {
     (429, "rate limited"): None,  # needs a Redis: tests/api/test_served.py holds it across workers
     (503, "unavailable"): lambda api, c, h, mp: _unreachable_limiter(api, c, h),
     (503, "not configured"): lambda api, c, h, mp: _not_configured(api, c, h),
+    (503, "store missing"): lambda api, c, h, mp: _store_file_deleted(api, c, h),
     (500, "internal error"): lambda api, c, h, mp: _broken(api, c, h, mp),
 }
 
@@ -158,6 +159,20 @@ def _duplicate_edit(api, client):
                                     model=EMB.model).model_copy(update={"source_user_ids": ["u1"]}))
     return client.patch("/v1/agents/A/users/u1/memory/facts/f-u1", json={"content": text},
                         headers={"Authorization": f"Bearer {api.token(user='u1')}"})
+
+
+def _store_file_deleted(api, client, agent):
+    """The SQLite file deleted under the running app (as ``make demo`` does under ``memoryctl ui``)."""
+    import time
+    from pathlib import Path
+
+    from pipeline.store.sqlite.file_watch import CHECK_INTERVAL_S
+
+    path = api.deps.store.db.path
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    time.sleep(CHECK_INTERVAL_S + 0.1)   # the path is looked at once a second
+    return client.get("/v1/agents/A/stats", headers=agent)
 
 
 def _unreachable_limiter(api, client, agent):

@@ -16,7 +16,8 @@ from testkit import hostile
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": "f-u1", "job_id": "j1",
-               "subscription_id": "whsub_a"}
+               "subscription_id": "whsub_a", "stage": "extraction", "scope": "all", "section": "projects",
+               "kind": "facts"}
 QUERY_VALUES = {"agent_id": "A", "user_id": "u1"}
 #: a valid body of each route that takes one (a new route fails the test until it has one)
 BODIES = {
@@ -31,6 +32,18 @@ BODIES = {
     ("put", "/v1/agents/{agent_id}/users/{user_id}/memory-setting"): {"enabled": True},
     ("post", "/v1/admin/forget-user"): {"user_id": "u9", "agent_id": "A"},
     ("post", "/v1/admin/replay-failed"): {"agent_id": "A", "run_ids": ["r1"]},
+    ("put", "/v1/agents/{agent_id}/instructions/{stage}/{scope}"): {"text": "focus: budget, venue"},
+    ("post", "/v1/agents/{agent_id}/instructions/{stage}/{scope}/rollback"): {"version": 1},
+    ("put", "/v1/agents/{agent_id}/memory/blob/sections/{section}"): {"bullets": ["Launch in March"]},
+    ("patch", "/v1/agents/{agent_id}/memory/facts/{item_id}"): {"content": "The Mars budget is $60,000"},
+    ("patch", "/v1/agents/{agent_id}/memory/reflections/{item_id}"): {"content": "The team meets Mondays"},
+    ("post", "/v1/agents/{agent_id}/pause"): {"target": "agent"},
+    ("post", "/v1/agents/{agent_id}/resume"): {"target": "session", "session_id": "s1"},
+    ("put", "/v1/agents/{agent_id}/users/{user_id}/memory/blob"): {"content": "- Alice likes long answers"},
+    ("put", "/v1/agents/{agent_id}/users/{user_id}/memory/blob/sections/{section}"):
+        {"bullets": ["Alice likes long answers"]},
+    ("patch", "/v1/agents/{agent_id}/users/{user_id}/memory/reflections/{item_id}"):
+        {"content": "Alice likes long answers"},
     ("post", "/v1/agents/{agent_id}/webhooks"):
         {"url": "https://hooks.example/b", "events": ["fact.created"], "include_content": True},
     ("post", "/v1/agents/{agent_id}/webhooks/{subscription_id}/rotate"): {"drop_old": False},

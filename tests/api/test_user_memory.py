@@ -141,3 +141,65 @@ def test_forget_me_queues_a_job_whose_status_says_when_it_is_done(api, client, m
     from ops.forget import traces
 
     assert traces(api.deps.store.dump_all(), "u1", "A") == []
+
+
+def _session_memory(api, session_id, users):
+    from datetime import timedelta
+
+    from schemas.documents import ConsolidatedBlob, Reflection
+
+    store, now = api.deps.store, api.deps.clock.now()
+    store.declare_session_users(session_id, "A", users)
+    key = f"session:{session_id}"
+    store.insert_reflections([Reflection(reflection_id=f"r-{session_id}", agent_id="A", scope="session",
+                                         session_id=session_id, scope_key=key, content=f"goal of {session_id}",
+                                         source_user_ids=users[:1], formed_at=now - timedelta(hours=1))])
+    store.save_blob(ConsolidatedBlob(agent_id="A", scope="session", scope_key=key, session_id=session_id,
+                                     consolidated_content=f"VERSION: 1\n[GOALS]\n- pinned {session_id}",
+                                     word_limit=200, version=1), expected_version=0)
+
+
+def test_a_user_sees_and_cleans_the_memory_of_their_own_one_to_one_sessions_only(api, client, me):
+    _session_memory(api, "s-alone", ["u1"])
+    _session_memory(api, "s-group", ["u1", "u2"])
+    mine = client.get("/v1/agents/A/users/u1/memory", headers=me).json()
+    assert [s["session_id"] for s in mine["sessions"]] == ["s-alone"]
+    [alone] = mine["sessions"]
+    assert "pinned s-alone" in alone["blob"]["content"] and alone["reflections"][0]["id"] == "r-s-alone"
+    assert "s-group" not in str(mine)
+    assert client.delete("/v1/agents/A/users/u1/memory/reflections/r-s-alone", headers=me).status_code == 200
+    assert client.delete("/v1/agents/A/users/u1/memory/reflections/r-s-group", headers=me).status_code == 404
+    assert api.deps.store.unabsorbed_reflections("A", "session:s-alone") == []
+    assert [r.reflection_id for r in api.deps.store.unabsorbed_reflections("A", "session:s-group")] == ["r-s-group"]
+
+
+def test_a_user_rewrites_a_section_of_their_own_blob_screened_and_nobody_else_can(api, client, me):
+    path = "/v1/agents/A/users/u1/memory/blob/sections/preferences"
+    done = client.put(path, json={"bullets": ["Alice wants answers in Portuguese"]}, headers=me)
+    assert done.status_code == 200 and done.json()["version"] == 2
+    assert "[PREFERENCES]\n- Alice wants answers in Portuguese" in done.json()["content"]
+    assert api.deps.store.get_blob("A", "user:u1").edited_by is not None
+    secret = client.put(path, json={"bullets": ["my password is hunter2-Secret!"]}, headers=me)
+    assert secret.status_code == 422 and "hunter2" not in secret.text
+    runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
+    bob = {"Authorization": f"Bearer {api.token(user='u2')}"}
+    assert client.put(path, json={"bullets": ["x"]}, headers=runtime).status_code == 403
+    assert client.put(path, json={"bullets": ["x"]}, headers=bob).status_code == 403
+    assert api.deps.store.get_blob("A", "user:u1").version == 2
+    assert [e.action for e in api.deps.store.list_audit(action="blob.edit")] == ["blob.edit"]
+
+
+def test_a_user_edits_a_pending_reflection_with_history_and_not_an_absorbed_one(api, client, me):
+    path = "/v1/agents/A/users/u1/memory/reflections/r-u1"
+    done = client.patch(path, json={"content": "Alice wants answers in Portuguese"}, headers=me)
+    assert done.status_code == 200, done.text
+    assert done.json()["content"] == "Alice wants answers in Portuguese"
+    assert done.json()["history"][0]["content"] == "reflection r-u1"
+    listed = client.get("/v1/agents/A/users/u1/memory", headers=me).json()["reflections"]
+    assert listed[0]["editable"] is True and listed[0]["content"] == "Alice wants answers in Portuguese"
+    secret = client.patch(path, json={"content": "Alice's password is hunter2-Secret!"}, headers=me)
+    assert secret.status_code == 422 and "hunter2" not in secret.text
+    api.deps.store.mark_absorbed(["r-u1"], 2, api.deps.clock.now())
+    assert client.patch(path, json={"content": "too late"}, headers=me).status_code == 404
+    other = client.patch("/v1/agents/A/users/u1/memory/reflections/r-agent-u1", json={"content": "x y"}, headers=me)
+    assert other.status_code == 404  # shared: the owner's to edit

@@ -53,6 +53,9 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
     shown = out.split("=== Memory context for user-maya")[1].split("=== search_facts")[0]
     assert "<RelevantFacts>" in shown and "Porto" in shown.split("</RelevantFacts>")[0]  # found for the question
     assert "63 messages in 4 sessions formed" in out
+    # one Memory Instruction's effect: the caterer's facts of the group session are left out
+    effect = out.split("Memory Instructions (docs/owner.md): with `ignore: catering`")[1].split("try it:")[0]
+    assert "The caterer needs the final guest count by March 10" in effect and "Porto" not in effect
     assert db.exists()
     # the ready-to-paste line reads this demo's store, from any folder
     [line] = [l for l in out.splitlines() if l.startswith("MEMORY_STORE_URL=")]

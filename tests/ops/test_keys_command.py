@@ -116,3 +116,42 @@ def test_serve_refuses_a_rate_limit_store_that_is_not_redis_in_one_line(env, cap
     assert err.count("memoryctl serve:") == 1 and "Traceback" not in err   # after the broker's name
     assert f"{variable} is a amqp:// URL" in err
     assert "MEMORY_API_REDIS_URL to a redis://" in err and "MEMORY_API_RATE_LIMIT_PER_MINUTE=0" in err
+
+
+def test_a_key_carries_the_scopes_it_was_made_with_and_the_list_names_them(env, capsys):
+    assert cli.main(["keys", "create", "--agent", "A", "--scopes", "curate", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["scopes"] == ["curate"]
+    assert cli.main(["keys", "create", "--agent", "A"]) == 0
+    capsys.readouterr()
+    assert cli.main(["keys", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(made["key_id"] in line and " curate " in line for line in lines)
+    assert any("read,publish" in line for line in lines)
+    principal = authenticate(f"Bearer {made['secret']}", keys=_store(), token_verifier=TokenVerifier({}, max_lifetime_s=60))
+    assert principal.scopes == {"curate"}
+    assert cli.main(["keys", "create", "--agent", "A", "--scopes", "read,admin"]) == 2
+    assert "unknown scope admin: choose among read, publish, curate" in capsys.readouterr().err
+
+
+def test_an_owner_sets_rolls_back_pauses_and_resumes_from_the_command_line(env, capsys):
+    assert cli.main(["instructions", "set", "A", "--stage", "extraction", "--text", "ignore: catering"]) == 0
+    assert cli.main(["instructions", "set", "A", "--stage", "extraction", "--text", "focus: venue"]) == 0
+    assert cli.main(["instructions", "rollback", "A", "--stage", "extraction", "--version", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert cli.main(["instructions", "show", "A"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert len(shown) == 3 and shown[-1].endswith("(rollback to v1): ignore: catering")
+    assert cli.main(["instructions", "set", "A", "--stage", "extraction", "--text", "password: Tr0ub4dor&3xq"]) == 2
+    assert "carries a secret" in capsys.readouterr().err
+    assert cli.main(["pause", "A", "--session", "s1"]) == 0
+    assert cli.main(["stats", "--agent", "A", "--session", "s1", "--json"]) == 0
+    capsys.readouterr()
+    assert cli.main(["resume", "A", "--session", "s1"]) == 0
+    assert "resumed session:s1 of agent A" in capsys.readouterr().out
+    assert cli.main(["resume", "A", "--session", "s1"]) == 2
+    assert "session:s1 is not paused" in capsys.readouterr().err
+    assert cli.main(["audit", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert {"instructions.set", "instructions.rollback", "memory.pause", "memory.resume"} <= {e["action"] for e in entries}
+    assert "catering" not in json.dumps(entries)

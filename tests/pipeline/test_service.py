@@ -283,7 +283,7 @@ def test_stats_and_consolidation_status_count_per_scope(memory, clock):
     status = service.get_consolidation_status(user_id="u1", session_id="s1")["scopes"]
     assert status["user:u1"] == {
         "scope": "user", "buffered": 1, "threshold": 4, "due": False, "blob_words": 4, "word_limit": 300,
-        "blob_version": 1,
+        "blob_version": 1, "paused": False,
     }
     assert status["session:s1"]["buffered"] == 1 and status["agent"]["threshold"] == 10
 

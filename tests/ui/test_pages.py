@@ -233,3 +233,20 @@ def test_memory_as_of_a_date_shows_the_blob_and_facts_as_they_stood_then(api):
         assert then.status_code == 200 and "Facts valid at 2000-01-01T00:00" in then.text
         consolidated = then.text.split("Consolidated memory")[1].split("Facts live now")[0]
         assert "Alice likes short answers" not in consolidated and "no consolidated memory yet" in consolidated
+
+
+def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api):
+    from pipeline.formation.screening import guard_for
+    from pipeline.owner import controls
+    from schemas.documents import FormationRun
+
+    store, now = api.deps.store, api.deps.clock.now()
+    store.insert_run(FormationRun(run_id="r1", agent_id="A", session_id="s1", seq_from=1, seq_to=2, reason="threshold",
+                                  status="done", created_at=now, finished_at=now, user_ids=["u1"]))
+    controls.pause(store, "A", "session", session_id="s1", by="owner", now=now)
+    controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
+                             by="owner", now=now)
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        page = client.get("/ui/").text
+    assert "session:s1</span>" in page and "extraction/all v1" in page and "catering" not in page

@@ -24,6 +24,8 @@
 - An introduction with a clause after it ("I'm Sam, I manage the studio") is two statements:
   the name, and the clause about its speaker.
 - Over the word limit: dropped, not cut.
+- The owner's topic lists of its scope (``inputs["guidance"]``, ``offline_rules.topics``):
+  a fact on an ignored topic, or on none of the focus topics, is left out.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline.llm.offline_rules import language as lang
+from pipeline.llm.offline_rules.topics import kept
 from pipeline.text import normalize, word_count
 
 
@@ -64,6 +67,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     seen: set[str] = set()
     people = {m.get("sender_name") for m in inputs.get("messages") or () if m.get("sender_name")}
     people |= {n for n in [inputs.get("agent_name"), *(inputs.get("user_names") or {}).values()] if n}
+    owner = inputs.get("guidance") or {}
     for message in inputs.get("messages") or ():
         if message.get("role") != "user":
             continue
@@ -78,7 +82,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
                 continue
             text = lang.strip_end(lang.third_person(sentence, name, plural=one_to_one) if about_speaker else sentence)
             key = normalize(text)
-            if not text or key in seen or word_count(text) > limit:
+            if not text or key in seen or word_count(text) > limit or not kept(text, owner.get(scope)):
                 continue
             seen.add(key)
             facts.append({"text": text, "scope": scope})

@@ -13,7 +13,8 @@ A reflection is dropped when its level is not formed (never re-scoped), when it 
 than the limit, or when it repeats a new fact, a buffered reflection or a blob line of its
 level. The most recent ones are kept: at most ``_KEEP`` per level. Each cites the message its
 sentence came from (its alias: the index in ``inputs["messages"]``), so it rests on whoever
-said it, never on everyone in the room.
+said it, never on everyone in the room. The owner's topic lists of a level
+(``inputs["guidance"]``, ``offline_rules.topics``) leave out what is ignored or off focus.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from pipeline.llm.offline_rules import language as lang
 from pipeline.llm.offline_rules.facts import fact_sentence
+from pipeline.llm.offline_rules.topics import kept as owner_keeps
 from pipeline.prompts.consolidation import parse_blob
 from pipeline.text import word_count
 
@@ -77,7 +79,7 @@ def _known(inputs: dict[str, Any], level: str) -> list[str]:
 
 
 def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
-    levels = set(inputs.get("scopes") or ()) | {"session"}
+    levels = set(inputs.get("scopes") or ())
     one_to_one = not inputs.get("group_chat")
     limit = int(inputs.get("word_limit") or word_limit)
     agent = _agent_name(inputs)
@@ -96,11 +98,14 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             for url in lang.URL.findall(sentence):
                 found["session"].append((f"Pinned link shared by {name or 'the user'}: {lang.strip_end(url)}", alias))
     answer: dict[str, list[dict[str, Any]]] = {}
+    owner = inputs.get("guidance") or {}
     for level, items in found.items():
         kept: list[tuple[str, int]] = []
         if level in levels:
             known = _known(inputs, level)
             for text, alias in items:
+                if not owner_keeps(text, owner.get(level)):
+                    continue
                 if word_count(text) <= limit and not lang.repeats(text, known + [t for t, _ in kept]):
                     kept.append((text, alias))
         answer[level] = [{"text": text, "sources": [alias]} for text, alias in kept[-_KEEP[level]:]]

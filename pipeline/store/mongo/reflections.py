@@ -10,8 +10,9 @@ from pymongo import ASCENDING
 
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
+from pipeline.store.mongo.parts import CAS_ATTEMPTS
 from pipeline.store.ports.reflections import ReflectionStore
-from schemas.documents import Reflection
+from schemas.documents import Reflection, ReflectionEdit
 
 #: reflections oldest first, as the port promises (ids break ties); provenance reads them so too
 OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
@@ -39,6 +40,19 @@ class MongoReflections(ReflectionStore):
         col = self.col("reflections")
         return {key: col.count_documents({"agent_id": agent_id, "scope_key": key, "absorbed": False})
                 for key in scope_keys}
+
+    def edit_reflection(self, reflection_id: str, content: str, now: datetime, by: str) -> Reflection | None:
+        for _ in range(CAS_ATTEMPTS):
+            current = from_doc(Reflection, self.col("reflections").find_one({"_id": reflection_id}))
+            if current is None or current.absorbed:
+                return None
+            edit = ReflectionEdit(content=current.content, changed_at=c.utc(now), changed_by=by)
+            won = self.col("reflections").update_one(
+                {"_id": reflection_id, "absorbed": False, "content": current.content},
+                {"$set": {"content": content}, "$push": {"history": edit.model_dump()}})
+            if won.modified_count:
+                return current.model_copy(update={"content": content, "history": [*current.history, edit]})
+        return None
 
     def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
         result = self.col("reflections").update_many(

@@ -42,6 +42,13 @@ def run_from(doc: dict | None) -> FormationRun | None:
 
 
 class MongoRuns(MongoParts, RunStore):
+    def insert_run(self, run: FormationRun) -> bool:
+        try:
+            self.col("runs").insert_one(escape_keys(to_doc(run, run.run_id)))
+        except DuplicateKeyError:
+            return False
+        return True
+
     def get_run(self, run_id: str) -> FormationRun | None:
         return run_from(self.col("runs").find_one({"_id": run_id}))
 

@@ -30,4 +30,10 @@ class ReflectionStore(Protocol):
         """Exactly these, if not yet absorbed: ``absorbed``, ``absorbed_at``, ``consolidated_into``."""
 
     @abc.abstractmethod
+    def edit_reflection(self, reflection_id: str, content: str, now: datetime, by: str) -> Reflection | None:
+        """Replace the text of a reflection not yet absorbed, its previous text appended to
+        ``history`` (with ``now`` and ``by``). Atomic against ``mark_absorbed``: None when it
+        is absorbed already, or gone."""
+
+    @abc.abstractmethod
     def list_reflections(self, agent_id: str, scope_key: str, *, include_absorbed: bool = True) -> list[Reflection]: ...

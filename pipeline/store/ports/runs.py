@@ -35,6 +35,11 @@ class RunStore(Protocol):
         """
 
     @abc.abstractmethod
+    def insert_run(self, run: FormationRun) -> bool:
+        """Store a run over a range already formed once (a backfill, design §13), as given:
+        no session claim is taken or moved. False if a run with its id exists."""
+
+    @abc.abstractmethod
     def get_run(self, run_id: str) -> FormationRun | None: ...
 
     def run_status(self, run_id: str) -> str | None:

@@ -10,7 +10,7 @@ from datetime import datetime
 from pipeline.store import _common as c
 from pipeline.store.ports.reflections import ReflectionStore
 from pipeline.store.sqlite.db import Database, qmarks
-from schemas.documents import Reflection
+from schemas.documents import Reflection, ReflectionEdit
 
 
 def counted(db: Database, agent_id: str, scope_keys: Sequence[str]) -> list[tuple[str, int, int, str]]:
@@ -54,6 +54,20 @@ class SQLiteReflections(ReflectionStore):
         counts = {key: 0 for key in scope_keys}
         counts.update({key: unabsorbed for key, _, unabsorbed, _ in counted(self.db, agent_id, scope_keys)})
         return counts
+
+    def edit_reflection(self, reflection_id: str, content: str, now: datetime, by: str) -> Reflection | None:
+        with self.db.write() as conn:
+            row = conn.execute(f"SELECT doc FROM {self.db.t('reflections')} WHERE reflection_id = ?",
+                               (reflection_id,)).fetchone()
+            if row is None:
+                return None
+            r = Reflection.model_validate_json(row[0])
+            if r.absorbed:
+                return None
+            edited = r.model_copy(update={"content": content, "history": [
+                *r.history, ReflectionEdit(content=r.content, changed_at=c.utc(now), changed_by=by)]})
+            self._put_reflection(conn, edited)
+            return edited
 
     def mark_absorbed(self, reflection_ids: Sequence[str], blob_version: int, now: datetime) -> int:
         marked = 0

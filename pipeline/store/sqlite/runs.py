@@ -99,6 +99,13 @@ class SQLiteRuns(SQLiteParts, RunStore):
             self.put_session_row(conn, c.after_claim(session, stored))
             return stored
 
+    def insert_run(self, run: FormationRun) -> bool:
+        with self.db.write() as conn:
+            if self._run(conn, run.run_id) is not None:
+                return False
+            self.put_run_row(conn, run)
+            return True
+
     def get_run(self, run_id: str) -> FormationRun | None:
         return self._run(self.db.conn(), run_id)
 

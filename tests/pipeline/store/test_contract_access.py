@@ -86,3 +86,40 @@ def test_forgetting_a_users_switches_leaves_other_users_and_agents(store):
     assert store.user_memory_off("a2", ["u1"]) == {"u1"}
     assert store.forget_user_switches("u1") == 1
     assert store.user_memory_off("a2", ["u1"]) == set()
+
+
+def test_an_agents_instructions_and_pauses_round_trip_and_an_old_key_reads_and_publishes(store):
+    from schemas.documents import AgentSettings
+    from schemas.owner import Instruction, Pause
+
+    store.put_agent_settings(AgentSettings(
+        agent_id="a1", instructions=[Instruction(stage="extraction", scope="user", version=1, text="focus: venue",
+                                                 set_by="k1", set_at=T0)],
+        paused=[Pause(scope_key="session:s1", paused_at=T0, paused_by="k1")]))
+    got = store.get_agent_settings("a1")
+    assert got.instructions[0].text == "focus: venue" and got.paused[0].scope_key == "session:s1"
+    store.put_api_key(_key("k-old", "secret-old"))  # stored as before scopes existed: the default
+    assert store.find_api_key(key_digest("secret-old")).scopes == ["read", "publish"]
+
+
+def test_a_backfill_run_is_inserted_once_and_takes_no_session_claim(store):
+    from schemas.documents import FormationRun
+
+    run = FormationRun(run_id="r1-backfill-agent", agent_id="a1", session_id="s1", seq_from=1, seq_to=3,
+                       reason="backfill", created_at=T0, only_scopes=["agent"])
+    assert store.insert_run(run) is True and store.insert_run(run) is False
+    assert store.get_run("r1-backfill-agent").only_scopes == ["agent"]
+    assert store.get_session("s1") is None
+
+
+def test_a_pending_reflection_is_edited_with_history_and_an_absorbed_one_is_not(store):
+    from schemas.documents import Reflection
+
+    store.insert_reflections([Reflection(reflection_id=rid, agent_id="a1", scope="agent", scope_key="agent",
+                                         content=f"text of {rid}", formed_at=T0) for rid in ("r1", "r2")])
+    store.mark_absorbed(["r2"], 1, T0)
+    edited = store.edit_reflection("r1", "new text", T0 + timedelta(minutes=1), "k1")
+    assert edited.content == "new text" and edited.history[0].content == "text of r1"
+    [stored] = store.unabsorbed_reflections("a1", "agent")
+    assert (stored.content, stored.history[0].changed_by) == ("new text", "k1")
+    assert store.edit_reflection("r2", "x", T0, "k1") is None and store.edit_reflection("nope", "x", T0, "k1") is None

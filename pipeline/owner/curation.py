@@ -1,0 +1,78 @@
+"""Edits of stored memory by the people entitled to them (design §12, §13): a user's own facts,
+an owner's agent-scope facts. One path for both, and for later direct writes: the text is
+checked as stored free text, kept within the fact word limit, screened like every write
+(``screening.screen_write``: a secret anywhere, contact data in agent scope), embedded again,
+and written as an UPDATE that keeps the old text in the fact's history; the scope's version
+stamp moves so cached contexts and searches built over the old text go stale.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from pipeline.errors import InvalidInput, Refused
+from pipeline.formation.screening import guard_for, screen_write
+from pipeline.formation.secrets import KIND_NAMES
+from pipeline.store.port import FactUpdate
+from pipeline.text import text_hash, word_count
+from schemas.documents import Fact, Reflection
+from schemas.values import text_problem
+
+def storable(text: str, where: str) -> str:
+    """``text`` if it may be stored at all: free text as every door takes it (``schemas.values``:
+    no NUL, no lone surrogate; design §13 "Errors")."""
+    if problem := text_problem(text):
+        raise InvalidInput(where, problem)
+    return text
+
+
+def checked_line(text: str, scope: str, *, settings, word_limit: int, people: Sequence[str] = (),
+                 where: str = "content") -> str:
+    """One memory line as it may be written in ``scope``: on one line, not blank, within
+    ``word_limit`` words, with no secret and (agent scope) no contact data of ``people``.
+    Raises ``InvalidInput`` naming the rule, never echoing the text."""
+    line = " ".join(storable(text, where).split())
+    if not line:
+        raise InvalidInput(where, "the new text is blank")
+    if word_count(line) > word_limit:
+        raise InvalidInput(where, f"more than {word_limit} words (the limit of one item here)")
+    verdict = screen_write(line, scope, guard=guard_for(settings), people=people)
+    if verdict.dropped:
+        shared = " in shared (agent) memory" if scope == "agent" and guard_for(settings).kind(line) is None else ""
+        found = KIND_NAMES.get(verdict.found, verdict.found)   # named by its kind, never echoed
+        raise Refused(where, f"the text carries {found}{shared}; memory never stores "
+                             f"{'it there' if shared else 'a secret'}")
+    return line
+
+
+def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
+              where: str = "content") -> Fact | None:
+    """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run. None
+    when the fact changed meanwhile, or another live fact of its scope already says this."""
+    store, settings = service.store, service.settings
+    text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
+                        where=where)
+    vector = service.embedder.embed([text])
+    now = service.clock.now()
+    updated = store.update_fact(fact.fact_id, FactUpdate(
+        content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
+        run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
+        source_user_ids=tuple(source_user_ids), source_text="",
+    ))
+    if not updated:
+        return None
+    store.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    return store.get_facts([fact.fact_id])[0]
+
+
+def edit_reflection(store, settings, reflection: Reflection, content: str, *, by: str, now, people: Sequence[str] = (),
+                    where: str = "content") -> Reflection | None:
+    """Replace the text of a reflection waiting for consolidation (checked as a fact's, within
+    the reflection word limit), the old text kept in its history. None once it is absorbed."""
+    text = checked_line(content, reflection.scope, settings=settings, word_limit=settings.reflection_word_limit,
+                        people=people, where=where)
+    edited = store.edit_reflection(reflection.reflection_id, text, now, by)
+    if edited is not None:
+        store.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
+    return edited
