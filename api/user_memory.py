@@ -10,6 +10,7 @@ version stamp, so cached contexts and search caches built over the old text go s
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
@@ -17,6 +18,7 @@ from pipeline.formation.screening import guard_for
 from pipeline.formation.secrets import KIND_NAMES
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
+from pipeline.validity import expired
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
 from schemas.values import text_problem
@@ -31,7 +33,8 @@ def _fact(f: Fact, editable: bool) -> m.MyFact:
     history = [m.FactVersionOut(content=h.content, version=h.version, changed_at=h.changed_at,
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
-                    updated_at=f.updated_at, editable=editable, source=_source(f), history=history)
+                    updated_at=f.updated_at, editable=editable, source=_source(f), history=history,
+                    expires_at=f.expires_at)
 
 
 def _reflection(r: Reflection, editable: bool) -> m.MyReflection:
@@ -43,14 +46,18 @@ def _sole_source(item: Fact | Reflection, user_id: str) -> bool:
     return bool(item.source_user_ids) and set(item.source_user_ids) == {user_id}
 
 
-def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
-    """(my live facts, newest first; my reflections, oldest first; the shared ones resting only
-    on me, in the same orders). Read through the provenance query (``Store.resting_on``): it
-    costs what rests on the user, where listing the agent scope read every user's shared items."""
+def my_items(
+    store, agent_id: str, user_id: str, now: datetime | None = None,
+) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
+    """(my live facts, newest first, less those expired by ``now`` if given; my reflections,
+    oldest first; the shared ones resting only on me, in the same orders). Read through the
+    provenance query (``Store.resting_on``): it costs what rests on the user, where listing
+    the agent scope read every user's shared items."""
     resting = store.resting_on(user_id, agent_id)
     mine = scope_key("user", user_id=user_id)
     agent = scope_key("agent")
-    facts = sorted((f for f in resting.facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
+    live = (f for f in resting.facts if f.retired_at is None and not (now and expired(f, now)))
+    facts = sorted(live, key=lambda f: f.formed_at, reverse=True)
     reflections = sorted(resting.reflections, key=lambda r: r.formed_at)
     return (
         [f for f in facts if f.scope_key == mine],
@@ -60,8 +67,9 @@ def my_items(store, agent_id: str, user_id: str) -> tuple[list[Fact], list[Refle
     )
 
 
-def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
-    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id)
+def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory:
+    """What the agent keeps about the user at ``now`` (an expired fact is out, stamped or not)."""
+    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id, now)
     blob = store.get_blob(agent_id, scope_key("user", user_id=user_id))
     return m.MyMemory(
         agent_id=agent_id, user_id=user_id,
@@ -75,13 +83,18 @@ def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
-              where: str = "body content") -> m.MyFact:
+              where: str = "body content", expires_at: datetime | None = None) -> m.MyFact:
     """UPDATE one of my user-scope facts: free text as every door takes it (``schemas.values``),
     screened for secrets like any write (design §12), at most the fact word limit, with the
-    old text kept in its history. ``where`` names the new text's field in errors."""
+    old text kept in its history; ``expires_at`` (if given, in the future) becomes its expiry.
+    ``where`` names the new text's field in errors."""
     store, settings = service.store, service.settings
+    now = service.clock.now()
+    if expires_at is not None and expires_at <= now:
+        raise ApiError("invalid request", "body expires_at",
+                       f"{expires_at.isoformat()} is not in the future: a fact cannot be set to have expired", status=422)
     fact = next((f for f in store.get_facts([fact_id])
-                 if f.agent_id == agent_id and f.retired_at is None), None)
+                 if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
@@ -98,11 +111,10 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
         raise ApiError("refused", where, f"the text carries {KIND_NAMES[secret]}, a secret; "
                        "memory never stores one", status=422)
     vector = service.embedder.embed([text])
-    now = service.clock.now()
     updated = store.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0],
         embedding_model=service.embedder.model, run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now,
-        expected_version=fact.version, source_user_ids=(user_id,), source_text="",
+        expected_version=fact.version, source_user_ids=(user_id,), source_text="", expires_at=expires_at,
     ))
     if not updated:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "

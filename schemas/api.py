@@ -168,6 +168,7 @@ class MyFact(BaseModel):
     editable: bool
     source: Source
     history: list[FactVersionOut]
+    expires_at: datetime | None = None
 
 
 class MyReflection(BaseModel):
@@ -202,6 +203,8 @@ class MyMemory(BaseModel):
 
 class FactEdit(_In):
     content: text(2000, min_length=1)
+    # when the fact stops being true (design §13 "Expiry"); omitted: the fact's stays
+    expires_at: Instant | None = None
 
 
 class Deleted(BaseModel):

@@ -109,7 +109,7 @@ def apply(
                 continue
             # the contradicted fact was valid until the new one was said
             if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
-                                     expected_version=effect.version):
+                                     expected_version=effect.version, reason="contradicted"):
                 note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
         elif isinstance(effect, Update):
@@ -119,7 +119,7 @@ def apply(
                 # the stored text stays; this one is kept as a past version, valid until it
                 fact = said[index]
                 added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
-                store.retire_fact(added, now, run.run_id, valid_to=newer)
+                store.retire_fact(added, now, run.run_id, valid_to=newer, reason="superseded")
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
@@ -143,7 +143,8 @@ def apply(
                    output.merged_vector(index))
     for effect in output.effects:
         if isinstance(effect, Insert) and effect.index in superseded:
-            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index])
+            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index],
+                              reason="superseded")
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})

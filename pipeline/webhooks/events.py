@@ -57,6 +57,17 @@ def _fact_event(run: FormationRun, fact: Fact, kind: str, now: datetime) -> Webh
     )
 
 
+def expired_event(fact: Fact, now: datetime) -> WebhookEvent:
+    """A fact beat's expiry task retired (``pipeline.expiry``): no run did it, so its id is
+    the fact's own, the same on every rerun."""
+    return WebhookEvent(
+        event_id=f"expiry:fact.retired:{fact.fact_id}", kind="fact.retired", agent_id=fact.agent_id,
+        occurred_at=fact.retired_at or now,
+        data={"fact_id": fact.fact_id, "scope": fact.scope, "version": fact.version, "reason": "expired"},
+        subjects=_people(fact.user_id, fact.source_user_ids), content_ref=f"fact:{fact.fact_id}",
+    )
+
+
 def consolidated_event(agent_id: str, scope_key: str, version: int, user_id: str | None, now: datetime,
                        run_id: str | None = None) -> WebhookEvent:
     """A blob merged to a new version. Its content (opt-in) is read when sent: an erasure
