@@ -73,6 +73,10 @@ def apply(
             return None
         return storable_line(sources[index].excerpt[-1], scope_key.split(":", 1)[0], guard, people)
 
+    def deadline(index: int) -> datetime | None:
+        """The expiry said with the new fact ``index`` (None: none, or the stored one stays)."""
+        return said[index].expires_at if index in said else None
+
     # an ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run)
     absorbed: dict[str, list[int]] = {}
     for d in output.decisions:
@@ -93,7 +97,7 @@ def apply(
             embedding=vector or vectors[index], embedding_model=model,
             source_session_id=run.session_id, source_message_ids=ids,
             source_user_ids=message_sources(ids, claimed), source_text=source_text(latest, key),
-            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest),
+            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest), expires_at=deadline(index),
         ))[1]
 
     superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid
@@ -128,7 +132,7 @@ def apply(
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 source_message_ids=source_ids(index),
                 source_user_ids=message_sources(source_ids(index), claimed),
-                source_text=source_text(index, effect.scope_key),
+                source_text=source_text(index, effect.scope_key), expires_at=deadline(index),
             )):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")

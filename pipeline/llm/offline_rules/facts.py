@@ -24,6 +24,8 @@
 - An introduction with a clause after it ("I'm Sam, I manage the studio") is two statements:
   the name, and the clause about its speaker.
 - Over the word limit: dropped, not cut.
+- A deadline in the sentence ("by March 10", "until June 2", "before 2026-07-01") becomes the
+  fact's ``expires_at`` (``offline_rules.expiry``), resolved against the message's date.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from datetime import datetime, timezone
+
 from pipeline.llm.offline_rules import language as lang
+from pipeline.llm.offline_rules.expiry import deadline
 from pipeline.text import normalize, word_count
 
 
@@ -81,5 +86,12 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             if not text or key in seen or word_count(text) > limit:
                 continue
             seen.add(key)
-            facts.append({"text": text, "scope": scope})
+            due = deadline(sentence, _said_at(message))
+            facts.append({"text": text, "scope": scope, **({"expires_at": due} if due else {})})
     return {"facts": facts}
+
+
+def _said_at(message: dict[str, Any]) -> datetime:
+    """The message's time (``conversation.message_inputs`` writes it in UTC)."""
+    stamp = message.get("created_at")
+    return datetime.fromisoformat(stamp) if isinstance(stamp, str) else datetime.now(timezone.utc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 
 import pytest
 
@@ -248,3 +249,21 @@ def test_group_chat_forms_no_user_reflections(env):
     dump = env.store.dump_all()
     refl = next(rows for name, rows in dump.items() if name.endswith("reflections"))
     assert sorted(r["scope"] for r in refl) == ["agent", "session"]
+
+
+def test_an_extracted_deadline_becomes_the_facts_expiry_and_a_bad_one_is_dropped_and_counted(env):
+    answer = facts(("agent", "The caterer needs the guest count by March 10"), ("agent", "The venue is in Tucson"),
+                   ("agent", "The band arrives on June 2"))
+    answer.facts[0].expires_at = "2026-03-10"
+    answer.facts[1].expires_at = "2026-03-10T18:00:00+01:00"
+    answer.facts[2].expires_at = "soon"
+    env.llm.on("extract_facts", answer)
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    by_text = {f.content: f.expires_at for f in env.store.list_facts("agent-1", include_retired=True)}
+    assert by_text == {
+        "The caterer needs the guest count by March 10": datetime(2026, 3, 11, tzinfo=timezone.utc),
+        "The venue is in Tucson": datetime(2026, 3, 10, 17, tzinfo=timezone.utc),
+        "The band arrives on June 2": None,
+    }
+    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["expiry_invalid"] == 1
