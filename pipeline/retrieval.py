@@ -381,6 +381,7 @@ def _live_hits(
         hits.append(FactHit(
             id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
             updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
+            expires_at=fact.expires_at,
         ))
     return hits
 
@@ -391,5 +392,5 @@ def _version_hit(version: FactVersion, score: float, as_of: datetime) -> FactHit
         id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
         updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
         # aged from when the text became valid: it may have been recorded after as_of (a replay)
-        age=context.format_age(version.valid_from, as_of), score=round(score, 6),
+        age=context.format_age(version.valid_from, as_of), score=round(score, 6), expires_at=fact.expires_at,
     )

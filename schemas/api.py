@@ -96,6 +96,7 @@ class SearchHit(BaseModel):
     score: float
     valid_from: str | None = None
     valid_to: str | None = None
+    expires_at: str | None = None
 
 
 class SearchResponse(BaseModel):
