@@ -267,3 +267,20 @@ def test_an_extracted_deadline_becomes_the_facts_expiry_and_a_bad_one_is_dropped
         "The band arrives on June 2": None,
     }
     assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["expiry_invalid"] == 1
+
+
+def test_a_statement_held_by_an_expired_fact_is_stored_anew_and_the_expired_one_stamped(env):
+    from datetime import timedelta
+
+    from testkit.documents import fact
+
+    said = "The caterer needs the guest count by March 10"
+    old = fact("old", said, agent="agent-1", formed=env.clock.now() - timedelta(days=30))
+    expired_at = env.clock.now() - timedelta(days=1)
+    env.store.insert_fact(old.model_copy(update={"expires_at": expired_at}))
+    env.llm.on("extract_facts", facts(("agent", said)))
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    assert [(f.fact_id, f.content) for f in env.live_facts()] == [(f"{run_id}:0", said)]
+    [stamped] = env.store.get_facts(["old"])
+    assert stamped.retired_reason == "expired" and stamped.valid_to == expired_at
