@@ -284,3 +284,22 @@ def test_a_statement_held_by_an_expired_fact_is_stored_anew_and_the_expired_one_
     assert [(f.fact_id, f.content) for f in env.live_facts()] == [(f"{run_id}:0", said)]
     [stamped] = env.store.get_facts(["old"])
     assert stamped.retired_reason == "expired" and stamped.valid_to == expired_at
+
+
+def test_an_expired_fact_is_no_dedup_candidate(env):
+    from datetime import timedelta
+
+    from testkit.documents import fact
+
+    old_text = "The caterer needs the guest count for the gala by March 10"
+    old = fact("old", old_text, agent="agent-1", embedding=env.embedder.embed([old_text]).vectors[0],
+               model=env.embedder.model, formed=env.clock.now() - timedelta(days=30))
+    env.store.insert_fact(old.model_copy(update={"expires_at": env.clock.now() - timedelta(days=1)}))
+    said = "The caterer needs the final guest count for the gala by March 10"
+    env.llm.on("extract_facts", facts(("agent", said)))
+    env.llm.on("decide_facts", decisions((0, "UPDATE", 0, said)))
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    assert env.llm.count("decide_facts") == 0   # nothing to compare with: the old fact has expired
+    assert said in {f.content for f in env.live_facts()}
+    assert env.store.get_facts(["old"])[0].content == old_text   # not merged into
