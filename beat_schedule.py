@@ -3,6 +3,8 @@
 - the cold-session sweep, every ``MEMORY_SWEEP_INTERVAL_S`` (10 minutes by default);
 - the retry of runs whose lease expired (and of failed runs), every
   ``MEMORY_RETRY_STALE_INTERVAL_S``;
+- the stamp of facts past their ``expires_at`` (retired, reason ``expired``), every
+  ``MEMORY_EXPIRY_INTERVAL_S``;
 - the send of webhook deliveries that are due (retries past the first, and any whose task
   message was lost), every ``MEMORY_WEBHOOK_SWEEP_INTERVAL_S``.
 
@@ -28,6 +30,11 @@ def build_schedule(settings: Settings) -> dict:
             "task": names.TASK_RETRY_STALE,
             "schedule": float(settings.retry_stale_interval_s),
             "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.retry_stale_interval_s)},
+        },
+        "stamp-expired-facts": {
+            "task": names.TASK_STAMP_EXPIRED,
+            "schedule": float(settings.expiry_interval_s),
+            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.expiry_interval_s)},
         },
         "send-due-webhooks": {
             "task": names.TASK_SEND_DUE_WEBHOOKS,

@@ -39,14 +39,15 @@ def _user(caller: Principal, agent_id: str, user_id: str) -> str:
 
 @router.get("/memory", response_model=m.MyMemory, summary="What the agent keeps about this user")
 def my_memory(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> m.MyMemory:
-    return user_memory.list_memory(ctx.store, agent_id, _user(caller, agent_id, user_id))
+    return user_memory.list_memory(ctx.store, agent_id, _user(caller, agent_id, user_id), ctx.clock.now())
 
 
 @router.patch("/memory/facts/{item_id}", response_model=m.MyFact, summary="Edit one of the user's own facts")
 def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
     require_not_agent_key(caller, "editing memory")
     user = _user(caller, agent_id, user_id)
-    edited = user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content)
+    edited = user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
+                                   expires_at=body.expires_at)
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return edited

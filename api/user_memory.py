@@ -11,9 +11,12 @@ version stamp, so cached contexts and search caches built over the old text go s
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from api.errors import ApiError, NotFound
 from ops.user_data import deletion_plan, delete_items
 from pipeline.owner import curation
+from pipeline.validity import expired
 from schemas import api as m
 from schemas.documents import Fact, Reflection, scope_key
 
@@ -27,7 +30,8 @@ def fact_out(f: Fact, editable: bool) -> m.MyFact:
     history = [m.FactVersionOut(content=h.content, version=h.version, changed_at=h.changed_at,
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
-                    updated_at=f.updated_at, editable=editable, source=_source(f), history=history)
+                    updated_at=f.updated_at, editable=editable, source=_source(f), history=history,
+                    expires_at=f.expires_at)
 
 
 def reflection_out(r: Reflection, editable: bool) -> m.MyReflection:
@@ -41,14 +45,18 @@ def _sole_source(item: Fact | Reflection, user_id: str) -> bool:
     return bool(item.source_user_ids) and set(item.source_user_ids) == {user_id}
 
 
-def my_items(store, agent_id: str, user_id: str, resting=None) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
-    """(my live facts, newest first; my reflections, oldest first; the shared ones resting only
-    on me, in the same orders). Read through the provenance query (``Store.resting_on``): it
-    costs what rests on the user, where listing the agent scope read every user's shared items."""
+def my_items(
+    store, agent_id: str, user_id: str, now: datetime | None = None, resting=None,
+) -> tuple[list[Fact], list[Reflection], list[Fact], list[Reflection]]:
+    """(my live facts, newest first, less those expired by ``now`` if given; my reflections,
+    oldest first; the shared ones resting only on me, in the same orders). Read through the
+    provenance query (``Store.resting_on``, or ``resting`` already read): it costs what rests
+    on the user, where listing the agent scope read every user's shared items."""
     resting = resting if resting is not None else store.resting_on(user_id, agent_id)
     mine = scope_key("user", user_id=user_id)
     agent = scope_key("agent")
-    facts = sorted((f for f in resting.facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
+    live = (f for f in resting.facts if f.retired_at is None and not (now and expired(f, now)))
+    facts = sorted(live, key=lambda f: f.formed_at, reverse=True)
     reflections = sorted(resting.reflections, key=lambda r: r.formed_at)
     return (
         [f for f in facts if f.scope_key == mine],
@@ -81,9 +89,10 @@ def _session(store, agent_id: str, session_id: str) -> m.MySession:
                        reflections=[reflection_out(r, True) for r in store.unabsorbed_reflections(agent_id, key)])
 
 
-def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
+def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory:
+    """What the agent keeps about the user at ``now`` (an expired fact is out, stamped or not)."""
     resting = store.resting_on(user_id, agent_id)
-    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id, resting)
+    facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id, now, resting)
     blob = store.get_blob(agent_id, scope_key("user", user_id=user_id))
     return m.MyMemory(
         agent_id=agent_id, user_id=user_id,
@@ -98,19 +107,24 @@ def list_memory(store, agent_id: str, user_id: str) -> m.MyMemory:
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
-              where: str = "content") -> m.MyFact:
+              where: str = "content", expires_at: datetime | None = None) -> m.MyFact:
     """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
     every door takes it, screened like any write (a secret refused by its kind), at most the
-    fact word limit, with the old text kept in its history. ``where`` names the field in errors."""
-    store = service.store
+    fact word limit, with the old text kept in its history; ``expires_at`` (if given, in the
+    future) becomes its expiry. ``where`` names the field in errors."""
+    store, now = service.store, service.clock.now()
+    if expires_at is not None and expires_at <= now:
+        raise ApiError("invalid request", "body expires_at",
+                       f"{expires_at.isoformat()} is not in the future: a fact cannot be set to have expired", status=422)
     fact = next((f for f in store.get_facts([fact_id])
-                 if f.agent_id == agent_id and f.retired_at is None), None)
+                 if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
-    updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where)
+    updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where,
+                                 expires_at=expires_at)
     if updated is None:
-        raise ApiError("conflict", "content", "the fact changed meanwhile, or this text is already one "
+        raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)
     return fact_out(updated, True)
 
@@ -120,7 +134,7 @@ def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id:
     """Edit one of my reflections waiting for consolidation (user scope, or a session of mine
     alone), screened, with the old text kept in its history."""
     resting = store.resting_on(user_id, agent_id)
-    _, reflections, _, _ = my_items(store, agent_id, user_id, resting)
+    _, reflections, _, _ = my_items(store, agent_id, user_id, resting=resting)
     sessions = set(own_sessions(store, agent_id, user_id, resting))
     pool = [*reflections, *(r for r in resting.reflections if r.scope == "session" and r.session_id in sessions)]
     found = next((r for r in pool if r.reflection_id == reflection_id and not r.absorbed), None)
@@ -137,7 +151,7 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
     """Delete one of my items, or a shared item resting only on my messages, with its history;
     a consolidated blob that absorbed a deleted reflection is merged again without it."""
     resting = deps.store.resting_on(user_id, agent_id)
-    facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id, resting)
+    facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id, resting=resting)
     sessions = set(own_sessions(deps.store, agent_id, user_id, resting))
     mine_in_sessions = [r for r in resting.reflections if r.scope == "session" and r.session_id in sessions]
     pool = [*facts, *shared_facts] if kind == "fact" else [*reflections, *shared_reflections, *mine_in_sessions]

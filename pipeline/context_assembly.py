@@ -18,7 +18,7 @@ from pipeline.errors import InvalidInput
 from pipeline.packing import default_max_tokens, pack_context
 from pipeline.search.hits import FactHit
 from pipeline.store.port import Store
-from schemas.documents import CachedContext
+from schemas.documents import CachedContext, Fact
 from schemas.settings import Settings
 
 
@@ -59,15 +59,17 @@ class ContextAssembly:
             cached = self.store.get_cached_context(session_id, user_id or "")
             if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
-            ):
+            ) and (cached.stale_at is None or now < cached.stale_at):  # an expiry moves no stamp
                 tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
                                         "memory.context_chars": len(cached.xml)})
                 return cached.xml
-        xml = self.build(view, now, budget)
+        facts = self._live_facts(view, now)
+        xml = pack_context(self._scopes(view, None), self._fact_lines(facts, ()), now, budget, [])  # as ``build``
         tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
+        expiries = [f.expires_at for f in facts if f.expires_at is not None]
         self.store.put_cached_context(CachedContext(
             session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
-            built_at=now, versions=versions,
+            built_at=now, versions=versions, stale_at=min(expiries, default=None),
         ))
         return xml
 
@@ -102,18 +104,33 @@ class ContextAssembly:
     ) -> list[context.FactLine]:
         """The ``<Facts>`` lines: the newest changes within the FIFO window and limit, less
         those already ``shown``."""
+        if as_of is None:
+            return self._fact_lines(self._live_facts(view, now), shown)
         if not view.show_facts:
             return []
         since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
-        if as_of is None:
-            lines = [(f.scope, f.content, f.changed_at)
-                     for f in self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, limit)]
-        else:
-            # every fact changed since the window opened may have had a version valid then;
-            # a version is aged from when it became valid, its recording may come later
-            # (a history replayed or imported today)
-            changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
-            valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
-            lines = [(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since][:limit]
-        seen = {(f.scope, f.content) for f in shown}
-        return [context.FactLine(*line) for line in lines if (line[0], line[1]) not in seen]
+        # every fact changed since the window opened may have had a version valid then;
+        # a version is aged from when it became valid, its recording may come later
+        # (a history replayed or imported today)
+        changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
+        valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
+        lines = [context.FactLine(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since]
+        return _unshown(lines[:limit], shown)
+
+    def _live_facts(self, view: context.Visibility, now: datetime) -> list[Fact]:
+        """The live facts of the ``<Facts>`` window at ``now``, less those expired by then
+        (stamped by beat or not yet)."""
+        if not view.show_facts:
+            return []
+        since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
+        return validity.newest_unexpired(
+            lambda n: self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, n), now, limit)
+
+    @staticmethod
+    def _fact_lines(facts: Sequence[Fact], shown: Sequence[context.FactLine]) -> list[context.FactLine]:
+        return _unshown([context.FactLine(f.scope, f.content, f.changed_at) for f in facts], shown)
+
+
+def _unshown(lines: Sequence[context.FactLine], shown: Sequence[context.FactLine]) -> list[context.FactLine]:
+    seen = {(f.scope, f.content) for f in shown}
+    return [line for line in lines if (line.scope, line.content) not in seen]

@@ -31,6 +31,7 @@ TASK_FINISH = f"memory.{Stage.FINISH}"
 TASK_CONSOLIDATE_SESSION = f"memory.{Stage.CONSOLIDATE_SESSION}"
 TASK_SWEEP_COLD = "memory.sweep_cold_sessions"
 TASK_RETRY_STALE = "memory.retry_stale_runs"
+TASK_STAMP_EXPIRED = "memory.stamp_expired_facts"
 # a job queued by the HTTP API (a forget-user), whose status the caller polls
 TASK_RUN_JOB = "memory.run_job"
 # webhooks: one delivery attempt, and beat's send of every delivery that is due

@@ -27,7 +27,7 @@ from pipeline.search.hits import FactHit, Found
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import AccessStore, FactStore, IngestStore
 from pipeline.threads import shared_pool
-from pipeline.validity import FactVersion, check_as_of
+from pipeline.validity import FactVersion, check_as_of, expired
 from pipeline.visibility import read_visibility
 from schemas.settings import Settings
 from schemas.values import text_problem
@@ -372,12 +372,16 @@ def _live_hits(
     hits = []
     for item in merged:
         fact = facts.get(item.fact_id)
-        # defence in depth: a stale index never shows a retired, erased or foreign fact
+        # defence in depth: a stale index never shows a retired, erased or foreign fact; and
+        # an expired one is out now, whether beat has stamped it (moving the stamps) or not
         if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
+            continue
+        if expired(fact, now):
             continue
         hits.append(FactHit(
             id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
             updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
+            expires_at=fact.expires_at,
         ))
     return hits
 
@@ -388,5 +392,5 @@ def _version_hit(version: FactVersion, score: float, as_of: datetime) -> FactHit
         id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
         updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
         # aged from when the text became valid: it may have been recorded after as_of (a replay)
-        age=context.format_age(version.valid_from, as_of), score=round(score, 6),
+        age=context.format_age(version.valid_from, as_of), score=round(score, 6), expires_at=fact.expires_at,
     )

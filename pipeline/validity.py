@@ -4,7 +4,8 @@
 A fact has versions: the texts its UPDATEs replaced (``history``, oldest first) and its current
 text. Each version is valid from its ``valid_from`` (the time of the message it came from)
 until the next version's ``valid_from``; the current one until ``valid_to``, set when another
-fact superseded it (a DELETE retires it) and open while it is live. Each version was also
+fact superseded it (a DELETE retires it) and open while it is live, or until its
+``expires_at`` if that comes first (an expired fact is out of reads before beat stamps it). Each version was also
 *recorded* at a time: the fact's ``formed_at`` for the first, the change that wrote it for the
 others; that is the time <Facts> orders and ages by ("the latest change").
 
@@ -58,9 +59,37 @@ def versions(fact: Fact) -> list[FactVersion]:
         recorded = entry.changed_at
     start = fact.valid_from or fact.changed_at
     end = fact.valid_to if fact.valid_to is not None else fact.retired_at
+    if fact.expires_at is not None:  # valid until it expires, stamped retired or not yet
+        end = fact.expires_at if end is None else min(end, fact.expires_at)
     out.append(FactVersion(fact, fact.content, fact.version, start,
                            None if end is None else max(end, start), fact.changed_at))
     return out
+
+
+def expired(fact: Fact, when: datetime) -> bool:
+    """Whether ``fact`` has expired by ``when``: then it is out of every read as if retired,
+    whether or not beat's expiry task has stamped it yet (design §13 "Expiry")."""
+    return fact.expires_at is not None and fact.expires_at <= when
+
+
+def unexpired(facts: Iterable[Fact], when: datetime) -> list[Fact]:
+    """``facts`` less those expired by ``when``, in their order."""
+    return [f for f in facts if not expired(f, when)]
+
+
+def newest_unexpired(read: Callable[[int | None], Sequence[Fact]], when: datetime, want: int | None) -> list[Fact]:
+    """The first ``want`` facts of a listing (``read(n)``: its first ``n``; None: all) not
+    expired by ``when``. An expired fact not yet stamped still takes a place in the store's
+    answer, so the batch grows fourfold until ``want`` are found or the listing ends."""
+    if want is None:
+        return unexpired(read(None), when)
+    limit = want
+    while True:
+        facts = read(limit)
+        found = unexpired(facts, when)
+        if len(found) >= want or len(facts) < limit:
+            return found[:want]
+        limit *= 4
 
 
 def version_at(fact: Fact, when: datetime) -> FactVersion | None:

@@ -96,6 +96,7 @@ class SearchHit(BaseModel):
     score: float
     valid_from: str | None = None
     valid_to: str | None = None
+    expires_at: str | None = None
 
 
 class SearchResponse(BaseModel):
@@ -171,6 +172,7 @@ class MyFact(BaseModel):
     editable: bool
     source: Source
     history: list[FactVersionOut]
+    expires_at: datetime | None = None
 
 
 class ReflectionVersionOut(BaseModel):
@@ -222,6 +224,8 @@ class MyMemory(BaseModel):
 
 class FactEdit(_In):
     content: text(2000, min_length=1)
+    # when the fact stops being true (design §13 "Expiry"); omitted: the fact's stays
+    expires_at: Instant | None = None
 
 
 class Deleted(BaseModel):

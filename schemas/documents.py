@@ -243,6 +243,12 @@ class Fact(_Doc):
     history: list[FactHistoryEntry] = Field(default_factory=list)
     retired_at: datetime | None = None
     retired_by: str | None = None
+    # why it was retired: "contradicted" (a DELETE), "expired" (``pipeline.expiry``); None on a
+    # live fact and on one retired before reasons were kept
+    retired_reason: str | None = None
+    # past this time the fact is out of every read as if retired (design §13 "Expiry"), and
+    # valid until then; None: no end foreseen
+    expires_at: datetime | None = None
     access_count: int = 0
     last_accessed_at: datetime | None = None
 
@@ -334,3 +340,5 @@ class CachedContext(_Doc):
     xml: str
     built_at: datetime
     versions: dict[str, int] = Field(default_factory=dict)  # scope key -> stamp when built
+    # the earliest expiry of a fact it shows: past it the block is stale (an expiry moves no stamp)
+    stale_at: datetime | None = None

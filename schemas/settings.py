@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     max_run_attempts: int = Field(default=5, ge=1)
     # how often beat retries runs whose lease expired (and failed runs)
     retry_stale_interval_s: int = Field(default=120, gt=0)
+    # how often beat retires the facts whose expires_at has passed (reads leave them out at
+    # once; the stamp frees their text and moves the cache stamps)
+    expiry_interval_s: int = Field(default=300, gt=0)
 
     # --- ingest (§3) -----------------------------------------------------------------------
     max_message_bytes: int = Field(default=32 * 1024, ge=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from pipeline import names, sweep
+from pipeline import expiry, names, sweep
 from pipeline.errors import TransientError
 from workers.app import app
 from workers.base import MemoryTask
@@ -47,6 +47,22 @@ def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
     result = _sweep(self, sweep.retry_stale_runs)
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
+
+
+#: facts retired per store read by the expiry stamp
+EXPIRY_BATCH = 500
+
+
+@app.task(base=MemoryTask, name=names.TASK_STAMP_EXPIRED, bind=True)
+def stamp_expired_facts(self) -> dict:
+    """Retire the facts whose ``expires_at`` has passed and send the webhook deliveries that
+    announce it."""
+    deps = get_deps()
+    with self.retrying():
+        result = expiry.stamp_expired(deps.store, deps.clock.now(), EXPIRY_BATCH)
+    for delivery_id in result.deliveries:
+        send(names.TASK_DELIVER_WEBHOOK, {"delivery_id": delivery_id})
+    return {"retired": len(result.retired), "announced": len(result.deliveries)}
 
 
 @app.task(base=MemoryTask, name=names.TASK_RUN_JOB, bind=True)

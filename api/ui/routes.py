@@ -141,7 +141,7 @@ def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | No
     as_of = parse_as_of(as_of_text)
     shown = views.memory(ctx.store, ctx.service(agent_id), agent_id, user_id=user_id, session_id=session_id,
                          as_of=as_of, now=ctx.clock.now())
-    mine = user_memory.list_memory(ctx.store, agent_id, user_id) if user_id and who.kind != "agent" else None
+    mine = user_memory.list_memory(ctx.store, agent_id, user_id, ctx.clock.now()) if user_id and who.kind != "agent" else None
     return page(request, "memory.html", who, agent_id=agent_id, user_id=user_id, session_id=session_id,
                 as_of=as_of_text or "", shown=shown, mine=mine, done=done)
 
@@ -157,7 +157,8 @@ def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Qu
     key = scope.strip() or "agent"
     if key != "agent" and not key.startswith(("user:", "session:")):
         raise UiError(422, "invalid scope", "query scope", f"expected agent, user:<id> or session:<id>, got {key!r}")
-    found = views.fact_page(_ctx(request).store, agent_id, key, page_no)
+    ctx = _ctx(request)
+    found = views.fact_page(ctx.store, agent_id, key, page_no, ctx.clock.now())
     return page(request, "facts.html", who, agent_id=agent_id, scope=key, **found)
 
 
@@ -167,7 +168,7 @@ def fact_page(request: Request, who: Who, fact_id: Id):
     fact = next(iter(ctx.store.get_facts([fact_id])), None)
     if fact is None or not _may_see_fact(who, fact):
         raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
-    return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact))
+    return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact, ctx.clock.now()))
 
 
 def _may_see_fact(who: Viewer, fact) -> bool:

@@ -101,7 +101,9 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
             text, reflections = validity.memory_as_of(blob, store.list_reflections(agent_id, key), as_of)
         scopes.append({"scope": scope, "key": key, "blob": blob if text else None, "sections": sections(text),
                        "reflections": sorted(reflections, key=lambda r: r.formed_at, reverse=True)[:20]})
-    live = [validity.versions(f)[-1] for _, key in keys for f in store.list_facts(agent_id, key, limit=PAGE_SIZE)]
+    # an expired fact is out at once, stamped by beat or not (design §13 "Expiry")
+    live = [validity.versions(f)[-1] for _, key in keys for f in validity.newest_unexpired(
+        lambda n, key=key: store.list_facts(agent_id, key, limit=n), now, PAGE_SIZE)]
     then = None
     if as_of is not None:  # the facts changed since as_of, and a page more: not every fact ever
         shown = [key for _, key in keys]
@@ -124,16 +126,17 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
     return [(section.name, list(section.bullets)) for section in parse_blob(text or "")[1]]
 
 
-def fact_page(store, agent_id: str, key: str | None, page: int) -> dict[str, Any]:
-    """One page of an agent's live facts (of one scope key, or all), newest first."""
+def fact_page(store, agent_id: str, key: str | None, page: int, now: datetime) -> dict[str, Any]:
+    """One page of an agent's live facts (of one scope key, or all), newest first; a fact
+    expired by ``now`` and not yet stamped by beat is left out (the page is that much shorter)."""
     rows = store.list_facts(agent_id, key, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
-    return {"facts": rows[:PAGE_SIZE], "page": page, "more": len(rows) > PAGE_SIZE}
+    return {"facts": validity.unexpired(rows[:PAGE_SIZE], now), "page": page, "more": len(rows) > PAGE_SIZE}
 
 
-def fact_timeline(store, fact: Fact) -> dict[str, Any]:
+def fact_timeline(store, fact: Fact, now: datetime) -> dict[str, Any]:
     """Every version of a fact, oldest first, with validity, the run that wrote it and the
     source messages of that run's range (an UPDATE adds its message, often of a later
-    session, to the fact's sources)."""
+    session, to the fact's sources); whether it has expired by ``now``."""
     versions = validity.versions(fact)
     writers = _writers(fact)
     start = min(v.valid_from for v in versions)
@@ -157,7 +160,8 @@ def fact_timeline(store, fact: Fact) -> dict[str, Any]:
                      "sources": sources, "left": round(left, 2), "width": round(max(right - left, 1.0), 2)})
     # messages no stored run holds any more (its run erased or pruned): named, linked by the fact's session
     unplaced = [mid for mid in fact.source_message_ids if mid not in placed]
-    return {"fact": fact, "versions": rows, "unplaced": unplaced, "quoted_session": _quoted_session(fact, rows)}
+    return {"fact": fact, "versions": rows, "unplaced": unplaced, "quoted_session": _quoted_session(fact, rows),
+            "expired": validity.expired(fact, now)}
 
 
 def _quoted_session(fact: Fact, rows: list[dict[str, Any]]) -> str | None:

@@ -84,9 +84,13 @@ def _facts(store, agent_id: str, key: str, as_of: datetime | None, when: datetim
 
 def _as_listed(facts: list, as_of: datetime | None, when: datetime) -> list[tuple]:
     """(fact, text, latest change) of those of ``facts`` live now (newest first, as
-    ``list_facts`` orders them), or of their texts valid at ``as_of``, latest change first."""
+    ``list_facts`` orders them; an expired one is out, stamped or not), or of their texts valid
+    at ``as_of``, latest change first."""
     if as_of is None:
-        live = sorted((f for f in facts if f.retired_at is None), key=lambda f: f.formed_at, reverse=True)
+        from pipeline.validity import expired
+
+        live = sorted((f for f in facts if f.retired_at is None and not expired(f, when)),
+                      key=lambda f: f.formed_at, reverse=True)
         return [(f, f.content, f.changed_at) for f in live]
     from pipeline.validity import valid_at
 

@@ -73,6 +73,10 @@ def apply(
             return None
         return storable_line(sources[index].excerpt[-1], scope_key.split(":", 1)[0], guard, people)
 
+    def deadline(index: int) -> datetime | None:
+        """The expiry said with the new fact ``index`` (None: none, or the stored one stays)."""
+        return said[index].expires_at if index in said else None
+
     # an ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run)
     absorbed: dict[str, list[int]] = {}
     for d in output.decisions:
@@ -93,7 +97,7 @@ def apply(
             embedding=vector or vectors[index], embedding_model=model,
             source_session_id=run.session_id, source_message_ids=ids,
             source_user_ids=message_sources(ids, claimed), source_text=source_text(latest, key),
-            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest),
+            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest), expires_at=deadline(index),
         ))[1]
 
     superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid
@@ -109,7 +113,7 @@ def apply(
                 continue
             # the contradicted fact was valid until the new one was said
             if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
-                                     expected_version=effect.version):
+                                     expected_version=effect.version, reason="contradicted"):
                 note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
         elif isinstance(effect, Update):
@@ -119,7 +123,7 @@ def apply(
                 # the stored text stays; this one is kept as a past version, valid until it
                 fact = said[index]
                 added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
-                store.retire_fact(added, now, run.run_id, valid_to=newer)
+                store.retire_fact(added, now, run.run_id, valid_to=newer, reason="superseded")
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
@@ -128,7 +132,7 @@ def apply(
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 source_message_ids=source_ids(index),
                 source_user_ids=message_sources(source_ids(index), claimed),
-                source_text=source_text(index, effect.scope_key),
+                source_text=source_text(index, effect.scope_key), expires_at=deadline(index),
             )):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")
@@ -143,7 +147,8 @@ def apply(
                    output.merged_vector(index))
     for effect in output.effects:
         if isinstance(effect, Insert) and effect.index in superseded:
-            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index])
+            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index],
+                              reason="superseded")
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})

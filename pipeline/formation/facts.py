@@ -4,16 +4,20 @@
 - A user-scoped fact in a group chat (or with user memory off) is dropped and counted, never
   re-scoped to the agent.
 - Empty texts and repeats inside one answer (same scope, same normalized-text hash) go too.
+- A deadline (``expires_at``: a date is the end of that day, UTC) that does not read as a
+  time in the accepted span is dropped and counted; the fact is kept without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
 
 from pipeline.formation.scopes import ScopePlan
 from pipeline.prompts.facts import ExtractedFact
 from pipeline.text import text_hash, word_count
+from schemas.values import check_instant
 
 
 @dataclass(frozen=True)
@@ -25,13 +29,16 @@ class NewFact:
     scope: str
     scope_key: str
     hash: str
+    expires_at: datetime | None = None   # a deadline said with it (design §13 "Expiry")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> NewFact:
-        return cls(**{k: data[k] for k in ("index", "text", "scope", "scope_key", "hash")})
+        expires = data.get("expires_at")
+        return cls(**{k: data[k] for k in ("index", "text", "scope", "scope_key", "hash")},
+                   expires_at=datetime.fromisoformat(expires) if isinstance(expires, str) else expires)
 
 
 @dataclass
@@ -41,12 +48,13 @@ class FactFilter:
     scope_not_allowed: int = 0   # user facts in a group chat or with user memory off, ...
     repeated: int = 0
     empty: int = 0
+    expiry_invalid: int = 0      # kept without the deadline it came with, which did not parse
 
     def counts(self) -> dict[str, int]:
         return {
             "kept": len(self.kept), "over_limit": self.over_limit,
             "scope_not_allowed": self.scope_not_allowed, "repeated": self.repeated,
-            "empty": self.empty,
+            "empty": self.empty, "expiry_invalid": self.expiry_invalid,
         }
 
 
@@ -70,5 +78,25 @@ def filter_facts(extracted: Iterable[ExtractedFact], plan: ScopePlan, word_limit
             result.repeated += 1
             continue
         seen.add((fact.scope, digest))
-        result.kept.append(NewFact(len(result.kept), text, fact.scope, plan.key(fact.scope), digest))
+        expires = parse_expiry(fact.expires_at)
+        if fact.expires_at and expires is None:
+            result.expiry_invalid += 1
+        result.kept.append(NewFact(len(result.kept), text, fact.scope, plan.key(fact.scope), digest, expires))
     return result
+
+
+def parse_expiry(value: str | None) -> datetime | None:
+    """A deadline as an answer gives it: ``YYYY-MM-DD`` is the end of that day (the next
+    midnight, UTC), an ISO 8601 date-time is that time (without a timezone: UTC); None for
+    nothing, or for anything else or outside the accepted span."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        if len(text) == 10:
+            when = datetime.combine(date.fromisoformat(text), time(), timezone.utc) + timedelta(days=1)
+        else:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return check_instant(when)
+    except (ValueError, OverflowError):
+        return None

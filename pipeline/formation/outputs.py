@@ -58,6 +58,7 @@ class FactDrops(Counts):
     scope_not_allowed: int = 0   # user facts in a group chat or with user memory off, ...
     repeated: int = 0
     empty: int = 0
+    expiry_invalid: int = 0      # facts kept without a deadline that did not parse
 
 
 class Screened(Counts):

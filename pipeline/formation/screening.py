@@ -100,9 +100,12 @@ def screen_facts(
 ) -> tuple[list[ExtractedFact], Screened]:
     """The facts of an extract_facts answer that may be stored, and what was screened out."""
     result = Screened()
-    kept = _screen([(f.scope, f.text) for f in facts], plan.fact_scopes, guard, user_ids, result,
-                   plan.user_id if "user" in plan.fact_scopes else None)
-    return [ExtractedFact(scope=scope, text=text) for scope, text in kept], result
+    owner = plan.user_id if "user" in plan.fact_scopes else None
+    kept = []
+    for fact in facts:  # one at a time, as reflections: a kept fact keeps its other fields (expiry)
+        kept += [fact.model_copy(update={"scope": scope, "text": text})
+                 for scope, text in _screen([(fact.scope, fact.text)], plan.fact_scopes, guard, user_ids, result, owner)]
+    return kept, result
 
 
 def screen_reflections(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pipeline import expiry
 from pipeline import sources as provenance_sources
 from pipeline.conversation import humans, render_conversation
 from pipeline.errors import InvalidInput
@@ -32,6 +33,7 @@ from pipeline.owner.instructions import guidance
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import alias_ids, build_reflections_request, check_sources
+from pipeline.validity import expired
 from pipeline.vectors import pack
 from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
 
@@ -146,9 +148,12 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         facts = extracted.facts
         vectors = dict(zip((f.index for f in facts), embedded.content_vectors()))
         model = extracted.models.fast
-        exact = {}
+        exact, now = {}, deps.clock.now()
         for f in facts:
             found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
+            if found is not None and expired(found, now):
+                expiry.stamp(store, [found], now)  # an expired fact holds its text no longer
+                found = None
             if found is not None:
                 exact[f.index] = found.fact_id
         batch, decided, scored, candidate_tokens, same_run, seen = dedup.DedupBatch(), {}, {}, 0, {}, {}
@@ -161,7 +166,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
                                                                                          embedded.model, limit))
             ids = sorted({fid for found in shortlists.values() for fid in found})
             shortlisted = [x for x in (store.get_facts(ids) if ids else [])
-                           if x.retired_at is None and x.embedding_model == embedded.model]
+                           if x.retired_at is None and not expired(x, now) and x.embedding_model == embedded.model]
             live = {x.fact_id: x.content for x in shortlisted}
             seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
             candidate_vectors = {}

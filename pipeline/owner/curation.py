@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from pipeline.errors import InvalidInput, Refused
 from pipeline.formation.screening import guard_for, screen_write
@@ -47,9 +48,10 @@ def checked_line(text: str, scope: str, *, settings, word_limit: int, people: Se
 
 
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
-              where: str = "content") -> Fact | None:
-    """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run. None
-    when the fact changed meanwhile, or another live fact of its scope already says this."""
+              where: str = "content", expires_at: datetime | None = None) -> Fact | None:
+    """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
+    ``expires_at`` as its expiry if given. None when the fact changed meanwhile, or another live
+    fact of its scope already says this."""
     store, settings = service.store, service.settings
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
@@ -58,7 +60,7 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     updated = store.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
-        source_user_ids=tuple(source_user_ids), source_text="",
+        source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at,
     ))
     if not updated:
         return None

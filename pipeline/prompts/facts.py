@@ -21,6 +21,13 @@ class ExtractedFact(BaseModel):
     scope: Literal["user", "agent"] = Field(
         description="user: about the human in this one-to-one chat; agent: true for every user of this agent."
     )
+    # a string, not a date: a malformed one drops the expiry, never the fact (``facts.filter_facts``)
+    expires_at: str | None = Field(
+        default=None,
+        description="Only when the statement is bound to a deadline or end date (\"by March 10\", "
+        "\"until Friday\"): that date as YYYY-MM-DD (or an ISO 8601 date-time with its timezone), "
+        "resolved against the message date; otherwise null.",
+    )
 
 
 class FactsAnswer(BaseModel):
@@ -57,6 +64,9 @@ These are NOT facts; leave them out:
 - anything the assistant only suggested or asked, unless the user confirmed it.
 
 Resolve relative dates ("next Friday") against the message timestamps and write the date.
+A fact bound to a deadline or an end date ("the caterer needs the count by March 10", "the
+venue is booked until June 2") is kept with that date in expires_at; every other fact has
+expires_at null.
 Return each fact at most once. Return an empty list when the conversation holds no fact.
 """
 

@@ -30,6 +30,8 @@ class FactHit(BaseModel):
     #: set on a hit searched as of a past time only: when the text shown was valid
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    #: when the fact stops being true (design §13 "Expiry"); None: no end foreseen
+    expires_at: datetime | None = None
 
     @property
     def aged_from(self) -> datetime:
@@ -39,12 +41,15 @@ class FactHit(BaseModel):
 
     def as_result(self) -> dict[str, Any]:
         """``{id, content, scope, formed_at, updated_at, age, score}`` with ISO times; a hit
-        searched as of a past time adds ``valid_from`` and ``valid_to`` (None: still valid)."""
+        searched as of a past time adds ``valid_from`` and ``valid_to`` (None: still valid), a
+        fact that expires adds ``expires_at``."""
         out: dict[str, Any] = {"id": self.id, "content": self.content, "scope": self.scope,
                                "formed_at": self.formed_at.isoformat(), "updated_at": self.updated_at.isoformat()}
         if self.valid_from is not None:
             out["valid_from"] = self.valid_from.isoformat()
             out["valid_to"] = self.valid_to.isoformat() if self.valid_to else None
+        if self.expires_at is not None:
+            out["expires_at"] = self.expires_at.isoformat()
         out["age"], out["score"] = self.age, self.score
         return out
 

@@ -48,11 +48,23 @@ def fact_events(run: FormationRun, facts: Sequence[Fact], now: datetime) -> list
 
 def _fact_event(run: FormationRun, fact: Fact, kind: str, now: datetime) -> WebhookEvent:
     occurred = fact.retired_at if kind == "fact.retired" else fact.updated_at or fact.formed_at
+    why = {"reason": fact.retired_reason} if kind == "fact.retired" else {}   # "contradicted", ...
     return WebhookEvent(
         event_id=f"{run.run_id}:{kind}:{fact.fact_id}", kind=kind, agent_id=run.agent_id,
         occurred_at=occurred or now,
         data={"fact_id": fact.fact_id, "scope": fact.scope, "version": fact.version, "run_id": run.run_id,
-              "session_id": run.session_id},
+              "session_id": run.session_id, **why},
+        subjects=_people(fact.user_id, fact.source_user_ids), content_ref=f"fact:{fact.fact_id}",
+    )
+
+
+def expired_event(fact: Fact, now: datetime) -> WebhookEvent:
+    """A fact beat's expiry task retired (``pipeline.expiry``): no run did it, so its id is
+    the fact's own, the same on every rerun."""
+    return WebhookEvent(
+        event_id=f"expiry:fact.retired:{fact.fact_id}", kind="fact.retired", agent_id=fact.agent_id,
+        occurred_at=fact.retired_at or now,
+        data={"fact_id": fact.fact_id, "scope": fact.scope, "version": fact.version, "reason": "expired"},
         subjects=_people(fact.user_id, fact.source_user_ids), content_ref=f"fact:{fact.fact_id}",
     )
 

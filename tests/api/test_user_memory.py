@@ -4,7 +4,11 @@ memory off and on. Every change is audited without content."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+
+from pipeline.store.port import FactUpdate
 
 
 @pytest.fixture
@@ -41,6 +45,30 @@ def test_an_edit_keeps_the_old_text_in_history_and_the_context_shows_the_new_one
     entry = api.deps.store.list_audit(action="item.edit")[0]
     assert entry.credential_kind == "user" and "a@b.org" not in entry.model_dump_json()
     assert "u1" not in entry.model_dump_json()
+
+
+def test_an_edit_sets_an_expiry_in_the_future_only_and_an_expired_fact_leaves_the_listing(api, client, me):
+    url = "/v1/agents/A/users/u1/memory/facts/f-u1"
+    past = client.patch(url, json={"content": "Alice's email is a@b.org", "expires_at": "2020-03-10T00:00:00Z"},
+                        headers=me)
+    assert past.status_code == 422 and past.json()["where"] == "body expires_at", past.text
+    naive = client.patch(url, json={"content": "Alice's email is a@b.org", "expires_at": "2999-03-10T00:00:00"},
+                         headers=me)
+    assert naive.status_code == 422 and "expires_at" in naive.json()["where"], naive.text
+    assert api.deps.store.get_facts(["f-u1"])[0].version == 1
+    done = client.patch(url, json={"content": "Alice's email is a@b.org", "expires_at": "2999-03-10T00:00:00Z"},
+                        headers=me)
+    assert done.status_code == 200 and done.json()["expires_at"] == "2999-03-10T00:00:00Z", done.text
+    [listed] = client.get("/v1/agents/A/users/u1/memory", headers=me).json()["facts"]
+    assert listed["expires_at"] == "2999-03-10T00:00:00Z"
+    # the time passes (written to the store: the API takes no past expiry): out of the listing
+    # and the context at once, before beat's task stamps it
+    fact = api.deps.store.get_facts(["f-u1"])[0]
+    api.deps.store.update_fact("f-u1", FactUpdate(
+        content=fact.content, hash=fact.hash, embedding=fact.embedding, embedding_model=fact.embedding_model,
+        run_id="edit:test", now=api.deps.clock.now(), expires_at=api.deps.clock.now() - timedelta(seconds=1)))
+    assert client.get("/v1/agents/A/users/u1/memory", headers=me).json()["facts"] == []
+    assert "a@b.org" not in _context(client, api)
 
 
 def test_an_edit_that_carries_a_secret_is_refused_and_nothing_changes(api, client, me):

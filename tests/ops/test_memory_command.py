@@ -86,3 +86,27 @@ def test_a_missing_store_and_a_bad_time_are_one_line_errors(tmp_path, store_url)
     bad = memoryctl(store_url, "--agent", AGENT, "--user", MAYA, "--as-of", "yesterday")
     assert bad.returncode == 2 and "--as-of: expected an ISO 8601 time" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_an_expired_fact_is_out_of_the_view_now_and_in_it_as_of_before_its_expiry(tmp_path):
+    from ops.commands.memory import person_memory
+    from pipeline.store.sqlite import SQLiteStore
+    from testkit.documents import T0, fact
+
+    store = SQLiteStore(str(tmp_path / "memory.db"))
+    store.create_indexes()
+    try:
+        due = fact("f1", "Ines must send the guest count by March 10", user="u1").model_copy(
+            update={"expires_at": T0 + timedelta(days=2)})
+        store.insert_fact(due)
+        store.insert_fact(fact("f2", "Ines lives in Porto", user="u1"))
+
+        def shown(as_of, now):
+            view = person_memory(store, "a1", "u1", None, as_of, now)
+            return sorted(f["id"] for f in view["scopes"][0]["facts"])
+
+        assert shown(None, T0 + timedelta(days=1)) == ["f1", "f2"]
+        assert shown(None, T0 + timedelta(days=2)) == ["f2"]   # beat has not stamped it
+        assert shown(T0 + timedelta(days=1), T0 + timedelta(days=3)) == ["f1", "f2"]
+    finally:
+        store.close()

@@ -250,3 +250,33 @@ def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api
         _sign_in(client, api.keys["admin"])
         page = client.get("/ui/").text
     assert "session:s1</span>" in page and "extraction/all v1" in page and "catering" not in page
+
+
+def _expire(api, fact_id, when):
+    from pipeline.store.port import FactUpdate
+
+    f = api.deps.store.get_facts([fact_id])[0]
+    api.deps.store.update_fact(fact_id, FactUpdate(
+        content=f.content, hash=f.hash, embedding=f.embedding, embedding_model=f.embedding_model,
+        run_id=f"edit:{when.isoformat()}", now=api.deps.clock.now(), valid_from=f.valid_from, expires_at=when))
+
+
+def test_a_fact_page_says_when_it_expires_and_an_expired_fact_leaves_the_live_listings(api):
+    from datetime import timedelta
+
+    now = api.deps.clock.now()
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        _expire(api, "f-agent-u1", now + timedelta(days=2))
+        page = client.get("/ui/facts/f-agent-u1").text
+        assert f"expires {(now + timedelta(days=2)):%Y-%m-%d %H:%M} UTC" in page
+        assert "/ui/facts/f-agent-u1\"" in client.get("/ui/agents/A/facts?scope=agent").text
+        _expire(api, "f-agent-u1", now - timedelta(seconds=1))   # past it now; beat has not stamped it
+        page = client.get("/ui/facts/f-agent-u1").text
+        assert f"expired {(now - timedelta(seconds=1)):%Y-%m-%d %H:%M} UTC" in page
+        assert "/ui/facts/f-agent-u1\"" not in client.get("/ui/agents/A/facts?scope=agent").text
+        live = client.get("/ui/agents/A/users/u1").text.split("Facts live now")[1]
+        assert "/ui/facts/f-agent-u1\"" not in live
+        before = (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
+        then = client.get(f"/ui/agents/A/users/u1?as_of={before}").text
+        assert "/ui/facts/f-agent-u1\"" in then.split(f"Facts valid at {before}")[1]

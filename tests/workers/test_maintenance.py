@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 import beat_schedule
 from pipeline import names
 from pipeline.ingest import ingest_raw_event
 from schemas.settings import Settings
+from schemas.webhooks import WebhookSubscription
+from testkit.documents import fact
 from workers import maintenance
 from workers.app import app
 
 
-def test_beat_runs_the_sweep_the_stale_retry_and_the_due_webhooks_and_nothing_else():
+def test_beat_runs_the_sweep_the_stale_retry_the_expiry_and_the_due_webhooks_and_nothing_else():
     schedule = beat_schedule.build_schedule(Settings(sweep_interval_s=600, retry_stale_interval_s=90,
-                                                     webhook_sweep_interval_s=20))
+                                                     webhook_sweep_interval_s=20, expiry_interval_s=45))
     assert {entry["task"]: entry["schedule"] for entry in schedule.values()} == {
         names.TASK_SWEEP_COLD: 600.0,
         names.TASK_RETRY_STALE: 90.0,
+        names.TASK_STAMP_EXPIRED: 45.0,
         names.TASK_SEND_DUE_WEBHOOKS: 20.0,
     }
     assert all(entry["options"]["queue"] == names.QUEUE_MAINTENANCE for entry in schedule.values())
@@ -25,7 +30,7 @@ def test_beat_runs_the_sweep_the_stale_retry_and_the_due_webhooks_and_nothing_el
 
 def test_the_celery_app_carries_the_schedule():
     assert {e["task"] for e in app.conf.beat_schedule.values()} == {
-        names.TASK_SWEEP_COLD, names.TASK_RETRY_STALE, names.TASK_SEND_DUE_WEBHOOKS}
+        names.TASK_SWEEP_COLD, names.TASK_RETRY_STALE, names.TASK_STAMP_EXPIRED, names.TASK_SEND_DUE_WEBHOOKS}
 
 
 @pytest.fixture
@@ -63,6 +68,25 @@ def test_the_retry_task_restarts_stale_runs_and_buries_exhausted_ones(deps, sent
     deps.clock.advance(minutes=2)
     assert maintenance.retry_stale_runs() == {"reopened": 0, "dead": 1, "held": 0}
     assert deps.store.get_run(run.run_id).status == "dead"
+    assert len(sent) == 1
+
+
+def test_the_expiry_task_stamps_expired_facts_once_and_sends_their_announcements(deps, sent):
+    now = deps.clock.now()
+    deps.store.put_subscription(WebhookSubscription(
+        subscription_id="sub-1", agent_id="a1", url="http://127.0.0.1:9/hook", events=["fact.retired"],
+        secrets=["whsec_" + "A" * 44], created_at=now, updated_at=now))
+    deps.store.insert_fact(fact("f1", "the caterer needs the count", formed=now).model_copy(
+        update={"expires_at": now + timedelta(hours=1)}))
+    deps.store.insert_fact(fact("f2", "the venue has a piano", formed=now))
+    assert maintenance.stamp_expired_facts() == {"retired": 0, "announced": 0}
+    deps.clock.advance(hours=2)
+    assert maintenance.stamp_expired_facts() == {"retired": 1, "announced": 1}
+    f1, f2 = deps.store.get_facts(["f1", "f2"])
+    assert (f1.retired_reason, f1.valid_to, f2.retired_at) == ("expired", now + timedelta(hours=1), None)
+    [queued] = deps.store.list_deliveries(agent_id="a1")
+    assert sent == [(names.TASK_DELIVER_WEBHOOK, {"delivery_id": queued.delivery_id})]
+    assert maintenance.stamp_expired_facts() == {"retired": 0, "announced": 0}
     assert len(sent) == 1
 
 

@@ -26,6 +26,8 @@
 - Over the word limit: dropped, not cut.
 - The owner's topic lists of its scope (``inputs["guidance"]``, ``offline_rules.topics``):
   a fact on an ignored topic, or on none of the focus topics, is left out.
+- A deadline in the sentence ("by March 10", "until June 2", "before 2026-07-01") becomes the
+  fact's ``expires_at`` (``offline_rules.expiry``), resolved against the message's date.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from datetime import datetime, timezone
+
 from pipeline.llm.offline_rules import language as lang
 from pipeline.llm.offline_rules.topics import kept
+from pipeline.llm.offline_rules.expiry import deadline
 from pipeline.text import normalize, word_count
 
 
@@ -85,5 +90,12 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
             if not text or key in seen or word_count(text) > limit or not kept(text, owner.get(scope)):
                 continue
             seen.add(key)
-            facts.append({"text": text, "scope": scope})
+            due = deadline(sentence, _said_at(message))
+            facts.append({"text": text, "scope": scope, **({"expires_at": due} if due else {})})
     return {"facts": facts}
+
+
+def _said_at(message: dict[str, Any]) -> datetime:
+    """The message's time (``conversation.message_inputs`` writes it in UTC)."""
+    stamp = message.get("created_at")
+    return datetime.fromisoformat(stamp) if isinstance(stamp, str) else datetime.now(timezone.utc)

@@ -59,7 +59,8 @@ class MongoFacts(FactStore):
             said = change.source_text or fact.source_text
             updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
                                               "source_text": said})
-            return {"$set": {"content": change.content, "hash": change.hash,
+            expiry = {"expires_at": c.utc(change.expires_at)} if change.expires_at else {}
+            return {"$set": {**expiry, "content": change.content, "hash": change.hash,
                              "embedding": None if change.embedding is None else [float(x) for x in change.embedding],
                              "embedding_model": change.embedding_model, "updated_at": c.utc(change.now),
                              "valid_from": opened,
@@ -72,13 +73,20 @@ class MongoFacts(FactStore):
 
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, reason: str | None = None,
     ) -> bool:
         # valid_to from the version read, so that an UPDATE in between cannot leave it before
         # that UPDATE's valid_from
         return self._change_live_fact(fact_id, expected_version, lambda fact: {
-            "$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False,
+            "$set": {"retired_at": c.utc(now), "retired_by": run_id, LIVE: False, "retired_reason": reason,
                      "valid_to": c.valid_until(fact, now, valid_to)}})
+
+    def expired_fact_ids(self, now: datetime, limit: int) -> list[str]:
+        # a date range never matches null or a missing field (BSON comparison brackets by
+        # type: https://www.mongodb.com/docs/manual/reference/operator/query/lte/)
+        docs = self.col("facts").find({LIVE: True, "expires_at": {"$lte": c.utc(now)}}, {"_id": 1},
+                                      sort=[("expires_at", ASCENDING), ("_id", ASCENDING)], limit=limit)
+        return [d["_id"] for d in docs]
 
     def _change_live_fact(self, fact_id: str, expected_version: int | None,
                           change: Callable[[Fact], dict | None]) -> bool:

@@ -34,6 +34,10 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     # dedup's recent facts (equality fields, then the range): ``recent_fact_ids``
     ("facts", [("agent_id", _A), ("scope_key", _A), ("embedding_model", _A), ("live", _A), ("formed_at", _D)],
      "agent_scope_model_live_formed", False),
+    # beat's expiry task: live facts past their expiry (``expired_fact_ids``). A range on a
+    # date brackets by type, so the facts with no expiry (null) are outside its bounds
+    # (https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/)
+    ("facts", [("live", _A), ("expires_at", _A)], "live_expires", False),
     ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
     ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("rejected", [("received_at", _D)], "received", False),

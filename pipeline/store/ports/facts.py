@@ -50,6 +50,7 @@ class FactUpdate:
     source_message_ids: Sequence[str] = ()
     source_user_ids: Sequence[str] = ()
     source_text: str | None = None           # the new text's source message line; None: keep
+    expires_at: datetime | None = None       # a new expiry (design §13 "Expiry"); None: keep the fact's
 
 
 class FactStore(Protocol):
@@ -76,11 +77,17 @@ class FactStore(Protocol):
     @abc.abstractmethod
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, reason: str | None = None,
     ) -> bool:
         """DELETE effect: set ``retired_at`` (and ``valid_to``: when the superseding fact became
-        valid, default now, never before the fact's ``valid_from``) unless already retired or
-        its version is no longer ``expected_version``."""
+        valid, default now, never before the fact's ``valid_from``) and ``retired_reason``
+        unless already retired or its version is no longer ``expected_version``."""
+
+    @abc.abstractmethod
+    def expired_fact_ids(self, now: datetime, limit: int) -> list[str]:
+        """Ids of live facts (of every agent) whose ``expires_at`` is at or before ``now``,
+        soonest expired first, at most ``limit``: by an index, so that beat's expiry task
+        examines those and no other fact."""
 
     @abc.abstractmethod
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]: ...

@@ -34,12 +34,12 @@ class SQLiteFacts(FactStore):
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
             fact.content, vectors.to_bytes(fact.embedding), fact.embedding_model,
             c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
-            c.ts(fact.changed_at), fact.search_text,
+            c.ts(fact.changed_at), fact.search_text, c.ts(fact.expires_at),
         )
 
     #: the columns ``_fact_values`` fills, in its order
     _fact_columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-                     "embedding_model, formed_at, retired_at, doc, updated_at, search_text")
+                     "embedding_model, formed_at, retired_at, doc, updated_at, search_text, expires_at")
 
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
         columns = self._fact_columns
@@ -92,12 +92,13 @@ class SQLiteFacts(FactStore):
                 "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *change.source_message_ids])),
                 "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *change.source_user_ids])),
                 "source_text": change.source_text or fact.source_text,
+                "expires_at": c.utc(change.expires_at) if change.expires_at else fact.expires_at,
             }), insert=False)
             return True
 
     def retire_fact(
         self, fact_id: str, now: datetime, run_id: str, *, valid_to: datetime | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, reason: str | None = None,
     ) -> bool:
         with self.db.write() as conn:
             fact = self._fact(conn, fact_id)
@@ -107,8 +108,16 @@ class SQLiteFacts(FactStore):
                 return False
             self._put_fact(conn, fact.model_copy(update={
                 "retired_at": c.utc(now), "retired_by": run_id, "valid_to": c.valid_until(fact, now, valid_to),
+                "retired_reason": reason,
             }), insert=False)
             return True
+
+    def expired_fact_ids(self, now: datetime, limit: int) -> list[str]:
+        rows = self.db.conn().execute(  # the partial index facts_expiring holds exactly these
+            f"SELECT fact_id FROM {self.db.t('facts')} WHERE retired_at IS NULL AND expires_at IS NOT NULL "
+            "AND expires_at <= ? ORDER BY expires_at, fact_id LIMIT ?", (c.ts(now), limit),
+        ).fetchall()
+        return [row[0] for row in rows]
 
     def get_facts(self, fact_ids: Iterable[str]) -> list[Fact]:
         ids = list(dict.fromkeys(fact_ids))

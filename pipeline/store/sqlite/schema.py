@@ -113,6 +113,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("webhook_subjects_delivery", "webhook_subjects", "delivery_id", False),
     # every agent's spend of some days (``rollups``: the global spend cap)
     ("usage_rollups_day", ROLLUPS, "scope, day", False),
+    # live facts that expire, soonest first (``expired_fact_ids``: beat's expiry task)
+    ("facts_expiring", "facts", "expires_at", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
@@ -120,7 +122,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
 _PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
             # rows still to backfill (none once upgraded): opening a big file stays cheap
             "facts_unchanged": "updated_at IS NULL",
-            "runs_unsummed": "usage IS NULL"}
+            "runs_unsummed": "usage IS NULL",
+            "facts_expiring": "retired_at IS NULL AND expires_at IS NOT NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
@@ -133,6 +136,8 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # what the statistics sum, beside the document (``stats``): NULL until backfilled
     ("runs", "usage", "TEXT"),
     ("runs", "user_ids", "TEXT"),
+    # Fact.expires_at; NULL on a fact written before, which had none
+    ("facts", "expires_at", "TEXT"),
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 
 import pytest
 
@@ -248,3 +249,57 @@ def test_group_chat_forms_no_user_reflections(env):
     dump = env.store.dump_all()
     refl = next(rows for name, rows in dump.items() if name.endswith("reflections"))
     assert sorted(r["scope"] for r in refl) == ["agent", "session"]
+
+
+def test_an_extracted_deadline_becomes_the_facts_expiry_and_a_bad_one_is_dropped_and_counted(env):
+    answer = facts(("agent", "The caterer needs the guest count by March 10"), ("agent", "The venue is in Tucson"),
+                   ("agent", "The band arrives on June 2"))
+    answer.facts[0].expires_at = "2026-03-10"
+    answer.facts[1].expires_at = "2026-03-10T18:00:00+01:00"
+    answer.facts[2].expires_at = "soon"
+    env.llm.on("extract_facts", answer)
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    by_text = {f.content: f.expires_at for f in env.store.list_facts("agent-1", include_retired=True)}
+    assert by_text == {
+        "The caterer needs the guest count by March 10": datetime(2026, 3, 11, tzinfo=timezone.utc),
+        "The venue is in Tucson": datetime(2026, 3, 10, 17, tzinfo=timezone.utc),
+        "The band arrives on June 2": None,
+    }
+    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["expiry_invalid"] == 1
+
+
+def test_a_statement_held_by_an_expired_fact_is_stored_anew_and_the_expired_one_stamped(env):
+    from datetime import timedelta
+
+    from testkit.documents import fact
+
+    said = "The caterer needs the guest count by March 10"
+    old = fact("old", said, agent="agent-1", formed=env.clock.now() - timedelta(days=30))
+    expired_at = env.clock.now() - timedelta(days=1)
+    env.store.insert_fact(old.model_copy(update={"expires_at": expired_at}))
+    env.llm.on("extract_facts", facts(("agent", said)))
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    assert [(f.fact_id, f.content) for f in env.live_facts()] == [(f"{run_id}:0", said)]
+    [stamped] = env.store.get_facts(["old"])
+    assert stamped.retired_reason == "expired" and stamped.valid_to == expired_at
+
+
+def test_an_expired_fact_is_no_dedup_candidate(env):
+    from datetime import timedelta
+
+    from testkit.documents import fact
+
+    old_text = "The caterer needs the guest count for the gala by March 10"
+    old = fact("old", old_text, agent="agent-1", embedding=env.embedder.embed([old_text]).vectors[0],
+               model=env.embedder.model, formed=env.clock.now() - timedelta(days=30))
+    env.store.insert_fact(old.model_copy(update={"expires_at": env.clock.now() - timedelta(days=1)}))
+    said = "The caterer needs the final guest count for the gala by March 10"
+    env.llm.on("extract_facts", facts(("agent", said)))
+    env.llm.on("decide_facts", decisions((0, "UPDATE", 0, said)))
+    run_id = env.new_run(ALICE_CHAT)
+    run_fact_stages(env, run_id)
+    assert env.llm.count("decide_facts") == 0   # nothing to compare with: the old fact has expired
+    assert said in {f.content for f in env.live_facts()}
+    assert env.store.get_facts(["old"])[0].content == old_text   # not merged into

@@ -9,6 +9,7 @@ from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PermanentError
 from pipeline.llm.gemini import GeminiLLM, answer_schema
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
+from pipeline.prompts.facts import FactsAnswer
 from schemas.settings import Settings
 from testkit import llm_wire
 from testkit.llm_server import Answer, Error, LLMServer, Stall
@@ -45,6 +46,18 @@ def test_the_request_carries_model_system_instruction_and_the_json_schema(llm_se
     decision = config["responseJsonSchema"]["$defs"]["FactDecision"]
     assert decision["additionalProperties"] is False
     assert decision["properties"]["action"]["enum"] == ["ADD", "UPDATE", "DELETE", "NONE"]
+
+
+def test_the_facts_schema_carries_the_optional_deadline(llm_server):
+    llm_server.script("generate", Answer('{"facts": [{"text": "The caterer needs the count by March 10.", '
+                                         '"scope": "agent", "expires_at": "2026-03-10"}]}'))
+    request = LLMRequest(operation="extract_facts", model="gemini-3.8-flash", system="Extract.",
+                         prompt="user: the caterer needs the count by March 10.", response_model=FactsAnswer)
+    response = _llm(llm_server).complete(request)
+    fact = llm_server.requests[0].body["generationConfig"]["responseJsonSchema"]["$defs"]["ExtractedFact"]
+    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert "expires_at" not in fact.get("required", []) and "default" not in fact["properties"]["expires_at"]
+    assert response.parsed.facts[0].expires_at == "2026-03-10"
 
 
 def test_the_answer_schema_drops_defaults_but_keeps_every_field():

@@ -221,3 +221,24 @@ def test_a_fact_said_twice_is_returned_once():
     assert extract(chat(("u1", "My email is a@example.com."), ("u1", "my email is a@example.com"))) == [
         ("Alice's email is a@example.com", "user"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "expires"),
+    [
+        # said on 2026-03-01: "by" and "until" include the day, "before" does not
+        ("The caterer needs the guest count by March 10.", "2026-03-11T00:00:00+00:00"),
+        ("The venue is booked until 2 June.", "2026-06-03T00:00:00+00:00"),
+        ("The Riverside hall closes before 2026-07-01.", "2026-07-01T00:00:00+00:00"),
+        ("The deposit of $500 is due by the 5th of January.", "2027-01-06T00:00:00+00:00"),  # next January
+        ("The permit for Tucson is valid until Feb 28, 2028.", "2028-02-29T00:00:00+00:00"),
+        ("The festival takes place in Tucson on June 14.", None),
+        ("The Tucson permit runs until February 30.", None),  # no such day: no deadline
+    ],
+)
+def test_a_deadline_in_a_kept_sentence_becomes_its_expiry(line, expires):
+    messages = chat(("u1", line))
+    request = build_facts_request(render_conversation(messages), messages, user_scope=True, agent_scope=True,
+                                  agent_name="Mars Bot", user_names={}, model="fast")
+    [fact] = OfflineLLM().complete(request).parsed.facts
+    assert fact.expires_at == expires

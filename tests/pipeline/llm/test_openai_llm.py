@@ -57,6 +57,17 @@ def test_optional_fields_are_required_in_the_strict_schema_the_server_accepts(ll
     assert response.parsed.decisions[0].action == "ADD"
 
 
+def test_the_facts_schema_asks_for_a_deadline_as_a_required_nullable_string(llm_server):
+    llm_server.script("chat", Answer('{"facts": [{"text": "The caterer needs the count by March 10.", '
+                                     '"scope": "agent", "expires_at": "2026-03-10"}, '
+                                     '{"text": "The venue is in Tucson.", "scope": "agent", "expires_at": null}]}'))
+    response = _llm(llm_server).complete(_request())
+    fact = llm_server.requests[0].body["response_format"]["json_schema"]["schema"]["$defs"]["ExtractedFact"]
+    assert fact["required"] == ["text", "scope", "expires_at"]
+    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    assert [f.expires_at for f in response.parsed.facts] == ["2026-03-10", None]
+
+
 @pytest.mark.parametrize(
     "text",
     ["```json\n" + GOOD + "\n```", "Here are the facts:\n" + GOOD + "\nLet me know if you need more.",

@@ -79,3 +79,26 @@ def test_the_dedup_shortlist_sends_pipelines_atlas_accepts(stack):
                                  limit=candidates.SHORTLIST_FACTOR * settings.dedup_max_candidates)
     assert found[0][0] == "f1"
     assert sorted(_sent(store)) == ["$search", "$vectorSearch"]
+
+
+def test_on_atlas_an_expired_fact_is_out_of_the_agents_search_before_beat_stamps_it(stack):
+    from datetime import timedelta
+
+    from pipeline.clock import FrozenClock
+    from pipeline.store.port import FactUpdate
+
+    settings, store, embedder, search = stack
+    clock = FrozenClock(store.get_facts(["f1"])[0].formed_at + timedelta(days=1))
+    f1 = store.get_facts(["f1"])[0]
+    store.update_fact("f1", FactUpdate(content=f1.content, hash=f1.hash, embedding=f1.embedding,
+                                       embedding_model=f1.embedding_model, run_id="edit:1", now=clock.now(),
+                                       valid_from=f1.valid_from, expires_at=clock.now() + timedelta(hours=1)))
+    service = MemoryService("agent-1", settings=settings, store=store, search=search, embedder=embedder, clock=clock)
+    assert [h["id"] for h in service.search_facts("when is the launch in Lisbon?", user_id="u1", session_id="s1")
+            ][:1] == ["f1"]
+    clock.advance(hours=1)   # the index still holds f1 as live: nothing stamped it
+    found = service.search_facts("when is the launch in Lisbon?", user_id="u1", session_id="s1")
+    assert "f1" not in [h["id"] for h in found]
+    earlier = service.search_facts("when is the launch in Lisbon?", user_id="u1", session_id="s1",
+                                   as_of=clock.now() - timedelta(minutes=30))
+    assert [h["id"] for h in earlier][:1] == ["f1"]

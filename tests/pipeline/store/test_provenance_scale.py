@@ -168,7 +168,7 @@ def _listings(store) -> dict:
     from api.user_memory import list_memory
     from ops.commands.memory import person_memory
 
-    mine = list_memory(store, "a0", PROBE)
+    mine = list_memory(store, "a0", PROBE, FrozenClock().now())
     now, then = FrozenClock().now(), FrozenClock().now() + timedelta(days=1)
     view, as_of = (person_memory(store, "a0", PROBE, None, when, then) for when in (None, then))
     return {"api": (len(mine.facts), len(mine.shared_facts), [r.content for r in mine.shared_reflections]),

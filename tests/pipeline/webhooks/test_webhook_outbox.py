@@ -99,6 +99,8 @@ def test_an_update_and_a_retirement_are_announced_as_such(env, receiver):
     new_budget = next(f for f in env.live_facts() if "15,000" in f.content)
     assert kinds == sorted([("fact.updated", venue.fact_id), ("fact.retired", budget.fact_id),
                             ("fact.created", new_budget.fact_id)])
+    [retired] = [r.payload["data"] for r in receiver.accepted() if r.payload["type"] == "fact.retired"]
+    assert retired["reason"] == "contradicted"
 
 
 def test_a_failing_receiver_is_retried_on_the_schedule_and_recovers(env, receiver):
