@@ -38,8 +38,8 @@ from typing import Any
 from datetime import datetime, timezone
 
 from pipeline.llm.offline_rules import language as lang
-from pipeline.llm.offline_rules.topics import kept
 from pipeline.llm.offline_rules.expiry import deadline
+from pipeline.llm.offline_rules.topics import kept
 from pipeline.text import normalize, word_count
 
 
