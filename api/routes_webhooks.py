@@ -1,6 +1,7 @@
 """Webhook subscriptions of one agent (design §13 "Operator controls"), under
 ``/v1/agents/{agent_id}/webhooks``: subscribe, list, rotate the signing secret, switch back on,
-delete, read the delivery log and send deliveries again. A subscription
+delete; and under ``…/webhook-deliveries`` read the delivery log and send deliveries again (a
+path of its own: under ``webhooks/`` it would read as a subscription id). A subscription
 sends the agent's memory events (and, opted in, its content) to a URL of the caller's choice,
 so it takes an owner's key (the ``curate`` scope) or an admin key, never the runtime's."""
 
@@ -23,7 +24,7 @@ from schemas import api_webhooks as w
 from schemas.values import Id
 from schemas.webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/webhooks", tags=["webhooks"], responses=m.ERRORS,
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["webhooks"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
 
 SubId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
@@ -56,7 +57,7 @@ def _audit(ctx: AppContext, caller: Principal, action: str, agent_id: str, subje
           counts=counts)
 
 
-@router.post("", response_model=w.SubscriptionCreated, status_code=201, summary="Subscribe a URL to the agent's events")
+@router.post("/webhooks", response_model=w.SubscriptionCreated, status_code=201, summary="Subscribe a URL to the agent's events")
 def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
     _curator(caller, agent_id, "subscribing to webhooks")
     sub = subscriptions.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
@@ -65,13 +66,13 @@ def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) 
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
-@router.get("", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions")
+@router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions")
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
     _curator(caller, agent_id, "reading webhook subscriptions")
     return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.list_subscriptions(agent_id)])
 
 
-@router.delete("/{subscription_id}", response_model=w.SubscriptionDeleted, summary="Delete a subscription and its log")
+@router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted, summary="Delete a subscription and its log")
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
     _curator(caller, agent_id, "deleting a webhook subscription")
     _owned(ctx, subscription_id, agent_id)
@@ -80,7 +81,7 @@ def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
     return w.SubscriptionDeleted(deleted=subscription_id, deliveries=max(gone - 1, 0))
 
 
-@router.post("/{subscription_id}/rotate", response_model=w.SubscriptionCreated,
+@router.post("/webhooks/{subscription_id}/rotate", response_model=w.SubscriptionCreated,
              summary="Sign with a new secret (the previous one keeps signing until dropped)")
 def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
     _curator(caller, agent_id, "rotating a webhook secret")
@@ -90,7 +91,7 @@ def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: 
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
-@router.post("/{subscription_id}/enable", response_model=w.SubscriptionOut,
+@router.post("/webhooks/{subscription_id}/enable", response_model=w.SubscriptionOut,
              summary="Switch a subscription that repeated failures switched off back on")
 def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionOut:
     _curator(caller, agent_id, "switching a webhook subscription on")
@@ -99,7 +100,7 @@ def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
     return _out(sub)
 
 
-@router.get("/deliveries", response_model=w.DeliveryList, summary="The delivery log, newest first")
+@router.get("/webhook-deliveries", response_model=w.DeliveryList, summary="The delivery log, newest first")
 def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
@@ -108,7 +109,7 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
 
-@router.post("/deliveries/redeliver", response_model=w.Redelivered,
+@router.post("/webhook-deliveries/redeliver", response_model=w.Redelivered,
              summary="Queue deliveries again, due now (beat's webhook sweep sends them)")
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
     _curator(caller, agent_id, "redelivering webhooks")

@@ -1,4 +1,4 @@
-"""HTTP shapes of webhooks (``/v1/agents/{agent_id}/webhooks``): subscriptions without their
+"""HTTP shapes of webhooks (``/v1/agents/{agent_id}/webhooks``, ``…/webhook-deliveries``): subscriptions without their
 secrets (a secret is shown once, when made or rotated) and the delivery log."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import datetime
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from schemas.values import Id, TextChars
 from schemas.webhooks import DeliveryStatus, EventKind
@@ -19,7 +19,7 @@ class SubscriptionIn(BaseModel):
     url: Annotated[str, TextChars] = Field(min_length=1, max_length=2048,
                                            description="an absolute http(s) URL; no credentials in it")
     events: list[EventKind] = Field(min_length=1, max_length=16)
-    include_content: bool = Field(default=False, description="send the fact's or blob's text, screened, when sent")
+    include_content: StrictBool = Field(default=False, description="send the fact's or blob's text, screened, when sent")
 
 
 class SubscriptionOut(BaseModel):
@@ -52,7 +52,7 @@ class SubscriptionDeleted(BaseModel):
 class RotateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    drop_old: bool = Field(default=False, description="stop signing with the previous secret now")
+    drop_old: StrictBool = Field(default=False, description="stop signing with the previous secret now")
 
 
 class DeliveryOut(BaseModel):
@@ -77,7 +77,7 @@ class RedeliverIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     delivery_ids: list[Id] = Field(default_factory=list, max_length=1000)
-    failed: bool = Field(default=False, description="also every failed delivery of the agent (up to 1000)")
+    failed: StrictBool = Field(default=False, description="also every failed delivery of the agent (up to 1000)")
 
 
 class Redelivered(BaseModel):

@@ -47,7 +47,7 @@ BODIES = {
     ("post", "/v1/agents/{agent_id}/webhooks"):
         {"url": "https://hooks.example/b", "events": ["fact.created"], "include_content": True},
     ("post", "/v1/agents/{agent_id}/webhooks/{subscription_id}/rotate"): {"drop_old": False},
-    ("post", "/v1/agents/{agent_id}/webhooks/deliveries/redeliver"): {"delivery_ids": ["msg_1"], "failed": False},
+    ("post", "/v1/agents/{agent_id}/webhook-deliveries/redeliver"): {"delivery_ids": ["msg_1"], "failed": False},
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from api.keys import create_key
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.store.sqlite.file_watch import CHECK_INTERVAL_S
-from tests.api.harness import build, seed_memory
+from tests.api.harness import build, seed_memory, ui_sign_in
 from testkit.documents import fact
 
 
@@ -47,10 +47,6 @@ def _memory(client, key: str):
     return client.get("/v1/agents/A/users/u1/memory", headers={"Authorization": f"Bearer {key}"})
 
 
-def _ui_sign_in(client, key: str) -> None:
-    assert client.post("/ui/login", data={"credential": key}, follow_redirects=False).status_code == 303
-
-
 def test_the_api_answers_from_a_file_recreated_at_its_path_and_refuses_a_deleted_one(served):
     api, path = served
     with api.client() as client:
@@ -72,11 +68,11 @@ def test_the_api_answers_from_a_file_recreated_at_its_path_and_refuses_a_deleted
 def test_the_inspector_shows_the_recreated_file_and_a_page_for_a_deleted_one(served):
     api, path = served
     with api.client() as client:
-        _ui_sign_in(client, api.keys["admin"])
+        ui_sign_in(client, api.keys["admin"])
         assert "alice@example.com" in client.get("/ui/agents/A/users/u1").text
         new_key = _recreate(path, api)
         assert client.get("/ui/agents/A/users/u1", follow_redirects=False).headers["location"] == "/ui/login"
-        _ui_sign_in(client, new_key)
+        ui_sign_in(client, new_key)
         page = client.get("/ui/agents/A/users/u1")
         assert page.status_code == 200 and "Alice moved to Lisbon" in page.text and "alice@example.com" not in page.text
         _delete(path)

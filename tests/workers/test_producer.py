@@ -75,7 +75,7 @@ def test_publish_messages_sends_one_batch_of_models_dicts_and_keyword_fields():
     ("item", "field"),
     [
         ({"agent_id": "a1", "session_id": "s1", "role": "narrator", "content": "x"}, "message.role"),
-        ({"agent_id": "a1", "session_id": "s1", "role": "user", "content": "no sender"}, "message"),
+        ({"agent_id": "a1", "session_id": "s1", "role": "user", "content": "no sender"}, "message.sender_id"),
         ({"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "x", "user_tier": -1}, "user_tier"),
         ({"agent_id": "a1", "session_id": "s1", "content": "x", "sender_id": "u1", "session_users": ["u2"]}, "<event>"),
         ({"session_id": "s1", "content": "x"}, "agent_id"),

@@ -171,7 +171,7 @@ def test_the_api_status_and_the_inspector_show_what_a_shared_limit_holds_back(sh
     from fastapi.testclient import TestClient
 
     from pipeline.store.sqlite import SQLiteStore
-    from tests.api.harness import build
+    from tests.api.harness import build, ui_sign_in
 
     client, rates = shared
     store = SQLiteStore(str(tmp_path / "memory.db"))
@@ -184,6 +184,6 @@ def test_the_api_status_and_the_inspector_show_what_a_shared_limit_holds_back(sh
         assert answer.status_code == 200
         limit = answer.json()["provider_limits"]["fake:m1"]
         assert limit["deferred"] == 1 and 0 < limit["next_turn_s"] <= 10 * SPACING
-        assert http.post("/ui/login", data={"credential": api.keys["admin"]}, follow_redirects=False).status_code == 303
+        ui_sign_in(http, api.keys["admin"])
         page = http.get("/ui/runs").text
         assert "Provider limits" in page and "fake:m1" in page and "throttled" in page
