@@ -40,8 +40,8 @@ import pytest
 from bson import ObjectId
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from api.errors import ApiError
 from api.identity import Identity, default_session
+from pipeline.errors import Refused
 from api.mcp import build_server, connection_identity
 from api.user_memory import edit_fact
 from ops.migrate_v1 import migrate
@@ -191,7 +191,7 @@ def _settle(stack: Stack) -> None:
 def _remember(stack: Stack, user_id: str, sentence: str) -> None:
     """The MCP ``remember`` tool, called as a model calls it over the user's own connection."""
     server = build_server(lambda agent_id: stack.services[1],
-                          connection_identity(Identity(AGENT, user_id, default_session(user_id))))
+                          connection_identity(Identity(AGENT, user_id, default_session(AGENT, user_id))))
     result = asyncio.run(server.call_tool("remember", {"text": sentence}))
     assert not result.is_error, result
 
@@ -200,9 +200,9 @@ def _edit_is_refused(stack: Stack, user_id: str, sentence: str) -> None:
     """A user's edit of one of their facts to the sentence (``PATCH .../memory/facts/{id}`` and
     the inspector's form call ``api.user_memory.edit_fact``) is refused, naming a secret."""
     for fact in stack.deps.store.list_facts(AGENT, f"user:{user_id}", limit=1):
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(Refused) as refused:   # the API answers it 422 "refused"
             edit_fact(stack.services[0], AGENT, user_id, fact.fact_id, sentence)
-        assert refused.value.status == 422 and "a secret" in refused.value.why, refused.value
+        assert refused.value.field == "content" and "a secret" in refused.value.reason, refused.value
 
 
 # --- the property ----------------------------------------------------------------------------
