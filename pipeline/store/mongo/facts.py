@@ -172,6 +172,11 @@ class MongoFacts(FactStore):
     def count_facts(self, agent_id: str, scope_key: str) -> int:
         return self.col("facts").count_documents({"agent_id": agent_id, "scope_key": scope_key, "retired_at": None})
 
+    def other_embedding_model(self, agent_id: str, model: str) -> str | None:
+        found = self.col("facts").find_one(
+            {"agent_id": agent_id, LIVE: True, "embedding_model": {"$nin": [model, None]}}, {"embedding_model": 1})
+        return found["embedding_model"] if found else None
+
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         after = ""
         while True:
