@@ -1,6 +1,8 @@
 """Evidence recall of ``search_facts`` over facts formed by the real chain from LoCoMo.
 
     python -m bench.locomo_formation --data ../shared/data/locomo/dev.json --json
+    python -m bench.locomo_formation --data ... --provider observation_replay \
+        --models all-MiniLM-L6-v2-int8,multilingual-e5-small-q4
 
 Each conversation is one agent; its two speakers are users. Every session is published as
 ``message.added`` events through the producer API (``created_at`` = the session's date, one
@@ -51,7 +53,7 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
-from bench.locomo_retrieval import _summary, data_arguments, evidence_ids, parse_session_date, read_conversations
+from bench.locomo_retrieval import MODELS, _summary, data_arguments, evidence_ids, parse_session_date, read_conversations
 from bench.output import print_result
 from workers.in_process import wait_until_idle
 
@@ -268,15 +270,16 @@ def gguf_settings(server) -> dict:
 
 
 def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: bool = False,
-                 server=None) -> dict:
+                 server=None, model: str | None = None) -> dict:
     from pipeline.llm.offline import OfflineLLM
     from schemas.settings import get_settings
     from workers.deps import Deps
 
     settings = get_settings().model_copy(update={
-        "store_url": f"sqlite:///{(workdir / f'{provider}.db').resolve()}",
+        "store_url": f"sqlite:///{(workdir / f'{provider}-{model}.db').resolve()}",
         "llm_provider": "offline", "embedding_provider": "local",
         **(gguf_settings(server) if provider == GGUF else {}),
+        "local_embedding_model": model or get_settings().local_embedding_model,
     })
     deps = Deps(settings)
     if provider == "observation_replay":
@@ -294,7 +297,8 @@ def run_provider(provider: str, samples: list[dict], workdir: Path, one_to_one: 
                                     "a benchmark stand-in, not a product provider)",
               "offline_rules": "offline rules provider",
               GGUF: f"OpenAI adapter on llama.cpp's server, model {server.gguf.name if server else ''}"}
-    return {"provider": labels[provider], **recall, "chain": chain, "wall_s": round(time.perf_counter() - started, 1)}
+    return {"provider": labels[provider], "embedding_model": deps.embedder.model, **recall, "chain": chain,
+            "wall_s": round(time.perf_counter() - started, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,7 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-to-one", action="store_true",
                         help="publish each conversation as two one-to-one chats, one per speaker, the other "
                              "speaker as the agent; a question is asked in the chat of the speaker it names")
+    parser.add_argument("--models", default=None,
+                        help="offline embedding models side by side, comma-separated (default: the configured "
+                             "one); results are keyed '<provider> <model>' when there are several")
     args = parser.parse_args(argv)
+    models = args.models.split(",") if args.models else [None]
+    unknown = sorted(set(models) - {None, *MODELS})
+    if unknown:
+        print(f"locomo_formation: --models: unknown {unknown}; use {', '.join(MODELS)}", file=sys.stderr)
+        return 2
     samples = read_conversations("locomo_formation", args.data)
     if samples is None:
         return 2
@@ -328,9 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         from schemas.settings import get_settings
 
         get_settings.cache_clear()
-        chosen = (PROVIDERS if args.provider == "both" else (args.provider,)) + ((GGUF,) if server else ())
+        providers = (PROVIDERS if args.provider == "both" else (args.provider,)) + ((GGUF,) if server else ())
+        chosen = [(p, m, p if len(models) == 1 else f"{p} {m}") for p in providers for m in models]
         with server or nullcontext():
-            result: dict = {name: run_provider(name, samples, Path(tmp), args.one_to_one, server) for name in chosen}
+            result: dict = {key: run_provider(p, samples, Path(tmp), args.one_to_one, server, m) for p, m, key in chosen}
     result["setup"] = {"conversations": len(samples), "sessions": args.sessions, "top_k": TOP_K,
                        "chats": "one-to-one" if args.one_to_one else "group", "load_average": os.getloadavg()}
     if server is not None:
@@ -341,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{name:20s} recall@5 {r['recall@5']:.3f}  recall@10 {r['recall@10']:.3f}  "
         f"in context {r['in_context']:.3f} (recent only {r['in_context_recent']:.3f})  "
         f"facts/100 msgs {r['chain']['facts_per_100_messages']}  {r['chain']['messages_per_s']} msgs/s"
-        for name, r in ((name, result[name]) for name in chosen)), json_only=args.json)
+        for name, r in ((key, result[key]) for _, _, key in chosen)), json_only=args.json)
 
 
 def _gguf_server(path: str):

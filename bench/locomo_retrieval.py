@@ -1,6 +1,11 @@
-"""Evidence recall of ``search_facts`` on LoCoMo (semantic, text and hybrid).
+"""Evidence recall of ``search_facts`` on LoCoMo (semantic, text and hybrid), per offline model.
 
     python -m bench.locomo_retrieval --data ../shared/data/locomo/dev.json --json
+    python -m bench.locomo_retrieval --data ... --models all-MiniLM-L6-v2-int8
+
+Both offline models (``MEMORY_LOCAL_EMBEDDING_MODEL``: MiniLM and multilingual e5) run side by
+side in one run by default, each with its own shipped search defaults; questions are embedded
+as queries (``embed_queries``: e5's ``query:`` prefix), turns as stored texts.
 
 Setup: each conversation is its own agent; each dialog turn is one agent-scoped fact whose
 content is ``[<session date>] <speaker>: <text>`` plus ``[image: <caption>]`` when the turn
@@ -15,6 +20,12 @@ whose fused cut was the raw score 0.015 (``*_thresholded_raw``; it never acted a
 model's k = 10); ``setup.search_ms`` is the
 p50/p95 of that hybrid ranking per question (the query embedded already). Recall of a question is
 the share of its evidence turns in the top k; "overall" counts every question once.
+
+For retuning per model, from this data only: ``rrf_k_sweep`` is hybrid recall with thresholds
+off at several k; ``semantic_scores`` gives, for semantic thresholds, the share of
+(question, non-evidence turn) pairs that pass, and ``semantic_matching_minilm`` the score at
+which each model passes the same share of non-evidence turns as MiniLM at its shipped
+threshold (a model's scores have their own scale: e5's cosines sit high).
 
 The last line printed is one JSON object.
 """
@@ -33,6 +44,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from bench.output import print_result
 from pipeline.embeddings import open_embedder
 from pipeline.embeddings.port import Embedder
@@ -44,6 +57,8 @@ from schemas.documents import Fact
 from schemas.settings import Settings
 
 MODES = {"hybrid": ("semantic", "text"), "semantic": ("semantic",), "text": ("text",)}
+MODELS = ("all-MiniLM-L6-v2-int8", "multilingual-e5-small-q4")
+RRF_K_SWEEP = (5, 10, 20, 30, 60)
 TOP_K = 10
 #: turns of the source excerpt embedded with a fact (the ones just before it)
 EXCERPT_TURNS = 2
@@ -155,6 +170,29 @@ def _percentiles(seconds: list[float]) -> dict[str, float]:
             for name, q in (("p50", 0.5), ("p95", 0.95))}
 
 
+def _pass_rates(negatives: np.ndarray) -> dict:
+    """How many non-evidence turns pass each semantic threshold, and the scores at given pass rates."""
+    if not negatives.size:
+        return {}
+    return {
+        "non_evidence_pairs": int(negatives.size),
+        "pass_rate_at": {f"{t:.2f}": round(float((negatives >= t).mean()), 4) for t in np.arange(0.6, 0.96, 0.05)},
+        "score_at_pass_rate": {f"{r:g}": round(float(np.quantile(negatives, 1 - r)), 4)
+                               for r in (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)},
+        "sorted_sample": np.sort(negatives)[:: max(1, negatives.size // 2000)].round(4).tolist(),
+    }
+
+
+def matching_threshold(reference: dict, reference_threshold: float, other: dict) -> float | None:
+    """The semantic score at which ``other`` passes the share of non-evidence pairs that
+    ``reference`` passes at ``reference_threshold`` (from each model's ``semantic_scores``)."""
+    ref, oth = np.asarray(reference.get("sorted_sample", [])), np.asarray(other.get("sorted_sample", []))
+    if not ref.size or not oth.size:
+        return None
+    share = float((ref >= reference_threshold).mean())
+    return round(float(np.quantile(oth, 1 - share)), 3)
+
+
 def run(conversations: list[dict], settings: Settings) -> dict:
     embedder = open_embedder(settings)
     production, origin = Thresholds.resolve(settings, embedder.model)
@@ -164,6 +202,7 @@ def run(conversations: list[dict], settings: Settings) -> dict:
     default_k = Thresholds(None, None, None, 60, production.semantic_weight, production.text_weight)
     rows: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
     latencies: list[float] = []  # hybrid with the production thresholds, query embedded already
+    negatives: list[np.ndarray] = []  # each question's semantic scores of the turns that are not its evidence
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(str(Path(tmp) / "locomo.db"))
@@ -181,9 +220,18 @@ def run(conversations: list[dict], settings: Settings) -> dict:
                 ))
             store.bump_scope_versions(agent, ["agent"])
             questions = [q for q in conv["qa"] if q.get("evidence")]
-            qvectors = embedder.embed([q["question"] for q in questions]).vectors
-            for q, qvec in zip(questions, qvectors):
+            qvectors = embedder.embed_queries([q["question"] for q in questions]).vectors
+            turn_ids = [f"{agent}:{dia_id}" for dia_id, _, _, _ in turns]
+            scores = (1 + np.asarray(qvectors, dtype=np.float32) @ np.asarray(vectors, dtype=np.float32).T) / 2
+            for q, qvec, row in zip(questions, qvectors, scores):
                 wanted = {f"{agent}:{e}" for e in evidence_ids(q["evidence"])}
+                negatives.append(row[[i for i, t in enumerate(turn_ids) if t not in wanted]])
+                for k in RRF_K_SWEEP:
+                    swept = Thresholds(None, None, None, k, production.semantic_weight, production.text_weight)
+                    fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, swept)
+                    found = [f.fact_id for f in fused]
+                    rows[f"k{k}"].append((int(q["category"]), len(wanted & set(found[:5])) / len(wanted),
+                                          len(wanted & set(found)) / len(wanted)))
                 for mode, signals in MODES.items():
                     for suffix, limits in variants.items():
                         fused, _ = rank_query(
@@ -204,6 +252,8 @@ def run(conversations: list[dict], settings: Settings) -> dict:
         store.close()
     out = {key: _summary(rows[key]) for key in (m + s for s in variants for m in MODES)}
     out["hybrid_k60"] = _summary(rows["hybrid_k60"])
+    out["rrf_k_sweep"] = {str(k): _summary(rows[f"k{k}"]) for k in RRF_K_SWEEP}
+    out["semantic_scores"] = _pass_rates(np.concatenate(negatives) if negatives else np.zeros(0))
     out["setup"] = {
         "conversations": len(conversations), "embedding_model": embedder.model, "top_k": TOP_K,
         "rrf_k": production.rrf_k, "weights": {"semantic": production.semantic_weight, "text": production.text_weight},
@@ -216,19 +266,43 @@ def run(conversations: list[dict], settings: Settings) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = data_arguments(__doc__).parse_args(argv)
+    parser = data_arguments(__doc__)
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"offline models to run side by side, comma-separated (default: {','.join(MODELS)})")
+    args = parser.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        print(f"locomo_retrieval: --models: unknown {unknown or 'nothing'}; use {', '.join(MODELS)}", file=sys.stderr)
+        return 2
     conversations = read_conversations("locomo_retrieval", args.data)
     if conversations is None:
         return 2
     # the shipped search defaults (pipeline.search.defaults); MEMORY_SEARCH_* variables override
-    settings = Settings(embedding_provider="local")
-    result = run(conversations, settings)
+    result: dict = {}
+    for model in models:
+        result[model] = run(conversations, Settings(embedding_provider="local", local_embedding_model=model))
+    first = result[models[0]]
+    matching = {m: matching_threshold(first["semantic_scores"], first["setup"]["thresholds"]["semantic"],
+                                      result[m]["semantic_scores"]) for m in models}
+    result["semantic_matching_" + models[0]] = matching
+    for m in models:
+        result[m]["semantic_scores"].pop("sorted_sample", None)  # used for the matching only
     keys = (*(m + s for s in ("", "_thresholded", "_thresholded_raw") for m in MODES), "hybrid_k60")
-    return print_result(result, (
-        *(f"{key:22s} recall@5 {result[key]['recall@5']:.3f}  recall@10 {result[key]['recall@10']:.3f}"
-          for key in keys),
-        *(f"search {key}: {where}" for key, where in sorted(result["setup"]["defaults_used"].items())),
-    ), json_only=args.json)
+    lines = [f"{'':22s} " + "  ".join(f"{m[:24]:>26s}" for m in models)]
+    for key in keys:
+        lines.append(f"{key:22s} " + "  ".join(
+            f"R@5 {result[m][key]['recall@5']:.3f} R@10 {result[m][key]['recall@10']:.3f}" for m in models))
+    for k in RRF_K_SWEEP:
+        lines.append(f"{'hybrid, off, k=' + str(k):22s} " + "  ".join(
+            f"R@5 {result[m]['rrf_k_sweep'][str(k)]['recall@5']:.3f} R@10 {result[m]['rrf_k_sweep'][str(k)]['recall@10']:.3f}"
+            for m in models))
+    for m in models:
+        lines.append(f"{m}: thresholds {result[m]['setup']['thresholds']}; semantic score passing as many "
+                     f"non-evidence turns as {models[0]}'s: {matching[m]}")
+        lines.extend(f"  {key}: {where}" for key, where in sorted(result[m]["setup"]["defaults_used"].items()))
+    lines.append(f"load average {os.getloadavg()}")
+    return print_result(result, lines, json_only=args.json)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,12 @@
 
     python -m bench.search --facts 100000 --json [--store sqlite|mongo|both]
     python -m bench.search --cache-sweep [--agents 50 --agent-facts 20000]
+    python -m bench.search --embedders --data ../shared/data/locomo/dev.json [--facts 100000]
+
+``--embedders``: the offline embedders side by side (``bench.embedder_timing``): a query's
+embedding p50/p95 per thread count, a formation batch's texts/s, the RSS each model adds, and
+the SQLite search p95 at ``--facts`` without and with the query's embedding (each search time
+plus a measured embedding time), the load average beside them.
 
 The target agent holds ``--facts`` facts visible to (agent, user U0): agent-scoped ones plus
 U0's own; they sit among at least 3x as many others (the same agent's other users, and two
@@ -177,7 +183,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
         "segments_held_mb": None if held_mb is None else round(held_mb, 1),
         "rss_growth_mb_per_100k": round((rss_after - rss_before) * 100_000 / n_facts, 1),
         "semantic_branch_vs_exact_float32": semantic_vs_exact,
-        "search_ms": _pct(search_ms),
+        "search_ms": _pct(search_ms), "search_ms_samples": search_ms,
         "context_cached_ms": _pct(cached), "context_uncached_ms": _pct(uncached),
         "search_stage_p50_ms": {k: round(float(np.median(v)), 3) for k, v in stages.items()},
         "mean_results": round(float(np.mean(hits)), 2), "queries_with_semantic_hits": semantic_hits,
@@ -242,6 +248,34 @@ def _search_settings(settings: Settings) -> dict:
             "scan_threads": settings.search_scan_threads, "segment_dir": settings.search_segment_dir}
 
 
+def _embedders(args: argparse.Namespace) -> int:
+    from bench import embedder_timing
+    from bench.locomo_retrieval import read_conversations
+
+    if not args.data:
+        print("search bench: --embedders needs --data, a LoCoMo JSON file", file=sys.stderr)
+        return 2
+    conversations = read_conversations("search bench", args.data)
+    if conversations is None:
+        return 2
+    questions, batch = embedder_timing.texts_of(conversations, args.queries)
+    models = embedder_timing.timings(questions, batch)
+    searched = bench("sqlite", args.facts, args.queries, args.seed)
+    samples = searched.pop("search_ms_samples")
+    for entry in models.values():
+        entry["search_ms_with_query_embedding"] = embedder_timing.with_embedding(samples, entry.pop("query_samples_ms"))
+    out = {"facts": args.facts, "queries": len(questions), "formation_batch": len(batch),
+           "search_ms_without_embedding": searched["search_ms"], "models": models,
+           "settings": {"e5_query_threads": "1 and 2 measured (shipped: MEMORY_E5_QUERY_THREADS)",
+                        "minilm_threads": "onnxruntime intra-op 2 (fixed)", **_search_settings(Settings(_env_file=None))},
+           "load_average": [round(x, 2) for x in os.getloadavg()]}
+    if not args.json:
+        for name, entry in models.items():
+            print(name, json.dumps(entry))
+    print(json.dumps(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="facts visible to the target agent and user")
@@ -256,11 +290,17 @@ def main(argv: list[str] | None = None) -> int:
                              "and report the segment cache's bytes and the RSS against MEMORY_SEARCH_CACHE_MB")
     parser.add_argument("--agents", type=int, default=50, help="agents for --cache-sweep")
     parser.add_argument("--agent-facts", type=int, default=20_000, help="facts per agent for --cache-sweep")
+    parser.add_argument("--embedders", action="store_true",
+                        help="instead: the offline embedders side by side (needs --data), and the SQLite "
+                             "search p95 at --facts without and with the query's embedding")
+    parser.add_argument("--data", type=Path, help="LoCoMo JSON whose questions --embedders embeds")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if args.facts < 100 or args.queries < 10:
         print("search bench: --facts must be >= 100 and --queries >= 10", file=sys.stderr)
         return 2
+    if args.embedders:
+        return _embedders(args)
     if args.cache_sweep:
         if args.agents < 1 or args.agent_facts < 100:
             print("search bench: --agents must be >= 1 and --agent-facts >= 100", file=sys.stderr)
@@ -276,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in (["sqlite", "mongo"] if args.store == "both" else [args.store]):
         n = args.facts if kind == "sqlite" else min(args.mongo_facts, args.facts)
         out[kind] = bench(kind, n, args.queries, args.seed)
+        out[kind].pop("search_ms_samples")
         if not args.json:
             print(kind, json.dumps(out[kind]))
     out["load_average"] = [round(x, 2) for x in os.getloadavg()]

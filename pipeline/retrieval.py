@@ -23,6 +23,7 @@ from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
 from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
+from pipeline.search.models import check_one_model
 from pipeline.search.hits import FactHit, Found
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import AccessStore, FactStore, IngestStore
@@ -318,6 +319,7 @@ def search_facts(
     model = embedder.model if embedder is not None else ""
     embed_error: str | None = None
     if scope_keys and embedder is not None:
+        check_one_model(store, agent_id, model)
         t = time.perf_counter()
         try:
             vectors = list(tracing.embed(embedder, queries, "query").vectors)

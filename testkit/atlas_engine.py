@@ -12,8 +12,8 @@ comparing the two compares the pipeline with Atlas's rules, not with itself:
   maxExpansions; Damerau-Levenshtein), a match weighted like Lucene's ``FuzzyTermsEnum``
   boost ``1 - edits / min(len)``;
 - analyzers: https://www.mongodb.com/docs/atlas/atlas-search/analyzers/custom/ (the standard
-  tokenizer approximated by word characters; icuNormalizer, lowercase, stopword and
-  snowballStemming filters).
+  tokenizer approximated by word characters; icuNormalizer, lowercase, icuFolding, stopword
+  and snowballStemming filters).
 """
 
 from __future__ import annotations
@@ -68,6 +68,15 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+_UTR30_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe", "þ": "th"})
+
+
+def _icu_fold(token: str) -> str:
+    """UTR #30 folding as far as Latin script goes: case, compatibility forms and diacritics."""
+    decomposed = unicodedata.normalize("NFKD", token.casefold().translate(_UTR30_LETTERS))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def _custom(spec: dict[str, Any]):
     if spec.get("tokenizer", {}).get("type") != "standard" or spec.get("charFilters"):
         raise NotImplementedError(f"the Atlas emulation implements the standard tokenizer only ({spec['name']})")
@@ -79,6 +88,11 @@ def _custom(spec: dict[str, Any]):
             steps.append(lambda toks, form=form: [unicodedata.normalize(form, t) for t in toks])
         elif kind == "lowercase":
             steps.append(lambda toks: [t.lower() for t in toks])
+        elif kind == "icuFolding":
+            # https://www.mongodb.com/docs/atlas/atlas-search/analyzers/token-filters/#icufolding:
+            # "character folding from Unicode Technical Report #30 such as accent removal, case
+            # folding, canonical duplicates folding"
+            steps.append(lambda toks: [_icu_fold(t) for t in toks])
         elif kind == "stopword":
             ignore = f.get("ignoreCase", True)
             stop = {t.lower() for t in f["tokens"]} if ignore else set(f["tokens"])

@@ -1,4 +1,4 @@
-"""Embedders: OpenAI, Gemini, the offline local semantic model, and the hashing embedder for tests."""
+"""Embedders: OpenAI, Gemini, the offline local semantic models (MiniLM, multilingual e5), and the hashing embedder for tests."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def open_embedder(settings: Settings) -> Embedder:
         from pipeline.embeddings.gemini import GeminiEmbedder
 
         return GeminiEmbedder.from_settings(settings)
+    if provider == "local" and settings.local_embedding_model == "multilingual-e5-small-q4":
+        from pipeline.embeddings.e5 import E5Embedder
+
+        return E5Embedder(settings.e5_query_threads, settings.e5_batch_threads)
     if provider == "local":
         from pipeline.embeddings.local import LocalEmbedder
 

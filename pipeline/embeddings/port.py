@@ -44,7 +44,12 @@ class Embedder(abc.ABC):
 
     @abc.abstractmethod
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        """Embed a batch in one call. Vectors are L2-normalised."""
+        """Embed a batch of stored texts in one call. Vectors are L2-normalised."""
+
+    def embed_queries(self, texts: Sequence[str]) -> Embeddings:
+        """Embed search queries. A model trained with asymmetric prefixes (e5: ``query:``
+        against ``passage:``) embeds them apart; the others as any text."""
+        return self.embed(texts)
 
 
 class NetworkEmbedder(Embedder):

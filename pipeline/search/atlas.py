@@ -71,6 +71,8 @@ SEARCH_ANALYZER: dict[str, Any] = {
     "tokenFilters": [
         {"type": "icuNormalizer", "normalizationForm": "nfkc"},
         {"type": "lowercase"},
+        # accents folded, as scoring.fold_accents folds them locally
+        {"type": "icuFolding"},
         {"type": "stopword", "tokens": sorted(scoring.STOPWORDS), "ignoreCase": True},
         {"type": "snowballStemming", "stemmerName": "english"},
     ],

@@ -4,7 +4,8 @@ Every search implementation reports its scores on these scales, so one set of th
 (settings, per embedding model) holds everywhere:
 
 - semantic score = (1 + cosine) / 2, the scale Atlas reports for cosine vector indexes;
-- text terms are case-folded words without stopwords, Snowball-stemmed;
+- text terms are case-folded words with their accents folded ("São" is "sao", "Größe"
+  "grosse"), without stopwords, Snowball-stemmed;
 - text score = BM25 with k1 = 1.2, b = 0.75 in the form Lucene (hence Atlas Search) computes:
   ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
   a query term also matches vocabulary terms one edit away (Damerau: insert, delete,
@@ -68,10 +69,24 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+#: letters that carry no combining mark to drop but fold all the same (as ICU folding does)
+_FOLD_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe", "þ": "th"})
+
+
+@lru_cache(maxsize=200_000)
+def fold_accents(word: str) -> str:
+    """``word`` without its diacritics: a query typed without accents ("sao paulo",
+    "informacao") meets the words written with them, as the same term, not as a typo."""
+    if word.isascii():
+        return word
+    decomposed = unicodedata.normalize("NFKD", word.translate(_FOLD_LETTERS))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def tokenize(text: str) -> list[str]:
-    """Index terms: NFKC, case-folded word tokens, stopwords dropped, stemmed (the same chain
-    as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    """Index terms: NFKC, case-folded word tokens, accents folded, stopwords dropped, stemmed
+    (the same chain as the Atlas search index's custom analyzer, see ``atlas.SEARCH_ANALYZER``)."""
+    words = [fold_accents(w) for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold())]
     # words only: codes, numbers and ids ("ref42", "2023") stay as they are
     return [stem(w) if w.isalpha() else w for w in words if w not in STOPWORDS]
 

@@ -40,7 +40,8 @@ import numpy as np
 from pipeline.search.segment import RowFile, Segment
 from pipeline.search.text_index import TermTable, TextIndex
 
-FORMAT = 2
+#: 3: text terms fold accents (``scoring.fold_accents``); files of an older format are rebuilt
+FORMAT = 3
 _TEXT = ("offsets", "rows", "tfs", "doc_len")
 
 

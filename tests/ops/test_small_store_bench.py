@@ -40,3 +40,10 @@ def test_a_data_file_that_is_not_a_list_of_conversations_is_a_clear_error(tmp_pa
     done = run_bench(bench, "--data", str(data))
     assert done.code == 2
     assert said in done.err and str(data) in done.err and "Traceback" not in done.err
+
+
+def test_an_unknown_model_is_a_clear_error(tmp_path):
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([SAMPLE]))
+    done = run_bench("locomo_retrieval", "--data", str(data), "--models", "all-MiniLM-L6-v2-int8,bert")
+    assert done.code == 2 and "--models: unknown ['bert']" in done.err

@@ -187,6 +187,11 @@ class MongoFacts(FactStore):
             keys.update(self.col(collection).distinct("scope_key", {"agent_id": agent_id}))
         return sorted(keys)
 
+    def other_embedding_model(self, agent_id: str, model: str) -> str | None:
+        found = self.col("facts").find_one(
+            {"agent_id": agent_id, LIVE: True, "embedding_model": {"$nin": [model, None]}}, {"embedding_model": 1})
+        return found["embedding_model"] if found else None
+
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         after = ""
         while True:

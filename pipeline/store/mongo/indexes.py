@@ -28,6 +28,8 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     ("facts", [("agent_id", _A), ("scope_key", _A), ("hash", _A)], "agent_scope_hash_unique", True),
     ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("formed_at", _D)], "agent_scope_live_formed", False),
     ("facts", [("embedding_model", _A), ("_id", _A)], "embedding_model", False),
+    # a search's check that every live vector of the agent is of its model (``other_embedding_model``)
+    ("facts", [("agent_id", _A), ("live", _A), ("embedding_model", _A)], "agent_live_model", False),
     # <Facts>: the latest changes of live facts (``recent_facts``)
     ("facts", [("agent_id", _A), ("scope_key", _A), ("retired_at", _A), ("updated_at", _D)],
      "agent_scope_live_updated", False),

@@ -144,6 +144,12 @@ class FactStore(Protocol):
         became of the runs that formed it (an erasure deletes the runs naming the person)."""
 
     @abc.abstractmethod
+    def other_embedding_model(self, agent_id: str, model: str) -> str | None:
+        """The embedding model of one live fact of the agent whose vector is not of ``model``
+        (None when every live vector is of ``model``; facts without a vector do not count).
+        An index lookup, asked before every search."""
+
+    @abc.abstractmethod
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         """Batches of live facts whose ``embedding_model`` is not ``not_model``."""
 

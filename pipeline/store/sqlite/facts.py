@@ -232,6 +232,18 @@ class SQLiteFacts(FactStore):
         ).fetchall()
         return [key for (key,) in rows]
 
+    def other_embedding_model(self, agent_id: str, model: str) -> str | None:
+        # one range each side of ``model`` (NULL, no vector, is in neither): two seeks in the
+        # partial index facts_agent_model_live, where "!=" or an OR would scan the agent's facts
+        for side in ("<", ">"):
+            row = self.db.conn().execute(
+                f"SELECT embedding_model FROM {self.db.t('facts')} WHERE agent_id = ? AND retired_at IS NULL "
+                f"AND embedding_model {side} ? LIMIT 1", (agent_id, model),
+            ).fetchone()
+            if row:
+                return row[0]
+        return None
+
     def iter_facts_for_reembed(self, agent_id: str | None, not_model: str, batch: int) -> Iterable[list[Fact]]:
         # Keyset pagination on fact_id, so facts re-embedded meanwhile do not shift the pages.
         after = ""

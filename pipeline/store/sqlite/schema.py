@@ -86,6 +86,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("facts_scope_updated", "facts", "agent_id, scope_key, updated_at", False),
     ("facts_unchanged", "facts", "fact_id", False),
     ("facts_scope_model_formed", "facts", "agent_id, scope_key, embedding_model, formed_at", False),
+    # a search's check that every live vector of the agent is of its model (``other_embedding_model``)
+    ("facts_agent_model_live", "facts", "agent_id, embedding_model", False),
     ("reflections_scope", "reflections", "agent_id, scope_key, absorbed, formed_at", False),
     ("rejected_received", "rejected", "received_at", False),
     ("usage_agent_at", "usage", "agent_id, at", False),
@@ -123,7 +125,8 @@ _PARTIAL = {"facts_scope_hash": "retired_at IS NULL",
             # rows still to backfill (none once upgraded): opening a big file stays cheap
             "facts_unchanged": "updated_at IS NULL",
             "runs_unsummed": "usage IS NULL",
-            "facts_expiring": "retired_at IS NULL AND expires_at IS NOT NULL"}
+            "facts_expiring": "retired_at IS NULL AND expires_at IS NOT NULL",
+            "facts_agent_model_live": "retired_at IS NULL"}
 
 TABLES = tuple(name for name, _ in _TABLES)
 
