@@ -93,10 +93,20 @@ def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller
     return user_memory.reflection_out(edited, True)
 
 
-@router.delete("/memory/{kind}/{item_id}", response_model=m.Deleted,
-               summary="Delete an agent-scope fact (with its history) or a pending agent-scope reflection")
-def delete_item(agent_id: AgentId, kind: Literal["facts", "reflections"], item_id: ItemId, caller: Caller,
-                ctx: Ctx) -> m.Deleted:
+@router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete an agent-scope fact, with its history")
+def delete_fact(agent_id: AgentId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
+    return _delete(agent_id, "facts", item_id, caller, ctx)
+
+
+@router.delete("/memory/reflections/{item_id}", response_model=m.Deleted,
+               summary="Delete a pending agent-scope reflection")
+def delete_reflection(agent_id: AgentId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
+    return _delete(agent_id, "reflections", item_id, caller, ctx)
+
+
+def _delete(agent_id: str, kind: Literal["facts", "reflections"], item_id: str, caller: Principal,
+            ctx: AppContext) -> m.Deleted:
+    """One route per kind, so each path's methods are the ones its document lists (``Allow``)."""
     require_curator(caller, agent_id, "curating memory")
     if kind == "facts":
         item = _agent_fact(ctx, agent_id, item_id)

@@ -1,4 +1,4 @@
-"""A search never mixes embedding models (SPEC §13 "Offline models").
+"""A search never mixes embedding models (design §13 "Offline models").
 
 Vectors of two models are not comparable: a query embedded by one model scored against facts
 embedded by another ranks noise. Each branch already compares only vectors of the query's

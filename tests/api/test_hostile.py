@@ -16,8 +16,7 @@ from testkit import hostile
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": "f-u1", "job_id": "j1",
-               "subscription_id": "whsub_a", "stage": "extraction", "scope": "all", "section": "projects",
-               "kind": "facts"}
+               "subscription_id": "whsub_a", "stage": "extraction", "scope": "all", "section": "projects"}
 QUERY_VALUES = {"agent_id": "A", "user_id": "u1"}
 #: a valid body of each route that takes one (a new route fails the test until it has one)
 BODIES = {

@@ -1,5 +1,5 @@
 """A search never mixes embedding models; ``reembed`` moves a store to the configured one,
-resumably (SPEC §13 "Offline models"). On SQLite and on the Mongo emulation."""
+resumably (design §13 "Offline models"). On SQLite and on the Mongo emulation."""
 
 from __future__ import annotations
 
