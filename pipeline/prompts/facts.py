@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from pipeline.conversation import humans, is_group_chat, message_inputs
 from pipeline.errors import InvalidInput
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.guidance import NONE, Guidance, owner_block
 from schemas.documents import StoredMessage
+
+
+#: an ISO 8601 date, or a date-time with its offset (``expires_at`` of the answer's schema)
+EXPIRY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
 
 
 class ExtractedFact(BaseModel):
@@ -21,8 +25,11 @@ class ExtractedFact(BaseModel):
     scope: Literal["user", "agent"] = Field(
         description="user: about the human in this one-to-one chat; agent: true for every user of this agent."
     )
-    # a string, not a date: a malformed one drops the expiry, never the fact (``facts.filter_facts``)
-    expires_at: str | None = Field(
+    # a string, not a date: a malformed one drops the expiry, never the fact (``facts.filter_facts``).
+    # The schema sent still states the shape (a pattern, which OpenAI's strict schemas, Gemini's
+    # response_json_schema and llama.cpp's grammar all take), so a constrained decoder writes a
+    # date there instead of running free until the token limit cuts the answer off.
+    expires_at: Annotated[str, WithJsonSchema({"type": "string", "pattern": EXPIRY_PATTERN})] | None = Field(
         default=None,
         description="Only when the statement is bound to a deadline or end date (\"by March 10\", "
         "\"until Friday\"): that date as YYYY-MM-DD (or an ISO 8601 date-time with its timezone), "
