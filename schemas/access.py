@@ -19,6 +19,7 @@ AuditAction = Literal[
     "key.create", "key.revoke", "forget_user", "export_user", "item.edit", "item.delete",
     "user_memory.switch", "replay_failed",
     "webhook.create", "webhook.delete", "webhook.rotate", "webhook.enable", "webhook.redeliver",
+    "caps.set", "cap.reached",
 ]
 
 
