@@ -233,3 +233,16 @@ def test_memory_as_of_a_date_shows_the_blob_and_facts_as_they_stood_then(api):
         assert then.status_code == 200 and "Facts valid at 2000-01-01T00:00" in then.text
         consolidated = then.text.split("Consolidated memory")[1].split("Facts live now")[0]
         assert "Alice likes short answers" not in consolidated and "no consolidated memory yet" in consolidated
+
+
+def test_the_cost_page_shows_the_spend_caps_against_the_spend(api):
+    from schemas.caps import SpendCaps, WindowCaps
+
+    api.deps.store.put_spend_caps("A", SpendCaps(day=WindowCaps(soft_usd=4, hard_usd=5)), api.deps.clock.now())
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        shown = client.get("/ui/cost?agent=A")
+    assert shown.status_code == 200
+    section = shown.text[shown.text.index('id="caps"'):]
+    assert "<td>A <span class=\"muted\">(set)</span></td><td>day</td><td>0.0000</td>" in section
+    assert "<td>4.00</td>\n<td>5.00</td>" in section and "only priced spend counts" in section
