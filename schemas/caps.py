@@ -19,8 +19,8 @@ class WindowCaps(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    soft_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    hard_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    soft_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False, strict=True)
+    hard_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False, strict=True)
 
     @model_validator(mode="after")
     def _soft_below_hard(self) -> "WindowCaps":

@@ -65,6 +65,10 @@ def _change(args: argparse.Namespace, new) -> int:
         audit(store, now, "cli", "cli", "caps.set", agent_id=args.agent, subject="agent" if args.agent else "global")
     finally:
         store.close()
+    if args.json:
+        print(json.dumps({"agent_id": args.agent, "caps": new.model_dump() if new is not None else None},
+                         sort_keys=True))
+        return 0
     who = f"agent {args.agent}" if args.agent else "the global caps"
     print(f"{who}: {'caps set' if new is not None else 'caps removed (MEMORY_SPEND_CAPS applies)'}")
     return 0
@@ -74,6 +78,7 @@ def _owner(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--agent", help="the agent whose caps these are")
     who.add_argument("--global", dest="glob", action="store_true", help="the caps on every agent's spend together")
+    p.add_argument("--json", action="store_true", help="print the caps now set as JSON")
 
 
 def _usd(text: str) -> float:

@@ -22,5 +22,6 @@ def test_memoryctl_caps_sets_and_shows_the_caps(tmp_path):
     shown = ctl("caps", "show")
     assert "agent a1: ok (caps from set)" in shown.stdout and "soft 4.00, hard 5.00" in shown.stdout
     assert "only priced spend counts" in shown.stdout
-    assert ctl("caps", "clear", "--agent", "a1").returncode == 0
+    cleared = ctl("caps", "clear", "--agent", "a1", "--json")
+    assert json.loads(cleared.stdout) == {"agent_id": "a1", "caps": None}
     assert json.loads(ctl("caps", "show", "--json").stdout)["agents"] == []
