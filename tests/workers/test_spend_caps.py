@@ -10,16 +10,19 @@ from datetime import timedelta
 
 import pytest
 from celery.exceptions import Retry
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pipeline import names
-from pipeline.formation import stages
+from pipeline.errors import SpendDeferred
+from pipeline.formation import consolidate_stages, finish as finish_mod, stages
+from pipeline.formation.runner import guard_stage
 from pipeline.sweep import retry_stale_runs
 from schemas.caps import CapsSetting, SpendCaps, WindowCaps
 from schemas.webhooks import WebhookSubscription
 from workers import formation as worker_formation
 from workers.formation import guarded
 
-from testkit.formation import ALICE_CHAT, decisions, facts, merge_all, reflections
+from testkit.formation import ALICE_CHAT, decisions, facts, make_env, merge_all, reflections
 
 # a dollar a token: one extraction is well past a cap of a few dollars
 PRICES = {"gpt-6-luna": {"input": 1e6, "output": 1e6}, "gpt-6.1-sol": {"input": 1e6, "output": 1e6}}
@@ -126,3 +129,42 @@ def test_each_cap_level_is_announced_once_per_window(injected):
     _script(env, "Alice likes juice")
     env.through_reflections(env.new_run(ALICE_CHAT))
     assert len(env.store.list_deliveries(agent_id="agent-1")) == 4
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.booleans(), min_size=1, max_size=10), runs=st.integers(1, 3))
+def test_however_a_hard_cap_comes_and_goes_between_stages_each_fact_forms_once(tmp_path_factory, flips, runs):
+    env = make_env(tmp_path_factory.mktemp("caps"))
+    _capped(env, {})
+    texts = [f"Alice keeps fact number {n}" for n in range(runs)]
+    run_ids = []
+    for text in texts:
+        _script(env, text)
+        run_ids.append(env.new_run(ALICE_CHAT))
+    chain = [stages.extract_facts, stages.embed_facts, stages.decide_facts, stages.extract_reflections,
+             consolidate_stages.consolidate]
+    at = dict.fromkeys(run_ids, 0)
+    for capped in flips:
+        env.store.put_spend_caps("agent-1", SpendCaps(day=WindowCaps(hard_usd=0)) if capped else None, env.clock.now())
+        for run_id in run_ids:
+            if at[run_id] == len(chain):
+                continue
+            stage, calls = chain[at[run_id]], len(env.llm.calls)
+            try:
+                guard_stage(env, run_id, stage.__name__, lambda d: stage(run_id, d))
+                at[run_id] += 1
+            except SpendDeferred:
+                assert capped and len(env.llm.calls) == calls    # waited without asking the model
+            else:
+                assert not capped
+            env.clock.advance(minutes=5)
+    env.store.put_spend_caps("agent-1", None, env.clock.now())
+    for run_id in run_ids:
+        for stage in chain[at[run_id]:]:
+            stage(run_id, env)
+        for index in range(len(env.store.get_run(run_id).stages["consolidate"].output["due"])):
+            consolidate_stages.consolidate_scope(run_id, index, env)
+        finish_mod.finish(run_id, env)
+    assert Counter(f.content for f in env.all_facts()) == dict.fromkeys(texts, 1)
+    assert all(env.store.get_run(r).status == "done" for r in run_ids)
+    env.store.close()
