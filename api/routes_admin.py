@@ -1,4 +1,4 @@
-"""Operators' routes (admin keys), under ``/v1/admin``: runs, replay of failed runs, cost, the
+"""Operators' routes (admin keys), under ``/v1/admin``: runs, replay of failed runs, cost, spend caps, the
 audit log, and a person's export and erasure under one agent or all. Jobs are polled at
 ``/v1/jobs/{job_id}`` by an admin, or by the user a job is about."""
 
@@ -15,11 +15,13 @@ from api.auth import Principal, caller
 from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.jobs import queue_forget, visible_job
+from ops.caps import caps_report, set_caps
 from ops.cost import cost_report
 from ops.runs import list_run_summaries, replay_failed
 from ops.user_data import export_user
 from schemas import api as m
 from schemas.access import subject_digest
+from schemas.api_caps import CapsIn, CapsOut
 from schemas.events import Id
 
 router = APIRouter(tags=["admin"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
@@ -52,6 +54,24 @@ def cost(caller: Caller, ctx: Ctx, agent_id: Id, since: m.Instant | None = None,
          by: Literal["model", "stage", "day"] = "model") -> m.CostOut:
     require_admin(caller, "reading cost")
     return m.CostOut.model_validate(cost_report(ctx.store, agent_id, since=since, by=by))
+
+
+@router.get("/v1/admin/caps", response_model=CapsOut, summary="Spend caps against the spend so far")
+def caps(caller: Caller, ctx: Ctx, agent_id: Id | None = None) -> CapsOut:
+    """The global caps, then the agent's (or every agent's whose caps were set at run time), each
+    with its priced spend of the current UTC day and month."""
+    require_admin(caller, "reading spend caps")
+    return CapsOut.model_validate(caps_report(ctx.store, ctx.settings, ctx.clock.now(), agent_id))
+
+
+@router.put("/v1/admin/caps", response_model=CapsOut, summary="Set or remove an agent's or the global spend caps")
+def put_caps(body: CapsIn, caller: Caller, ctx: Ctx) -> CapsOut:
+    require_admin(caller, "setting spend caps")
+    now = ctx.clock.now()
+    set_caps(ctx.store, body.agent_id, body.caps, now)
+    audit(ctx.store, now, caller.credential_id, caller.kind, "caps.set", agent_id=body.agent_id,
+          subject="global" if body.agent_id is None else "agent")
+    return CapsOut.model_validate(caps_report(ctx.store, ctx.settings, now, body.agent_id))
 
 
 @router.get("/v1/admin/audit", response_model=m.AuditList, summary="The audit log, newest first")

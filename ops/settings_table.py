@@ -20,6 +20,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 import schemas.settings as settings_module
@@ -67,6 +68,8 @@ def _default(info) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, (dict, list)):
         return f"`{json.dumps(value)}`"
+    if isinstance(value, BaseModel):   # a JSON setting read into a model: what it is set to
+        return f"`{value.model_dump_json(exclude_defaults=True)}`"
     return f"`{value}`"
 
 
@@ -77,7 +80,7 @@ def _kind(annotation: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         kinds = [_kind(a) for a in args if a is not type(None)]
         return " or ".join(kinds) + (" (or unset)" if type(None) in args else "")
-    if origin is dict:
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
         return "JSON object"
     return getattr(annotation, "__name__", str(annotation))
 

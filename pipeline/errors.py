@@ -4,6 +4,8 @@
     ├── TransientError          retry with backoff and jitter (timeouts, 429, 5xx, lost leases)
     │   ├── RateLimited         carries the provider's Retry-After, honoured by the retry
     │   ├── Throttled           a shared provider limit has no turn now: sent again when it has
+    │   │   └── SpendDeferred   the agent is over a hard spend cap: sent again, without bound,
+    │   │                       until the window rolls or the cap is raised
     │   ├── InvalidLLMAnswer    unparsable or schema-violating answer: asked again, bounded
     │   └── StoreUnavailable    the store's driver said "not now" (failover, lost connection,
     │       │                   a lock held past the busy timeout): retried, never recorded
@@ -37,6 +39,12 @@ class RateLimited(TransientError):
 class Throttled(TransientError):
     """A shared provider rate limit (``pipeline.llm.rates``) has no turn for this call yet;
     ``retry_after`` is when it will. Not a failure: the task is sent again with that countdown."""
+
+
+class SpendDeferred(Throttled):
+    """The run's agent is over a hard spend cap (``pipeline.caps``): the stage waits, sent again
+    with a countdown (``retry_after``: until the window rolls, bounded by the lease) as often as
+    it takes; its events stay stored meanwhile."""
 
 
 class InvalidLLMAnswer(TransientError):

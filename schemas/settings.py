@@ -17,6 +17,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from schemas import urls
+from schemas.caps import CapsSetting
 
 Scope = Literal["agent", "user", "session"]
 
@@ -243,6 +244,12 @@ class Settings(BaseSettings):
     llm_rate_wait_inline_s: float = Field(default=2.0, ge=0)
     # how many times one task may be re-queued to wait for its turn before the run fails (and the sweep retries it)
     llm_rate_max_requeues: int = Field(default=200, ge=1)
+    # Spend caps (docs/operations.md "Spend caps"): USD per UTC day and month, soft and hard, for every agent
+    # together ("global") and the default of each agent ("agent"; an agent's own caps, set with memoryctl caps,
+    # replace it), e.g. MEMORY_SPEND_CAPS='{"agent": {"day": {"soft_usd": 4, "hard_usd": 5}}}'. Off by default.
+    spend_caps: CapsSetting = Field(default_factory=CapsSetting)
+    # at a soft cap, reflections and consolidation use the fast model instead of the tier model
+    spend_soft_cap_fast_tier: bool = True
     # retries of an answer that came back unusable (refusal, content filter, length stop, outside its schema)
     llm_invalid_answer_retries: int = Field(default=2, ge=0)
     # Embeddings: model per provider; dimension from this setting, else learned from the first answer

@@ -52,7 +52,7 @@ class WebhookEvent(_Doc):
     kind: EventKind
     agent_id: str
     occurred_at: datetime
-    data: dict[str, str | int | None] = Field(default_factory=dict)   # ids, kinds, counts: no content
+    data: dict[str, str | int | float | None] = Field(default_factory=dict)   # ids, kinds, counts, USD: no content
     subjects: list[str] = Field(default_factory=list)   # user ids the event is about; never sent
     content_ref: str | None = None   # "fact:<id>" or "blob:<scope_key>": read when sent, if opted in
 

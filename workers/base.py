@@ -34,7 +34,9 @@ from celery.exceptions import Retry
 from opentelemetry.trace import SpanKind
 
 from pipeline import names, tracing
-from pipeline.errors import InvalidLLMAnswer, PermanentError, StoreUnavailable, Throttled, TransientError
+from pipeline.errors import (
+    InvalidLLMAnswer, PermanentError, SpendDeferred, StoreUnavailable, Throttled, TransientError,
+)
 from workers.deps import get_deps
 
 log = logging.getLogger("memory.tasks")
@@ -102,7 +104,8 @@ class MemoryTask(Task):
         """The one retry policy: what becomes of ``exc`` raised by this delivery, from its type,
         the retries already spent (``request.retries``) and the settings.
 
-        - ``RETRY``: a ``TransientError`` with bounded retries left (``retry_bound``);
+        - ``RETRY``: a ``TransientError`` with bounded retries left (``retry_bound``), and a run
+          over a hard spend cap (``SpendDeferred``) always: it waits until the cap allows;
         - ``KEEP``: past them, a store outage of a message that exists nowhere else
           (``keep_message``): it stays queued, retried at the backoff ceiling until the store
           is back;
@@ -113,6 +116,8 @@ class MemoryTask(Task):
         """
         if not isinstance(exc, TransientError):
             return Outcome.FAIL
+        if isinstance(exc, SpendDeferred):  # waits out the cap's window, however long: not a failure
+            return Outcome.RETRY
         if self.request.retries < self.retry_bound(exc):
             return Outcome.RETRY
         if keep_message and isinstance(exc, StoreUnavailable):
@@ -142,7 +147,7 @@ class MemoryTask(Task):
         countdown = self.retry_delay(exc)
         # Celery refuses a retry past ``max_retries`` by raising ``exc`` (``Task.retry``): a
         # bounded retry states its bound, a kept message none
-        bound = None if outcome is Outcome.KEEP else self.retry_bound(exc)
+        bound = None if outcome is Outcome.KEEP or isinstance(exc, SpendDeferred) else self.retry_bound(exc)
         if outcome is Outcome.KEEP:
             log.error("%s: the store stayed unavailable through %d retries; the message stays queued and is "
                       "tried again in %.0f s: %s", self.name, self.request.retries, countdown, exc)
@@ -156,7 +161,7 @@ class MemoryTask(Task):
         never longer than the broker's visibility timeout allows. A call waiting for its turn
         under a shared rate limit (``Throttled``) is sent again when the turn comes (a little
         jitter, so waiters do not all wake at once), within half the run's lease, which its
-        next start renews."""
+        next start renews; so is a run over a hard spend cap (``SpendDeferred``), to look again."""
         settings = get_deps().settings
         if isinstance(exc, Throttled):
             wait = (exc.retry_after or 1.0) * random.uniform(1.0, 1.1)

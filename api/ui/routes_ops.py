@@ -18,6 +18,7 @@ from api.audit import audit
 from api.ui import erasure, views
 from api.ui.routes import Id, Who, _ctx
 from api.ui.web import FormId, QueryId, UiError, UiRoute, check_csrf, page, parse_as_of
+from ops.caps import caps_report
 from ops.cost import cost_report
 from ops.runs import REPLAYABLE, list_run_summaries, replay_failed, run_summary
 from schemas.access import subject_digest
@@ -109,7 +110,9 @@ def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, 
             report = cost_report(_ctx(request).store, agent, since=after, by=by)
             charts[by] = {"report": report, "usd": views.bars(report["groups"], lambda g: g.get("usd") or 0.0),
                           "tokens": views.bars(report["groups"], _tokens)}
-    return page(request, "cost.html", who, agent=agent, since=since, charts=charts, agents=agents)
+    ctx = _ctx(request)
+    caps = caps_report(ctx.store, ctx.settings, ctx.clock.now(), agent or None)
+    return page(request, "cost.html", who, agent=agent, since=since, charts=charts, agents=agents, caps=caps)
 
 
 def _tokens(group: dict) -> int:

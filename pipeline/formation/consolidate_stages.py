@@ -23,6 +23,7 @@ from pipeline.formation.outputs import (
 )
 from pipeline.formation.outputs import Screened as ScreenedCounts
 from pipeline.formation.runner import Deps, Renewal, StageResult, Usage, load_run, record_spend, run_stage
+from pipeline.formation.spend_gate import premium_model
 from pipeline.formation.scopes import plan_scopes
 from pipeline.formation.screening import Screened, guard_for, screen_blob
 from pipeline.llm.models import tier_model
@@ -74,7 +75,9 @@ def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None
 
     def compute(run: FormationRun, usage: Usage) -> ScopeOutcome:
         out = read(run, Stage.CONSOLIDATE)
-        return _merge_scope(deps, run.agent_id, out.due[index], model=out.model, holder=run.run_id,
+        model = premium_model(deps, run, Stage.CONSOLIDATE_SCOPE, usage.spend, out.model,
+                              read(run, Stage.EXTRACT_FACTS).models.fast)
+        return _merge_scope(deps, run.agent_id, out.due[index], model=model, holder=run.run_id,
                             usage=usage, session_end=run.session_id if out.session_end else None)
 
     return run_stage(deps, run_id, scope_stage(index), compute)

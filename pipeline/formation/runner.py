@@ -5,7 +5,7 @@
 1. renew the run's lease and ``start_stage`` (one ``Store.begin_stage``); if the run is no
    longer active (taken over, finished, dead) stop quietly and apply nothing;
 2. a stage already ``done`` reuses its stored output (no LLM call);
-3. otherwise ``compute`` (LLM / embedder calls) and ``complete_stage`` with the output, the
+3. otherwise, once the spend caps allow (``spend_gate``), ``compute`` (LLM / embedder calls) and ``complete_stage`` with the output, the
    token usage and the timings. The output is the stage's model
    (``pipeline.formation.outputs``), stored as its JSON dump; it is stored *before* any
    effect, so a rerun never asks the LLM again for a decision that may already be half applied;
@@ -39,7 +39,7 @@ from pipeline import tracing
 from pipeline.clock import Clock
 from pipeline.cost import OFFLINE_PROVIDERS, price_models
 from pipeline.embeddings.port import Embedder, Embeddings
-from pipeline.formation import outputs
+from pipeline.formation import outputs, spend_gate
 from pipeline.errors import LeaseLost, PermanentError, StoreUnavailable, TransientError
 from pipeline.llm.port import LLM, LLMResponse
 from pipeline.search.port import FactSearch
@@ -95,6 +95,8 @@ class Usage:
     # leases renewed before every provider call, so a stage's lease outlives its work
     # however many calls it makes: each returns False once the lease was lost
     keepalive: list[Callable[[], bool]] = field(default_factory=list)
+    # the spend-cap verdict this stage started under (``spend_gate.gate``): ok | soft
+    spend: str = "ok"
     # every call per requested model, embeddings included: {model: {kind, provider, calls,
     # input_tokens, output_tokens[, snapshots]}}; what the cost is computed from. ``snapshots``
     # lists the versions the provider said answered (a dated snapshot of the model asked for)
@@ -206,8 +208,9 @@ def run_stage(
         if apply is not None:
             apply(run, value)
         return StageResult(run, output, reused=True, record=record, value=value)
+    verdict = spend_gate.gate(deps, run, stage)   # SpendDeferred over a hard cap: the stage waits
     started = time.perf_counter()
-    usage = Usage(keepalive=[Renewal(lambda: renew(deps, run_id), deps.clock)])
+    usage = Usage(keepalive=[Renewal(lambda: renew(deps, run_id), deps.clock)], spend=verdict)
     try:
         value = compute(run, usage)
     except BaseException:

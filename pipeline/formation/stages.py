@@ -25,6 +25,7 @@ from pipeline.formation.provenance import EXCERPT_TURNS, Provenance, provenances
 from pipeline.formation.reflections import filter_reflections
 from pipeline.formation.runner import Deps, StageResult, Usage, run_stage
 from pipeline.formation.scopes import plan_scopes, plan_to_dict, restricted
+from pipeline.formation.spend_gate import premium_model
 from pipeline.formation.screening import (
     guard_for, screen_excerpt, screen_facts, screen_reflections, screen_write, session_user_ids,
 )
@@ -293,7 +294,9 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         agent = store.get_agent_settings(run.agent_id)
         request = build_reflections_request(
             messages, scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
-            new_facts=list(dict.fromkeys(new_facts)), model=extracted.models.tier,
+            new_facts=list(dict.fromkeys(new_facts)),
+            model=premium_model(deps, run, Stage.EXTRACT_REFLECTIONS, usage.spend, extracted.models.tier,
+                                extracted.models.fast),
             word_limit=settings.reflection_word_limit, user_names=_names(messages),
             agent_name=_agent_name(agent, messages),
             guidance=guidance(agent, "extraction", plan.reflection_scopes),

@@ -24,6 +24,7 @@ from pipeline.store.ports import (
     IngestStore, LeaseStore, ProvenanceStore, ReflectionCounts, ReflectionStore, RollupStore, RunStore, StatsStore,
     owned_by_another,
 )
+from pipeline.store.ports.caps import CapStore
 from pipeline.store.ports.webhooks import WebhookStore
 
 
@@ -33,13 +34,13 @@ class SessionStore(IngestStore, RunStore, Protocol):
 
 
 class Store(IngestStore, RunStore, FactStore, ReflectionStore, BlobStore, LeaseStore, ContextStore, AdminStore,
-            ProvenanceStore, AccessStore, StatsStore, WebhookStore, RollupStore):
+            ProvenanceStore, AccessStore, StatsStore, WebhookStore, RollupStore, CapStore):
     """Repository methods for every collection of §7: the union of the narrow ports
     (``pipeline.store.ports``), for wiring. A caller that needs some parts only names those."""
 
 
 __all__ = [
-    "AccessStore", "AdminStore", "BlobStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
+    "AccessStore", "AdminStore", "BlobStore", "CapStore", "ContextStore", "CostRow", "FactCandidate", "FactStore", "FactUpdate",
     "IngestOutcome", "IngestStore", "LeaseStore", "ProvenanceStore", "ReflectionCounts",
     "ReflectionStore", "RollupStore", "RunStore", "SessionStore", "StatsStore", "Store", "WebhookStore", "owned_by_another",
 ]

@@ -47,6 +47,8 @@ ROUTES = [
     ("replay", "POST", "/v1/admin/replay-failed", {}, {ADMIN: 200}),
     ("cost", "GET", "/v1/admin/cost?agent_id=A", None, {ADMIN: 200}),
     ("audit", "GET", "/v1/admin/audit", None, {ADMIN: 200}),
+    ("caps", "GET", "/v1/admin/caps?agent_id=A", None, {ADMIN: 200}),
+    ("set caps", "PUT", "/v1/admin/caps", {"agent_id": "A", "caps": {"day": {"hard_usd": 5}}}, {ADMIN: 200}),
     ("forget user", "POST", "/v1/admin/forget-user", {"user_id": "u1", "agent_id": "A"}, {ADMIN: 202}),
     ("export user", "GET", "/v1/admin/export-user?user_id=u1", None, {ADMIN: 200}),
     ("webhook subscribe", "POST", "/v1/agents/A/webhooks", {"url": "https://hooks.example/b", "events": ["fact.created"]},

@@ -20,6 +20,7 @@ PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": 
 QUERY_VALUES = {"agent_id": "A", "user_id": "u1"}
 #: a valid body of each route that takes one (a new route fails the test until it has one)
 BODIES = {
+    ("put", "/v1/admin/caps"): {"agent_id": "a1", "caps": {"day": {"soft_usd": 4, "hard_usd": 5}}},
     ("post", "/v1/agents/{agent_id}/sessions/{session_id}/search"):
         {"query": "Mars launch", "user_id": "u1", "top_k": 5, "as_of": "2026-05-01T12:00:00Z"},
     ("post", "/v1/agents/{agent_id}/sessions/{session_id}/messages"):

@@ -280,3 +280,16 @@ def test_a_fact_page_says_when_it_expires_and_an_expired_fact_leaves_the_live_li
         before = (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
         then = client.get(f"/ui/agents/A/users/u1?as_of={before}").text
         assert "/ui/facts/f-agent-u1\"" in then.split(f"Facts valid at {before}")[1]
+
+
+def test_the_cost_page_shows_the_spend_caps_against_the_spend(api):
+    from schemas.caps import SpendCaps, WindowCaps
+
+    api.deps.store.put_spend_caps("A", SpendCaps(day=WindowCaps(soft_usd=4, hard_usd=5)), api.deps.clock.now())
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        shown = client.get("/ui/cost?agent=A")
+    assert shown.status_code == 200
+    section = shown.text[shown.text.index('id="caps"'):]
+    assert "<td>A <span class=\"muted\">(set)</span></td><td>day</td><td>0.0000</td>" in section
+    assert "<td>4.00</td>\n<td>5.00</td>" in section and "only priced spend counts" in section

@@ -6,7 +6,7 @@ else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no 
 
 ``MongoStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
 ``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``, ``webhooks``) on its collections; they reach each other only through ``parts.MongoParts``.
+``stats``, ``webhooks``, ``caps``) on its collections; they reach each other only through ``parts.MongoParts``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pipeline.errors import ConfigurationError
 from pipeline.store._unavailable import translate_errors
 from pipeline.store.mongo.access import MongoAccess
 from pipeline.store.mongo.blobs import MongoBlobs
+from pipeline.store.mongo.caps import MongoCaps
 from pipeline.store.mongo.contexts import MongoContexts
 from pipeline.store.mongo.erasure import MongoErasure
 from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT, MongoFacts
@@ -35,7 +36,7 @@ TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "
 
 @translate_errors(unavailable)
 class MongoStore(MongoIngest, MongoRuns, MongoFacts, MongoReflections, MongoBlobs, MongoLeases, MongoContexts,
-                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, MongoRollups, Store):
+                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, MongoRollups, MongoCaps, Store):
     """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
     a lost connection: ``unavailable``), through the one decorator above."""
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from pipeline.store._common import ts
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.provenance import create_provenance_schema
+from pipeline.store.sqlite.caps import DDL as CAPS_DDL, TABLE as CAPS
 from pipeline.store.sqlite.rollups import DDL as ROLLUPS_DDL, TABLE as ROLLUPS
 from pipeline.store.sqlite.stats import BACKFILL
 
@@ -64,6 +65,8 @@ _TABLES: tuple[tuple[str, str], ...] = (
         delivery_id TEXT PRIMARY KEY, subscription_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL,
         next_at TEXT NOT NULL, created_at TEXT NOT NULL, doc TEXT NOT NULL"""),
     ("webhook_subjects", "user_id TEXT NOT NULL, delivery_id TEXT NOT NULL, PRIMARY KEY (user_id, delivery_id)"),
+    # spend caps set at run time (``caps``), one row per agent and one global
+    (CAPS, CAPS_DDL),
 )
 
 # (index name suffix, table, columns, unique). A unique key that holds only some rows says so

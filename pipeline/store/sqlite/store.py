@@ -6,7 +6,7 @@ kept as JSON with the queried columns beside them; embeddings as float32 bytes.
 
 ``SQLiteStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
 ``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``, ``webhooks``), all on one ``Database``; they reach each other only through ``parts.SQLiteParts``.
+``stats``, ``webhooks``, ``caps``), all on one ``Database``; they reach each other only through ``parts.SQLiteParts``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pipeline.store._unavailable import translate_errors
 from pipeline.store.port import Store
 from pipeline.store.sqlite.access import SQLiteAccess
 from pipeline.store.sqlite.blobs import SQLiteBlobs
+from pipeline.store.sqlite.caps import SQLiteCaps
 from pipeline.store.sqlite.contexts import SQLiteContexts
 from pipeline.store.sqlite.db import BUSY_TIMEOUT_S, Database, unavailable
 from pipeline.store.sqlite.erasure import SQLiteErasure
@@ -34,7 +35,7 @@ from pipeline.store.sqlite.webhooks import SQLiteWebhooks
 @translate_errors(unavailable)
 @borrowing
 class SQLiteStore(SQLiteIngest, SQLiteRuns, SQLiteFacts, SQLiteReflections, SQLiteBlobs, SQLiteLeases, SQLiteContexts,
-                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, SQLiteRollups, Store):
+                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, SQLiteRollups, SQLiteCaps, Store):
     """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
     (``db.unavailable``), through the one decorator above."""
 
