@@ -21,24 +21,15 @@ from schemas.settings import Settings
 def build_schedule(settings: Settings) -> dict:
     """The ``beat_schedule`` mapping for the Celery app."""
     return {
-        "sweep-cold-sessions": {
-            "task": names.TASK_SWEEP_COLD,
-            "schedule": float(settings.sweep_interval_s),
-            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.sweep_interval_s)},
-        },
-        "retry-stale-runs": {
-            "task": names.TASK_RETRY_STALE,
-            "schedule": float(settings.retry_stale_interval_s),
-            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.retry_stale_interval_s)},
-        },
-        "stamp-expired-facts": {
-            "task": names.TASK_STAMP_EXPIRED,
-            "schedule": float(settings.expiry_interval_s),
-            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.expiry_interval_s)},
-        },
-        "send-due-webhooks": {
-            "task": names.TASK_SEND_DUE_WEBHOOKS,
-            "schedule": float(settings.webhook_sweep_interval_s),
-            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(settings.webhook_sweep_interval_s)},
-        },
+        "sweep-cold-sessions": _every(names.TASK_SWEEP_COLD, settings.sweep_interval_s),
+        "retry-stale-runs": _every(names.TASK_RETRY_STALE, settings.retry_stale_interval_s),
+        "stamp-expired-facts": _every(names.TASK_STAMP_EXPIRED, settings.expiry_interval_s),
+        "send-due-webhooks": _every(names.TASK_SEND_DUE_WEBHOOKS, settings.webhook_sweep_interval_s),
     }
+
+
+def _every(task: str, interval_s: float) -> dict:
+    """One entry: the task on the maintenance queue every ``interval_s``, expiring after one
+    interval so that a backlog never piles up behind a stopped worker."""
+    return {"task": task, "schedule": float(interval_s),
+            "options": {"queue": names.QUEUE_MAINTENANCE, "expires": float(interval_s)}}
