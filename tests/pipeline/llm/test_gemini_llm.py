@@ -9,7 +9,7 @@ from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PermanentError
 from pipeline.llm.gemini import GeminiLLM, answer_schema
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
-from pipeline.prompts.facts import FactsAnswer
+from pipeline.prompts.facts import EXPIRY_PATTERN, FactsAnswer
 from schemas.settings import Settings
 from testkit import llm_wire
 from testkit.llm_server import Answer, Error, LLMServer, Stall
@@ -55,7 +55,9 @@ def test_the_facts_schema_carries_the_optional_deadline(llm_server):
                          prompt="user: the caterer needs the count by March 10.", response_model=FactsAnswer)
     response = _llm(llm_server).complete(request)
     fact = llm_server.requests[0].body["generationConfig"]["responseJsonSchema"]["$defs"]["ExtractedFact"]
-    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    # the shape a constrained decoder must write: a date, or a date-time with its offset
+    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string", "pattern": EXPIRY_PATTERN},
+                                                         {"type": "null"}]
     assert "expires_at" not in fact.get("required", []) and "default" not in fact["properties"]["expires_at"]
     assert response.parsed.facts[0].expires_at == "2026-03-10"
 

@@ -9,7 +9,7 @@ from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PermanentError
 from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
-from pipeline.prompts.facts import FactsAnswer
+from pipeline.prompts.facts import EXPIRY_PATTERN, FactsAnswer
 from schemas.settings import Settings
 from testkit import llm_wire
 from testkit.llm_server import INSUFFICIENT_QUOTA, Answer, Error, LLMServer, Stall, rate_limited
@@ -64,7 +64,9 @@ def test_the_facts_schema_asks_for_a_deadline_as_a_required_nullable_string(llm_
     response = _llm(llm_server).complete(_request())
     fact = llm_server.requests[0].body["response_format"]["json_schema"]["schema"]["$defs"]["ExtractedFact"]
     assert fact["required"] == ["text", "scope", "expires_at"]
-    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    # the shape a constrained decoder must write: a date, or a date-time with its offset
+    assert fact["properties"]["expires_at"]["anyOf"] == [{"type": "string", "pattern": EXPIRY_PATTERN},
+                                                         {"type": "null"}]
     assert [f.expires_at for f in response.parsed.facts] == ["2026-03-10", None]
 
 
