@@ -67,7 +67,7 @@ def my_items(
 
 
 def own_sessions(store, agent_id: str, user_id: str, resting) -> list[str]:
-    """The sessions with memory resting on the user whose only human is the user (issue 28:
+    """The sessions with memory resting on the user whose only human is the user (design §13:
     a user sees their one-to-one sessions' memory, never a group's)."""
     ids = dict.fromkeys(r.session_id for r in resting.reflections if r.scope == "session" and r.session_id)
     found = []
