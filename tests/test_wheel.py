@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("schemas", "pipeline", "workers", "ops", "api")
+PACKAGES = ("schemas", "pipeline", "usecases", "workers", "ops", "api")
 # what a checkout holds that never reaches a build (.gitignore's own list, and the checkout's VCS)
 NOT_SOURCE = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".runtime",
               ".pytest_cache", ".hypothesis", "*.db", "*.db-wal", "*.db-shm")
