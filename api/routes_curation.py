@@ -21,6 +21,7 @@ from api.routes_users import ItemId, UserId
 from api.strict import known_query_only
 from ops.user_data import delete_items, deletion_plan
 from pipeline.owner import blobs, curation
+from pipeline.validity import expired
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.access import subject_digest
@@ -61,7 +62,11 @@ def list_facts(agent_id: AgentId, caller: Caller, ctx: Ctx, limit: Annotated[int
 def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
     require_curator(caller, agent_id, "curating memory")
     fact = _agent_fact(ctx, agent_id, item_id)
-    updated = curation.edit_fact(ctx.service(agent_id), fact, body.content, people=list(fact.source_user_ids))
+    if expired(fact, ctx.clock.now()):  # out of reads already: it is shown as expired, not brought back by an edit
+        raise ApiError("conflict", "path item_id", f"the fact expired at {fact.expires_at.isoformat()}; delete it, "
+                       "or write the text anew", status=409)
+    updated = curation.edit_fact(ctx.service(agent_id), fact, body.content, people=list(fact.source_user_ids),
+                                 expires_at=body.expires_at, clear_expiry=body.clears_expiry)
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or another agent fact already "
                        "says this; list the facts and try again", status=409)

@@ -107,22 +107,20 @@ def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
-              where: str = "content", expires_at: datetime | None = None) -> m.MyFact:
+              where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False) -> m.MyFact:
     """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
     every door takes it, screened like any write (a secret refused by its kind), at most the
     fact word limit, with the old text kept in its history; ``expires_at`` (if given, in the
-    future) becomes its expiry. ``where`` names the field in errors."""
+    future) becomes its expiry, ``clear_expiry`` removes it. ``where`` names the field in errors."""
     store, now = service.store, service.clock.now()
-    if expires_at is not None and expires_at <= now:
-        raise ApiError("invalid request", "body expires_at",
-                       f"{expires_at.isoformat()} is not in the future: a fact cannot be set to have expired", status=422)
+    curation.check_expiry(expires_at, now)
     fact = next((f for f in store.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
     updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where,
-                                 expires_at=expires_at)
+                                 expires_at=expires_at, clear_expiry=clear_expiry)
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)

@@ -224,8 +224,14 @@ class MyMemory(BaseModel):
 
 class FactEdit(_In):
     content: text(2000, min_length=1)
-    # when the fact stops being true (design §13 "Expiry"); omitted: the fact's stays
-    expires_at: Instant | None = None
+    # merge-patch semantics (RFC 7396): a missing field keeps the fact's expiry, null removes it
+    expires_at: Instant | None = Field(None, description="when the fact stops being true (in the future); "
+                                                         "null: it no longer expires; omitted: unchanged")
+
+    @property
+    def clears_expiry(self) -> bool:
+        """The body sent ``"expires_at": null``: the fact no longer expires."""
+        return "expires_at" in self.model_fields_set and self.expires_at is None
 
 
 class Deleted(BaseModel):

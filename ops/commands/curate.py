@@ -2,7 +2,7 @@
 checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
 
     memoryctl curate facts AGENT [--limit 50] [--json]
-    memoryctl curate edit-fact AGENT FACT_ID --text T        # an UPDATE with history, screened
+    memoryctl curate edit-fact AGENT FACT_ID --text T [--expires WHEN | --no-expiry]   # an UPDATE with history, screened
     memoryctl curate delete-fact AGENT FACT_ID
     memoryctl curate reflections AGENT                       # agent-scope, waiting for consolidation
     memoryctl curate edit-reflection AGENT REFLECTION_ID --text T
@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from pipeline.errors import InvalidInput
+from pipeline.validity import expired
 from schemas.settings import get_settings
 
 
@@ -79,8 +80,26 @@ def _text(out) -> str:
 
 
 def _facts(deps, args) -> list[dict]:
-    return [{"id": f.fact_id, "content": f.content, "version": f.version, "formed_at": f.formed_at}
+    """Newest first; a fact whose expiry passed (beat has not stamped it yet) is marked expired:
+    it is out of every read already."""
+    now = deps.clock.now()
+    return [{"id": f.fact_id, "content": f.content + (" (expired)" if expired(f, now) else ""), "version": f.version,
+             "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now)}
             for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
+
+
+def _expiry(text: str | None):
+    """``--expires``: a date (the end of that day, UTC, as extraction reads one) or a date and
+    time with its offset."""
+    if text is None:
+        return None
+    from pipeline.formation.facts import parse_expiry
+
+    found = parse_expiry(text)
+    if found is None:
+        raise InvalidInput("--expires", f"expected a date such as 2027-03-10 or a time with its offset such as "
+                                        f"2027-03-10T17:00:00+00:00, got {text!r}")
+    return found
 
 
 def _reflections(deps, args) -> list[dict]:
@@ -92,7 +111,11 @@ def _edit_fact(deps, args) -> dict:
     from pipeline.owner.curation import edit_fact
 
     fact = _agent_fact(deps, args.agent_id, args.item_id)
-    updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text")
+    if expired(fact, deps.clock.now()):
+        raise InvalidInput("FACT_ID", f"{fact.fact_id} expired at {fact.expires_at.isoformat()}; delete it, "
+                                      "or write the text anew")
+    updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text",
+                        expires_at=_expiry(args.expires), clear_expiry=args.no_expiry, expiry_where="--expires")
     if updated is None:
         raise InvalidInput("--text", "the fact changed meanwhile, or another agent fact already says this")
     _audit(deps, "item.edit", args.agent_id, "agent", facts=1)
@@ -176,6 +199,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--limit", type=int, default=50)
         if name in ("edit-fact", "edit-reflection"):
             a.add_argument("--text", required=True)
+        if name == "edit-fact":
+            when = a.add_mutually_exclusive_group()
+            when.add_argument("--expires", metavar="WHEN",
+                              help="when the fact stops being true (in the future): a date (its end, UTC) or a time "
+                                   "with its offset")
+            when.add_argument("--no-expiry", action="store_true", help="the fact no longer expires")
         if name == "edit-section":
             a.add_argument("section")
             a.add_argument("--line", action="append", help="one line of the section (repeat for more)")

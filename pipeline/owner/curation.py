@@ -47,20 +47,31 @@ def checked_line(text: str, scope: str, *, settings, word_limit: int, people: Se
     return line
 
 
+def check_expiry(expires_at: datetime | None, now: datetime, where: str = "expires_at") -> None:
+    """An expiry a person sets must lie in the future. A past one is refused rather than read as
+    "expired now": the edit opens a new version valid from ``now``, and a version cannot end
+    before it begins; whoever wants the fact gone deletes it (design §13 "Expiry")."""
+    if expires_at is not None and expires_at <= now:
+        raise InvalidInput(where, f"{expires_at.isoformat()} is not in the future: a fact cannot be set to have "
+                                  "expired (delete it instead)")
+
+
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
-              where: str = "content", expires_at: datetime | None = None) -> Fact | None:
+              where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
+              expiry_where: str = "expires_at") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
-    ``expires_at`` as its expiry if given. None when the fact changed meanwhile, or another live
-    fact of its scope already says this."""
+    ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``.
+    None when the fact changed meanwhile, or another live fact of its scope already says this."""
     store, settings = service.store, service.settings
+    now = service.clock.now()
+    check_expiry(expires_at, now, expiry_where)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])
-    now = service.clock.now()
     updated = store.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
-        source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at,
+        source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at, clear_expiry=clear_expiry,
     ))
     if not updated:
         return None

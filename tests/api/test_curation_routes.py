@@ -95,3 +95,35 @@ def test_an_owner_edits_a_pending_agent_reflection_with_history(api, client, own
     runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
     assert client.patch("/v1/agents/A/memory/reflections/r-agent-u1", json={"content": "x y"},
                         headers=runtime).status_code == 403
+
+
+def test_an_owner_edit_sets_and_clears_an_expiry_and_refuses_one_in_the_past(api, client, owner):
+    url = "/v1/agents/A/memory/facts/f-agent-both"
+    text = "The Mars budget is $50,000"
+    past = client.patch(url, json={"content": text, "expires_at": "2020-03-10T00:00:00Z"}, headers=owner)
+    assert past.status_code == 422 and past.json()["where"] == "body expires_at" and "not in the future" in past.text
+    assert api.deps.store.get_facts(["f-agent-both"])[0].version == 1
+    dated = client.patch(url, json={"content": text, "expires_at": "2999-03-10T00:00:00Z"}, headers=owner)
+    assert dated.status_code == 200 and dated.json()["expires_at"] == "2999-03-10T00:00:00Z", dated.text
+    kept = client.patch(url, json={"content": "The Mars budget is $55,000"}, headers=owner)  # omitted: unchanged
+    assert kept.json()["expires_at"] == "2999-03-10T00:00:00Z"
+    cleared = client.patch(url, json={"content": "The Mars budget is $55,000", "expires_at": None}, headers=owner)
+    assert cleared.status_code == 200 and cleared.json()["expires_at"] is None
+    listed = {f["id"]: f for f in client.get("/v1/agents/A/memory/facts", headers=owner).json()["facts"]}
+    assert listed["f-agent-both"]["expires_at"] is None
+
+
+def test_an_owner_cannot_edit_a_fact_whose_expiry_passed_back_to_life(api, client, owner):
+    from datetime import timedelta
+
+    from pipeline.store.port import FactUpdate
+
+    fact = api.deps.store.get_facts(["f-agent-both"])[0]
+    api.deps.store.update_fact("f-agent-both", FactUpdate(
+        content=fact.content, hash=fact.hash, embedding=fact.embedding, embedding_model=fact.embedding_model,
+        run_id="edit:test", now=api.deps.clock.now(), expires_at=api.deps.clock.now() - timedelta(seconds=1)))
+    response = client.patch("/v1/agents/A/memory/facts/f-agent-both",
+                            json={"content": "The Mars budget is $70,000", "expires_at": "2999-01-01T00:00:00Z"},
+                            headers=owner)
+    assert response.status_code == 409 and "expired at" in response.json()["why"], response.text
+    assert api.deps.store.get_facts(["f-agent-both"])[0].content == "The Mars budget is $50,000"

@@ -61,6 +61,12 @@ def test_an_edit_sets_an_expiry_in_the_future_only_and_an_expired_fact_leaves_th
     assert done.status_code == 200 and done.json()["expires_at"] == "2999-03-10T00:00:00Z", done.text
     [listed] = client.get("/v1/agents/A/users/u1/memory", headers=me).json()["facts"]
     assert listed["expires_at"] == "2999-03-10T00:00:00Z"
+    # null takes the expiry away (merge-patch); a missing field keeps it
+    cleared = client.patch(url, json={"content": "Alice's email is a@b.org", "expires_at": None}, headers=me)
+    assert cleared.status_code == 200 and cleared.json()["expires_at"] is None, cleared.text
+    again = client.patch(url, json={"content": "Alice's email is a@b.org", "expires_at": "2999-03-10T00:00:00Z"},
+                         headers=me)
+    assert again.json()["expires_at"] == "2999-03-10T00:00:00Z"
     # the time passes (written to the store: the API takes no past expiry): out of the listing
     # and the context at once, before beat's task stamps it
     fact = api.deps.store.get_facts(["f-u1"])[0]

@@ -59,3 +59,28 @@ def test_an_owner_curates_the_agents_shared_memory_from_the_command_line(store, 
     entries = json.loads(capsys.readouterr().out)
     assert {"item.edit", "item.delete", "blob.edit", "blob.replace"} <= {e["action"] for e in entries}
     assert "13,000" not in json.dumps(entries) and "bullet points" not in json.dumps(entries)
+
+
+def test_an_owner_sets_and_clears_a_facts_expiry_from_the_command_line(store, capsys):
+    text = "The launch budget is 12,000 euros"
+    assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "2020-01-01"]) == 2
+    assert "--expires" in capsys.readouterr().err and store.get_facts(["f1"])[0].version == 1
+    assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "next week"]) == 2
+    assert "expected a date such as" in capsys.readouterr().err
+    assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "2999-03-10"]) == 0
+    assert store.get_facts(["f1"])[0].expires_at.isoformat() == "2999-03-11T00:00:00+00:00"  # the end of that day
+    capsys.readouterr()
+    assert cli.main(["curate", "facts", "A", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["expires_at"].startswith("2999-03-11") and listed["expired"] is False
+    assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--no-expiry"]) == 0
+    assert store.get_facts(["f1"])[0].expires_at is None
+
+
+def test_a_fact_whose_expiry_passed_is_listed_as_expired_and_not_edited(store, capsys):
+    store.insert_fact(fact("f-old", "The venue is booked until May", agent="A").model_copy(
+        update={"expires_at": T0}))
+    assert cli.main(["curate", "facts", "A"]) == 0
+    assert "The venue is booked until May (expired)" in capsys.readouterr().out
+    assert cli.main(["curate", "edit-fact", "A", "f-old", "--text", "The venue is booked until June"]) == 2
+    assert "expired at" in capsys.readouterr().err

@@ -92,7 +92,8 @@ class SQLiteFacts(FactStore):
                 "source_message_ids": list(dict.fromkeys([*fact.source_message_ids, *change.source_message_ids])),
                 "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *change.source_user_ids])),
                 "source_text": change.source_text or fact.source_text,
-                "expires_at": c.utc(change.expires_at) if change.expires_at else fact.expires_at,
+                "expires_at": None if change.clear_expiry else c.utc(change.expires_at) if change.expires_at
+                else fact.expires_at,
             }), insert=False)
             return True
 

@@ -91,3 +91,14 @@ def test_an_edit_sets_a_new_expiry_and_keeps_the_old_one_when_given_none(store):
                                        run_id="edit:2", expires_at=at(100) + timedelta(days=1), **change))
     assert store.get_facts(["f1"])[0].expires_at == at(100) + timedelta(days=1)
     assert store.expired_fact_ids(at(200), 10) == []
+
+
+def test_an_edit_can_clear_the_expiry_and_the_fact_is_no_longer_found_as_expired(store):
+    store.insert_fact(expiring("f1", "the count is due", 100))
+    store.update_fact("f1", FactUpdate(content="the count is due, some day", hash=text_hash("the count is due, some day"),
+                                       embedding=None, embedding_model=None, now=at(10), run_id="edit:1",
+                                       clear_expiry=True))
+    [edited] = store.get_facts(["f1"])
+    assert edited.expires_at is None and edited.version == 2
+    assert store.expired_fact_ids(at(200), 10) == []
+    assert validity.version_at(edited, at(500)).content == "the count is due, some day"
