@@ -12,9 +12,10 @@ from api.ui.web import HERE
 
 def mount(app: FastAPI) -> None:
     """Serve the inspector under ``/ui`` (pages) and ``/ui/static`` (vendored assets)."""
-    from api.ui import routes, routes_ops
+    from api.ui import routes, routes_ops, routes_owner
 
     app.state.ui_sessions = LoginSessions()
     app.mount("/ui/static", StaticFiles(directory=str(HERE / "static")), name="ui-static")
     app.include_router(routes.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_owner.router)
