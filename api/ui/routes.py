@@ -18,10 +18,12 @@ from api.access import reach, require_not_agent_key
 from api.audit import audit
 from api.auth import authenticate
 from api.errors import ApiError
-from api.ui import views
+from api.ui import own, views
+from api.ui.forms import expiry_change
 from api.ui.sessions import (COOKIE, LINK_TTL_S, LOGIN_COOKIE, SESSION_TTL_S, login_csrf_matches,
                              new_login_csrf)
 from api.ui.web import UiError, UiRoute, Viewer, check_csrf, check_origin, page, parse_as_of, sessions, viewer
+from pipeline.errors import InvalidInput
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 from schemas.values import IdChars
@@ -118,12 +120,17 @@ def home(request: Request, who: Who):
 #: in a URL)
 DONE = {"saved": "Saved: the fact below reads as you wrote it (a new version; the old one is in its history).",
         "deleted": "Deleted, with its history."}
+OWN_DONE = {"saved": "Saved: it now reads as you wrote it.", "deleted": "Removed: it is forgotten."}
 
 
 @router.get("/agents/{agent_id}/users/{user_id}")
 def user_page(request: Request, who: Who, agent_id: Id, user_id: Id, as_of: Annotated[str | None, Query(max_length=40)] = None,
               done: Annotated[str, Query(max_length=20)] = ""):
     found = reach(who.principal, agent_id, user_id=user_id, user_where="path user_id")
+    if who.kind == "user":  # the person themself: their own page, in plain words
+        ctx = _ctx(request)
+        return page(request, "own.html", who, agent_id=agent_id, user_id=found.user_id, done=OWN_DONE.get(done),
+                    **own.own_memory(ctx.store, agent_id, found.user_id, ctx.clock.now()))
     return _memory_page(request, who, agent_id, found.user_id, None, as_of, DONE.get(done))
 
 
@@ -198,11 +205,19 @@ def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
 # ------------------------------------------------------------------- own edits ------------
 @router.post("/agents/{agent_id}/users/{user_id}/facts/{item_id}/edit", dependencies=[Csrf])
 def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id,
-              content: Annotated[str, Form(min_length=1, max_length=2000)]):
+              content: Annotated[str, Form(min_length=1, max_length=2000)],
+              expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False):
     ctx, p = _ctx(request), who.principal
     require_not_agent_key(p, "editing memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
-    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content)
+    change = expiry_change(expires, no_expiry)
+    try:
+        user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content, expires_at=change.get("expires_at"),
+                              clear_expiry="expires_at" in change and change["expires_at"] is None)
+    except InvalidInput as exc:  # the rule names the JSON body's field; this form calls it "expires"
+        if exc.field != "expires_at":
+            raise
+        raise UiError(422, "invalid input", "form expires", exc.reason) from None
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)

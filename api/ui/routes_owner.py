@@ -22,10 +22,10 @@ from api import routes_curation, routes_owner
 from api.access import require_curator
 from api.errors import ApiError
 from api.ui import owner_views
+from api.ui.forms import expiry_change
 from api.ui.routes import Id, Who, _ctx
 from api.ui.web import FormId, UiError, UiRoute, check_csrf, page
 from pipeline.errors import InvalidInput
-from pipeline.formation.facts import parse_expiry
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.owner import InstructionScope, InstructionStage
@@ -103,22 +103,6 @@ def curate(request: Request, who: Who, agent_id: Id, done: Annotated[str, Query(
 
 
 # ------------------------------------------------------------------------ facts -----------
-def expiry_change(expires: str, no_expiry: bool) -> dict:
-    """The edit body's ``expires_at`` from a form: a date (its end, UTC, as extraction and
-    ``memoryctl curate --expires`` read one) sets it, the "no end date" box removes it, neither
-    leaves it as it is (the field is left out of the body, as a JSON client leaves it out)."""
-    if no_expiry:
-        if expires.strip():
-            raise UiError(422, "invalid request", "form expires", "give a date or tick \"no end date\", not both")
-        return {"expires_at": None}
-    if not expires.strip():
-        return {}
-    found = parse_expiry(expires)
-    if found is None:
-        raise UiError(422, "invalid request", "form expires", f"expected a date such as 2027-03-10, got {expires!r:.60}")
-    return {"expires_at": found}
-
-
 @router.post("/curate/facts/{item_id}/edit", dependencies=[Csrf])
 def edit_fact(request: Request, who: Who, agent_id: Id, item_id: Id, content: Text,
               expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False):

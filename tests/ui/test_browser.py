@@ -134,17 +134,24 @@ PAGES = [
     ("runs", "/ui/runs", "Formation runs"),
     ("cost", f"/ui/cost?agent={AGENT}", "Cost of model calls"),
     ("erasure", "/ui/erasure", "Erase or export a person"),
+    ("overview", f"/ui/agents/{AGENT}/overview", f"Overview of {AGENT}"),
+    ("curate", f"/ui/agents/{AGENT}/curate", f"Curate {AGENT}"),
 ]
 
 
 @pytest.mark.parametrize("name,path,title", PAGES, ids=[p[0] for p in PAGES])
 def test_each_page_opens_labelled_and_keyboard_reachable(driver, served, name, path, title):
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
     _open(driver, served, path)
     assert title in _h1(driver), driver.page_source[:2000]
     browser.shot(driver, name)
+    _check_accessible(driver)
+
+
+def _check_accessible(driver) -> None:
+    """The page's first Tab stop, labels and axe-core's verdict."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
     # the first Tab reaches the skip link, which moves the focus past the navigation
     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
     assert driver.switch_to.active_element.text == "Skip to content"
@@ -315,9 +322,11 @@ def test_a_user_token_opens_its_own_page_only(driver, served, formed):
 
     _sign_out(driver)
     _sign_in(driver, served, formed["tom"])
-    assert TOM in _h1(driver)
+    assert "remembers about you, and where it came from" in _h1(driver)
     browser.shot(driver, "user-own-page")
     assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav a")] == ["My memory"]
+    assert driver.find_element(By.CSS_SELECTOR, "nav a[aria-current='page']").text == "My memory"
+    _check_accessible(driver)
     # edit one of their facts, then delete another, through the page's forms
     box = driver.find_element(By.ID, "edit-1")
     box.clear()
@@ -339,7 +348,7 @@ def test_the_memory_pages_controls_say_and_keep_what_they_do(driver, served, for
     from selenium.webdriver.common.by import By
 
     _open(driver, served, f"/ui/agents/{AGENT}/users/{TOM}")  # still signed in as Tom
-    rows = driver.find_elements(By.XPATH, "//h2[starts-with(normalize-space(.), 'Edit or delete')]"
+    rows = driver.find_elements(By.XPATH, "//h2[starts-with(normalize-space(.), 'Things it remembers')]"
                                           "/following-sibling::table[1]/tbody/tr")
     assert rows
     for row in rows:  # a row offering Delete never says it is read-only
@@ -392,6 +401,36 @@ def test_an_erasure_shows_its_plan_asks_for_the_id_and_reports_the_verify(driver
     sessions = [a.text for a in driver.find_elements(By.CSS_SELECTOR, f"a[href^='/ui/agents/{AGENT}/sessions/']")]
     assert {MAYA, TOM} <= set(people) and "s2-launch-team" in sessions, (people, sessions)
     browser.shot(driver, "agents-after-erasure")
+
+
+def test_an_owner_curates_a_shared_fact_and_pauses_and_resumes_with_an_explicit_choice(driver, served):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, served, f"/ui/agents/{AGENT}/overview")  # still signed in as the admin
+    assert driver.find_element(By.CSS_SELECTOR, "nav.subnav a[aria-current='page']").text == "Overview"
+    driver.find_element(By.LINK_TEXT, "Curate").click()
+    browser.wait_until(lambda: _h1(driver).startswith("Curate"), 10)
+    box = driver.find_element(By.ID, "fact-1")
+    text = box.get_attribute("value")
+    box.clear()
+    box.send_keys(text + " (confirmed by the owner)")
+    # a date input's typing order follows the locale: set its value as the date picker does
+    driver.execute_script("arguments[0].value = '2999-03-10'", driver.find_element(By.ID, "expires-1"))
+    box.find_element(By.XPATH, "ancestor::form").find_element(By.XPATH, ".//button[text()='Save']").click()
+    browser.wait_until(lambda: driver.find_elements(By.ID, "done"), 10)
+    assert "Saved" in driver.find_element(By.ID, "done").text
+    assert "(confirmed by the owner)" in driver.page_source and "until 2999-03-11" in driver.page_source
+    driver.find_element(By.CSS_SELECTOR, "form[action$='/pause'] button").click()  # agent memory, the first choice
+    browser.wait_until(lambda: "Paused" in driver.find_element(By.ID, "done").text, 10)
+    resume = driver.find_element(By.CSS_SELECTOR, "form[action$='/resume']")
+    resume.find_element(By.TAG_NAME, "button").click()  # no choice made: the browser keeps the form
+    assert driver.find_elements(By.CSS_SELECTOR, "form[action$='/resume']")
+    assert "Paused" in driver.find_element(By.ID, "done").text
+    resume.find_element(By.CSS_SELECTOR, "input[name='backfill'][value='no']").click()
+    resume.find_element(By.TAG_NAME, "button").click()
+    browser.wait_until(lambda: "without backfill" in driver.find_element(By.ID, "done").text, 10)
+    browser.shot(driver, "curate-done")
+    _check_accessible(driver)
 
 
 def _counts(driver) -> dict[str, int]:

@@ -125,8 +125,8 @@ def test_a_user_token_sees_and_edits_its_own_memory_only(api):
         token = _sign_in(client, api.token(user="u1"))
         mine = client.get("/ui/")
         assert mine.status_code == 200 and "Alice&#39;s email" in mine.text and "Bob" not in mine.text
-        # shared knowledge the agent brings to the chat is shown, but leads nowhere a user may not go
-        assert "The Mars budget" in mine.text and '/ui/facts/f-agent-both"' not in mine.text
+        # their own page is about them: shared memory that rests on others too is not theirs to read here
+        assert "The Mars budget" not in mine.text and '/ui/facts/f-agent-both"' not in mine.text
         other = client.get("/ui/agents/A/users/u2")
         assert other.status_code == 403 and "its own user only" in other.text
         assert client.get("/ui/facts/f-u2").status_code == 404
@@ -142,13 +142,14 @@ def test_an_item_the_user_may_delete_is_never_called_read_only_and_each_change_i
     with _client(api) as client:
         token = _sign_in(client, api.token(user="u1"))
         page = client.get("/ui/agents/A/users/u1").text
-        row = re.search(r"<tr><td><a href=\"/ui/facts/f-agent-u1\">.*?</tr>", page, re.S).group(0)
-        assert 'class="danger"' in row and "read-only" not in row and "not editable" in row
+        shared = re.search(r'<h2 id="shared">.*?</table>', page, re.S).group(0)
+        row = re.search(r"<tr><td>The Mars launch is on 12 March</td>.*?</tr>", shared, re.S).group(0)
+        assert 'class="danger"' in row and "read-only" not in row and "<textarea" not in row
         saved = client.post("/ui/agents/A/users/u1/facts/f-u1/edit",
                             data={"content": "Alice's email is alice@work.example", "csrf": token})
         assert saved.status_code == 200 and 'id="done"' in saved.text and "Saved" in saved.text
         gone = client.post("/ui/agents/A/users/u1/facts/f-agent-u1/delete", data={"csrf": token})
-        assert "Deleted" in gone.text and not api.deps.store.get_facts(["f-agent-u1"])
+        assert "Removed" in gone.text and not api.deps.store.get_facts(["f-agent-u1"])
 
 
 def test_an_agent_key_reads_its_agent_but_edits_nothing(api):
