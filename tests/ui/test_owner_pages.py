@@ -190,3 +190,10 @@ def test_the_menu_marks_the_page_you_are_on(api):
             html = client.get(path).text
             current = re.findall(r'<a href="[^"]+" aria-current="page">([^<]+)</a>', html)
             assert current == [label], (path, current)
+
+
+def test_the_agent_menu_offers_the_fact_list_only_to_a_key_that_reads(api):
+    with _signed_in(api, api.keys["curator_a"]) as client:
+        assert "/ui/agents/A/facts" not in client.get("/ui/agents/A/curate").text
+    with _signed_in(api, api.keys["admin"]) as client:
+        assert 'href="/ui/agents/A/facts"' in client.get("/ui/agents/A/curate").text
