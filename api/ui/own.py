@@ -14,18 +14,23 @@ from api.ui.views import sections
 from schemas import api as m
 
 
+def _day(at: datetime) -> str:
+    """``3 March 2026``: a date as people write it (``%-d`` is not portable)."""
+    return f"{at.day} {at:%B %Y}"
+
+
 def _origin(item: m.MyFact | m.MyReflection) -> dict[str, Any]:
     """Where an item came from: the day it was first formed and, when the message is known, a
     link to it (the message page shows it among its neighbours)."""
     src = item.source
     link = f"/ui/messages/{src.session_id}/{src.message_ids[-1]}" if src.session_id and src.message_ids else None
-    return {"day": item.formed_at.strftime("%-d %B %Y"), "link": link,
+    return {"day": _day(item.formed_at), "link": link,
             "by_you": src.run_id is not None and src.run_id.startswith("edit:")}
 
 
 def _fact(f: m.MyFact) -> dict[str, Any]:
     return {"id": f.id, "content": f.content, "editable": f.editable, "origin": _origin(f),
-            "changed": len(f.history), "until": f.expires_at.strftime("%-d %B %Y, %H:%M UTC") if f.expires_at else None}
+            "changed": len(f.history), "until": f"{_day(f.expires_at)}, {f.expires_at:%H:%M} UTC" if f.expires_at else None}
 
 
 def own_memory(store, agent_id: str, user_id: str, now: datetime) -> dict[str, Any]:

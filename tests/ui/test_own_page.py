@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tests.api.harness import build, seed_memory, ui_sign_in
+from tests.api.harness import ui_sign_in
+from tests.ui.test_pages import _client, api  # noqa: F401  (the `api` fixture: agent A's seeded memory)
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 
 #: names from the code, the store and the API that mean nothing to the person reading
@@ -19,21 +20,18 @@ INTERNAL = ["scope_key", "scope key", "scope:", "user:", "session:", "agent:", "
 
 
 @pytest.fixture
-def api(store):
-    built = build(store)
-    seed_memory(store, built.deps.clock.now())
-    settings = store.get_agent_settings("A")
-    store.put_agent_settings(settings.model_copy(update={"name": "Juniper"}))
-    # the seed's notes read "reflection r-…": words a person could have said instead
-    store.edit_reflection("r-u1", "Alice prefers calls in the morning", built.deps.clock.now(), "test")
-    store.edit_reflection("r-agent-u1", "The team meets on Mondays", built.deps.clock.now(), "test")
-    return built
+def named(api):
+    """Agent A named Juniper, its notes in words a person could have said (the seed's read
+    "reflection r-…")."""
+    store, now = api.deps.store, api.deps.clock.now()
+    store.put_agent_settings(store.get_agent_settings("A").model_copy(update={"name": "Juniper"}))
+    store.edit_reflection("r-u1", "Alice prefers calls in the morning", now, "test")
+    store.edit_reflection("r-agent-u1", "The team meets on Mondays", now, "test")
+    return api
 
 
 def _me(api):
-    from fastapi.testclient import TestClient
-
-    client = TestClient(api.app, raise_server_exceptions=False)
+    client = _client(api)
     ui_sign_in(client, api.token(user="u1"))
     return client
 
@@ -46,8 +44,8 @@ def _seen(page: str) -> str:
     return markup.unescape(re.sub(r"<[^>]+>", " ", body) + " " + spoken)
 
 
-def test_the_own_page_says_in_plain_words_what_is_remembered_and_where_it_came_from(api):
-    with _me(api) as client:
+def test_the_own_page_says_in_plain_words_what_is_remembered_and_where_it_came_from(named):
+    with _me(named) as client:
         answer = client.get("/ui/", follow_redirects=True)
     assert answer.status_code == 200
     page = answer.text
@@ -64,13 +62,11 @@ def test_the_own_page_says_in_plain_words_what_is_remembered_and_where_it_came_f
     assert re.findall(r'<a href="[^"]+" aria-current="page">([^<]+)</a>', page) == ["My memory"]
 
 
-def test_the_internal_name_scan_catches_the_operators_view_of_the_same_memory(api):
+def test_the_internal_name_scan_catches_the_operators_view_of_the_same_memory(named):
     """The scan is not blind: the admin's memory page of the same person names scope keys and
     versions, which the own page must not."""
-    from fastapi.testclient import TestClient
-
-    with TestClient(api.app, raise_server_exceptions=False) as client:
-        ui_sign_in(client, api.keys["admin"])
+    with _client(named) as client:
+        ui_sign_in(client, named.keys["admin"])
         seen = _seen(client.get("/ui/agents/A/users/u1").text)
     assert [name for name in INTERNAL if name.lower() in seen.lower()]
 

@@ -11,21 +11,9 @@ from datetime import timedelta
 import pytest
 
 from pipeline.store.port import FactUpdate
-from tests.api.harness import build, seed_memory, ui_sign_in
+from tests.api.harness import ui_sign_in
+from tests.ui.test_pages import _client, api  # noqa: F401  (the `api` fixture: agent A's seeded memory)
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
-
-
-@pytest.fixture
-def api(store):
-    built = build(store)
-    seed_memory(store, built.deps.clock.now())
-    return built
-
-
-def _client(api):
-    from fastapi.testclient import TestClient
-
-    return TestClient(api.app, raise_server_exceptions=False)
 
 
 def _signed_in(api, credential: str):
