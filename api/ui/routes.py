@@ -22,8 +22,8 @@ from api.errors import ApiError
 from api.ui import views
 from api.ui.sessions import (COOKIE, LINK_TTL_S, LOGIN_COOKIE, SESSION_TTL_S, login_csrf_matches,
                              new_login_csrf)
-from api.ui.web import (Ctx, UiError, Viewer, any_viewer, check_csrf, check_origin, only_user_or_admin, page,
-                        parse_as_of, sessions, viewer)
+from api.ui.web import (Ctx, UiError, Viewer, any_viewer, check_csrf, check_origin, only_keys, only_user_or_admin,
+                        page, parse_as_of, sessions, viewer)
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 from schemas.values import IdChars
@@ -143,14 +143,12 @@ def _memory_page(request: Request, ctx: AppContext, who: Viewer, agent_id: str, 
                 as_of=as_of_text or "", shown=shown, mine=mine, done=done)
 
 
-@router.get("/agents/{agent_id}/facts", dependencies=[any_viewer("keys only; api.access.reach decides the agent")])
+@router.get("/agents/{agent_id}/facts", dependencies=[only_keys("the fact list of a scope")])
 def fact_list(request: Request, who: Who, ctx: Ctx, agent_id: Id,
               scope: Annotated[str, Query(max_length=300), IdChars] = "agent",
               page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1):
     """One scope key's live facts, a page at a time (an indexed read however many facts the
     agent has; a listing across every scope would sort them all)."""
-    if who.kind == "user":
-        raise UiError(403, "forbidden", "path agent_id", "a user token sees its own memory page only")
     reach(who.principal, agent_id)
     key = scope.strip() or "agent"
     if key != "agent" and not key.startswith(("user:", "session:")):

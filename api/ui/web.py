@@ -101,6 +101,11 @@ def only_user_or_admin(what: str):
     return permissions.not_agent_key(what, principal=viewer_principal)
 
 
+def only_keys(what: str):
+    """A page for agent and admin keys, not a user's token (which sees its own memory page)."""
+    return permissions.key(what, principal=viewer_principal)
+
+
 def any_viewer(what: str):
     """Any signed-in viewer; the page shows each only what it reaches (``what`` says how)."""
     return permissions.any_credential(what, principal=viewer_principal)
