@@ -161,7 +161,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        errors = exc.errors()
+        # a path parameter that both the route and its declared permission read is one error
+        errors = list({(tuple(e.get("loc", ())), e.get("msg")): e for e in exc.errors()}.values())
         first = errors[0] if errors else {}
         if first.get("type") == "json_invalid":
             # not JSON at all: the body cannot be read, which is 400, not an invalid value (422)
