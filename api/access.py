@@ -37,8 +37,7 @@ def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id
     (``api.membership.check_session``, with ``sessions`` the store, ``humans`` what a key
     declares, ``starts`` when the request may create it). ``needs``: the scope the request
     uses, ``read`` or ``publish`` (design §13: a curator's key may have neither)."""
-    if p.kind != "admin" and agent_id != p.agent_id:
-        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    require_agent(p, agent_id)
     _require_scope(p, needs)
     if p.kind == "user":
         if user_id is not None and user_id != p.user_id:
@@ -50,6 +49,12 @@ def reach(p: Principal, agent_id: str, *, user_id: str | None = None, session_id
     if session_id is not None:
         check_session(p, agent_id, session_id, sessions, where=session_where, humans=humans, starts=starts)
     return Reach(agent_id, user_id, session_id)
+
+
+def require_agent(p: Principal, agent_id: str, what: str = "") -> None:
+    """Any credential of ``agent_id``: an admin key, or a key or token of that agent."""
+    if p.kind != "admin" and agent_id != p.agent_id:
+        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
 
 
 def _require_scope(p: Principal, scope: str) -> None:
@@ -64,8 +69,7 @@ def require_curator(p: Principal, agent_id: str, what: str) -> None:
     (read, publish) nor a user token."""
     if p.kind == "user":
         raise Forbidden(f"{what} needs a key with the curate scope or an admin key", "header Authorization")
-    if p.kind != "admin" and agent_id != p.agent_id:
-        raise Forbidden(f"this credential reaches agent {p.agent_id!r} only", "path agent_id")
+    require_agent(p, agent_id)
     _require_scope(p, "curate")
 
 

@@ -76,18 +76,20 @@ _BEARER = HTTPBearer(auto_error=False, description="an API key (mk_...) or a use
 
 
 async def caller(request: Request, _declared=Depends(_BEARER)) -> Principal:
-    """The routes' dependency: ``principal``, with the bearer scheme declared in the OpenAPI
-    document. Async on purpose: its two reads (one indexed key lookup, one Redis script) take
-    tens to hundreds of microseconds, less than the hop to the thread pool that a sync
-    dependency costs on every request."""
-    return principal(request)
+    """The REST routes' dependency: the caller by its ``Authorization`` header (``admit``),
+    with the bearer scheme declared in the OpenAPI document. Async on purpose: its two reads
+    (one indexed key lookup, one Redis script) take tens to hundreds of microseconds, less
+    than the hop to the thread pool that a sync dependency costs on every request."""
+    request.state.principal = admit(request.app.state.ctx, request.headers.get("authorization"))
+    return request.state.principal
 
 
-def principal(request: Request) -> Principal:
-    """The caller of ``request``, authenticated, and counted against its rate limit (a FastAPI
-    dependency, or called from other ASGI code mounted in the app)."""
-    ctx = request.app.state.ctx
-    found = authenticate(request.headers.get("authorization"), keys=ctx.store, token_verifier=ctx.token_verifier)
+def admit(ctx, authorization_header: str | None) -> Principal:
+    """The one decision of who is calling, made for every door (REST, ``/mcp``, the inspector's
+    session): the credential authenticated, then counted against its rate limit. Each door
+    carries the credential its own way and presents a refusal its own way; none decides
+    itself. Raises ``Unauthenticated`` (401), ``RateLimited`` (429), or 503 when the
+    rate-limit store is unreachable."""
+    found = authenticate(authorization_header, keys=ctx.store, token_verifier=ctx.token_verifier)
     ctx.rate_limiter.check(found.credential_id)
-    request.state.principal = found
     return found

@@ -1,15 +1,21 @@
 """Every error the API answers with has one shape, ``schemas.api.Problem``: what went wrong,
 where (the parameter, header or path), and why. Never a traceback, never a 500 for bad input.
+
+The mapping from an exception to what, where and why is made here once, for every door; a
+door only presents it: JSON for the API, a page under a prefix that registered its renderer
+(``render_pages``: the inspector under ``/ui``). MCP's transport answers its refusals itself,
+before FastAPI sees the request (``api.mcp_http.refusal``).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipeline.errors import ConfigurationError, InvalidInput, StoreFileMissing, TransientError
@@ -60,6 +66,25 @@ def problem(status: int, what: str, where: str, why: str, headers: dict[str, str
     return JSONResponse(Problem(what=what, where=where, why=why).model_dump(), status_code=status, headers=headers)
 
 
+#: (request, status, what, where, why, headers) -> the response a door presents an error as
+PageRenderer = Callable[[Request, int, str, str, str, dict[str, str]], Response]
+
+
+def render_pages(app: FastAPI, prefix: str, render: PageRenderer) -> None:
+    """Present the errors of requests under ``prefix`` with ``render`` (a page) instead of JSON."""
+    app.state.error_pages = [*getattr(app.state, "error_pages", []), (prefix.rstrip("/"), render)]
+
+
+def answer(request: Request, status: int, what: str, where: str, why: str,
+           headers: dict[str, str] | None = None) -> Response:
+    """An error as the door asked presents it: the page of a registered prefix, else JSON."""
+    path = request.url.path
+    for prefix, render in getattr(request.app.state, "error_pages", ()):
+        if path == prefix or path.startswith(prefix + "/"):
+            return render(request, status, what, where, why, dict(headers or {}))
+    return problem(status, what, where, why, headers)
+
+
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
@@ -97,6 +122,16 @@ def place(request: Request, field: str) -> str:
     return field
 
 
+def _body_name(request: Request) -> str:
+    """How the route's body is named in an error: ``form`` for a form's fields (the
+    inspector's), ``body`` for a JSON body."""
+    from fastapi.params import Form
+
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    forms = [p for p in (dependant.body_params if dependant else []) if isinstance(p.field_info, Form)]
+    return "form" if forms else "body"
+
+
 def _allowed(request: Request) -> list[str]:
     """The methods some route serves at this path (a path served by several routes, GET and
     PUT, allows all of theirs; Starlette's own header names the first route's only)."""
@@ -121,48 +156,53 @@ def _unreadable(exc: Exception) -> str:
 
 
 def install(app: FastAPI) -> None:
-    """Answer every error in the one shape (FastAPI's own validation answer included)."""
+    """Map every error to the one shape (FastAPI's own validation answer included), presented
+    by the door the request came through (``answer``)."""
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # a path parameter that both the route and its declared permission read is one error
+        errors = list({(tuple(e.get("loc", ())), e.get("msg")): e for e in exc.errors()}.values())
         first = errors[0] if errors else {}
         if first.get("type") == "json_invalid":
             # not JSON at all: the body cannot be read, which is 400, not an invalid value (422)
             position = first.get("loc", ("body", 0))[-1]
-            return problem(400, "bad request", "body",
-                           f"not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {position}")
-        others = sorted({where_of(tuple(e.get("loc", ()))) for e in errors[1:]} - {where_of(tuple(first.get("loc", ())))})
+            return answer(request, 400, "bad request", "body",
+                          f"not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {position}")
+        body = _body_name(request)
+        wheres = [where_of((body, *loc[1:]) if loc[:1] == ("body",) else loc)
+                  for loc in (tuple(e.get("loc", ())) for e in errors)] or ["request"]
+        others = sorted(set(wheres[1:]) - {wheres[0]})
         why = str(first.get("msg", "invalid")) + (f" (and {len(errors) - 1} more, at {', '.join(others)})" if others
                                                    else f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
-        return problem(422, "invalid request", where_of(tuple(first.get("loc", ()))), why)
+        return answer(request, 422, "invalid request", wheres[0], why)
 
     @app.exception_handler(ApiError)
-    async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        return problem(exc.status, exc.what, exc.where, exc.why, exc.headers)
+    async def _api(request: Request, exc: ApiError) -> Response:
+        return answer(request, exc.status, exc.what, exc.where, exc.why, exc.headers)
 
     @app.exception_handler(InvalidInput)
-    async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return problem(422, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
+    async def _input(request: Request, exc: InvalidInput) -> Response:
+        return answer(request, 422, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
 
     @app.exception_handler(TransientError)
-    async def _transient(request: Request, exc: TransientError) -> JSONResponse:
+    async def _transient(request: Request, exc: TransientError) -> Response:
         log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
         headers = {"Retry-After": str(int(exc.retry_after or 1))}
-        return problem(503, "unavailable", "server", f"{type(exc).__name__}: try again shortly", headers)
+        return answer(request, 503, "unavailable", "server", f"{type(exc).__name__}: try again shortly", headers)
 
     @app.exception_handler(StoreFileMissing)
-    async def _store_missing(request: Request, exc: StoreFileMissing) -> JSONResponse:
+    async def _store_missing(request: Request, exc: StoreFileMissing) -> Response:
         # the operator's fix is in the message (the path, how to recreate it); nothing is read
         # from the deleted copy meanwhile
-        return problem(503, "store missing", "server", str(exc), {"Retry-After": "5"})
+        return answer(request, 503, "store missing", "server", str(exc), {"Retry-After": "5"})
 
     @app.exception_handler(ConfigurationError)
-    async def _config(request: Request, exc: ConfigurationError) -> JSONResponse:
-        return problem(503, "not configured", "server", str(exc))
+    async def _config(request: Request, exc: ConfigurationError) -> Response:
+        return answer(request, 503, "not configured", "server", str(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         what = {400: "bad request", 404: "not found", 405: "method not allowed"}.get(exc.status_code, "error")
         where = {404: f"path {request.url.path}", 405: f"path {request.url.path}", 400: "body"}.get(
             exc.status_code, "request")
@@ -173,10 +213,10 @@ def install(app: FastAPI) -> None:
             why = f"{request.method} is not served here; this path takes {headers['Allow']}"
         elif exc.status_code == 400 and exc.__cause__ is not None:
             why = _unreadable(exc)
-        return problem(exc.status_code, what, where, why, headers)
+        return answer(request, exc.status_code, what, where, why, headers)
 
     @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+    async def _bug(request: Request, exc: Exception) -> Response:
         # a programming error: logged with its traceback here, never sent to the caller
         log.exception("%s %s failed", request.method, request.url.path)
-        return problem(500, "internal error", "server", "the error was logged; no detail is sent to callers")
+        return answer(request, 500, "internal error", "server", "the error was logged; no detail is sent to callers")

@@ -1,6 +1,6 @@
 """The MCP server over streamable HTTP, mounted in the API app at ``/mcp`` (design §12).
 
-Every request is authenticated like any API request (``api.auth``: the same keys and tokens,
+Every request is admitted like any API request (``api.auth.admit``: the same keys and tokens,
 the same rate limit), and its identity is fixed before the SDK sees it, by the API's own reach
 rule (``api.access.connection``):
 - a user-bound token: its agent and user, and its session if it names one (else a session the
@@ -27,7 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 
 from api.access import connection
-from api.auth import Principal, authenticate
+from api.auth import Principal, admit
 from api.errors import ApiError
 from api.identity import Identity
 from api.mcp import SCOPE_KEY, build_server, connection_identity
@@ -66,9 +66,7 @@ class _Authenticated:
         await self.manager.handle_request(scope, receive, send)
 
     def _identity(self, headers: Headers) -> Identity:
-        found = authenticate(headers.get("authorization"), keys=self._ctx.store,
-                             token_verifier=self._ctx.token_verifier)
-        self._ctx.rate_limiter.check(found.credential_id)
+        found = admit(self._ctx, headers.get("authorization"))
         return identity_for(found, headers, sessions=self._ctx.store)
 
 

@@ -11,11 +11,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 
 from api import user_memory
-from api.access import require_curator
 from api.audit import audit
 from api.auth import Principal, caller
 from api.context import AppContext, app_context
 from api.errors import ApiError, NotFound
+from api.permissions import curator
 from api.routes_memory import AgentId
 from api.routes_users import ItemId, UserId
 from api.strict import known_query_only
@@ -48,19 +48,19 @@ def _agent_fact(ctx: AppContext, agent_id: str, fact_id: str):
     return found
 
 
-@router.get("/memory/facts", response_model=o.CuratedFacts, summary="The agent-scope facts, newest first")
+@router.get("/memory/facts", response_model=o.CuratedFacts, summary="The agent-scope facts, newest first",
+            dependencies=[curator("curating memory")])
 def list_facts(agent_id: AgentId, caller: Caller, ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50,
                offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> o.CuratedFacts:
-    require_curator(caller, agent_id, "curating memory")
     facts = ctx.store.list_facts(agent_id, AGENT, limit=limit, offset=offset)
     return o.CuratedFacts(agent_id=agent_id, total=ctx.store.count_facts(agent_id, AGENT),
                           facts=[user_memory.fact_out(f, True) for f in facts])
 
 
 @router.patch("/memory/facts/{item_id}", response_model=m.MyFact,
-              summary="Edit an agent-scope fact: an UPDATE with history, screened")
+              summary="Edit an agent-scope fact: an UPDATE with history, screened",
+              dependencies=[curator("curating memory")])
 def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
-    require_curator(caller, agent_id, "curating memory")
     fact = _agent_fact(ctx, agent_id, item_id)
     if expired(fact, ctx.clock.now()):  # out of reads already: it is shown as expired, not brought back by an edit
         raise ApiError("conflict", "path item_id", f"the fact expired at {fact.expires_at.isoformat()}; delete it, "
@@ -75,17 +75,17 @@ def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Call
 
 
 @router.get("/memory/reflections", response_model=o.CuratedReflections,
-            summary="The agent-scope reflections waiting for consolidation, oldest first")
+            summary="The agent-scope reflections waiting for consolidation, oldest first",
+            dependencies=[curator("curating memory")])
 def list_reflections(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CuratedReflections:
-    require_curator(caller, agent_id, "curating memory")
     return o.CuratedReflections(agent_id=agent_id, reflections=[
         user_memory.reflection_out(r, True) for r in ctx.store.unabsorbed_reflections(agent_id, AGENT)])
 
 
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
-              summary="Edit an agent-scope reflection waiting for consolidation, with history")
+              summary="Edit an agent-scope reflection waiting for consolidation, with history",
+              dependencies=[curator("curating memory")])
 def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyReflection:
-    require_curator(caller, agent_id, "curating memory")
     found = next((r for r in ctx.store.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
     if found is None:
         raise NotFound("no such agent-scope reflection waiting for consolidation", "path item_id")
@@ -98,13 +98,14 @@ def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller
     return user_memory.reflection_out(edited, True)
 
 
-@router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete an agent-scope fact, with its history")
+@router.delete("/memory/facts/{item_id}", response_model=m.Deleted,
+               summary="Delete an agent-scope fact, with its history", dependencies=[curator("curating memory")])
 def delete_fact(agent_id: AgentId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
     return _delete(agent_id, "facts", item_id, caller, ctx)
 
 
 @router.delete("/memory/reflections/{item_id}", response_model=m.Deleted,
-               summary="Delete a pending agent-scope reflection")
+               summary="Delete a pending agent-scope reflection", dependencies=[curator("curating memory")])
 def delete_reflection(agent_id: AgentId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Deleted:
     return _delete(agent_id, "reflections", item_id, caller, ctx)
 
@@ -112,7 +113,6 @@ def delete_reflection(agent_id: AgentId, item_id: ItemId, caller: Caller, ctx: C
 def _delete(agent_id: str, kind: Literal["facts", "reflections"], item_id: str, caller: Principal,
             ctx: AppContext) -> m.Deleted:
     """One route per kind, so each path's methods are the ones its document lists (``Allow``)."""
-    require_curator(caller, agent_id, "curating memory")
     if kind == "facts":
         item = _agent_fact(ctx, agent_id, item_id)
     else:
@@ -125,10 +125,10 @@ def _delete(agent_id: str, kind: Literal["facts", "reflections"], item_id: str, 
 
 
 @router.put("/memory/blob/sections/{section}", response_model=o.BlobOut,
-            summary="Rewrite one section of the agent's or a session's blob: a new version, the owner its source")
+            summary="Rewrite one section of the agent's or a session's blob: a new version, the owner its source",
+            dependencies=[curator("curating memory")])
 def edit_section(agent_id: AgentId, section: Annotated[str, Path(min_length=1, max_length=80)],
                  body: o.SectionEdit, caller: Caller, ctx: Ctx) -> o.BlobOut:
-    require_curator(caller, agent_id, "curating memory")
     key = body.scope if body.scope == "agent" else scope_key("session", session_id=body.session_id or "")
     if body.scope == "session" and not body.session_id:
         raise ApiError("invalid request", "body session_id", "a session blob names its session", status=422)
@@ -139,9 +139,9 @@ def edit_section(agent_id: AgentId, section: Annotated[str, Path(min_length=1, m
 
 
 @router.put("/users/{user_id}/memory/blob", response_model=o.BlobOut,
-            summary="Replace a user's blob (v1's POST /agents/{a}/memory): a new version, the owner its source")
+            summary="Replace a user's blob (v1's POST /agents/{a}/memory): a new version, the owner its source",
+            dependencies=[curator("replacing a user's memory")])
 def replace_user_blob(agent_id: AgentId, user_id: UserId, body: o.BlobReplace, caller: Caller, ctx: Ctx) -> o.BlobOut:
-    require_curator(caller, agent_id, "replacing a user's memory")
     blob = blobs.replace_user_blob(ctx.store, ctx.settings, agent_id, user_id, body.content,
                                    by=caller.credential_id, now=ctx.clock.now())
     _audit(ctx, caller, "blob.replace", agent_id, subject_digest(agent_id, user_id), version=blob.version)

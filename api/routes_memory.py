@@ -8,12 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response
 
-from api.access import reach, require_key
+from api.access import reach
 from api.auth import Principal, caller
 from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.context_view import structured
 from api.errors import Forbidden
+from api.permissions import key, of_agent
 from schemas import api as m
 from schemas.events import Id
 
@@ -32,7 +33,7 @@ _CONTEXT_RESPONSES = {200: {"content": {
 
 
 @router.get("/sessions/{session_id}/context", response_class=Response, responses=_CONTEXT_RESPONSES,
-            summary="The memory context for this session and user")
+            summary="The memory context for this session and user", dependencies=[of_agent("reading memory")])
 def get_context(
     agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
     format: Literal["xml", "json"] = "xml",
@@ -49,7 +50,8 @@ def get_context(
     return Response(data.model_dump_json(), media_type="application/json")
 
 
-@router.post("/sessions/{session_id}/search", response_model=m.SearchResponse, summary="search_facts")
+@router.post("/sessions/{session_id}/search", response_model=m.SearchResponse, summary="search_facts",
+             dependencies=[of_agent("searching memory")])
 def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, caller: Caller, ctx: Ctx) -> m.SearchResponse:
     where = reach(caller, agent_id, user_id=body.user_id, session_id=session_id, user_where="body user_id",
                   sessions=ctx.store)
@@ -62,7 +64,8 @@ def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, call
 
 
 @router.post("/sessions/{session_id}/messages", response_model=m.Published, status_code=202,
-             summary="Publish messages (fire-and-forget: accepted once the broker holds them)")
+             summary="Publish messages (fire-and-forget: accepted once the broker holds them)",
+             dependencies=[of_agent("publishing")])
 def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, caller: Caller, ctx: Ctx) -> m.Published:
     messages = [msg.model_dump(exclude_none=True) for msg in body.messages]
     users = list(body.session_users)
@@ -86,23 +89,23 @@ def publish(agent_id: AgentId, session_id: SessionId, body: m.PublishRequest, ca
     return m.Published(published=count)
 
 
-@router.post("/sessions/{session_id}/start", response_model=m.Accepted, summary="on_session_start")
+@router.post("/sessions/{session_id}/start", response_model=m.Accepted, summary="on_session_start",
+             dependencies=[key("starting a session")])
 def start_session(agent_id: AgentId, session_id: SessionId, body: m.SessionStart, caller: Caller, ctx: Ctx) -> m.Accepted:
-    require_key(caller, "starting a session")
     reach(caller, agent_id, session_id=session_id, sessions=ctx.store, humans=body.user_ids, needs="publish")
     ctx.service(agent_id).on_session_start(session_id=session_id, user_ids=body.user_ids)
     return m.Accepted()
 
 
-@router.post("/sessions/{session_id}/end", response_model=m.Accepted, status_code=202, summary="on_session_end")
+@router.post("/sessions/{session_id}/end", response_model=m.Accepted, status_code=202, summary="on_session_end",
+             dependencies=[key("ending a session")])
 def end_session(agent_id: AgentId, session_id: SessionId, caller: Caller, ctx: Ctx) -> m.Accepted:
-    require_key(caller, "ending a session")
     reach(caller, agent_id, session_id=session_id, sessions=ctx.store, needs="publish")
     ctx.service(agent_id).on_session_end(session_id=session_id)
     return m.Accepted()
 
 
-@router.get("/stats", response_model=m.Stats, summary="get_memory_stats")
+@router.get("/stats", response_model=m.Stats, summary="get_memory_stats", dependencies=[of_agent("reading stats")])
 def stats(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
           session_id: Annotated[Id | None, Query()] = None) -> m.Stats:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id",
@@ -110,7 +113,8 @@ def stats(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = None
     return m.Stats.model_validate(ctx.service(agent_id).get_memory_stats(user_id=where.user_id, session_id=where.session_id))
 
 
-@router.get("/status", response_model=m.Stats, summary="get_consolidation_status")
+@router.get("/status", response_model=m.Stats, summary="get_consolidation_status",
+            dependencies=[of_agent("reading the consolidation status")])
 def status(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = None,
            session_id: Annotated[Id | None, Query()] = None) -> m.Stats:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id, session_where="query session_id",

@@ -1,6 +1,6 @@
 """An owner's routes (design §13 "Owner controls"), under ``/v1/agents/{agent_id}``: Memory
 Instructions (read, set, clear, roll back) and pause and resume. Reached by an admin key or
-an agent key with the ``curate`` scope (``api.access.require_curator``); every change is
+an agent key with the ``curate`` scope (``api.permissions.curator``, declared on each route); every change is
 audited without its text."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from api.access import require_curator
 from api.audit import audit
 from api.auth import Principal, caller
 from api.context import AppContext, app_context
+from api.permissions import curator
 from api.routes_memory import AgentId
 from api.strict import known_query_only
 from pipeline.formation.screening import guard_for
@@ -41,9 +41,9 @@ def _audit(ctx: AppContext, who: Principal, action: str, agent_id: str, subject:
           counts=counts)
 
 
-@router.get("/instructions", response_model=o.InstructionsOut, summary="The agent's Memory Instructions")
+@router.get("/instructions", response_model=o.InstructionsOut, summary="The agent's Memory Instructions",
+            dependencies=[curator("reading instructions")])
 def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.InstructionsOut:
-    require_curator(caller, agent_id, "reading instructions")
     history = controls.list_instructions(ctx.store, agent_id)
     latest = {(i.stage, i.scope): i for i in history}
     return o.InstructionsOut(agent_id=agent_id, current=[_out(i) for i in latest.values() if i.text],
@@ -51,10 +51,10 @@ def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.Instructi
 
 
 @router.put("/instructions/{stage}/{scope}", response_model=o.InstructionOut,
-            summary="Set the instruction of a stage (and scope type): a new version")
+            summary="Set the instruction of a stage (and scope type): a new version",
+            dependencies=[curator("setting instructions")])
 def set_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionText, caller: Caller,
                     ctx: Ctx) -> o.InstructionOut:
-    require_curator(caller, agent_id, "setting instructions")
     found = controls.set_instruction(ctx.store, guard_for(ctx.settings), agent_id, stage, scope, body.text,
                                      by=caller.credential_id, now=ctx.clock.now())
     _audit(ctx, caller, "instructions.set", agent_id, f"{stage}:{scope}", version=found.version)
@@ -62,9 +62,9 @@ def set_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.I
 
 
 @router.delete("/instructions/{stage}/{scope}", response_model=o.InstructionOut,
-               summary="Clear the instruction of a stage (and scope type): a new, empty version")
+               summary="Clear the instruction of a stage (and scope type): a new, empty version",
+               dependencies=[curator("clearing instructions")])
 def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    require_curator(caller, agent_id, "clearing instructions")
     found = controls.clear_instruction(ctx.store, agent_id, stage, scope, by=caller.credential_id,
                                        now=ctx.clock.now())
     _audit(ctx, caller, "instructions.clear", agent_id, f"{stage}:{scope}", version=found.version)
@@ -72,27 +72,27 @@ def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller:
 
 
 @router.post("/instructions/{stage}/{scope}/rollback", response_model=o.InstructionOut,
-             summary="Bring back an earlier version's text: a new version")
+             summary="Bring back an earlier version's text: a new version",
+             dependencies=[curator("rolling instructions back")])
 def rollback_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionRollback,
                          caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    require_curator(caller, agent_id, "rolling instructions back")
     found = controls.rollback_instruction(ctx.store, guard_for(ctx.settings), agent_id, stage, scope, body.version,
                                           by=caller.credential_id, now=ctx.clock.now())
     _audit(ctx, caller, "instructions.rollback", agent_id, f"{stage}:{scope}", version=found.version)
     return _out(found)
 
 
-@router.get("/pauses", response_model=o.PausesOut, summary="What is paused for this agent")
+@router.get("/pauses", response_model=o.PausesOut, summary="What is paused for this agent",
+            dependencies=[curator("reading pauses")])
 def get_pauses(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.PausesOut:
-    require_curator(caller, agent_id, "reading pauses")
     return o.PausesOut(agent_id=agent_id, paused=[o.PauseOut.model_validate(p.model_dump())
                                                   for p in controls.list_pauses(ctx.store, agent_id)])
 
 
 @router.post("/pause", response_model=o.PauseOut,
-             summary="Pause formation for the agent, its agent memory or a session (content and events kept)")
+             summary="Pause formation for the agent, its agent memory or a session (content and events kept)",
+             dependencies=[curator("pausing memory")])
 def pause(agent_id: AgentId, body: o.PauseRequest, caller: Caller, ctx: Ctx) -> o.PauseOut:
-    require_curator(caller, agent_id, "pausing memory")
     found = controls.pause(ctx.store, agent_id, body.target, session_id=body.session_id, by=caller.credential_id,
                            now=ctx.clock.now())
     _audit(ctx, caller, "memory.pause", agent_id, body.target)
@@ -100,9 +100,9 @@ def pause(agent_id: AgentId, body: o.PauseRequest, caller: Caller, ctx: Ctx) -> 
 
 
 @router.post("/resume", response_model=o.Resumed,
-             summary="Resume formation; with backfill, form from the messages of the pause")
+             summary="Resume formation; with backfill, form from the messages of the pause",
+             dependencies=[curator("resuming memory")])
 def resume(agent_id: AgentId, body: o.ResumeRequest, caller: Caller, ctx: Ctx) -> o.Resumed:
-    require_curator(caller, agent_id, "resuming memory")
     now = ctx.clock.now()
     ended = controls.resume(ctx.store, agent_id, body.target, session_id=body.session_id, now=now)
     runs = backfill(ctx.store, agent_id, ended, now, ctx.settings.claim_lease_s) if body.backfill else []

@@ -11,10 +11,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from api.access import require_curator
 from api.audit import audit
 from api.auth import Principal, caller
 from api.errors import NotFound
+from api.permissions import curator
 from api.context import AppContext, app_context
 from api.routes_memory import AgentId
 from api.strict import known_query_only
@@ -30,10 +30,6 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["webhooks"], responses=
 SubId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
 Caller = Annotated[Principal, Depends(caller)]
 Ctx = Annotated[AppContext, Depends(app_context)]
-
-
-def _curator(caller: Principal, agent_id: str, what: str) -> None:
-    require_curator(caller, agent_id, what)
 
 
 def _owned(ctx: AppContext, subscription_id: str, agent_id: str) -> WebhookSubscription:
@@ -57,24 +53,24 @@ def _audit(ctx: AppContext, caller: Principal, action: str, agent_id: str, subje
           counts=counts)
 
 
-@router.post("/webhooks", response_model=w.SubscriptionCreated, status_code=201, summary="Subscribe a URL to the agent's events")
+@router.post("/webhooks", response_model=w.SubscriptionCreated, status_code=201,
+             summary="Subscribe a URL to the agent's events", dependencies=[curator("subscribing to webhooks")])
 def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    _curator(caller, agent_id, "subscribing to webhooks")
     sub = subscriptions.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
                                   include_content=body.include_content)
     _audit(ctx, caller, "webhook.create", agent_id, sub.subscription_id)
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
-@router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions")
+@router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions",
+            dependencies=[curator("reading webhook subscriptions")])
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
-    _curator(caller, agent_id, "reading webhook subscriptions")
     return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.list_subscriptions(agent_id)])
 
 
-@router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted, summary="Delete a subscription and its log")
+@router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted,
+               summary="Delete a subscription and its log", dependencies=[curator("deleting a webhook subscription")])
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
-    _curator(caller, agent_id, "deleting a webhook subscription")
     _owned(ctx, subscription_id, agent_id)
     gone = ctx.store.delete_subscription(subscription_id)
     _audit(ctx, caller, "webhook.delete", agent_id, subscription_id)
@@ -82,9 +78,9 @@ def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 
 
 @router.post("/webhooks/{subscription_id}/rotate", response_model=w.SubscriptionCreated,
-             summary="Sign with a new secret (the previous one keeps signing until dropped)")
+             summary="Sign with a new secret (the previous one keeps signing until dropped)",
+             dependencies=[curator("rotating a webhook secret")])
 def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    _curator(caller, agent_id, "rotating a webhook secret")
     sub = subscriptions.rotate(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now(),
                                drop_old=body.drop_old)
     _audit(ctx, caller, "webhook.rotate", agent_id, subscription_id)
@@ -92,27 +88,27 @@ def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: 
 
 
 @router.post("/webhooks/{subscription_id}/enable", response_model=w.SubscriptionOut,
-             summary="Switch a subscription that repeated failures switched off back on")
+             summary="Switch a subscription that repeated failures switched off back on",
+             dependencies=[curator("switching a webhook subscription on")])
 def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionOut:
-    _curator(caller, agent_id, "switching a webhook subscription on")
     sub = subscriptions.enable(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now())
     _audit(ctx, caller, "webhook.enable", agent_id, subscription_id)
     return _out(sub)
 
 
-@router.get("/webhook-deliveries", response_model=w.DeliveryList, summary="The delivery log, newest first")
+@router.get("/webhook-deliveries", response_model=w.DeliveryList, summary="The delivery log, newest first",
+            dependencies=[curator("reading the webhook delivery log")])
 def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
-    _curator(caller, agent_id, "reading the webhook delivery log")
     found = ctx.store.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
 
 @router.post("/webhook-deliveries/redeliver", response_model=w.Redelivered,
-             summary="Queue deliveries again, due now (beat's webhook sweep sends them)")
+             summary="Queue deliveries again, due now (beat's webhook sweep sends them)",
+             dependencies=[curator("redelivering webhooks")])
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
-    _curator(caller, agent_id, "redelivering webhooks")
     ids = [d.delivery_id for d in (ctx.store.get_delivery(i) for i in body.delivery_ids) if d and d.agent_id == agent_id]
     if body.failed:
         ids += [d.delivery_id for d in ctx.store.list_deliveries(agent_id=agent_id, status="failed", limit=1000)]

@@ -14,29 +14,27 @@ from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import RedirectResponse
 
 from api import user_memory
-from api.access import reach, require_not_agent_key
+from api.access import reach
 from api.audit import audit
 from api.auth import authenticate
+from api.context import AppContext
 from api.errors import ApiError
 from api.ui import own, views
 from api.ui.forms import expiry_change
 from api.ui.sessions import (COOKIE, LINK_TTL_S, LOGIN_COOKIE, SESSION_TTL_S, login_csrf_matches,
                              new_login_csrf)
-from api.ui.web import UiError, UiRoute, Viewer, check_csrf, check_origin, page, parse_as_of, sessions, viewer
+from api.ui.web import (Ctx, UiError, Viewer, any_viewer, check_csrf, check_origin, only_keys, only_user_or_admin,
+                        page, parse_as_of, sessions, viewer)
 from pipeline.errors import InvalidInput
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 from schemas.values import IdChars
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False)
 
 Who = Annotated[Viewer, Depends(viewer)]
 Id = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f/]+$"), IdChars]
 Csrf = Depends(check_csrf)
-
-
-def _ctx(request: Request):
-    return request.app.state.ctx
 
 
 def _signed_in(request: Request, credential: str) -> RedirectResponse:
@@ -54,7 +52,7 @@ def login_form(request: Request):
 
 
 @router.post("/login")
-def login(request: Request, credential: Annotated[str, Form(max_length=4096)] = "",
+def login(request: Request, ctx: Ctx, credential: Annotated[str, Form(max_length=4096)] = "",
           csrf: Annotated[str, Form(max_length=128)] = ""):
     """A key or user token typed into the form (a POST body, never a URL). Log-in CSRF (a
     page elsewhere signing the browser in as the attacker) is refused twice: the post must come
@@ -63,7 +61,6 @@ def login(request: Request, credential: Annotated[str, Form(max_length=4096)] = 
     if not login_csrf_matches(request.cookies.get(LOGIN_COOKIE), csrf):
         raise UiError(403, "refused", "form csrf",
                       "the log-in form's CSRF token is missing or stale; reload the log-in page and try again")
-    ctx = _ctx(request)
     try:
         authenticate(f"Bearer {credential.strip()}", keys=ctx.store, token_verifier=ctx.token_verifier)
     except ApiError as exc:
@@ -104,12 +101,12 @@ def logout(request: Request):
 
 
 # ------------------------------------------------------------------------ agents ----------
-@router.get("/")
-def home(request: Request, who: Who):
+@router.get("/", dependencies=[any_viewer("each sees the agents it reaches")])
+def home(request: Request, who: Who, ctx: Ctx):
     p = who.principal
     if p.kind == "user":
         return RedirectResponse(f"/ui/agents/{p.agent_id}/users/{p.user_id}", status_code=303)
-    rows = views.agents(_ctx(request).store)
+    rows = views.agents(ctx.store)
     if p.kind == "agent":
         rows = [r for r in rows if r.agent_id == p.agent_id]
     return page(request, "agents.html", who, agents=rows)
@@ -123,28 +120,27 @@ DONE = {"saved": "Saved: the fact below reads as you wrote it (a new version; th
 OWN_DONE = {"saved": "Saved: it now reads as you wrote it.", "deleted": "Removed: it is forgotten."}
 
 
-@router.get("/agents/{agent_id}/users/{user_id}")
-def user_page(request: Request, who: Who, agent_id: Id, user_id: Id, as_of: Annotated[str | None, Query(max_length=40)] = None,
+@router.get("/agents/{agent_id}/users/{user_id}", dependencies=[any_viewer("api.access.reach decides, by the path")])
+def user_page(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id,
+              as_of: Annotated[str | None, Query(max_length=40)] = None,
               done: Annotated[str, Query(max_length=20)] = ""):
     found = reach(who.principal, agent_id, user_id=user_id, user_where="path user_id")
     if who.kind == "user":  # the person themself: their own page, in plain words
-        ctx = _ctx(request)
         return page(request, "own.html", who, agent_id=agent_id, user_id=found.user_id, done=OWN_DONE.get(done),
                     **own.own_memory(ctx.store, agent_id, found.user_id, ctx.clock.now()))
-    return _memory_page(request, who, agent_id, found.user_id, None, as_of, DONE.get(done))
+    return _memory_page(request, ctx, who, agent_id, found.user_id, None, as_of, DONE.get(done))
 
 
-@router.get("/agents/{agent_id}/sessions/{session_id}")
-def session_page(request: Request, who: Who, agent_id: Id, session_id: Id,
+@router.get("/agents/{agent_id}/sessions/{session_id}",
+            dependencies=[any_viewer("api.access.reach decides, by the path")])
+def session_page(request: Request, who: Who, ctx: Ctx, agent_id: Id, session_id: Id,
                  as_of: Annotated[str | None, Query(max_length=40)] = None):
-    ctx = _ctx(request)
     found = reach(who.principal, agent_id, session_id=session_id, sessions=ctx.store)
-    return _memory_page(request, who, agent_id, found.user_id, session_id, as_of)
+    return _memory_page(request, ctx, who, agent_id, found.user_id, session_id, as_of)
 
 
-def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | None, session_id: str | None,
-                 as_of_text: str | None, done: str | None = None):
-    ctx = _ctx(request)
+def _memory_page(request: Request, ctx: AppContext, who: Viewer, agent_id: str, user_id: str | None,
+                 session_id: str | None, as_of_text: str | None, done: str | None = None):
     as_of = parse_as_of(as_of_text)
     shown = views.memory(ctx.store, ctx.service(agent_id), agent_id, user_id=user_id, session_id=session_id,
                          as_of=as_of, now=ctx.clock.now())
@@ -153,25 +149,22 @@ def _memory_page(request: Request, who: Viewer, agent_id: str, user_id: str | No
                 as_of=as_of_text or "", shown=shown, mine=mine, done=done)
 
 
-@router.get("/agents/{agent_id}/facts")
-def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Query(max_length=300), IdChars] = "agent",
+@router.get("/agents/{agent_id}/facts", dependencies=[only_keys("the fact list of a scope")])
+def fact_list(request: Request, who: Who, ctx: Ctx, agent_id: Id,
+              scope: Annotated[str, Query(max_length=300), IdChars] = "agent",
               page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1):
     """One scope key's live facts, a page at a time (an indexed read however many facts the
     agent has; a listing across every scope would sort them all)."""
-    if who.kind == "user":
-        raise UiError(403, "forbidden", "path agent_id", "a user token sees its own memory page only")
     reach(who.principal, agent_id)
     key = scope.strip() or "agent"
     if key != "agent" and not key.startswith(("user:", "session:")):
         raise UiError(422, "invalid scope", "query scope", f"expected agent, user:<id> or session:<id>, got {key!r}")
-    ctx = _ctx(request)
     found = views.fact_page(ctx.store, agent_id, key, page_no, ctx.clock.now())
     return page(request, "facts.html", who, agent_id=agent_id, scope=key, **found)
 
 
-@router.get("/facts/{fact_id}")
-def fact_page(request: Request, who: Who, fact_id: Id):
-    ctx = _ctx(request)
+@router.get("/facts/{fact_id}", dependencies=[any_viewer("a fact is shown to whom it may be (_may_see_fact)")])
+def fact_page(request: Request, who: Who, ctx: Ctx, fact_id: Id):
     fact = next(iter(ctx.store.get_facts([fact_id])), None)
     if fact is None or not _may_see_fact(who, fact):
         raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
@@ -189,9 +182,9 @@ def _may_see_fact(who: Viewer, fact) -> bool:
     return fact.scope_key == scope_key("user", user_id=p.user_id) or set(fact.source_user_ids) == {p.user_id}
 
 
-@router.get("/messages/{session_id}/{message_id}")
-def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
-    ctx = _ctx(request)
+@router.get("/messages/{session_id}/{message_id}",
+            dependencies=[any_viewer("api.access.reach decides, by the session")])
+def message_page(request: Request, who: Who, ctx: Ctx, session_id: Id, message_id: Id):
     session = ctx.store.get_session(session_id)
     if session is None:
         raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
@@ -203,12 +196,12 @@ def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
 
 
 # ------------------------------------------------------------------- own edits ------------
-@router.post("/agents/{agent_id}/users/{user_id}/facts/{item_id}/edit", dependencies=[Csrf])
-def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id,
+@router.post("/agents/{agent_id}/users/{user_id}/facts/{item_id}/edit",
+             dependencies=[Csrf, only_user_or_admin("editing memory")])
+def edit_fact(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id, item_id: Id,
               content: Annotated[str, Form(min_length=1, max_length=2000)],
               expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False):
-    ctx, p = _ctx(request), who.principal
-    require_not_agent_key(p, "editing memory")
+    p = who.principal
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
     change = expiry_change(expires, no_expiry)
     try:
@@ -223,13 +216,13 @@ def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)
 
 
-@router.post("/agents/{agent_id}/users/{user_id}/{kind}/{item_id}/delete", dependencies=[Csrf])
-def delete_item(request: Request, who: Who, agent_id: Id, user_id: Id, kind: Id, item_id: Id):
-    ctx, p = _ctx(request), who.principal
+@router.post("/agents/{agent_id}/users/{user_id}/{kind}/{item_id}/delete",
+             dependencies=[Csrf, only_user_or_admin("deleting memory")])
+def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id, kind: Id, item_id: Id):
+    p = who.principal
     kinds = {"facts": "fact", "reflections": "reflection"}
     if kind not in kinds:
         raise UiError(404, "not found", "path kind", "expected facts or reflections")
-    require_not_agent_key(p, "deleting memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
     subject = subject_digest(agent_id, user)
     user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}")

@@ -13,34 +13,34 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.access import reach, require_admin
+from api.access import reach
 from api.audit import audit
 from api.ui import erasure, views
-from api.ui.routes import Id, Who, _ctx
-from api.ui.web import FormId, QueryId, UiError, UiRoute, check_csrf, page, parse_as_of
+from api.ui.routes import Id, Who
+from api.ui.web import Ctx, FormId, QueryId, UiError, any_viewer, check_csrf, only_admin, page, parse_as_of
 from ops.caps import caps_report
 from ops.cost import cost_report
 from ops.runs import REPLAYABLE, list_run_summaries, replay_failed, run_summary
 from schemas.access import subject_digest
 from workers.deps import provider_limits
 
-router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False)
 Csrf = Depends(check_csrf)
 Field = FormId
 RunStatus = Literal["", "claimed", "running", "done", "failed", "dead", "erased"]
 
 
 # ------------------------------------------------------------------------ search ----------
-@router.get("/search")
+@router.get("/search", dependencies=[any_viewer("the form; searching is reached per request")])
 def search_form(request: Request, who: Who):
     return page(request, "search.html", who, form={}, answer=None)
 
 
-@router.post("/search", dependencies=[Csrf])
-def search(request: Request, who: Who, agent_id: Field, session_id: Field, query: Annotated[str, Form(max_length=2000)],
+@router.post("/search", dependencies=[Csrf, any_viewer("api.access.reach decides, by the form's ids")])
+def search(request: Request, who: Who, ctx: Ctx, agent_id: Field, session_id: Field,
+           query: Annotated[str, Form(max_length=2000)],
            user_id: Field = "", as_of: Annotated[str, Form(max_length=40)] = "",
            top_k: Annotated[int, Form(ge=1, le=50)] = 10):
-    ctx = _ctx(request)
     if not query.strip():
         raise UiError(422, "invalid request", "form query", "the query is blank")
     found = reach(who.principal, agent_id.strip(), user_id=user_id.strip() or None, session_id=session_id.strip(),
@@ -57,25 +57,22 @@ def search(request: Request, who: Who, agent_id: Field, session_id: Field, query
 
 
 # ------------------------------------------------------------------------ runs ------------
-@router.get("/runs")
-def runs(request: Request, who: Who, status: RunStatus = "", agent: QueryId = "",
+@router.get("/runs", dependencies=[only_admin("runs")])
+def runs(request: Request, who: Who, ctx: Ctx, status: RunStatus = "", agent: QueryId = "",
          session: QueryId = "", since: Annotated[str, Query(max_length=40)] = "",
          limit: Annotated[int, Query(ge=1, le=1000)] = 100):
-    require_admin(who.principal, "runs")
     after = parse_as_of(since, "query since")
-    found = list_run_summaries(_ctx(request).store, status=status or None, agent_id=agent or None,
+    found = list_run_summaries(ctx.store, status=status or None, agent_id=agent or None,
                                session_id=session or None, limit=limit)
     if after is not None:
         found = [r for r in found if r["created_at"] >= after.isoformat()]
-    settings = _ctx(request).settings
+    settings = ctx.settings
     return page(request, "runs.html", who, runs=found, limits=provider_limits(settings) if settings.llm_rate_limits else {},
                 filters={"status": status, "agent": agent, "session": session, "since": since, "limit": limit})
 
 
-@router.get("/runs/{run_id}")
-def run_page(request: Request, who: Who, run_id: Id, replayed: bool = False):
-    require_admin(who.principal, "runs")
-    ctx = _ctx(request)
+@router.get("/runs/{run_id}", dependencies=[only_admin("runs")])
+def run_page(request: Request, who: Who, ctx: Ctx, run_id: Id, replayed: bool = False):
     run = ctx.store.get_run(run_id)
     if run is None:
         raise UiError(404, "not found", "path run_id", "no such run (erased, or never stored)")
@@ -84,10 +81,9 @@ def run_page(request: Request, who: Who, run_id: Id, replayed: bool = False):
                 replayed=replayed, **views.run_detail(run, run_summary(run)))
 
 
-@router.post("/runs/{run_id}/replay", dependencies=[Csrf])
-def replay(request: Request, who: Who, run_id: Id):
-    require_admin(who.principal, "replaying runs")
-    ctx, p = _ctx(request), who.principal
+@router.post("/runs/{run_id}/replay", dependencies=[Csrf, only_admin("replaying runs")])
+def replay(request: Request, who: Who, ctx: Ctx, run_id: Id):
+    p = who.principal
     result = replay_failed(ctx.store, ctx.clock.now(), ctx.settings.claim_lease_s, ctx.start_run, run_ids=[run_id])
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "replay_failed",
           counts={"replayed": len(result["replayed"]), "skipped": len(result["skipped"])})
@@ -95,10 +91,9 @@ def replay(request: Request, who: Who, run_id: Id):
 
 
 # ------------------------------------------------------------------------ cost ------------
-@router.get("/cost")
-def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, Query(max_length=40)] = ""):
-    require_admin(who.principal, "reading cost")
-    agents = [a.agent_id for a in views.agents(_ctx(request).store)]
+@router.get("/cost", dependencies=[only_admin("reading cost")])
+def cost(request: Request, who: Who, ctx: Ctx, agent: QueryId = "", since: Annotated[str, Query(max_length=40)] = ""):
+    agents = [a.agent_id for a in views.agents(ctx.store)]
     # the form's select shows the first agent when none is asked for: show that agent's cost
     agent = agent or (agents[0] if agents else "")
     if agent and agent not in agents:  # an agent opened by its id is the one the select shows
@@ -107,10 +102,9 @@ def cost(request: Request, who: Who, agent: QueryId = "", since: Annotated[str, 
     after = parse_as_of(since, "query since")
     if agent:
         for by in ("model", "stage", "day"):
-            report = cost_report(_ctx(request).store, agent, since=after, by=by)
+            report = cost_report(ctx.store, agent, since=after, by=by)
             charts[by] = {"report": report, "usd": views.bars(report["groups"], lambda g: g.get("usd") or 0.0),
                           "tokens": views.bars(report["groups"], _tokens)}
-    ctx = _ctx(request)
     caps = caps_report(ctx.store, ctx.settings, ctx.clock.now(), agent or None)
     return page(request, "cost.html", who, agent=agent, since=since, charts=charts, agents=agents, caps=caps)
 
@@ -120,9 +114,8 @@ def _tokens(group: dict) -> int:
 
 
 # ------------------------------------------------------------------------ erasure ---------
-@router.get("/erasure")
+@router.get("/erasure", dependencies=[only_admin("erasure")])
 def erasure_form(request: Request, who: Who):
-    require_admin(who.principal, "erasure")
     return page(request, "erasure.html", who, plan=None, result=None, form={})
 
 
@@ -134,22 +127,20 @@ def _target(user_id: str, agent_id: str, every_agent: bool) -> tuple[str, str | 
     return user_id.strip(), None if every_agent else agent_id.strip()
 
 
-@router.post("/erasure/plan", dependencies=[Csrf])
-def erasure_plan(request: Request, who: Who, user_id: Field, agent_id: Field = "",
+@router.post("/erasure/plan", dependencies=[Csrf, only_admin("erasure")])
+def erasure_plan(request: Request, who: Who, ctx: Ctx, user_id: Field, agent_id: Field = "",
                  every_agent: Annotated[bool, Form()] = False):
-    require_admin(who.principal, "erasure")
     user, agent = _target(user_id, agent_id, every_agent)
-    return page(request, "erasure.html", who, plan=erasure.plan(_ctx(request).store, user, agent), result=None,
+    return page(request, "erasure.html", who, plan=erasure.plan(ctx.store, user, agent), result=None,
                 form={"user_id": user, "agent_id": agent or "", "every_agent": every_agent})
 
 
-@router.post("/erasure/forget", dependencies=[Csrf])
-def erasure_forget(request: Request, who: Who, user_id: Field, confirm: Field, agent_id: Field = "",
+@router.post("/erasure/forget", dependencies=[Csrf, only_admin("erasure")])
+def erasure_forget(request: Request, who: Who, ctx: Ctx, user_id: Field, confirm: Field, agent_id: Field = "",
                    every_agent: Annotated[bool, Form()] = False):
-    require_admin(who.principal, "erasure")
     user, agent = _target(user_id, agent_id, every_agent)
     form = {"user_id": user, "agent_id": agent or "", "every_agent": every_agent}
-    ctx, p = _ctx(request), who.principal
+    p = who.principal
     if confirm.strip() != user:
         return page(request, "erasure.html", who, status=422, plan=erasure.plan(ctx.store, user, agent), result=None,
                     form=form, refused="the confirmation does not match the user id: nothing was erased")
@@ -160,12 +151,11 @@ def erasure_forget(request: Request, who: Who, user_id: Field, confirm: Field, a
     return page(request, "erasure.html", who, plan=None, result=result, form=form)
 
 
-@router.post("/erasure/export", dependencies=[Csrf])
-def erasure_export(request: Request, who: Who, user_id: Field, agent_id: Field = "",
+@router.post("/erasure/export", dependencies=[Csrf, only_admin("export-user")])
+def erasure_export(request: Request, who: Who, ctx: Ctx, user_id: Field, agent_id: Field = "",
                    every_agent: Annotated[bool, Form()] = False):
-    require_admin(who.principal, "export-user")
     user, agent = _target(user_id, agent_id, every_agent)
-    ctx, p = _ctx(request), who.principal
+    p = who.principal
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "export_user", agent_id=agent,
           subject=subject_digest(agent, user))
     # the file name carries the pseudonym, not the user id

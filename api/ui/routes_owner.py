@@ -3,7 +3,7 @@ curation page, whose forms edit and delete shared facts (with their expiry) and 
 reflections, rewrite the shared blob's sections, set, clear and roll back Memory Instructions,
 and pause and resume formation (backfill chosen explicitly).
 
-Reach is the owner routes' (``api.access.require_curator``): an admin key, or an agent key of
+Reach is the owner routes' (``api.permissions.curator``, declared on each route): an admin key, or an agent key of
 that agent with the ``curate`` scope. Every form carries the CSRF token and passes the origin
 check (``api.ui.web.check_csrf``), then calls the JSON route's own handler with the same body
 model, so that the checks, the audit entry and the cache invalidation are those of the HTTP API,
@@ -19,18 +19,17 @@ from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ValidationError
 
 from api import routes_curation, routes_owner
-from api.access import require_curator
 from api.errors import ApiError
 from api.ui import owner_views
 from api.ui.forms import expiry_change
-from api.ui.routes import Id, Who, _ctx
-from api.ui.web import FormId, UiError, UiRoute, check_csrf, page
+from api.ui.routes import Id, Who
+from api.ui.web import Ctx, FormId, UiError, check_csrf, only_curator, page
 from pipeline.errors import InvalidInput
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.owner import InstructionScope, InstructionStage
 
-router = APIRouter(prefix="/ui/agents/{agent_id}", route_class=UiRoute, include_in_schema=False)
+router = APIRouter(prefix="/ui/agents/{agent_id}", include_in_schema=False)
 Csrf = Depends(check_csrf)
 Text = Annotated[str, Form(min_length=1, max_length=4000)]
 Target = Annotated[Literal["all", "agent", "session"], Form()]
@@ -83,56 +82,47 @@ def _done(agent_id: str, key: str) -> RedirectResponse:
     return RedirectResponse(f"/ui/agents/{agent_id}/curate?done={key}", status_code=303)
 
 
-def _owner(request: Request, who, agent_id: str, what: str):
-    require_curator(who.principal, agent_id, what)
-    return _ctx(request)
-
 
 # ------------------------------------------------------------------------ pages -----------
-@router.get("/overview")
-def overview(request: Request, who: Who, agent_id: Id):
-    ctx = _owner(request, who, agent_id, "an agent's overview")
+@router.get("/overview", dependencies=[only_curator("an agent's overview")])
+def overview(request: Request, who: Who, ctx: Ctx, agent_id: Id):
     return page(request, "overview.html", who, **owner_views.overview(ctx.store, agent_id, ctx.clock.now()))
 
 
-@router.get("/curate")
-def curate(request: Request, who: Who, agent_id: Id, done: Annotated[str, Query(max_length=30)] = ""):
-    ctx = _owner(request, who, agent_id, "curating memory")
+@router.get("/curate", dependencies=[only_curator("curating memory")])
+def curate(request: Request, who: Who, ctx: Ctx, agent_id: Id, done: Annotated[str, Query(max_length=30)] = ""):
     return page(request, "curate.html", who, done=DONE.get(done), **owner_views.curation(ctx.store, agent_id,
                                                                                          ctx.clock.now()))
 
 
 # ------------------------------------------------------------------------ facts -----------
-@router.post("/curate/facts/{item_id}/edit", dependencies=[Csrf])
-def edit_fact(request: Request, who: Who, agent_id: Id, item_id: Id, content: Text,
+@router.post("/curate/facts/{item_id}/edit", dependencies=[Csrf, only_curator("curating memory")])
+def edit_fact(request: Request, who: Who, ctx: Ctx, agent_id: Id, item_id: Id, content: Text,
               expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False):
-    ctx = _owner(request, who, agent_id, "curating memory")
     body = _body(m.FactEdit, content=content, **expiry_change(expires, no_expiry))
     _call(routes_curation.edit_fact, agent_id=agent_id, item_id=item_id, body=body, caller=who.principal, ctx=ctx)
     return _done(agent_id, "fact")
 
 
-@router.post("/curate/{kind}/{item_id}/delete", dependencies=[Csrf])
-def delete_item(request: Request, who: Who, agent_id: Id, kind: Literal["facts", "reflections"], item_id: Id):
-    ctx = _owner(request, who, agent_id, "curating memory")
+@router.post("/curate/{kind}/{item_id}/delete", dependencies=[Csrf, only_curator("curating memory")])
+def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, kind: Literal["facts", "reflections"], item_id: Id):
     handler = routes_curation.delete_fact if kind == "facts" else routes_curation.delete_reflection
     _call(handler, agent_id=agent_id, item_id=item_id, caller=who.principal, ctx=ctx)
     return _done(agent_id, "fact-deleted" if kind == "facts" else "reflection-deleted")
 
 
-@router.post("/curate/reflections/{item_id}/edit", dependencies=[Csrf])
-def edit_reflection(request: Request, who: Who, agent_id: Id, item_id: Id, content: Text):
-    ctx = _owner(request, who, agent_id, "curating memory")
+@router.post("/curate/reflections/{item_id}/edit", dependencies=[Csrf, only_curator("curating memory")])
+def edit_reflection(request: Request, who: Who, ctx: Ctx, agent_id: Id, item_id: Id, content: Text):
     _call(routes_curation.edit_reflection, agent_id=agent_id, item_id=item_id, body=_body(m.FactEdit, content=content),
           caller=who.principal, ctx=ctx)
     return _done(agent_id, "reflection")
 
 
-@router.post("/curate/section", dependencies=[Csrf])
-def edit_section(request: Request, who: Who, agent_id: Id, section: Annotated[str, Form(min_length=1, max_length=80)],
+@router.post("/curate/section", dependencies=[Csrf, only_curator("curating memory")])
+def edit_section(request: Request, who: Who, ctx: Ctx, agent_id: Id,
+                 section: Annotated[str, Form(min_length=1, max_length=80)],
                  lines: Annotated[str, Form(max_length=20_000)] = ""):
     """One section of the shared summary, one line per bullet; no lines removes the section."""
-    ctx = _owner(request, who, agent_id, "curating memory")
     bullets = [line.strip().removeprefix("- ").strip() for line in lines.splitlines() if line.strip()]
     _call(routes_curation.edit_section, agent_id=agent_id, section=section.strip(),
           body=_body(o.SectionEdit, bullets=bullets), caller=who.principal, ctx=ctx)
@@ -140,13 +130,12 @@ def edit_section(request: Request, who: Who, agent_id: Id, section: Annotated[st
 
 
 # ------------------------------------------------------------------ instructions ----------
-@router.post("/instructions", dependencies=[Csrf])
-def instruction(request: Request, who: Who, agent_id: Id, stage: Annotated[InstructionStage, Form()],
+@router.post("/instructions", dependencies=[Csrf, only_curator("changing instructions")])
+def instruction(request: Request, who: Who, ctx: Ctx, agent_id: Id, stage: Annotated[InstructionStage, Form()],
                 scope: Annotated[InstructionScope, Form()], action: Annotated[Literal["set", "clear", "rollback"], Form()],
                 text: Annotated[str, Form(max_length=4000)] = "", version: Annotated[int | None, Form(ge=1)] = None):
     """Set (a new version with ``text``), clear (a new, empty version) or roll back (a new
     version with ``version``'s text) the instruction of a stage and scope type."""
-    ctx = _owner(request, who, agent_id, "changing instructions")
     args = {"agent_id": agent_id, "stage": stage, "scope": scope, "caller": who.principal, "ctx": ctx}
     if action == "set":
         _call(routes_owner.set_instruction, body=_body(o.InstructionText, text=text), **args)
@@ -160,20 +149,18 @@ def instruction(request: Request, who: Who, agent_id: Id, stage: Annotated[Instr
 
 
 # ------------------------------------------------------------------ pause, resume ---------
-@router.post("/pause", dependencies=[Csrf])
-def pause(request: Request, who: Who, agent_id: Id, target: Target, session_id: FormId = ""):
-    ctx = _owner(request, who, agent_id, "pausing memory")
+@router.post("/pause", dependencies=[Csrf, only_curator("pausing memory")])
+def pause(request: Request, who: Who, ctx: Ctx, agent_id: Id, target: Target, session_id: FormId = ""):
     body = _body(o.PauseRequest, target=target, session_id=session_id.strip() or None)
     _call(routes_owner.pause, agent_id=agent_id, body=body, caller=who.principal, ctx=ctx)
     return _done(agent_id, "paused")
 
 
-@router.post("/resume", dependencies=[Csrf])
-def resume(request: Request, who: Who, agent_id: Id, target: Target,
+@router.post("/resume", dependencies=[Csrf, only_curator("resuming memory")])
+def resume(request: Request, who: Who, ctx: Ctx, agent_id: Id, target: Target,
            backfill: Annotated[Literal["no", "yes"], Form()], session_id: FormId = ""):
     """Resuming asks whether to form the messages of the pause: the form has no default, so
     the choice is always the owner's (the HTTP API's default, no backfill, is the seed's)."""
-    ctx = _owner(request, who, agent_id, "resuming memory")
     body = _body(o.ResumeRequest, target=target, session_id=session_id.strip() or None, backfill=backfill == "yes")
     _call(routes_owner.resume, agent_id=agent_id, body=body, caller=who.principal, ctx=ctx)
     return _done(agent_id, "backfilled" if backfill == "yes" else "resumed")

@@ -1,6 +1,8 @@
-"""What every inspector page shares: the templates, the signed-in viewer (from the session
-cookie, authenticated again on every request by ``api.auth.authenticate``), the CSRF check of
-mutating forms, and errors rendered as a page (what, where, why), never a traceback.
+"""What every inspector page shares: the templates, the app's context, the signed-in viewer
+(from the session cookie, admitted again on every request by ``api.auth.admit``, as every door's
+caller is), the permissions of ``api.permissions`` applied to that viewer, the CSRF check of
+mutating forms, and how an error reads as a page (``error_page``, what ``api.errors`` answers
+with under ``/ui``): what, where, why, never a traceback; without a session, the log-in page.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Form, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
-from api.auth import Principal, authenticate
-from api.errors import ApiError, place, where_of
+from api import permissions
+from api.auth import Principal, admit
+from api.context import AppContext, app_context
+from api.errors import ApiError, Unauthenticated
 from api.ui.sessions import COOKIE, LoginSessions, UiSession, csrf_matches
-from pipeline.errors import InvalidInput, StoreFileMissing
 from schemas.values import ID_MAX_CHARS, IdChars, check_instant
 
 log = logging.getLogger("memory.ui")
@@ -36,16 +37,16 @@ FormId = Annotated[str, Form(max_length=ID_MAX_CHARS), IdChars]
 QueryId = Annotated[str, Query(max_length=ID_MAX_CHARS), IdChars]
 
 
-class UiError(Exception):
-    """A page other than the one asked for: status, what, where, why."""
+#: the app's shared context, as every inspector route takes it
+Ctx = Annotated[AppContext, Depends(app_context)]
+
+
+class UiError(ApiError):
+    """A page other than the one asked for: status, what, where, why (an ``ApiError``, so the
+    one error mapping of ``api.errors`` answers it)."""
 
     def __init__(self, status: int, what: str, where: str, why: str) -> None:
-        super().__init__(f"{what} ({where}): {why}")
-        self.status, self.what, self.where, self.why = status, what, where, why
-
-
-class SignIn(Exception):
-    """No valid session: the browser is sent to the log-in page."""
+        super().__init__(what, where, why, status=status)
 
 
 @dataclass(frozen=True)
@@ -67,20 +68,52 @@ def sessions(request: Request) -> LoginSessions:
 
 
 def viewer(request: Request) -> Viewer:
-    """FastAPI dependency: the signed-in viewer, or ``SignIn``."""
+    """FastAPI dependency: the signed-in viewer, the session's credential admitted as any
+    door's is (``api.auth.admit``). No session, or one whose credential is no longer valid
+    (revoked key, expired token: the session ends), raises ``Unauthenticated``, which a page
+    answers by sending the browser to the log-in page (``error_page``)."""
     session = sessions(request).get(request.cookies.get(COOKIE))
     if session is None:
-        raise SignIn()
-    ctx = request.app.state.ctx
+        raise Unauthenticated("not signed in", f"cookie {COOKIE}")
     try:
-        found = authenticate(f"Bearer {session.credential}", keys=ctx.store, token_verifier=ctx.token_verifier)
-    except ApiError:
-        sessions(request).close(request.cookies.get(COOKIE))  # revoked key or expired token: the session ends
-        raise SignIn() from None
-    ctx.rate_limiter.check(found.credential_id)
+        found = admit(request.app.state.ctx, f"Bearer {session.credential}")
+    except Unauthenticated:
+        sessions(request).close(request.cookies.get(COOKIE))
+        raise
     request.state.principal = found
     request.state.ui_viewer = Viewer(found, session)  # error pages keep the navigation and sign-out
     return request.state.ui_viewer
+
+
+async def viewer_principal(who: Annotated[Viewer, Depends(viewer)]) -> Principal:
+    """The signed-in viewer's principal: what the inspector's declared permissions judge
+    (async: a sync dependency costs a hop to the thread pool, for an attribute read)."""
+    return who.principal
+
+
+def only_admin(what: str):
+    """A page or form for admin keys only (``api.permissions.admin``, for the viewer)."""
+    return permissions.admin(what, principal=viewer_principal)
+
+
+def only_curator(what: str):
+    """An owner's page or form: an admin key, or the path agent's key with ``curate``."""
+    return permissions.curator(what, principal=viewer_principal)
+
+
+def only_user_or_admin(what: str):
+    """A change to a user's memory: the user's own token or an admin key, not an agent key."""
+    return permissions.not_agent_key(what, principal=viewer_principal)
+
+
+def only_keys(what: str):
+    """A page for agent and admin keys, not a user's token (which sees its own memory page)."""
+    return permissions.key(what, principal=viewer_principal)
+
+
+def any_viewer(what: str):
+    """Any signed-in viewer; the page shows each only what it reaches (``what`` says how)."""
+    return permissions.any_credential(what, principal=viewer_principal)
 
 
 async def check_csrf(request: Request) -> None:
@@ -117,39 +150,16 @@ def page(request: Request, name: str, who: Viewer | None, status: int = 200, **v
     return templates.TemplateResponse(request, name, {"who": who, **values}, status_code=status)
 
 
-def _error_page(request: Request, status: int, what: str, where: str, why: str) -> HTMLResponse:
+def error_page(request: Request, status: int, what: str, where: str, why: str,
+               headers: dict[str, str]) -> Response:
+    """How the inspector presents an error that ``api.errors`` mapped: without a valid session
+    (401) the log-in page; else a page saying what, where and why, keeping the navigation of
+    a signed-in viewer."""
+    if status == 401:
+        return RedirectResponse("/ui/login", status_code=303)
     who = getattr(request.state, "ui_viewer", None)
     return templates.TemplateResponse(request, "error.html", {"who": who, "what": what, "where": where, "why": why},
-                                      status_code=status)
-
-
-class UiRoute(APIRoute):
-    """Routes whose errors are pages: a bad parameter, a refused credential or a missing item
-    reads as what, where and why; no session sends the browser to the log-in page."""
-
-    def get_route_handler(self):
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except SignIn:
-                return RedirectResponse("/ui/login", status_code=303)
-            except UiError as exc:
-                return _error_page(request, exc.status, exc.what, exc.where, exc.why)
-            except ApiError as exc:
-                return _error_page(request, exc.status, exc.what, exc.where, exc.why)
-            except InvalidInput as exc:
-                return _error_page(request, 422, "invalid input", place(request, exc.field), exc.reason)
-            except StoreFileMissing as exc:
-                return _error_page(request, 503, "store missing", "server", str(exc))
-            except RequestValidationError as exc:
-                first = exc.errors()[0] if exc.errors() else {}
-                loc = tuple(first.get("loc", ()))
-                where = where_of(("form", *loc[1:]) if loc[:1] == ("body",) else loc)  # a page's body is its form
-                return _error_page(request, 422, "invalid request", where, first.get("msg", "not valid"))
-
-        return handle
+                                      status_code=status, headers=headers)
 
 
 def parse_as_of(text: str | None, where: str = "query as_of") -> datetime | None:

@@ -214,6 +214,9 @@ def test_a_broken_limit_is_named_and_the_others_are_placed(client, agent):
     assert answer.status_code == 422
     assert answer.json()["where"] == "body query" and "at most 3 items" in answer.json()["why"]
     assert "(and 1 more, at body top_k)" in answer.json()["why"]
+    # one broken id is one error, however many parts of the route read it
+    once = client.get("/v1/agents/" + "x" * 200 + "/stats", headers=agent)
+    assert once.status_code == 422 and once.json()["why"] == "String should have at most 128 characters"
 
 
 def test_a_refused_user_id_is_named_as_the_client_spelled_it(api, client):

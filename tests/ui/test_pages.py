@@ -185,6 +185,27 @@ def test_bad_input_reads_as_what_where_and_why(api):
         assert api.deps.store.get_facts(["f-u1"])
 
 
+def test_an_address_or_method_the_inspector_does_not_serve_reads_as_a_page(api):
+    """The inspector's errors are drawn by the one error mapping: under /ui a mistyped address or
+    a wrong method is a page saying what, where and why, not the API's JSON."""
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        missing = client.get("/ui/agents-typo")
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+        assert "path /ui/agents-typo" in missing.text and "Back to the start" in missing.text
+        wrong = client.put("/ui/search")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, POST"
+        assert "PUT is not served here" in wrong.text and wrong.headers["content-type"].startswith("text/html")
+
+
+def test_every_wrong_field_of_a_form_is_named(api):
+    with _client(api) as client:
+        token = _sign_in(client, api.keys["admin"])
+        bad = client.post("/ui/search", data={"csrf": token, "agent_id": "A", "session_id": "s", "top_k": "0"})
+        assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html")
+        assert "form query" in bad.text and "and 1 more, at form top_k" in bad.text
+
+
 def test_searches_travel_in_the_body_and_the_cookie_never_holds_the_credential(api):
     with _client(api) as client:
         token = _sign_in(client, api.keys["admin"])
