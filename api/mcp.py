@@ -100,10 +100,10 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         numbers, dates, emails, decisions said in earlier conversations). Returns the best
         matching facts, best first; an empty list means nothing relevant is remembered."""
         who = identity_of(ctx)
-        hits = await _call(service_for(who.agent_id).asearch_facts(
+        found = await _call(service_for(who.agent_id).afind_facts(
             query, session_id=who.session_id, user_id=who.user_id, top_k=SEARCH_TOP_K))
-        return SearchAnswer(facts=[FoundFact(content=h["content"], scope=h["scope"], age=h["age"], score=h["score"])
-                                   for h in hits])
+        return SearchAnswer(facts=[FoundFact(content=h.content, scope=h.scope, age=h.age, score=h.score)
+                                   for h in found.hits])
 
     async def get_memory_context(ctx: Context) -> str:
         """Everything remembered that belongs in mind right now, as one <MemoryContext> block:

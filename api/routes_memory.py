@@ -53,12 +53,10 @@ def get_context(
 def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, caller: Caller, ctx: Ctx) -> m.SearchResponse:
     where = reach(caller, agent_id, user_id=body.user_id, session_id=session_id, user_where="body user_id",
                   sessions=ctx.store)
-    found = ctx.service(agent_id).search_facts(
+    found = ctx.service(agent_id).find_facts(
         body.query, session_id=session_id, user_id=where.user_id, top_k=body.top_k, debug=body.debug, as_of=body.as_of,
     )
-    if isinstance(found, dict):
-        return m.SearchResponse(results=found["results"], debug=found.get("debug"))
-    return m.SearchResponse(results=found)
+    return m.SearchResponse(results=found.hits, debug=found.debug)
 
 
 @router.post("/sessions/{session_id}/messages", response_model=m.Published, status_code=202,

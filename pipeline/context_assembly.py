@@ -16,7 +16,7 @@ from functools import cached_property
 from pipeline import context, tracing, validity
 from pipeline.errors import InvalidInput
 from pipeline.packing import default_max_tokens, pack_context
-from pipeline.search.hits import FactHit
+from schemas.hits import SearchHit
 from pipeline.store.port import Store
 from schemas.documents import CachedContext, Fact
 from schemas.settings import Settings
@@ -75,7 +75,7 @@ class ContextAssembly:
 
     def build(
         self, view: context.Visibility, now: datetime, budget: int, *, as_of: datetime | None = None,
-        relevant: Sequence[FactHit] = (),
+        relevant: Sequence[SearchHit] = (),
     ) -> str:
         """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then
         (``pipeline.validity``). ``relevant`` (what a search for the current message found,

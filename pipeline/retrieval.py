@@ -24,7 +24,8 @@ from pipeline.search import scoring
 from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
 from pipeline.search.models import check_one_model
-from pipeline.search.hits import FactHit, Found
+from pipeline.search.hits import Found
+from schemas.hits import SearchHit
 from pipeline.search.port import FactSearch, Hit
 from pipeline.store.port import AccessStore, FactStore, IngestStore
 from pipeline.threads import shared_pool
@@ -369,7 +370,7 @@ def search_facts(
 
 def _live_hits(
     store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
-) -> list[FactHit]:
+) -> list[SearchHit]:
     facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []
     for item in merged:
@@ -380,7 +381,7 @@ def _live_hits(
             continue
         if expired(fact, now):
             continue
-        hits.append(FactHit(
+        hits.append(SearchHit(
             id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
             updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
             expires_at=fact.expires_at,
@@ -388,9 +389,9 @@ def _live_hits(
     return hits
 
 
-def _version_hit(version: FactVersion, score: float, as_of: datetime) -> FactHit:
+def _version_hit(version: FactVersion, score: float, as_of: datetime) -> SearchHit:
     fact = version.fact
-    return FactHit(
+    return SearchHit(
         id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
         updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
         # aged from when the text became valid: it may have been recorded after as_of (a replay)

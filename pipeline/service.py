@@ -38,7 +38,8 @@ from pipeline.clock import Clock
 from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.publisher import Publisher
-from pipeline.search.hits import FactHit, Found
+from pipeline.search.hits import Found
+from schemas.hits import SearchHit
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.validity import check_as_of
@@ -172,7 +173,7 @@ class MemoryService:
 
     def _relevant(
         self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
-    ) -> list[FactHit]:
+    ) -> list[SearchHit]:
         """What ``search_facts`` finds for ``query`` here, best first, in the view already read."""
         if not self.settings.context_relevant_facts:
             return []
@@ -195,12 +196,21 @@ class MemoryService:
         score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
         when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
         timezone-aware time; default now) searches the facts as they were valid then."""
+        return self.find_facts(query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
+                               as_of=as_of).documented()
+
+    def find_facts(
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
+    ) -> Found:
+        """``search_facts`` typed: the hits as ``SearchHit`` models, for a door that answers
+        with them as they are (the HTTP API's ``SearchResponse``, MCP)."""
         _require("session_id", session_id)
         _id("user_id", user_id)
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                            "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
-            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of).documented()
+            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of)
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
@@ -346,6 +356,14 @@ class MemoryService:
     ) -> list[dict[str, Any]] | dict[str, Any]:
         return await asyncio.to_thread(
             self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
+        )
+
+    async def afind_facts(
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
+    ) -> Found:
+        return await asyncio.to_thread(
+            self.find_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
         )
 
     async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
