@@ -40,12 +40,14 @@ def get_context(
     as_of: m.Instant | None = None, force_refresh: bool = False,
 ) -> Response:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id, sessions=ctx.store)
-    xml = ctx.service(agent_id).get_memory_context(
+    if format == "xml":
+        return Response(ctx.service(agent_id).get_memory_context(
+            session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens,
+            as_of=as_of), media_type="application/xml")
+    block = ctx.service(agent_id).memory_context(
         session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens, as_of=as_of,
     )
-    if format == "xml":
-        return Response(xml, media_type="application/xml")
-    data = structured(xml, agent_id=agent_id, session_id=session_id, user_id=where.user_id)
+    data = structured(block, agent_id=agent_id, session_id=session_id, user_id=where.user_id)
     return Response(data.model_dump_json(), media_type="application/json")
 
 

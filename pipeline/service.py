@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -46,6 +47,7 @@ from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from pipeline.visibility import read_visibility
 from schemas import events
+from schemas.context import ContextBlock
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
@@ -146,6 +148,25 @@ class MemoryService:
         was consolidated by then, the reflections buffered then. Such a context is never
         cached.
         """
+        with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
+            xml = context.render_xml(self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query))
+            tracing.set_attributes({"memory.context_chars": len(xml)})
+            return xml
+
+    def memory_context(
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None, query: str | None = None,
+    ) -> ContextBlock:
+        """``get_memory_context`` as the model it renders: the sections, relevant and recent
+        facts and omissions the XML shows, for a door that shows the same memory as data."""
+        with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
+
+    @contextmanager
+    def _context_call(
+        self, session_id: str, user_id: str | None, force_refresh: bool, as_of: datetime | None, query: str | None,
+    ) -> Iterator[datetime | None]:
+        """The arguments of a context call checked (``as_of`` given back, checked), and its span."""
         _require("session_id", session_id)
         _id("user_id", user_id)
         as_of = check_as_of(as_of)
@@ -155,16 +176,16 @@ class MemoryService:
                                                  "memory.user_id": user_id, "memory.force_refresh": force_refresh,
                                                  "memory.as_of": as_of.isoformat() if as_of else None,
                                                  "memory.query": query is not None}):
-            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
+            yield as_of
 
     def _memory_context(
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
-    ) -> str:
+    ) -> ContextBlock:
         budget = self._assembly.budget(max_tokens)
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
-            return ""  # master toggle off
+            return ContextBlock()  # master toggle off
         if as_of is None and query is None:
             return self._assembly.cached(view, session_id=session_id, user_id=user_id, now=self.clock.now(),
                                          budget=budget, force_refresh=force_refresh)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, StringConstraints, Tag
 
+from schemas.context import ContextFact, ContextSection
 from schemas.events import Role
 from schemas.hits import SearchHit
 from schemas.values import Id, Instant, TextChars
@@ -41,17 +42,6 @@ class Problem(BaseModel):
 
 
 # ------------------------------------------------------------------------ read side --------
-class ContextFact(BaseModel):
-    scope: str
-    text: str
-    age: str
-
-
-class ContextSection(BaseModel):
-    consolidated: str | None = None
-    recent_reflections: list[str] = Field(default_factory=list)
-
-
 class Omitted(BaseModel):
     blobs: int = 0
     relevant_facts: int = 0
