@@ -40,6 +40,7 @@ from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.publisher import Publisher
 from pipeline.search.hits import Found
+from pipeline.search.query import FactQuery, SearchClients
 from schemas.hits import SearchHit
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
@@ -203,10 +204,8 @@ class MemoryService:
 
     def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
         """``pipeline.retrieval.search_facts`` with this service's clients."""
-        return retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings, clock=self.clock,
-            agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query, **options,
-        )
+        clients = SearchClients(self.store, self.search, self.embedder, self.settings, self.clock)
+        return retrieval.search_facts(clients, FactQuery(self.agent_id, session_id, user_id, query, **options))
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(

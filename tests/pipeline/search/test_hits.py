@@ -16,6 +16,7 @@ from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.retrieval import search_facts
 from schemas.hits import SearchHit
 from pipeline.search.local import LocalFactSearch
+from pipeline.search.query import FactQuery, SearchClients
 from pipeline.service import MemoryService
 from schemas.api import SearchResponse
 from schemas.settings import Settings
@@ -67,8 +68,8 @@ def searched(store):
 
 def test_retrieval_hands_the_facade_the_stored_times_and_the_facade_writes_them_once(searched):
     store, service, clock = searched
-    found = search_facts(store=store, search=service.search, embedder=EMB, settings=service.settings, clock=clock,
-                         agent_id="a1", user_id="u1", session_id="s1", query="alice email", track_access=False)
+    found = search_facts(SearchClients(store, service.search, EMB, service.settings, clock),
+                         FactQuery("a1", "s1", "u1", "alice email", track_access=False))
     [stored] = store.get_facts(["f1"])
     [hit] = found.hits
     assert (hit.id, hit.formed_at, hit.updated_at, hit.age) == ("f1", stored.formed_at, stored.changed_at, "3h ago")
