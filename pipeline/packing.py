@@ -115,9 +115,10 @@ class _Pack:
         shown_relevant = [fact for k, fact in enumerate(self.relevant) if _Item("relevant", -1, k) in kept]
         return shape_context(shown_scopes, shown_facts, self.now, self._omitted(kept), shown_relevant)
 
-    def fits(self, kept: set[_Item], max_tokens: int) -> bool:
-        """Whether the context of ``kept``, as the agent reads it (XML), is within the budget."""
-        return estimate_tokens(render_xml(self.shape(kept))) <= max_tokens
+    def within(self, kept: set[_Item], max_tokens: int) -> ContextBlock | None:
+        """The context of ``kept`` if, as the agent reads it (XML), it is within the budget."""
+        block = self.shape(kept)
+        return block if estimate_tokens(render_xml(block)) <= max_tokens else None
 
     def _omitted(self, kept: set[_Item]) -> Omitted:
         left = [item for item in self.items if item not in kept]
@@ -141,10 +142,11 @@ def pack(
     was left out fits. ``relevant``: the facts a search for the current message found, best
     first."""
     pack = _Pack(scopes, facts, relevant, now)
-    everything = set(pack.items)
-    if pack.fits(everything, max_tokens):
-        return pack.shape(everything)
+    whole = pack.within(set(pack.items), max_tokens)
+    if whole is not None:
+        return whole
     kept: set[_Item] = set()
+    block = pack.within(kept, max_tokens)  # None: not even the note of what was left out fits
     short: str | None = None  # the first kind an item of which was left out
     for item in pack.items:
         if short is not None and item.kind != short:
@@ -152,11 +154,12 @@ def pack(
         if item.kind == "section" and item.index and _Item("section", item.scope_index, item.index - 1) not in kept:
             continue  # a blob keeps its sections from the top
         trial = kept | {item}
-        if pack.fits(trial, max_tokens):
-            kept = trial
+        fitting = pack.within(trial, max_tokens)
+        if fitting is not None:
+            kept, block = trial, fitting
         else:
             short = item.kind
-    return pack.shape(kept) if pack.fits(kept, max_tokens) else ContextBlock()
+    return block if block is not None else ContextBlock()
 
 
 def pack_context(
