@@ -67,6 +67,7 @@ def create_app(
     )
     app = FastAPI(
         title="Memory pipeline API", version=VERSION, openapi_url="/openapi.json", docs_url="/docs", redoc_url=None,
+        lifespan=mcp_http.lifespan,  # runs the /mcp endpoint's session manager
         description="Long-term memory of chat agents: context, search, publishing, users' own memory and "
                     "operations. Every route but /healthz takes `Authorization: Bearer <key or user token>`.",
     )

@@ -8,7 +8,8 @@ Three tools, described for a model:
 
 Agent, user and session come from the connection, never from the arguments: the tools have
 no such parameters, and their input schemas refuse unknown ones (``additionalProperties:
-false``; a call that passes ``user_id`` is an error, not a silently ignored hint). Over stdio
+false``; a call that passes ``user_id`` is an error, not a silently ignored hint: the SDK
+itself would drop it, see ``api.mcp_sdk``). Over stdio
 (``memoryctl mcp``) the identity is the process's environment (``api.identity``); over
 streamable HTTP (``api.mcp_http``) it is what the request's credential resolved to, put on the
 request by the authenticating wrapper before the SDK sees it.
@@ -18,7 +19,6 @@ No FastAPI here: the stdio server starts without the HTTP app.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from importlib.metadata import PackageNotFoundError, version
 from collections.abc import Callable
@@ -28,9 +28,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from api.identity import Identity
+from api.mcp_sdk import closed, quiet_server, refusing_undeclared
 from pipeline.errors import PipelineError
 from schemas.values import TextChars
 
@@ -100,10 +101,10 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         numbers, dates, emails, decisions said in earlier conversations). Returns the best
         matching facts, best first; an empty list means nothing relevant is remembered."""
         who = identity_of(ctx)
-        hits = await _call(service_for(who.agent_id).asearch_facts(
+        found = await _call(service_for(who.agent_id).afind_facts(
             query, session_id=who.session_id, user_id=who.user_id, top_k=SEARCH_TOP_K))
-        return SearchAnswer(facts=[FoundFact(content=h["content"], scope=h["scope"], age=h["age"], score=h["score"])
-                                   for h in hits])
+        return SearchAnswer(facts=[FoundFact(content=h.content, scope=h.scope, age=h.age, score=h.score)
+                                   for h in found.hits])
 
     async def get_memory_context(ctx: Context) -> str:
         """Everything remembered that belongs in mind right now, as one <MemoryContext> block:
@@ -138,13 +139,13 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
 
     readonly = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     tools = [
-        _strict(Tool.from_function(search_memory, annotations=readonly)),
-        _strict(Tool.from_function(get_memory_context, annotations=readonly)),
-        _strict(Tool.from_function(remember, annotations=ToolAnnotations(
+        closed(Tool.from_function(search_memory, annotations=readonly)),
+        closed(Tool.from_function(get_memory_context, annotations=readonly)),
+        closed(Tool.from_function(remember, annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False))),
     ]
-    return _leaving_logging_alone(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools,
-                                                    version=package_version()))
+    return quiet_server(lambda: MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=tools,
+                                          version=package_version(), middleware=[refusing_undeclared(tools)]))
 
 
 def package_version() -> str:
@@ -154,32 +155,6 @@ def package_version() -> str:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0+unknown"
-
-
-def _leaving_logging_alone(make):
-    """``make()`` with the root logger as it was: building an ``MCPServer`` calls
-    ``logging.basicConfig`` (a Rich handler at INFO), which inside the API app would print every
-    library's INFO lines; how a process logs is its owner's choice (uvicorn's, memoryctl's)."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        return make()
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-
-
-def _strict(tool: Tool) -> Tool:
-    """``tool`` with arguments it does not declare refused, in its schema and when called:
-    a model that adds ``user_id`` gets an error instead of another user's memory or a silent
-    drop (the SDK's argument models ignore extras by default)."""
-    base = tool.fn_metadata.arg_model
-    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid")})
-    parameters = strict.model_json_schema(by_alias=True)
-    assert parameters.get("additionalProperties") is False
-    return tool.model_copy(update={
-        "parameters": parameters, "fn_metadata": tool.fn_metadata.model_copy(update={"arg_model": strict}),
-    })
 
 
 async def _call(awaitable):

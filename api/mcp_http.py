@@ -96,14 +96,14 @@ def refusal(exc: ApiError) -> JSONResponse:
 
 def mount(app, ctx) -> None:
     """Serve MCP at ``/mcp`` of ``app`` (the API's FastAPI app), reading through ``ctx``'s
-    services; the SDK's session manager runs inside the app's lifespan."""
+    services. The SDK's session manager runs in the app's lifespan, which must be ``lifespan``
+    (given to ``FastAPI(lifespan=...)``: the wiring the SDK documents for FastAPI)."""
     server = build_server(ctx.service, connection_identity())
     endpoint = _Authenticated(ctx)
     app.add_route(PATH, endpoint, include_in_schema=False)
-    outer = app.router.lifespan_context
 
     @asynccontextmanager
-    async def lifespan(application):
+    async def running():
         server.streamable_http_app(
             stateless_http=True, json_response=True, max_request_body_size=ctx.api_settings.max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -111,9 +111,20 @@ def mount(app, ctx) -> None:
         endpoint.manager = server.session_manager
         try:
             async with endpoint.manager.run():
-                async with outer(application) as state:
-                    yield state
+                yield
         finally:
             endpoint.manager = None
 
-    app.router.lifespan_context = lifespan
+    app.state.mcp_running = running
+
+
+@asynccontextmanager
+async def lifespan(app):
+    """The app's lifespan: the mounted MCP endpoint's session manager runs as long as the app
+    (a new manager each time: the SDK runs one only once)."""
+    running = getattr(app.state, "mcp_running", None)
+    if running is None:  # an app without MCP
+        yield
+        return
+    async with running():
+        yield

@@ -41,12 +41,14 @@ def get_context(
     as_of: m.Instant | None = None, force_refresh: bool = False,
 ) -> Response:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id, sessions=ctx.store)
-    xml = ctx.service(agent_id).get_memory_context(
+    if format == "xml":
+        return Response(ctx.service(agent_id).get_memory_context(
+            session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens,
+            as_of=as_of), media_type="application/xml")
+    block = ctx.service(agent_id).memory_context(
         session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens, as_of=as_of,
     )
-    if format == "xml":
-        return Response(xml, media_type="application/xml")
-    data = structured(xml, agent_id=agent_id, session_id=session_id, user_id=where.user_id)
+    data = structured(block, agent_id=agent_id, session_id=session_id, user_id=where.user_id)
     return Response(data.model_dump_json(), media_type="application/json")
 
 
@@ -55,12 +57,10 @@ def get_context(
 def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, caller: Caller, ctx: Ctx) -> m.SearchResponse:
     where = reach(caller, agent_id, user_id=body.user_id, session_id=session_id, user_where="body user_id",
                   sessions=ctx.store)
-    found = ctx.service(agent_id).search_facts(
+    found = ctx.service(agent_id).find_facts(
         body.query, session_id=session_id, user_id=where.user_id, top_k=body.top_k, debug=body.debug, as_of=body.as_of,
     )
-    if isinstance(found, dict):
-        return m.SearchResponse(results=found["results"], debug=found.get("debug"))
-    return m.SearchResponse(results=found)
+    return m.SearchResponse(results=found.hits, debug=found.debug)
 
 
 @router.post("/sessions/{session_id}/messages", response_model=m.Published, status_code=202,

@@ -43,6 +43,7 @@ from pipeline.clock import Clock
 from pipeline.embeddings import open_embedder
 from pipeline.retrieval import Thresholds, rank_query, search_facts
 from pipeline.search.local import LocalFactSearch
+from pipeline.search.query import FactQuery, SearchClients
 from pipeline.store.sqlite import SQLiteStore
 from schemas.settings import Settings
 
@@ -165,9 +166,8 @@ def demo_precision(settings: Settings) -> dict:
             row: dict = {"query": q.query, "session": q.session, "user": q.user, "evidence": len(evidence)}
             for name, cut in limits.items():
                 results = search_facts(
-                    store=store, search=search, embedder=embedder, settings=settings, clock=Clock(),
-                    agent_id=DEMO_AGENT, user_id=q.user, session_id=q.session, query=q.query, top_k=TOP_K,
-                    thresholds=cut, track_access=False,
+                    SearchClients(store, search, embedder, settings, Clock()),
+                    FactQuery(DEMO_AGENT, q.session, q.user, q.query, top_k=TOP_K, thresholds=cut, track_access=False),
                 )
                 returned = [hit.id for hit in results.hits]
                 tallies[name].add(returned, evidence)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from xml.sax.saxutils import escape
 
+from schemas.context import ContextBlock, ContextFact, ContextSection, Omitted
 from schemas.documents import AgentSettings, CachedContext, scope_key
 from schemas.settings import Settings
 
@@ -101,59 +102,63 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-@dataclass(frozen=True)
-class Omitted:
-    """What a token budget left out of the context, by kind: whole blobs, ``[SECTION]``s cut
-    from the ends of the blobs shown, reflections, relevant facts and recent facts."""
+def shape_context(
+    scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, omitted: Omitted = Omitted(),
+    relevant: Sequence[FactLine] = (),
+) -> ContextBlock:
+    """The context as shown: a scope with nothing to show is left out, a blob is stripped, a
+    reflection or a fact is put on one line and a fact aged at ``now``. ``relevant``: the
+    facts a search for the current message found, best first."""
+    sections: dict[str, ContextSection] = {}
+    for memory in scopes:
+        reflections = [_one_line(r) for r in memory.reflections if r.strip()]
+        if memory.consolidated.strip() or reflections:
+            sections[memory.scope_key.split(":", 1)[0]] = ContextSection(
+                consolidated=memory.consolidated.strip() or None, recent_reflections=reflections)
 
-    blobs: int = 0
-    reflections: int = 0
-    facts: int = 0
-    relevant: int = 0
-    sections: int = 0
+    def shown(lines: Sequence[FactLine]) -> list[ContextFact]:
+        return [ContextFact(scope=f.scope, text=_one_line(f.content), age=format_age(f.changed_at, now)) for f in lines]
 
-    def __bool__(self) -> bool:
-        return bool(self.blobs or self.sections or self.reflections or self.facts or self.relevant)
+    return ContextBlock(sections=sections, relevant_facts=shown(relevant), facts=shown(facts), omitted=omitted)
 
-    def render(self) -> str:
-        """``<Omitted sections="2" facts="12"/>`` (a kind with nothing left out is not named)."""
-        counts = (("blobs", self.blobs), ("sections", self.sections), ("reflections", self.reflections),
-                  ("relevant_facts", self.relevant), ("facts", self.facts))
-        attrs = " ".join(f'{name}="{count}"' for name, count in counts if count)
-        return f"  <Omitted {attrs}/>"
+
+def render_xml(block: ContextBlock) -> str:
+    """The ``<MemoryContext>`` block the agent reads; "" when nothing shows and nothing was
+    omitted. The line saying what a budget left out comes last."""
+    parts: list[str] = []
+    for kind, section in block.sections.items():
+        inner: list[str] = []
+        if section.consolidated:
+            inner.append(f"    <Consolidated>{escape(section.consolidated)}</Consolidated>")
+        if section.recent_reflections:
+            lines = "\n".join(f"    - {escape(r)}" for r in section.recent_reflections)
+            inner.append(f"    <RecentReflections>\n{lines}\n    </RecentReflections>")
+        parts.append(f"  <{_SECTION[kind]}>\n" + "\n".join(inner) + f"\n  </{_SECTION[kind]}>")
+    for tag, shown in (("RelevantFacts", block.relevant_facts), ("Facts", block.facts)):
+        if shown:
+            lines = "\n".join(f"  - [{escape(f.scope)}] {escape(f.text)} ({f.age})" for f in shown)
+            parts.append(f"  <{tag}>\n{lines}\n  </{tag}>")
+    if block.omitted:
+        parts.append(_omitted_line(block.omitted))
+    if not parts:
+        return ""
+    return "<MemoryContext>\n" + "\n".join(parts) + "\n</MemoryContext>"
+
+
+def _omitted_line(omitted: Omitted) -> str:
+    """``<Omitted sections="2" facts="12"/>`` (a kind with nothing left out is not named)."""
+    counts = (("blobs", omitted.blobs), ("sections", omitted.sections), ("reflections", omitted.reflections),
+              ("relevant_facts", omitted.relevant), ("facts", omitted.facts))
+    attrs = " ".join(f'{name}="{count}"' for name, count in counts if count)
+    return f"  <Omitted {attrs}/>"
 
 
 def render_context(
     scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, omitted: Omitted = Omitted(),
     relevant: Sequence[FactLine] = (),
 ) -> str:
-    """The ``<MemoryContext>`` block; empty sections are left out, and "" when all are (and
-    nothing was omitted). ``omitted`` adds the line saying what a budget left out.
-    ``relevant``: the facts a search for the current message found, best first, in their own
-    ``<RelevantFacts>`` section before ``<Facts>``."""
-    parts: list[str] = []
-    for memory in scopes:
-        inner: list[str] = []
-        if memory.consolidated.strip():
-            inner.append(f"    <Consolidated>{escape(memory.consolidated.strip())}</Consolidated>")
-        lines = [f"    - {escape(_one_line(r))}" for r in memory.reflections if r.strip()]
-        if lines:
-            inner.append("    <RecentReflections>\n" + "\n".join(lines) + "\n    </RecentReflections>")
-        if inner:
-            tag = _SECTION[memory.scope_key.split(":", 1)[0]]
-            parts.append(f"  <{tag}>\n" + "\n".join(inner) + f"\n  </{tag}>")
-    for tag, shown in (("RelevantFacts", relevant), ("Facts", facts)):
-        if shown:
-            lines = [
-                f"  - [{escape(f.scope)}] {escape(_one_line(f.content))} ({format_age(f.changed_at, now)})"
-                for f in shown
-            ]
-            parts.append(f"  <{tag}>\n" + "\n".join(lines) + f"\n  </{tag}>")
-    if omitted:
-        parts.append(omitted.render())
-    if not parts:
-        return ""
-    return "<MemoryContext>\n" + "\n".join(parts) + "\n</MemoryContext>"
+    """``render_xml`` of ``shape_context``: the ``<MemoryContext>`` block of these memories."""
+    return render_xml(shape_context(scopes, facts, now, omitted, relevant))
 
 
 def fifo_since(settings: Settings, now: datetime) -> datetime:

@@ -15,9 +15,10 @@ from functools import cached_property
 
 from pipeline import context, tracing, validity
 from pipeline.errors import InvalidInput
-from pipeline.packing import default_max_tokens, pack_context
-from pipeline.search.hits import FactHit
+from pipeline.packing import default_max_tokens, pack
+from schemas.hits import SearchHit
 from pipeline.store.port import Store
+from schemas.context import ContextBlock
 from schemas.documents import CachedContext, Fact
 from schemas.settings import Settings
 
@@ -49,7 +50,7 @@ class ContextAssembly:
     def cached(
         self, view: context.Visibility, *, session_id: str, user_id: str | None, now: datetime, budget: int,
         force_refresh: bool = False,
-    ) -> str:
+    ) -> ContextBlock:
         """The context at ``now``, served from the session's cache while it is younger than
         the TTL, no version stamp of a scope it shows has moved and it was built for the same
         view and budget; otherwise (or with ``force_refresh``) built and cached again."""
@@ -57,31 +58,30 @@ class ContextAssembly:
         versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
         if not force_refresh:
             cached = self.store.get_cached_context(session_id, user_id or "")
-            if cached is not None and cached.agent_id == self.agent_id and context.is_fresh(
+            if cached is not None and cached.content is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
             ) and (cached.stale_at is None or now < cached.stale_at):  # an expiry moves no stamp
-                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget,
-                                        "memory.context_chars": len(cached.xml)})
-                return cached.xml
+                tracing.set_attributes({"memory.cached": True, "memory.max_tokens": budget})
+                return cached.content
         facts = self._live_facts(view, now)
-        xml = pack_context(self._scopes(view, None), self._fact_lines(facts, ()), now, budget, [])  # as ``build``
-        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget, "memory.context_chars": len(xml)})
+        block = pack(self._scopes(view, None), self._fact_lines(facts, ()), now, budget, [])  # as ``build``
+        tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget})
         expiries = [f.expires_at for f in facts if f.expires_at is not None]
         self.store.put_cached_context(CachedContext(
-            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, xml=xml,
+            session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, content=block,
             built_at=now, versions=versions, stale_at=min(expiries, default=None),
         ))
-        return xml
+        return block
 
     def build(
         self, view: context.Visibility, now: datetime, budget: int, *, as_of: datetime | None = None,
-        relevant: Sequence[FactHit] = (),
-    ) -> str:
+        relevant: Sequence[SearchHit] = (),
+    ) -> ContextBlock:
         """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then
         (``pipeline.validity``). ``relevant`` (what a search for the current message found,
         best first) is shown before the recent facts, and not again among them."""
         found = [context.FactLine(hit.scope, hit.content, hit.aged_from) for hit in relevant]
-        return pack_context(self._scopes(view, as_of), self._recent_facts(view, now, as_of, found), now, budget, found)
+        return pack(self._scopes(view, as_of), self._recent_facts(view, now, as_of, found), now, budget, found)
 
     def _scopes(self, view: context.Visibility, as_of: datetime | None) -> list[context.ScopeMemory]:
         """Each shown scope's blob and newest buffered reflections (as they stood at ``as_of``)."""

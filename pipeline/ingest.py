@@ -18,11 +18,14 @@ formation chain.
   rule, so late messages are formed too.
 - ``session.ended`` marks the session ended and claims whatever is unformed (at least one
   message) with reason ``session_end``; the formation chain then consolidates the session's
-  scopes. When nothing is unformed, ``IngestResult.ended_without_run`` is set: consolidating
-  leftovers of such a session is the business of another task, not of ingest, and
-  ``session_to_consolidate`` says whether they are due now. When the
-  session is not known yet (its messages are still on the way), ``session_unknown`` is set
-  and the caller delivers the event again later.
+  scopes. When nothing is unformed, consolidating the leftovers of such a session is the
+  business of another task, not of ingest: the result says so (``ConsolidateSession``) unless
+  a live run of the session will do it at its own end. When the session is not known yet (its
+  messages are still on the way), ``session_unknown`` is set and the result says to deliver
+  the event again later (``DeliverAgain``), with growing delays, a bounded number of times.
+
+Every result carries what happens next (``IngestResult.then``): the worker dispatches it and
+decides nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from typing import Any, Literal
 from pipeline import tracing, trigger
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput, TransientError
-from pipeline.ingest_results import BatchResult, IngestResult
+from pipeline.ingest_results import (
+    BatchResult, ConsolidateSession, Done, IngestResult, Next, StartRun, early_end,
+)
 from pipeline.rejections import record_failure, record_rejection
 from pipeline.store.port import IngestOutcome, IngestStore, RunStore, SessionStore
 from pipeline.trigger import ClaimRule
@@ -112,7 +117,7 @@ def _claim_if_due(
 def _message_result(event: MessageAdded, outcome: IngestOutcome, run: FormationRun | None) -> IngestResult:
     return IngestResult(
         status=outcome.status, event_id=event.event_id, kind=event.type,
-        session_id=event.session_id, seq=outcome.seq, run=run,
+        session_id=event.session_id, seq=outcome.seq, run=run, then=Done() if run is None else StartRun(run.run_id),
     )
 
 
@@ -167,17 +172,19 @@ def ingest_messages(
 
 
 def end_session(
-    event: SessionEnded, store: SessionStore, settings: Settings, now: datetime, raw: Any = None
+    event: SessionEnded, store: SessionStore, settings: Settings, now: datetime, raw: Any = None,
+    deferrals: int = 0,
 ) -> IngestResult:
     """Mark the session ended and claim whatever is unformed. Repeating it changes nothing
     once that range is claimed. A session of another agent is left alone and the event is
     recorded as rejected. A session whose humans were declared but which has no message yet
     is left open and reported unknown, like a session never seen: the end is delivered again
-    after its messages (which it must form at once, not one run per late message)."""
+    after its messages (which it must form at once, not one run per late message);
+    ``deferrals``: how many times it was delivered again already."""
     known = store.get_session(event.session_id)
     if known is not None and known.last_seq == 0 and known.agent_id == event.agent_id:
-        return IngestResult(status="accepted", event_id=event.event_id, kind=event.type,
-                            session_id=event.session_id, session_unknown=True)
+        return IngestResult(status="accepted", event_id=event.event_id, kind=event.type, session_id=event.session_id,
+                            session_unknown=True, then=early_end(event.event_id, event.session_id, deferrals))
     try:
         session = store.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
     except InvalidInput as refused:
@@ -194,31 +201,36 @@ def end_session(
     return IngestResult(
         status="duplicate" if repeated else "accepted", event_id=event.event_id, kind=event.type,
         session_id=event.session_id, run=run, session_unknown=session is None,
+        then=_after_end(event, session, run, now, deferrals),
     )
 
 
-def session_to_consolidate(store: IngestStore, session_id: str, now: datetime) -> SessionState | None:
-    """The ended session whose leftover reflection buffers are to be consolidated now, or None:
-    an unknown session, or one a live run holds. That run consolidates at its own end (it sees
-    ``ended_at``); consolidating now would come before that run's reflections exist."""
-    session = store.get_session(session_id)
+def _after_end(
+    event: SessionEnded, session: SessionState | None, run: FormationRun | None, now: datetime, deferrals: int,
+) -> Next:
+    """What follows a session end: its run's formation; else (a repeated end too: the delivery
+    that ended it may have stopped before asking) the consolidation of its leftover buffers,
+    unless a live run holds the session: that run consolidates at its own end (it sees
+    ``ended_at``), and consolidating now would come before its reflections exist."""
     if session is None:
-        return None
-    live = (
-        session.active_run_id is not None
-        and session.lease_expires_at is not None and session.lease_expires_at > now
-    )
-    return None if live else session
+        return early_end(event.event_id, event.session_id, deferrals)
+    if run is not None:
+        return StartRun(run.run_id)
+    live = session.active_run_id is not None and session.lease_expires_at is not None and session.lease_expires_at > now
+    return Done() if live else ConsolidateSession(session.agent_id, session.session_id)
 
 
-def ingest_raw_event(raw: Any, store: SessionStore, settings: Settings, clock: Clock) -> IngestResult:
-    """Validate and ingest one raw event (dict, JSON text or bytes).
+def ingest_raw_event(
+    raw: Any, store: SessionStore, settings: Settings, clock: Clock, deferrals: int = 0,
+) -> IngestResult:
+    """Validate and ingest one raw event (dict, JSON text or bytes); ``deferrals``: how many
+    times an early session end was delivered again already (``IngestResult.then``).
 
     Raises ``TransientError`` only when the store is unavailable; bad input never raises.
     """
     with tracing.span("ingest", {"memory.events": 1}) as span:
         event = parse_event(raw, max_message_bytes=settings.max_message_bytes)
-        result = _ingest_parsed(raw, event, store, settings, clock.now())
+        result = _ingest_parsed(raw, event, store, settings, clock.now(), deferrals)
         span.set_attributes(_span_counts([result]))
         return result
 
@@ -233,13 +245,14 @@ def _span_counts(results: Sequence[IngestResult]) -> dict[str, int]:
 
 
 def _ingest_parsed(
-    raw: Any, event: MessageAdded | SessionEnded | Rejection, store: SessionStore, settings: Settings, now: datetime
+    raw: Any, event: MessageAdded | SessionEnded | Rejection, store: SessionStore, settings: Settings, now: datetime,
+    deferrals: int = 0,
 ) -> IngestResult:
     if isinstance(event, Rejection):
         return record_rejection(raw, event, store, now)
     if isinstance(event, MessageAdded):
         return ingest_message(event, store, settings, now, raw)
-    return end_session(event, store, settings, now, raw)
+    return end_session(event, store, settings, now, raw, deferrals)
 
 
 def ingest_raw_events(raws: Sequence[Any], store: SessionStore, settings: Settings, clock: Clock) -> BatchResult:

@@ -1,6 +1,7 @@
 """What ingest reports (design §3, §4): one ``IngestResult`` per event, a ``BatchResult`` per
-batch. ``workers/ingest.py`` reads them to hand a claimed run on, to deliver an early
-``session.ended`` again, or to fail visibly."""
+batch, and what happens next for each event (``IngestResult.then``), decided by ingest:
+``workers/ingest.py`` only dispatches it (starts the claimed run, asks for the consolidation
+of an ended session's leftovers, delivers an early ``session.ended`` again) or fails visibly."""
 
 from __future__ import annotations
 
@@ -11,6 +12,55 @@ from pipeline.errors import TransientError
 from schemas.documents import FormationRun
 
 Status = Literal["accepted", "duplicate", "rejected"]
+
+
+#: A ``session.ended`` that arrives before any message of its session is delivered again after
+#: 5, 10, 20, 40 and 80 s, then accepted as is.
+MAX_END_DEFERRALS = 5
+END_DEFERRAL_BASE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Done:
+    """Nothing follows. ``warning``: why an event was accepted as it is (for the log)."""
+
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """Start formation with the run this event claimed."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ConsolidateSession:
+    """A session ended with nothing left to form and no live run: consolidate its leftover
+    reflection buffers now (a live run of the session does it at its own end)."""
+
+    agent_id: str
+    session_id: str
+
+
+@dataclass(frozen=True)
+class DeliverAgain:
+    """A session end came before its session's messages: deliver it again after
+    ``countdown_s``, as delivery number ``deferrals``."""
+
+    deferrals: int
+    countdown_s: float
+
+
+Next = Done | StartRun | ConsolidateSession | DeliverAgain
+
+
+def early_end(event_id: str | None, session_id: str | None, deferrals: int) -> Next:
+    """What follows a session end whose session has no message yet, delivered ``deferrals``
+    times before: deliver it again later, with growing delays, until the last deferral."""
+    if deferrals < MAX_END_DEFERRALS:
+        return DeliverAgain(deferrals + 1, END_DEFERRAL_BASE_S * 2 ** deferrals)
+    return Done(f"session.ended {event_id}: session {session_id} never had a message")
 
 
 @dataclass(frozen=True)
@@ -25,15 +75,9 @@ class IngestResult:
     # session.ended for a session the store does not know: its messages may still be on the
     # way (out of order), so the caller may deliver the event again later
     session_unknown: bool = False
+    #: what happens next, decided by ingest; the worker only dispatches it
+    then: Next = Done()
 
-    @property
-    def ended_without_run(self) -> bool:
-        """A session ended with nothing unformed: only leftovers may need consolidating."""
-        return (
-            # a repeated end too: the delivery that ended it may have stopped before asking
-            self.status in ("accepted", "duplicate") and self.kind == "session.ended" and self.run is None
-            and not self.session_unknown
-        )
 
 
 @dataclass

@@ -36,8 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from pipeline.context import MAX_RECENT_REFLECTIONS, FactLine, Omitted, ScopeMemory, render_context
+from pipeline.context import (
+    MAX_RECENT_REFLECTIONS, FactLine, Omitted, ScopeMemory, render_context, render_xml, shape_context,
+)
 from pipeline.trigger import estimate_tokens
+from schemas.context import ContextBlock
 from schemas.settings import Settings
 
 #: priority of the blobs by scope kind (lower first)
@@ -98,7 +101,7 @@ class _Pack:
         items += [_Item("fact", -1, k) for k in newest_first]
         return items
 
-    def render(self, kept: set[_Item]) -> str:
+    def shape(self, kept: set[_Item]) -> ContextBlock:
         shown_scopes = [
             replace(
                 scope,
@@ -110,7 +113,12 @@ class _Pack:
         ]
         shown_facts = [fact for k, fact in enumerate(self.facts) if _Item("fact", -1, k) in kept]
         shown_relevant = [fact for k, fact in enumerate(self.relevant) if _Item("relevant", -1, k) in kept]
-        return render_context(shown_scopes, shown_facts, self.now, self._omitted(kept), shown_relevant)
+        return shape_context(shown_scopes, shown_facts, self.now, self._omitted(kept), shown_relevant)
+
+    def within(self, kept: set[_Item], max_tokens: int) -> ContextBlock | None:
+        """The context of ``kept`` if, as the agent reads it (XML), it is within the budget."""
+        block = self.shape(kept)
+        return block if estimate_tokens(render_xml(block)) <= max_tokens else None
 
     def _omitted(self, kept: set[_Item]) -> Omitted:
         left = [item for item in self.items if item not in kept]
@@ -125,20 +133,20 @@ class _Pack:
         )
 
 
-def pack_context(
+def pack(
     scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, max_tokens: int,
     relevant: Sequence[FactLine] = (),
-) -> str:
-    """The ``<MemoryContext>`` block of at most ``max_tokens`` estimated tokens, items taken
-    whole in priority order (see the module docstring). "" when not even the note of what
+) -> ContextBlock:
+    """The memory context of at most ``max_tokens`` estimated tokens (as XML), items taken
+    whole in priority order (see the module docstring). Empty when not even the note of what
     was left out fits. ``relevant``: the facts a search for the current message found, best
     first."""
     pack = _Pack(scopes, facts, relevant, now)
-    everything = set(pack.items)
-    whole = pack.render(everything)
-    if estimate_tokens(whole) <= max_tokens:
+    whole = pack.within(set(pack.items), max_tokens)
+    if whole is not None:
         return whole
     kept: set[_Item] = set()
+    block = pack.within(kept, max_tokens)  # None: not even the note of what was left out fits
     short: str | None = None  # the first kind an item of which was left out
     for item in pack.items:
         if short is not None and item.kind != short:
@@ -146,12 +154,20 @@ def pack_context(
         if item.kind == "section" and item.index and _Item("section", item.scope_index, item.index - 1) not in kept:
             continue  # a blob keeps its sections from the top
         trial = kept | {item}
-        if estimate_tokens(pack.render(trial)) <= max_tokens:
-            kept = trial
+        fitting = pack.within(trial, max_tokens)
+        if fitting is not None:
+            kept, block = trial, fitting
         else:
             short = item.kind
-    xml = pack.render(kept)
-    return xml if estimate_tokens(xml) <= max_tokens else ""
+    return block if block is not None else ContextBlock()
+
+
+def pack_context(
+    scopes: Sequence[ScopeMemory], facts: Sequence[FactLine], now: datetime, max_tokens: int,
+    relevant: Sequence[FactLine] = (),
+) -> str:
+    """``pack`` written as the ``<MemoryContext>`` XML ("" when nothing fits)."""
+    return render_xml(pack(scopes, facts, now, max_tokens, relevant))
 
 
 # ------------------------------------------------------------------------ default budget ----

@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from pipeline import context, tracing
-from pipeline.clock import Clock
+from pipeline import tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.search import scoring
-from pipeline.search.defaults import model_defaults
 from pipeline.search.as_of import search_as_of
+from pipeline.search.defaults import model_defaults
+from pipeline.search.hits import Found, live_hits, version_hit
 from pipeline.search.models import check_one_model
-from pipeline.search.hits import FactHit, Found
 from pipeline.search.port import FactSearch, Hit
-from pipeline.store.port import AccessStore, FactStore, IngestStore
+from pipeline.search.query import FactQuery, SearchClients
 from pipeline.threads import shared_pool
-from pipeline.validity import FactVersion, check_as_of, expired
+from pipeline.validity import check_as_of
 from pipeline.visibility import read_visibility
 from schemas.settings import Settings
 from schemas.values import text_problem
@@ -275,124 +274,104 @@ def rank_query(
     return fused, info
 
 
-class SearchReads(FactStore, IngestStore, AccessStore, Protocol):
-    """What a search reads beside the search index: the facts it returns (and their access
-    counts), the agent's settings and session, and the users who switched their memory off."""
-
-
-def search_facts(
-    *, store: SearchReads, search: FactSearch, embedder: Embedder | None, settings: Settings, clock: Clock,
-    agent_id: str, user_id: str | None, session_id: str, query: str | Sequence[str], top_k: int = 10,
-    debug: bool = False, thresholds: Thresholds | None = None, track_access: bool = True,
-    as_of: datetime | None = None, view: context.Visibility | None = None,
-) -> Found:
+def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
     """The facts found, best first (``Found.hits``); each hit's age counts from its latest
     change (``updated_at``). ``Found.documented()`` is the answer in the documented shape.
 
-    With ``debug``, ``Found.debug`` holds every stage's timings and scores. ``thresholds``
-    overrides the production ones (benchmarks only). ``view`` is what this conversation may
-    see, when the caller already read it for this call; else it is read here
-    (``pipeline.visibility``: the group-chat rule over the session's humans as stored). With
-    ``as_of`` the facts are searched as they were valid then (``pipeline.search.as_of``): each
-    hit shows the text valid then, with its ``valid_from`` and ``valid_to``, aged from
-    ``valid_from`` to ``as_of``; no access is recorded.
+    With ``asked.debug``, ``Found.debug`` holds every stage's timings and scores. Without
+    ``asked.view`` the view is read here (``pipeline.visibility``: the group-chat rule over
+    the session's humans as stored). With ``asked.as_of`` the facts are searched as they were
+    valid then (``pipeline.search.as_of``): each hit shows the text valid then, with its
+    ``valid_from`` and ``valid_to``, aged from ``valid_from`` to ``as_of``; no access is
+    recorded.
     """
     start = time.perf_counter()
-    queries = normalize_queries(query)
-    top_k = _check_top_k(top_k)
-    as_of = check_as_of(as_of)
+    queries, top_k, as_of = normalize_queries(asked.query), _check_top_k(asked.top_k), check_as_of(asked.as_of)
     timings: dict[str, Any] = {}
-
-    t = time.perf_counter()
-    if view is None:
-        view = read_visibility(store, settings, agent_id, session_id=session_id, user_id=user_id)
+    with _timed(timings, "visibility"):
+        view = asked.view if asked.view is not None else read_visibility(
+            clients.store, clients.settings, asked.agent_id, session_id=asked.session_id, user_id=asked.user_id)
     scope_keys = view.fact_scope_keys if view.search_offered else ()
-    timings["visibility"] = _ms(t)
-    versions: dict[str, FactVersion] = {}
-    as_of_error: str | None = None
+    search, versions, as_of_error = clients.search, {}, None
     if as_of is not None and scope_keys:
-        t = time.perf_counter()
-        search, versions, as_of_error = search_as_of(store, embedder, agent_id, scope_keys, as_of)
-        timings["as_of"] = _ms(t)
-
-    vectors: list[Sequence[float] | None] = [None] * len(queries)
-    model = embedder.model if embedder is not None else ""
-    embed_error: str | None = None
-    if scope_keys and embedder is not None:
-        check_one_model(store, agent_id, model)
-        t = time.perf_counter()
-        try:
-            vectors = list(tracing.embed(embedder, queries, "query").vectors)
-        except TransientError as exc:
-            # the embedding provider is down or slow: answer from the text branch alone
-            # rather than failing the agent's tool call
-            embed_error = f"{type(exc).__name__}: {exc}"
-            log.warning("search_facts: embedding failed, text search only: %s", embed_error)
-        timings["embed"] = _ms(t)
-    limits = thresholds or Thresholds.from_settings(settings, model)
-
-    t = time.perf_counter()
-    per_query: list[tuple[list[scoring.Fused], dict[str, Any]]] = []
-    if scope_keys:
-        args = [(search, agent_id, scope_keys, model, q, v, top_k, limits) for q, v in zip(queries, vectors)]
-        if len(args) == 1:
-            per_query = [rank_query(*args[0])]
+        with _timed(timings, "as_of"):
+            search, versions, as_of_error = search_as_of(clients.store, clients.embedder, asked.agent_id, scope_keys,
+                                                         as_of)
+    embedded = _embed(clients, asked.agent_id, queries, scope_keys, timings)
+    limits = asked.thresholds or Thresholds.from_settings(clients.settings, embedded.model)
+    with _timed(timings, "search"):
+        per_query = _rank_all(search, asked.agent_id, scope_keys, embedded, queries, top_k, limits)
+        merged = scoring.merge_best(fused for fused, _ in per_query)
+    with _timed(timings, "fetch"):
+        now = clients.clock.now()
+        if as_of is None:
+            hits = live_hits(clients.store, merged, asked.agent_id, scope_keys, now)
         else:
-            per_query = list(shared_pool("search_facts", MAX_QUERIES).map(lambda a: rank_query(*a), args))
-    merged = scoring.merge_best(fused for fused, _ in per_query)
-    timings["search"] = _ms(t)
-
-    t = time.perf_counter()
-    now = clock.now()
-    if as_of is None:
-        hits = _live_hits(store, merged, agent_id, scope_keys, now)
-    else:
-        hits = [_version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
-    timings["fetch"] = _ms(t)
-
-    if track_access and hits and as_of is None:
-        t = time.perf_counter()
-        store.record_fact_access([hit.id for hit in hits], now)
-        timings["access"] = _ms(t)
+            hits = [version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
+    if asked.track_access and hits and as_of is None:
+        with _timed(timings, "access"):
+            clients.store.record_fact_access([hit.id for hit in hits], now)
     timings["total"] = _ms(start)
     tracing.set_attributes({**{f"memory.{k}_ms": v for k, v in timings.items() if isinstance(v, (int, float))},
-                            "memory.results": len(hits), "memory.embed_failed": embed_error is not None})
-    if not debug:
+                            "memory.results": len(hits), "memory.embed_failed": embedded.error is not None})
+    if not asked.debug:
         return Found(hits=hits)
     return Found(hits=hits, debug={
-        "agent_id": agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
-        "offered": view.search_offered, "embedding_model": model, "embed_error": embed_error or as_of_error,
-        "as_of": as_of.isoformat() if as_of else None,
+        "agent_id": asked.agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
+        "offered": view.search_offered, "embedding_model": embedded.model,
+        "embed_error": embedded.error or as_of_error, "as_of": as_of.isoformat() if as_of else None,
         "thresholds": limits.describe(), "timings_ms": timings, "queries": [info for _, info in per_query],
     })
 
 
-def _live_hits(
-    store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
-) -> list[FactHit]:
-    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
-    hits = []
-    for item in merged:
-        fact = facts.get(item.fact_id)
-        # defence in depth: a stale index never shows a retired, erased or foreign fact; and
-        # an expired one is out now, whether beat has stamped it (moving the stamps) or not
-        if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
-            continue
-        if expired(fact, now):
-            continue
-        hits.append(FactHit(
-            id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
-            updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
-            expires_at=fact.expires_at,
-        ))
-    return hits
+@contextmanager
+def _timed(timings: dict[str, Any], step: str) -> Iterator[None]:
+    """Times the step inside, in ms, under ``timings[step]`` (the debug answer and the span)."""
+    start = time.perf_counter()
+    yield
+    timings[step] = _ms(start)
 
 
-def _version_hit(version: FactVersion, score: float, as_of: datetime) -> FactHit:
-    fact = version.fact
-    return FactHit(
-        id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
-        updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
-        # aged from when the text became valid: it may have been recorded after as_of (a replay)
-        age=context.format_age(version.valid_from, as_of), score=round(score, 6), expires_at=fact.expires_at,
-    )
+@dataclass(frozen=True)
+class _Embedded:
+    """The queries' vectors (None: that query searches text alone), the model, and why the
+    embedding failed when it did."""
+
+    vectors: list[Sequence[float] | None]
+    model: str
+    error: str | None = None
+
+
+def _embed(
+    clients: SearchClients, agent_id: str, queries: list[str], scope_keys: Sequence[str], timings: dict[str, Any],
+) -> _Embedded:
+    """The queries embedded with the agent's one embedding model; none when nothing may be
+    searched or no embedder is set. A provider that is down or slow leaves the text branch
+    alone rather than failing the agent's tool call."""
+    embedder = clients.embedder
+    nothing: list[Sequence[float] | None] = [None] * len(queries)
+    model = embedder.model if embedder is not None else ""
+    if not scope_keys or embedder is None:
+        return _Embedded(nothing, model)
+    check_one_model(clients.store, agent_id, model)
+    with _timed(timings, "embed"):
+        try:
+            return _Embedded(list(tracing.embed(embedder, queries, "query").vectors), model)
+        except TransientError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("search_facts: embedding failed, text search only: %s", error)
+            return _Embedded(nothing, model, error)
+
+
+def _rank_all(
+    search: FactSearch, agent_id: str, scope_keys: Sequence[str], embedded: _Embedded, queries: list[str],
+    top_k: int, limits: Thresholds,
+) -> list[tuple[list[scoring.Fused], dict[str, Any]]]:
+    """Each query ranked (``rank_query``), in parallel when there are several."""
+    if not scope_keys:
+        return []
+    args = [(search, agent_id, scope_keys, embedded.model, q, v, top_k, limits)
+            for q, v in zip(queries, embedded.vectors)]
+    if len(args) == 1:
+        return [rank_query(*args[0])]
+    return list(shared_pool("search_facts", MAX_QUERIES).map(lambda a: rank_query(*a), args))

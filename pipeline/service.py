@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -38,13 +39,16 @@ from pipeline.clock import Clock
 from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.publisher import Publisher
-from pipeline.search.hits import FactHit, Found
+from pipeline.search.hits import Found
+from pipeline.search.query import FactQuery, SearchClients
+from schemas.hits import SearchHit
 from pipeline.store.port import Store
 from pipeline.sweep import start_runs
 from pipeline.validity import check_as_of
 from pipeline.trigger import cold_rule, new_run
 from pipeline.visibility import read_visibility
 from schemas import events
+from schemas.context import ContextBlock
 from schemas.events import MESSAGE_FIELDS, Id, Rejection, parse_event
 from schemas.settings import Settings, get_settings
 
@@ -145,6 +149,25 @@ class MemoryService:
         was consolidated by then, the reflections buffered then. Such a context is never
         cached.
         """
+        with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
+            xml = context.render_xml(self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query))
+            tracing.set_attributes({"memory.context_chars": len(xml)})
+            return xml
+
+    def memory_context(
+        self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
+        as_of: datetime | None = None, query: str | None = None,
+    ) -> ContextBlock:
+        """``get_memory_context`` as the model it renders: the sections, relevant and recent
+        facts and omissions the XML shows, for a door that shows the same memory as data."""
+        with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
+
+    @contextmanager
+    def _context_call(
+        self, session_id: str, user_id: str | None, force_refresh: bool, as_of: datetime | None, query: str | None,
+    ) -> Iterator[datetime | None]:
+        """The arguments of a context call checked (``as_of`` given back, checked), and its span."""
         _require("session_id", session_id)
         _id("user_id", user_id)
         as_of = check_as_of(as_of)
@@ -154,16 +177,16 @@ class MemoryService:
                                                  "memory.user_id": user_id, "memory.force_refresh": force_refresh,
                                                  "memory.as_of": as_of.isoformat() if as_of else None,
                                                  "memory.query": query is not None}):
-            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
+            yield as_of
 
     def _memory_context(
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
         as_of: datetime | None, query: str | None,
-    ) -> str:
+    ) -> ContextBlock:
         budget = self._assembly.budget(max_tokens)
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
-            return ""  # master toggle off
+            return ContextBlock()  # master toggle off
         if as_of is None and query is None:
             return self._assembly.cached(view, session_id=session_id, user_id=user_id, now=self.clock.now(),
                                          budget=budget, force_refresh=force_refresh)
@@ -172,7 +195,7 @@ class MemoryService:
 
     def _relevant(
         self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
-    ) -> list[FactHit]:
+    ) -> list[SearchHit]:
         """What ``search_facts`` finds for ``query`` here, best first, in the view already read."""
         if not self.settings.context_relevant_facts:
             return []
@@ -181,10 +204,8 @@ class MemoryService:
 
     def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
         """``pipeline.retrieval.search_facts`` with this service's clients."""
-        return retrieval.search_facts(
-            store=self.store, search=self.search, embedder=self.embedder, settings=self.settings, clock=self.clock,
-            agent_id=self.agent_id, user_id=user_id, session_id=session_id, query=query, **options,
-        )
+        clients = SearchClients(self.store, self.search, self.embedder, self.settings, self.clock)
+        return retrieval.search_facts(clients, FactQuery(self.agent_id, session_id, user_id, query, **options))
 
     # ----------------------------------------------------------------- search --------------
     def search_facts(
@@ -195,12 +216,21 @@ class MemoryService:
         score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
         when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
         timezone-aware time; default now) searches the facts as they were valid then."""
+        return self.find_facts(query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
+                               as_of=as_of).documented()
+
+    def find_facts(
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
+    ) -> Found:
+        """``search_facts`` typed: the hits as ``SearchHit`` models, for a door that answers
+        with them as they are (the HTTP API's ``SearchResponse``, MCP)."""
         _require("session_id", session_id)
         _id("user_id", user_id)
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
                                            "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
-            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of).documented()
+            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of)
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""
@@ -346,6 +376,14 @@ class MemoryService:
     ) -> list[dict[str, Any]] | dict[str, Any]:
         return await asyncio.to_thread(
             self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
+        )
+
+    async def afind_facts(
+        self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
+        debug: bool = False, as_of: datetime | None = None,
+    ) -> Found:
+        return await asyncio.to_thread(
+            self.find_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
         )
 
     async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:

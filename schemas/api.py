@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, StringConstraints, Tag
 
+from schemas.context import ContextFact, ContextSection
 from schemas.events import Role
+from schemas.hits import SearchHit
 from schemas.values import Id, Instant, TextChars
 
 Scope = Literal["agent", "user", "session"]
@@ -40,17 +42,6 @@ class Problem(BaseModel):
 
 
 # ------------------------------------------------------------------------ read side --------
-class ContextFact(BaseModel):
-    scope: str
-    text: str
-    age: str
-
-
-class ContextSection(BaseModel):
-    consolidated: str | None = None
-    recent_reflections: list[str] = Field(default_factory=list)
-
-
 class Omitted(BaseModel):
     blobs: int = 0
     relevant_facts: int = 0
@@ -84,19 +75,6 @@ class SearchRequest(_In):
     top_k: StrictInt = Field(default=10, ge=1, le=50)
     debug: StrictBool = False
     as_of: Instant | None = None
-
-
-class SearchHit(BaseModel):
-    id: str
-    content: str
-    scope: str
-    formed_at: str
-    updated_at: str
-    age: str
-    score: float
-    valid_from: str | None = None
-    valid_to: str | None = None
-    expires_at: str | None = None
 
 
 class SearchResponse(BaseModel):

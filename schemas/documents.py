@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas.context import ContextBlock
 from schemas.owner import Instruction, Pause
 
 Scope = Literal["agent", "user", "session"]
@@ -337,7 +338,9 @@ class CachedContext(_Doc):
     session_id: str
     user_id: str                  # "" when no user (never NULL in a key)
     agent_id: str
-    xml: str
+    #: the context as built (its XML is rendered from it); None: an entry written before the
+    #: cache kept the model (it held the XML only), never served, built again
+    content: ContextBlock | None = None
     built_at: datetime
     versions: dict[str, int] = Field(default_factory=dict)  # scope key -> stamp when built
     # the earliest expiry of a fact it shows: past it the block is stale (an expiry moves no stamp)

@@ -19,9 +19,8 @@ from typing import Any
 
 from pipeline import names
 from pipeline.errors import TransientError
-from pipeline.ingest import (
-    IngestResult, ingest_raw_event, ingest_raw_events, record_failure, session_to_consolidate,
-)
+from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events, record_failure
+from pipeline.ingest_results import ConsolidateSession, DeliverAgain, StartRun
 from pipeline.sweep import start_runs
 from workers.app import app
 from workers.base import MemoryTask
@@ -31,38 +30,21 @@ from workers.dispatch import send
 log = logging.getLogger("memory.ingest")
 
 
-# A session.ended that arrives before any message of its session is delivered again after
-# 5, 10, 20, 40 and 80 s, then accepted as is.
-MAX_END_DEFERRALS = 5
-END_DEFERRAL_BASE_S = 5.0
-
-
-def hand_on(result: IngestResult, raw: Any, deferrals: int = 0) -> None:
-    """Start formation for a claimed run; after a session end with nothing left to form, ask
-    for the consolidation of the session's leftover reflection buffers; deliver a session end
-    that came before its session's messages again later."""
-    if result.session_unknown:
-        if deferrals < MAX_END_DEFERRALS:
-            send(
-                names.TASK_INGEST_EVENT, {"event": raw, "deferrals": deferrals + 1},
-                countdown=END_DEFERRAL_BASE_S * 2 ** deferrals,
-            )
-        else:
-            log.warning("session.ended %s: session %s never had a message", result.event_id, result.session_id)
-    elif result.run is not None:
+def hand_on(result: IngestResult, raw: Any) -> None:
+    """Dispatch what ingest decided follows the event (``IngestResult.then``)."""
+    step = result.then
+    if isinstance(step, StartRun):
         # a run the broker did not take is released (failed, with the reason) and the stale-run
         # retry starts it again: a lost hand-on delays formation but loses nothing
         deps = get_deps()
-        start_runs(deps.store, [result.run.run_id],
-                   lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}), deps.clock.now())
-    elif result.ended_without_run and result.session_id:
-        deps = get_deps()
-        session = session_to_consolidate(deps.store, result.session_id, deps.clock.now())
-        if session is not None:
-            send(
-                names.TASK_CONSOLIDATE_SESSION,
-                {"agent_id": session.agent_id, "session_id": session.session_id},
-            )
+        start_runs(deps.store, [step.run_id], lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
+                   deps.clock.now())
+    elif isinstance(step, ConsolidateSession):
+        send(names.TASK_CONSOLIDATE_SESSION, {"agent_id": step.agent_id, "session_id": step.session_id})
+    elif isinstance(step, DeliverAgain):
+        send(names.TASK_INGEST_EVENT, {"event": raw, "deferrals": step.deferrals}, countdown=step.countdown_s)
+    elif step.warning:
+        log.warning("%s", step.warning)
 
 
 class IngestFailed(RuntimeError):
@@ -112,8 +94,8 @@ def ingest_event(self, event: Any, deferrals: int = 0) -> dict[str, int]:
     deps = get_deps()
     with self.retrying(keep_message=True):
         with _recorded([event], deps):
-            result = ingest_raw_event(event, deps.store, deps.settings, deps.clock)
-        hand_on(result, event, deferrals)
+            result = ingest_raw_event(event, deps.store, deps.settings, deps.clock, deferrals)
+        hand_on(result, event)
     if result.status == "rejected":
         log.warning("rejected event %s: %s", result.event_id, result.errors)
     return _summary([result])

@@ -111,9 +111,9 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
             lambda n: store.recent_facts(agent_id, shown, EPOCH, n, include_retired=True), as_of, PAGE_SIZE)]
     context = None
     if session_id or user_id:
-        xml = service.get_memory_context(session_id=session_id or f"inspect:{user_id}", user_id=user_id,
-                                         as_of=as_of or now)
-        context = structured(xml, agent_id=agent_id, session_id=session_id or "", user_id=user_id)
+        block = service.memory_context(session_id=session_id or f"inspect:{user_id}", user_id=user_id,
+                                       as_of=as_of or now)
+        context = structured(block, agent_id=agent_id, session_id=session_id or "", user_id=user_id)
     # one table across the scopes: newest valid first, as its "Valid from" column reads
     live_rows = sorted((_fact_row(v) for v in live), key=lambda r: r["valid_from"], reverse=True)
     if then is not None:

@@ -1,57 +1,23 @@
-"""What ``search_facts`` finds (design §6), typed from ``pipeline.retrieval`` to the facade.
+"""What ``search_facts`` finds (design §6), typed from ``pipeline.retrieval`` to every door.
 
-Times travel as datetimes and are written out once, by ``documented``, in the shape the
-design documents and every caller (HTTP API, MCP, the inspector) reads: ISO 8601 strings.
+The hits are ``schemas.hits.SearchHit``, the very model the HTTP API answers with, built here
+from the facts (``live_hits``) or their versions (``version_hit``); only the in-process
+facade's documented dict form is written here, by ``documented``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.documents import FactScope
-
-
-class FactHit(BaseModel):
-    """One fact found: the text shown, its times, its age as the agent reads it, its fused score."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    content: str
-    scope: FactScope
-    formed_at: datetime
-    #: the latest change of the text shown (as of a past time: when that version was recorded)
-    updated_at: datetime
-    age: str
-    score: float
-    #: set on a hit searched as of a past time only: when the text shown was valid
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    #: when the fact stops being true (design §13 "Expiry"); None: no end foreseen
-    expires_at: datetime | None = None
-
-    @property
-    def aged_from(self) -> datetime:
-        """What ``age`` counts from: the latest change, or as of a past time the moment the
-        text became valid (it may have been recorded later, by a replay)."""
-        return self.valid_from or self.updated_at
-
-    def as_result(self) -> dict[str, Any]:
-        """``{id, content, scope, formed_at, updated_at, age, score}`` with ISO times; a hit
-        searched as of a past time adds ``valid_from`` and ``valid_to`` (None: still valid), a
-        fact that expires adds ``expires_at``."""
-        out: dict[str, Any] = {"id": self.id, "content": self.content, "scope": self.scope,
-                               "formed_at": self.formed_at.isoformat(), "updated_at": self.updated_at.isoformat()}
-        if self.valid_from is not None:
-            out["valid_from"] = self.valid_from.isoformat()
-            out["valid_to"] = self.valid_to.isoformat() if self.valid_to else None
-        if self.expires_at is not None:
-            out["expires_at"] = self.expires_at.isoformat()
-        out["age"], out["score"] = self.age, self.score
-        return out
+from pipeline import context
+from pipeline.search import scoring
+from pipeline.store.port import FactStore
+from pipeline.validity import FactVersion, expired
+from schemas.hits import SearchHit
 
 
 class Found(BaseModel):
@@ -60,7 +26,7 @@ class Found(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    hits: list[FactHit]
+    hits: list[SearchHit]
     debug: dict[str, Any] | None = None
 
     def documented(self) -> list[dict[str, Any]] | dict[str, Any]:
@@ -68,3 +34,36 @@ class Found(BaseModel):
         when debug output was asked for."""
         results = [hit.as_result() for hit in self.hits]
         return results if self.debug is None else {"results": results, "debug": self.debug}
+
+
+def live_hits(
+    store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
+) -> list[SearchHit]:
+    """The hits of ``merged`` as the facts stand now, best first."""
+    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
+    hits = []
+    for item in merged:
+        fact = facts.get(item.fact_id)
+        # defence in depth: a stale index never shows a retired, erased or foreign fact; and
+        # an expired one is out now, whether beat has stamped it (moving the stamps) or not
+        if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
+            continue
+        if expired(fact, now):
+            continue
+        hits.append(SearchHit(
+            id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
+            updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
+            expires_at=fact.expires_at,
+        ))
+    return hits
+
+
+def version_hit(version: FactVersion, score: float, as_of: datetime) -> SearchHit:
+    """The hit of a fact's version valid at ``as_of``."""
+    fact = version.fact
+    return SearchHit(
+        id=fact.fact_id, content=version.content, scope=fact.scope, formed_at=fact.formed_at,
+        updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
+        # aged from when the text became valid: it may have been recorded after as_of (a replay)
+        age=context.format_age(version.valid_from, as_of), score=round(score, 6), expires_at=fact.expires_at,
+    )

@@ -15,6 +15,7 @@ from pipeline.ingest import ingest_raw_event
 from pipeline.store import open_store
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash
+from schemas.context import ContextBlock, ContextFact
 from schemas.documents import (
     CachedContext,
     ConsolidatedBlob,
@@ -114,8 +115,9 @@ def _populate(store, settings, clock) -> None:
                                      consolidated_content="VERSION: 1\nBe brief.", word_limit=1200, version=1), 0)
     store.bump_scope_versions("a1", [scope_key("user", user_id=GONE), scope_key("user", user_id=KEPT)])
     for session, user in (("s-gone", GONE), ("s-kept", KEPT)):
-        store.put_cached_context(CachedContext(session_id=session, user_id=user, agent_id="a1",
-                                               xml=f"<Memory>{user}</Memory>", built_at=now))
+        shown = ContextBlock(facts=[ContextFact(scope="user", text=f"Memory of {user}", age="0m ago")])
+        store.put_cached_context(CachedContext(session_id=session, user_id=user, agent_id="a1", content=shown,
+                                               built_at=now))
 
 
 def _open(kind: str, settings):

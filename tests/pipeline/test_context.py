@@ -129,7 +129,7 @@ def _view(**toggles):
 
 
 def _cached(versions, built_at=NOW):
-    return CachedContext(session_id="s", user_id="u", agent_id="a", xml="<x/>", built_at=built_at, versions=versions)
+    return CachedContext(session_id="s", user_id="u", agent_id="a", built_at=built_at, versions=versions)
 
 
 def test_cache_versions_cover_every_shown_scope_and_the_view():

@@ -10,6 +10,7 @@ import pytest
 from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
 from pipeline.ingest import ingest_raw_event, ingest_raw_events
+from pipeline.ingest_results import END_DEFERRAL_BASE_S, ConsolidateSession, DeliverAgain, Done, StartRun
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.sweep import sweep_cold_sessions
 from schemas.settings import Settings
@@ -221,7 +222,8 @@ def test_a_replayed_session_end_that_changes_nothing_counts_as_a_duplicate(store
     before = store.get_session("s1")
     replayed = ingest(ended(), store, clock)
     assert (replayed.status, replayed.run) == ("duplicate", None)
-    assert replayed.ended_without_run  # a redelivery still asks for the leftovers' consolidation
+    # the first delivery's run is live: it consolidates at its own end, nothing is asked now
+    assert replayed.then == Done()
     assert store.get_session("s1") == before
 
 
@@ -231,7 +233,9 @@ def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
     store.finish_run(store.get_session("s1").active_run_id, T0, {}, [])
     result = ingest(ended(), store, clock)
     assert result.run is None
-    assert result.ended_without_run
+    assert result.then == ConsolidateSession("agent-1", "s1")
+    # a redelivery still asks for the leftovers' consolidation (the first may have stopped before)
+    assert ingest(ended(), store, clock).then == ConsolidateSession("agent-1", "s1")
 
 
 def test_message_written_before_the_end_and_delivered_after_it_is_claimed_by_the_session_end_rule(store, clock):
@@ -411,11 +415,13 @@ def test_a_batch_gives_the_results_and_state_of_one_by_one_ingest(tmp_path, cloc
 
 def test_session_end_before_any_message_says_the_session_is_not_known_yet(store, clock):
     early = ingest(ended(), store, clock)
-    assert (early.status, early.run, early.session_unknown, early.ended_without_run) == ("accepted", None, True, False)
+    assert (early.status, early.run, early.session_unknown) == ("accepted", None, True)
+    assert early.then == DeliverAgain(deferrals=1, countdown_s=END_DEFERRAL_BASE_S)
     ingest(message(1), store, clock)
     redelivered = ingest(ended(), store, clock)
     assert redelivered.session_unknown is False
     assert (redelivered.run.reason, redelivered.run.seq_to) == ("session_end", 1)
+    assert redelivered.then == StartRun(redelivered.run.run_id)
 
 
 def test_session_end_of_a_declared_session_with_no_message_waits_for_its_messages(store, clock):
@@ -460,7 +466,7 @@ def test_events_of_another_agent_on_a_taken_session_id_are_rejected_and_recorded
     assert [r.status for r in out.results] == ["accepted", "accepted", "rejected", "accepted", "rejected", "accepted"]
     owned = [{"field": "session_id", "reason": "session s1 belongs to another agent"}]
     assert out.results[2].errors == owned and out.results[4].errors == owned
-    assert all(r.run is None and not r.ended_without_run for r in out.results)
+    assert all(r.run is None and r.then == Done() for r in out.results)
     session = store.get_session("s1")
     assert (session.agent_id, session.last_seq, session.users, session.ended_at) == ("agent-1", 3, ["u1"], None)
     assert [m.agent_id for m in store.get_messages("s1", 1, 9)] == ["agent-1"] * 3

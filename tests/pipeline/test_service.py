@@ -7,7 +7,7 @@ from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import InvalidInput
 from pipeline.service import MemoryService
-from schemas.documents import AgentSettings, ConsolidatedBlob
+from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob
 from schemas.events import SessionEnded, parse_event
 from schemas.settings import Settings
 from testkit.documents import T0, fact, message, reflection
@@ -144,6 +144,17 @@ def test_cached_context_expires_after_the_ttl(memory, clock):
     assert "Late fact" not in service.get_memory_context(session_id="s1", user_id="u1")
     clock.advance(seconds=2)
     assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1")
+
+
+def test_a_cached_context_from_before_the_cache_kept_the_model_is_built_again_not_served(memory, clock):
+    service, _, _ = _service(memory, clock)
+    first = service.get_memory_context(session_id="s1", user_id="u1")
+    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    # an entry as an earlier version wrote it: the XML only, which the cache no longer reads
+    old = memory.get_cached_context("s1", "u1").model_dump(mode="json", exclude={"content"}) | {"xml": first}
+    memory.put_cached_context(CachedContext.model_validate(old))
+    assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1")
+    assert service.memory_context(session_id="s1", user_id="u1") == memory.get_cached_context("s1", "u1").content
 
 
 def test_cached_context_persists_across_service_instances(memory, clock):

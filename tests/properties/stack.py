@@ -30,6 +30,7 @@ from pipeline.formation import stages
 from pipeline.formation.finish import finish
 from pipeline.formation.runner import RunNotFound
 from pipeline.ingest import IngestResult, ingest_raw_event, ingest_raw_events
+from pipeline.ingest_results import ConsolidateSession, DeliverAgain, StartRun
 from pipeline.llm.offline import OfflineLLM
 from pipeline.publisher import Publisher
 from pipeline.search.local import LocalFactSearch
@@ -40,7 +41,6 @@ from schemas.settings import Settings
 
 AGENT = "agent-props"
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
-MAX_END_DEFERRALS = 5  # as workers.ingest
 
 _NEXT = {
     "extract_facts": ("embed_facts", stages.extract_facts),
@@ -81,7 +81,7 @@ class SyncPublisher(Publisher):
         assert batch.error is None and not batch.failures, (batch.error, batch.failures)
         for raw, result in zip(events, batch.results):
             assert result.status != "rejected", result.errors
-            stack.hand_on(result, raw, 0)
+            stack.hand_on(result, raw)
         return len(events)
 
 
@@ -118,20 +118,15 @@ class Stack:
     def start_run(self, run_id: str) -> None:
         self.send("extract_facts", run_id=run_id)
 
-    def hand_on(self, result: IngestResult, raw: Any, deferrals: int) -> None:
-        """What ``workers.ingest.hand_on`` sends for one ingested event."""
-        store = self.deps.store
-        if result.session_unknown:
-            if deferrals < MAX_END_DEFERRALS:
-                self.send("ingest_event", event=raw, deferrals=deferrals + 1)
-        elif result.run is not None:
-            self.start_run(result.run.run_id)
-        elif result.ended_without_run and result.session_id:
-            session = store.get_session(result.session_id)
-            live = (session is not None and session.active_run_id is not None
-                    and session.lease_expires_at is not None and session.lease_expires_at > self.clock.now())
-            if session is not None and not live:
-                self.send("consolidate_session", agent_id=session.agent_id, session_id=session.session_id)
+    def hand_on(self, result: IngestResult, raw: Any) -> None:
+        """What ``workers.ingest.hand_on`` sends for one ingested event: what ingest decided."""
+        step = result.then
+        if isinstance(step, StartRun):
+            self.start_run(step.run_id)
+        elif isinstance(step, ConsolidateSession):
+            self.send("consolidate_session", agent_id=step.agent_id, session_id=step.session_id)
+        elif isinstance(step, DeliverAgain):
+            self.send("ingest_event", event=raw, deferrals=step.deferrals)
 
     # ---- a worker takes one task --------------------------------------------------------
     def run_task(self, index: int) -> None:
@@ -159,8 +154,8 @@ class Stack:
     def _execute(self, task: Task) -> None:
         deps, name, args = self.deps, task.name, task.args
         if name == "ingest_event":
-            result = ingest_raw_event(args["event"], deps.store, deps.settings, self.clock)
-            self.hand_on(result, args["event"], args["deferrals"])
+            result = ingest_raw_event(args["event"], deps.store, deps.settings, self.clock, args["deferrals"])
+            self.hand_on(result, args["event"])
         elif name in _NEXT:
             following, stage = _NEXT[name]
             if stage(args["run_id"], deps) is not None:

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from pipeline import names
+from pipeline.ingest_results import END_DEFERRAL_BASE_S, MAX_END_DEFERRALS
 from pipeline.store.sqlite import SQLiteStore
 from workers import ingest
 from workers.app import app
@@ -57,13 +58,13 @@ def test_session_end_before_its_messages_is_delivered_again_later_with_growing_d
     ingest.ingest_event.run(END)
     ingest.ingest_event.run(END, deferrals=3)
     assert sent == [
-        (names.TASK_INGEST_EVENT, {"event": END, "deferrals": 1}, ingest.END_DEFERRAL_BASE_S),
-        (names.TASK_INGEST_EVENT, {"event": END, "deferrals": 4}, ingest.END_DEFERRAL_BASE_S * 8),
+        (names.TASK_INGEST_EVENT, {"event": END, "deferrals": 1}, END_DEFERRAL_BASE_S),
+        (names.TASK_INGEST_EVENT, {"event": END, "deferrals": 4}, END_DEFERRAL_BASE_S * 8),
     ]
 
 
 def test_session_end_stops_waiting_for_messages_after_the_last_deferral(deps, sent):
-    ingest.ingest_event.run(END, deferrals=ingest.MAX_END_DEFERRALS)
+    ingest.ingest_event.run(END, deferrals=MAX_END_DEFERRALS)
     assert sent == []
 
 

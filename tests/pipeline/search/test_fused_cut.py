@@ -15,6 +15,7 @@ from pipeline.embeddings.port import Embedder, Embeddings
 from pipeline.errors import InvalidInput
 from pipeline.retrieval import Thresholds, rank_query, search_facts
 from pipeline.search.local import LocalFactSearch
+from pipeline.search.query import FactQuery, SearchClients
 from pipeline.search.port import FactSearch, Hit
 from schemas.settings import Settings
 from testkit.documents import T0, fact
@@ -142,8 +143,8 @@ def test_a_search_with_the_shipped_defaults_returns_and_counts_only_the_facts_ab
     clock = FrozenClock(T0)
 
     results = search_facts(
-        store=store, search=LocalFactSearch(store), embedder=embedder, settings=Settings(_env_file=None),
-        clock=clock, agent_id="a1", user_id=None, session_id="s1", query="where are the lanterns", top_k=10,
+        SearchClients(store, LocalFactSearch(store), embedder, Settings(_env_file=None), clock),
+        FactQuery("a1", "s1", None, "where are the lanterns", top_k=10),
     )
 
     assert [hit.id for hit in results.hits] == [f"f{i:02d}" for i in range(6)]

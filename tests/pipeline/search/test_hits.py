@@ -3,6 +3,7 @@ the design documents: ISO 8601 strings that parse back to the very times stored.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,9 +14,11 @@ from hypothesis import strategies as st
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.retrieval import search_facts
-from pipeline.search.hits import FactHit
+from schemas.hits import SearchHit
 from pipeline.search.local import LocalFactSearch
+from pipeline.search.query import FactQuery, SearchClients
 from pipeline.service import MemoryService
+from schemas.api import SearchResponse
 from schemas.settings import Settings
 from testkit.documents import T0, fact
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
@@ -34,7 +37,7 @@ _TIME = st.builds(lambda seconds, zone: (T0 + timedelta(seconds=seconds)).astime
 def test_a_hit_is_written_out_in_the_documented_shape_and_reads_back_the_same(
     formed, updated, valid_from, valid_to, score, scope,
 ):
-    hit = FactHit(id="f1", content="Alice's email is a@b.c", scope=scope, formed_at=formed, updated_at=updated,
+    hit = SearchHit(id="f1", content="Alice's email is a@b.c", scope=scope, formed_at=formed, updated_at=updated,
                   age="1h ago", score=score, valid_from=valid_from, valid_to=valid_to if valid_from else None)
     result = hit.as_result()
     assert list(result) == (LIVE_KEYS if valid_from is None else AS_OF_KEYS)
@@ -48,7 +51,7 @@ def test_a_hit_is_written_out_in_the_documented_shape_and_reads_back_the_same(
 
 def test_a_hit_refuses_what_is_not_a_hit():
     with pytest.raises(ValueError, match="scope"):
-        FactHit(id="f1", content="x", scope="session", formed_at=T0, updated_at=T0, age="0m ago", score=1.0)
+        SearchHit(id="f1", content="x", scope="session", formed_at=T0, updated_at=T0, age="0m ago", score=1.0)
 
 
 @pytest.fixture
@@ -65,8 +68,8 @@ def searched(store):
 
 def test_retrieval_hands_the_facade_the_stored_times_and_the_facade_writes_them_once(searched):
     store, service, clock = searched
-    found = search_facts(store=store, search=service.search, embedder=EMB, settings=service.settings, clock=clock,
-                         agent_id="a1", user_id="u1", session_id="s1", query="alice email", track_access=False)
+    found = search_facts(SearchClients(store, service.search, EMB, service.settings, clock),
+                         FactQuery("a1", "s1", "u1", "alice email", track_access=False))
     [stored] = store.get_facts(["f1"])
     [hit] = found.hits
     assert (hit.id, hit.formed_at, hit.updated_at, hit.age) == ("f1", stored.formed_at, stored.changed_at, "3h ago")
@@ -84,3 +87,13 @@ def test_a_search_as_of_a_past_time_shows_the_validity_of_each_hit(searched):
     assert (result["valid_from"], result["valid_to"]) == (stored.valid_from.isoformat(), None)
     answer = service.search_facts("alice email", session_id="s1", user_id="u1", debug=True)
     assert set(answer) == {"results", "debug"} and list(answer["results"][0]) == LIVE_KEYS
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(formed=_TIME, updated=_TIME, valid_from=st.none() | _TIME, expires=st.none() | _TIME)
+def test_the_wire_answer_is_the_hit_itself_written_in_the_documented_shape(formed, updated, valid_from, expires):
+    hit = SearchHit(id="f1", content="x", scope="user", formed_at=formed, updated_at=updated, age="1h ago",
+                    score=0.5, valid_from=valid_from, expires_at=expires)
+    [wire] = json.loads(SearchResponse(results=[hit]).model_dump_json())["results"]
+    assert wire == {"valid_from": None, "valid_to": None, "expires_at": None, **hit.as_result()}
+    assert datetime.fromisoformat(wire["formed_at"]) == formed and wire["formed_at"] == formed.isoformat()

@@ -11,6 +11,7 @@ import pytest
 from pipeline.store.port import FactUpdate
 from pipeline.trigger import ClaimRule
 from pipeline.text import text_hash
+from schemas.context import ContextBlock, ContextFact, ContextSection, Omitted
 from schemas.documents import AgentSettings, CachedContext, ConsolidatedBlob, RejectedEvent, StageRecord
 from testkit.documents import T0, at, fact, message, reflection, run
 
@@ -350,15 +351,19 @@ def test_scope_versions_start_at_zero_and_count_bumps_per_agent(store):
 
 def test_context_cache_is_kept_per_session_and_user(store):
     assert store.get_cached_context("s1", "u.1$") is None
-    first = CachedContext(session_id="s1", user_id="u.1$", agent_id="a1", xml="<MemoryContext/>", built_at=at(1),
+    first = CachedContext(session_id="s1", user_id="u.1$", agent_id="a1", content=_block("v1"), built_at=at(1),
                           versions={"agent": 1, "user:u.1$": 2})
     store.put_cached_context(first)
-    store.put_cached_context(first.model_copy(update={"user_id": "", "xml": "<x/>"}))
-    store.put_cached_context(first.model_copy(update={"xml": "<MemoryContext>v2</MemoryContext>", "built_at": at(2)}))
+    store.put_cached_context(first.model_copy(update={"user_id": "", "content": _block("x")}))
+    store.put_cached_context(first.model_copy(update={"content": _block("v2"), "built_at": at(2)}))
     got = store.get_cached_context("s1", "u.1$")
-    assert (got.xml, got.built_at, got.versions) == ("<MemoryContext>v2</MemoryContext>", at(2),
-                                                     {"agent": 1, "user:u.1$": 2})
-    assert store.get_cached_context("s1", "").xml == "<x/>"
+    assert (got.content, got.built_at, got.versions) == (_block("v2"), at(2), {"agent": 1, "user:u.1$": 2})
+    assert store.get_cached_context("s1", "").content == _block("x")
+
+
+def _block(text: str) -> ContextBlock:
+    return ContextBlock(sections={"agent": ContextSection(consolidated=text, recent_reflections=["r"])},
+                        facts=[ContextFact(scope="user", text=text, age="3h ago")], omitted=Omitted(facts=2))
 
 
 # ---------------------------------------------------------------------- erasure ------------
@@ -380,9 +385,9 @@ def _populate(store, user: str, other: str) -> None:
     store.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key=f"user:{user}", user_id=user,
                                      consolidated_content="VERSION: 1", word_limit=300, version=1), 0)
     store.bump_scope_versions("a1", [f"user:{user}", f"user:{other}"])
-    store.put_cached_context(CachedContext(session_id="s-gone", user_id=user, agent_id="a1", xml="<x/>",
+    store.put_cached_context(CachedContext(session_id="s-gone", user_id=user, agent_id="a1", content=_block("x"),
                                            built_at=at(5), versions={f"user:{user}": 1}))
-    store.put_cached_context(CachedContext(session_id="s-kept", user_id=other, agent_id="a1", xml="<y/>",
+    store.put_cached_context(CachedContext(session_id="s-kept", user_id=other, agent_id="a1", content=_block("y"),
                                            built_at=at(5)))
     store.record_rejection(RejectedEvent(rejection_id="rej-gone", raw=json.dumps({"sender_id": user}),
                                          errors=[{"field": "x", "reason": "y"}], received_at=at(6)))
@@ -410,7 +415,7 @@ def test_forget_user_removes_everything_of_that_user_and_nothing_of_others(store
     erased = store.get_run("r-gone")
     assert (erased.status, erased.user_ids, erased.stages) == ("erased", [], {})
     assert store.reopen_run("r-gone", at(9), 60) is None
-    assert store.get_cached_context("s-kept", other).xml == "<y/>"
+    assert store.get_cached_context("s-kept", other).content == _block("y")
     assert [r.rejection_id for r in store.list_rejections()] == ["rej-kept"]
     assert store.get_scope_versions("a1", [f"user:{other}"]) == {f"user:{other}": 1}
     assert store.get_session("s-kept").users == [other]
