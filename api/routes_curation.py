@@ -61,7 +61,8 @@ def list_facts(agent_id: AgentId, caller: Caller, ctx: Ctx, limit: Annotated[int
 def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
     require_curator(caller, agent_id, "curating memory")
     fact = _agent_fact(ctx, agent_id, item_id)
-    updated = curation.edit_fact(ctx.service(agent_id), fact, body.content, people=list(fact.source_user_ids))
+    updated = curation.edit_fact(ctx.service(agent_id), fact, body.content, people=list(fact.source_user_ids),
+                                 categories=body.categories)
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or another agent fact already "
                        "says this; list the facts and try again", status=409)

@@ -47,7 +47,7 @@ def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactE
     require_not_agent_key(caller, "editing memory")
     user = _user(caller, agent_id, user_id)
     edited = user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
-                                   expires_at=body.expires_at)
+                                   expires_at=body.expires_at, categories=body.categories)
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return edited

@@ -173,6 +173,7 @@ class MyFact(BaseModel):
     source: Source
     history: list[FactVersionOut]
     expires_at: datetime | None = None
+    categories: list[str] = Field(default_factory=list, description="the agent's categories it is filed under")
 
 
 class ReflectionVersionOut(BaseModel):
@@ -226,6 +227,9 @@ class FactEdit(_In):
     content: text(2000, min_length=1)
     # when the fact stops being true (design §13 "Expiry"); omitted: the fact's stays
     expires_at: Instant | None = None
+    # the agent's categories it is in (design §13), each from the agent's list; omitted: the
+    # fact's stay, []: none
+    categories: list[str] | None = Field(None, max_length=50)
 
 
 class Deleted(BaseModel):

@@ -2,7 +2,7 @@
 checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
 
     memoryctl curate facts AGENT [--limit 50] [--json]
-    memoryctl curate edit-fact AGENT FACT_ID --text T        # an UPDATE with history, screened
+    memoryctl curate edit-fact AGENT FACT_ID --text T [--category C ...]  # an UPDATE with history, screened
     memoryctl curate delete-fact AGENT FACT_ID
     memoryctl curate reflections AGENT                       # agent-scope, waiting for consolidation
     memoryctl curate edit-reflection AGENT REFLECTION_ID --text T
@@ -74,13 +74,17 @@ def _run(args: argparse.Namespace) -> int:
 
 def _text(out) -> str:
     if isinstance(out, list):
-        return "\n".join(f"{row['id']}  {row['content']}" for row in out) or "nothing"
+        return "\n".join(f"{row['id']}  {row['content']}{_filed(row)}" for row in out) or "nothing"
     return out["message"]
 
 
+def _filed(row: dict) -> str:
+    return f"  [{', '.join(row['categories'])}]" if row.get("categories") else ""
+
+
 def _facts(deps, args) -> list[dict]:
-    return [{"id": f.fact_id, "content": f.content, "version": f.version, "formed_at": f.formed_at}
-            for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
+    return [{"id": f.fact_id, "content": f.content, "version": f.version, "formed_at": f.formed_at,
+             "categories": f.categories} for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
 
 
 def _reflections(deps, args) -> list[dict]:
@@ -92,12 +96,13 @@ def _edit_fact(deps, args) -> dict:
     from pipeline.owner.curation import edit_fact
 
     fact = _agent_fact(deps, args.agent_id, args.item_id)
-    updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text")
+    updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text",
+                        categories=args.categories, categories_where="--category")
     if updated is None:
         raise InvalidInput("--text", "the fact changed meanwhile, or another agent fact already says this")
     _audit(deps, "item.edit", args.agent_id, "agent", facts=1)
-    return {"id": updated.fact_id, "version": updated.version, "message": f"{updated.fact_id} is now version "
-            f"{updated.version}: {updated.content}"}
+    row = {"id": updated.fact_id, "version": updated.version, "categories": updated.categories}
+    return {**row, "message": f"{updated.fact_id} is now version {updated.version}: {updated.content}{_filed(row)}"}
 
 
 def _edit_reflection(deps, args) -> dict:
@@ -176,6 +181,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--limit", type=int, default=50)
         if name in ("edit-fact", "edit-reflection"):
             a.add_argument("--text", required=True)
+        if name == "edit-fact":
+            a.add_argument("--category", action="append", dest="categories", metavar="NAME",
+                           help="file it under this category of the agent's list (repeat for more); "
+                                "none given: its categories stay")
         if name == "edit-section":
             a.add_argument("section")
             a.add_argument("--line", action="append", help="one line of the section (repeat for more)")

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pipeline.errors import InvalidInput
+from pipeline.prompts.facts import CATEGORY_PATTERN
 from schemas.documents import AgentSettings
 from schemas.owner import CategoryList
 
@@ -27,7 +28,7 @@ DEFAULT_CATEGORIES: tuple[str, ...] = (
     "technology", "hobbies", "fashion", "entertainment", "milestones", "projects", "finance",
 )
 MAX_CATEGORIES = 50
-NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+NAME = re.compile(CATEGORY_PATTERN)
 
 
 def check_name(name: object, where: str) -> str:
@@ -78,6 +79,16 @@ def rollback_categories(agent: AgentSettings, version: int, *, by: str, now: dat
     if found is None:
         raise InvalidInput("version", f"no version {version} of the category list of agent {agent.agent_id!r}")
     return _append(agent, list(found.names), by, now, rolled_back_to=version)
+
+
+def check_filed(names: Sequence[object], allowed: Sequence[str], where: str = "categories") -> list[str]:
+    """The categories a person files a fact under: each a name of the agent's list (``allowed``),
+    or ``InvalidInput`` naming the first that is not, and the list it must come from."""
+    for i, name in enumerate(names):
+        if name not in allowed:
+            listed = ", ".join(allowed) if allowed else "(the agent has no categories)"
+            raise InvalidInput(f"{where}[{i}]", f"{str(name)[:60]!r} is not one of the agent's categories: {listed}")
+    return list(dict.fromkeys(str(n) for n in names))
 
 
 def known(names: Iterable[str], allowed: Sequence[str]) -> list[str]:

@@ -15,6 +15,7 @@ from datetime import datetime
 from pipeline.errors import InvalidInput, Refused
 from pipeline.formation.screening import guard_for, screen_write
 from pipeline.formation.secrets import KIND_NAMES
+from pipeline.owner import categories as filing
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
 from schemas.documents import Fact, Reflection
@@ -48,11 +49,16 @@ def checked_line(text: str, scope: str, *, settings, word_limit: int, people: Se
 
 
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
-              where: str = "content", expires_at: datetime | None = None) -> Fact | None:
+              where: str = "content", expires_at: datetime | None = None,
+              categories: Sequence[str] | None = None, categories_where: str = "categories") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
-    ``expires_at`` as its expiry if given. None when the fact changed meanwhile, or another live
-    fact of its scope already says this."""
+    ``expires_at`` as its expiry and ``categories`` (each from the agent's list; [] for none)
+    as its categories if given. None when the fact changed meanwhile, or another live fact of
+    its scope already says this."""
     store, settings = service.store, service.settings
+    if categories is not None:
+        listed = filing.current(store.get_agent_settings(fact.agent_id))
+        categories = filing.check_filed(categories, listed, categories_where)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])
@@ -60,7 +66,7 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     updated = store.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
-        source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at,
+        source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at, categories=categories,
     ))
     if not updated:
         return None

@@ -45,3 +45,30 @@ def test_too_many_categories_or_an_unknown_version_is_a_clear_422(client, owner)
     assert many.status_code == 422 and "categories" in many.json()["where"]
     missing = client.post("/v1/agents/A/categories/rollback", json={"version": 4}, headers=owner)
     assert missing.status_code == 422 and "no version 4" in missing.json()["why"]
+
+
+def test_a_user_and_an_owner_file_a_fact_under_the_agents_categories_by_editing_it(api, client, owner):
+    user = {"Authorization": f"Bearer {api.token(user='u1')}"}
+    mine = client.get("/v1/agents/A/users/u1/memory", headers=user).json()["facts"]
+    fact = next(f for f in mine if f["id"] == "f-u1")
+    edited = client.patch("/v1/agents/A/users/u1/memory/facts/f-u1",
+                          json={"content": fact["content"], "categories": ["personal_details", "family"]}, headers=user)
+    assert edited.status_code == 200 and edited.json()["categories"] == ["personal_details", "family"]
+    # omitted: the categories stay; []: none
+    kept = client.patch("/v1/agents/A/users/u1/memory/facts/f-u1", json={"content": "Alice's email is a@example.org"},
+                        headers=user)
+    assert kept.json()["categories"] == ["personal_details", "family"]
+    shared = client.patch("/v1/agents/A/memory/facts/f-agent-both",
+                          json={"content": "The Mars budget is $60,000", "categories": ["finance"]}, headers=owner)
+    assert shared.status_code == 200 and shared.json()["categories"] == ["finance"]
+    assert api.deps.store.get_facts(["f-agent-both"])[0].categories == ["finance"]
+
+
+def test_a_category_outside_the_agents_list_is_a_422_naming_it_and_changes_nothing(api, client, owner):
+    client.put("/v1/agents/A/categories", json={"categories": ["budgets"]}, headers=owner)
+    refused = client.patch("/v1/agents/A/memory/facts/f-agent-both",
+                           json={"content": "The Mars budget is $60,000", "categories": ["budgets", "finance"]},
+                           headers=owner)
+    assert refused.status_code == 422 and refused.json()["where"].endswith("categories[1]")
+    assert "not one of the agent's categories: budgets" in refused.json()["why"]
+    assert api.deps.store.get_facts(["f-agent-both"])[0].version == 1

@@ -93,6 +93,7 @@ class SQLiteFacts(FactStore):
                 "source_user_ids": list(dict.fromkeys([*fact.source_user_ids, *change.source_user_ids])),
                 "source_text": change.source_text or fact.source_text,
                 "expires_at": c.utc(change.expires_at) if change.expires_at else fact.expires_at,
+                "categories": fact.categories if change.categories is None else list(change.categories),
             }), insert=False)
             return True
 
