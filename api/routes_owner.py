@@ -1,5 +1,5 @@
 """An owner's routes (design §13 "Owner controls"), under ``/v1/agents/{agent_id}``: Memory
-Instructions (read, set, clear, roll back) and pause and resume. Reached by an admin key or
+Instructions (read, set, clear, roll back), pause and resume, and the category list. Reached by an admin key or
 an agent key with the ``curate`` scope (``api.permissions.curator``, declared on each route); every change is
 audited without its text."""
 
@@ -22,6 +22,7 @@ from pipeline.sweep import start_runs
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.owner import InstructionScope, InstructionStage
+from usecases import categories
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["owner"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
@@ -109,3 +110,32 @@ def resume(agent_id: AgentId, body: o.ResumeRequest, caller: Caller, ctx: Ctx) -
     start_runs(ctx.store, runs, ctx.start_run, now)  # a run the broker refuses is failed, retried by beat
     _audit(ctx, caller, "memory.resume", agent_id, body.target, backfill_runs=len(runs))
     return o.Resumed(scope_key=ended.scope_key, paused_at=ended.paused_at, resumed_at=now, backfill_runs=runs)
+
+
+def _categories(found: categories.Categories) -> o.CategoriesOut:
+    return o.CategoriesOut(agent_id=found.agent_id, categories=found.names, version=found.version,
+                           history=[o.CategoryVersionOut.model_validate(v.model_dump()) for v in found.history])
+
+
+@router.get("/categories", response_model=o.CategoriesOut, summary="The agent's categories and their versions",
+            dependencies=[curator("reading categories")])
+def get_categories(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
+    return _categories(categories.show(ctx.store, agent_id))
+
+
+@router.put("/categories", response_model=o.CategoriesOut,
+            summary="Set the agent's categories: a new version, used by the next extractions",
+            dependencies=[curator("setting categories")])
+def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
+    found = categories.set_list(ctx.store, agent_id, body.categories, by=caller.credential_id, now=ctx.clock.now())
+    _audit(ctx, caller, "categories.set", agent_id, "categories", version=found.version, names=len(found.names))
+    return _categories(found)
+
+
+@router.post("/categories/rollback", response_model=o.CategoriesOut,
+             summary="Bring back an earlier version's list: a new version",
+             dependencies=[curator("rolling categories back")])
+def rollback_categories(agent_id: AgentId, body: o.InstructionRollback, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
+    found = categories.rollback(ctx.store, agent_id, body.version, by=caller.credential_id, now=ctx.clock.now())
+    _audit(ctx, caller, "categories.rollback", agent_id, "categories", version=found.version)
+    return _categories(found)

@@ -49,7 +49,8 @@ def my_memory(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> m
 def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
     user = _user(caller, agent_id, user_id)
     edited = user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
-                                   expires_at=body.expires_at, clear_expiry=body.clears_expiry)
+                                   expires_at=body.expires_at, clear_expiry=body.clears_expiry,
+                                   categories=body.categories)
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
           subject=subject_digest(agent_id, user))
     return edited

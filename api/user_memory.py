@@ -31,7 +31,7 @@ def fact_out(f: Fact, editable: bool) -> m.MyFact:
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
                     updated_at=f.updated_at, editable=editable, source=_source(f), history=history,
-                    expires_at=f.expires_at)
+                    expires_at=f.expires_at, categories=f.categories)
 
 
 def reflection_out(r: Reflection, editable: bool) -> m.MyReflection:
@@ -107,11 +107,13 @@ def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory
 
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
-              where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False) -> m.MyFact:
+              where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
+              categories: list[str] | None = None) -> m.MyFact:
     """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
     every door takes it, screened like any write (a secret refused by its kind), at most the
     fact word limit, with the old text kept in its history; ``expires_at`` (if given, in the
-    future) becomes its expiry, ``clear_expiry`` removes it. ``where`` names the field in errors."""
+    future) becomes its expiry, ``clear_expiry`` removes it, and ``categories`` become its
+    categories. ``where`` names the field in errors."""
     store, now = service.store, service.clock.now()
     fact = next((f for f in store.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
@@ -119,7 +121,7 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
     updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where,
-                                 expires_at=expires_at, clear_expiry=clear_expiry)
+                                 expires_at=expires_at, clear_expiry=clear_expiry, categories=categories)
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)

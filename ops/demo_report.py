@@ -48,7 +48,8 @@ def print_facts(store, agent_id: str, keys: Sequence[str]) -> None:
             print(f"[{key}]")
             for fact in reversed(facts):
                 version = f" (v{fact.version}, was: {fact.history[-1].content!r})" if fact.history else ""
-                print(f"  - {fact.content}{version}")
+                filed = f"  [{', '.join(fact.categories)}]" if fact.categories else ""
+                print(f"  - {fact.content}{version}{filed}")
 
 
 def print_reflections(store, agent_id: str, keys: Sequence[str]) -> None:

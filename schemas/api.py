@@ -151,6 +151,7 @@ class MyFact(BaseModel):
     source: Source
     history: list[FactVersionOut]
     expires_at: datetime | None = None
+    categories: list[str] = Field(default_factory=list, description="the agent's categories it is filed under")
 
 
 class ReflectionVersionOut(BaseModel):
@@ -205,6 +206,9 @@ class FactEdit(_In):
     # merge-patch semantics (RFC 7396): a missing field keeps the fact's expiry, null removes it
     expires_at: Instant | None = Field(None, description="when the fact stops being true (in the future); "
                                                          "null: it no longer expires; omitted: unchanged")
+    # the agent's categories it is in (design §13), each from the agent's list; omitted: the
+    # fact's stay, []: none
+    categories: list[str] | None = Field(None, max_length=50)
 
     @property
     def clears_expiry(self) -> bool:

@@ -99,3 +99,23 @@ class BlobOut(BaseModel):
     word_limit: int
     edited_by: str | None
     edited_at: datetime | None
+
+
+class CategoryNames(_In):
+    #: each name is checked by the pipeline, which names the first bad one (``categories[i]``)
+    categories: list[str] = Field(max_length=50, description="the new list, in order; [] files no fact under any")
+
+
+class CategoryVersionOut(BaseModel):
+    version: int
+    names: list[str]
+    set_by: str = Field(description="the credential id that set it")
+    set_at: datetime
+    rolled_back_to: int | None = None
+
+
+class CategoriesOut(BaseModel):
+    agent_id: str
+    categories: list[str] = Field(description="the list extraction files new facts under now")
+    version: int = Field(description="the current version; 0: the default list, never changed")
+    history: list[CategoryVersionOut] = Field(description="every version, oldest first")

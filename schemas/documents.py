@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.context import ContextBlock
-from schemas.owner import Instruction, Pause
+from schemas.owner import CategoryList, Instruction, Pause
 
 Scope = Literal["agent", "user", "session"]
 FactScope = Literal["agent", "user"]
@@ -89,6 +89,8 @@ class AgentSettings(_Doc):
     # the owner's controls (design §13): every instruction version, and what is paused
     instructions: list[Instruction] = Field(default_factory=list)
     paused: list[Pause] = Field(default_factory=list)
+    # every version of the agent's category list; none yet: the default list
+    categories: list[CategoryList] = Field(default_factory=list)
 
 
 class StoredMessage(_Doc):
@@ -250,6 +252,8 @@ class Fact(_Doc):
     # past this time the fact is out of every read as if retired (design §13 "Expiry"), and
     # valid until then; None: no end foreseen
     expires_at: datetime | None = None
+    # the agent's categories this fact is in (design §13 "Categories and metadata")
+    categories: list[str] = Field(default_factory=list)
     access_count: int = 0
     last_accessed_at: datetime | None = None
 

@@ -44,3 +44,14 @@ class Pause(_Doc):
     scope_key: str
     paused_at: datetime
     paused_by: str
+
+
+class CategoryList(_Doc):
+    """One version of the agent's category list (design §13 "Categories and metadata"):
+    extraction files each fact under zero or more of ``names``; a change appends a version."""
+
+    version: int
+    names: list[str]
+    set_by: str
+    set_at: datetime
+    rolled_back_to: int | None = None   # the version whose list this one brings back

@@ -2,7 +2,8 @@
 checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
 
     memoryctl curate facts AGENT [--limit 50] [--json]
-    memoryctl curate edit-fact AGENT FACT_ID --text T [--expires WHEN | --no-expiry]   # an UPDATE with history, screened
+    memoryctl curate edit-fact AGENT FACT_ID --text T [--expires WHEN | --no-expiry] [--category C ...]
+                                                             # an UPDATE with history, screened
     memoryctl curate delete-fact AGENT FACT_ID
     memoryctl curate reflections AGENT                       # agent-scope, waiting for consolidation
     memoryctl curate edit-reflection AGENT REFLECTION_ID --text T
@@ -75,8 +76,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _text(out) -> str:
     if isinstance(out, list):
-        return "\n".join(f"{row['id']}  {row['content']}" for row in out) or "nothing"
+        return "\n".join(f"{row['id']}  {row['content']}{_filed(row)}" for row in out) or "nothing"
     return out["message"]
+
+
+def _filed(row: dict) -> str:
+    return f"  [{', '.join(row['categories'])}]" if row.get("categories") else ""
 
 
 def _facts(deps, args) -> list[dict]:
@@ -84,7 +89,7 @@ def _facts(deps, args) -> list[dict]:
     it is out of every read already."""
     now = deps.clock.now()
     return [{"id": f.fact_id, "content": f.content + (" (expired)" if expired(f, now) else ""), "version": f.version,
-             "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now)}
+             "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now), "categories": f.categories}
             for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
 
 
@@ -115,12 +120,13 @@ def _edit_fact(deps, args) -> dict:
         raise InvalidInput("FACT_ID", f"{fact.fact_id} expired at {fact.expires_at.isoformat()}; delete it, "
                                       "or write the text anew")
     updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text",
-                        expires_at=_expiry(args.expires), clear_expiry=args.no_expiry, expiry_where="--expires")
+                        expires_at=_expiry(args.expires), clear_expiry=args.no_expiry, expiry_where="--expires",
+                        categories=args.categories, categories_where="--category")
     if updated is None:
         raise InvalidInput("--text", "the fact changed meanwhile, or another agent fact already says this")
     _audit(deps, "item.edit", args.agent_id, "agent", facts=1)
-    return {"id": updated.fact_id, "version": updated.version, "message": f"{updated.fact_id} is now version "
-            f"{updated.version}: {updated.content}"}
+    row = {"id": updated.fact_id, "version": updated.version, "categories": updated.categories}
+    return {**row, "message": f"{updated.fact_id} is now version {updated.version}: {updated.content}{_filed(row)}"}
 
 
 def _edit_reflection(deps, args) -> dict:
@@ -205,6 +211,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                               help="when the fact stops being true (in the future): a date (its end, UTC) or a time "
                                    "with its offset")
             when.add_argument("--no-expiry", action="store_true", help="the fact no longer expires")
+            a.add_argument("--category", action="append", dest="categories", metavar="NAME",
+                           help="file it under this category of the agent's list (repeat for more); "
+                                "none given: its categories stay")
         if name == "edit-section":
             a.add_argument("section")
             a.add_argument("--line", action="append", help="one line of the section (repeat for more)")

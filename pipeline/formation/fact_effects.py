@@ -77,6 +77,10 @@ def apply(
         """The expiry said with the new fact ``index`` (None: none, or the stored one stays)."""
         return said[index].expires_at if index in said else None
 
+    def filed(index: int) -> list[str]:
+        """The categories the answer gave the new fact ``index``."""
+        return list(said[index].categories) if index in said else []
+
     # an ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run)
     absorbed: dict[str, list[int]] = {}
     for d in output.decisions:
@@ -98,6 +102,7 @@ def apply(
             source_session_id=run.session_id, source_message_ids=ids,
             source_user_ids=message_sources(ids, claimed), source_text=source_text(latest, key),
             source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest), expires_at=deadline(index),
+            categories=list(dict.fromkeys(c for i in merged for c in filed(i))),
         ))[1]
 
     superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid
@@ -133,6 +138,7 @@ def apply(
                 source_message_ids=source_ids(index),
                 source_user_ids=message_sources(source_ids(index), claimed),
                 source_text=source_text(index, effect.scope_key), expires_at=deadline(index),
+                categories=filed(index) or None,
             )):
                 continue
             note = _changed_meanwhile(store, run, effect, "update")

@@ -6,15 +6,18 @@
 - Empty texts and repeats inside one answer (same scope, same normalized-text hash) go too.
 - A deadline (``expires_at``: a date is the end of that day, UTC) that does not read as a
   time in the accepted span is dropped and counted; the fact is kept without it.
+- A category not in the agent's list (design §13 "Categories and metadata") is dropped and
+  counted; the fact is kept with the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
 from pipeline.formation.scopes import ScopePlan
+from pipeline.owner.categories import known
 from pipeline.prompts.facts import ExtractedFact
 from pipeline.text import text_hash, word_count
 from schemas.values import check_instant
@@ -30,6 +33,7 @@ class NewFact:
     scope_key: str
     hash: str
     expires_at: datetime | None = None   # a deadline said with it (design §13 "Expiry")
+    categories: tuple[str, ...] = ()     # from the agent's list (design §13 "Categories and metadata")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -38,7 +42,8 @@ class NewFact:
     def from_dict(cls, data: dict) -> NewFact:
         expires = data.get("expires_at")
         return cls(**{k: data[k] for k in ("index", "text", "scope", "scope_key", "hash")},
-                   expires_at=datetime.fromisoformat(expires) if isinstance(expires, str) else expires)
+                   expires_at=datetime.fromisoformat(expires) if isinstance(expires, str) else expires,
+                   categories=tuple(data.get("categories") or ()))
 
 
 @dataclass
@@ -49,17 +54,20 @@ class FactFilter:
     repeated: int = 0
     empty: int = 0
     expiry_invalid: int = 0      # kept without the deadline it came with, which did not parse
+    category_unknown: int = 0    # category names not in the agent's list, dropped from their facts
 
     def counts(self) -> dict[str, int]:
         return {
             "kept": len(self.kept), "over_limit": self.over_limit,
             "scope_not_allowed": self.scope_not_allowed, "repeated": self.repeated,
-            "empty": self.empty, "expiry_invalid": self.expiry_invalid,
+            "empty": self.empty, "expiry_invalid": self.expiry_invalid, "category_unknown": self.category_unknown,
         }
 
 
-def filter_facts(extracted: Iterable[ExtractedFact], plan: ScopePlan, word_limit: int) -> FactFilter:
-    """Keep the facts this run may form, in answer order, numbered from 0."""
+def filter_facts(extracted: Iterable[ExtractedFact], plan: ScopePlan, word_limit: int,
+                 categories: Sequence[str] = ()) -> FactFilter:
+    """Keep the facts this run may form, in answer order, numbered from 0, each with the
+    names of ``categories`` (the agent's list) its answer gave."""
     result = FactFilter()
     seen: set[tuple[str, str]] = set()
     for fact in extracted:
@@ -81,7 +89,11 @@ def filter_facts(extracted: Iterable[ExtractedFact], plan: ScopePlan, word_limit
         expires = parse_expiry(fact.expires_at)
         if fact.expires_at and expires is None:
             result.expiry_invalid += 1
-        result.kept.append(NewFact(len(result.kept), text, fact.scope, plan.key(fact.scope), digest, expires))
+        said = getattr(fact, "categories", ())   # a ``FiledFact`` when the agent has categories
+        filed = known(said, categories)
+        result.category_unknown += len(set(said)) - len(filed)
+        result.kept.append(NewFact(len(result.kept), text, fact.scope, plan.key(fact.scope), digest, expires,
+                                   tuple(filed)))
     return result
 
 

@@ -59,6 +59,7 @@ class FactDrops(Counts):
     repeated: int = 0
     empty: int = 0
     expiry_invalid: int = 0      # facts kept without a deadline that did not parse
+    category_unknown: int = 0    # category names outside the agent's list, dropped from their facts
 
 
 class Screened(Counts):

@@ -30,6 +30,7 @@ from pipeline.formation.screening import (
     guard_for, screen_excerpt, screen_facts, screen_reflections, screen_write, session_user_ids,
 )
 from pipeline.llm.models import fast_model, tier_model
+from pipeline.owner.categories import current as current_categories
 from pipeline.owner.instructions import guidance
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
@@ -82,7 +83,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
                 user_scope="user" in plan.fact_scopes, agent_scope="agent" in plan.fact_scopes,
                 agent_name=_agent_name(agent, messages), user_names=_names(messages),
                 model=models.fast, word_limit=settings.fact_word_limit,
-                guidance=guidance(agent, "extraction", plan.fact_scopes),
+                guidance=guidance(agent, "extraction", plan.fact_scopes), categories=current_categories(agent),
             )
         except InvalidInput as exc:  # no fact scope left (both toggles off, ...): no LLM call
             output.skipped = str(exc)
@@ -90,7 +91,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
         answer = usage.complete(deps.llm, request).parsed
         allowed, screened = screen_facts(answer.facts, plan, guard_for(settings),
                                          session_user_ids(run, plan, messages))
-        kept = filter_facts(allowed, plan, settings.fact_word_limit)
+        kept = filter_facts(allowed, plan, settings.fact_word_limit, current_categories(agent))
         output.facts = kept.kept
         output.dropped = FactDrops(**kept.counts())
         output.screened = Screened(**screened.counts())

@@ -15,6 +15,7 @@ from datetime import datetime
 from pipeline.errors import InvalidInput, Refused
 from pipeline.formation.screening import guard_for, screen_write
 from pipeline.formation.secrets import KIND_NAMES
+from pipeline.owner import categories as filing
 from pipeline.store.port import FactUpdate
 from pipeline.text import text_hash, word_count
 from schemas.documents import Fact, Reflection
@@ -58,13 +59,18 @@ def check_expiry(expires_at: datetime | None, now: datetime, where: str = "expir
 
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
-              expiry_where: str = "expires_at") -> Fact | None:
+              expiry_where: str = "expires_at", categories: Sequence[str] | None = None,
+              categories_where: str = "categories") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
-    ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``.
+    ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``,
+    and ``categories`` (each from the agent's list; [] for none) as its categories if given.
     None when the fact changed meanwhile, or another live fact of its scope already says this."""
     store, settings = service.store, service.settings
     now = service.clock.now()
     check_expiry(expires_at, now, expiry_where)
+    if categories is not None:
+        listed = filing.current(store.get_agent_settings(fact.agent_id))
+        categories = filing.check_filed(categories, listed, categories_where)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])
@@ -72,6 +78,7 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
         source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at, clear_expiry=clear_expiry,
+        categories=categories,
     ))
     if not updated:
         return None

@@ -17,6 +17,10 @@ from schemas.documents import StoredMessage
 #: an ISO 8601 date, or a date-time with its offset (``expires_at`` of the answer's schema)
 EXPIRY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2}))?$"
 
+#: how many categories an answer may file one fact under, and the shape of a name (``pipeline.owner.categories``)
+MAX_FILED = 5
+CATEGORY_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+
 
 class ExtractedFact(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -37,10 +41,34 @@ class ExtractedFact(BaseModel):
     )
 
 
+class FiledFact(ExtractedFact):
+    """A fact with the agent's categories it is in (design §13 "Categories and metadata"):
+    asked for only when the agent has categories, so an agent without any is sent the schema
+    and prompt it had before."""
+
+    # The schema sent bounds the list (at most MAX_FILED names, each a category name's shape:
+    # ``pattern`` and ``maxItems`` are among the keywords OpenAI's strict mode supports,
+    # https://platform.openai.com/docs/guides/structured-outputs#supported-properties, and
+    # Gemini's responseJsonSchema and llama.cpp's grammar take them), so a constrained decoder
+    # cannot run on until the token limit; the answer is not held to it: a name outside the list
+    # is dropped alone (``facts.filter_facts``). No default is sent (pydantic writes none for a
+    # factory): strict mode requires it like every property; an answer without it files nothing.
+    categories: Annotated[list[str], WithJsonSchema({
+        "type": "array", "items": {"type": "string", "pattern": CATEGORY_PATTERN}, "maxItems": MAX_FILED,
+    })] = Field(
+        default_factory=list,
+        description="The categories of the listed ones this fact belongs to, by their exact names; [] for none.",
+    )
+
+
 class FactsAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     facts: list[ExtractedFact]
+
+
+class FiledFactsAnswer(FactsAnswer):
+    facts: list[FiledFact]
 
 
 # --- prompt builder ---------------------------------------------------------------------------
@@ -77,6 +105,11 @@ expires_at null.
 Return each fact at most once. Return an empty list when the conversation holds no fact.
 """
 
+_FILING = """
+File each fact under the categories it belongs to, only from the list given with the
+conversation, by their exact names (none, one or several); a fact that fits none has [].
+"""
+
 _SCOPE_RULES = {
     "user": '- "user": a fact about {who} (the one human in this chat): identity, contacts, '
     "family, work, places, dates, possessions, personal history.",
@@ -106,6 +139,7 @@ def build_facts_request(
     model: str,
     word_limit: int = 30,
     guidance: Guidance = NONE,
+    categories: Sequence[str] = (),
 ) -> LLMRequest[FactsAnswer]:
     """The ``extract_facts`` call for one claimed message range (design §5.1).
 
@@ -116,10 +150,12 @@ def build_facts_request(
     skips the call then (use ``fact_scopes`` to know beforehand).
 
     ``guidance``: the owner's Memory Instructions for this call (``pipeline.prompts.guidance``).
+    ``categories``: the agent's category list (``pipeline.owner.categories``), listed in the
+    prompt; an answer's other names are dropped by ``formation.facts.filter_facts``.
 
     ``inputs``: ``messages`` (``conversation.message_inputs``), ``scopes`` (the allowed fact
     scopes), ``group_chat``, ``agent_name``, ``user_names``, ``word_limit``, ``guidance`` (the
-    focus and ignore topics per scope).
+    focus and ignore topics per scope), ``categories``.
     """
     scopes = fact_scopes(messages, user_scope=user_scope, agent_scope=agent_scope)
     if not scopes:
@@ -140,15 +176,16 @@ def build_facts_request(
         f"{agent_line}\nHumans in this conversation: {people_line}"
         f"{' (a group chat)' if group else ''}.\n\n"
         f"Scopes you may use:\n{allowed}\n\n"
+        + (f"Categories you may file a fact under: {', '.join(categories)}.\n\n" if categories else "") +
         f"Conversation:\n<conversation>\n{conversation_text}\n</conversation>\n\n"
         f"Return the facts of this conversation, each with its scope."
     )
     return LLMRequest(
         operation=OPERATION,
         model=model,
-        system=_SYSTEM.format(word_limit=word_limit) + owner_block(guidance.text),
+        system=_SYSTEM.format(word_limit=word_limit) + (_FILING if categories else "") + owner_block(guidance.text),
         prompt=prompt,
-        response_model=FactsAnswer,
+        response_model=FiledFactsAnswer if categories else FactsAnswer,
         inputs={
             "messages": message_inputs(messages, user_names),
             "scopes": scopes,
@@ -157,5 +194,6 @@ def build_facts_request(
             "user_names": dict(user_names),
             "word_limit": word_limit,
             "guidance": guidance.inputs(),
+            "categories": list(categories),
         },
     )

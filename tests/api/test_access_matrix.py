@@ -65,6 +65,10 @@ ROUTES = [
     ("clear instruction", "DELETE", "/v1/agents/A/instructions/extraction/user", None, {ADMIN: 200, CURATOR_A: 200}),
     ("rollback instruction", "POST", "/v1/agents/A/instructions/extraction/user/rollback", {"version": 1},
      {ADMIN: 200, CURATOR_A: 200}),
+    ("categories", "GET", "/v1/agents/A/categories", None, {ADMIN: 200, CURATOR_A: 200}),
+    ("set categories", "PUT", "/v1/agents/A/categories", {"categories": ["projects", "venues"]},
+     {ADMIN: 200, CURATOR_A: 200}),
+    ("rollback categories", "POST", "/v1/agents/A/categories/rollback", {"version": 1}, {ADMIN: 200, CURATOR_A: 200}),
     ("pauses", "GET", "/v1/agents/A/pauses", None, {ADMIN: 200, CURATOR_A: 200}),
     ("pause", "POST", "/v1/agents/A/pause", {"target": "agent"}, {ADMIN: 200, CURATOR_A: 200}),
     ("resume", "POST", "/v1/agents/A/resume", {"target": "session", "session_id": "s-paused"},
@@ -120,21 +124,24 @@ def _check(response, expected, name, credential):
 
 def _owner_state(api):
     """What the owner's changing routes act on: a user-scope extraction instruction (set, then
-    cleared: version 1 to roll back to, version 2 to clear) and a paused session to resume."""
+    cleared: version 1 to roll back to, version 2 to clear), a paused session to resume and a
+    category list to roll back to."""
     from pipeline.formation.screening import guard_for
     from pipeline.owner import controls
+    from usecases import categories
 
     store, now = api.deps.store, api.deps.clock.now()
     controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
                              by="test", now=now)
     controls.pause(store, "A", "session", session_id="s-paused", by="test", now=now)
+    categories.set_list(store, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
 
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
             "edit blob section", "replace user blob", "edit my blob section",
-            "edit agent reflection", "edit my reflection", "webhook delete"}
+            "edit agent reflection", "edit my reflection", "webhook delete", "rollback categories"}
 
 
 @pytest.mark.parametrize("credential", REACHING)

@@ -28,6 +28,8 @@
   a fact on an ignored topic, or on none of the focus topics, is left out.
 - A deadline in the sentence ("by March 10", "until June 2", "before 2026-07-01") becomes the
   fact's ``expires_at`` (``offline_rules.expiry``), resolved against the message's date.
+- Its categories are those of the listed ones (``inputs["categories"]``) whose words it says
+  (``offline_rules.categories``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 from datetime import datetime, timezone
 
 from pipeline.llm.offline_rules import language as lang
+from pipeline.llm.offline_rules.categories import categories_of
 from pipeline.llm.offline_rules.expiry import deadline
 from pipeline.llm.offline_rules.topics import kept
 from pipeline.text import normalize, word_count
@@ -73,6 +76,7 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
     people = {m.get("sender_name") for m in inputs.get("messages") or () if m.get("sender_name")}
     people |= {n for n in [inputs.get("agent_name"), *(inputs.get("user_names") or {}).values()] if n}
     owner = inputs.get("guidance") or {}
+    listed = list(inputs.get("categories") or ())
     for message in inputs.get("messages") or ():
         if message.get("role") != "user":
             continue
@@ -91,7 +95,8 @@ def extract(inputs: dict[str, Any], *, word_limit: int) -> dict[str, Any]:
                 continue
             seen.add(key)
             due = deadline(sentence, _said_at(message))
-            facts.append({"text": text, "scope": scope, **({"expires_at": due} if due else {})})
+            filed = {"categories": categories_of(text, listed)} if listed else {}
+            facts.append({"text": text, "scope": scope, **filed, **({"expires_at": due} if due else {})})
     return {"facts": facts}
 
 

@@ -22,21 +22,23 @@ def _stem(word: str) -> str:
     return word
 
 
-def _stems(text: str) -> set[str]:
+def stems(text: str) -> set[str]:
+    """The text's words, lower-cased and lightly stemmed."""
     return {_stem(w) for w in _WORD.findall(text.lower())}
 
 
-def _matches(topic: str, stems: set[str]) -> bool:
+def matches(topic: str, said: set[str]) -> bool:
+    """Whether each word of ``topic`` is among ``said`` (a text's ``stems``)."""
     words = [_stem(w) for w in _WORD.findall(topic.lower())]
-    return bool(words) and all(w in stems for w in words)
+    return bool(words) and all(w in said for w in words)
 
 
 def kept(text: str, lists: Mapping[str, Sequence[str]] | None) -> bool:
     """Whether the owner's ``{"focus": [...], "ignore": [...]}`` lets ``text`` be kept."""
     if not lists:
         return True
-    stems = _stems(text)
-    if any(_matches(t, stems) for t in lists.get("ignore") or ()):
+    said = stems(text)
+    if any(matches(t, said) for t in lists.get("ignore") or ()):
         return False
     focus = list(lists.get("focus") or ())
-    return not focus or any(_matches(t, stems) for t in focus)
+    return not focus or any(matches(t, said) for t in focus)

@@ -59,9 +59,11 @@ class MongoFacts(FactStore):
             said = change.source_text or fact.source_text
             updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
                                               "source_text": said})
-            expiry = {"expires_at": None} if change.clear_expiry else \
+            optional = {"expires_at": None} if change.clear_expiry else \
                 {"expires_at": c.utc(change.expires_at)} if change.expires_at else {}
-            return {"$set": {**expiry, "content": change.content, "hash": change.hash,
+            if change.categories is not None:
+                optional["categories"] = list(change.categories)
+            return {"$set": {**optional, "content": change.content, "hash": change.hash,
                              "embedding": None if change.embedding is None else [float(x) for x in change.embedding],
                              "embedding_model": change.embedding_model, "updated_at": c.utc(change.now),
                              "valid_from": opened,

@@ -52,6 +52,7 @@ class FactUpdate:
     source_text: str | None = None           # the new text's source message line; None: keep
     expires_at: datetime | None = None       # a new expiry (design §13 "Expiry"); None: keep the fact's
     clear_expiry: bool = False               # True: the fact no longer expires (an edit took its expiry away)
+    categories: Sequence[str] | None = None  # the new categories (design §13); None: keep the fact's
 
 
 class FactStore(Protocol):

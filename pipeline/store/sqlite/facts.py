@@ -94,6 +94,7 @@ class SQLiteFacts(FactStore):
                 "source_text": change.source_text or fact.source_text,
                 "expires_at": None if change.clear_expiry else c.utc(change.expires_at) if change.expires_at
                 else fact.expires_at,
+                "categories": fact.categories if change.categories is None else list(change.categories),
             }), insert=False)
             return True
 

@@ -9,7 +9,7 @@ from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PermanentError
 from pipeline.llm.gemini import GeminiLLM, answer_schema
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
-from pipeline.prompts.facts import EXPIRY_PATTERN, FactsAnswer
+from pipeline.prompts.facts import EXPIRY_PATTERN, MAX_FILED, FactsAnswer, FiledFactsAnswer
 from schemas.settings import Settings
 from testkit import llm_wire
 from testkit.llm_server import Answer, Error, LLMServer, Stall
@@ -203,3 +203,14 @@ def test_auto_falls_back_to_json_object_when_the_schema_field_is_refused(llm_ser
     assert "responseJsonSchema" in configs[0]
     assert configs[1:] == [{"responseMimeType": "application/json"}] * 2
     assert (first.structured_output, second.structured_output) == ("json_object", "json_object")
+
+
+def test_the_filed_facts_schema_is_one_gemini_takes(llm_server):
+    llm_server.script("generate", Answer('{"facts": [{"text": "The venue budget is $9,000.", "scope": "agent", '
+                                         '"expires_at": null, "categories": ["finance"]}]}'))
+    request = LLMRequest(operation="extract_facts", model="gemini-3.8-flash", system="Extract.",
+                         prompt="user: the venue budget is $9,000.", response_model=FiledFactsAnswer)
+    response = _llm(llm_server).complete(request)
+    fact = llm_server.requests[0].body["generationConfig"]["responseJsonSchema"]["$defs"]["FiledFact"]
+    assert fact["properties"]["categories"]["maxItems"] == MAX_FILED
+    assert response.parsed.facts[0].categories == ["finance"]

@@ -17,6 +17,8 @@ from pipeline.llm import open_llm
 from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.llm.structured import FALLBACKS
+from schemas.owner import CategoryList
+from testkit.documents import T0
 from testkit.formation import ALICE_CHAT, make_env
 from testkit.llama_server import ALIAS
 
@@ -35,7 +37,10 @@ def _settings(env, server, mode):
 def test_a_formation_on_llama_cpp_is_answered_in_each_stages_schema_and_its_tokens_are_the_servers(
         tmp_path, llama_server, mode):
     env = make_env(tmp_path)
-    env.agent(user_memory_enabled=False)   # agent and session levels: a short answer from a small model
+    # agent and session levels, and no categories to file under: a short answer from a small
+    # model (asked to file facts under fifteen categories, the 135M model repeats one fact
+    # until the server's token cap)
+    env.agent(user_memory_enabled=False, categories=[CategoryList(version=1, names=[], set_by="test", set_at=T0)])
     env.settings = _settings(env, llama_server, mode)
     env.llm = open_llm(env.settings)
     before = llama_server.metrics()

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.conversation import render_conversation
 from pipeline.llm.offline import OfflineLLM
+from pipeline.owner.categories import DEFAULT_CATEGORIES
 from pipeline.prompts.facts import FactsAnswer, build_facts_request
 from schemas.documents import StoredMessage
 
@@ -242,3 +243,24 @@ def test_a_deadline_in_a_kept_sentence_becomes_its_expiry(line, expires):
                                   agent_name="Mars Bot", user_names={}, model="fast")
     [fact] = OfflineLLM().complete(request).parsed.facts
     assert fact.expires_at == expires
+
+
+def _filed(line: str, categories) -> list[tuple[str, list[str]]]:
+    messages = chat(("u1", line))
+    request = build_facts_request(
+        render_conversation(messages), messages, user_scope=True, agent_scope=True,
+        agent_name="Mars Bot", user_names={}, model="fast", categories=categories,
+    )
+    return [(f.text, f.categories) for f in OfflineLLM().complete(request).parsed.facts]
+
+
+@pytest.mark.parametrize(("line", "categories", "filed"), [
+    ("The Mars Festival budget is $50,000.", DEFAULT_CATEGORIES, ["projects", "finance"]),
+    ("My daughter Emma was born on March 3, 2015.", DEFAULT_CATEGORIES, ["personal_details", "family"]),
+    # an owner's own category is matched on its name's words, lightly stemmed
+    ("The caterer for the Mars Festival is Dune Kitchen.", ("catering", "venues"), ["catering"]),
+    ("The Mars Festival venue is the Tucson Arena.", ("catering", "venues"), ["venues"]),
+    ("The Mars Festival takes place in Tucson on June 14.", ("catering", "venues"), []),
+])
+def test_offline_rules_file_a_fact_under_the_listed_categories_its_words_say(line, categories, filed):
+    assert [c for _, c in _filed(line, categories)] == [filed]

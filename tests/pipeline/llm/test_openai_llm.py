@@ -9,7 +9,7 @@ from pipeline.errors import ConfigurationError, InvalidLLMAnswer, PermanentError
 from pipeline.llm.openai import OpenAILLM
 from pipeline.llm.port import LLMRequest
 from pipeline.prompts.dedup import DecisionsAnswer
-from pipeline.prompts.facts import EXPIRY_PATTERN, FactsAnswer
+from pipeline.prompts.facts import CATEGORY_PATTERN, EXPIRY_PATTERN, MAX_FILED, FactsAnswer, FiledFactsAnswer
 from schemas.settings import Settings
 from testkit import llm_wire
 from testkit.llm_server import INSUFFICIENT_QUOTA, Answer, Error, LLMServer, Stall, rate_limited
@@ -253,3 +253,17 @@ def test_the_strict_schema_is_the_one_the_sdk_itself_would_send(name):
     model = getattr(importlib.import_module(f"pipeline.prompts.{module}"), cls)
     assert strict_schema(model) == sdk.to_strict_json_schema(model)
     assert llm_wire.strict_schema_problem(strict_schema(model), ()) is None
+
+
+def test_the_filed_facts_schema_passes_strict_mode_and_a_name_outside_the_list_reaches_the_filter(llm_server):
+    # strict mode: `categories` required like every property, its bounds in keywords it supports
+    llm_server.script("chat", Answer('{"facts": [{"text": "The venue budget is $9,000.", "scope": "agent", '
+                                     '"expires_at": null, "categories": ["finance", "Astrology"]}]}'))
+    response = _llm(llm_server).complete(_request(response_model=FiledFactsAnswer))
+    schema = llm_server.requests[0].body["response_format"]["json_schema"]["schema"]
+    fact = schema["$defs"]["FiledFact"]
+    assert fact["required"] == ["text", "scope", "expires_at", "categories"]
+    assert fact["properties"]["categories"]["items"] == {"type": "string", "pattern": CATEGORY_PATTERN}
+    assert fact["properties"]["categories"]["maxItems"] == MAX_FILED
+    # the answer is not held to the list here: ``filter_facts`` drops the unknown name alone
+    assert response.parsed.facts[0].categories == ["finance", "Astrology"]

@@ -1,0 +1,81 @@
+"""``memoryctl categories``: an agent's category list (design §13 "Categories and metadata").
+
+    memoryctl categories show AGENT [--json]
+    memoryctl categories set AGENT NAME [NAME ...] | --default
+    memoryctl categories rollback AGENT --version N
+
+The same checks as ``PUT /v1/agents/{a}/categories`` (``usecases.categories``), audited as
+done by ``cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ops.commands.owner import _audit, _open
+
+
+def _print(found, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"agent_id": found.agent_id, "categories": found.names, "version": found.version,
+                          "history": [v.model_dump(mode="json") for v in found.history]}, sort_keys=True))
+        return
+    for v in found.history:
+        back = f" (rollback to v{v.rolled_back_to})" if v.rolled_back_to else ""
+        print(f"v{v.version:<3} {v.set_at.isoformat()} by {v.set_by}{back}: {', '.join(v.names) or '(none)'}")
+    origin = "the default list" if found.version == 0 else f"version {found.version}"
+    print(f"agent {found.agent_id} files new facts under ({origin}): {', '.join(found.names) or '(no category)'}")
+
+
+def _show(args: argparse.Namespace) -> int:
+    from usecases import categories
+
+    store = _open()
+    try:
+        _print(categories.show(store, args.agent_id), args.json)
+    finally:
+        store.close()
+    return 0
+
+
+def _change(args: argparse.Namespace) -> int:
+    from pipeline.clock import Clock
+    from pipeline.errors import InvalidInput
+    from usecases import categories
+
+    if args.verb == "set" and bool(args.names) == bool(args.default):
+        raise InvalidInput("NAME", "give the category names, or --default for the default list (not both)")
+    store, now = _open(), Clock().now()
+    try:
+        if args.verb == "rollback":
+            found = categories.rollback(store, args.agent_id, args.version, by="cli", now=now)
+        elif args.default:
+            found = categories.reset(store, args.agent_id, by="cli", now=now)
+        else:
+            found = categories.set_list(store, args.agent_id, args.names, by="cli", now=now, where="NAME")
+        _audit(store, f"categories.{args.verb}", args.agent_id, "categories", version=found.version)
+    finally:
+        store.close()
+    _print(found, args.json)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("categories", help="an agent's categories: show, set, roll back")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    show = verbs.add_parser("show", help="the current list and every version")
+    show.add_argument("agent_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_show)
+    put = verbs.add_parser("set", help="set a new version of the list (new facts are filed under it)")
+    put.add_argument("agent_id")
+    put.add_argument("names", nargs="*", metavar="NAME", help="a category: lower-case letters, digits and _")
+    put.add_argument("--default", action="store_true", help="the default list")
+    put.add_argument("--json", action="store_true")
+    put.set_defaults(func=_change)
+    back = verbs.add_parser("rollback", help="bring back an earlier version's list")
+    back.add_argument("agent_id")
+    back.add_argument("--version", type=int, required=True)
+    back.add_argument("--json", action="store_true")
+    back.set_defaults(func=_change)

@@ -1,0 +1,61 @@
+"""Read and change an agent's category list (design §13 "Categories and metadata"): the one
+entry point of ``GET|PUT /v1/agents/{a}/categories``, ``memoryctl categories`` and Python.
+
+    from usecases import categories
+    categories.set_list(store, "juniper", ["projects", "finance", "venues"], by="me", now=now)
+    categories.show(store, "juniper").names
+
+These change the store only; the doors write the audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipeline.owner import categories as rules
+from pipeline.store.ports.ingest import IngestStore
+from schemas.documents import AgentSettings
+from schemas.owner import CategoryList
+
+
+@dataclass(frozen=True)
+class Categories:
+    """An agent's list now (``version`` 0: the defaults, never changed) and every version."""
+
+    agent_id: str
+    names: list[str]
+    version: int
+    history: list[CategoryList]
+
+
+def _view(agent: AgentSettings) -> Categories:
+    versions = rules.history(agent)
+    return Categories(agent.agent_id, rules.current(agent), versions[-1].version if versions else 0, versions)
+
+
+def show(store: IngestStore, agent_id: str) -> Categories:
+    return _view(store.get_agent_settings(agent_id))
+
+
+def _change(store: IngestStore, agent_id: str, change: Callable[[AgentSettings], AgentSettings]) -> Categories:
+    updated = change(store.get_agent_settings(agent_id))
+    store.put_agent_settings(updated)
+    return _view(updated)
+
+
+def set_list(store: IngestStore, agent_id: str, names: Sequence[object], *, by: str, now: datetime,
+             where: str = "categories") -> Categories:
+    """A new version holding ``names``; ``InvalidInput`` naming the first bad name (``where[i]``)."""
+    return _change(store, agent_id, lambda a: rules.set_categories(a, names, by=by, now=now, where=where))
+
+
+def reset(store: IngestStore, agent_id: str, *, by: str, now: datetime) -> Categories:
+    """A new version holding the default list."""
+    return set_list(store, agent_id, rules.DEFAULT_CATEGORIES, by=by, now=now)
+
+
+def rollback(store: IngestStore, agent_id: str, version: int, *, by: str, now: datetime) -> Categories:
+    """A new version with the list of an earlier ``version``."""
+    return _change(store, agent_id, lambda a: rules.rollback_categories(a, version, by=by, now=now))
