@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipeline.errors import ConfigurationError, InvalidInput, StoreFileMissing, TransientError
+from pipeline.errors import ConfigurationError, Duplicate, InvalidInput, StoreFileMissing, TransientError
 from schemas.api import Problem
 
 log = logging.getLogger("memory.api")
@@ -143,7 +143,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return problem(422, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
+        status = 409 if isinstance(exc, Duplicate) else 422  # the same text already stored: a conflict
+        return problem(status, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
 
     @app.exception_handler(TransientError)
     async def _transient(request: Request, exc: TransientError) -> JSONResponse:
