@@ -38,7 +38,7 @@ from pipeline.text import text_hash
 from schemas.documents import FactHistoryEntry, Reflection, scope_key
 from schemas.imports import EXPORTED, SKIPPED_KINDS, ExportedBlob, ExportedFact, ExportedReflection, \
     ExportedSection, SimpleLine
-from usecases.writes import FactWrite, WriteDeps, new_fact
+from usecases.writes import FactWrite, WriteDeps, check_writable, new_fact, target
 
 #: the longest line read (a fact with a long history fits many times over)
 MAX_LINE_BYTES = 1_048_576
@@ -134,6 +134,16 @@ def _where(loc: tuple) -> str:
     return out or "line"
 
 
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    """The field and reason to report of a line's errors: an unknown field first (a misspelt
+    ``categories`` also leaves a field missing, and the spelling is the thing to fix)."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    if first["type"] == "extra_forbidden":
+        return _where(tuple(first["loc"])), f"unknown field; a simple line has {', '.join(SimpleLine.model_fields)}"
+    return _where(tuple(first["loc"])), first["msg"]
+
+
 class Importer:
     """Imports lines into ``agent_id`` (None: each export line's own agent; a simple line then
     needs the caller to name one), as ``by`` (a credential id, or ``cli``)."""
@@ -176,9 +186,8 @@ class Importer:
         try:
             return self._record(n, data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            return LineResult(n, "rejected", str(data.get("kind", "fact")), field=_where(tuple(first["loc"])),
-                              why=first["msg"])
+            field, why = _first_error(exc)
+            return LineResult(n, "rejected", str(data.get("kind", "fact")), field=field, why=why)
         except Duplicate as exc:
             return LineResult(n, "exists", str(data.get("kind", "fact")), item_id=exc.existing_id)
         except InvalidInput as exc:
@@ -260,6 +269,7 @@ class Importer:
 
     def _reflection(self, n: int, agent: str, r: ExportedReflection) -> LineResult:
         key = self._scope_key(r.scope, r)
+        check_writable(self.deps, agent, target(r.user_id if r.scope == "user" else None))
         text = checked_line(r.content, r.scope, settings=self.deps.settings,
                             word_limit=self.deps.settings.reflection_word_limit,
                             people=[r.user_id] if r.scope == "agent" else (), where="content")

@@ -89,6 +89,14 @@ def target(user_id: str | None, session_id: str | None = None) -> Target:
     return Target("agent", scope_key("agent"))
 
 
+def check_writable(deps: WriteDeps, agent_id: str, to: Target) -> None:
+    """A user who switched their memory with this agent off (design §12) gets nothing written
+    to it, by anyone: the switch is theirs."""
+    if to.user_id and deps.store.user_memory_off(agent_id, [to.user_id]):
+        raise InvalidInput("user_id", f"user {to.user_id!r} switched their memory with this agent off; "
+                                      "nothing is written to it until they switch it on")
+
+
 def checked_categories(categories: Sequence[str], where: str = "categories") -> list[str]:
     """``categories`` as stored: each a short label on one line, at most ``CATEGORIES_MAX``,
     in the order given, repeats dropped. Whether each is one of the agent's categories is the
@@ -110,6 +118,7 @@ def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, *
     """The fact ``write`` describes, checked and embedded, not yet stored; ``kept`` carries the
     fields of a record being restored (its history, times, provenance)."""
     to = target(write.user_id)
+    check_writable(deps, write.agent_id, to)
     text = checked_line(write.content, to.scope, settings=deps.settings, word_limit=deps.settings.fact_word_limit,
                         people=to.people, where=write.where)
     vector = deps.embedder.embed([text])
@@ -136,6 +145,7 @@ def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     """Store ``write`` in its scope's buffer; ``Duplicate`` when a reflection waiting there
     already says it (the same normalized text)."""
     to = target(write.user_id, write.session_id)
+    check_writable(deps, write.agent_id, to)
     text = checked_line(write.content, to.scope, settings=deps.settings,
                         word_limit=deps.settings.reflection_word_limit, people=to.people, where=write.where)
     same = text_hash(text)
