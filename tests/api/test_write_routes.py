@@ -30,6 +30,7 @@ def test_an_owner_adds_an_agent_fact_verbatim_and_every_context_shows_it_at_once
     assert added.status_code == 201, added.text
     body = added.json()
     assert body["content"] == "The launch party is on the roof terrace" and body["scope"] == "agent"
+    assert body["source"]["written_by"] == "owner"
     [stored] = api.deps.store.get_facts([body["id"]])
     assert (stored.source, stored.categories, stored.source_user_ids) == ("owner", ["events"], [])
     assert stored.embedding is not None and stored.embedding_model == api.deps.embedder.model
