@@ -114,18 +114,19 @@ def checked_categories(categories: Sequence[str], where: str = "categories") -> 
     return out
 
 
-def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, **kept) -> Fact:
-    """The fact ``write`` describes, checked and embedded, not yet stored; ``kept`` carries the
-    fields of a record being restored (its history, times, provenance)."""
+def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, embed: bool = True, **kept) -> Fact:
+    """The fact ``write`` describes, checked and embedded (without ``embed``: its vector left to
+    the caller, who embeds a batch at once), not yet stored; ``kept`` carries the fields of a
+    record being restored (its history, times, provenance)."""
     to = target(write.user_id)
     check_writable(deps, write.agent_id, to)
     text = checked_line(write.content, to.scope, settings=deps.settings, word_limit=deps.settings.fact_word_limit,
                         people=to.people, where=write.where)
-    vector = deps.embedder.embed([text])
+    vector = deps.embedder.embed([text]).vectors[0] if embed else None
     now = deps.clock.now()
     values = dict(fact_id=fact_id or f"fact-{uuid.uuid4().hex}", agent_id=write.agent_id,
                   scope=to.scope, user_id=to.user_id, scope_key=to.key, content=text, hash=text_hash(text),
-                  embedding=vector.vectors[0], embedding_model=deps.embedder.model, source=write.source,
+                  embedding=vector, embedding_model=deps.embedder.model if embed else None, source=write.source,
                   source_user_ids=to.people, formed_at=now, valid_from=now, expires_at=write.expires_at,
                   categories=checked_categories(write.categories))
     return Fact.model_validate({**values, **kept})

@@ -44,6 +44,7 @@ class _Progress:
     def close(self) -> None:
         if self.shown:
             print(file=sys.stderr)
+            self.shown = False
 
 
 def _chunks(f: BinaryIO, progress: _Progress | None, importer) -> Iterator[bytes]:
@@ -70,23 +71,23 @@ def _open(path: str) -> tuple[BinaryIO, int | None]:
 def _run(args: argparse.Namespace) -> int:
     from api.audit import audit
     from ops.commands.curate import _deps
-    from usecases.imports import Importer, split_lines
+    from usecases.imports import Importer
 
     f, size = _open(args.file)
     deps = _deps()
     progress = _Progress(size) if not args.json and sys.stderr.isatty() else None
     try:
         importer = Importer(deps, args.agent, by="cli")
-        for line in split_lines(_chunks(f, progress, importer)):
-            for result in importer.feed([line]):
-                if result.outcome == "rejected" and not args.json:
-                    if progress is not None:
-                        progress.close()
-                        progress.shown = False
-                    print(f"line {result.line}: {result.field}: {result.why}", flush=True)
+
+        def report(result) -> None:
+            if result.outcome == "rejected" and not args.json:
+                if progress is not None:
+                    progress.close()   # the reject on a line of its own; the bar is drawn again below it
+                print(f"line {result.line}: {result.field}: {result.why}", flush=True)
+
+        summary = importer.run(_chunks(f, progress, importer), report)
         if progress is not None:
             progress.close()
-        summary = importer.summary
         audit(deps.store, deps.clock.now(), "cli", "cli", "import", agent_id=args.agent, subject="agent",
               counts={"added": summary.added, "exists": summary.exists, "rejected": summary.rejected})
     finally:
