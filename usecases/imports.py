@@ -283,10 +283,10 @@ class Importer:
         if scope == "agent":
             return "agent"
         if scope == "user":
-            if record.scope_key not in (None, own):
-                raise InvalidInput("scope_key", "another person's user memory: an import restores its person's only")
-            if record.scope_key is None:
-                raise InvalidInput("scope_key", "missing: a user-scope line says whose memory it is")
+            if record.scope_key != own:
+                # an export leaves the key out (null) of an item of someone else's user memory
+                raise InvalidInput("scope_key", f"{record.scope_key or 'null'}: another person's user memory; an "
+                                                f"import restores the memory of its line's user_id only")
             return own
         if not record.scope_key or not record.scope_key.startswith("session:") or record.scope_key == "session:":
             raise InvalidInput("scope_key", "a session-scope line names its session (session:<id>)")
