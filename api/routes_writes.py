@@ -99,12 +99,13 @@ def add_user_reflection(agent_id: AgentId, user_id: UserId, body: w.ReflectionAd
     return _reflection(ctx, caller, agent_id, user_id, body, _user_writer(caller, agent_id, user_id))
 
 
+#: the body is bytes cut into lines, each checked on its own (a bad line is a reject in the
+#: answer, never the whole request's 422), so the document constrains no type and describes them
 _IMPORT_BODY = {
     "required": True,
     "content": {"application/x-ndjson": {"schema": {
-        "type": "string", "description": "JSON Lines: export-user records, or simple lines (one JSON object each) "
-                                         "as the schema of SimpleImportLine"}},
-        "application/json": {"schema": SimpleLine.model_json_schema(ref_template="#/components/schemas/{model}")}},
+        "description": "JSON Lines: export-user records (with `kind`), or simple lines with "
+                       f"{', '.join(SimpleLine.model_fields)}: one JSON object a line"}}},
 }
 
 
@@ -124,6 +125,9 @@ async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx:
                            "were imported (importing them again adds nothing): send the rest apart", status=413)
         if lines := splitter.feed(chunk):
             await run_in_threadpool(importer.feed, lines)
+    if not seen:
+        raise ApiError("invalid request", "body", "empty: an import reads JSON Lines, one JSON object a line",
+                       status=422)
     await run_in_threadpool(importer.feed, splitter.end())
     _audit_import(ctx, caller, agent_id, importer.summary)
     return report(agent_id, importer.summary)

@@ -146,3 +146,8 @@ def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
     assert declared.status_code == 413 and "more than 4096 bytes" in declared.json()["why"]
     assert streamed.status_code == 413 and "lines were imported" in streamed.json()["why"]
     assert small.status_code == 200 and small.json()["added"] > 0  # past the 1 KiB of other bodies
+
+
+def test_an_empty_import_is_a_422(client, owner):
+    answer = client.post("/v1/agents/A/import", content=b"", headers=owner)
+    assert answer.status_code == 422 and answer.json()["where"] == "body"
