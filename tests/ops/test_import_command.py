@@ -7,26 +7,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ops import cli
-from schemas.settings import get_settings
-from testkit.documents import fact
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
-    monkeypatch.setenv("MEMORY_EMBEDDING_PROVIDER", "hashing")
-    get_settings.cache_clear()
-    assert cli.main(["create-indexes"]) == 0
-    from pipeline.store import open_store
-
-    opened = open_store(get_settings())
-    opened.insert_fact(fact("f1", "The launch budget is 12,000 euros", agent="A"))
-    yield opened
-    opened.close()
-    get_settings.cache_clear()
+# the curation commands' store: agent A with a shared fact f1 ("The launch budget is 12,000 euros")
+from tests.ops.test_curate_command import store  # noqa: F401
 
 
 def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_holder(store, capsys):

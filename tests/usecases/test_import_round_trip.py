@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ops.forget import forget_user, traces
 from pipeline.formation import consolidate_stages as cs
 from pipeline.formation.runner import Usage
@@ -16,17 +14,12 @@ from pipeline.forgetting import verify_erasure
 from pipeline.llm.offline import OfflineLLM
 from pipeline.export import export_user
 from pipeline.owner.curation import edit_fact
-from testkit.formation import facts, make_atlas_env, make_env, merge_all, reflections
+# the formation env on each store (SQLite; Mongo over the Atlas emulation), as erasure's tests use it
+from tests.pipeline.formation.test_erasure import env  # noqa: F401
+from testkit.formation import facts, merge_all, reflections
 from usecases.imports import import_file
 
 GONE, KEPT = "u-1", "u-2"
-
-
-@pytest.fixture(params=["sqlite", "mongo"])
-def env(request, tmp_path):
-    e = make_env(tmp_path) if request.param == "sqlite" else make_atlas_env(tmp_path)
-    yield e
-    e.store.close()
 
 
 def _memory(env):
