@@ -18,9 +18,10 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from api import (
     errors, mcp_http, routes_admin, routes_curation, routes_memory, routes_owner, routes_users, routes_webhooks,
+    routes_writes,
 )
 from api.context import AppContext
-from api.limits import BodyLimit, RateLimiter, rate_limit_redis
+from api.limits import BodyLimit, RateLimiter, import_limit, rate_limit_redis
 from api.tokens import TokenVerifier
 from pipeline.service import MemoryService
 from schemas import api as m
@@ -79,6 +80,7 @@ def create_app(
     app.include_router(routes_webhooks.router)
     app.include_router(routes_owner.router)
     app.include_router(routes_curation.router)
+    app.include_router(routes_writes.router)
     mcp_http.mount(app, ctx)  # MCP over streamable HTTP at /mcp, with the same credentials
     from api.ui import mount as mount_inspector  # the web inspector under /ui (docs/inspector.md)
     mount_inspector(app)
@@ -91,7 +93,7 @@ def create_app(
         app.add_middleware(CORSMiddleware, allow_origins=api_settings.cors_origins, allow_credentials=False,
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
-    app.add_middleware(BodyLimit, max_bytes=api_settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=api_settings.max_body_bytes, streamed_max_bytes=import_limit(api_settings))
     return app
 
 

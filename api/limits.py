@@ -9,6 +9,8 @@ unlimited pass.
 
 from __future__ import annotations
 
+import re
+
 import time
 
 from api.errors import ApiError
@@ -84,21 +86,36 @@ class RateLimiter:
             self._redis.close()
 
 
+#: the routes whose body is read as a stream, under their own limit (``import_max_bytes``)
+STREAMED = re.compile(r"^/v1/agents/[^/]+/import/?$")
+
+
+def import_limit(api_settings) -> int:
+    """The largest body an import reads (``MEMORY_API_IMPORT_MAX_BYTES``)."""
+    return max(api_settings.import_max_bytes, api_settings.max_body_bytes)
+
+
 class BodyLimit:
     """ASGI middleware: a request body above ``max_bytes`` gets 413, whether it declares its
     length or streams it in chunks. A body without a declared length is read here, up to the
     limit, before the app sees it: nothing past the limit is read."""
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app, max_bytes: int, streamed_max_bytes: int | None = None) -> None:
         self.app, self.max_bytes = app, max_bytes
+        self.streamed_max_bytes = streamed_max_bytes or max_bytes
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
+        if STREAMED.match(scope.get("path", "")):
+            # read by the route as it streams, which counts it against the same limit
+            if declared is not None and (not declared.isdigit() or int(declared) > self.streamed_max_bytes):
+                return await self._refuse(send, self.streamed_max_bytes)
+            return await self.app(scope, receive, send)
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.max_bytes:
-                return await self._refuse(send)
+                return await self._refuse(send, self.max_bytes)
             return await self.app(scope, receive, send)
         chunks, seen = [], 0
         while True:
@@ -107,7 +124,7 @@ class BodyLimit:
                 return  # the client went away
             seen += len(message.get("body", b""))
             if seen > self.max_bytes:
-                return await self._refuse(send)
+                return await self._refuse(send, self.max_bytes)
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
@@ -122,9 +139,9 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send) -> None:
+    async def _refuse(self, send, limit: int) -> None:
         from api.errors import problem
 
-        response = problem(413, "request too large", "body", f"more than {self.max_bytes} bytes")
+        response = problem(413, "request too large", "body", f"more than {limit} bytes")
         await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
         await send({"type": "http.response.body", "body": response.body})

@@ -23,7 +23,7 @@ from schemas.documents import Fact, Reflection, scope_key
 
 def _source(item: Fact | Reflection) -> m.Source:
     return m.Source(session_id=item.source_session_id, message_ids=list(item.source_message_ids),
-                    run_id=item.source_run_id)
+                    run_id=item.source_run_id, written_by=item.source)
 
 
 def fact_out(f: Fact, editable: bool) -> m.MyFact:

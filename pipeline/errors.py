@@ -15,6 +15,8 @@
     ├── PermanentError          fail the run at once with this reason (auth, bad request)
     │   └── ConfigurationError  a missing SDK, key or setting; the message says how to fix it
     └── InvalidInput            bad input from a caller: a clear what/where/why, never retried
+        ├── Refused             refused for what it carries (a secret, contact data)
+        └── Duplicate           the text is already stored: names the item that holds it
 """
 
 from __future__ import annotations
@@ -85,6 +87,17 @@ class Refused(InvalidInput):
     its form: the message names the kind found, never the text."""
 
     what = "refused"
+
+
+class Duplicate(InvalidInput):
+    """A direct write of a text its scope already holds (the same normalized-text hash):
+    refused, naming the item that holds it (``existing_id``), so that a retry is harmless."""
+
+    what = "duplicate"
+
+    def __init__(self, field: str, existing_id: str, kind: str = "fact") -> None:
+        super().__init__(field, f"{kind} {existing_id} already says this (the same text, ignoring case and spacing)")
+        self.existing_id = existing_id
 
 
 class LeaseLost(TransientError):

@@ -16,6 +16,11 @@ Records, in this order, each with its ``kind``:
   reflections (the bullet nearest each of them, by shared words), under their section name;
 - ``run_cost``: what each formation run over their messages cost, per stage and model.
 
+Every memory record names the person (``user_id``) and its ``scope_key`` (left ``null`` for a
+user-scope item of someone else's memory, whose id is not theirs to have), and says how it was
+written (``source``: null when formed from messages): ``memoryctl import`` reads these records
+back (``usecases.imports``).
+
 Left out: other people's messages in a shared chat, their facts and reflections, the rest of a
 shared blob, embeddings, and the run records' stage outputs (derived copies). After
 ``forget-user`` the export of the same person is empty.
@@ -55,21 +60,30 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
                "role": m.role, "sender_id": m.sender_id, "sender_name": m.sender_name, "content": m.content,
                "created_at": _iso(m.created_at)}
     resting = store.resting_on(user_id, agent_id)
+    own = f"user:{user_id}"
     for f in resting.facts:
-        yield {"kind": "fact", "agent_id": f.agent_id, "fact_id": f.fact_id, "scope": f.scope, "content": f.content,
+        yield {"kind": "fact", "agent_id": f.agent_id, "user_id": user_id, "fact_id": f.fact_id, "scope": f.scope,
+               "scope_key": _key(f.scope_key, own), "source": f.source, "content": f.content,
                "shared": set(f.source_user_ids) - {user_id} != set(), "source_message_ids": f.source_message_ids,
                "formed_at": _iso(f.formed_at), "updated_at": _iso(f.updated_at), "valid_from": _iso(f.valid_from),
-               "valid_to": _iso(f.valid_to), "retired_at": _iso(f.retired_at), "version": f.version,
+               "valid_to": _iso(f.valid_to), "retired_at": _iso(f.retired_at), "retired_reason": f.retired_reason,
+               "expires_at": _iso(f.expires_at), "categories": f.categories, "version": f.version,
                "history": [{"content": h.content, "version": h.version, "changed_at": _iso(h.changed_at),
                             "valid_from": _iso(h.valid_from), "valid_to": _iso(h.valid_to)} for h in f.history]}
     for r in resting.reflections:
-        yield {"kind": "reflection", "agent_id": r.agent_id, "reflection_id": r.reflection_id, "scope": r.scope,
-               "content": r.content, "shared": set(r.source_user_ids) - {user_id} != set(),
+        yield {"kind": "reflection", "agent_id": r.agent_id, "user_id": user_id, "reflection_id": r.reflection_id,
+               "scope": r.scope, "scope_key": _key(r.scope_key, own), "source": r.source, "content": r.content,
+               "shared": set(r.source_user_ids) - {user_id} != set(),
                "source_message_ids": r.source_message_ids, "formed_at": _iso(r.formed_at), "absorbed": r.absorbed,
                "consolidated_into": r.consolidated_into}
     yield from _blobs(store, user_id, resting)
     for run in store.user_runs(user_id, agent_id):
         yield _run_cost(run)
+
+
+def _key(key: str, own: str) -> str | None:
+    """A record's scope key, unless it is another person's user scope (its id is theirs)."""
+    return None if key.startswith("user:") and key != own else key
 
 
 def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[str, Any]]:
@@ -82,12 +96,12 @@ def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[
         if blob is None or not blob.consolidated_content.strip():
             continue
         if key.startswith("user:") or not store.absorbed_from_others(agent, key, user_id):
-            yield {"kind": "blob", "agent_id": agent, "scope_key": key, "version": blob.version,
-                   "content": blob.consolidated_content}
+            yield {"kind": "blob", "agent_id": agent, "user_id": user_id, "scope_key": key,
+                   "version": blob.version, "content": blob.consolidated_content}
             continue
         for section, bullets in _sections_of(blob.consolidated_content, texts).items():
-            yield {"kind": "blob_section", "agent_id": agent, "scope_key": key, "version": blob.version,
-                   "section": section, "bullets": bullets}
+            yield {"kind": "blob_section", "agent_id": agent, "user_id": user_id, "scope_key": key,
+                   "version": blob.version, "section": section, "bullets": bullets}
 
 
 def _sections_of(content: str, texts: list[str]) -> dict[str, list[str]]:

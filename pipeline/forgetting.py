@@ -75,6 +75,14 @@ class ErasureReads(ProvenanceStore, BlobStore, SessionStore, Protocol):
     messages of the runs that formed them."""
 
 
+def of_unknown_origin(store: ErasureReads, agent_id: str | None) -> Resting:
+    """The items of unknown origin: with no source user, and not written by a person (an
+    owner's direct write rests on nobody's messages by design: its ``source`` says so)."""
+    loose = store.unattributed(agent_id)
+    return Resting(facts=[f for f in loose.facts if f.source is None],
+                   reflections=[r for r in loose.reflections if r.source is None])
+
+
 def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredMessage]]:
     """run id -> its range's messages, for the items stored without sources whose run is kept."""
     out: dict[str, list[StoredMessage]] = {}
@@ -94,7 +102,7 @@ def plan_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None,
     ``Store.forget_user`` removes whole (their scope, and ``solo_keys``: their one-to-one
     sessions' keys)."""
     check_ids(user_id, agent_id)
-    resting, loose = store.resting_on(user_id, agent_id), store.unattributed(agent_id)
+    resting, loose = store.resting_on(user_id, agent_id), of_unknown_origin(store, agent_id)
     runs = run_messages if run_messages is not None else _run_messages(store, loose)
     found = erasure.plan(user_id, resting, loose, runs, solo_keys)
     keys = sorted(found.blob_keys)
@@ -154,7 +162,7 @@ def forget_user(
     say = progress or (lambda line: None)
     say("reading what rests on the user")
     before = store.resting_on(user_id, agent_id)
-    loose = store.unattributed(agent_id)
+    loose = of_unknown_origin(store, agent_id)
     runs = _run_messages(store, loose)  # read before step 1 deletes the user's runs
     say("deleting the user's own data")
     counts = store.forget_user(user_id, agent_id)
@@ -203,7 +211,7 @@ def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = Non
     no attribution at all."""
     check_ids(user_id, agent_id)
     traces = store.footprint(user_id, agent_id).traces()
-    loose = store.unattributed(agent_id)
+    loose = of_unknown_origin(store, agent_id)
     runs = _run_messages(store, loose)
     unattributed = []
     for kind, items in (("facts", loose.facts), ("reflections", loose.reflections)):

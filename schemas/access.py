@@ -23,6 +23,7 @@ JobStatus = Literal["queued", "running", "done", "failed"]
 AuditAction = Literal[
     "key.create", "key.revoke", "forget_user", "export_user", "item.edit", "item.delete",
     "user_memory.switch", "replay_failed",
+    "item.add", "import",
     "webhook.create", "webhook.delete", "webhook.rotate", "webhook.enable", "webhook.redeliver",
     "instructions.set", "instructions.clear", "instructions.rollback",
     "memory.pause", "memory.resume", "blob.edit", "blob.replace",

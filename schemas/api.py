@@ -138,6 +138,8 @@ class Source(BaseModel):
     session_id: str | None
     message_ids: list[str]
     run_id: str | None
+    written_by: str | None = Field(
+        None, description="owner, user or import: how it was written when no run formed it from messages")
 
 
 class MyFact(BaseModel):

@@ -36,6 +36,9 @@ class ApiSettings(BaseSettings):
     redis_url: str | None = None
     # Request bodies above this are refused with 413 before they are read whole.
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    # An import's body (``POST …/import``) is read as it streams, line by line, never whole:
+    # it may be larger, up to this.
+    import_max_bytes: int = Field(default=64 << 20, ge=1024)
     # Origins allowed by CORS; empty (the default) sends no CORS headers at all.
     cors_origins: list[str] = Field(default_factory=list)
 

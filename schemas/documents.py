@@ -231,6 +231,10 @@ class Fact(_Doc):
     # empty on a record stored before provenance (see ``pipeline.erasure`` for its rule)
     source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
+    # how it was written when no run formed it (design §13 "Direct writes and import"): "owner"
+    # (an owner's direct write), "user" (a user's own), "import" (``memoryctl import``); None:
+    # formed from messages by a run
+    source: str | None = None
     # the source message as said (``Name: text``, one line): the text search reads it beside
     # the content, whose rewrite drops the words people used; None on records stored before
     source_text: str | None = None
@@ -299,6 +303,8 @@ class Reflection(_Doc):
     source_message_ids: list[str] = Field(default_factory=list)
     source_user_ids: list[str] = Field(default_factory=list)
     source_run_id: str | None = None
+    # as ``Fact.source``: "owner", "user" or "import" when no run formed it
+    source: str | None = None
     formed_at: datetime
     absorbed: bool = False
     absorbed_at: datetime | None = None

@@ -10,6 +10,8 @@ checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
     memoryctl curate delete-reflection AGENT REFLECTION_ID
     memoryctl curate edit-section AGENT SECTION --line L [--line L2 ...] [--session S]   # none: remove it
     memoryctl curate replace-blob AGENT --user U --file F    # a user's whole blob
+    memoryctl curate add-fact AGENT --text T [--user U] [--expires-at ISO] [--category C ...]
+    memoryctl curate add-reflection AGENT --text T [--user U | --session S]   # into that buffer
 """
 
 from __future__ import annotations
@@ -181,9 +183,52 @@ def _replace_blob(deps, args) -> dict:
     return _blob_out(blob, "blob replaced")
 
 
+def _expiry(value: str | None):
+    from datetime import datetime
+
+    from schemas.values import check_instant
+
+    if value is None:
+        return None
+    try:
+        return check_instant(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError as exc:
+        raise InvalidInput("--expires-at", f"{exc} (an ISO 8601 date-time, e.g. 2027-03-10T00:00:00Z)") from None
+
+
+def _add_fact(deps, args) -> dict:
+    from usecases.writes import FactWrite, add_fact
+
+    fact = add_fact(deps, FactWrite(args.agent_id, args.text, "owner", user_id=args.user,
+                                    expires_at=_expiry(args.expires_at), categories=args.category or [],
+                                    where="--text"))
+    _audit(deps, "item.add", args.agent_id, _subject(args), facts=1)
+    return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
+            "message": f"added {fact.fact_id} to {fact.scope_key}: {fact.content}"}
+
+
+def _add_reflection(deps, args) -> dict:
+    from usecases.writes import ReflectionWrite, add_reflection
+
+    reflection = add_reflection(deps, ReflectionWrite(args.agent_id, args.text, "owner", user_id=args.user,
+                                                      session_id=args.session, where="--text"))
+    _audit(deps, "item.add", args.agent_id, _subject(args), reflections=1)
+    return {"id": reflection.reflection_id, "scope_key": reflection.scope_key, "content": reflection.content,
+            "message": f"added {reflection.reflection_id} to the {reflection.scope_key} buffer: {reflection.content}"}
+
+
+def _subject(args) -> str:
+    from schemas.access import subject_digest
+
+    if args.user:
+        return subject_digest(args.agent_id, args.user)
+    return "session" if getattr(args, "session", None) else "agent"
+
+
 _ACTIONS = {"facts": _facts, "reflections": _reflections, "edit-fact": _edit_fact, "delete-fact": _delete,
             "edit-reflection": _edit_reflection,
-            "delete-reflection": _delete, "edit-section": _edit_section, "replace-blob": _replace_blob}
+            "delete-reflection": _delete, "edit-section": _edit_section, "replace-blob": _replace_blob,
+            "add-fact": _add_fact, "add-reflection": _add_reflection}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -195,7 +240,9 @@ def register(sub: argparse._SubParsersAction) -> None:
              "edit-reflection": "edit an agent-scope reflection waiting for consolidation (history kept)",
              "delete-reflection": "delete an agent-scope reflection waiting for consolidation",
              "edit-section": "rewrite one section of the agent's (or a session's) blob; no --line removes it",
-             "replace-blob": "replace a user's blob with a file's text ([SECTION] headers, '- ' lines)"}
+             "replace-blob": "replace a user's blob with a file's text ([SECTION] headers, '- ' lines)",
+             "add-fact": "add a fact verbatim (no model call) to the agent's memory, or a user's with --user",
+             "add-reflection": "add a reflection to the agent's buffer, a user's (--user) or a session's (--session)"}
     for name, text in helps.items():
         a = actions.add_parser(name, help=text)
         a.add_argument("agent_id")
@@ -203,7 +250,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("item_id")
         if name == "facts":
             a.add_argument("--limit", type=int, default=50)
-        if name in ("edit-fact", "edit-reflection"):
+        if name in ("edit-fact", "edit-reflection", "add-fact", "add-reflection"):
             a.add_argument("--text", required=True)
         if name == "edit-fact":
             when = a.add_mutually_exclusive_group()
@@ -214,6 +261,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--category", action="append", dest="categories", metavar="NAME",
                            help="file it under this category of the agent's list (repeat for more); "
                                 "none given: its categories stay")
+        if name in ("add-fact", "add-reflection"):
+            a.add_argument("--user", help="a user's memory instead of the agent's")
+        if name == "add-fact":
+            a.add_argument("--expires-at", help="when it stops being true (ISO 8601), e.g. 2027-03-10T00:00:00Z")
+            a.add_argument("--category", action="append", help="a category label (repeat for more)")
+        if name == "add-reflection":
+            a.add_argument("--session", help="a session's buffer instead of the agent's")
         if name == "edit-section":
             a.add_argument("section")
             a.add_argument("--line", action="append", help="one line of the section (repeat for more)")

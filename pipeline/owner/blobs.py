@@ -87,3 +87,28 @@ def replace_user_blob(store, settings, agent_id: str, user_id: str, content: str
         raise InvalidInput("content", "the new blob holds no line")
     return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=store.get_blob(agent_id, key),
                  where="content")
+
+
+def merge_sections(store, settings, agent_id: str, key: str, sections: Sequence[BlobSection], *, by: str,
+                   now: datetime, people: Sequence[str] = (), where: str = "bullets") -> ConsolidatedBlob | None:
+    """Add to the blob at ``key`` the bullets of ``sections`` it does not hold yet, section by
+    section (a new section at the end), as a new version: how an import restores what an export
+    gave. None when every bullet is there already (importing twice changes nothing)."""
+    scope, _, _ = _scope(key)
+    current = store.get_blob(agent_id, key)
+    _, kept = parse_blob(current.consolidated_content if current else "")
+    merged = {s.name: list(s.bullets) for s in kept if s.name != SOURCE_SECTION}
+    added = 0
+    for section in sections:
+        title = section_name(storable(section.name, where))
+        if not title or title == SOURCE_SECTION:
+            continue
+        have = merged.setdefault(title, [])
+        for line in _lines(section.bullets, scope, settings, people, where):
+            if line not in have:
+                have.append(line)
+                added += 1
+    if not added:
+        return None
+    out = [BlobSection(name=name, bullets=bullets) for name, bullets in merged.items() if bullets]
+    return _save(store, settings, agent_id, key, out, by=by, now=now, expected=current, where=where)

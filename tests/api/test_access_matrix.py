@@ -90,6 +90,16 @@ ROUTES = [
      {ADMIN: 200, CURATOR_A: 200}),
     ("edit my blob section", "PUT", f"{U}/memory/blob/sections/preferences", {"bullets": ["Alice likes long answers"]},
      {ADMIN: 200, U1: 200}),
+    ("add agent fact", "POST", "/v1/agents/A/memory/facts", {"content": "The venue has a roof terrace"},
+     {ADMIN: 201, CURATOR_A: 201}),
+    ("add agent reflection", "POST", "/v1/agents/A/memory/reflections", {"content": "The team likes recaps"},
+     {ADMIN: 201, CURATOR_A: 201}),
+    ("add user fact", "POST", f"{U}/memory/facts", {"content": "Alice is vegetarian"},
+     {ADMIN: 201, CURATOR_A: 201, U1: 201}),
+    ("add user reflection", "POST", f"{U}/memory/reflections", {"content": "Alice likes recaps"},
+     {ADMIN: 201, CURATOR_A: 201, U1: 201}),
+    ("import", "POST", "/v1/agents/A/import", {"user_id": "u1", "text": "Alice renews her contract in June"},
+     {ADMIN: 200, CURATOR_A: 200}),
 ]
 
 
@@ -141,7 +151,9 @@ def _owner_state(api):
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
             "edit blob section", "replace user blob", "edit my blob section",
-            "edit agent reflection", "edit my reflection", "webhook delete", "rollback categories"}
+            "edit agent reflection", "edit my reflection", "webhook delete", "rollback categories",
+            # a write succeeds once; the same text again is a 409
+            "add agent fact", "add agent reflection", "add user fact", "add user reflection"}
 
 
 @pytest.mark.parametrize("credential", REACHING)

@@ -134,6 +134,9 @@ TRIGGERS = {
     (404, "not found"): lambda api, c, h, mp: c.get("/v1/jobs/no-such-job", headers=h),
     (405, "method not allowed"): lambda api, c, h, mp: c.delete("/v1/agents/A/users/u1/memory-setting", headers=h),
     (409, "conflict"): lambda api, c, h, mp: _duplicate_edit(api, c),
+    (409, "duplicate"): lambda api, c, h, mp: c.post(
+        "/v1/agents/A/memory/facts", json={"content": "The Mars launch is on 12 March"},
+        headers={"Authorization": f"Bearer {api.keys['curator_a']}"}),
     (413, "request too large"): lambda api, c, h, mp: c.post("/v1/agents/A/sessions/s1/search", headers=h,
                                                               content=b"x" * (1024 * 1024 + 1)),
     (422, "invalid request"): lambda api, c, h, mp: c.post("/v1/agents/A/sessions/s1/search", json={"query": "x", "top_k": 0},

@@ -34,6 +34,13 @@ STATUSES: dict[int, int] = {}  # status code -> answers, over the whole run
 HOSTILE: dict[str, int] = {}  # operation -> hostile examples added
 
 
+@schemathesis.serializer("application/x-ndjson")
+def _json_lines(ctx, value):
+    """A JSON Lines body (``POST …/import``) is text, its lines JSON: a string is sent as its
+    UTF-8 bytes, anything else as one line of JSON."""
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else json.dumps(value).encode()
+
+
 @schema.hook
 def before_add_examples(context, examples):
     """Each operation's explicit examples gain its first example with one part at a time made

@@ -52,6 +52,16 @@ BODIES = {
         {"url": "https://hooks.example/b", "events": ["fact.created"], "include_content": True},
     ("post", "/v1/agents/{agent_id}/webhooks/{subscription_id}/rotate"): {"drop_old": False},
     ("post", "/v1/agents/{agent_id}/webhook-deliveries/redeliver"): {"delivery_ids": ["msg_1"], "failed": False},
+    ("post", "/v1/agents/{agent_id}/memory/facts"):
+        {"content": "The venue has a roof terrace", "expires_at": "2027-01-01T00:00:00Z", "categories": ["events"]},
+    ("post", "/v1/agents/{agent_id}/memory/reflections"): {"content": "The team likes recaps", "session_id": "s1"},
+    ("post", "/v1/agents/{agent_id}/users/{user_id}/memory/facts"):
+        {"content": "Alice is vegetarian", "expires_at": "2027-01-01T00:00:00Z", "categories": ["diet"]},
+    ("post", "/v1/agents/{agent_id}/users/{user_id}/memory/reflections"): {"content": "Alice likes recaps"},
+    # one JSON object is one line of JSON Lines
+    ("post", "/v1/agents/{agent_id}/import"):
+        {"user_id": "u1", "text": "Alice renews in June", "categories": ["billing"], "expires_at": "2027-01-01T00:00:00Z",
+         "import_key": "crm-1"},
 }
 
 

@@ -1,0 +1,153 @@
+"""An owner (and a user, in their own memory) writes memory directly over HTTP, and imports JSON
+Lines (design §13 "Direct writes and import"): stored verbatim with no model call, screened,
+embedded, stamped with where it came from, a duplicate refused naming the holder; an import
+keeps every good line, reports each bad one by number and field, and adds nothing twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas.api_settings import ApiSettings
+from tests.api.harness import SECRET, build, seed_memory
+
+
+@pytest.fixture
+def owner(api):
+    return {"Authorization": f"Bearer {api.keys['curator_a']}"}
+
+
+def _context(client, api, user="u1") -> str:
+    runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
+    return client.get(f"/v1/agents/A/sessions/s1/context?user_id={user}", headers=runtime).text
+
+
+def test_an_owner_adds_an_agent_fact_verbatim_and_every_context_shows_it_at_once(api, client, owner):
+    _context(client, api)  # cached before the write
+    added = client.post("/v1/agents/A/memory/facts", json={"content": "The launch party is on the roof terrace",
+                                                           "categories": ["events"]}, headers=owner)
+    assert added.status_code == 201, added.text
+    body = added.json()
+    assert body["content"] == "The launch party is on the roof terrace" and body["scope"] == "agent"
+    assert body["source"]["written_by"] == "owner"
+    [stored] = api.deps.store.get_facts([body["id"]])
+    assert (stored.source, stored.categories, stored.source_user_ids) == ("owner", ["events"], [])
+    assert stored.embedding is not None and stored.embedding_model == api.deps.embedder.model
+    assert "roof terrace" in _context(client, api)
+    assert api.runs == [] and api.publisher.events == []  # no formation, no model call
+    assert "item.add" in {e.action for e in api.deps.store.list_audit()}
+    assert "roof terrace" not in "".join(e.model_dump_json() for e in api.deps.store.list_audit())
+
+
+def test_the_same_text_again_is_a_409_naming_the_fact_that_holds_it(api, client, owner):
+    # the seeded agent fact, in other case and spacing
+    again = client.post("/v1/agents/A/memory/facts", json={"content": "the mars  launch is on 12 march"}, headers=owner)
+    assert again.status_code == 409, again.text
+    assert again.json()["where"] == "body content" and "f-agent-u1" in again.json()["why"]
+
+
+@pytest.mark.parametrize("content, status, why", [
+    ("The door code is 4512", 422, "access code"),
+    ("Write to alice@example.com about the venue", 422, "email"),
+    ("one " * 40, 422, "more than 30 words"),
+])
+def test_a_write_with_a_secret_contact_data_or_too_many_words_is_refused_and_stores_nothing(
+        api, client, owner, content, status, why):
+    before = api.deps.store.count_facts("A", "agent")
+    response = client.post("/v1/agents/A/memory/facts", json={"content": content}, headers=owner)
+    assert response.status_code == status and why in response.json()["why"], response.text
+    assert api.deps.store.count_facts("A", "agent") == before
+
+
+def test_a_user_adds_to_their_own_memory_only_and_the_runtime_key_writes_nothing(api, client):
+    alice = {"Authorization": f"Bearer {api.token(user='u1')}"}
+    mine = client.post("/v1/agents/A/users/u1/memory/facts", json={"content": "Alice is vegetarian"}, headers=alice)
+    assert mine.status_code == 201, mine.text
+    assert api.deps.store.get_facts([mine.json()["id"]])[0].source == "user"
+    assert "vegetarian" in _context(client, api)
+    theirs = client.post("/v1/agents/A/users/u2/memory/facts", json={"content": "Bob is vegetarian"}, headers=alice)
+    assert theirs.status_code == 403 and theirs.json()["where"] == "path user_id"
+    runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
+    assert client.post("/v1/agents/A/memory/facts", json={"content": "x is y"}, headers=runtime).status_code == 403
+
+
+def test_a_user_who_switched_memory_off_gets_nothing_written_even_by_the_owner(api, client, owner):
+    api.deps.store.set_user_memory("A", "u2", False, api.deps.clock.now())
+    response = client.post("/v1/agents/A/users/u2/memory/facts", json={"content": "Bob likes tea"}, headers=owner)
+    assert response.status_code == 422 and "switched their memory" in response.json()["why"]
+
+
+def test_an_owner_adds_reflections_to_the_agent_buffer_and_a_repeat_is_refused(api, client, owner):
+    added = client.post("/v1/agents/A/memory/reflections", json={"content": "The team wants a recap after each call"},
+                        headers=owner)
+    assert added.status_code == 201, added.text
+    listed = client.get("/v1/agents/A/memory/reflections", headers=owner).json()["reflections"]
+    assert added.json()["id"] in [r["id"] for r in listed]
+    again = client.post("/v1/agents/A/memory/reflections", json={"content": "the team wants a recap after each call"},
+                        headers=owner)
+    assert again.status_code == 409 and added.json()["id"] in again.json()["why"]
+    session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s9"},
+                          headers=owner)
+    assert session.status_code == 201
+    assert [r.content for r in api.deps.store.unabsorbed_reflections("A", "session:s9")] == ["Keep it short"]
+
+
+def _lines(*rows) -> bytes:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows).encode()
+
+
+def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_twice(api, client, owner):
+    body = _lines(
+        {"user_id": "u1", "text": "Alice renews her contract in June", "categories": ["billing"]},
+        {"user_id": "u2", "text": "Bob's team has twelve seats", "expires_at": "2027-01-01T00:00:00Z"},
+        "{not json",
+        {"user_id": "u2", "txt": "misspelt"},
+        {"user_id": "u1", "text": "The alarm code is 1234"},
+        "",
+        {"user_id": "u1", "text": "Alice prefers invoices by post", "categories": ["x" * 60]},
+    )
+    headers = {**owner, "Content-Type": "application/x-ndjson"}
+    first = client.post("/v1/agents/A/import", content=body, headers=headers)
+    assert first.status_code == 200, first.text
+    report = first.json()
+    assert (report["added"], report["rejected"]) == (2, 4)
+    assert [(r["line"], r["field"]) for r in report["rejects"]] == [
+        (3, "line"), (4, "txt"), (5, "text"), (7, "categories[0]")]
+    assert "unknown field" in report["rejects"][1]["why"] and "access code" in report["rejects"][2]["why"]
+    assert "contract in June" in _context(client, api)
+    [seats] = [f for f in api.deps.store.list_facts("A", "user:u2") if "twelve" in f.content]
+    assert seats.source == "import" and seats.expires_at is not None and seats.source_user_ids == ["u2"]
+    second = client.post("/v1/agents/A/import", content=body, headers=headers).json()
+    assert (second["added"], second["exists"]) == (0, 2)
+
+
+def test_an_import_of_the_export_format_names_a_line_of_another_agent(api, client, owner):
+    exported = client.get("/v1/agents/A/users/u1/export",
+                          headers={"Authorization": f"Bearer {api.keys['admin']}"}).text.splitlines()
+    facts = [json.loads(line) for line in exported if json.loads(line)["kind"] == "fact"]
+    moved = {**facts[0], "agent_id": "B", "fact_id": "f-new"}
+    report = client.post("/v1/agents/A/import", content=_lines(*exported, moved), headers=owner).json()
+    assert report["rejects"] == [{"line": len(exported) + 1, "field": "agent_id",
+                                  "why": "this line is of agent 'B', the import is into 'A'"}]
+    assert report["added"] == 0 and report["exists"] >= len(facts)  # every item is still there
+
+
+def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
+    api = build(store, api_settings=ApiSettings(_env_file=None, token_secrets={"k1": SECRET}, rate_limit_per_minute=0,
+                                                max_body_bytes=1024, import_max_bytes=4096))
+    seed_memory(store, api.deps.clock.now())
+    owner = {"Authorization": f"Bearer {api.keys['curator_a']}"}
+    body = _lines(*({"user_id": "u1", "text": f"Alice fact number {i}"} for i in range(200)))
+    with api.client() as client:
+        declared = client.post("/v1/agents/A/import", content=body, headers=owner)
+        streamed = client.post("/v1/agents/A/import", content=iter([body[:3000], body[3000:]]), headers=owner)
+        small = client.post("/v1/agents/A/import", content=body[:2000].rsplit(b"\n", 1)[0], headers=owner)
+    assert declared.status_code == 413 and "more than 4096 bytes" in declared.json()["why"]
+    assert streamed.status_code == 413 and "lines were imported" in streamed.json()["why"]
+    assert small.status_code == 200 and small.json()["added"] > 0  # past the 1 KiB of other bodies
+
+
+def test_an_empty_import_is_a_422(client, owner):
+    answer = client.post("/v1/agents/A/import", content=b"", headers=owner)
+    assert answer.status_code == 422 and answer.json()["where"] == "body"

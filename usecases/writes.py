@@ -1,0 +1,151 @@
+"""Direct writes (design §13 "Direct writes and import"): a fact, or a reflection into a scope's
+buffer, stored verbatim with no LLM call.
+
+The text passes the checks of every person's write (``pipeline.owner.curation.checked_line``:
+stored free text, one line within the item's word limit, no secret anywhere, no contact data in
+shared memory), is embedded by the configured embedder (a fact), and is stamped with where it
+came from (``source``: ``owner``, ``user`` or ``import``). An exact duplicate (the same
+normalized-text hash, per agent and scope key, as formation's dedup uses) is refused with
+``Duplicate`` naming the item that holds it. The scope's version stamp moves, so cached
+contexts and searches see the new item at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pipeline.clock import Clock
+from pipeline.errors import Duplicate, InvalidInput
+from pipeline.owner import categories as filing
+from pipeline.owner.curation import checked_line
+from pipeline.text import text_hash
+from schemas.documents import Fact, FactScope, Reflection, Scope, scope_key
+from schemas.settings import Settings
+
+#: who wrote an item no run formed (``Fact.source``)
+WriteSource = Literal["owner", "user", "import"]
+
+
+class WriteDeps(Protocol):
+    """What a write needs: the store, settings, the configured embedder and the clock
+    (``pipeline.service.MemoryService`` and ``workers.deps.Deps`` both are one)."""
+
+    store: object
+    settings: Settings
+    embedder: object
+    clock: Clock
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """A fact to store: in the agent's shared memory (``user_id`` None) or a user's."""
+
+    agent_id: str
+    content: str
+    source: WriteSource
+    user_id: str | None = None
+    expires_at: datetime | None = None
+    categories: Sequence[str] = ()
+    where: str = "content"             # the field the caller sent the text in, for errors
+
+
+@dataclass(frozen=True)
+class ReflectionWrite:
+    """A reflection for the buffer of the agent's memory, a user's or a session's; the next
+    consolidation of that scope merges it into the blob."""
+
+    agent_id: str
+    content: str
+    source: WriteSource
+    user_id: str | None = None
+    session_id: str | None = None
+    where: str = "content"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The scope a write lands in, and the people whose contact data it may not carry."""
+
+    scope: Scope
+    key: str
+    user_id: str | None = None
+    session_id: str | None = None
+    people: list[str] = field(default_factory=list)
+
+
+def target(user_id: str | None, session_id: str | None = None) -> Target:
+    if user_id and session_id:
+        raise InvalidInput("session_id", "a write goes to a user's memory or a session's, not both")
+    if user_id:
+        return Target("user", scope_key("user", user_id=user_id), user_id=user_id, people=[user_id])
+    if session_id:
+        return Target("session", scope_key("session", session_id=session_id), session_id=session_id)
+    return Target("agent", scope_key("agent"))
+
+
+def check_writable(deps: WriteDeps, agent_id: str, to: Target) -> None:
+    """A user who switched their memory with this agent off (design §12) gets nothing written
+    to it, by anyone: the switch is theirs."""
+    if to.user_id and deps.store.user_memory_off(agent_id, [to.user_id]):
+        raise InvalidInput("user_id", f"user {to.user_id!r} switched their memory with this agent off; "
+                                      "nothing is written to it until they switch it on")
+
+
+def checked_categories(deps: WriteDeps, agent_id: str, categories: Sequence[str],
+                       where: str = "categories") -> list[str]:
+    """``categories`` as stored: each one of the agent's categories (``pipeline.owner.categories``,
+    the rule an edit follows), in the order given, repeats dropped."""
+    if not categories:
+        return []
+    return filing.check_filed(categories, filing.current(deps.store.get_agent_settings(agent_id)), where)
+
+
+def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, embed: bool = True, **kept) -> Fact:
+    """The fact ``write`` describes, checked and embedded (without ``embed``: its vector left to
+    the caller, who embeds a batch at once), not yet stored; ``kept`` carries the fields of a
+    record being restored (its history, times, provenance)."""
+    to = target(write.user_id)
+    check_writable(deps, write.agent_id, to)
+    text = checked_line(write.content, to.scope, settings=deps.settings, word_limit=deps.settings.fact_word_limit,
+                        people=to.people, where=write.where)
+    vector = deps.embedder.embed([text]).vectors[0] if embed else None
+    now = deps.clock.now()
+    values = dict(fact_id=fact_id or f"fact-{uuid.uuid4().hex}", agent_id=write.agent_id,
+                  scope=to.scope, user_id=to.user_id, scope_key=to.key, content=text, hash=text_hash(text),
+                  embedding=vector, embedding_model=deps.embedder.model if embed else None, source=write.source,
+                  source_user_ids=to.people, formed_at=now, valid_from=now, expires_at=write.expires_at,
+                  categories=checked_categories(deps, write.agent_id, write.categories))
+    return Fact.model_validate({**values, **kept})
+
+
+def add_fact(deps: WriteDeps, write: FactWrite) -> Fact:
+    """Store ``write`` as a new fact; ``Duplicate`` when a live fact of its scope already says it."""
+    fact = new_fact(deps, write)
+    inserted, holder = deps.store.insert_fact(fact)
+    if not inserted:
+        raise Duplicate(write.where, holder)
+    deps.store.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    return fact
+
+
+def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
+    """Store ``write`` in its scope's buffer; ``Duplicate`` when a reflection waiting there
+    already says it (the same normalized text)."""
+    to = target(write.user_id, write.session_id)
+    check_writable(deps, write.agent_id, to)
+    text = checked_line(write.content, to.scope, settings=deps.settings,
+                        word_limit=deps.settings.reflection_word_limit, people=to.people, where=write.where)
+    same = text_hash(text)
+    for waiting in deps.store.unabsorbed_reflections(write.agent_id, to.key):
+        if text_hash(waiting.content) == same:
+            raise Duplicate(write.where, waiting.reflection_id, "reflection")
+    reflection = Reflection(reflection_id=f"refl-{uuid.uuid4().hex}", agent_id=write.agent_id, scope=to.scope,
+                            user_id=to.user_id, session_id=to.session_id, scope_key=to.key, content=text,
+                            source_user_ids=to.people, source=write.source, formed_at=deps.clock.now())
+    deps.store.insert_reflections([reflection])
+    deps.store.bump_scope_versions(write.agent_id, [to.key])
+    return reflection
