@@ -28,7 +28,7 @@ def crm_lines(n: int, offset: int = 0) -> bytes:
     for i in range(offset, offset + n):
         w = [WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)]
         rows.append({"user_id": f"user-{i % 100}", "text": f"Customer {i} {w[0]} the {w[1]} with {i % 50} {w[2]}",
-                     "categories": ["crm"]})
+                     "categories": ["professional_details"]})
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 

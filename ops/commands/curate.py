@@ -10,7 +10,7 @@ checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
     memoryctl curate delete-reflection AGENT REFLECTION_ID
     memoryctl curate edit-section AGENT SECTION --line L [--line L2 ...] [--session S]   # none: remove it
     memoryctl curate replace-blob AGENT --user U --file F    # a user's whole blob
-    memoryctl curate add-fact AGENT --text T [--user U] [--expires-at ISO] [--category C ...]
+    memoryctl curate add-fact AGENT --text T [--user U] [--expires WHEN] [--category C ...]
     memoryctl curate add-reflection AGENT --text T [--user U | --session S]   # into that buffer
 """
 
@@ -183,24 +183,11 @@ def _replace_blob(deps, args) -> dict:
     return _blob_out(blob, "blob replaced")
 
 
-def _expiry(value: str | None):
-    from datetime import datetime
-
-    from schemas.values import check_instant
-
-    if value is None:
-        return None
-    try:
-        return check_instant(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError as exc:
-        raise InvalidInput("--expires-at", f"{exc} (an ISO 8601 date-time, e.g. 2027-03-10T00:00:00Z)") from None
-
-
 def _add_fact(deps, args) -> dict:
     from usecases.writes import FactWrite, add_fact
 
     fact = add_fact(deps, FactWrite(args.agent_id, args.text, "owner", user_id=args.user,
-                                    expires_at=_expiry(args.expires_at), categories=args.category or [],
+                                    expires_at=_expiry(args.expires), categories=args.categories or [],
                                     where="--text"))
     _audit(deps, "item.add", args.agent_id, _subject(args), facts=1)
     return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
@@ -264,8 +251,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name in ("add-fact", "add-reflection"):
             a.add_argument("--user", help="a user's memory instead of the agent's")
         if name == "add-fact":
-            a.add_argument("--expires-at", help="when it stops being true (ISO 8601), e.g. 2027-03-10T00:00:00Z")
-            a.add_argument("--category", action="append", help="a category label (repeat for more)")
+            a.add_argument("--expires", metavar="WHEN",
+                           help="when the fact stops being true (in the future): a date (its end, UTC) or a time "
+                                "with its offset")
+            a.add_argument("--category", action="append", dest="categories", metavar="NAME",
+                           help="file it under this category of the agent's list (repeat for more)")
         if name == "add-reflection":
             a.add_argument("--session", help="a session's buffer instead of the agent's")
         if name == "edit-section":

@@ -26,13 +26,13 @@ def _context(client, api, user="u1") -> str:
 def test_an_owner_adds_an_agent_fact_verbatim_and_every_context_shows_it_at_once(api, client, owner):
     _context(client, api)  # cached before the write
     added = client.post("/v1/agents/A/memory/facts", json={"content": "The launch party is on the roof terrace",
-                                                           "categories": ["events"]}, headers=owner)
+                                                           "categories": ["projects"]}, headers=owner)
     assert added.status_code == 201, added.text
     body = added.json()
     assert body["content"] == "The launch party is on the roof terrace" and body["scope"] == "agent"
     assert body["source"]["written_by"] == "owner"
     [stored] = api.deps.store.get_facts([body["id"]])
-    assert (stored.source, stored.categories, stored.source_user_ids) == ("owner", ["events"], [])
+    assert (stored.source, stored.categories, stored.source_user_ids) == ("owner", ["projects"], [])
     assert stored.embedding is not None and stored.embedding_model == api.deps.embedder.model
     assert "roof terrace" in _context(client, api)
     assert api.runs == [] and api.publisher.events == []  # no formation, no model call
@@ -99,13 +99,13 @@ def _lines(*rows) -> bytes:
 
 def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_twice(api, client, owner):
     body = _lines(
-        {"user_id": "u1", "text": "Alice renews her contract in June", "categories": ["billing"]},
+        {"user_id": "u1", "text": "Alice renews her contract in June", "categories": ["finance"]},
         {"user_id": "u2", "text": "Bob's team has twelve seats", "expires_at": "2027-01-01T00:00:00Z"},
         "{not json",
         {"user_id": "u2", "txt": "misspelt"},
         {"user_id": "u1", "text": "The alarm code is 1234"},
         "",
-        {"user_id": "u1", "text": "Alice prefers invoices by post", "categories": ["x" * 60]},
+        {"user_id": "u1", "text": "Alice prefers invoices by post", "categories": ["billing"]},
     )
     headers = {**owner, "Content-Type": "application/x-ndjson"}
     first = client.post("/v1/agents/A/import", content=body, headers=headers)
@@ -115,6 +115,7 @@ def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_t
     assert [(r["line"], r["field"]) for r in report["rejects"]] == [
         (3, "line"), (4, "txt"), (5, "text"), (7, "categories[0]")]
     assert "unknown field" in report["rejects"][1]["why"] and "access code" in report["rejects"][2]["why"]
+    assert "'billing' is not one of the agent's categories" in report["rejects"][3]["why"]
     assert "contract in June" in _context(client, api)
     [seats] = [f for f in api.deps.store.list_facts("A", "user:u2") if "twelve" in f.content]
     assert seats.source == "import" and seats.expires_at is not None and seats.source_user_ids == ["u2"]

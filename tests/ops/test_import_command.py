@@ -13,18 +13,18 @@ from tests.ops.test_curate_command import store  # noqa: F401
 
 
 def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_holder(store, capsys):
-    assert cli.main(["curate", "add-fact", "A", "--text", "The venue has a roof terrace", "--category", "venue",
+    assert cli.main(["curate", "add-fact", "A", "--text", "The venue has a roof terrace", "--category", "projects",
                      "--json"]) == 0
     added = json.loads(capsys.readouterr().out)
     [stored] = store.get_facts([added["id"]])
-    assert (stored.scope_key, stored.source, stored.categories) == ("agent", "owner", ["venue"])
+    assert (stored.scope_key, stored.source, stored.categories) == ("agent", "owner", ["projects"])
     assert cli.main(["curate", "add-fact", "A", "--text", "the launch budget is 12,000 EUROS"]) == 2
     assert "--text: fact f1 already says this" in capsys.readouterr().err
     assert cli.main(["curate", "add-fact", "A", "--user", "maya", "--text", "Maya is vegetarian",
-                     "--expires-at", "2027-03-10T00:00:00Z"]) == 0
+                     "--expires", "2027-03-10T00:00:00Z"]) == 0
     assert store.list_facts("A", "user:maya")[0].expires_at.year == 2027
-    assert cli.main(["curate", "add-fact", "A", "--text", "x is y", "--expires-at", "next week"]) == 2
-    assert "--expires-at" in capsys.readouterr().err
+    assert cli.main(["curate", "add-fact", "A", "--text", "x is y", "--expires", "next week"]) == 2
+    assert "--expires" in capsys.readouterr().err
     assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 0
     assert [r.content for r in store.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
@@ -32,7 +32,7 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
 def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothing_twice(store, capsys, tmp_path):
     path = tmp_path / "crm.jsonl"
     rows = [{"user_id": "maya", "text": "Maya renews her contract in June", "import_key": "crm-1"},
-            {"user_id": "tom", "text": "Tom's team has twelve seats", "categories": ["billing"]},
+            {"user_id": "tom", "text": "Tom's team has twelve seats", "categories": ["finance"]},
             {"user_id": "tom", "text": "Tom's gate code is 4512"},
             {"user_id": "", "text": "nobody"}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{oops\n", encoding="utf-8")
