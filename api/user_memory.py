@@ -163,8 +163,8 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
 
 def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: datetime) -> m.Withdrawn:
     """Take my part out of a shared item (``usecases.withdraw``): 404 when it is not a live fact
-    or pending reflection resting on me and on others, 409 when the rule refuses (the message
-    says to remove it instead)."""
+    or pending reflection resting on me, 409 when the rule refuses (the message says what to do
+    instead: remove it when it rests on me alone, else ask the owner or to be forgotten)."""
     try:
         done = withdraw(store, WithdrawIn(agent_id=agent_id, user_id=user_id, kind=kind, item_id=item_id, now=now))
     except NotWithdrawable as exc:

@@ -12,9 +12,10 @@ nothing of theirs, so nothing that may quote them stays without their id:
   source messages goes; so does one whose run is no longer stored (it cannot be told);
 - ``source_text`` (the source message as said, one line, with no message id) goes: it may be
   theirs;
-- refused when the current text may itself be theirs (its writing run's range holds one of
-  their source messages, or that run is gone), and when nobody else rests on the item: then it
-  is theirs to remove, not to withdraw from.
+- refused when nobody else rests on the item (then it is theirs to remove, not to withdraw
+  from), and when the current text may itself be theirs (its writing run's range holds one of
+  their source messages, or that run is gone): the others' part cannot stay without theirs, so
+  the owner's curation or the person's erasure removes it.
 
 A reflection's text is formed from its whole range (no rule says which message it came from),
 so a pending reflection can be withdrawn from only once someone edited it: the formed text,
@@ -32,7 +33,10 @@ from schemas.documents import Fact, Reflection, StoredMessage
 #: the run id prefix of a person's edit (``pipeline.owner.curation``): its text came from the
 #: person editing, not from a message
 EDIT_RUN_PREFIX = "edit:"
-REMOVE_INSTEAD = "remove it instead (DELETE the item)"
+REMOVE_INSTEAD = "remove it instead: it is yours alone to delete"
+#: what a person can do about a shared item they cannot withdraw from: the others' part cannot
+#: be kept without theirs; the owner curates shared memory, and an erasure removes it whole
+ASK_OWNER = "ask the agent's owner to rewrite or remove it, or ask to be forgotten (it goes with your data)"
 
 
 class WithdrawRefused(Exception):
@@ -92,13 +96,14 @@ def plan(item: Fact | Reflection, user_id: str, run_messages: Mapping[str, Seque
     theirs = _theirs(user_id, item.source_message_ids, run_messages)
     if isinstance(item, Reflection):
         if not item.history:
-            raise WithdrawRefused("this reflection's text was formed from a range that holds your messages: "
-                                  f"{REMOVE_INSTEAD}, or ask the owner to rewrite it")
+            raise WithdrawRefused("this reflection's text was formed from a range that holds your messages, "
+                                  f"so it cannot stay without you: {ASK_OWNER}")
         return Withdrawal("reflections", item.reflection_id, user_id, tuple(sorted(theirs)), (0,), 0,
                           len(item.history))
     runs = writers(item)
     if _quotes(runs[-1], theirs, run_messages):
-        raise WithdrawRefused(f"the current text of this fact came from your message: {REMOVE_INSTEAD}")
+        raise WithdrawRefused("the current text of this fact came (or may have come) from your message, so it "
+                              f"cannot stay without you: {ASK_OWNER}")
     drop = tuple(i for i, run in enumerate(runs[:-1]) if _quotes(run, theirs, run_messages))
     return Withdrawal("facts", item.fact_id, user_id, tuple(sorted(theirs)), drop, item.version, len(item.history))
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from pipeline import withdrawal
+from pipeline.store.port import LeaseStore, ProvenanceStore, SessionStore
 from pipeline.validity import expired
 from pipeline.withdrawal import WithdrawRefused
 from schemas.documents import Fact, Reflection, StoredMessage
@@ -22,8 +23,13 @@ Kind = Literal["fact", "reflection"]
 #: plans made again when the item changed between reading and writing it
 ATTEMPTS = 3
 
-__all__ = ["Kind", "NotWithdrawable", "WithdrawIn", "WithdrawOut", "WithdrawRefused", "shared_with_others",
-           "withdraw"]
+__all__ = ["Kind", "NotWithdrawable", "WithdrawIn", "WithdrawOut", "WithdrawRefused", "WithdrawStore",
+           "shared_with_others", "withdraw"]
+
+
+class WithdrawStore(ProvenanceStore, SessionStore, LeaseStore, Protocol):
+    """What a withdrawal reads and writes: what rests on the user, the runs and messages that
+    wrote the item's texts, the item itself, and the scope's version stamp."""
 
 
 class NotWithdrawable(LookupError):
@@ -47,21 +53,26 @@ class WithdrawOut:
     versions_out: int   # older texts (or a reflection's formed text) gone with them
 
 
+def _live_on(items: Sequence[Fact | Reflection], user_id: str, now: datetime) -> list[Fact | Reflection]:
+    """Of ``items``, the live facts and pending reflections whose sources name the user."""
+    return [i for i in items if user_id in i.source_user_ids
+            and (not i.absorbed if isinstance(i, Reflection) else i.retired_at is None and not expired(i, now))]
+
+
 def shared_with_others(items: Sequence[Fact | Reflection], user_id: str, now: datetime) -> list[Fact | Reflection]:
     """Of ``items`` resting on the user, the live facts and pending reflections that rest on
     someone else too: those the user may withdraw from (some are then refused by the rule)."""
-    return [i for i in items if set(i.source_user_ids) - {user_id} and user_id in i.source_user_ids
-            and (i.absorbed is False if isinstance(i, Reflection) else i.retired_at is None and not expired(i, now))]
+    return [i for i in _live_on(items, user_id, now) if set(i.source_user_ids) - {user_id}]
 
 
-def _candidate(store, w: WithdrawIn) -> Fact | Reflection | None:
+def _candidate(store: WithdrawStore, w: WithdrawIn) -> Fact | Reflection | None:
     resting = store.resting_on(w.user_id, w.agent_id)
     pool = resting.facts if w.kind == "fact" else resting.reflections
     found = [i for i in pool if (i.fact_id if isinstance(i, Fact) else i.reflection_id) == w.item_id]
-    return next(iter(shared_with_others(found, w.user_id, w.now)), None) if found else None
+    return next(iter(_live_on(found, w.user_id, w.now)), None)
 
 
-def _run_messages(store, item: Fact | Reflection) -> dict[str, list[StoredMessage]]:
+def _run_messages(store: WithdrawStore, item: Fact | Reflection) -> dict[str, list[StoredMessage]]:
     """run id -> its range, for the stored runs that wrote the item's texts."""
     runs = withdrawal.writers(item) if isinstance(item, Fact) else [item.source_run_id]
     out: dict[str, list[StoredMessage]] = {}
@@ -72,14 +83,14 @@ def _run_messages(store, item: Fact | Reflection) -> dict[str, list[StoredMessag
     return out
 
 
-def withdraw(store, w: WithdrawIn) -> WithdrawOut:
+def withdraw(store: WithdrawStore, w: WithdrawIn) -> WithdrawOut:
     """Take ``w.user_id`` out of the item's sources. ``NotWithdrawable`` when it is not a live
-    fact or pending reflection resting on them and on others; ``WithdrawRefused`` when the rule
-    refuses (then removing it is the way) or it kept changing meanwhile."""
+    fact or pending reflection resting on them; ``WithdrawRefused`` when the rule refuses (its
+    reason says what to do instead) or it kept changing meanwhile."""
     for _ in range(ATTEMPTS):
         item = _candidate(store, w)
         if item is None:
-            raise NotWithdrawable(f"no live {w.kind} resting on this user's messages and on someone else's")
+            raise NotWithdrawable(f"no live {w.kind} resting on this user's messages")
         plan = withdrawal.plan(item, w.user_id, _run_messages(store, item))
         if store.withdraw_user(plan) is not None:
             store.bump_scope_versions(item.agent_id, [item.scope_key])

@@ -260,11 +260,13 @@ def test_a_user_takes_their_part_out_of_a_shared_fact_which_stays_for_the_other(
 def test_withdrawing_is_refused_where_the_text_may_be_mine_or_is_mine_alone(api, client, me):
     # f-agent-both has no stored run: its text may be u1's words
     refused = client.post("/v1/agents/A/users/u1/memory/facts/f-agent-both/withdraw", headers=me)
-    assert refused.status_code == 409 and "remove it instead" in refused.json()["why"]
+    assert refused.status_code == 409 and "ask the agent's owner" in refused.json()["why"]
     assert api.deps.store.get_facts(["f-agent-both"])[0].source_user_ids == ["u1", "u2"]
     alone = client.post("/v1/agents/A/users/u1/memory/facts/f-agent-u1/withdraw", headers=me)
-    assert alone.status_code == 404
+    assert alone.status_code == 409 and "remove it instead" in alone.json()["why"]
     reflection = client.post("/v1/agents/A/users/u1/memory/reflections/r-agent-u1/withdraw", headers=me)
-    assert reflection.status_code == 404
+    assert reflection.status_code == 409
+    nobody = client.post("/v1/agents/A/users/u1/memory/facts/f-u2/withdraw", headers=me)
+    assert nobody.status_code == 404 and nobody.json()["where"] == "path item_id"
     other = client.post("/v1/agents/A/users/u2/memory/facts/f-agent-both/withdraw", headers=me)
     assert other.status_code == 403

@@ -62,11 +62,11 @@ def test_withdraw_takes_the_person_and_what_quotes_them_out_and_keeps_the_item(s
 
 
 def test_withdraw_is_refused_when_the_current_text_is_theirs_or_nobody_else_rests_on_it(shared):
-    with pytest.raises(WithdrawRefused, match="current text .* your message: remove it instead"):
+    with pytest.raises(WithdrawRefused, match="current text .* your message, so it cannot stay without you"):
         withdraw(shared, _in("bob"))
     shared.insert_fact(fact("f2", "Ann brings tea").model_copy(update={
         "source_message_ids": ["m1"], "source_user_ids": ["ann"], "source_run_id": "r1"}))
-    with pytest.raises(NotWithdrawable):
+    with pytest.raises(WithdrawRefused, match="your messages alone: remove it instead"):
         withdraw(shared, _in("ann", item="f2"))
     with pytest.raises(NotWithdrawable):
         withdraw(shared, _in("carol"))
@@ -77,7 +77,7 @@ def test_withdraw_is_refused_when_the_current_text_is_theirs_or_nobody_else_rest
 def test_a_text_whose_run_is_gone_counts_as_theirs(shared):
     shared.insert_fact(fact("f3", "The stream starts at nine").model_copy(update={
         "source_message_ids": ["m1", "m2"], "source_user_ids": ["ann", "bob"], "source_run_id": "r-gone"}))
-    with pytest.raises(WithdrawRefused, match="remove it instead"):
+    with pytest.raises(WithdrawRefused, match="may have come"):
         withdraw(shared, _in("ann", item="f3"))
 
 

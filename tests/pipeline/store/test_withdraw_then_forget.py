@@ -66,10 +66,10 @@ def test_after_a_withdrawal_forget_user_finds_nothing_and_the_others_keep_the_fa
             try:
                 withdraw(store, WithdrawIn(agent_id="a1", user_id="ann", kind="fact", item_id="f1", now=at(60)))
             except NotWithdrawable:
-                assert "ann" not in sources or sources == {"ann"}
+                assert "ann" not in sources
                 return
             except WithdrawRefused:
-                assert writers[-1] == "ann"  # the current text is hers
+                assert writers[-1] == "ann" or sources == {"ann"}  # the current text is hers, or all of it
                 return
             assert writers[-1] != "ann" and sources - {"ann"}
             result = forget_user(store, "ann", "a1", settings=Settings(_env_file=None,
