@@ -96,8 +96,8 @@ def plan(item: Fact | Reflection, user_id: str, run_messages: Mapping[str, Seque
     theirs = _theirs(user_id, item.source_message_ids, run_messages)
     if isinstance(item, Reflection):
         if not item.history:
-            raise WithdrawRefused("this reflection's text was formed from a range that holds your messages, "
-                                  f"so it cannot stay without you: {ASK_OWNER}")
+            raise WithdrawRefused("this note was written from a stretch of conversation that holds your "
+                                  f"messages, so it cannot stay without you: {ASK_OWNER}")
         return Withdrawal("reflections", item.reflection_id, user_id, tuple(sorted(theirs)), (0,), 0,
                           len(item.history))
     runs = writers(item)

@@ -24,7 +24,7 @@ Kind = Literal["fact", "reflection"]
 ATTEMPTS = 3
 
 __all__ = ["Kind", "NotWithdrawable", "WithdrawIn", "WithdrawOut", "WithdrawRefused", "WithdrawStore",
-           "shared_with_others", "withdraw"]
+           "refusal", "shared_with_others", "withdraw"]
 
 
 class WithdrawStore(ProvenanceStore, SessionStore, LeaseStore, Protocol):
@@ -81,6 +81,16 @@ def _run_messages(store: WithdrawStore, item: Fact | Reflection) -> dict[str, li
         if run is not None:
             out[run_id] = store.get_messages(run.session_id, run.seq_from, run.seq_to)
     return out
+
+
+def refusal(store: WithdrawStore, item: Fact | Reflection, user_id: str) -> str | None:
+    """Why the user could not withdraw from ``item`` as it is now (None: they can), so that a
+    page offers the form only where it would work and says what to do elsewhere."""
+    try:
+        withdrawal.plan(item, user_id, _run_messages(store, item))
+    except WithdrawRefused as exc:
+        return exc.reason
+    return None
 
 
 def withdraw(store: WithdrawStore, w: WithdrawIn) -> WithdrawOut:

@@ -13,7 +13,7 @@ from api import user_memory
 from api.ui.views import sections
 from schemas import api as m
 from schemas.documents import Fact
-from usecases.withdraw import shared_with_others
+from usecases.withdraw import refusal, shared_with_others
 
 
 def _day(at: datetime) -> str:
@@ -52,8 +52,8 @@ def own_memory(store, agent_id: str, user_id: str, now: datetime) -> dict[str, A
                   for r in [*mine.reflections, *mine.shared_reflections] if not r.absorbed],
         # what rests on them and on other people: theirs to take their part out of (design §13)
         "with_others": [{"kind": "facts" if isinstance(i, Fact) else "reflections",
-                         "id": i.fact_id if isinstance(i, Fact) else i.reflection_id, "content": i.content}
-                        for i in with_others],
+                         "id": i.fact_id if isinstance(i, Fact) else i.reflection_id, "content": i.content,
+                         "refused": refusal(store, i, user_id)} for i in with_others],
         "conversations": [{"summary": sections(s.blob.content if s.blob else ""),
                            "notes": [{"id": r.id, "content": r.content, "origin": _origin(r)} for r in s.reflections]}
                           for s in mine.sessions],

@@ -109,7 +109,10 @@ def test_a_person_takes_their_part_out_of_a_fact_shared_with_someone_else(api):
         assert out.status_code == 200 and "Your part is out" in out.text
         assert "The Mars crew is six" not in out.text  # no longer resting on her
         assert store.get_facts(["f-crew"])[0].source_user_ids == ["u2"]
-        # the seeded one may hold her words (no record of how it was written): refused, saying why
+        # the seeded one may hold her words (no record of how it was written): the page says so
+        # instead of offering the form, and a post anyway is refused, saying why
+        assert "Take my part out: The Mars budget" not in _seen(page)
+        assert "You cannot take your part out: the current text of this fact came" in _seen(page)
         refused = client.post("/ui/agents/A/users/u1/facts/f-agent-both/withdraw", data={"csrf": token})
         assert refused.status_code == 409 and "ask the agent&#39;s owner" in refused.text
         forged = client.post("/ui/agents/A/users/u1/facts/f-crew/withdraw", data={"csrf": "nope"})

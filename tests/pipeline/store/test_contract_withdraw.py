@@ -85,7 +85,7 @@ def test_a_pending_reflection_is_withdrawn_from_once_edited_and_never_once_absor
     shared.insert_reflections([Reflection(
         reflection_id="r9", agent_id="a1", scope="agent", scope_key="agent", content="Ann and Bob plan the venue",
         source_message_ids=["m1", "m2"], source_user_ids=["ann", "bob"], source_run_id="r1", formed_at=T0)])
-    with pytest.raises(WithdrawRefused, match="formed from a range"):
+    with pytest.raises(WithdrawRefused, match="written from a stretch of conversation that holds your messages"):
         withdraw(shared, _in("ann", "reflection", "r9"))
     shared.edit_reflection("r9", "The venue is being planned", at(70), "owner-key")
     out = withdraw(shared, _in("ann", "reflection", "r9"))
