@@ -79,6 +79,30 @@ def _delete(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], it
     return deleted
 
 
+@router.post("/memory/facts/{item_id}/withdraw", response_model=m.Withdrawn,
+             summary="Take the user's part out of a shared fact, which stays for the others",
+             dependencies=[not_agent_key("withdrawing from memory")])
+def withdraw_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, caller: Caller, ctx: Ctx) -> m.Withdrawn:
+    return _withdraw(agent_id, user_id, "fact", item_id, caller, ctx)
+
+
+@router.post("/memory/reflections/{item_id}/withdraw", response_model=m.Withdrawn,
+             summary="Take the user's part out of a shared pending reflection, which stays for the others",
+             dependencies=[not_agent_key("withdrawing from memory")])
+def withdraw_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, caller: Caller,
+                        ctx: Ctx) -> m.Withdrawn:
+    return _withdraw(agent_id, user_id, "reflection", item_id, caller, ctx)
+
+
+def _withdraw(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], item_id: str, caller: Principal,
+              ctx: AppContext) -> m.Withdrawn:
+    user = _user(caller, agent_id, user_id)
+    done = user_memory.withdraw_item(ctx.store, agent_id, user, kind, item_id, ctx.clock.now())
+    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.withdraw", agent_id=agent_id,
+          subject=subject_digest(agent_id, user), counts={kind + "s": 1, "messages_out": done.messages_out})
+    return done
+
+
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
               summary="Edit one of the user's reflections waiting for consolidation, with history",
               dependencies=[not_agent_key("editing memory")])

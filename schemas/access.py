@@ -21,7 +21,7 @@ KEY_SCOPES: tuple[KeyScope, ...] = ("read", "publish", "curate")
 RUNTIME_SCOPES: tuple[KeyScope, ...] = ("read", "publish")
 JobStatus = Literal["queued", "running", "done", "failed"]
 AuditAction = Literal[
-    "key.create", "key.revoke", "forget_user", "export_user", "item.edit", "item.delete",
+    "key.create", "key.revoke", "forget_user", "export_user", "item.edit", "item.delete", "item.withdraw",
     "user_memory.switch", "replay_failed",
     "item.add", "import",
     "webhook.create", "webhook.delete", "webhook.rotate", "webhook.enable", "webhook.redeliver",

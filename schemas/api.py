@@ -223,6 +223,15 @@ class Deleted(BaseModel):
     kind: Literal["fact", "reflection"]
 
 
+class Withdrawn(BaseModel):
+    """A user's part taken out of a shared item, which stays for the others."""
+
+    withdrawn: str
+    kind: Literal["fact", "reflection"]
+    messages_out: int   # of the user's messages out of its sources
+    versions_out: int   # older texts that may have quoted them, gone
+
+
 class UserMemorySwitch(_In):
     enabled: StrictBool
 

@@ -12,6 +12,8 @@ from typing import Any
 from api import user_memory
 from api.ui.views import sections
 from schemas import api as m
+from schemas.documents import Fact
+from usecases.withdraw import refusal, shared_with_others
 
 
 def _day(at: datetime) -> str:
@@ -39,6 +41,8 @@ def own_memory(store, agent_id: str, user_id: str, now: datetime) -> dict[str, A
     summed up, and the conversations they had alone with it."""
     mine = user_memory.list_memory(store, agent_id, user_id, now)
     name = store.get_agent_settings(agent_id).name or agent_id
+    resting = store.resting_on(user_id, agent_id)
+    with_others = shared_with_others([*resting.facts, *resting.reflections], user_id, now)
     return {
         "agent_name": name, "remembering": mine.user_memory_enabled,
         "summary": sections(mine.blob.content if mine.blob else ""),
@@ -46,6 +50,10 @@ def own_memory(store, agent_id: str, user_id: str, now: datetime) -> dict[str, A
         "shared": [_fact(f) for f in mine.shared_facts],
         "notes": [{"id": r.id, "content": r.content, "origin": _origin(r)}
                   for r in [*mine.reflections, *mine.shared_reflections] if not r.absorbed],
+        # what rests on them and on other people: theirs to take their part out of (design §13)
+        "with_others": [{"kind": "facts" if isinstance(i, Fact) else "reflections",
+                         "id": i.fact_id if isinstance(i, Fact) else i.reflection_id, "content": i.content,
+                         "refused": refusal(store, i, user_id)} for i in with_others],
         "conversations": [{"summary": sections(s.blob.content if s.blob else ""),
                            "notes": [{"id": r.id, "content": r.content, "origin": _origin(r)} for r in s.reflections]}
                           for s in mine.sessions],

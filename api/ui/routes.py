@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import RedirectResponse
 
-from api import user_memory
+from api import routes_users, user_memory
 from api.access import reach
 from api.audit import audit
 from api.auth import authenticate
@@ -117,7 +117,8 @@ def home(request: Request, who: Who, ctx: Ctx):
 #: in a URL)
 DONE = {"saved": "Saved: the fact below reads as you wrote it (a new version; the old one is in its history).",
         "deleted": "Deleted, with its history."}
-OWN_DONE = {"saved": "Saved: it now reads as you wrote it.", "deleted": "Removed: it is forgotten."}
+OWN_DONE = {"saved": "Saved: it now reads as you wrote it.", "deleted": "Removed: it is forgotten.",
+            "withdrawn": "Your part is out: the others keep it, without what came from you."}
 
 
 @router.get("/agents/{agent_id}/users/{user_id}", dependencies=[any_viewer("api.access.reach decides, by the path")])
@@ -229,3 +230,15 @@ def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id,
     audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.delete", agent_id=agent_id,
           subject=subject, counts={kind: 1})
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=deleted", status_code=303)
+
+
+@router.post("/agents/{agent_id}/users/{user_id}/{kind}/{item_id}/withdraw",
+             dependencies=[Csrf, only_user_or_admin("withdrawing from memory")])
+def withdraw_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id, kind: Id, item_id: Id):
+    """The HTTP API's withdrawal (``api.routes_users``), its refusal an error page."""
+    handlers = {"facts": routes_users.withdraw_fact, "reflections": routes_users.withdraw_reflection}
+    if kind not in handlers:
+        raise UiError(404, "not found", "path kind", "expected facts or reflections")
+    user = reach(who.principal, agent_id, user_id=user_id, user_where="path user_id").user_id
+    handlers[kind](agent_id=agent_id, user_id=user, item_id=item_id, caller=who.principal, ctx=ctx)
+    return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=withdrawn", status_code=303)

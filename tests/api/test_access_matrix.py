@@ -37,6 +37,8 @@ ROUTES = [
     ("delete fact", "DELETE", f"{U}/memory/facts/f-u1", None, {ADMIN: 200, U1: 200}),
     ("delete shared", "DELETE", f"{U}/memory/facts/f-agent-u1", None, {ADMIN: 200, U1: 200}),
     ("delete reflection", "DELETE", f"{U}/memory/reflections/r-u1", None, {ADMIN: 200, U1: 200}),
+    ("withdraw fact", "POST", f"{U}/memory/facts/f-withdrawable/withdraw", None, {ADMIN: 200, U1: 200}),
+    ("withdraw reflection", "POST", f"{U}/memory/reflections/r-withdrawable/withdraw", None, {ADMIN: 200, U1: 200}),
     ("read switch", "GET", f"{U}/memory-setting", None, {ADMIN: 200, AGENT_A: 200, U1: 200}),
     ("switch", "PUT", f"{U}/memory-setting", {"enabled": False}, {ADMIN: 200, U1: 200}),
     ("export", "GET", f"{U}/export", None, {ADMIN: 200, U1: 200}),
@@ -134,13 +136,22 @@ def _check(response, expected, name, credential):
 
 def _owner_state(api):
     """What the owner's changing routes act on: a user-scope extraction instruction (set, then
-    cleared: version 1 to roll back to, version 2 to clear), a paused session to resume and a
-    category list to roll back to."""
+    cleared: version 1 to roll back to, version 2 to clear), a paused session to resume, a
+    category list to roll back to, and a fact and a pending reflection shared by u1 and u2 whose
+    texts came from an edit (u1 may withdraw from them)."""
     from pipeline.formation.screening import guard_for
     from pipeline.owner import controls
+    from schemas.documents import Reflection, ReflectionEdit
+    from testkit.documents import fact
     from usecases import categories
 
     store, now = api.deps.store, api.deps.clock.now()
+    store.insert_fact(fact("f-withdrawable", "The Mars crew is six", agent="A").model_copy(update={
+        "source_user_ids": ["u1", "u2"], "source_run_id": "edit:seed", "formed_at": now}))
+    store.insert_reflections([Reflection(
+        reflection_id="r-withdrawable", agent_id="A", scope="agent", scope_key="agent", content="The crew trains",
+        source_user_ids=["u1", "u2"], formed_at=now,
+        history=[ReflectionEdit(content="u1 and u2 train", changed_at=now, changed_by="test")])])
     controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
                              by="test", now=now)
     controls.pause(store, "A", "session", session_id="s-paused", by="test", now=now)
@@ -148,7 +159,8 @@ def _owner_state(api):
 
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store
-STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "clear instruction",
+STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "withdraw fact", "withdraw reflection",
+            "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
             "edit blob section", "replace user blob", "edit my blob section",
             "edit agent reflection", "edit my reflection", "webhook delete", "rollback categories",

@@ -237,3 +237,36 @@ def test_a_user_edits_a_pending_reflection_with_history_and_not_an_absorbed_one(
     assert client.patch(path, json={"content": "too late"}, headers=me).status_code == 404
     other = client.patch("/v1/agents/A/users/u1/memory/reflections/r-agent-u1", json={"content": "x y"}, headers=me)
     assert other.status_code == 404  # shared: the owner's to edit
+
+
+def test_a_user_takes_their_part_out_of_a_shared_fact_which_stays_for_the_other(api, client, me):
+    store = api.deps.store
+    [seeded] = store.get_facts(["f-agent-both"])  # u1 and u2, its text by an edit: not u1's words
+    store.insert_fact(seeded.model_copy(update={"fact_id": "f-crew", "content": "The Mars crew is six",
+                                                "hash": "crew", "source_run_id": "edit:owner"}))
+    response = client.post("/v1/agents/A/users/u1/memory/facts/f-crew/withdraw", headers=me)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"withdrawn": "f-crew", "kind": "fact", "messages_out": 0, "versions_out": 0}
+    [kept] = store.get_facts(["f-crew"])
+    assert kept.content == "The Mars crew is six" and kept.source_user_ids == ["u2"]
+    assert "f-crew" not in {f.fact_id for f in store.resting_on("u1").facts}
+    [entry] = store.list_audit(action="item.withdraw")
+    assert entry.counts == {"facts": 1, "messages_out": 0} and "crew" not in entry.model_dump_json()
+    # withdrawn once, it no longer rests on u1: nothing left to withdraw
+    again = client.post("/v1/agents/A/users/u1/memory/facts/f-crew/withdraw", headers=me)
+    assert again.status_code == 404 and again.json()["where"] == "path item_id"
+
+
+def test_withdrawing_is_refused_where_the_text_may_be_mine_or_is_mine_alone(api, client, me):
+    # f-agent-both has no stored run: its text may be u1's words
+    refused = client.post("/v1/agents/A/users/u1/memory/facts/f-agent-both/withdraw", headers=me)
+    assert refused.status_code == 409 and "ask the agent's owner" in refused.json()["why"]
+    assert api.deps.store.get_facts(["f-agent-both"])[0].source_user_ids == ["u1", "u2"]
+    alone = client.post("/v1/agents/A/users/u1/memory/facts/f-agent-u1/withdraw", headers=me)
+    assert alone.status_code == 409 and "remove it instead" in alone.json()["why"]
+    reflection = client.post("/v1/agents/A/users/u1/memory/reflections/r-agent-u1/withdraw", headers=me)
+    assert reflection.status_code == 409
+    nobody = client.post("/v1/agents/A/users/u1/memory/facts/f-u2/withdraw", headers=me)
+    assert nobody.status_code == 404 and nobody.json()["where"] == "path item_id"
+    other = client.post("/v1/agents/A/users/u2/memory/facts/f-agent-both/withdraw", headers=me)
+    assert other.status_code == 403

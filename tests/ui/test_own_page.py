@@ -57,8 +57,11 @@ def test_the_own_page_says_in_plain_words_what_is_remembered_and_where_it_came_f
     assert "From what you said on" in seen
     leaked = [name for name in INTERNAL if name.lower() in seen.lower()]
     assert leaked == [], leaked
-    # someone else's memory is not there, nor the fact shared with another person
-    assert "555 0100" not in page and "Mars budget" not in page
+    # someone else's memory is not there; the fact shared with another person is only where she
+    # can take her part out of it (her export holds it too)
+    assert "555 0100" not in page
+    shared = page.split('id="with-others"', 1)[1].split("</ul>", 1)[0]
+    assert "Mars budget" in shared and "Mars budget" not in page.replace(shared, "")
     assert re.findall(r'<a href="[^"]+" aria-current="page">([^<]+)</a>', page) == ["My memory"]
 
 
@@ -91,6 +94,30 @@ def test_a_person_corrects_a_fact_with_an_end_date_removes_the_date_and_then_the
         removed = client.post(f"{url}/delete", data={"csrf": token}, follow_redirects=True)
         assert removed.status_code == 200 and "Removed: it is forgotten." in removed.text
         assert store.get_facts(["f-u1"]) == [] and "a@b.org" not in removed.text
+
+
+def test_a_person_takes_their_part_out_of_a_fact_shared_with_someone_else(api):
+    store = api.deps.store
+    [seeded] = store.get_facts(["f-agent-both"])  # Alice and Bob; its wording came from an edit
+    store.insert_fact(seeded.model_copy(update={"fact_id": "f-crew", "content": "The Mars crew is six",
+                                                "hash": "crew", "source_run_id": "edit:owner"}))
+    with _me(api) as client:
+        page = client.get("/ui/agents/A/users/u1").text
+        token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        assert "Take my part out: The Mars crew is six" in _seen(page)
+        out = client.post("/ui/agents/A/users/u1/facts/f-crew/withdraw", data={"csrf": token}, follow_redirects=True)
+        assert out.status_code == 200 and "Your part is out" in out.text
+        assert "The Mars crew is six" not in out.text  # no longer resting on her
+        assert store.get_facts(["f-crew"])[0].source_user_ids == ["u2"]
+        # the seeded one may hold her words (no record of how it was written): the page says so
+        # instead of offering the form, and a post anyway is refused, saying why
+        assert "Take my part out: The Mars budget" not in _seen(page)
+        assert "You cannot take your part out: the current text of this fact came" in _seen(page)
+        refused = client.post("/ui/agents/A/users/u1/facts/f-agent-both/withdraw", data={"csrf": token})
+        assert refused.status_code == 409 and "ask the agent&#39;s owner" in refused.text
+        forged = client.post("/ui/agents/A/users/u1/facts/f-crew/withdraw", data={"csrf": "nope"})
+        assert forged.status_code in (400, 403)
+    assert store.get_facts(["f-agent-both"])[0].source_user_ids == ["u1", "u2"]
 
 
 def test_a_user_token_cannot_open_another_persons_page(api):

@@ -92,7 +92,7 @@ def test_every_post_route_of_the_inspector_refuses_another_sites_form(api):
     from api.ui import routes, routes_ops
 
     posts = sorted(r.path for router in (routes.router, routes_ops.router) for r in router.routes if "POST" in r.methods)
-    assert "/ui/login" in posts and len(posts) == 9
+    assert "/ui/login" in posts and len(posts) == 10
     with _client(api) as client:
         token = _sign_in(client, api.keys["admin"])
         for path in posts:
@@ -125,8 +125,11 @@ def test_a_user_token_sees_and_edits_its_own_memory_only(api):
         token = _sign_in(client, api.token(user="u1"))
         mine = client.get("/ui/")
         assert mine.status_code == 200 and "Alice&#39;s email" in mine.text and "Bob" not in mine.text
-        # their own page is about them: shared memory that rests on others too is not theirs to read here
-        assert "The Mars budget" not in mine.text and '/ui/facts/f-agent-both"' not in mine.text
+        # shared memory that rests on others too shows only where they can take their part out of
+        # it (as their export holds it), never as a link into the operator's pages
+        with_others = mine.text.split('id="with-others"', 1)[1].split("</ul>", 1)[0]
+        assert "The Mars budget" in with_others and "The Mars budget" not in mine.text.replace(with_others, "")
+        assert '/ui/facts/f-agent-both"' not in mine.text
         other = client.get("/ui/agents/A/users/u2")
         assert other.status_code == 403 and "its own user only" in other.text
         assert client.get("/ui/facts/f-u2").status_code == 404

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 
 from pipeline.footprint import Footprint, Resting
 from pipeline.store import _common as c
-from pipeline.store.mongo.codec import from_doc
+from pipeline import withdrawal as w
+from pipeline.store.mongo.codec import from_doc, to_doc
+from pipeline.store.mongo.facts import SEARCH_TEXT
 from pipeline.store.mongo.parts import MongoParts
 from pipeline.store.mongo.reflections import OLDEST
 from pipeline.store.mongo.runs import run_from
@@ -125,3 +127,21 @@ class MongoProvenance(MongoParts, ProvenanceStore):
             col.update_one({"_id": item_id, "source_message_ids": {"$in": [[], None]}},
                            {"$set": {"source_message_ids": list(message_ids)}})
         return changed
+
+    def withdraw_user(self, withdrawal: w.Withdrawal) -> Fact | Reflection | None:
+        facts = withdrawal.kind == "facts"
+        model, col = (Fact, self.col("facts")) if facts else (Reflection, self.col("reflections"))
+        item = from_doc(model, col.find_one({"_id": withdrawal.item_id}))
+        if item is None or not w.applies(item, withdrawal):
+            return None
+        updated = w.withdrawn(item, withdrawal)
+        doc = to_doc(updated)
+        fields = {k: doc[k] for k in ("source_user_ids", "source_message_ids", "history")}
+        # compare and set on what ``applies`` read: a fact's every change moves its version or
+        # retires it; a reflection's edit changes its text, a consolidation absorbs it
+        guard = ({"version": item.version, "retired_at": None} if facts else {"absorbed": False, "content": item.content})
+        if facts:
+            fields.update(source_text=None, **{SEARCH_TEXT: updated.search_text})
+        won = col.update_one({"_id": withdrawal.item_id, "source_user_ids": withdrawal.user_id, **guard},
+                             {"$set": fields})
+        return updated if won.matched_count else None

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from pipeline.footprint import Footprint, Resting
-from schemas.documents import ConsolidatedBlob, FormationRun, StoredMessage
+from pipeline.withdrawal import Withdrawal
+from schemas.documents import ConsolidatedBlob, Fact, FormationRun, Reflection, StoredMessage
 
 
 class ProvenanceStore(Protocol):
@@ -66,3 +67,10 @@ class ProvenanceStore(Protocol):
         """Record the sources derived for an item stored without them (``kind``: ``facts`` or
         ``reflections``); its ``source_message_ids`` are set only where it has none. Only an
         item with no ``source_user_ids`` changes: True when it did."""
+
+    @abc.abstractmethod
+    def withdraw_user(self, withdrawal: Withdrawal) -> Fact | Reflection | None:
+        """Apply ``withdrawal`` (``pipeline.withdrawal.withdrawn``) to its fact or pending
+        reflection, atomically, only while the item is in the state it was planned on
+        (``pipeline.withdrawal.applies``); a fact's stored search text follows. The item
+        written, or None when it changed meanwhile or is gone."""

@@ -17,12 +17,13 @@ import json
 import sqlite3
 from collections.abc import Iterator
 
+from pipeline import withdrawal as w
 from pipeline.footprint import Footprint, Resting
 from pipeline.store.ports.provenance import ProvenanceStore
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.facts import fact_from_row
 from pipeline.user_ids import raw_names_user
-from schemas.documents import ConsolidatedBlob, FormationRun, Reflection, StoredMessage, scope_key
+from schemas.documents import ConsolidatedBlob, Fact, FormationRun, Reflection, StoredMessage, scope_key
 
 REFS = "user_refs"
 UNATTRIBUTED = ""
@@ -249,3 +250,25 @@ class SQLiteProvenance(ProvenanceStore):
                 "ELSE json(json_extract(doc, '$.source_message_ids')) END) "
                 f"WHERE {column} = ? AND COALESCE(json_array_length(doc, '$.source_user_ids'), 0) = 0",
                 (json.dumps(user_ids), json.dumps(message_ids), item_id)).rowcount > 0
+
+    def withdraw_user(self, withdrawal: w.Withdrawal) -> Fact | Reflection | None:
+        t, facts = self.db.t, withdrawal.kind == "facts"
+        with self.db.write() as conn:  # read and write in one transaction: nothing comes between
+            if facts:
+                row = conn.execute(f"SELECT doc, embedding FROM {t('facts')} WHERE fact_id = ?",
+                                   (withdrawal.item_id,)).fetchone()
+                item = fact_from_row(*row) if row else None
+            else:
+                row = conn.execute(f"SELECT doc FROM {t('reflections')} WHERE reflection_id = ?",
+                                   (withdrawal.item_id,)).fetchone()
+                item = Reflection.model_validate_json(row[0]) if row else None
+            if item is None or not w.applies(item, withdrawal):
+                return None
+            updated = w.withdrawn(item, withdrawal)
+            if isinstance(updated, Fact):  # the search text holds the history and the source text
+                conn.execute(f"UPDATE {t('facts')} SET doc = ?, search_text = ? WHERE fact_id = ?",
+                             (updated.model_dump_json(exclude={"embedding"}), updated.search_text, updated.fact_id))
+            else:
+                conn.execute(f"UPDATE {t('reflections')} SET doc = ? WHERE reflection_id = ?",
+                             (updated.model_dump_json(), updated.reflection_id))
+            return updated
