@@ -20,6 +20,7 @@ from api import user_memory
 from api.access import reach, require_curator
 from api.audit import audit
 from api.auth import Principal, caller
+from api.permissions import curator, of_agent
 from api.context import AppContext, app_context
 from api.errors import ApiError
 from api.limits import import_limit
@@ -73,27 +74,29 @@ def _reflection(ctx: AppContext, who: Principal, agent_id: str, user_id: str | N
 
 
 @router.post("/memory/facts", response_model=m.MyFact, status_code=201, responses=CREATED,
-             summary="Add a fact to the agent's shared memory, verbatim (no model call): screened, embedded")
+             summary="Add a fact to the agent's shared memory, verbatim (no model call): screened, embedded",
+             dependencies=[curator("writing the agent's memory")])
 def add_agent_fact(agent_id: AgentId, body: w.FactAdd, caller: Caller, ctx: Ctx) -> m.MyFact:
-    require_curator(caller, agent_id, "writing the agent's memory")
     return _fact(ctx, caller, agent_id, None, body, "owner")
 
 
 @router.post("/memory/reflections", response_model=m.MyReflection, status_code=201, responses=CREATED,
-             summary="Add a reflection to the agent's (or a session's) buffer, merged at the next consolidation")
+             summary="Add a reflection to the agent's (or a session's) buffer, merged at the next consolidation",
+             dependencies=[curator("writing the agent's memory")])
 def add_agent_reflection(agent_id: AgentId, body: w.ReflectionAdd, caller: Caller, ctx: Ctx) -> m.MyReflection:
-    require_curator(caller, agent_id, "writing the agent's memory")
     return _reflection(ctx, caller, agent_id, None, body, "owner")
 
 
 @router.post("/users/{user_id}/memory/facts", response_model=m.MyFact, status_code=201, responses=CREATED,
-             summary="Add a fact to a user's memory, verbatim: by an owner, or by the user themself")
+             summary="Add a fact to a user's memory, verbatim: by an owner, or by the user themself",
+             dependencies=[of_agent("the user's own token, or a curator: _user_writer decides")])
 def add_user_fact(agent_id: AgentId, user_id: UserId, body: w.FactAdd, caller: Caller, ctx: Ctx) -> m.MyFact:
     return _fact(ctx, caller, agent_id, user_id, body, _user_writer(caller, agent_id, user_id))
 
 
 @router.post("/users/{user_id}/memory/reflections", response_model=m.MyReflection, status_code=201,
-             responses=CREATED, summary="Add a reflection to a user's buffer: by an owner, or by the user themself")
+             responses=CREATED, summary="Add a reflection to a user's buffer: by an owner, or by the user themself",
+             dependencies=[of_agent("the user's own token, or a curator: _user_writer decides")])
 def add_user_reflection(agent_id: AgentId, user_id: UserId, body: w.ReflectionAdd, caller: Caller,
                         ctx: Ctx) -> m.MyReflection:
     return _reflection(ctx, caller, agent_id, user_id, body, _user_writer(caller, agent_id, user_id))
@@ -112,9 +115,9 @@ _IMPORT_BODY = {
 @router.post("/import", response_model=w.ImportReport, summary="Import JSON Lines: export-user records or simple "
              "{user_id, text} lines, streamed; every good line kept, each bad one reported",
              openapi_extra={"requestBody": _IMPORT_BODY},
-             responses={413: {"model": m.Problem, "description": "the body is larger than the import limit"}})
+             responses={413: {"model": m.Problem, "description": "the body is larger than the import limit"}},
+             dependencies=[curator("importing memory")])
 async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx: Ctx) -> w.ImportReport:
-    require_curator(caller, agent_id, "importing memory")
     importer = Importer(ctx.service(agent_id), agent_id, by=caller.credential_id)
     splitter, seen, limit = LineSplitter(), 0, import_limit(ctx.api_settings)
     async for chunk in request.stream():
