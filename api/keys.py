@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from api.audit import audit
+from usecases.audit import Actor, Audited, record
 from pipeline.errors import InvalidInput
 from pipeline.store.ports.access import AccessStore
 from schemas.access import KEY_SCOPES, RUNTIME_SCOPES, ApiKey, KeyKind, key_digest
@@ -35,7 +35,7 @@ def create_key(store: AccessStore, kind: KeyKind, now: datetime, *, agent_id: st
     key = ApiKey(key_id=key_id, kind=kind, agent_id=agent_id, digest=key_digest(secret), label=label, created_at=now,
                  scopes=granted)
     store.put_api_key(key)
-    audit(store, now, by, "cli" if by == "cli" else "admin", "key.create", agent_id=agent_id, subject=key_id)
+    record(store, now, _by(by), Audited("key.create", agent_id, key_id))
     return secret, key
 
 
@@ -43,8 +43,12 @@ def revoke_key(store: AccessStore, key_id: str, now: datetime, *, by: str = "cli
     key = store.revoke_api_key(key_id, now)
     if key is None:
         raise InvalidInput("key", f"no key with id {key_id!r} (memoryctl keys list shows them)")
-    audit(store, now, by, "cli" if by == "cli" else "admin", "key.revoke", agent_id=key.agent_id, subject=key_id)
+    record(store, now, _by(by), Audited("key.revoke", key.agent_id, key_id))
     return key
+
+
+def _by(by: str) -> Actor:
+    return Actor(by, "cli" if by == "cli" else "admin")
 
 
 def key_scopes(scopes) -> list[str]:

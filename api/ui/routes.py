@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse
 
 from api import user_memory
 from api.access import reach, require_not_agent_key
-from api.audit import audit
+from api.audit import audited
 from api.auth import authenticate
 from api.errors import ApiError
 from api.ui import views
@@ -25,6 +25,7 @@ from api.ui.web import UiError, UiRoute, Viewer, check_csrf, check_origin, page,
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 from schemas.values import IdChars
+from usecases import lookup
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
@@ -165,7 +166,7 @@ def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Qu
 @router.get("/facts/{fact_id}")
 def fact_page(request: Request, who: Who, fact_id: Id):
     ctx = _ctx(request)
-    fact = next(iter(ctx.store.get_facts([fact_id])), None)
+    fact = lookup.fact(ctx.store, fact_id)
     if fact is None or not _may_see_fact(who, fact):
         raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
     return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact, ctx.clock.now()))
@@ -185,7 +186,7 @@ def _may_see_fact(who: Viewer, fact) -> bool:
 @router.get("/messages/{session_id}/{message_id}")
 def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
     ctx = _ctx(request)
-    session = ctx.store.get_session(session_id)
+    session = lookup.session(ctx.store, session_id)
     if session is None:
         raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
     reach(who.principal, session.agent_id, session_id=session_id, sessions=ctx.store)
@@ -202,9 +203,7 @@ def edit_fact(request: Request, who: Who, agent_id: Id, user_id: Id, item_id: Id
     ctx, p = _ctx(request), who.principal
     require_not_agent_key(p, "editing memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
-    user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content)
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
-          subject=subject_digest(agent_id, user))
+    audited(ctx, p, user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)
 
 
@@ -217,7 +216,5 @@ def delete_item(request: Request, who: Who, agent_id: Id, user_id: Id, kind: Id,
     require_not_agent_key(p, "deleting memory")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
     subject = subject_digest(agent_id, user)
-    user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}")
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.delete", agent_id=agent_id,
-          subject=subject, counts={kind: 1})
+    audited(ctx, p, user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}"))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=deleted", status_code=303)
