@@ -22,7 +22,7 @@ from usecases import erase, export as exporting
 from usecases.caps import caps_report
 from usecases.cost import cost_report
 from usecases.runs import REPLAYABLE, list_run_summaries, replay_failed, run_detail
-from workers.deps import provider_limits
+from usecases.limits import provider_limits
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 Csrf = Depends(check_csrf)
