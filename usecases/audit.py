@@ -46,9 +46,11 @@ class HasAudit(Protocol):
 R = TypeVar("R", bound=HasAudit)
 
 
-def record(store: AccessStore, now: datetime, actor: Actor, done: Audited) -> AuditEntry:
-    """Record who did what kind of thing when: never content (``schemas.access.AuditEntry``)."""
-    entry = AuditEntry(audit_id=uuid.uuid4().hex, at=now, credential_id=actor.credential_id,
+def record(store: AccessStore, now: datetime, actor: Actor, done: Audited, *,
+           audit_id: str | None = None) -> AuditEntry:
+    """Record who did what kind of thing when: never content (``schemas.access.AuditEntry``).
+    ``audit_id``: for an entry a retry may write again (one entry however often)."""
+    entry = AuditEntry(audit_id=audit_id or uuid.uuid4().hex, at=now, credential_id=actor.credential_id,
                        credential_kind=actor.kind, action=done.action, agent_id=done.agent_id,
                        subject=done.subject, outcome=done.outcome, counts=dict(done.counts))
     store.record_audit(entry)

@@ -16,8 +16,8 @@ from typing import Any
 
 from pipeline.errors import InvalidInput, TransientError
 from pipeline.store.port import Store
-from schemas.access import AuditEntry, Job, subject_digest
-from usecases.audit import Actor, Audited
+from schemas.access import Job, subject_digest
+from usecases.audit import Actor, Audited, record
 from usecases.erase import forget_user
 
 #: how long a request may take to store and send a job it found absent before another may
@@ -147,9 +147,7 @@ def end_job(deps, job: Job, *, counts: dict[str, int] | None = None, error: str 
     deps.store.put_job(ended)
     # the erasure itself is audited when it happened, under the credential that asked for it;
     # its id is the job's, so a retried end records one entry
-    deps.store.record_audit(AuditEntry(
-        audit_id=f"job:{job.job_id}", at=ended.finished_at, credential_id=job.requested_by or "unknown",
-        credential_kind=job.requested_kind or "unknown", action=job.kind, agent_id=job.agent_id, subject=job.subject,
-        outcome="ok" if ended.status == "done" else "failed", counts=ended.counts,
-    ))
+    record(deps.store, ended.finished_at, Actor(job.requested_by or "unknown", job.requested_kind or "unknown"),
+           Audited(job.kind, job.agent_id, job.subject, ended.counts, "ok" if ended.status == "done" else "failed"),
+           audit_id=f"job:{job.job_id}")
     return ended
