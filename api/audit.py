@@ -1,22 +1,22 @@
-"""The audit log (design §12): erasures, edits, exports, key changes, switches and replays,
-each as who (a credential id), when, what kind and a pseudonym of the subject, never content.
-"""
+"""The HTTP doors' half of the audit log (design §12): who asked comes from the caller's
+credential; what was done comes from the use case's result (``usecases.audit``), written by
+``usecases.audit.recorded``, never spelled out by a handler."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
-
-from pipeline.store.ports.access import AccessStore
-from schemas.access import AuditEntry
+from api.auth import Principal
+from usecases.audit import R, Actor, Audited, record, recorded
 
 
-def audit(store: AccessStore, now: datetime, credential_id: str, credential_kind: str, action: str, *,
-          agent_id: str | None = None, subject: str | None = None, outcome: str = "ok",
-          counts: dict[str, int] | None = None) -> AuditEntry:
-    """Record who did what kind of thing when: never content (``schemas.access.AuditEntry``)."""
-    entry = AuditEntry(audit_id=uuid.uuid4().hex, at=now, credential_id=credential_id,
-                       credential_kind=credential_kind, action=action, agent_id=agent_id, subject=subject,
-                       outcome=outcome, counts=counts or {})
-    store.record_audit(entry)
-    return entry
+def actor(caller: Principal) -> Actor:
+    return Actor(caller.credential_id, caller.kind)
+
+
+def audited(ctx, caller: Principal, result: R) -> R:
+    """Record the audit entry ``result`` names, under ``caller``'s credential; ``result`` back."""
+    return recorded(ctx.store, ctx.clock.now(), actor(caller), result)
+
+
+def record_done(ctx, caller: Principal, done: Audited) -> None:
+    """Record ``done``, an entry a use case names beside its result (``usecases.writes.audit_of``)."""
+    record(ctx.store, ctx.clock.now(), actor(caller), done)

@@ -9,20 +9,20 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
 
-from api.audit import audit
+from api.permissions import admin, any_credential
+from api.audit import audited
 from api.auth import Principal, caller
 from api.strict import known_query_only
 from api.context import AppContext, app_context
 from api.jobs import queue_forget, visible_job
-from api.permissions import admin, any_credential
-from ops.caps import caps_report, set_caps
-from ops.cost import cost_report
-from ops.runs import list_run_summaries, replay_failed
-from ops.user_data import export_user
 from schemas import api as m
-from schemas.access import subject_digest
 from schemas.api_caps import CapsIn, CapsOut
 from schemas.events import Id
+from usecases import export as exporting
+from usecases.audit import read_log
+from usecases.caps import caps_report, set_caps
+from usecases.cost import cost_report
+from usecases.runs import list_run_summaries, replay_failed
 
 router = APIRouter(tags=["admin"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
@@ -42,11 +42,9 @@ def runs(caller: Caller, ctx: Ctx, status: RunStatus | None = None, agent_id: Id
 @router.post("/v1/admin/replay-failed", response_model=m.ReplayResult, summary="Replay failed and dead runs",
              dependencies=[admin("replaying runs")])
 def replay(body: m.ReplayRequest, caller: Caller, ctx: Ctx) -> m.ReplayResult:
-    result = replay_failed(ctx.store, ctx.clock.now(), ctx.settings.claim_lease_s, ctx.start_run,
-                           agent_id=body.agent_id, run_ids=body.run_ids or None)
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "replay_failed", agent_id=body.agent_id,
-          counts={"replayed": len(result["replayed"]), "skipped": len(result["skipped"])})
-    return m.ReplayResult.model_validate(result)
+    result = audited(ctx, caller, replay_failed(ctx.store, ctx.clock.now(), ctx.settings.claim_lease_s, ctx.start_run,
+                                                agent_id=body.agent_id, run_ids=body.run_ids or None))
+    return m.ReplayResult.model_validate(result.report)
 
 
 @router.get("/v1/admin/cost", response_model=m.CostOut, summary="An agent's model cost by model, stage or day",
@@ -68,9 +66,7 @@ def caps(caller: Caller, ctx: Ctx, agent_id: Id | None = None) -> CapsOut:
             dependencies=[admin("setting spend caps")])
 def put_caps(body: CapsIn, caller: Caller, ctx: Ctx) -> CapsOut:
     now = ctx.clock.now()
-    set_caps(ctx.store, body.agent_id, body.caps, now)
-    audit(ctx.store, now, caller.credential_id, caller.kind, "caps.set", agent_id=body.agent_id,
-          subject="global" if body.agent_id is None else "agent")
+    audited(ctx, caller, set_caps(ctx.store, body.agent_id, body.caps, now))
     return CapsOut.model_validate(caps_report(ctx.store, ctx.settings, now, body.agent_id))
 
 
@@ -78,7 +74,7 @@ def put_caps(body: CapsIn, caller: Caller, ctx: Ctx) -> CapsOut:
             dependencies=[admin("reading the audit log")])
 def audit_log(caller: Caller, ctx: Ctx, since: m.Instant | None = None, action: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> m.AuditList:
-    entries = ctx.store.list_audit(since=since, action=action, limit=limit)
+    entries = read_log(ctx.store, since=since, action=action, limit=limit)
     return m.AuditList(entries=[m.AuditOut.model_validate(e.model_dump()) for e in entries])
 
 
@@ -95,9 +91,8 @@ def forget_user(body: m.ForgetRequest, caller: Caller, ctx: Ctx) -> m.JobOut:
                              "description": "one JSON object per line: {collection, document}"}},
             dependencies=[admin("export-user")])
 def export(caller: Caller, ctx: Ctx, user_id: Id, agent_id: Id | None = None) -> StreamingResponse:
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "export_user", agent_id=agent_id,
-          subject=subject_digest(agent_id, user_id))
-    return StreamingResponse(export_user(ctx.store, user_id, agent_id), media_type="application/x-ndjson")
+    found = audited(ctx, caller, exporting.export_user(ctx.store, user_id, agent_id))
+    return StreamingResponse(found.lines, media_type="application/x-ndjson")
 
 
 @router.get("/v1/jobs/{job_id}", response_model=m.JobOut, summary="A queued job's status",

@@ -121,7 +121,7 @@ def status(agent_id: AgentId, caller: Caller, ctx: Ctx, user_id: UserQuery = Non
                   sessions=ctx.store)
     payload = ctx.service(agent_id).get_consolidation_status(user_id=where.user_id, session_id=where.session_id)
     if ctx.settings.llm_rate_limits:  # what the shared provider limits hold back now (design §8)
-        from workers.deps import provider_limits
+        from usecases.limits import provider_limits
 
         payload["provider_limits"] = provider_limits(ctx.settings)
     return m.Stats.model_validate(payload)

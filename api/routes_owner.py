@@ -9,20 +9,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from api.audit import audit
+from api.audit import audited
 from api.auth import Principal, caller
 from api.context import AppContext, app_context
 from api.permissions import curator
 from api.routes_memory import AgentId
 from api.strict import known_query_only
-from pipeline.formation.screening import guard_for
-from pipeline.owner import controls
-from pipeline.owner.backfill import backfill
-from pipeline.sweep import start_runs
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.owner import InstructionScope, InstructionStage
-from usecases import categories
+from usecases import categories, instructions, pauses
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["owner"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
@@ -37,18 +33,12 @@ def _out(instruction) -> o.InstructionOut:
     return o.InstructionOut.model_validate(instruction.model_dump())
 
 
-def _audit(ctx: AppContext, who: Principal, action: str, agent_id: str, subject: str, **counts: int) -> None:
-    audit(ctx.store, ctx.clock.now(), who.credential_id, who.kind, action, agent_id=agent_id, subject=subject,
-          counts=counts)
-
-
 @router.get("/instructions", response_model=o.InstructionsOut, summary="The agent's Memory Instructions",
             dependencies=[curator("reading instructions")])
 def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.InstructionsOut:
-    history = controls.list_instructions(ctx.store, agent_id)
-    latest = {(i.stage, i.scope): i for i in history}
-    return o.InstructionsOut(agent_id=agent_id, current=[_out(i) for i in latest.values() if i.text],
-                             history=[_out(i) for i in history])
+    found = instructions.read(ctx.store, agent_id)
+    return o.InstructionsOut(agent_id=agent_id, current=[_out(i) for i in found.current],
+                             history=[_out(i) for i in found.history])
 
 
 @router.put("/instructions/{stage}/{scope}", response_model=o.InstructionOut,
@@ -56,20 +46,16 @@ def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.Instructi
             dependencies=[curator("setting instructions")])
 def set_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionText, caller: Caller,
                     ctx: Ctx) -> o.InstructionOut:
-    found = controls.set_instruction(ctx.store, guard_for(ctx.settings), agent_id, stage, scope, body.text,
-                                     by=caller.credential_id, now=ctx.clock.now())
-    _audit(ctx, caller, "instructions.set", agent_id, f"{stage}:{scope}", version=found.version)
-    return _out(found)
+    return _out(audited(ctx, caller, instructions.set_text(ctx.store, ctx.settings, agent_id, stage, scope, body.text,
+                                                           by=caller.credential_id, now=ctx.clock.now())).instruction)
 
 
 @router.delete("/instructions/{stage}/{scope}", response_model=o.InstructionOut,
                summary="Clear the instruction of a stage (and scope type): a new, empty version",
                dependencies=[curator("clearing instructions")])
 def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    found = controls.clear_instruction(ctx.store, agent_id, stage, scope, by=caller.credential_id,
-                                       now=ctx.clock.now())
-    _audit(ctx, caller, "instructions.clear", agent_id, f"{stage}:{scope}", version=found.version)
-    return _out(found)
+    return _out(audited(ctx, caller, instructions.clear(ctx.store, agent_id, stage, scope, by=caller.credential_id,
+                                                        now=ctx.clock.now())).instruction)
 
 
 @router.post("/instructions/{stage}/{scope}/rollback", response_model=o.InstructionOut,
@@ -77,27 +63,25 @@ def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller:
              dependencies=[curator("rolling instructions back")])
 def rollback_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionRollback,
                          caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    found = controls.rollback_instruction(ctx.store, guard_for(ctx.settings), agent_id, stage, scope, body.version,
-                                          by=caller.credential_id, now=ctx.clock.now())
-    _audit(ctx, caller, "instructions.rollback", agent_id, f"{stage}:{scope}", version=found.version)
-    return _out(found)
+    return _out(audited(ctx, caller, instructions.rollback(ctx.store, ctx.settings, agent_id, stage, scope,
+                                                           body.version, by=caller.credential_id,
+                                                           now=ctx.clock.now())).instruction)
 
 
 @router.get("/pauses", response_model=o.PausesOut, summary="What is paused for this agent",
             dependencies=[curator("reading pauses")])
 def get_pauses(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.PausesOut:
     return o.PausesOut(agent_id=agent_id, paused=[o.PauseOut.model_validate(p.model_dump())
-                                                  for p in controls.list_pauses(ctx.store, agent_id)])
+                                                  for p in pauses.paused(ctx.store, agent_id)])
 
 
 @router.post("/pause", response_model=o.PauseOut,
              summary="Pause formation for the agent, its agent memory or a session (content and events kept)",
              dependencies=[curator("pausing memory")])
 def pause(agent_id: AgentId, body: o.PauseRequest, caller: Caller, ctx: Ctx) -> o.PauseOut:
-    found = controls.pause(ctx.store, agent_id, body.target, session_id=body.session_id, by=caller.credential_id,
-                           now=ctx.clock.now())
-    _audit(ctx, caller, "memory.pause", agent_id, body.target)
-    return o.PauseOut.model_validate(found.model_dump())
+    found = audited(ctx, caller, pauses.pause(ctx.store, agent_id, body.target, session_id=body.session_id,
+                                              by=caller.credential_id, now=ctx.clock.now()))
+    return o.PauseOut.model_validate(found.pause.model_dump())
 
 
 @router.post("/resume", response_model=o.Resumed,
@@ -105,11 +89,11 @@ def pause(agent_id: AgentId, body: o.PauseRequest, caller: Caller, ctx: Ctx) -> 
              dependencies=[curator("resuming memory")])
 def resume(agent_id: AgentId, body: o.ResumeRequest, caller: Caller, ctx: Ctx) -> o.Resumed:
     now = ctx.clock.now()
-    ended = controls.resume(ctx.store, agent_id, body.target, session_id=body.session_id, now=now)
-    runs = backfill(ctx.store, agent_id, ended, now, ctx.settings.claim_lease_s) if body.backfill else []
-    start_runs(ctx.store, runs, ctx.start_run, now)  # a run the broker refuses is failed, retried by beat
-    _audit(ctx, caller, "memory.resume", agent_id, body.target, backfill_runs=len(runs))
-    return o.Resumed(scope_key=ended.scope_key, paused_at=ended.paused_at, resumed_at=now, backfill_runs=runs)
+    done = audited(ctx, caller, pauses.resume(ctx.store, agent_id, body.target, session_id=body.session_id, now=now,
+                                              backfill_lease_s=ctx.settings.claim_lease_s if body.backfill else None,
+                                              start=ctx.start_run))
+    return o.Resumed(scope_key=done.ended.scope_key, paused_at=done.ended.paused_at, resumed_at=now,
+                     backfill_runs=done.runs)
 
 
 def _categories(found: categories.Categories) -> o.CategoriesOut:
@@ -127,15 +111,13 @@ def get_categories(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CategoriesO
             summary="Set the agent's categories: a new version, used by the next extractions",
             dependencies=[curator("setting categories")])
 def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    found = categories.set_list(ctx.store, agent_id, body.categories, by=caller.credential_id, now=ctx.clock.now())
-    _audit(ctx, caller, "categories.set", agent_id, "categories", version=found.version, names=len(found.names))
-    return _categories(found)
+    return _categories(audited(ctx, caller, categories.set_list(ctx.store, agent_id, body.categories,
+                                                                by=caller.credential_id, now=ctx.clock.now())))
 
 
 @router.post("/categories/rollback", response_model=o.CategoriesOut,
              summary="Bring back an earlier version's list: a new version",
              dependencies=[curator("rolling categories back")])
 def rollback_categories(agent_id: AgentId, body: o.InstructionRollback, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    found = categories.rollback(ctx.store, agent_id, body.version, by=caller.credential_id, now=ctx.clock.now())
-    _audit(ctx, caller, "categories.rollback", agent_id, "categories", version=found.version)
-    return _categories(found)
+    return _categories(audited(ctx, caller, categories.rollback(ctx.store, agent_id, body.version,
+                                                                by=caller.credential_id, now=ctx.clock.now())))

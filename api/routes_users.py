@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import StreamingResponse
 
 from api.access import reach
-from api.audit import audit
+from api.audit import audited, record_done
 from api.auth import Principal, caller
 from api.strict import known_query_only
 from api.context import AppContext, app_context
@@ -18,13 +18,13 @@ from api.jobs import queue_forget
 from api.permissions import not_agent_key, of_agent
 from api.routes_memory import AgentId
 from api import user_memory
-from ops.user_data import export_user
-from pipeline.owner import blobs
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.access import subject_digest
+from usecases.audit import Audited
 from schemas.events import Id
 from schemas.documents import scope_key
+from usecases import edit, export as exporting
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/users/{user_id}", tags=["users"], responses=m.ERRORS, dependencies=[Depends(known_query_only)])
 
@@ -48,12 +48,9 @@ def my_memory(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> m
               dependencies=[not_agent_key("editing memory")])
 def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyFact:
     user = _user(caller, agent_id, user_id)
-    edited = user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
-                                   expires_at=body.expires_at, clear_expiry=body.clears_expiry,
-                                   categories=body.categories)
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
-          subject=subject_digest(agent_id, user))
-    return edited
+    return audited(ctx, caller, user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
+                                                      expires_at=body.expires_at, clear_expiry=body.clears_expiry,
+                                                      categories=body.categories)).item
 
 
 @router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete one fact, with its history",
@@ -73,10 +70,8 @@ def _delete(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], it
             ctx: AppContext) -> m.Deleted:
     user = _user(caller, agent_id, user_id)
     subject = subject_digest(agent_id, user)
-    deleted = user_memory.delete_item(ctx.deps, agent_id, user, kind, item_id, holder=f"delete:{subject}")
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.delete", agent_id=agent_id,
-          subject=subject, counts={kind + "s": 1})
-    return deleted
+    return audited(ctx, caller, user_memory.delete_item(ctx.deps, agent_id, user, kind, item_id,
+                                                        holder=f"delete:{subject}")).item
 
 
 @router.post("/memory/facts/{item_id}/withdraw", response_model=m.Withdrawn,
@@ -98,8 +93,8 @@ def _withdraw(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], 
               ctx: AppContext) -> m.Withdrawn:
     user = _user(caller, agent_id, user_id)
     done = user_memory.withdraw_item(ctx.store, agent_id, user, kind, item_id, ctx.clock.now())
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.withdraw", agent_id=agent_id,
-          subject=subject_digest(agent_id, user), counts={kind + "s": 1, "messages_out": done.messages_out})
+    record_done(ctx, caller, Audited("item.withdraw", agent_id, subject_digest(agent_id, user),
+                                     {kind + "s": 1, "messages_out": done.messages_out}))
     return done
 
 
@@ -109,11 +104,9 @@ def _withdraw(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], 
 def edit_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller,
                     ctx: Ctx) -> m.MyReflection:
     user = _user(caller, agent_id, user_id)
-    edited = user_memory.edit_reflection(ctx.store, ctx.settings, agent_id, user, item_id, body.content,
-                                         by=caller.credential_id, now=ctx.clock.now())
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "item.edit", agent_id=agent_id,
-          subject=subject_digest(agent_id, user), counts={"reflections": 1})
-    return edited
+    return audited(ctx, caller, user_memory.edit_reflection(ctx.store, ctx.settings, agent_id, user, item_id,
+                                                            body.content, by=caller.credential_id,
+                                                            now=ctx.clock.now())).item
 
 
 @router.put("/memory/blob/sections/{section}", response_model=m.MyBlob,
@@ -122,10 +115,9 @@ def edit_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m
 def edit_blob_section(agent_id: AgentId, user_id: UserId, section: Annotated[str, Path(min_length=1, max_length=80)],
                       body: o.SectionLines, caller: Caller, ctx: Ctx) -> m.MyBlob:
     user = _user(caller, agent_id, user_id)
-    blob = blobs.edit_section(ctx.store, ctx.settings, agent_id, scope_key("user", user_id=user), section,
-                              body.bullets, by=caller.credential_id, now=ctx.clock.now(), people=[user])
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "blob.edit", agent_id=agent_id,
-          subject=subject_digest(agent_id, user), counts={"version": blob.version})
+    blob = audited(ctx, caller, edit.edit_section(
+        ctx.store, ctx.settings, agent_id, scope_key("user", user_id=user), section, body.bullets,
+        by=caller.credential_id, now=ctx.clock.now(), subject=subject_digest(agent_id, user), people=[user])).item
     return m.MyBlob(content=blob.consolidated_content, version=blob.version,
                     last_consolidated_at=blob.last_consolidated_at)
 
@@ -134,7 +126,7 @@ def edit_blob_section(agent_id: AgentId, user_id: UserId, section: Annotated[str
             dependencies=[of_agent("reading a user's memory setting")])
 def get_setting(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> m.UserMemorySetting:
     user = _user(caller, agent_id, user_id)
-    return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=not ctx.store.user_memory_off(agent_id, [user]))
+    return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=edit.user_memory_on(ctx.store, agent_id, user))
 
 
 @router.put("/memory-setting", response_model=m.UserMemorySetting,
@@ -143,9 +135,7 @@ def get_setting(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) ->
 def put_setting(agent_id: AgentId, user_id: UserId, body: m.UserMemorySwitch, caller: Caller,
                 ctx: Ctx) -> m.UserMemorySetting:
     user = _user(caller, agent_id, user_id)
-    ctx.store.set_user_memory(agent_id, user, body.enabled, ctx.clock.now())
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "user_memory.switch", agent_id=agent_id,
-          subject=subject_digest(agent_id, user), counts={"enabled": int(body.enabled)})
+    audited(ctx, caller, edit.switch_user_memory(ctx.store, agent_id, user, body.enabled, ctx.clock.now()))
     return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=body.enabled)
 
 
@@ -156,9 +146,8 @@ def put_setting(agent_id: AgentId, user_id: UserId, body: m.UserMemorySwitch, ca
             dependencies=[not_agent_key("exporting memory")])
 def export(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> StreamingResponse:
     user = _user(caller, agent_id, user_id)
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "export_user", agent_id=agent_id,
-          subject=subject_digest(agent_id, user))
-    return StreamingResponse(export_user(ctx.store, user, agent_id), media_type="application/x-ndjson")
+    found = audited(ctx, caller, exporting.export_user(ctx.store, user, agent_id))
+    return StreamingResponse(found.lines, media_type="application/x-ndjson")
 
 
 @router.post("/forget", response_model=m.JobOut, status_code=202,

@@ -11,18 +11,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from api.audit import audit
+from api.audit import audited
 from api.auth import Principal, caller
 from api.errors import NotFound
 from api.permissions import curator
 from api.context import AppContext, app_context
 from api.routes_memory import AgentId
 from api.strict import known_query_only
-from pipeline.webhooks import outbox, subscriptions
 from schemas import api as m
 from schemas import api_webhooks as w
 from schemas.values import Id
 from schemas.webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
+from usecases import webhooks
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["webhooks"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
@@ -33,7 +33,7 @@ Ctx = Annotated[AppContext, Depends(app_context)]
 
 
 def _owned(ctx: AppContext, subscription_id: str, agent_id: str) -> WebhookSubscription:
-    sub = subscriptions.owned(ctx.store, subscription_id, agent_id)
+    sub = webhooks.owned(ctx.store, subscription_id, agent_id)
     if sub is None:
         raise NotFound(f"agent {agent_id!r} has no webhook subscription {subscription_id!r}", "path subscription_id")
     return sub
@@ -47,43 +47,33 @@ def _delivery(d: WebhookDelivery) -> w.DeliveryOut:
     return w.DeliveryOut(**d.model_dump(exclude={"event", "agent_id"}), kind=d.event.kind, event_id=d.event.event_id)
 
 
-def _audit(ctx: AppContext, caller: Principal, action: str, agent_id: str, subject: str | None = None,
-           counts: dict[str, int] | None = None) -> None:
-    audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, action, agent_id=agent_id, subject=subject,
-          counts=counts)
-
-
 @router.post("/webhooks", response_model=w.SubscriptionCreated, status_code=201,
              summary="Subscribe a URL to the agent's events", dependencies=[curator("subscribing to webhooks")])
 def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    sub = subscriptions.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
-                                  include_content=body.include_content)
-    _audit(ctx, caller, "webhook.create", agent_id, sub.subscription_id)
+    sub = audited(ctx, caller, webhooks.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
+                                                  include_content=body.include_content)).subscription
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
 @router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions",
             dependencies=[curator("reading webhook subscriptions")])
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
-    return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.list_subscriptions(agent_id)])
+    return w.SubscriptionList(subscriptions=[_out(s) for s in webhooks.listed(ctx.store, agent_id)])
 
 
 @router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted,
                summary="Delete a subscription and its log", dependencies=[curator("deleting a webhook subscription")])
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
-    _owned(ctx, subscription_id, agent_id)
-    gone = ctx.store.delete_subscription(subscription_id)
-    _audit(ctx, caller, "webhook.delete", agent_id, subscription_id)
-    return w.SubscriptionDeleted(deleted=subscription_id, deliveries=max(gone - 1, 0))
+    gone = audited(ctx, caller, webhooks.remove(ctx.store, _owned(ctx, subscription_id, agent_id)))
+    return w.SubscriptionDeleted(deleted=subscription_id, deliveries=gone.deliveries)
 
 
 @router.post("/webhooks/{subscription_id}/rotate", response_model=w.SubscriptionCreated,
              summary="Sign with a new secret (the previous one keeps signing until dropped)",
              dependencies=[curator("rotating a webhook secret")])
 def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    sub = subscriptions.rotate(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now(),
-                               drop_old=body.drop_old)
-    _audit(ctx, caller, "webhook.rotate", agent_id, subscription_id)
+    sub = audited(ctx, caller, webhooks.rotate(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now(),
+                                               drop_old=body.drop_old)).subscription
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
@@ -91,8 +81,8 @@ def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: 
              summary="Switch a subscription that repeated failures switched off back on",
              dependencies=[curator("switching a webhook subscription on")])
 def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionOut:
-    sub = subscriptions.enable(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now())
-    _audit(ctx, caller, "webhook.enable", agent_id, subscription_id)
+    sub = audited(ctx, caller, webhooks.enable(ctx.store, _owned(ctx, subscription_id, agent_id),
+                                               ctx.clock.now())).subscription
     return _out(sub)
 
 
@@ -101,7 +91,8 @@ def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
-    found = ctx.store.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
+    found = webhooks.deliveries(ctx.store, agent_id=agent_id, subscription_id=subscription_id, status=status,
+                                limit=limit)
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
 
@@ -109,9 +100,6 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
              summary="Queue deliveries again, due now (beat's webhook sweep sends them)",
              dependencies=[curator("redelivering webhooks")])
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
-    ids = [d.delivery_id for d in (ctx.store.get_delivery(i) for i in body.delivery_ids) if d and d.agent_id == agent_id]
-    if body.failed:
-        ids += [d.delivery_id for d in ctx.store.list_deliveries(agent_id=agent_id, status="failed", limit=1000)]
-    queued = outbox.redeliver(ctx.store, list(dict.fromkeys(ids)), ctx.clock.now())
-    _audit(ctx, caller, "webhook.redeliver", agent_id, counts={"queued": len(queued)})
-    return w.Redelivered(queued=queued)
+    done = audited(ctx, caller, webhooks.redeliver(ctx.store, body.delivery_ids, ctx.clock.now(), agent_id=agent_id,
+                                                   failed_of=agent_id if body.failed else None))
+    return w.Redelivered(queued=done.queued)

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api import user_memory
 from api.access import reach, require_curator
-from api.audit import audit
+from api.audit import audited, record_done
 from api.auth import Principal, caller
 from api.permissions import curator, of_agent
 from api.context import AppContext, app_context
@@ -29,7 +29,6 @@ from api.routes_users import UserId
 from api.strict import known_query_only
 from schemas import api as m
 from schemas import api_writes as w
-from schemas.access import subject_digest
 from schemas.imports import SimpleLine
 from usecases import writes
 from usecases.imports import ImportSummary, Importer, LineSplitter
@@ -51,16 +50,11 @@ def _user_writer(p: Principal, agent_id: str, user_id: str) -> writes.WriteSourc
     return "owner"
 
 
-def _audit(ctx: AppContext, who: Principal, agent_id: str, subject: str, **counts: int) -> None:
-    audit(ctx.store, ctx.clock.now(), who.credential_id, who.kind, "item.add", agent_id=agent_id, subject=subject,
-          counts=counts)
-
-
 def _fact(ctx: AppContext, who: Principal, agent_id: str, user_id: str | None, body: w.FactAdd,
           source: writes.WriteSource) -> m.MyFact:
     fact = writes.add_fact(ctx.service(agent_id), writes.FactWrite(
         agent_id, body.content, source, user_id=user_id, expires_at=body.expires_at, categories=body.categories))
-    _audit(ctx, who, agent_id, subject_digest(agent_id, user_id) if user_id else "agent", facts=1)
+    record_done(ctx, who, writes.audit_of(fact))
     return user_memory.fact_out(fact, True)
 
 
@@ -68,8 +62,7 @@ def _reflection(ctx: AppContext, who: Principal, agent_id: str, user_id: str | N
                 source: writes.WriteSource) -> m.MyReflection:
     reflection = writes.add_reflection(ctx.service(agent_id), writes.ReflectionWrite(
         agent_id, body.content, source, user_id=user_id, session_id=body.session_id))
-    subject = subject_digest(agent_id, user_id) if user_id else ("session" if body.session_id else "agent")
-    _audit(ctx, who, agent_id, subject, reflections=1)
+    record_done(ctx, who, writes.audit_of(reflection))
     return user_memory.reflection_out(reflection, True)
 
 
@@ -123,7 +116,7 @@ async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx:
     async for chunk in request.stream():
         seen += len(chunk)
         if seen > limit:
-            _audit_import(ctx, caller, agent_id, importer.summary)
+            audited(ctx, caller, importer)
             raise ApiError("request too large", "body", f"more than {limit} bytes; the first {importer.line} lines "
                            "were imported (importing them again adds nothing): send the rest apart", status=413)
         if lines := splitter.feed(chunk):
@@ -132,13 +125,8 @@ async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx:
         raise ApiError("invalid request", "body", "empty: an import reads JSON Lines, one JSON object a line",
                        status=422)
     await run_in_threadpool(importer.feed, splitter.end())
-    _audit_import(ctx, caller, agent_id, importer.summary)
+    audited(ctx, caller, importer)
     return report(agent_id, importer.summary)
-
-
-def _audit_import(ctx: AppContext, who: Principal, agent_id: str, summary: ImportSummary) -> None:
-    audit(ctx.store, ctx.clock.now(), who.credential_id, who.kind, "import", agent_id=agent_id, subject="agent",
-          counts={"added": summary.added, "exists": summary.exists, "rejected": summary.rejected})
 
 
 def report(agent_id: str, summary: ImportSummary) -> w.ImportReport:

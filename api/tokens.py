@@ -15,14 +15,14 @@ A platform in another language signs the same claims with its own JWT library:
 from __future__ import annotations
 
 import hashlib
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import jwt
 
-ALGORITHM = "HS256"
+from usecases.tokens import ALGORITHM
+
 _REQUIRED = ("agent", "user", "exp", "iat")
 _ID_MAX = 128  # ids are opaque strings up to 128 characters (design §3)
 
@@ -104,14 +104,3 @@ def _reason(exc: jwt.InvalidTokenError) -> str:
     if isinstance(exc, jwt.DecodeError):
         return "not a well-formed JWT"
     return type(exc).__name__
-
-
-def issue_user_token(secret: str, kid: str, *, agent_id: str, user_id: str, session_id: str | None = None,
-                     lifetime_s: int = 3600, now: float | None = None) -> str:
-    """A user-bound token, as a platform's backend makes one (``memoryctl keys token`` too)."""
-    issued = int(time.time() if now is None else now)
-    claims = {"agent": agent_id, "user": user_id, "iat": issued, "exp": issued + int(lifetime_s),
-              "jti": secrets.token_hex(12)}
-    if session_id is not None:
-        claims["session"] = session_id
-    return jwt.encode(claims, secret, algorithm=ALGORITHM, headers={"kid": kid})

@@ -14,12 +14,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from api.errors import ApiError, NotFound
-from ops.user_data import deletion_plan, delete_items
 from pipeline.owner import curation
 from pipeline.validity import expired
 from schemas import api as m
+from schemas.access import subject_digest
 from schemas.documents import Fact, Reflection, scope_key
-from usecases.withdraw import NotWithdrawable, WithdrawIn, WithdrawRefused, withdraw
+from usecases.audit import Audited
+from usecases.edit import Edited, delete_items, deletion_plan
 
 
 def _source(item: Fact | Reflection) -> m.Source:
@@ -109,7 +110,7 @@ def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
-              categories: list[str] | None = None) -> m.MyFact:
+              categories: list[str] | None = None) -> Edited[m.MyFact]:
     """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
     every door takes it, screened like any write (a secret refused by its kind), at most the
     fact word limit, with the old text kept in its history; ``expires_at`` (if given, in the
@@ -126,11 +127,11 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)
-    return fact_out(updated, True)
+    return Edited(fact_out(updated, True), Audited("item.edit", agent_id, subject_digest(agent_id, user_id)))
 
 
 def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id: str, content: str, *, by: str,
-                    now) -> m.MyReflection:
+                    now) -> Edited[m.MyReflection]:
     """Edit one of my reflections waiting for consolidation (user scope, or a session of mine
     alone), screened, with the old text kept in its history."""
     resting = store.resting_on(user_id, agent_id)
@@ -144,10 +145,11 @@ def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id:
     if edited is None:
         raise ApiError("conflict", "path item_id", "a consolidation absorbed it meanwhile; edit your blob instead",
                        status=409)
-    return reflection_out(edited, True)
+    return Edited(reflection_out(edited, True), Audited("item.edit", agent_id, subject_digest(agent_id, user_id),
+                                                        {"reflections": 1}))
 
 
-def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> m.Deleted:
+def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> Edited[m.Deleted]:
     """Delete one of my items, or a shared item resting only on my messages, with its history;
     a consolidated blob that absorbed a deleted reflection is merged again without it."""
     resting = deps.store.resting_on(user_id, agent_id)
@@ -160,17 +162,5 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
         raise NotFound(f"no such {kind} among this user's items or the shared items resting only on them",
                        "path item_id")
     delete_items(deps, deletion_plan(deps.store, item), holder)
-    return m.Deleted(deleted=item_id, kind=kind)  # type: ignore[arg-type]
-
-
-def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: datetime) -> m.Withdrawn:
-    """Take my part out of a shared item (``usecases.withdraw``): 404 when it is not a live fact
-    or pending reflection resting on me, 409 when the rule refuses (the message says what to do
-    instead: remove it when it rests on me alone, else ask the owner or to be forgotten)."""
-    try:
-        done = withdraw(store, WithdrawIn(agent_id=agent_id, user_id=user_id, kind=kind, item_id=item_id, now=now))
-    except NotWithdrawable as exc:
-        raise NotFound(str(exc), "path item_id") from exc
-    except WithdrawRefused as exc:
-        raise ApiError("conflict", "path item_id", exc.reason, status=409) from exc
-    return m.Withdrawn(withdrawn=item_id, kind=kind, messages_out=done.messages_out, versions_out=done.versions_out)
+    return Edited(m.Deleted(deleted=item_id, kind=kind),  # type: ignore[arg-type]
+                  Audited("item.delete", agent_id, subject_digest(agent_id, user_id), {kind + "s": 1}))

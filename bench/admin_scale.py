@@ -64,7 +64,7 @@ def build(db: Path, facts: int) -> float:
 def run_operation(db: Path, operation: str) -> dict:
     """One operation on the probed user or agent, timed in this process."""
     from testkit.admin_store import PROBE
-    from ops.cost import cost_report
+    from usecases.cost import cost_report
     from pipeline.clock import FrozenClock
     from pipeline.export import export_user
     from pipeline.forgetting import forget_user, verify_erasure
@@ -113,7 +113,7 @@ def peak_rss_mb() -> float:
 def mongo_examined(facts: int) -> dict:
     """Per operation on the Mongo emulation: queries, documents examined and matched."""
     from testkit.admin_store import PROBE, add_probe, bulk_documents, write_bulk
-    from ops.cost import cost_report
+    from usecases.cost import cost_report
     from pipeline.clock import FrozenClock
     from pipeline.export import export_user
     from pipeline.forgetting import forget_user, verify_erasure

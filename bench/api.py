@@ -95,7 +95,7 @@ def in_process(store_url: str, seconds: float) -> dict:
 def _agent_key(store_url: str) -> str:
     from datetime import datetime, timezone
 
-    from api.keys import create_key
+    from usecases.keys import create_key
     from pipeline.store import open_store
     from schemas.settings import Settings
 

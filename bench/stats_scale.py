@@ -12,7 +12,7 @@ up by the upgrade step's ``rebuild_rollups`` (``backfill_s``), and times, best o
 - ``stats``: ``MemoryService.get_memory_stats`` for one user and one session (after: the usage
   roll-ups; before: listing every run and usage record and summing in Python, kept here as
   ``_listed_spend``);
-- ``cost_1d`` and ``cost_all``: ``ops.cost.cost_report`` with and without ``since`` = one day
+- ``cost_1d`` and ``cost_all``: ``usecases.cost.cost_report`` with and without ``since`` = one day
   before the newest run (before: the listing of every run, then the window in Python).
 
 Both ways must give the same sums (checked). Each size of ``--runs`` is built and timed in
@@ -109,7 +109,7 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 
 
 def run(runs: int, repeat: int, workdir: Path) -> dict:
-    from ops.cost import cost_report
+    from usecases.cost import cost_report
     from pipeline.service import MemoryService
     from pipeline.store.sqlite import SQLiteStore
     from schemas.settings import Settings

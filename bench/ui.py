@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from fastapi.testclient import TestClient
 
     from api.app import create_app
-    from api.keys import create_key
+    from usecases.keys import create_key
     from api.limits import RateLimiter
     from api.ui import views
     from pipeline.clock import Clock

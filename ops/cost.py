@@ -1,13 +1,5 @@
-"""``memoryctl cost``: what an agent's model calls cost, summed from the store (design §11).
-
-Every formation run keeps its calls per stage and model, priced when they were recorded
-(``pipeline.cost``); session-end consolidations, which have no run, and stage attempts that
-failed after their calls keep theirs in usage records. The store sums both per stage, day and
-model: whole days from the usage roll-ups (``Store.rollup_rows``), a window that cuts a day
-over the runs its index on agent and time selects (``Store.cost_rows``); they are grouped here
-by model, stage or day. A model without a price is listed as unpriced beside the
-dollars, never counted as 0.
-"""
+"""``memoryctl cost``'s time bounds and its report as printed (the use case is
+``usecases.cost``)."""
 
 from __future__ import annotations
 
@@ -17,10 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pipeline import cost
-from pipeline.store.port import Store
-from pipeline.store.ports.rollups import day_of
 
-GROUPINGS = ("model", "stage", "day")
 _SPAN = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
@@ -47,44 +36,6 @@ def parse_when(text: str) -> timedelta | datetime:
         raise ValueError(f"expected a duration such as 7d, 12h or 30m, or an ISO date or time such as "
                          f"2026-05-01 or 2026-05-01T12:00:00+00:00, got {text!r}") from None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def cost_report(store: Store, agent_id: str, *, since: datetime | None = None, until: datetime | None = None,
-                by: str = "model") -> dict[str, Any]:
-    """The agent's cost in ``[since, until)``: the total and one summary per model, stage or
-    day. The store sums the calls per stage, day and model (``_rows``: the roll-ups of whole
-    days, else the runs created in the window and the usage records made in it)."""
-    if by not in GROUPINGS:
-        raise ValueError(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}")
-    if since is not None and until is not None and until <= since:
-        raise ValueError(f"--until ({until.isoformat()}) must come after --since ({since.isoformat()})")
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    every: list[Mapping[str, Any]] = []
-    for row in _rows(store, agent_id, since, until):
-        rows = row.by_model()
-        every.append(rows)
-        key = {"model": row.model, "stage": row.stage, "day": row.day}[by]
-        groups.setdefault(key, []).append(rows)
-    return {
-        "agent_id": agent_id,
-        "since": since.isoformat() if since else None,
-        "until": until.isoformat() if until else None,
-        "by": by,
-        "total": cost.summary(every),
-        "groups": {key: cost.summary(rows) for key, rows in sorted(groups.items())},
-    }
-
-
-def _whole_day(at: datetime | None) -> bool:
-    return at is None or at.astimezone(timezone.utc).time() == datetime.min.time()
-
-
-def _rows(store: Store, agent_id: str, since: datetime | None, until: datetime | None):
-    """Whole UTC days (or no bound) are read from the daily usage roll-ups, a few rows a day;
-    a window that cuts a day sums the stages of the runs created in it (``cost_rows``)."""
-    if _whole_day(since) and _whole_day(until):
-        return store.rollup_rows(agent_id, since_day=since and day_of(since), until_day=until and day_of(until))
-    return store.cost_rows(agent_id, since=since, until=until)
 
 
 def format_report(report: Mapping[str, Any]) -> str:

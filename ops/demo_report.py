@@ -6,7 +6,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from ops.runs import format_run, run_summary
+from ops.runs import format_run
+from usecases.runs import run_summary
 from schemas.documents import scope_key
 
 # What the agent is asked about in the demo: Maya, in her follow-up session.

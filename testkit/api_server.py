@@ -71,7 +71,7 @@ class ApiServer:
         """A new key, made in the served store as ``memoryctl keys create`` makes one."""
         from datetime import datetime, timezone
 
-        from api.keys import create_key
+        from usecases.keys import create_key
         from pipeline.store import open_store
         from schemas.settings import Settings
 
@@ -82,7 +82,7 @@ class ApiServer:
             store.close()
 
     def user_token(self, agent_id: str, user_id: str, session_id: str | None = None) -> str:
-        from api.tokens import issue_user_token
+        from usecases.tokens import issue_user_token
 
         return issue_user_token(SECRET, KID, agent_id=agent_id, user_id=user_id, session_id=session_id,
                                 lifetime_s=600)

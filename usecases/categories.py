@@ -5,19 +5,20 @@ entry point of ``GET|PUT /v1/agents/{a}/categories``, ``memoryctl categories`` a
     categories.set_list(store, "juniper", ["projects", "finance", "venues"], by="me", now=now)
     categories.show(store, "juniper").names
 
-These change the store only; the doors write the audit log.
+A change's result names its audit entry (``audit``), which the door records under who asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from pipeline.owner import categories as rules
 from pipeline.store.ports.ingest import IngestStore
 from schemas.documents import AgentSettings
 from schemas.owner import CategoryList
+from usecases.audit import Audited
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class Categories:
     names: list[str]
     version: int
     history: list[CategoryList]
+    action: str | None = None     # the change that made this version (``categories.set`` or ``.rollback``)
+
+    @property
+    def audit(self) -> Audited:
+        return Audited(self.action or "categories.set", self.agent_id, "categories",
+                       {"version": self.version, "names": len(self.names)})
 
 
 def _view(agent: AgentSettings) -> Categories:
@@ -48,7 +55,8 @@ def _change(store: IngestStore, agent_id: str, change: Callable[[AgentSettings],
 def set_list(store: IngestStore, agent_id: str, names: Sequence[object], *, by: str, now: datetime,
              where: str = "categories") -> Categories:
     """A new version holding ``names``; ``InvalidInput`` naming the first bad name (``where[i]``)."""
-    return _change(store, agent_id, lambda a: rules.set_categories(a, names, by=by, now=now, where=where))
+    return replace(_change(store, agent_id, lambda a: rules.set_categories(a, names, by=by, now=now, where=where)),
+                   action="categories.set")
 
 
 def reset(store: IngestStore, agent_id: str, *, by: str, now: datetime) -> Categories:
@@ -58,4 +66,5 @@ def reset(store: IngestStore, agent_id: str, *, by: str, now: datetime) -> Categ
 
 def rollback(store: IngestStore, agent_id: str, version: int, *, by: str, now: datetime) -> Categories:
     """A new version with the list of an earlier ``version``."""
-    return _change(store, agent_id, lambda a: rules.rollback_categories(a, version, by=by, now=now))
+    return replace(_change(store, agent_id, lambda a: rules.rollback_categories(a, version, by=by, now=now)),
+                   action="categories.rollback")

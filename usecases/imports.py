@@ -39,6 +39,7 @@ from schemas.documents import Fact, FactHistoryEntry, Reflection, scope_key
 from schemas.imports import EXPORTED, SKIPPED_KINDS, ExportedBlob, ExportedFact, ExportedReflection, \
     ExportedSection, SimpleLine
 from usecases.writes import FactWrite, WriteDeps, check_writable, new_fact, target
+from usecases.audit import Audited
 
 #: the longest line read (a fact with a long history fits many times over)
 MAX_LINE_BYTES = 1_048_576
@@ -163,6 +164,12 @@ class Importer:
         self.deps, self.agent_id, self.by = deps, agent_id, by
         self.summary = ImportSummary()
         self.line = 0
+
+    @property
+    def audit(self) -> Audited:
+        """The import's audit entry, with its counts so far (never a line's content)."""
+        return Audited("import", self.agent_id, "agent", {"added": self.summary.added, "exists": self.summary.exists,
+                                                         "rejected": self.summary.rejected})
 
     def feed(self, lines: Iterable[bytes | str]) -> list[LineResult]:
         """The results of ``lines`` (numbered on from the last call), in order; blank lines are

@@ -23,8 +23,10 @@ from pipeline.errors import Duplicate, InvalidInput
 from pipeline.owner import categories as filing
 from pipeline.owner.curation import checked_line
 from pipeline.text import text_hash
+from schemas.access import subject_digest
 from schemas.documents import Fact, FactScope, Reflection, Scope, scope_key
 from schemas.settings import Settings
+from usecases.audit import Audited
 
 #: who wrote an item no run formed (``Fact.source``)
 WriteSource = Literal["owner", "user", "import"]
@@ -149,3 +151,12 @@ def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     deps.store.insert_reflections([reflection])
     deps.store.bump_scope_versions(write.agent_id, [to.key])
     return reflection
+
+
+def audit_of(item: Fact | Reflection) -> Audited:
+    """The audit entry of a direct write: ``item.add``, the subject a user's pseudonym, or the
+    shared memory (``agent``, ``session``) it went into; never its text."""
+    kind = "facts" if isinstance(item, Fact) else "reflections"
+    subject = (subject_digest(item.agent_id, item.user_id) if item.user_id
+               else "session" if item.scope == "session" else "agent")
+    return Audited("item.add", item.agent_id, subject, {kind: 1})

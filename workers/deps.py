@@ -11,11 +11,11 @@ import logging
 import threading
 from dataclasses import dataclass
 from functools import cached_property
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
 from pipeline.clock import Clock
+from pipeline.llm.broker_redis import broker_redis
 from schemas.settings import Settings, get_settings
 
 
@@ -64,60 +64,8 @@ class Deps:
         return open_search(self.store, self.settings)
 
 
-def broker_redis(settings: Settings, timeout_s: float = 5.0):
-    """A redis-py client of the broker's Redis (the master a Sentinel names, for
-    ``sentinel://``), or None when the broker is not Redis.
-
-    The same server kombu's transports reach (``workers.transport``): for ``rediss://`` the
-    URL's ``ssl_*`` query, else a verified certificate; for ``sentinel://`` the first URL's
-    user, password, database and ``ssl_*`` query, every URL's host as a sentinel, and
-    ``MEMORY_BROKER_SENTINEL_MASTER``."""
-    import redis
-
-    url = settings.broker_url
-    timeouts = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
-    scheme = url.partition("://")[0].lower()
-    if scheme in ("redis", "rediss"):
-        return redis.Redis.from_url(url, **timeouts)
-    if scheme != "sentinel":
-        return None
-    from redis.sentinel import Sentinel
-
-    parts = [urlsplit(u) for u in url.split(";")]
-    first = parts[0]
-    master = {**timeouts, "db": int(first.path.strip("/") or 0)}
-    if first.username:
-        master["username"] = unquote(first.username)
-    if first.password:
-        master["password"] = unquote(first.password)
-    query = dict(parse_qsl(first.query))
-    if any(key.startswith("ssl_") for key in query):
-        master["ssl"] = True
-        master.update({k: (v.lower() != "false" if k == "ssl_check_hostname" else v)
-                       for k, v in query.items() if k.startswith("ssl_")})
-    sentinels = [(p.hostname or "127.0.0.1", p.port or 26379) for p in parts]
-    return Sentinel(sentinels, sentinel_kwargs=timeouts).master_for(settings.broker_sentinel_master, **master)
-
-
 _lock = threading.Lock()
 _deps: Deps | None = None
-
-
-def provider_limits(settings: Settings) -> dict[str, dict]:
-    """The shared provider limits and what they hold back now (``pipeline.llm.rates_redis``),
-    read from the broker's Redis; a Redis that does not answer is said per limit, not raised."""
-    if not settings.llm_rate_limits:
-        return {}
-    import redis
-
-    from pipeline.llm.rates_redis import limits_status
-
-    try:
-        return limits_status(settings, broker_redis(settings, timeout_s=2.0))
-    except redis.RedisError as exc:
-        return {name: {"rpm": v.get("rpm", 0), "tpm": v.get("tpm", 0),
-                       "error": f"the broker's Redis did not answer ({type(exc).__name__})"}
-                for name, v in settings.llm_rate_limits.items()}
 
 
 def get_deps() -> Deps:

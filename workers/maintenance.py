@@ -67,7 +67,7 @@ def stamp_expired_facts(self) -> dict:
 
 @app.task(base=MemoryTask, name=names.TASK_RUN_JOB, bind=True)
 def run_job(self, job_id: str) -> dict:
-    """Carry out a job the HTTP API queued (``ops.user_data.run_job``) and record how it ended
+    """Carry out a job the HTTP API queued (``usecases.jobs.run_job``) and record how it ended
     on the job, which the caller polls. The job's user id is cleared when it ends: the record
     must not outlive an erasure as a trace of the person.
 
@@ -75,7 +75,7 @@ def run_job(self, job_id: str) -> dict:
     not dropped, and the job could not be written anyway); when the policy gives up on any
     other transient error (the LLM down through every retry) the job ends ``failed`` with the
     reason, never left ``running``."""
-    from ops.user_data import end_job, finish_job, start_job
+    from usecases.jobs import end_job, finish_job, start_job
 
     deps = get_deps()
     with self.retrying(keep_message=True):

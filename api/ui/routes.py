@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse
 
 from api import routes_users, user_memory
 from api.access import reach
-from api.audit import audit
+from api.audit import audited
 from api.auth import authenticate
 from api.context import AppContext
 from api.errors import ApiError
@@ -29,6 +29,7 @@ from pipeline.errors import InvalidInput
 from schemas.access import subject_digest
 from schemas.documents import scope_key
 from schemas.values import IdChars
+from usecases import lookup
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -166,7 +167,7 @@ def fact_list(request: Request, who: Who, ctx: Ctx, agent_id: Id,
 
 @router.get("/facts/{fact_id}", dependencies=[any_viewer("a fact is shown to whom it may be (_may_see_fact)")])
 def fact_page(request: Request, who: Who, ctx: Ctx, fact_id: Id):
-    fact = next(iter(ctx.store.get_facts([fact_id])), None)
+    fact = lookup.fact(ctx.store, fact_id)
     if fact is None or not _may_see_fact(who, fact):
         raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
     return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact, ctx.clock.now()))
@@ -186,7 +187,7 @@ def _may_see_fact(who: Viewer, fact) -> bool:
 @router.get("/messages/{session_id}/{message_id}",
             dependencies=[any_viewer("api.access.reach decides, by the session")])
 def message_page(request: Request, who: Who, ctx: Ctx, session_id: Id, message_id: Id):
-    session = ctx.store.get_session(session_id)
+    session = lookup.session(ctx.store, session_id)
     if session is None:
         raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
     reach(who.principal, session.agent_id, session_id=session_id, sessions=ctx.store)
@@ -206,14 +207,13 @@ def edit_fact(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id, i
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
     change = expiry_change(expires, no_expiry)
     try:
-        user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content, expires_at=change.get("expires_at"),
-                              clear_expiry="expires_at" in change and change["expires_at"] is None)
+        audited(ctx, p, user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, content,
+                                              expires_at=change.get("expires_at"),
+                                              clear_expiry="expires_at" in change and change["expires_at"] is None))
     except InvalidInput as exc:  # the rule names the JSON body's field; this form calls it "expires"
         if exc.field != "expires_at":
             raise
         raise UiError(422, "invalid input", "form expires", exc.reason) from None
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.edit", agent_id=agent_id,
-          subject=subject_digest(agent_id, user))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=saved", status_code=303)
 
 
@@ -226,9 +226,7 @@ def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, user_id: Id,
         raise UiError(404, "not found", "path kind", "expected facts or reflections")
     user = reach(p, agent_id, user_id=user_id, user_where="path user_id").user_id
     subject = subject_digest(agent_id, user)
-    user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}")
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "item.delete", agent_id=agent_id,
-          subject=subject, counts={kind: 1})
+    audited(ctx, p, user_memory.delete_item(ctx.deps, agent_id, user, kinds[kind], item_id, holder=f"delete:{subject}"))
     return RedirectResponse(f"/ui/agents/{agent_id}/users/{user}?done=deleted", status_code=303)
 
 

@@ -14,15 +14,15 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import StreamingResponse
 
 from api.access import reach
-from api.audit import audit
-from api.ui import erasure, views
+from api.audit import audited
+from api.ui import views
 from api.ui.routes import Id, Who
 from api.ui.web import Ctx, FormId, QueryId, UiError, any_viewer, check_csrf, only_admin, page, parse_as_of
-from ops.caps import caps_report
-from ops.cost import cost_report
-from ops.runs import REPLAYABLE, list_run_summaries, replay_failed, run_summary
-from schemas.access import subject_digest
-from workers.deps import provider_limits
+from usecases import erase, export as exporting
+from usecases.caps import caps_report
+from usecases.cost import cost_report
+from usecases.runs import REPLAYABLE, list_run_summaries, replay_failed, run_detail
+from usecases.limits import provider_limits
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 Csrf = Depends(check_csrf)
@@ -73,21 +73,18 @@ def runs(request: Request, who: Who, ctx: Ctx, status: RunStatus = "", agent: Qu
 
 @router.get("/runs/{run_id}", dependencies=[only_admin("runs")])
 def run_page(request: Request, who: Who, ctx: Ctx, run_id: Id, replayed: bool = False):
-    run = ctx.store.get_run(run_id)
-    if run is None:
+    found = run_detail(ctx.store, run_id)
+    if found is None:
         raise UiError(404, "not found", "path run_id", "no such run (erased, or never stored)")
-    messages = ctx.store.get_messages(run.session_id, run.seq_from, run.seq_to)
-    return page(request, "run.html", who, messages=messages, replayable=run.status in REPLAYABLE,
-                replayed=replayed, **views.run_detail(run, run_summary(run)))
+    return page(request, "run.html", who, messages=found.messages, replayable=found.run.status in REPLAYABLE,
+                replayed=replayed, **views.run_detail(found.run, found.summary))
 
 
 @router.post("/runs/{run_id}/replay", dependencies=[Csrf, only_admin("replaying runs")])
 def replay(request: Request, who: Who, ctx: Ctx, run_id: Id):
-    p = who.principal
-    result = replay_failed(ctx.store, ctx.clock.now(), ctx.settings.claim_lease_s, ctx.start_run, run_ids=[run_id])
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "replay_failed",
-          counts={"replayed": len(result["replayed"]), "skipped": len(result["skipped"])})
-    return page(request, "replayed.html", who, run_id=run_id, result=result)
+    result = audited(ctx, who.principal, replay_failed(ctx.store, ctx.clock.now(), ctx.settings.claim_lease_s,
+                                                       ctx.start_run, run_ids=[run_id]))
+    return page(request, "replayed.html", who, run_id=run_id, result=result.report)
 
 
 # ------------------------------------------------------------------------ cost ------------
@@ -131,7 +128,7 @@ def _target(user_id: str, agent_id: str, every_agent: bool) -> tuple[str, str | 
 def erasure_plan(request: Request, who: Who, ctx: Ctx, user_id: Field, agent_id: Field = "",
                  every_agent: Annotated[bool, Form()] = False):
     user, agent = _target(user_id, agent_id, every_agent)
-    return page(request, "erasure.html", who, plan=erasure.plan(ctx.store, user, agent), result=None,
+    return page(request, "erasure.html", who, plan=erase.plan(ctx.store, user, agent), result=None,
                 form={"user_id": user, "agent_id": agent or "", "every_agent": every_agent})
 
 
@@ -140,14 +137,13 @@ def erasure_forget(request: Request, who: Who, ctx: Ctx, user_id: Field, confirm
                    every_agent: Annotated[bool, Form()] = False):
     user, agent = _target(user_id, agent_id, every_agent)
     form = {"user_id": user, "agent_id": agent or "", "every_agent": every_agent}
-    p = who.principal
     if confirm.strip() != user:
-        return page(request, "erasure.html", who, status=422, plan=erasure.plan(ctx.store, user, agent), result=None,
+        return page(request, "erasure.html", who, status=422, plan=erase.plan(ctx.store, user, agent), result=None,
                     form=form, refused="the confirmation does not match the user id: nothing was erased")
-    result = erasure.forget(ctx.store, ctx.settings, user, agent)
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "forget_user", agent_id=agent,
-          subject=subject_digest(agent, user), outcome="ok" if not result["traces"] else "traces_left",
-          counts=result["deleted"])
+    # erased now, then checked as ``forget-user --verify`` checks: items nobody can attribute listed apart
+    found = audited(ctx, who.principal, erase.forget_user(ctx.store, user, agent, settings=ctx.settings, check=True))
+    result = {"deleted": dict(sorted(found.counts.items())), "traces": found.traces,
+              "unattributed": found.unattributed}
     return page(request, "erasure.html", who, plan=None, result=result, form=form)
 
 
@@ -155,10 +151,7 @@ def erasure_forget(request: Request, who: Who, ctx: Ctx, user_id: Field, confirm
 def erasure_export(request: Request, who: Who, ctx: Ctx, user_id: Field, agent_id: Field = "",
                    every_agent: Annotated[bool, Form()] = False):
     user, agent = _target(user_id, agent_id, every_agent)
-    p = who.principal
-    audit(ctx.store, ctx.clock.now(), p.credential_id, p.kind, "export_user", agent_id=agent,
-          subject=subject_digest(agent, user))
+    found = audited(ctx, who.principal, exporting.export_user(ctx.store, user, agent))
     # the file name carries the pseudonym, not the user id
-    name = f"export-{subject_digest(agent, user)[:12]}.jsonl"
-    return StreamingResponse(erasure.export(ctx.store, user, agent), media_type="application/x-ndjson",
-                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return StreamingResponse(found.lines, media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{found.file_name}"'})

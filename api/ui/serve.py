@@ -54,7 +54,7 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
     import uvicorn
 
     from api.app import create_app
-    from api.keys import create_key, revoke_key
+    from usecases.keys import create_key, revoke_key
     from api.limits import RateLimiter
     from ops.stores import open_existing
     from pipeline.clock import Clock

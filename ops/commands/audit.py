@@ -17,11 +17,12 @@ def _audit(args: argparse.Namespace) -> int:
     from ops.stores import open_existing
     from pipeline.clock import Clock
     from schemas.settings import get_settings
+    from usecases.audit import read_log
 
     since = bound_at(args.since, Clock().now())
     store = open_existing(get_settings())
     try:
-        entries = store.list_audit(since=since, action=args.action, limit=args.limit)
+        entries = read_log(store, since=since, action=args.action, limit=args.limit)
     finally:
         store.close()
     rows = [e.model_dump(mode="json", exclude={"audit_id"}) for e in entries]

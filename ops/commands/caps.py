@@ -27,7 +27,8 @@ def _store():
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ops.caps import caps_report, format_report
+    from ops.caps import format_report
+    from usecases.caps import caps_report
     from pipeline.clock import Clock
     from schemas.settings import get_settings
 
@@ -54,15 +55,14 @@ def _caps_of(args: argparse.Namespace):
 
 
 def _change(args: argparse.Namespace, new) -> int:
-    from api.audit import audit
-    from ops.caps import set_caps
     from pipeline.clock import Clock
+    from usecases.audit import CLI, recorded
+    from usecases.caps import set_caps
 
     store = _store()
     try:
         now = Clock().now()
-        set_caps(store, args.agent, new, now)
-        audit(store, now, "cli", "cli", "caps.set", agent_id=args.agent, subject="agent" if args.agent else "global")
+        recorded(store, now, CLI, set_caps(store, args.agent, new, now))
     finally:
         store.close()
     if args.json:

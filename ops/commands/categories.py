@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ops.commands.owner import _audit, _open
+from ops.commands.owner import _audited, _open
 
 
 def _print(found, as_json: bool) -> None:
@@ -54,7 +54,7 @@ def _change(args: argparse.Namespace) -> int:
             found = categories.reset(store, args.agent_id, by="cli", now=now)
         else:
             found = categories.set_list(store, args.agent_id, args.names, by="cli", now=now, where="NAME")
-        _audit(store, f"categories.{args.verb}", args.agent_id, "categories", version=found.version)
+        _audited(store, found)
     finally:
         store.close()
     _print(found, args.json)

@@ -31,7 +31,8 @@ def bound_at(when, now):
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from ops.cost import cost_report, format_report
+    from ops.cost import format_report
+    from usecases.cost import cost_report
     from ops.stores import open_existing
     from pipeline.clock import Clock
 

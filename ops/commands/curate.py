@@ -42,15 +42,17 @@ def _deps():
     return Existing(get_settings())
 
 
-def _audit(deps, action: str, agent_id: str, subject: str, **counts: int) -> None:
-    from api.audit import audit
+def _audited(deps, result):
+    """The edited item, the use case's audit entry recorded as done by ``cli``."""
+    from usecases.audit import CLI, recorded
 
-    audit(deps.store, deps.clock.now(), "cli", "cli", action, agent_id=agent_id, subject=subject, counts=counts)
+    return recorded(deps.store, deps.clock.now(), CLI, result).item
 
 
 def _agent_fact(deps, agent_id: str, fact_id: str):
-    found = next((f for f in deps.store.get_facts([fact_id])
-                  if f.agent_id == agent_id and f.scope_key == "agent" and f.retired_at is None), None)
+    from usecases.edit import agent_fact
+
+    found = agent_fact(deps.store, agent_id, fact_id)
     if found is None:
         raise InvalidInput("FACT_ID", f"no live fact {fact_id!r} in agent {agent_id}'s shared memory "
                                       "(memoryctl curate facts lists them)")
@@ -58,8 +60,9 @@ def _agent_fact(deps, agent_id: str, fact_id: str):
 
 
 def _pending(deps, agent_id: str, reflection_id: str):
-    found = next((r for r in deps.store.unabsorbed_reflections(agent_id, "agent") if r.reflection_id == reflection_id),
-                 None)
+    from usecases.edit import pending_agent_reflection
+
+    found = pending_agent_reflection(deps.store, agent_id, reflection_id)
     if found is None:
         raise InvalidInput("REFLECTION_ID", f"no agent-scope reflection {reflection_id!r} waiting for consolidation")
     return found
@@ -89,10 +92,13 @@ def _filed(row: dict) -> str:
 def _facts(deps, args) -> list[dict]:
     """Newest first; a fact whose expiry passed (beat has not stamped it yet) is marked expired:
     it is out of every read already."""
+    from usecases.edit import agent_facts
+
     now = deps.clock.now()
+    facts, _ = agent_facts(deps.store, args.agent_id, limit=args.limit)
     return [{"id": f.fact_id, "content": f.content + (" (expired)" if expired(f, now) else ""), "version": f.version,
              "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now), "categories": f.categories}
-            for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
+            for f in facts]
 
 
 def _expiry(text: str | None):
@@ -110,47 +116,47 @@ def _expiry(text: str | None):
 
 
 def _reflections(deps, args) -> list[dict]:
+    from usecases.edit import pending_agent_reflections
+
     return [{"id": r.reflection_id, "content": r.content, "formed_at": r.formed_at}
-            for r in deps.store.unabsorbed_reflections(args.agent_id, "agent")]
+            for r in pending_agent_reflections(deps.store, args.agent_id)]
 
 
 def _edit_fact(deps, args) -> dict:
-    from pipeline.owner.curation import edit_fact
+    from usecases.edit import edit_agent_fact
 
     fact = _agent_fact(deps, args.agent_id, args.item_id)
     if expired(fact, deps.clock.now()):
         raise InvalidInput("FACT_ID", f"{fact.fact_id} expired at {fact.expires_at.isoformat()}; delete it, "
                                       "or write the text anew")
-    updated = edit_fact(deps, fact, args.text, people=list(fact.source_user_ids), where="--text",
-                        expires_at=_expiry(args.expires), clear_expiry=args.no_expiry, expiry_where="--expires",
-                        categories=args.categories, categories_where="--category")
-    if updated is None:
+    edited = edit_agent_fact(deps, fact, args.text, where="--text", expires_at=_expiry(args.expires),
+                             clear_expiry=args.no_expiry, expiry_where="--expires", categories=args.categories,
+                             categories_where="--category")
+    if edited is None:
         raise InvalidInput("--text", "the fact changed meanwhile, or another agent fact already says this")
-    _audit(deps, "item.edit", args.agent_id, "agent", facts=1)
+    updated = _audited(deps, edited)
     row = {"id": updated.fact_id, "version": updated.version, "categories": updated.categories}
     return {**row, "message": f"{updated.fact_id} is now version {updated.version}: {updated.content}{_filed(row)}"}
 
 
 def _edit_reflection(deps, args) -> dict:
-    from pipeline.owner.curation import edit_reflection
+    from usecases.edit import edit_agent_reflection
 
     found = _pending(deps, args.agent_id, args.item_id)
-    edited = edit_reflection(deps.store, deps.settings, found, args.text, by="cli", now=deps.clock.now(),
-                             people=list(found.source_user_ids), where="--text")
+    edited = edit_agent_reflection(deps.store, deps.settings, found, args.text, by="cli", now=deps.clock.now(),
+                                   where="--text")
     if edited is None:
         raise InvalidInput("REFLECTION_ID", "a consolidation absorbed it meanwhile; edit the blob instead")
-    _audit(deps, "item.edit", args.agent_id, "agent", reflections=1)
-    return {"id": edited.reflection_id, "message": f"{edited.reflection_id}: {edited.content}"}
+    reflection = _audited(deps, edited)
+    return {"id": reflection.reflection_id, "message": f"{reflection.reflection_id}: {reflection.content}"}
 
 
 def _delete(deps, args) -> dict:
-    from ops.user_data import delete_items, deletion_plan
+    from usecases.edit import delete_agent_item
 
     item = _agent_fact(deps, args.agent_id, args.item_id) if args.action == "delete-fact" \
         else _pending(deps, args.agent_id, args.item_id)
-    counts = delete_items(deps, deletion_plan(deps.store, item), holder="curate:cli")
-    kind = "facts" if args.action == "delete-fact" else "reflections"
-    _audit(deps, "item.delete", args.agent_id, "agent", **{kind: 1})
+    counts = _audited(deps, delete_agent_item(deps, item, holder="curate:cli"))
     return {"deleted": args.item_id, "counts": counts, "message": f"deleted {args.item_id}"}
 
 
@@ -160,56 +166,53 @@ def _blob_out(blob, what: str) -> dict:
 
 
 def _edit_section(deps, args) -> dict:
-    from pipeline.owner.blobs import edit_section
+    from usecases.edit import edit_section
 
     key = f"session:{args.session}" if args.session else "agent"
-    blob = edit_section(deps.store, deps.settings, args.agent_id, key, args.section, args.line or [], by="cli",
-                        now=deps.clock.now())
-    _audit(deps, "blob.edit", args.agent_id, "session" if args.session else "agent", version=blob.version)
+    blob = _audited(deps, edit_section(deps.store, deps.settings, args.agent_id, key, args.section, args.line or [],
+                                       by="cli", now=deps.clock.now(), subject=key.split(":")[0]))
     return _blob_out(blob, "section written")
 
 
 def _replace_blob(deps, args) -> dict:
-    from pipeline.owner.blobs import replace_user_blob
-    from schemas.access import subject_digest
+    from usecases.edit import replace_user_blob
 
     try:
         content = Path(args.file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput("--file", f"cannot read {args.file}: {exc}") from None
-    blob = replace_user_blob(deps.store, deps.settings, args.agent_id, args.user, content, by="cli",
-                             now=deps.clock.now())
-    _audit(deps, "blob.replace", args.agent_id, subject_digest(args.agent_id, args.user), version=blob.version)
+    blob = _audited(deps, replace_user_blob(deps.store, deps.settings, args.agent_id, args.user, content, by="cli",
+                                            now=deps.clock.now()))
     return _blob_out(blob, "blob replaced")
 
 
+def _record(deps, done) -> None:
+    """A use case's audit entry, recorded as done by ``cli``."""
+    from usecases.audit import CLI, record
+
+    record(deps.store, deps.clock.now(), CLI, done)
+
+
 def _add_fact(deps, args) -> dict:
-    from usecases.writes import FactWrite, add_fact
+    from usecases.writes import FactWrite, add_fact, audit_of
 
     fact = add_fact(deps, FactWrite(args.agent_id, args.text, "owner", user_id=args.user,
                                     expires_at=_expiry(args.expires), categories=args.categories or [],
                                     where="--text"))
-    _audit(deps, "item.add", args.agent_id, _subject(args), facts=1)
+    _record(deps, audit_of(fact))
     return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
             "message": f"added {fact.fact_id} to {fact.scope_key}: {fact.content}"}
 
 
 def _add_reflection(deps, args) -> dict:
-    from usecases.writes import ReflectionWrite, add_reflection
+    from usecases.writes import ReflectionWrite, add_reflection, audit_of
 
     reflection = add_reflection(deps, ReflectionWrite(args.agent_id, args.text, "owner", user_id=args.user,
                                                       session_id=args.session, where="--text"))
-    _audit(deps, "item.add", args.agent_id, _subject(args), reflections=1)
+    _record(deps, audit_of(reflection))
     return {"id": reflection.reflection_id, "scope_key": reflection.scope_key, "content": reflection.content,
             "message": f"added {reflection.reflection_id} to the {reflection.scope_key} buffer: {reflection.content}"}
 
-
-def _subject(args) -> str:
-    from schemas.access import subject_digest
-
-    if args.user:
-        return subject_digest(args.agent_id, args.user)
-    return "session" if getattr(args, "session", None) else "agent"
 
 
 _ACTIONS = {"facts": _facts, "reflections": _reflections, "edit-fact": _edit_fact, "delete-fact": _delete,

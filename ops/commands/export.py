@@ -17,7 +17,7 @@ PROGRESS_EVERY_S = 1.0
 
 def _run(args: argparse.Namespace) -> int:
     from ops.stores import open_existing
-    from pipeline.export import export_user
+    from usecases.export import records
     from pipeline.forgetting import check_ids
 
     check_ids(args.user, args.agent)
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with (open(args.out, "w", encoding="utf-8") if args.out else contextlib.nullcontext(sys.stdout)) as out:
             last = time.monotonic()
-            for record in export_user(store, args.user, args.agent):
+            for record in records(store, args.user, args.agent):
                 out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
                 counts[record["kind"]] = counts.get(record["kind"], 0) + 1
                 if show and time.monotonic() - last >= PROGRESS_EVERY_S:

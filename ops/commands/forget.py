@@ -1,5 +1,5 @@
 """``memoryctl forget-user``: delete everything of a user, under one agent or all agents, and
-with ``--verify`` check that nothing attributed to them is left (``pipeline.forgetting``)."""
+with ``--verify`` check that nothing attributed to them is left (``usecases.erase``)."""
 
 from __future__ import annotations
 
@@ -19,19 +19,18 @@ def _progress(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace) -> int:
     from ops.stores import open_existing
-    from pipeline.forgetting import forget_user, verify_erasure
+    from usecases.erase import forget_user
 
     agent = None if args.all_agents else args.agent
     args.verify = args.verify or args.strict
     store = open_existing(get_settings())
     try:
-        result = forget_user(store, args.user, agent, settings=get_settings(), progress=_progress(args))
-        check = verify_erasure(store, args.user, agent, blob_keys=result.blob_keys) if args.verify else None
+        result = forget_user(store, args.user, agent, settings=get_settings(), progress=_progress(args),
+                             check=args.verify)
     finally:
         store.close()
     scope = "every agent" if args.all_agents else f"agent {args.agent}"
-    left = check.traces if check else None
-    unattributed = check.unattributed if check else result.unattributed
+    check, left, unattributed = result.check, result.traces, result.unattributed
     if args.json:
         print(json.dumps({"user": args.user, "scope": scope, "deleted": result.counts, "traces": left,
                           "unattributed": unattributed}, sort_keys=True))

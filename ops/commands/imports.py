@@ -69,7 +69,7 @@ def _open(path: str) -> tuple[BinaryIO, int | None]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from api.audit import audit
+    from usecases.audit import CLI, recorded
     from ops.commands.curate import _deps
     from usecases.imports import Importer
 
@@ -88,8 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         summary = importer.run(_chunks(f, progress, importer), report)
         if progress is not None:
             progress.close()
-        audit(deps.store, deps.clock.now(), "cli", "cli", "import", agent_id=args.agent, subject="agent",
-              counts={"added": summary.added, "exists": summary.exists, "rejected": summary.rejected})
+        recorded(deps.store, deps.clock.now(), CLI, importer)
     finally:
         if f is not sys.stdin.buffer:
             f.close()

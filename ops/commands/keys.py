@@ -28,7 +28,7 @@ def _store():
 
 
 def _create(args: argparse.Namespace) -> int:
-    from api.keys import create_key
+    from usecases.keys import create_key
     from pipeline.clock import Clock
 
     store = _store()
@@ -74,7 +74,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
-    from api.keys import revoke_key
+    from usecases.keys import revoke_key
     from pipeline.clock import Clock
 
     store = _store()
@@ -94,7 +94,7 @@ def _token(args: argparse.Namespace) -> int:
     from pipeline.errors import ConfigurationError
 
     require_api_extra()
-    from api.tokens import issue_user_token
+    from usecases.tokens import issue_user_token
 
     settings = api_settings()
     secrets = settings.token_secrets

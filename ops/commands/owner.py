@@ -7,7 +7,8 @@
     memoryctl pause AGENT (--all | --agent-memory | --session S)
     memoryctl resume AGENT (--all | --agent-memory | --session S) [--backfill]
 
-The same checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
+The same use cases as the HTTP routes (``usecases.instructions``, ``usecases.pauses``), audited as
+done by ``cli``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ def _open():
     return stores.open_existing(get_settings())
 
 
-def _audit(store, action: str, agent_id: str, subject: str, **counts: int) -> None:
-    from api.audit import audit
+def _audited(store, result):
+    """The use case's result, its audit entry recorded as done by ``cli``."""
     from pipeline.clock import Clock
+    from usecases.audit import CLI, recorded
 
-    audit(store, Clock().now(), "cli", "cli", action, agent_id=agent_id, subject=subject, counts=counts)
+    return recorded(store, Clock().now(), CLI, result)
 
 
 def _line(i) -> str:
@@ -42,11 +44,11 @@ def _line(i) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from pipeline.owner import controls
+    from usecases import instructions
 
     store = _open()
     try:
-        history = controls.list_instructions(store, args.agent_id)
+        history = instructions.read(store, args.agent_id).history
     finally:
         store.close()
     if args.json:
@@ -70,22 +72,19 @@ def _text(args: argparse.Namespace) -> str:
 
 def _change(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
-    from pipeline.formation.screening import guard_for
-    from pipeline.owner import controls
+    from usecases import instructions
 
     store, now = _open(), Clock().now()
     try:
         if args.verb == "set":
-            found = controls.set_instruction(store, guard_for(get_settings()), args.agent_id, args.stage, args.scope,
-                                             _text(args), by="cli", now=now,
-                                             where="--file" if args.file else "--text")
+            changed = instructions.set_text(store, get_settings(), args.agent_id, args.stage, args.scope, _text(args),
+                                            by="cli", now=now, where="--file" if args.file else "--text")
         elif args.verb == "clear":
-            found = controls.clear_instruction(store, args.agent_id, args.stage, args.scope, by="cli", now=now)
+            changed = instructions.clear(store, args.agent_id, args.stage, args.scope, by="cli", now=now)
         else:
-            found = controls.rollback_instruction(store, guard_for(get_settings()), args.agent_id, args.stage,
-                                                  args.scope, args.version, by="cli", now=now)
-        _audit(store, f"instructions.{args.verb}", args.agent_id, f"{args.stage}:{args.scope}",
-               version=found.version)
+            changed = instructions.rollback(store, get_settings(), args.agent_id, args.stage, args.scope,
+                                            args.version, by="cli", now=now)
+        found = _audited(store, changed).instruction
     finally:
         store.close()
     print(json.dumps(found.model_dump(mode="json"), sort_keys=True) if args.json else _line(found))
@@ -100,13 +99,13 @@ def _target(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def _pause(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
-    from pipeline.owner import controls
+    from usecases import pauses
 
     target, session = _target(args)
     store = _open()
     try:
-        found = controls.pause(store, args.agent_id, target, session_id=session, by="cli", now=Clock().now())
-        _audit(store, "memory.pause", args.agent_id, target)
+        found = _audited(store, pauses.pause(store, args.agent_id, target, session_id=session, by="cli",
+                                             now=Clock().now())).pause
     finally:
         store.close()
     if args.json:
@@ -120,9 +119,7 @@ def _pause(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from ops.commands.runs import send_first_stage
     from pipeline.clock import Clock
-    from pipeline.owner import controls
-    from pipeline.owner.backfill import backfill
-    from pipeline.sweep import start_runs
+    from usecases import pauses
 
     target, session = _target(args)
     settings, now = get_settings(), Clock().now()
@@ -132,10 +129,10 @@ def _resume(args: argparse.Namespace) -> int:
         check_broker(settings)
     store = _open()
     try:
-        ended = controls.resume(store, args.agent_id, target, session_id=session, now=now)
-        runs = backfill(store, args.agent_id, ended, now, settings.claim_lease_s) if args.backfill else []
-        start_runs(store, runs, send_first_stage, now)
-        _audit(store, "memory.resume", args.agent_id, target, backfill_runs=len(runs))
+        resumed = _audited(store, pauses.resume(store, args.agent_id, target, session_id=session, now=now,
+                                                backfill_lease_s=settings.claim_lease_s if args.backfill else None,
+                                                start=send_first_stage))
+        ended, runs = resumed.ended, resumed.runs
     finally:
         store.close()
     if args.json:

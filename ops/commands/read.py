@@ -104,7 +104,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     payload = _with_service(args, lambda s: s.get_consolidation_status(user_id=args.user, session_id=args.session))
-    from workers.deps import provider_limits
+    from usecases.limits import provider_limits
 
     limits = provider_limits(get_settings())
     if limits:  # what the shared provider limits hold back now (design §8)

@@ -36,7 +36,8 @@ def warn_of_model_shutdowns() -> None:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from ops.runs import format_run, list_run_summaries
+    from ops.runs import format_run
+    from usecases.runs import list_run_summaries
 
     warn_of_model_shutdowns()
     store = _store()
@@ -59,9 +60,9 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _wait(store, args: argparse.Namespace) -> list[str]:
-    """Wait until formation has nothing pending (``ops.runs.formation_pending``) for
+    """Wait until formation has nothing pending (``usecases.runs.formation_pending``) for
     ``SETTLE_S``, or ``--timeout`` passed; returns what is still pending."""
-    from ops.runs import formation_pending
+    from usecases.runs import formation_pending
 
     deadline = time.monotonic() + args.timeout
     quiet_since: float | None = None
@@ -93,7 +94,7 @@ def send_first_stage(run_id: str) -> None:
 
 def _replay(args: argparse.Namespace) -> int:
     from ops.broker import check_broker
-    from ops.runs import replay_failed
+    from usecases.runs import replay_failed
     from pipeline.clock import Clock
 
     settings = get_settings()
@@ -103,7 +104,7 @@ def _replay(args: argparse.Namespace) -> int:
         result = replay_failed(
             store, Clock().now(), settings.claim_lease_s, send_first_stage,
             agent_id=args.agent, run_ids=args.run or None, limit=args.limit,
-        )
+        ).report
     finally:
         store.close()
     if args.json:
@@ -120,7 +121,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _reembed(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ops.runs import mismatch_warning, models_to_replace, reembed
+    from usecases.runs import mismatch_warning, models_to_replace, reembed
     from pipeline.embeddings import open_embedder
 
     settings = get_settings()

@@ -29,16 +29,17 @@ def _store():
     return open_existing(get_settings())
 
 
-def _audit(store, action: str, agent_id: str, subject: str | None = None, counts: dict | None = None) -> None:
-    from api.audit import audit
+def _audited(store, result):
+    """The use case's result, its audit entry recorded as done by ``cli``."""
     from pipeline.clock import Clock
+    from usecases.audit import CLI, recorded
 
-    audit(store, Clock().now(), "cli", "cli", action, agent_id=agent_id, subject=subject, counts=counts)
+    return recorded(store, Clock().now(), CLI, result)
 
 
 def _owned(store, subscription_id: str):
     from pipeline.errors import InvalidInput
-    from pipeline.webhooks.subscriptions import owned
+    from usecases.webhooks import owned
 
     sub = owned(store, subscription_id, None)
     if sub is None:
@@ -65,12 +66,12 @@ def _print_secret(sub, what: str, as_json: bool) -> None:
 
 def _add(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
-    from pipeline.webhooks.subscriptions import subscribe
+    from usecases.webhooks import subscribe
 
     store = _store()
     try:
-        sub = subscribe(store, args.agent, args.url, args.event, Clock().now(), include_content=args.content)
-        _audit(store, "webhook.create", args.agent, sub.subscription_id)
+        sub = _audited(store, subscribe(store, args.agent, args.url, args.event, Clock().now(),
+                                        include_content=args.content)).subscription
     finally:
         store.close()
     _print_secret(sub, "subscription", args.json)
@@ -78,9 +79,11 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from usecases.webhooks import listed
+
     store = _store()
     try:
-        subs = store.list_subscriptions(args.agent)
+        subs = listed(store, args.agent)
     finally:
         store.close()
     if args.json:
@@ -96,24 +99,21 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _changed(subscription_id: str, change, action: str):
-    """Apply ``change(store, subscription, now)`` to a stored subscription, audited."""
+def _changed(subscription_id: str, change):
+    """Apply the use case ``change(store, subscription, now)`` to a stored subscription, audited."""
     from pipeline.clock import Clock
 
     store = _store()
     try:
-        sub = change(store, _owned(store, subscription_id), Clock().now())
-        _audit(store, action, sub.agent_id, sub.subscription_id)
+        return _audited(store, change(store, _owned(store, subscription_id), Clock().now())).subscription
     finally:
         store.close()
-    return sub
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from pipeline.webhooks.subscriptions import rotate
+    from usecases.webhooks import rotate
 
-    sub = _changed(args.subscription_id, lambda store, s, now: rotate(store, s, now, drop_old=args.drop_old),
-                   "webhook.rotate")
+    sub = _changed(args.subscription_id, lambda store, s, now: rotate(store, s, now, drop_old=args.drop_old))
     _print_secret(sub, "new secret of", args.json)
     if len(sub.secrets) > 1 and not args.json:
         print("the previous secret still signs beside it: --drop-old once every receiver has the new one",
@@ -122,9 +122,9 @@ def _rotate(args: argparse.Namespace) -> int:
 
 
 def _enable(args: argparse.Namespace) -> int:
-    from pipeline.webhooks.subscriptions import enable
+    from usecases.webhooks import enable
 
-    sub = _changed(args.subscription_id, enable, "webhook.enable")
+    sub = _changed(args.subscription_id, enable)
     if args.json:
         print(json.dumps(_shown(sub, secret=False), sort_keys=True))
     else:
@@ -133,25 +133,28 @@ def _enable(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
+    from usecases.webhooks import remove
+
     store = _store()
     try:
-        sub = _owned(store, args.subscription_id)
-        gone = store.delete_subscription(sub.subscription_id)
-        _audit(store, "webhook.delete", sub.agent_id, sub.subscription_id)
+        gone = _audited(store, remove(store, _owned(store, args.subscription_id)))
     finally:
         store.close()
+    sub = gone.subscription
     if args.json:
-        print(json.dumps({"deleted": sub.subscription_id, "deliveries": max(gone - 1, 0)}, sort_keys=True))
+        print(json.dumps({"deleted": sub.subscription_id, "deliveries": gone.deliveries}, sort_keys=True))
     else:
-        print(f"deleted {sub.subscription_id} and {max(gone - 1, 0)} deliveries of its log")
+        print(f"deleted {sub.subscription_id} and {gone.deliveries} deliveries of its log")
     return 0
 
 
 def _log(args: argparse.Namespace) -> int:
+    from usecases.webhooks import deliveries
+
     store = _store()
     try:
-        found = store.list_deliveries(agent_id=args.agent, subscription_id=args.subscription, status=args.status,
-                                      limit=args.limit)
+        found = deliveries(store, agent_id=args.agent, subscription_id=args.subscription, status=args.status,
+                           limit=args.limit)
     finally:
         store.close()
     rows = [{"delivery_id": d.delivery_id, "subscription_id": d.subscription_id, "agent_id": d.agent_id,
@@ -173,7 +176,7 @@ def _log(args: argparse.Namespace) -> int:
 def _redeliver(args: argparse.Namespace) -> int:
     from pipeline.clock import Clock
     from pipeline.errors import InvalidInput
-    from pipeline.webhooks.outbox import redeliver
+    from usecases.webhooks import by_agent, redeliver
 
     if not args.delivery_ids and not args.failed:
         raise InvalidInput("DELIVERY_ID", "name deliveries (memoryctl webhooks log), or --failed with --agent")
@@ -181,13 +184,10 @@ def _redeliver(args: argparse.Namespace) -> int:
         raise InvalidInput("--agent", "--failed sends again the failed deliveries of one agent: name it")
     store = _store()
     try:
-        ids = list(args.delivery_ids)
-        if args.failed:
-            ids += [d.delivery_id for d in store.list_deliveries(agent_id=args.agent, status="failed", limit=1000)]
-        queued = redeliver(store, list(dict.fromkeys(ids)), Clock().now())
-        missing = [i for i in ids if i not in queued]
-        for agent in {d.agent_id for d in map(store.get_delivery, queued) if d}:
-            _audit(store, "webhook.redeliver", agent, counts={"queued": len(queued)})
+        done = redeliver(store, args.delivery_ids, Clock().now(), failed_of=args.agent if args.failed else None)
+        queued, missing = done.queued, [i for i in args.delivery_ids if i not in done.queued]
+        for each in by_agent(store, done):
+            _audited(store, each)
     finally:
         store.close()
     if args.json:

@@ -2,8 +2,8 @@
 
 The app is the one ``memoryctl serve`` runs (``api.app.create_app``); only the queues are
 replaced by recorders (published events, started runs, queued jobs), and the embedder by the
-deterministic hashing one. Keys are made with ``api.keys.create_key``, tokens with
-``api.tokens.issue_user_token``, as a platform would.
+deterministic hashing one. Keys are made with ``usecases.keys.create_key``, tokens with
+``usecases.tokens.issue_user_token``, as a platform would.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from datetime import timedelta
 from functools import cached_property
 
 from api.app import create_app
-from api.keys import create_key, revoke_key
+from usecases.keys import create_key, revoke_key
 from api.limits import RateLimiter
-from api.tokens import issue_user_token
+from usecases.tokens import issue_user_token
 from pipeline.clock import Clock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.service import MemoryService

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from ops.user_data import finish_job, start_job
+from usecases.jobs import finish_job, start_job
 from pipeline.errors import TransientError
 
 
@@ -103,7 +103,7 @@ def test_a_forget_the_broker_did_not_take_fails_at_once_and_the_next_request_que
 
 
 def _job_ids(api) -> list[str]:
-    from api.jobs import job_id_for
+    from usecases.jobs import job_id_for
     from schemas.access import subject_digest
 
     subject = subject_digest("A", "u1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.keys import create_key
+from usecases.keys import create_key
 from pipeline.store.sqlite import SQLiteStore
 from pipeline.store.sqlite.file_watch import CHECK_INTERVAL_S
 from tests.api.harness import build, seed_memory, ui_sign_in

@@ -160,7 +160,7 @@ def test_export_streams_json_lines_of_everything_about_me_and_nothing_of_others(
 
 
 def test_forget_me_queues_a_job_whose_status_says_when_it_is_done(api, client, me):
-    from ops.user_data import finish_job, start_job
+    from usecases.jobs import finish_job, start_job
 
     queued = client.post("/v1/agents/A/users/u1/forget", headers=me)
     assert queued.status_code == 202 and queued.json()["status"] == "queued"
@@ -172,7 +172,7 @@ def test_forget_me_queues_a_job_whose_status_says_when_it_is_done(api, client, m
     assert done["status"] == "done" and done["counts"]["user_switches"] == 0
     assert api.deps.store.get_facts(["f-u1", "f-agent-u1"]) == []
     assert api.deps.store.get_job(job_id).user_id is None
-    from ops.forget import traces
+    from usecases.verify import traces
 
     assert traces(api.deps.store.dump_all(), "u1", "A") == []
 

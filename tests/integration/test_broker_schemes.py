@@ -109,7 +109,7 @@ def test_a_sentinel_worker_pops_reliably_from_the_master_it_names(
 
 
 def test_the_llm_slot_client_reaches_the_master_a_sentinel_names(sentinel):
-    from workers.deps import broker_redis
+    from pipeline.llm.broker_redis import broker_redis
 
     master, watching = sentinel
     client = broker_redis(Settings(broker_url=f"{watching.url}/2", broker_sentinel_master=watching.master_name))

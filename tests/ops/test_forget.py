@@ -8,7 +8,8 @@ import pytest
 
 from ops import cli
 from ops.commands import forget as forget_command
-from ops.forget import forget_user, traces
+from usecases.erase import forget_user
+from usecases.verify import traces
 from pipeline.clock import FrozenClock
 from pipeline.errors import InvalidInput
 from pipeline.ingest import ingest_raw_event
@@ -160,7 +161,7 @@ def _walk(value, path):
 
 def text_traces(dump, needles) -> list[str]:
     """Where any of these distinctive strings (the user's id, their quoted texts) still appears
-    anywhere in a dump. Fine for the fixture's unique strings; ``ops.forget.traces`` is what
+    anywhere in a dump. Fine for the fixture's unique strings; ``usecases.verify.traces`` is what
     checks a real user id (by field, never by substring)."""
     return [path for collection, rows in dump.items() for i, row in enumerate(rows)
             for path, text in _walk(row, f"{collection}[{i}]") if any(n in text for n in needles)]
@@ -176,7 +177,7 @@ def test_the_fixture_really_holds_the_user_everywhere(store):
 
 
 def test_forgetting_under_every_agent_leaves_no_trace_of_the_user_anywhere(store):
-    counts = forget_user(store, GONE)
+    counts = forget_user(store, GONE).counts
     assert text_traces(store.dump_all(), _gone_needles()) == []
     assert counts["facts"] == 2 and counts["runs_deleted"] + counts["runs_rewritten"] >= 1 and counts["rejected"] == 1
 
@@ -198,7 +199,7 @@ def test_forgetting_leaves_other_users_data_untouched(store):
 
 
 def test_forgetting_under_one_agent_keeps_the_user_under_the_others(store):
-    counts = forget_user(store, GONE, "a1")
+    counts = forget_user(store, GONE, "a1").counts
     dump = store.dump_all()
     a1_rows = {name: [row for row in rows if row.get("agent_id") in ("a1", None)] for name, rows in dump.items()}
     assert text_traces(a1_rows, _gone_needles(agents=("a1",))) == []

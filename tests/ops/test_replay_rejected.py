@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ops import cli
-from ops.commands.replay_rejected import replay_rejected
+from usecases.replay import replay_rejected
 from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
 from pipeline.ingest import ingest_raw_event

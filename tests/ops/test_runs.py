@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ops import cli
-from ops import runs as runs_module
+from usecases import runs as runs_module
 from ops.commands import agents as agents_command
 from ops.commands import runs as runs_command
 from pipeline import sweep

@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ops.forget import forget_user, traces
+from usecases.erase import forget_user
+from usecases.verify import traces
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import PermanentError, TransientError

@@ -485,7 +485,7 @@ def _formed(run: dict) -> list:
 
 
 def _traces(dump: dict, user: str) -> list[str]:
-    from ops.forget import traces
+    from usecases.verify import traces
 
     return traces(dump, user, AGENT)
 

@@ -30,8 +30,8 @@ TOKEN_SECRET = "t" * 48
 @pytest.fixture(scope="module")
 def formed(tmp_path_factory):
     """The demo's store, as ``make demo`` forms it, plus a dead run of another agent."""
-    from api.keys import create_key
-    from api.tokens import issue_user_token
+    from usecases.keys import create_key
+    from usecases.tokens import issue_user_token
     from pipeline.clock import Clock, FrozenClock
     from pipeline.store import open_store
     from schemas.settings import Settings

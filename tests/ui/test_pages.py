@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from api.keys import revoke_key
+from usecases.keys import revoke_key
 from api.ui.sessions import COOKIE
 from tests.api.harness import build, seed_memory, ui_sign_in
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)

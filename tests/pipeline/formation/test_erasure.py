@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from ops.forget import forget_user, traces
+from usecases.erase import forget_user
+from usecases.verify import traces
 from pipeline.formation import consolidate_stages as cs
 from pipeline.formation import rebuild, stages
 from pipeline.formation.consolidate_stages import ScopeBusy
@@ -46,7 +47,7 @@ def _chat(env, user, session, said, *, agent_fact=(), agent_reflection=(), agent
 
 
 def _erase(env, user=GONE, agent_id=None):
-    return forget_user(env.store, user, agent_id, settings=env.settings, llm=OfflineLLM(env.settings), clock=env.clock)
+    return forget_user(env.store, user, agent_id, settings=env.settings, llm=OfflineLLM(env.settings), clock=env.clock).counts
 
 
 def _seen_by_kept(env) -> str:

@@ -15,7 +15,8 @@ import pytest
 from bson import json_util
 
 from testkit.formation import ALICE_CHAT, make_atlas_env, make_env
-from ops.runs import format_run, list_run_summaries
+from ops.runs import format_run
+from usecases.runs import list_run_summaries
 from pipeline.formation import finish, outputs
 from pipeline.store._common import ts
 from schemas.documents import FormationRun, Stage

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ops.runs import format_run, list_run_summaries
+from ops.runs import format_run
+from usecases.runs import list_run_summaries
 from pipeline.formation import finish, outputs, stages
 from pipeline.formation.facts import FactFilter
 from schemas.documents import Stage

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ops.runs import format_run, run_summary
+from ops.runs import format_run
+from usecases.runs import run_summary
 from pipeline.formation import stages
 from pipeline.llm.offline import OfflineLLM
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops import runs
+from usecases import runs
 from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import ConfigurationError

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from testkit.admin_store import PEER, PROBE, T0, add_probe, bulk_documents, user_documents, write_bulk
-from ops.cost import cost_report
+from usecases.cost import cost_report
 from pipeline.clock import FrozenClock
 from pipeline.export import export_user
 from pipeline.forgetting import forget_user, verify_erasure

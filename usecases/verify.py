@@ -1,31 +1,27 @@
-"""Erasure for operators (design §9 ``forget-user``): the CLI's calls into
-``pipeline.forgetting``, and ``traces``, the exhaustive audit over a whole-store dump.
+"""Checking an erasure (design §9 ``forget-user --verify``): ``verify``, what still names a
+user after a forget, read through the store's provenance queries only; and ``traces``, the
+exhaustive audit over a whole-store dump.
 
-``forget_user`` and ``verify_erasure`` read only what rests on the user (the store's
-provenance queries). ``traces`` reads every document of a ``Store.dump_all()``: it is for
-tests and audits, never a production path (it grows with the store, not with the user).
+``traces`` reads every document of a ``Store.dump_all()``: it is for tests and audits, never a
+production path (it grows with the store, not with the user).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pipeline import forgetting
-from pipeline.clock import Clock
 from pipeline.sources import message_sources, range_sources
-from pipeline.store.port import Store
 from pipeline.user_ids import LEASE_PREFIX, id_paths, lease_names_user
 from schemas.documents import StoredMessage
-from schemas.settings import Settings
 
 
-def forget_user(
-    store: Store, user_id: str, agent_id: str | None = None, *,
-    settings: Settings | None = None, llm=None, clock: Clock | None = None, progress=None,
-) -> dict[str, int]:
-    """``pipeline.forgetting.forget_user``'s counts: per collection, and by provenance."""
-    return forgetting.forget_user(store, user_id, agent_id, settings=settings, llm=llm, clock=clock,
-                                  progress=progress).counts
+def verify(store: forgetting.ErasureReads, user_id: str, agent_id: str | None = None, *,
+           blob_keys: Iterable[tuple[str, str]] = ()) -> forgetting.Verification:
+    """What still names ``user_id`` under ``agent_id`` (None: any agent) after a forget
+    (``pipeline.forgetting.verify_erasure``): ``traces`` attributed to them, and what nobody
+    can attribute. ``blob_keys``: the blobs the forget rewrote (``Erased.blob_keys``)."""
+    return forgetting.verify_erasure(store, user_id, agent_id, blob_keys=blob_keys)
 
 
 # ---------------------------------------------------------------- the audit (dumps) ---------
