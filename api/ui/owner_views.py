@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from api.ui.views import EPOCH, PAGE_SIZE, sections
-from ops.cost import cost_report
+from usecases.cost import cost_report
 from pipeline import cost, validity
 from pipeline.owner import controls
 from schemas.documents import Fact, scope_key
