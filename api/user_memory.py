@@ -21,6 +21,7 @@ from schemas.access import subject_digest
 from schemas.documents import Fact, Reflection, scope_key
 from usecases.audit import Audited
 from usecases.edit import Edited, delete_items, deletion_plan
+from usecases.withdraw import NotWithdrawable, WithdrawIn, WithdrawRefused, withdraw
 
 
 def _source(item: Fact | Reflection) -> m.Source:
@@ -164,3 +165,17 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
     delete_items(deps, deletion_plan(deps.store, item), holder)
     return Edited(m.Deleted(deleted=item_id, kind=kind),  # type: ignore[arg-type]
                   Audited("item.delete", agent_id, subject_digest(agent_id, user_id), {kind + "s": 1}))
+
+
+def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: datetime) -> m.Withdrawn:
+    """Take my part out of a shared item (``usecases.withdraw``): 404 when it is not a live fact
+    or pending reflection resting on me, 409 when the rule refuses (the message says what to do
+    instead: remove it when it rests on me alone, else ask the owner or to be forgotten)."""
+    try:
+        done = withdraw(store, WithdrawIn(agent_id=agent_id, user_id=user_id, kind=kind, item_id=item_id, now=now))
+    except NotWithdrawable as exc:
+        raise NotFound(str(exc), "path item_id") from exc
+    except WithdrawRefused as exc:
+        raise ApiError("conflict", "path item_id", exc.reason, status=409) from exc
+    return m.Withdrawn(withdrawn=item_id, kind=kind, messages_out=done.messages_out, versions_out=done.versions_out)
+
