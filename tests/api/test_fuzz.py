@@ -112,10 +112,21 @@ def test_no_500_and_no_answer_outside_the_document(case, served):
             raise FailureGroup(real, str(group)) from None
 
 
+#: broken parts a negative case names that never reach the wire: our credential replaces a
+#: missing or broken Authorization header, and a query value made an object or an array is
+#: sent as a plain string (a query string has no types), which is a valid value
+_UNREACHED = ("header: violates `required` (was Authorization)", "became object)", "became array)")
+
+
 def _unnamed_negative(failure) -> bool:
-    """A "negative data accepted" report that names no broken part: the mutation did not reach
-    the request (our credential replaced a broken one it made, or serialization dropped it)."""
-    return isinstance(failure, AcceptedNegativeData) and failure.message.rstrip().endswith("Invalid component:")
+    """A "negative data accepted" report whose broken parts all failed to reach the request
+    (none named, or only those of ``_UNREACHED``): what was sent was valid."""
+    if not isinstance(failure, AcceptedNegativeData):
+        return False
+    parts = failure.message.rstrip().split("Invalid component:")[-1].strip().splitlines()
+    return all(part.strip().startswith("- query:") and part.rstrip().endswith(_UNREACHED[1:])
+               or part.strip().startswith("- header:") and part.rstrip().endswith(_UNREACHED[0])
+               for part in parts if part.strip())
 
 
 def _negative_credential(case) -> bool:
