@@ -195,8 +195,7 @@ def build_consolidation_request(
         f"CURRENT BLOB:\n{shown or '(empty: this is the first consolidation)'}\n\n"
         f"NEW REFLECTIONS (oldest first):\n{listed}\n\n"
         f"Return the consolidated sections, at most {word_limit} words in all."
-    )
-    prompt += _asked_again(word_limit, excess_words, missing_sections, edited_by_owner)
+    ) + _asked_again(word_limit, excess_words, missing_sections, edited_by_owner)
     return LLMRequest(
         operation=OPERATION,
         model=model,

@@ -188,23 +188,30 @@ def run_crash(
 
         settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
-        killed = {k["pid"] for k in kill_log if k.get("fired")}
-        text = cluster.log_text()
-        # pool processes that died and were not killed by the harness, and workers that stopped
-        lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
-        figures.update(
-            messages_published=sessions * messages,
-            messages_not_ingested=sessions * messages - figures["messages"],
-            kills_attempted=kills,
-            kills_fired=sum(1 for k in kill_log if k["fired"]),
-            kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),
-            kills_by_stage=_by_stage(kill_log),
-            sessions=sessions,
-            settled=settled,
-            worker_crashes=cluster.unexpected_exits + len(lost_children) + text.count("Unrecoverable error"),
-            kill_log=kill_log,
-        )
+        figures.update(_kill_figures(kill_log, cluster, sessions=sessions, messages=messages, kills=kills,
+                                     stored=figures["messages"], settled=settled))
         return figures
+
+
+def _kill_figures(kill_log: list[dict], cluster, *, sessions: int, messages: int, kills: int, stored: int,
+                  settled: bool) -> dict:
+    """What the kills did, and the worker crashes the harness did not cause."""
+    killed = {k["pid"] for k in kill_log if k.get("fired")}
+    text = cluster.log_text()
+    # pool processes that died and were not killed by the harness, and workers that stopped
+    lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
+    return dict(
+        messages_published=sessions * messages,
+        messages_not_ingested=sessions * messages - stored,
+        kills_attempted=kills,
+        kills_fired=sum(1 for k in kill_log if k["fired"]),
+        kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),
+        kills_by_stage=_by_stage(kill_log),
+        sessions=sessions,
+        settled=settled,
+        worker_crashes=cluster.unexpected_exits + len(lost_children) + text.count("Unrecoverable error"),
+        kill_log=kill_log,
+    )
 
 
 def _kill_at(k: int, stage: str, method: str, hooks: Path, cluster, store, *, per_kill: int, publish_next,
