@@ -160,10 +160,11 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
         update_secrets, update_contacts = _guard_updates(
             run.run_id, resolved, guard_for(settings), {f.index: f.scope for f in facts},
             session_user_ids(run, extracted.plan.scope_plan(), []))
+        update_vectors = _update_vectors(deps, usage, facts, embedded, resolved)
         return DecideFactsOutput(
             decisions=resolved.decisions,
             effects=dedup.plan_effects(run.run_id, facts, resolved.decisions, asked.seen),
-            update_vectors=_update_vectors(deps, usage, facts, embedded, resolved),
+            update_vectors=update_vectors,
             embedding_model=embedded.model,
             counts=ActionCounts(**dedup.action_counts(resolved.decisions)),
             update_over_limit=resolved.update_over_limit,
