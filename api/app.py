@@ -50,12 +50,7 @@ def create_app(
     if service_factory is None:
         service_factory = _queue_services(settings, deps)
     if send_job is None or start_run is None:
-        from pipeline import names
-        from workers.client import start_run as celery_start_run
-        from workers.dispatch import send
-
-        send_job = send_job or (lambda job_id: send(names.TASK_RUN_JOB, {"job_id": job_id}))
-        start_run = start_run or celery_start_run
+        send_job, start_run = _celery_queues(send_job, start_run)
     ctx = AppContext(
         settings=settings, api_settings=api_settings, deps=deps, service_factory=service_factory,
         token_verifier=token_verifier or TokenVerifier(
@@ -95,6 +90,18 @@ def create_app(
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(BodyLimit, max_bytes=api_settings.max_body_bytes, streamed_max_bytes=import_limit(api_settings))
     return app
+
+
+def _celery_queues(
+    send_job: Callable[[str], None] | None, start_run: Callable[[str], None] | None,
+) -> tuple[Callable[[str], None], Callable[[str], None]]:
+    """``send_job`` and ``start_run`` where not given: the Celery queues."""
+    from pipeline import names
+    from workers.client import start_run as celery_start_run
+    from workers.dispatch import send
+
+    return (send_job or (lambda job_id: send(names.TASK_RUN_JOB, {"job_id": job_id})),
+            start_run or celery_start_run)
 
 
 def _queue_services(settings: Settings, deps) -> Callable[[str], MemoryService]:

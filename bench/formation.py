@@ -83,6 +83,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.formation_app import fact_text, shipped_threads, wire_llm
@@ -262,55 +263,10 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         together = [f"together-{i}" for i in range(args.sessions)]
         warmup = [f"warmup-{i}" for i in range(args.sessions if args.warmup < 0 else args.warmup)]
         seed(store, [f"u-{s}" for s in alone + warmup + together], settings.hashing_embedding_dim)
-        def start_worker(name: str, queues: tuple[str, ...], concurrency: int) -> WorkerProcess:
-            return WorkerProcess(
-                broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
-                log_file=tmp_path / f"{name}.log", queues=queues, pool=args.pool, concurrency=concurrency,
-                app="bench.formation_app", loglevel="WARNING",
-                extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
-                           "BENCH_LLM_LATENCY_S": str(args.latency), **otel_env, **llm_env},
-            )
-
-        # one worker process on every queue, or (``processes``) one ingest worker and that many
-        # on the formation and consolidation queues, as ``--scale worker-formation=N`` runs them
-        if processes:
-            ingest = start_worker("worker-ingest", INGEST_QUEUES, 4)
-            workers = [ingest] + [start_worker(f"worker-formation-{i}", FORMATION_QUEUES,
-                                               args.concurrency or max(16, 2 * args.sessions))
-                                  for i in range(processes)]
-            forming = workers[1:]
-        else:
-            workers = forming = [start_worker("worker", QUEUES, args.concurrency or max(16, 2 * args.sessions))]
+        workers, forming = _start_workers(args, redis, db, tmp_path, processes, {**otel_env, **llm_env})
         try:
             with running(workers):  # stopping them flushes the spans still batched
-                from testkit.scenarios.harness import producer_app
-                from workers.producer import CeleryPublisher, publish_messages
-
-                app = producer_app(redis.url(0))
-                publisher = CeleryPublisher(app=app)
-                publish_messages([e for s in alone + warmup + together for e in events(s, f"u-{s}")],
-                                 publisher=publisher)
-                solo_runs = []
-                for session in alone:
-                    start_formations(store, app, [session], settings.claim_lease_s)
-                    solo_runs += wait_done(store, [session], 60)
-                    run = solo_runs[-1]
-                    say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages (start ms after claim, ms) {trace(run)}")
-                if warmup:  # a long-lived worker's pool threads exist already, each with its connections
-                    start_formations(store, app, warmup, settings.claim_lease_s)
-                    wait_done(store, warmup, 300)
-                cpu_before = sum(cpu_s(w.pid) for w in forming)
-                first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
-                group_runs = wait_done(store, together, 300)
-                worker_cpu = sum(cpu_s(w.pid) for w in forming) - cpu_before
-                say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
-                    statistics.median(wall_s(r) for r in group_runs) * 1000,
-                    statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
-                if os.environ.get("BENCH_TRACE"):
-                    t0 = min(r.created_at for r in group_runs)
-                    for r in sorted(group_runs, key=lambda r: r.created_at)[:: max(1, len(group_runs) // 6)]:
-                        say(r.run_id, trace(r, t0))
-                publisher.close()
+                sitting = _drive(args, say, store, redis, settings, alone, warmup, together, forming)
         finally:
             store_runs = store.list_runs(agent_id=AGENT, limit=1000)
             store.close()
@@ -319,16 +275,98 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
                 sink.stop()
             if provider is not None:
                 provider.close()
+    result = _figures(args, sitting, store_runs)
+    if args.llm_latency_ms:
+        result.update(_throughput(args, say, settings, sitting, result["llm_calls_per_formation"]))
+    if processes:
+        result["formation_processes"] = processes
+    if sink is not None:
+        result["otlp_exports"] = {"requests": sink.requests, "bytes": sink.bytes}
+    say(f"spans {'on' if traced else 'off'}: overhead_ratio {result['overhead_ratio']} (aim <= 1.05), "
+        f"concurrency_efficiency {result['concurrency_efficiency']} (aim >= 0.8)")
+    return result
+
+
+def _start_workers(args: argparse.Namespace, redis: RedisServer, db: Path, tmp_path: Path, processes: int,
+                   env: dict[str, str]) -> tuple[list[WorkerProcess], list[WorkerProcess]]:
+    """All the workers, and those that form: one worker process on every queue, or
+    (``processes``) one ingest worker and that many on the formation and consolidation queues,
+    as ``--scale worker-formation=N`` runs them."""
+    def start_worker(name: str, queues: tuple[str, ...], concurrency: int) -> WorkerProcess:
+        return WorkerProcess(
+            broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
+            log_file=tmp_path / f"{name}.log", queues=queues, pool=args.pool, concurrency=concurrency,
+            app="bench.formation_app", loglevel="WARNING",
+            extra_env={"MEMORY_EMBEDDING_PROVIDER": "hashing", "MEMORY_LLM_PROVIDER": "offline",
+                       "BENCH_LLM_LATENCY_S": str(args.latency), **env},
+        )
+
+    if processes:
+        ingest = start_worker("worker-ingest", INGEST_QUEUES, 4)
+        workers = [ingest] + [start_worker(f"worker-formation-{i}", FORMATION_QUEUES,
+                                           args.concurrency or max(16, 2 * args.sessions))
+                              for i in range(processes)]
+        return workers, workers[1:]
+    workers = [start_worker("worker", QUEUES, args.concurrency or max(16, 2 * args.sessions))]
+    return workers, workers
+
+
+@dataclass
+class _Sitting:
+    solo_runs: list
+    group_runs: list
+    first_sent: float
+    publish_s: float
+    worker_cpu: float
+
+
+def _drive(args: argparse.Namespace, say, store: SQLiteStore, redis: RedisServer, settings: Settings,
+           alone: list[str], warmup: list[str], together: list[str], forming: list[WorkerProcess]) -> _Sitting:
+    """Publish every session, form ``alone`` one at a time, then ``warmup``, then ``together``
+    at once, measuring the forming workers' CPU over the last."""
+    from testkit.scenarios.harness import producer_app
+    from workers.producer import CeleryPublisher, publish_messages
+
+    app = producer_app(redis.url(0))
+    publisher = CeleryPublisher(app=app)
+    publish_messages([e for s in alone + warmup + together for e in events(s, f"u-{s}")],
+                     publisher=publisher)
+    solo_runs = []
+    for session in alone:
+        start_formations(store, app, [session], settings.claim_lease_s)
+        solo_runs += wait_done(store, [session], 60)
+        run = solo_runs[-1]
+        say(f"alone {session}: {wall_s(run) * 1000:.0f} ms; stages (start ms after claim, ms) {trace(run)}")
+    if warmup:  # a long-lived worker's pool threads exist already, each with its connections
+        start_formations(store, app, warmup, settings.claim_lease_s)
+        wait_done(store, warmup, 300)
+    cpu_before = sum(cpu_s(w.pid) for w in forming)
+    first_sent, publish_s = start_formations(store, app, together, settings.claim_lease_s)
+    group_runs = wait_done(store, together, 300)
+    worker_cpu = sum(cpu_s(w.pid) for w in forming) - cpu_before
+    say("together: median wall {:.0f} ms, median time inside stages {:.0f} ms".format(
+        statistics.median(wall_s(r) for r in group_runs) * 1000,
+        statistics.median(sum(x.duration_ms or 0 for x in r.stages.values()) for r in group_runs)))
+    if os.environ.get("BENCH_TRACE"):
+        t0 = min(r.created_at for r in group_runs)
+        for r in sorted(group_runs, key=lambda r: r.created_at)[:: max(1, len(group_runs) // 6)]:
+            say(r.run_id, trace(r, t0))
+    publisher.close()
+    return _Sitting(solo_runs, group_runs, first_sent, publish_s, worker_cpu)
+
+
+def _figures(args: argparse.Namespace, sitting: _Sitting, store_runs: list) -> dict:
+    solo_runs, group_runs = sitting.solo_runs, sitting.group_runs
     calls = [critical_calls(r) for r in solo_runs]
     overhead = statistics.median(wall_s(r) / (args.latency * c) for r, c in zip(solo_runs, calls))
     critical = statistics.median(args.latency * critical_calls(r) for r in group_runs)
     # from the moment the first of the N starts is published (the claims are made before, as a
     # session end would make them) to the last finish; ideal: all N in one critical path
-    makespan = max(r.finished_at.timestamp() for r in group_runs) - first_sent
+    makespan = _makespan(sitting)
     efficiency = critical / makespan
     dedup_calls = min(r.stages[Stage.DECIDE_FACTS].usage.calls for r in store_runs)
     consolidations = min(sum(1 for n in r.stages if stage_kind(n) == Stage.CONSOLIDATE_SCOPE) for r in store_runs)
-    result = {
+    return {
         "latency_s": args.latency,
         "formations_alone": len(solo_runs),
         "sessions_at_once": args.sessions,
@@ -337,30 +375,30 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
         "critical_path_llm_calls": statistics.median(calls),
         "concurrency_efficiency": round(efficiency, 4),
         "makespan_s": round(makespan, 3),
-        "publish_starts_ms": round(publish_s * 1000, 1),
-        "worker_cpu_ms_per_formation": round(worker_cpu * 1000 / len(group_runs), 1),
+        "publish_starts_ms": round(sitting.publish_s * 1000, 1),
+        "worker_cpu_ms_per_formation": round(sitting.worker_cpu * 1000 / len(group_runs), 1),
         "llm_calls_per_formation": statistics.median(r.totals["llm_calls"] for r in store_runs),
         "tokens_per_formation": statistics.median(r.totals["tokens"]["total"] for r in store_runs),
         "min_dedup_llm_calls": dedup_calls,
         "min_consolidations": consolidations,
     }
-    if args.llm_latency_ms:
-        threads = args.concurrency or shipped_threads()
-        per_minute = len(group_runs) * 60 / makespan
-        ideal = threads * 60_000 / (result["llm_calls_per_formation"] * args.llm_latency_ms)
-        result.update({"formations_per_minute": round(per_minute, 1), "ideal_formations_per_minute": round(ideal, 1),
-                       "of_ideal": round(per_minute / ideal, 4),
-                       "settings": {"llm_latency_ms": args.llm_latency_ms, "threads": threads, "pool": args.pool,
-                                    "llm_max_concurrency": settings.llm_max_concurrency,
-                                    "llm_provider": "openai adapter on testkit.llm_server"}})
-        say(f"{per_minute:.1f} formations/min against an ideal of {ideal:.1f} ({per_minute / ideal:.2f}; aim >= 0.8)")
-    if processes:
-        result["formation_processes"] = processes
-    if sink is not None:
-        result["otlp_exports"] = {"requests": sink.requests, "bytes": sink.bytes}
-    say(f"spans {'on' if traced else 'off'}: overhead_ratio {result['overhead_ratio']} (aim <= 1.05), "
-        f"concurrency_efficiency {result['concurrency_efficiency']} (aim >= 0.8)")
-    return result
+
+
+def _makespan(sitting: _Sitting) -> float:
+    return max(r.finished_at.timestamp() for r in sitting.group_runs) - sitting.first_sent
+
+
+def _throughput(args: argparse.Namespace, say, settings: Settings, sitting: _Sitting, llm_calls: float) -> dict:
+    """Formations per minute against the pool's ideal at ``--llm-latency-ms``."""
+    threads = args.concurrency or shipped_threads()
+    per_minute = len(sitting.group_runs) * 60 / _makespan(sitting)
+    ideal = threads * 60_000 / (llm_calls * args.llm_latency_ms)
+    say(f"{per_minute:.1f} formations/min against an ideal of {ideal:.1f} ({per_minute / ideal:.2f}; aim >= 0.8)")
+    return {"formations_per_minute": round(per_minute, 1), "ideal_formations_per_minute": round(ideal, 1),
+            "of_ideal": round(per_minute / ideal, 4),
+            "settings": {"llm_latency_ms": args.llm_latency_ms, "threads": threads, "pool": args.pool,
+                         "llm_max_concurrency": settings.llm_max_concurrency,
+                         "llm_provider": "openai adapter on testkit.llm_server"}}
 
 
 def main(argv: list[str] | None = None) -> int:

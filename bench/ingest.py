@@ -123,7 +123,6 @@ def measure(
         db = tmp / "memory.db"
         with RedisServer(tmp / "redis", databases=4) as redis_server:
             broker, backend = redis_server.url(0), redis_server.url(1)
-            client = redis_server.client(0)
             store = SQLiteStore(str(db))
             worker = WorkerProcess(
                 broker_url=broker, result_backend=backend, store_url=f"sqlite:///{db}",
@@ -132,37 +131,7 @@ def measure(
             )
             try:
                 worker.wait_ready()
-
-                def drained(done, count) -> bool:
-                    # acks_late: a task leaves "unacked" only once it has run
-                    if done.qsize() < count:
-                        return False
-                    return client.llen("ingest") == 0 and client.hlen("unacked") == 0
-
-                def producers_done(done, count) -> bool:
-                    return done.qsize() >= count
-
-                # warm the worker's processes (imports, store connections) before timing
-                warm = [[message_fields("warm", i, 1)] for i in range(producers)]
-                _run_producers("single", broker, backend, warm, until_stored(store, "warm", 1, producers, 120))
-                # The paths take turns, round after round, so a change of load on the machine
-                # weighs on every path alike; each path still handles all N events.
-                elapsed = dict.fromkeys(PATHS, 0.0)
-                bounds = [events * r // rounds for r in range(rounds + 1)]
-                for r in range(rounds):
-                    lo, hi = bounds[r], bounds[r + 1]
-                    for path in PATHS:
-                        log(f"round {r + 1}/{rounds}: {path} path, events {lo}..{hi - 1}, {producers} producers")
-                        items = [message_fields(path, i, sessions) for i in range(lo, hi)]
-                        chunks = [items[p::producers] for p in range(producers)]
-                        finished = {
-                            "batch": until_stored(store, "batch", sessions, hi, timeout, client),
-                            "single": until_stored(store, "single", sessions, hi, timeout, client),
-                            "raw": producers_done,
-                            "noop": drained,
-                        }[path]
-                        elapsed[path] += _run_producers(path, broker, backend, chunks, finished)
-                    client.delete(RAW_KEY)
+                elapsed = _timed_rounds(events, producers, sessions, rounds, timeout, redis_server, store, log)
                 results = {path: events / seconds for path, seconds in elapsed.items()}
             finally:
                 worker.stop()
@@ -179,6 +148,46 @@ def measure(
         "noop_task_per_s": round(results["noop"], 1),
         "single_ratio": round(results["single"] / results["noop"], 3),
     }
+
+
+
+def _timed_rounds(events: int, producers: int, sessions: int, rounds: int, timeout: float, redis_server,
+                  store, log) -> dict[str, float]:
+    """Seconds each path took for its share of every round, after a warm-up."""
+    broker, backend = redis_server.url(0), redis_server.url(1)
+    client = redis_server.client(0)
+
+    def drained(done, count) -> bool:
+        # acks_late: a task leaves "unacked" only once it has run
+        if done.qsize() < count:
+            return False
+        return client.llen("ingest") == 0 and client.hlen("unacked") == 0
+
+    def producers_done(done, count) -> bool:
+        return done.qsize() >= count
+
+    # warm the worker's processes (imports, store connections) before timing
+    warm = [[message_fields("warm", i, 1)] for i in range(producers)]
+    _run_producers("single", broker, backend, warm, until_stored(store, "warm", 1, producers, 120))
+    # The paths take turns, round after round, so a change of load on the machine
+    # weighs on every path alike; each path still handles all N events.
+    elapsed = dict.fromkeys(PATHS, 0.0)
+    bounds = [events * r // rounds for r in range(rounds + 1)]
+    for r in range(rounds):
+        lo, hi = bounds[r], bounds[r + 1]
+        for path in PATHS:
+            log(f"round {r + 1}/{rounds}: {path} path, events {lo}..{hi - 1}, {producers} producers")
+            items = [message_fields(path, i, sessions) for i in range(lo, hi)]
+            chunks = [items[p::producers] for p in range(producers)]
+            finished = {
+                "batch": until_stored(store, "batch", sessions, hi, timeout, client),
+                "single": until_stored(store, "single", sessions, hi, timeout, client),
+                "raw": producers_done,
+                "noop": drained,
+            }[path]
+            elapsed[path] += _run_producers(path, broker, backend, chunks, finished)
+        client.delete(RAW_KEY)
+    return elapsed
 
 
 def main(argv: list[str] | None = None) -> int:

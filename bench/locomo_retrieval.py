@@ -209,16 +209,7 @@ def run(conversations: list[dict], settings: Settings) -> dict:
         store.create_indexes()
         search = LocalFactSearch(store)
         for conv in conversations:
-            agent = f"locomo-{conv['sample_id']}"
-            turns = conversation_turns(conv["conversation"], embedder)
-            vectors = embedder.embed([text for _, _, text, _ in turns]).vectors
-            for (dia_id, content, _, formed), vector in zip(turns, vectors):
-                store.insert_fact(Fact(
-                    fact_id=f"{agent}:{dia_id}", agent_id=agent, scope="agent", scope_key="agent",
-                    content=content, hash=text_hash(f"{dia_id} {content}"), embedding=vector,
-                    embedding_model=embedder.model, formed_at=formed,
-                ))
-            store.bump_scope_versions(agent, ["agent"])
+            agent, turns, vectors = _store_conversation(store, embedder, conv)
             questions = [q for q in conv["qa"] if q.get("evidence")]
             qvectors = embedder.embed_queries([q["question"] for q in questions]).vectors
             turn_ids = [f"{agent}:{dia_id}" for dia_id, _, _, _ in turns]
@@ -226,29 +217,8 @@ def run(conversations: list[dict], settings: Settings) -> dict:
             for q, qvec, row in zip(questions, qvectors, scores):
                 wanted = {f"{agent}:{e}" for e in evidence_ids(q["evidence"])}
                 negatives.append(row[[i for i, t in enumerate(turn_ids) if t not in wanted]])
-                for k in RRF_K_SWEEP:
-                    swept = Thresholds(None, None, None, k, production.semantic_weight, production.text_weight)
-                    fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, swept)
-                    found = [f.fact_id for f in fused]
-                    rows[f"k{k}"].append((int(q["category"]), len(wanted & set(found[:5])) / len(wanted),
-                                          len(wanted & set(found)) / len(wanted)))
-                for mode, signals in MODES.items():
-                    for suffix, limits in variants.items():
-                        fused, _ = rank_query(
-                            search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, limits, signals,
-                        )
-                        found = [f.fact_id for f in fused]
-                        r5 = len(wanted & set(found[:5])) / len(wanted)
-                        r10 = len(wanted & set(found[:10])) / len(wanted)
-                        rows[mode + suffix].append((int(q["category"]), r5, r10))
-                t0 = time.perf_counter()
-                fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, production)
-                latencies.append(time.perf_counter() - t0)
-                fused, _ = rank_query(search, agent, ["agent"], embedder.model, q["question"], qvec, TOP_K, default_k)
-                found = [f.fact_id for f in fused]
-                rows["hybrid_k60"].append((
-                    int(q["category"]), len(wanted & set(found[:5])) / len(wanted), len(wanted & set(found)) / len(wanted),
-                ))
+                _rank_question(search, agent, embedder.model, q["question"], qvec, wanted, int(q["category"]),
+                               production, variants, default_k, rows, latencies)
         store.close()
     out = {key: _summary(rows[key]) for key in (m + s for s in variants for m in MODES)}
     out["hybrid_k60"] = _summary(rows["hybrid_k60"])
@@ -263,6 +233,52 @@ def run(conversations: list[dict], settings: Settings) -> dict:
         "search_ms": _percentiles(latencies), "load_average": os.getloadavg(),
     }
     return out
+
+
+
+def _store_conversation(store: SQLiteStore, embedder, conv: dict) -> tuple[str, list, list]:
+    """Every turn of a conversation as an agent fact of its own agent: (agent, turns, vectors)."""
+    agent = f"locomo-{conv['sample_id']}"
+    turns = conversation_turns(conv["conversation"], embedder)
+    vectors = embedder.embed([text for _, _, text, _ in turns]).vectors
+    for (dia_id, content, _, formed), vector in zip(turns, vectors):
+        store.insert_fact(Fact(
+            fact_id=f"{agent}:{dia_id}", agent_id=agent, scope="agent", scope_key="agent",
+            content=content, hash=text_hash(f"{dia_id} {content}"), embedding=vector,
+            embedding_model=embedder.model, formed_at=formed,
+        ))
+    store.bump_scope_versions(agent, ["agent"])
+    return agent, turns, vectors
+
+
+def _rank_question(search, agent: str, model: str, question: str, qvec, wanted: set[str], category: int,
+                   production: Thresholds, variants: dict, default_k: Thresholds,
+                   rows: dict[str, list[tuple[int, float, float]]], latencies: list[float]) -> None:
+    """One question ranked every way the report compares: its recall rows, and the latency of
+    the production ranking."""
+    for k in RRF_K_SWEEP:
+        swept = Thresholds(None, None, None, k, production.semantic_weight, production.text_weight)
+        fused, _ = rank_query(search, agent, ["agent"], model, question, qvec, TOP_K, swept)
+        found = [f.fact_id for f in fused]
+        rows[f"k{k}"].append((category, len(wanted & set(found[:5])) / len(wanted),
+                              len(wanted & set(found)) / len(wanted)))
+    for mode, signals in MODES.items():
+        for suffix, limits in variants.items():
+            fused, _ = rank_query(
+                search, agent, ["agent"], model, question, qvec, TOP_K, limits, signals,
+            )
+            found = [f.fact_id for f in fused]
+            r5 = len(wanted & set(found[:5])) / len(wanted)
+            r10 = len(wanted & set(found[:10])) / len(wanted)
+            rows[mode + suffix].append((category, r5, r10))
+    t0 = time.perf_counter()
+    fused, _ = rank_query(search, agent, ["agent"], model, question, qvec, TOP_K, production)
+    latencies.append(time.perf_counter() - t0)
+    fused, _ = rank_query(search, agent, ["agent"], model, question, qvec, TOP_K, default_k)
+    found = [f.fact_id for f in fused]
+    rows["hybrid_k60"].append((
+        category, len(wanted & set(found[:5])) / len(wanted), len(wanted & set(found)) / len(wanted),
+    ))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,18 +68,32 @@ def _say(name: str, figures: dict, keys: list[str]) -> None:
 
 
 def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
-    from testkit.scenarios.crash import CONTROL_POINTS, run_crash
-    from testkit.scenarios.faults import run_faults
-    from testkit.scenarios.logs import run_log_hygiene
-    from testkit.scenarios.outage import run_broker_outage
-    from testkit.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
-    from testkit.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
-
     started = time.monotonic()
     s: dict[str, dict] = {}
     for name in ("crash", "control", "faults", "hostile", "races", "fuzz", "logs", "outage", "outage-crash",
                  "store-sqlite", "store-mongo"):
         (workdir / name).mkdir(parents=True, exist_ok=True)
+    _run_formation_scenarios(s, sizes, workdir, seed)
+    _run_delivery_scenarios(s, sizes, workdir, seed)
+    exposures = compose_exposures(load_compose(REPO / "docker-compose.yml"))
+    print(f"{'compose':<10} exposures={exposures}", flush=True)
+    stores = [s["store_sqlite"], s["store_mongo"]]
+    return {
+        **_totals(s, sizes, exposures),
+        **_outages(s),
+        "compose_exposures": len(exposures),
+        "control_duplicate_facts": s["control"]["duplicate_facts"],
+        "control_sees_duplicates": s["control"]["duplicate_facts"] > 0,
+        "all_settled": all(f["settled"] for f in (s["crash"], s["faults"], s["hostile"], s["logs"], *stores)),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _run_formation_scenarios(s: dict[str, dict], sizes: dict, workdir: Path, seed: int) -> None:
+    """Crashes (and their control), provider faults, hostile answers, races, into ``s``."""
+    from testkit.scenarios.crash import CONTROL_POINTS, run_crash
+    from testkit.scenarios.faults import run_faults
+    from testkit.scenarios.races import race_consolidations, race_producers, race_sweep_vs_trigger
 
     s["crash"] = run_crash(workdir / "crash", sessions=sizes["crash_sessions"], kills=sizes["kills"], seed=seed)
     _say("crash", s["crash"], ["kills_confirmed", "kills_attempted", "formations_completed", "messages_not_ingested",
@@ -104,6 +118,14 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
     s["races"] = {"duplicated": sum(r["duplicated"] for r in races.values()),
                   "lost": sum(r["lost"] for r in races.values()), **races}
     _say("races", s["races"], ["duplicated", "lost"])
+
+
+def _run_delivery_scenarios(s: dict[str, dict], sizes: dict, workdir: Path, seed: int) -> None:
+    """Fuzzed events, log hygiene, broker and store outages, into ``s``."""
+    from testkit.scenarios.logs import run_log_hygiene
+    from testkit.scenarios.outage import run_broker_outage
+    from testkit.scenarios.store_outage import run_mongo_failover, run_sqlite_lock
+
     s["fuzz"] = fuzz_ingest(workdir / "fuzz", sizes["fuzz"], seed)
     _say("fuzz", s["fuzz"], ["events_fuzzed", "events_rejected", "misclassified", "good_lost"])
     s["logs"] = run_log_hygiene(workdir / "logs", fuzz=sizes["log_fuzz"], seed=seed)
@@ -126,13 +148,13 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
                   "stored", "lost", "formations_completed", "stuck_runs", "duplicate_facts", "settled"]
     _say("store-sql", s["store_sqlite"], store_keys)
     _say("store-mdb", s["store_mongo"], store_keys)
-    exposures = compose_exposures(load_compose(REPO / "docker-compose.yml"))
-    print(f"{'compose':<10} exposures={exposures}", flush=True)
 
+
+def _totals(s: dict[str, dict], sizes: dict, exposures: list) -> dict:
+    """The headline figures, their denominators, and further losses and duplicates."""
     formed = [s["crash"], s["faults"], s["hostile"], s["store_sqlite"], s["store_mongo"]]
-    stores = [s["store_sqlite"], s["store_mongo"]]
     faults = s["faults"]["faults_injected"]
-    report = {
+    return {
         "kills": s["crash"]["kills_confirmed"],
         "formations_completed": sum(f["formations_completed"] for f in formed),
         "messages_unformed": sum(f["messages_unformed"] for f in formed),
@@ -163,6 +185,12 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "race_duplicates": s["races"]["duplicated"],
         "race_losses": s["races"]["lost"],
         "fuzz_misclassified": s["fuzz"]["misclassified"],
+    }
+
+
+def _outages(s: dict[str, dict]) -> dict:
+    stores = [s["store_sqlite"], s["store_mongo"]]
+    return {
         "broker_outage_lost": s["outage"]["lost"],
         "broker_outage_lost_to_unanswered_pops": s["outage"]["lost_to_unanswered_pops"],
         "broker_outage_restart": s["outage"]["restart_signal"],
@@ -179,13 +207,7 @@ def run(sizes: dict, workdir: Path, seed: int = 0) -> dict:
         "store_outage_s": {"sqlite_lock": s["store_sqlite"]["outage_s"], "mongo_failover": s["store_mongo"]["outage_s"]},
         "store_outage_by_task": {"sqlite": s["store_sqlite"]["store_errors_by_task"],
                                  "mongo": s["store_mongo"]["store_errors_by_task"]},
-        "compose_exposures": len(exposures),
-        "control_duplicate_facts": s["control"]["duplicate_facts"],
-        "control_sees_duplicates": s["control"]["duplicate_facts"] > 0,
-        "all_settled": all(f["settled"] for f in (s["crash"], s["faults"], s["hostile"], s["logs"], *stores)),
-        "seconds": round(time.monotonic() - started, 1),
     }
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,21 +113,7 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     layout = corpus_layout(n_facts)
     tmp = tempfile.TemporaryDirectory()
     t0 = time.perf_counter()
-    if kind == "sqlite":
-        from pipeline.store.sqlite import SQLiteStore
-
-        store = SQLiteStore(str(Path(tmp.name) / "bench.db"))
-        store.create_indexes()
-        load_sqlite(store, fact_batches(layout, words, rng, nrng, vectors_for_others=True))
-    else:
-        from pipeline.store.mongo import MongoStore
-
-        from testkit.mongo_emulation import emulated_database
-
-        store = MongoStore(emulated_database())
-        # the emulation checks unique indexes by scanning: load first, index afterwards
-        load_mongo(store, fact_batches(layout, words, rng, nrng, vectors_for_others=False))
-        store.create_indexes()
+    store = _loaded_store(kind, Path(tmp.name), layout, words, rng, nrng)
     add_memory(store)
     load_s = time.perf_counter() - t0
     queries, table = make_queries(store, words, rng, nrng, n_queries)
@@ -144,32 +130,10 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
     # On the emulation, fetching hits and recording access scan every document in Python
     # (seconds at 300k): time the search stage there (stamps, both branches, RRF) and keep the
     # full call for SQLite, whose figures are end to end.
-    stage = "total" if kind == "sqlite" else "search"
-    search_ms, hits, semantic_hits, stages = [], [], 0, {}
-    for q in queries:
-        if kind == "sqlite":
-            answer = service.search_facts(q, session_id="s0", user_id=USER, debug=True)
-        else:
-            answer = _search_stage(service, q)
-        timings = answer["debug"]["timings_ms"]
-        for name, value in [*timings.items(), *answer["debug"]["queries"][0].get("timings_ms", {}).items()]:
-            stages.setdefault(name, []).append(value)
-        search_ms.append(timings[stage] - (timings.get("embed", 0.0) if stage == "total" else 0.0))
-        hits.append(len(answer["results"]))
-        semantic_hits += bool(answer["debug"]["queries"][0]["semantic"])
+    search_ms, hits, semantic_hits, stages = _timed_searches(service, queries, kind)
 
     semantic_vs_exact = _against_exact(service, queries, table) if kind == "sqlite" else None
-    uncached, cached = [], []
-    sessions = [f"s{i}" for i in range(20)]
-    for round_ in range(5 if kind == "sqlite" else 1):
-        for s in sessions if kind == "sqlite" else sessions[:5]:
-            t = time.perf_counter()
-            service.get_memory_context(session_id=s, user_id=USER, force_refresh=True)
-            uncached.append((time.perf_counter() - t) * 1000)
-            for _ in range(3):
-                t = time.perf_counter()
-                service.get_memory_context(session_id=s, user_id=USER)
-                cached.append((time.perf_counter() - t) * 1000)
+    uncached, cached = _context_ms(service, kind)
     xml = service.get_memory_context(session_id="s0", user_id=USER)
     store.close()
     tmp.cleanup()
@@ -189,6 +153,62 @@ def bench(kind: str, n_facts: int, n_queries: int, seed: int) -> dict:
         "mean_results": round(float(np.mean(hits)), 2), "queries_with_semantic_hits": semantic_hits,
         "context_facts_shown": xml.count("\n  - ["),
     }
+
+
+
+def _loaded_store(kind: str, folder: Path, layout, words, rng: random.Random, nrng):
+    """A SQLite store, or a Mongo store on the emulation, holding the corpus."""
+    if kind == "sqlite":
+        from pipeline.store.sqlite import SQLiteStore
+
+        store = SQLiteStore(str(folder / "bench.db"))
+        store.create_indexes()
+        load_sqlite(store, fact_batches(layout, words, rng, nrng, vectors_for_others=True))
+    else:
+        from pipeline.store.mongo import MongoStore
+
+        from testkit.mongo_emulation import emulated_database
+
+        store = MongoStore(emulated_database())
+        # the emulation checks unique indexes by scanning: load first, index afterwards
+        load_mongo(store, fact_batches(layout, words, rng, nrng, vectors_for_others=False))
+        store.create_indexes()
+    return store
+
+
+def _timed_searches(service: MemoryService, queries: list[str], kind: str) -> tuple[list, list, int, dict]:
+    """Each query's search time, hit count, whether its semantic branch found anything, and
+    every stage's timings."""
+    stage = "total" if kind == "sqlite" else "search"
+    search_ms, hits, semantic_hits, stages = [], [], 0, {}
+    for q in queries:
+        if kind == "sqlite":
+            answer = service.search_facts(q, session_id="s0", user_id=USER, debug=True)
+        else:
+            answer = _search_stage(service, q)
+        timings = answer["debug"]["timings_ms"]
+        for name, value in [*timings.items(), *answer["debug"]["queries"][0].get("timings_ms", {}).items()]:
+            stages.setdefault(name, []).append(value)
+        search_ms.append(timings[stage] - (timings.get("embed", 0.0) if stage == "total" else 0.0))
+        hits.append(len(answer["results"]))
+        semantic_hits += bool(answer["debug"]["queries"][0]["semantic"])
+    return search_ms, hits, semantic_hits, stages
+
+
+def _context_ms(service: MemoryService, kind: str) -> tuple[list[float], list[float]]:
+    """Milliseconds of context reads over several sessions: forced fresh, and cached (three each)."""
+    uncached, cached = [], []
+    sessions = [f"s{i}" for i in range(20)]
+    for round_ in range(5 if kind == "sqlite" else 1):
+        for s in sessions if kind == "sqlite" else sessions[:5]:
+            t = time.perf_counter()
+            service.get_memory_context(session_id=s, user_id=USER, force_refresh=True)
+            uncached.append((time.perf_counter() - t) * 1000)
+            for _ in range(3):
+                t = time.perf_counter()
+                service.get_memory_context(session_id=s, user_id=USER)
+                cached.append((time.perf_counter() - t) * 1000)
+    return uncached, cached
 
 
 def cache_sweep(n_agents: int, per_agent: int, seed: int) -> dict:

@@ -121,15 +121,8 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
         env = {**os.environ, **settings, "MEMORY_BROKER_URL": redis.url(0), "MEMORY_RESULT_BACKEND": redis.url(1),
                "MEMORY_STORE_URL": f"sqlite:///{db}",
                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-        workers = {w["name"]: WorkerProcess(
-            broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
-            log_file=workdir / f"worker-{w['name']}.log", queues=w["queues"], pool=w["pool"],
-            concurrency=w["concurrency"], extra_env=settings) for w in layout}
-        beat_log = open(workdir / "beat.log", "wb")
-        beat = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "--schedule", str(workdir / "celerybeat-schedule"),
-             "--pidfile", str(workdir / "celerybeat.pid"), "--loglevel", "INFO"],
-            cwd=REPO_ROOT, env=env, stdout=beat_log, stderr=subprocess.STDOUT, start_new_session=True)
+        workers = _start_workers(layout, redis, db, workdir, settings)
+        beat, beat_log = _start_beat(workdir, env)
         publisher = None
         try:
             for worker in workers.values():
@@ -138,17 +131,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
             producer = Producer(publisher, texts, rate, sessions)
             started = time.monotonic()
             producer.start()
-            samples: dict[str, list[tuple[float, float, float, float]]] = {}  # t, rss, handles, anon
-            while time.monotonic() - started < minutes * 60:
-                t = time.monotonic() - started
-                for name, pid in _processes(workers, beat).items():
-                    rss, anon, fds = rss_mb(pid), rss_mb(pid, "RssAnon"), open_handles(pid)
-                    if rss is not None and anon is not None and fds is not None:
-                        samples.setdefault(name, []).append((t, rss, fds, anon))
-                print(f"t={t:6.0f}s published={producer.published} "
-                      + " ".join(f"{n}={v[-1][1]:.0f}MB({v[-1][3]:.0f}heap)/{v[-1][2]:.0f}fd"
-                                 for n, v in samples.items() if v), flush=True)
-                time.sleep(max(0.0, sample_s - (time.monotonic() - started - t)))
+            samples = _sample(workers, beat, producer, started, minutes, sample_s)
             producer.stop.set()
             producer.join(timeout=30)
             drained = wait_until(lambda: queues_idle(redis.client(0), ("ingest",)), timeout=120, interval=1.0)
@@ -165,26 +148,7 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
                 worker.stop()
             store.close()
     (workdir / "samples.json").write_text(json.dumps(samples))  # (t, rss, handles, heap) per process
-    per_process = {}
-    for name, points in samples.items():
-        warm = [p for p in points if p[0] >= warm_up_s]
-        # a one-off step (a first task loading its modules, a thread pool's last threads starting)
-        # tilts a short fit; the change over the last half of the run shows whether it goes on
-        half = [p for p in warm if p[0] >= (warm[0][0] + warm[-1][0]) / 2] if warm else []
-        per_process[name] = {
-            "rss_mb_first": round(points[0][1], 1), "rss_mb_last": round(points[-1][1], 1),
-            "handles_first": int(points[0][2]), "handles_last": int(points[-1][2]),
-            "rss_mb_per_min": slope([(t, r) for t, r, _, _ in warm]),
-            "anon_mb_first": round(points[0][3], 1), "anon_mb_last": round(points[-1][3], 1),
-            "anon_mb_per_min": slope([(t, a) for t, _, _, a in warm]),
-            "handles_per_min": slope([(t, f) for t, _, f, _ in warm]),
-            "rss_mb_last_half": round(half[-1][1] - half[0][1], 1) if half else None,
-            "handles_last_half": int(half[-1][2] - half[0][2]) if half else None,
-            # the aim (docs/benchmarks.md "Soak"): heap under 0.25 MB/min and handles flat (+-2) over the last half
-            "anon_mb_per_min_last_half": slope([(t, a) for t, _, _, a in half]),
-            "handles_min_max_last_half": [int(min(f for _, _, f, _ in half)), int(max(f for _, _, f, _ in half))]
-            if half else None,
-        }
+    per_process = {name: _trend(points, warm_up_s) for name, points in samples.items()}
     return {
         "minutes": minutes, "rate_per_s": rate, "sessions": sessions, "data": str(data if data.exists() else DEMO),
         "layout": layout, "warm_up_s": warm_up_s, "sample_s": sample_s, "processes": per_process,
@@ -196,6 +160,64 @@ def run(minutes: float, sample_s: float, rate: float, sessions: int, data: Path,
         "max_anon_mb_per_min_last_half": max((p["anon_mb_per_min_last_half"] or 0 for p in per_process.values()),
                                              default=None),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+
+def _start_workers(layout: list[dict], redis: RedisServer, db: Path, workdir: Path,
+                   settings: dict[str, str]) -> dict[str, WorkerProcess]:
+    """One worker process per compose service, each on its queues, pool and concurrency."""
+    return {w["name"]: WorkerProcess(
+        broker_url=redis.url(0), result_backend=redis.url(1), store_url=f"sqlite:///{db}",
+        log_file=workdir / f"worker-{w['name']}.log", queues=w["queues"], pool=w["pool"],
+        concurrency=w["concurrency"], extra_env=settings) for w in layout}
+
+
+def _start_beat(workdir: Path, env: dict[str, str]):
+    """Celery beat as compose runs it, logging to ``beat.log``: (process, log file)."""
+    beat_log = open(workdir / "beat.log", "wb")
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers.app", "beat", "--schedule", str(workdir / "celerybeat-schedule"),
+         "--pidfile", str(workdir / "celerybeat.pid"), "--loglevel", "INFO"],
+        cwd=REPO_ROOT, env=env, stdout=beat_log, stderr=subprocess.STDOUT, start_new_session=True)
+    return beat, beat_log
+
+
+def _sample(workers: dict, beat, producer, started: float, minutes: float, sample_s: float) -> dict:
+    """Every ``sample_s`` until ``minutes`` have passed: (t, rss, handles, heap) of each process."""
+    samples: dict[str, list[tuple[float, float, float, float]]] = {}  # t, rss, handles, anon
+    while time.monotonic() - started < minutes * 60:
+        t = time.monotonic() - started
+        for name, pid in _processes(workers, beat).items():
+            rss, anon, fds = rss_mb(pid), rss_mb(pid, "RssAnon"), open_handles(pid)
+            if rss is not None and anon is not None and fds is not None:
+                samples.setdefault(name, []).append((t, rss, fds, anon))
+        print(f"t={t:6.0f}s published={producer.published} "
+              + " ".join(f"{n}={v[-1][1]:.0f}MB({v[-1][3]:.0f}heap)/{v[-1][2]:.0f}fd"
+                         for n, v in samples.items() if v), flush=True)
+        time.sleep(max(0.0, sample_s - (time.monotonic() - started - t)))
+    return samples
+
+
+def _trend(points: list[tuple[float, float, float, float]], warm_up_s: float) -> dict:
+    """One process's first and last figures and their slopes after the warm-up."""
+    warm = [p for p in points if p[0] >= warm_up_s]
+    # a one-off step (a first task loading its modules, a thread pool's last threads starting)
+    # tilts a short fit; the change over the last half of the run shows whether it goes on
+    half = [p for p in warm if p[0] >= (warm[0][0] + warm[-1][0]) / 2] if warm else []
+    return {
+        "rss_mb_first": round(points[0][1], 1), "rss_mb_last": round(points[-1][1], 1),
+        "handles_first": int(points[0][2]), "handles_last": int(points[-1][2]),
+        "rss_mb_per_min": slope([(t, r) for t, r, _, _ in warm]),
+        "anon_mb_first": round(points[0][3], 1), "anon_mb_last": round(points[-1][3], 1),
+        "anon_mb_per_min": slope([(t, a) for t, _, _, a in warm]),
+        "handles_per_min": slope([(t, f) for t, _, f, _ in warm]),
+        "rss_mb_last_half": round(half[-1][1] - half[0][1], 1) if half else None,
+        "handles_last_half": int(half[-1][2] - half[0][2]) if half else None,
+        # the aim (docs/benchmarks.md "Soak"): heap under 0.25 MB/min and handles flat (+-2) over the last half
+        "anon_mb_per_min_last_half": slope([(t, a) for t, _, _, a in half]),
+        "handles_min_max_last_half": [int(min(f for _, _, f, _ in half)), int(max(f for _, _, f, _ in half))]
+        if half else None,
     }
 
 

@@ -97,15 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     events = load_events(args.data)
     _fresh_db(args.db)
     _configure_environment(args.db)
-    exporter = None
-    if args.trace:
-        from ops.trace_export import install_memory_exporter
-        from pipeline.errors import ConfigurationError
-
-        try:
-            exporter = install_memory_exporter()
-        except ConfigurationError as exc:
-            raise SystemExit(f"error: {exc}") from None
+    exporter = _tracing() if args.trace else None
 
     from tqdm import tqdm
 
@@ -136,16 +128,31 @@ def main(argv: list[str] | None = None) -> int:
     print_report(deps, events, elapsed)
     print(_instructions(events, deps))
     if exporter is not None:
-        from ops.trace_export import write_run_traces
-
-        folder = args.db.parent / "traces"
-        for old in folder.glob("*.json"):
-            old.unlink()
-        written = write_run_traces(deps.store, exporter, folder)
-        print(f"\ntraces: {len(written)} run(s) written to {folder}/<run id>.json")
+        _write_traces(exporter, deps.store, args.db.parent / "traces")
     print(look_again(settings.store_url, events[0]["agent_id"]))
     print(open_inspector(settings.store_url))
     return 0
+
+
+def _tracing():
+    """The in-memory span exporter ``--trace`` writes from; its install error as the exit."""
+    from ops.trace_export import install_memory_exporter
+    from pipeline.errors import ConfigurationError
+
+    try:
+        return install_memory_exporter()
+    except ConfigurationError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _write_traces(exporter, store, folder: Path) -> None:
+    """Each run's spans as ``<run id>.json`` in ``folder``, replacing an earlier demo's."""
+    from ops.trace_export import write_run_traces
+
+    for old in folder.glob("*.json"):
+        old.unlink()
+    written = write_run_traces(store, exporter, folder)
+    print(f"\ntraces: {len(written)} run(s) written to {folder}/<run id>.json")
 
 
 def _instructions(events: Sequence[dict], deps) -> str:

@@ -238,76 +238,118 @@ def plan_migration(
     sessions, users = list(sessions), list(users)
     agents = sorted(agents, key=lambda d: (str(d.get("agent_id")), _id(d)))
     planner = _Planner(users, agents, sessions, settings, now, user_memory)
-    plan = planner.plan
-    user_unabsorbed: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for doc in users:
-        user_unabsorbed[(str(doc.get("agent_id")), str(doc.get("user_id")))].update(
-            str(x) for x in doc.get("unabsorbed_memory_ids") or []
-        )
-    agent_unabsorbed: dict[str, set[str]] = defaultdict(set)
-    for doc in agents:
-        agent_unabsorbed[str(doc.get("agent_id"))].update(str(x) for x in doc.get("unabsorbed_memory_ids") or [])
-    # a record counts as absorbed only into a blob this migration writes: a directive whose
-    # user has no memory_user text (or a suggestion of an agent with no active shard text)
-    # waits unabsorbed in that scope's buffer, and the next consolidation builds the blob
-    user_blobs = {(str(d.get("agent_id")), str(d.get("user_id"))) for d in users
-                  if _text(d.get("content")) and d.get("agent_id") and d.get("user_id")}
-    agent_blobs = {str(d.get("agent_id")) for d in agents if d.get("is_active") and _text(d.get("content"))}
-
+    absorbed = _Absorbed.of(users, agents)
     for doc in sessions:
-        kind, text, agent_id = doc.get("memory_type"), _text(doc.get("content")), doc.get("agent_id")
-        if kind == "episode":
-            plan.episodes_dropped += 1
-            continue
-        if not agent_id or not text:
-            plan.skipped["no agent_id or empty content"] += 1
-            continue
-        if kind not in ("directive", "suggestion", "fact"):
-            plan.skipped[f"unknown memory_type {kind!r}"] += 1
-            continue
-        agent_id, old_id = str(agent_id), _id(doc)
-        formed_at = _formed_at(doc, now)
-        session_id = str(doc["source_session_id"]) if doc.get("source_session_id") else None
-        related, message_ids = _ids(doc.get("related_users")), _ids(doc.get("source_message_ids"))
-        if kind == "directive" and not related:
-            plan.skipped["directives without related_users"] += 1
-            continue
-        verdict = planner.screen(text, "user" if kind == "directive" else "agent", agent_id, related)
-        if verdict.dropped:
-            continue
-        common = {"related": related, "formed_at": formed_at, "session_id": session_id, "message_ids": message_ids}
-        items = planner.within_limit(text, "fact" if kind == "fact" else "reflection")
-        for n, item in enumerate(items):
-            part = "" if len(items) == 1 else f":p{n}"
-            if kind == "directive":
-                for user_id in related:
-                    absorbed = (agent_id, user_id) in user_blobs and old_id not in user_unabsorbed[(agent_id, user_id)]
-                    rid = f"v1:{old_id}{part}" if len(related) == 1 else f"v1:{old_id}:{user_id}{part}"
-                    plan.user_reflections.append(planner.reflection(rid, agent_id, "user", user_id, item,
-                                                                    absorbed=absorbed, **common))
-            elif kind == "suggestion" and verdict.scope == "user":
-                # never absorbed into the owner's user blob: the next consolidation merges it
-                plan.moved_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "user",
-                                                                 verdict.user_id, item, absorbed=False, **common))
-            elif kind == "suggestion":
-                absorbed = agent_id in agent_blobs and old_id not in agent_unabsorbed[agent_id]
-                plan.agent_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "agent", None, item,
-                                                                 absorbed=absorbed, **common))
-            else:
-                plan.facts.append(_fact(f"v1:{old_id}{part}", agent_id, item, formed_at, session_id, message_ids,
-                                        related, user_id=verdict.user_id))
-
+        _plan_session_record(planner, absorbed, doc)
     for doc in users:
-        text, agent_id, user_id = _text(doc.get("content")), doc.get("agent_id"), doc.get("user_id")
-        if not (text and agent_id and user_id):
-            plan.skipped["memory_user without content, agent_id or user_id"] += 1
-            continue
-        agent_id, user_id = str(agent_id), str(user_id)
-        sections = v1_blobs.read_sections(text)
-        v1_blobs.screen(sections, lambda unit: not planner.screen(unit, "user", agent_id, [user_id]).dropped)
-        planner.blob([_id(doc)] * len(sections), agent_id, "user", user_id, sections, text, formed_at=_formed_at(doc, now),
-                     related=[user_id], version=None)
+        _plan_user_blob(planner, doc)
+    _plan_agent_shards(planner, agents)
+    return planner.plan
 
+
+@dataclass
+class _Absorbed:
+    """What the parents list as unabsorbed, and which parents' blobs this migration writes."""
+
+    user_unabsorbed: dict[tuple[str, str], set[str]]
+    agent_unabsorbed: dict[str, set[str]]
+    user_blobs: set[tuple[str, str]]
+    agent_blobs: set[str]
+
+    @classmethod
+    def of(cls, users: list, agents: list) -> _Absorbed:
+        user_unabsorbed: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for doc in users:
+            user_unabsorbed[(str(doc.get("agent_id")), str(doc.get("user_id")))].update(
+                str(x) for x in doc.get("unabsorbed_memory_ids") or []
+            )
+        agent_unabsorbed: dict[str, set[str]] = defaultdict(set)
+        for doc in agents:
+            agent_unabsorbed[str(doc.get("agent_id"))].update(str(x) for x in doc.get("unabsorbed_memory_ids") or [])
+        # a record counts as absorbed only into a blob this migration writes: a directive whose
+        # user has no memory_user text (or a suggestion of an agent with no active shard text)
+        # waits unabsorbed in that scope's buffer, and the next consolidation builds the blob
+        user_blobs = {(str(d.get("agent_id")), str(d.get("user_id"))) for d in users
+                      if _text(d.get("content")) and d.get("agent_id") and d.get("user_id")}
+        agent_blobs = {str(d.get("agent_id")) for d in agents if d.get("is_active") and _text(d.get("content"))}
+        return cls(user_unabsorbed, agent_unabsorbed, user_blobs, agent_blobs)
+
+    def user(self, agent_id: str, user_id: str, old_id: str) -> bool:
+        return (agent_id, user_id) in self.user_blobs and old_id not in self.user_unabsorbed[(agent_id, user_id)]
+
+    def agent(self, agent_id: str, old_id: str) -> bool:
+        return agent_id in self.agent_blobs and old_id not in self.agent_unabsorbed[agent_id]
+
+
+def _plan_session_record(planner: _Planner, absorbed: _Absorbed, doc: Mapping[str, Any]) -> None:
+    """One ``memory_sessions`` record: skipped and counted, dropped by screening, or planned as
+    facts or reflections within their word limit."""
+    plan, now = planner.plan, planner.now
+    kind, text, agent_id = doc.get("memory_type"), _text(doc.get("content")), doc.get("agent_id")
+    if kind == "episode":
+        plan.episodes_dropped += 1
+        return
+    if not agent_id or not text:
+        plan.skipped["no agent_id or empty content"] += 1
+        return
+    if kind not in ("directive", "suggestion", "fact"):
+        plan.skipped[f"unknown memory_type {kind!r}"] += 1
+        return
+    agent_id, old_id = str(agent_id), _id(doc)
+    related = _ids(doc.get("related_users"))
+    if kind == "directive" and not related:
+        plan.skipped["directives without related_users"] += 1
+        return
+    verdict = planner.screen(text, "user" if kind == "directive" else "agent", agent_id, related)
+    if verdict.dropped:
+        return
+    common = {"related": related, "formed_at": _formed_at(doc, now),
+              "session_id": str(doc["source_session_id"]) if doc.get("source_session_id") else None,
+              "message_ids": _ids(doc.get("source_message_ids"))}
+    items = planner.within_limit(text, "fact" if kind == "fact" else "reflection")
+    for n, item in enumerate(items):
+        _plan_session_item(planner, absorbed, kind, agent_id, old_id, "" if len(items) == 1 else f":p{n}",
+                           item, verdict, common)
+
+
+def _plan_session_item(planner: _Planner, absorbed: _Absorbed, kind: str, agent_id: str, old_id: str, part: str,
+                       item: str, verdict, common: dict) -> None:
+    """One item (within its limit) of a screened record, in the scope its kind and verdict say."""
+    plan, related = planner.plan, common["related"]
+    if kind == "directive":
+        for user_id in related:
+            rid = f"v1:{old_id}{part}" if len(related) == 1 else f"v1:{old_id}:{user_id}{part}"
+            plan.user_reflections.append(planner.reflection(
+                rid, agent_id, "user", user_id, item, absorbed=absorbed.user(agent_id, user_id, old_id), **common))
+    elif kind == "suggestion" and verdict.scope == "user":
+        # never absorbed into the owner's user blob: the next consolidation merges it
+        plan.moved_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "user",
+                                                         verdict.user_id, item, absorbed=False, **common))
+    elif kind == "suggestion":
+        plan.agent_reflections.append(planner.reflection(f"v1:{old_id}{part}", agent_id, "agent", None, item,
+                                                         absorbed=absorbed.agent(agent_id, old_id), **common))
+    else:
+        plan.facts.append(_fact(f"v1:{old_id}{part}", agent_id, item, common["formed_at"], common["session_id"],
+                                common["message_ids"], related, user_id=verdict.user_id))
+
+
+def _plan_user_blob(planner: _Planner, doc: Mapping[str, Any]) -> None:
+    """A ``memory_user`` text -> its user's blob, screened section by section."""
+    text, agent_id, user_id = _text(doc.get("content")), doc.get("agent_id"), doc.get("user_id")
+    if not (text and agent_id and user_id):
+        planner.plan.skipped["memory_user without content, agent_id or user_id"] += 1
+        return
+    agent_id, user_id = str(agent_id), str(user_id)
+    sections = v1_blobs.read_sections(text)
+    v1_blobs.screen(sections, lambda unit: not planner.screen(unit, "user", agent_id, [user_id]).dropped)
+    planner.blob([_id(doc)] * len(sections), agent_id, "user", user_id, sections, text,
+                 formed_at=_formed_at(doc, planner.now), related=[user_id], version=None)
+
+
+def _plan_agent_shards(planner: _Planner, agents: list) -> None:
+    """Active ``memory_agent`` shards -> one agent blob per agent (a section per shard) and the
+    shards' facts."""
+    plan, now = planner.plan, planner.now
     shards: dict[str, list[tuple[Mapping[str, Any], v1_blobs.Section]]] = defaultdict(list)
     for shard in agents:
         agent_id = str(shard.get("agent_id"))
@@ -320,20 +362,24 @@ def plan_migration(
                                        [units for line in text.splitlines() if (units := v1_blobs.units_of(line))])
             v1_blobs.screen([section], lambda unit, a=agent_id, s=shard: _keep_shard_text(planner, a, s, unit))
             shards[agent_id].append((shard, section))
-        for key, fact_text in _shard_fact_texts(shard):
-            named = planner.named_users(fact_text, agent_id)
-            verdict = planner.screen(fact_text, "agent", agent_id, named)
-            items = [] if verdict.dropped else planner.within_limit(fact_text, "fact")
-            for n, item in enumerate(items):
-                plan.facts.append(_fact(f"v1:{_id(shard)}:{key}" + ("" if len(items) == 1 else f":p{n}"), agent_id,
-                                        item, _formed_at(shard, now), None, [], named if verdict.scope == "user" else [],
-                                        user_id=verdict.user_id))
+        _plan_shard_facts(planner, agent_id, shard)
     for agent_id, parts in shards.items():
         original = "VERSION: 1\n\n" + "\n\n".join(f"[{s.get('shard_name') or 'GENERAL'}]\n{_text(s.get('content'))}"
                                                    for s, _ in parts)
         planner.blob([_id(shard) for shard, _ in parts], agent_id, "agent", None, [section for _, section in parts], original,
                      formed_at=now, related=[], version=1)
-    return plan
+
+
+def _plan_shard_facts(planner: _Planner, agent_id: str, shard: Mapping[str, Any]) -> None:
+    for key, fact_text in _shard_fact_texts(shard):
+        named = planner.named_users(fact_text, agent_id)
+        verdict = planner.screen(fact_text, "agent", agent_id, named)
+        items = [] if verdict.dropped else planner.within_limit(fact_text, "fact")
+        for n, item in enumerate(items):
+            planner.plan.facts.append(_fact(
+                f"v1:{_id(shard)}:{key}" + ("" if len(items) == 1 else f":p{n}"), agent_id, item,
+                _formed_at(shard, planner.now), None, [], named if verdict.scope == "user" else [],
+                user_id=verdict.user_id))
 
 
 def _keep_shard_text(planner: _Planner, agent_id: str, shard: Mapping[str, Any], unit: str) -> bool:

@@ -46,34 +46,21 @@ def main(folder: Path, canary: str) -> int:
                        "MEMORY_RESULT_BACKEND": "cache+memory://", "MEMORY_EMBEDDING_PROVIDER": "hashing",
                        "MEMORY_LLM_PROVIDER": "offline", "MEMORY_TASK_RETRY_BACKOFF_MAX_S": "1",
                        "MEMORY_COLD_AFTER_S": "1"})
-    from ops.trace_export import install_memory_exporter, span_dict
+    from ops.trace_export import install_memory_exporter
 
     exporter = install_memory_exporter()
 
     from celery.contrib.testing.worker import start_worker
 
     from workers.in_process import wait_until_idle
-    from pipeline import names, tracing
-    from pipeline.llm.scripted import ScriptedLLM
-    from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
-    from pipeline.prompts.facts import ExtractedFact, FactsAnswer
-    from pipeline.prompts.reflections import ReflectionItem, ReflectionsAnswer
+    from pipeline import names
     from schemas.settings import get_settings
     from workers.app import app
     from workers.deps import Deps, set_deps
     from workers.dispatch import send
     from workers.producer import CeleryPublisher, end_session, message_event
 
-    def merge(request):
-        bullets = [b for s in request.inputs["current_sections"] for b in s["bullets"]]
-        return ConsolidationAnswer(sections=[BlobSection(name="NOTES", bullets=[*bullets, *request.inputs["reflections"]])])
-
-    scripted = ScriptedLLM()
-    scripted.on("extract_facts", FactsAnswer(facts=[ExtractedFact(scope="user", text=f"Dana's code word is {canary}")]))
-    scripted.on("extract_reflections", ReflectionsAnswer(
-        agent=[], user=[ReflectionItem(text=f"Dana guards the word {canary}", sources=[0])],
-        session=[ReflectionItem(text=f"The session mentioned {canary}", sources=[0])]))
-    scripted.on("consolidate", merge)
+    scripted = _scripted(canary)
     deps = Deps(get_settings())
     deps.__dict__["llm"] = FailsOnce(scripted, "extract_reflections")
     deps.store.create_indexes()
@@ -105,8 +92,40 @@ def main(folder: Path, canary: str) -> int:
         send(names.TASK_SWEEP_COLD, {}, app=app)
         settled = wait_until_idle(app, deps.store, [SESSION, COLD], 60) and settled
         publisher.close()
-    runs = deps.store.list_runs(limit=100)
-    dump = json.dumps(deps.store.dump_all(), default=str)
+    _write_results(folder, deps.store, exporter, settled, canary)
+    deps.store.close()
+    return 0
+
+
+
+def _scripted(canary: str):
+    """Answers that carry the canary through every stage: a fact, two reflections, a merge."""
+    from pipeline.llm.scripted import ScriptedLLM
+    from pipeline.prompts.consolidation import BlobSection, ConsolidationAnswer
+    from pipeline.prompts.facts import ExtractedFact, FactsAnswer
+    from pipeline.prompts.reflections import ReflectionItem, ReflectionsAnswer
+
+    def merge(request):
+        bullets = [b for s in request.inputs["current_sections"] for b in s["bullets"]]
+        return ConsolidationAnswer(sections=[BlobSection(name="NOTES", bullets=[*bullets, *request.inputs["reflections"]])])
+
+    scripted = ScriptedLLM()
+    scripted.on("extract_facts", FactsAnswer(facts=[ExtractedFact(scope="user", text=f"Dana's code word is {canary}")]))
+    scripted.on("extract_reflections", ReflectionsAnswer(
+        agent=[], user=[ReflectionItem(text=f"Dana guards the word {canary}", sources=[0])],
+        session=[ReflectionItem(text=f"The session mentioned {canary}", sources=[0])]))
+    scripted.on("consolidate", merge)
+    return scripted
+
+
+def _write_results(folder: Path, store, exporter, settled: bool, canary: str) -> None:
+    """``spans.json`` (every finished span) and ``runs.json`` (each run's trace id, whether the
+    chain settled, whether the canary is still in the store)."""
+    from ops.trace_export import span_dict
+    from pipeline import tracing
+
+    runs = store.list_runs(limit=100)
+    dump = json.dumps(store.dump_all(), default=str)
     (folder / "spans.json").write_text(json.dumps([span_dict(s) for s in exporter.get_finished_spans()],
                                                   default=str), encoding="utf-8")
     (folder / "runs.json").write_text(json.dumps({
@@ -115,8 +134,6 @@ def main(folder: Path, canary: str) -> int:
                   "trace_id": tracing.trace_id(r.trace_context)} for r in runs],
         "canary_in_store": canary in dump,
     }), encoding="utf-8")
-    deps.store.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ merged again. A failed merge changes nothing: the buffer stays.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pipeline.errors import TransientError
 from pipeline.formation import consolidation as rules
 from pipeline.formation.outputs import (
@@ -30,7 +32,7 @@ from pipeline.llm.models import tier_model
 from pipeline.owner.instructions import guidance
 from pipeline.prompts.consolidation import build_consolidation_request
 from pipeline.webhooks import outbox
-from schemas.documents import ConsolidatedBlob, FormationRun, Stage, scope_stage
+from schemas.documents import ConsolidatedBlob, FormationRun, Reflection, Stage, scope_stage
 
 
 class ScopeBusy(TransientError):
@@ -116,61 +118,82 @@ def _merge_scope(
         lambda: store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s), deps.clock)
     usage.keepalive.append(renew_scope_lease)
     try:
-        now = deps.clock.now()
-        blob = store.get_blob(agent_id, key)
-        if blob is not None and blob.absorbing_ids:
-            store.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
-        if blob is not None and blob.last_run_id == holder:
-            return AlreadyMerged(status="already_merged", scope_key=key, version=blob.version,
-                                 absorbed=len(blob.absorbing_ids))
-        buffer = store.unabsorbed_reflections(agent_id, key)
-        ids = rules.snapshot_ids(buffer)
-        if not ids:
-            return NothingToMerge(status="nothing_to_merge", scope_key=key, version=blob.version if blob else 0,
-                                  absorbed=0)
-        scope = rules.scope_of_key(key)
-        threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
-        due = rules.due_by_threshold({key: len(ids)}, {scope: threshold})
-        if session_end is not None:
-            due += rules.due_at_session_end({key: buffer}, session_end)
-        if not due:
-            return NotDue(status="not_due", scope_key=key, version=blob.version if blob else 0,
-                          absorbed=0, unabsorbed=len(ids), threshold=threshold)
-        current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
-        limit = settings.word_limit(scope)  # type: ignore[arg-type]
-        texts = [r.content for r in buffer if r.reflection_id in set(ids)]
-        owner = guidance(store.get_agent_settings(agent_id), "consolidation", [scope])
-        merge = rules.merge_within_limit(
-            deps.llm,
-            lambda excess, missing: build_consolidation_request(
-                scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
-                guidance=owner, edited_by_owner=bool(blob and blob.edited_by),
-            ),
-            version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
-            current_blob=current, usage=usage,
-        )
-        first = buffer[0]
-        # the model's answer is screened like every write (design §11): a secret or, in agent
-        # scope, contact data that reached the merge leaves with its line
-        screened = Screened()
-        content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
-                              people=[u for r in buffer for u in (*r.source_user_ids, r.user_id) if u])
-        saved = store.save_blob(ConsolidatedBlob(
-            agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
-            consolidated_content=content, word_limit=limit, version=version + 1,
-            last_consolidated_at=now, absorbing_ids=ids, last_run_id=holder,
-        ), expected_version=version)
-        if not saved:
-            raise TransientError(f"blob {agent_id}/{key} moved past version {version} during the merge")
-        store.mark_absorbed(ids, version + 1, now)
-        store.bump_scope_versions(agent_id, [key])
-        return Merged(status="merged", scope_key=key, version=version + 1, absorbed=len(ids),
-                      words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
-                      lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections,
-                      screened=ScreenedCounts(**screened.counts()))
+        return _merge_under_lease(deps, agent_id, key, model=model, holder=holder, usage=usage,
+                                  session_end=session_end)
     finally:
         usage.keepalive.remove(renew_scope_lease)
         store.release_lease(lease, holder)
+
+
+def _merge_under_lease(
+    deps: Deps, agent_id: str, key: str, *, model: str, holder: str, usage: Usage, session_end: str | None,
+) -> ScopeOutcome:
+    """``_merge_scope`` once its lease is held: finish a crashed attempt, decide again whether
+    the key is due, merge."""
+    store, settings = deps.store, deps.settings
+    now = deps.clock.now()
+    blob = store.get_blob(agent_id, key)
+    if blob is not None and blob.absorbing_ids:
+        store.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
+    if blob is not None and blob.last_run_id == holder:
+        return AlreadyMerged(status="already_merged", scope_key=key, version=blob.version,
+                             absorbed=len(blob.absorbing_ids))
+    buffer = store.unabsorbed_reflections(agent_id, key)
+    ids = rules.snapshot_ids(buffer)
+    if not ids:
+        return NothingToMerge(status="nothing_to_merge", scope_key=key, version=blob.version if blob else 0,
+                              absorbed=0)
+    scope = rules.scope_of_key(key)
+    threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
+    due = rules.due_by_threshold({key: len(ids)}, {scope: threshold})
+    if session_end is not None:
+        due += rules.due_at_session_end({key: buffer}, session_end)
+    if not due:
+        return NotDue(status="not_due", scope_key=key, version=blob.version if blob else 0,
+                      absorbed=0, unabsorbed=len(ids), threshold=threshold)
+    return _merge(deps, agent_id, key, blob, buffer, ids, model=model, holder=holder, usage=usage, now=now)
+
+
+def _merge(
+    deps: Deps, agent_id: str, key: str, blob: ConsolidatedBlob | None, buffer: list[Reflection], ids: list[str], *,
+    model: str, holder: str, usage: Usage, now: datetime,
+) -> Merged:
+    """Merge the snapshot ``ids`` of the buffer into the blob, screen the answer, save the blob
+    (compare-and-set on its version) with ``absorbing_ids``, then mark exactly those absorbed."""
+    store, settings = deps.store, deps.settings
+    scope = rules.scope_of_key(key)
+    current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
+    limit = settings.word_limit(scope)  # type: ignore[arg-type]
+    texts = [r.content for r in buffer if r.reflection_id in set(ids)]
+    owner = guidance(store.get_agent_settings(agent_id), "consolidation", [scope])
+    merge = rules.merge_within_limit(
+        deps.llm,
+        lambda excess, missing: build_consolidation_request(
+            scope, current, texts, word_limit=limit, model=model, excess_words=excess, missing_sections=missing,
+            guidance=owner, edited_by_owner=bool(blob and blob.edited_by),
+        ),
+        version=version + 1, word_limit=limit, max_length_retries=settings.consolidation_max_length_retries,
+        current_blob=current, usage=usage,
+    )
+    first = buffer[0]
+    # the model's answer is screened like every write (design §11): a secret or, in agent
+    # scope, contact data that reached the merge leaves with its line
+    screened = Screened()
+    content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
+                          people=[u for r in buffer for u in (*r.source_user_ids, r.user_id) if u])
+    saved = store.save_blob(ConsolidatedBlob(
+        agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
+        consolidated_content=content, word_limit=limit, version=version + 1,
+        last_consolidated_at=now, absorbing_ids=ids, last_run_id=holder,
+    ), expected_version=version)
+    if not saved:
+        raise TransientError(f"blob {agent_id}/{key} moved past version {version} during the merge")
+    store.mark_absorbed(ids, version + 1, now)
+    store.bump_scope_versions(agent_id, [key])
+    return Merged(status="merged", scope_key=key, version=version + 1, absorbed=len(ids),
+                  words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
+                  lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections,
+                  screened=ScreenedCounts(**screened.counts()))
 
 
 def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict]:

@@ -28,6 +28,7 @@ past version (``delete_of_newer``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -55,111 +56,155 @@ def apply(
 ) -> None:
     """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps.
     ``guard``: the run's secret patterns, which a fact's stored source line must pass too."""
-    model = output.embedding_model
-    said = {f.index: f for f in new_facts}
     claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
-    said_at = _said_at(claimed, sources, now)
-    notes: list[dict] = []
-
-    def source_ids(index: int) -> list[str]:
-        return [sources[index].message_id] if sources else list(message_ids)
-
-    people = session_user_ids(run, plan, claimed)
-
-    def source_text(index: int, scope_key: str) -> str | None:
-        """The source message's line (the excerpt ends with it), which text search reads,
-        if it may be stored with the fact (``screening.storable_line``)."""
-        if not sources or not sources[index].excerpt:
-            return None
-        return storable_line(sources[index].excerpt[-1], scope_key.split(":", 1)[0], guard, people)
-
-    def deadline(index: int) -> datetime | None:
-        """The expiry said with the new fact ``index`` (None: none, or the stored one stays)."""
-        return said[index].expires_at if index in said else None
-
-    def filed(index: int) -> list[str]:
-        """The categories the answer gave the new fact ``index``."""
-        return list(said[index].categories) if index in said else []
-
-    # an ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run)
-    absorbed: dict[str, list[int]] = {}
-    for d in output.decisions:
-        if d.reason == "merged_into_same_run" and d.existing_id:
-            absorbed.setdefault(d.existing_id, []).append(d.index)
-
-    def insert(fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
-        # A merged text holds what each merged statement said: it is valid from the latest of
-        # them (as an UPDATE's text is), its source line is that one's, and its sources are
-        # all of theirs (an erasure of any of their speakers finds it)
-        merged = [index, *absorbed.get(fact_id, [])]
-        latest = max(merged, key=lambda i: (said_at(i), i))
-        ids = list(dict.fromkeys(m for i in merged for m in source_ids(i)))
-        return store.insert_fact(Fact(
-            fact_id=fact_id, agent_id=run.agent_id, scope=scope,
-            user_id=plan.user_id if scope == "user" else None,
-            scope_key=key, content=text, hash=digest,
-            embedding=vector or vectors[index], embedding_model=model,
-            source_session_id=run.session_id, source_message_ids=ids,
-            source_user_ids=message_sources(ids, claimed), source_text=source_text(latest, key),
-            source_run_id=run.run_id, formed_at=now, valid_from=said_at(latest), expires_at=deadline(index),
-            categories=list(dict.fromkeys(c for i in merged for c in filed(i))),
-        ))[1]
-
-    superseded: dict[int, datetime] = {}  # new fact index -> when the newer stored text became valid
+    run_effects = _RunEffects(
+        store=store, run=run, output=output, now=now, plan=plan, vectors=vectors, sources=sources,
+        message_ids=message_ids, guard=guard, claimed=claimed, said={f.index: f for f in new_facts},
+        said_at=_said_at(claimed, sources, now), people=session_user_ids(run, plan, claimed),
+        absorbed=_absorbed(output),
+    )
     for effect in output.effects:
-        index = effect.index
         if isinstance(effect, Retire):
-            newer = _said_later(store, effect.fact_id, said_at(index))
-            if newer is not None:
-                # as for an UPDATE below: an older statement formed late retires nothing; its
-                # fact (the INSERT of the same index) is kept as a past version, valid until then
-                superseded[index] = newer
-                notes.append({"index": index, "fact_id": effect.fact_id, "note": "delete_of_newer"})
-                continue
-            # the contradicted fact was valid until the new one was said
-            if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
-                                     expected_version=effect.version, reason="contradicted"):
-                note = _changed_meanwhile(store, run, effect, "delete")
-                notes += [note] if note else []
+            run_effects.retire(effect)
         elif isinstance(effect, Update):
-            newer = _said_later(store, effect.fact_id, said_at(index))
-            if newer is not None:
-                # an older statement formed late (its session formed after the correction's):
-                # the stored text stays; this one is kept as a past version, valid until it
-                fact = said[index]
-                added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
-                store.retire_fact(added, now, run.run_id, valid_to=newer, reason="superseded")
-                notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
-                              "added": added})
-                continue
-            if store.update_fact(effect.fact_id, FactUpdate(
-                content=effect.text, hash=effect.hash, embedding=output.merged_vector(index), embedding_model=model,
-                run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
-                source_message_ids=source_ids(index),
-                source_user_ids=message_sources(source_ids(index), claimed),
-                source_text=source_text(index, effect.scope_key), expires_at=deadline(index),
-                categories=filed(index) or None,
-            )):
-                continue
-            note = _changed_meanwhile(store, run, effect, "update")
-            if note:
-                fact = said[index]
-                note["added"] = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope,
-                                       fact.scope_key, fact.hash)
-                notes.append(note)
+            run_effects.update(effect)
         else:
             # a text merged from two facts of this run was embedded again, like an UPDATE's
-            insert(effect.fact_id, index, effect.text, effect.scope, effect.scope_key, effect.hash,
-                   output.merged_vector(index))
-    for effect in output.effects:
-        if isinstance(effect, Insert) and effect.index in superseded:
-            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index],
-                              reason="superseded")
+            run_effects.insert(effect.fact_id, effect.index, effect.text, effect.scope, effect.scope_key,
+                               effect.hash, output.merged_vector(effect.index))
+    run_effects.retire_superseded()
+    notes = run_effects.notes
     if notes and notes != run.effect_notes:
         store.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})
     if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
         store.bump_scope_versions(run.agent_id, keys)
+
+
+def _absorbed(output: DecideFactsOutput) -> dict[str, list[int]]:
+    """An ADD that took in later facts of the run (their decisions: NONE, merged_into_same_run):
+    its fact id -> their indexes."""
+    absorbed: dict[str, list[int]] = {}
+    for d in output.decisions:
+        if d.reason == "merged_into_same_run" and d.existing_id:
+            absorbed.setdefault(d.existing_id, []).append(d.index)
+    return absorbed
+
+
+@dataclass
+class _RunEffects:
+    """One run's effects as they are applied: what each needs to know of the run, and the notes
+    and past versions they leave behind."""
+
+    store: EffectStore
+    run: FormationRun
+    output: DecideFactsOutput
+    now: datetime
+    plan: ScopePlan
+    vectors: Sequence[Sequence[float]]
+    sources: Sequence[Provenance]
+    message_ids: Sequence[str]
+    guard: SecretGuard
+    claimed: Sequence[StoredMessage]
+    said: dict[int, NewFact]
+    said_at: Callable[[int], datetime]
+    people: list[str]
+    absorbed: dict[str, list[int]]
+    notes: list[dict] = field(default_factory=list)
+    # new fact index -> when the newer stored text became valid
+    superseded: dict[int, datetime] = field(default_factory=dict)
+
+    def source_ids(self, index: int) -> list[str]:
+        return [self.sources[index].message_id] if self.sources else list(self.message_ids)
+
+    def source_text(self, index: int, scope_key: str) -> str | None:
+        """The source message's line (the excerpt ends with it), which text search reads,
+        if it may be stored with the fact (``screening.storable_line``)."""
+        if not self.sources or not self.sources[index].excerpt:
+            return None
+        return storable_line(self.sources[index].excerpt[-1], scope_key.split(":", 1)[0], self.guard, self.people)
+
+    def deadline(self, index: int) -> datetime | None:
+        """The expiry said with the new fact ``index`` (None: none, or the stored one stays)."""
+        return self.said[index].expires_at if index in self.said else None
+
+    def filed(self, index: int) -> list[str]:
+        """The categories the answer gave the new fact ``index``."""
+        return list(self.said[index].categories) if index in self.said else []
+
+    def insert(self, fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
+        # A merged text holds what each merged statement said: it is valid from the latest of
+        # them (as an UPDATE's text is), its source line is that one's, and its sources are
+        # all of theirs (an erasure of any of their speakers finds it)
+        merged = [index, *self.absorbed.get(fact_id, [])]
+        latest = max(merged, key=lambda i: (self.said_at(i), i))
+        ids = list(dict.fromkeys(m for i in merged for m in self.source_ids(i)))
+        run = self.run
+        return self.store.insert_fact(Fact(
+            fact_id=fact_id, agent_id=run.agent_id, scope=scope,
+            user_id=self.plan.user_id if scope == "user" else None,
+            scope_key=key, content=text, hash=digest,
+            embedding=vector or self.vectors[index], embedding_model=self.output.embedding_model,
+            source_session_id=run.session_id, source_message_ids=ids,
+            source_user_ids=message_sources(ids, self.claimed), source_text=self.source_text(latest, key),
+            source_run_id=run.run_id, formed_at=self.now, valid_from=self.said_at(latest),
+            expires_at=self.deadline(index),
+            categories=list(dict.fromkeys(c for i in merged for c in self.filed(i))),
+        ))[1]
+
+    def insert_as_said(self, index: int) -> str:
+        """Add the new fact ``index`` as it was said (not as merged into a stored text)."""
+        fact = self.said[index]
+        return self.insert(new_fact_id(self.run.run_id, index), index, fact.text, fact.scope,
+                           fact.scope_key, fact.hash)
+
+    def retire(self, effect: Retire) -> None:
+        index = effect.index
+        newer = _said_later(self.store, effect.fact_id, self.said_at(index))
+        if newer is not None:
+            # as for an UPDATE below: an older statement formed late retires nothing; its
+            # fact (the INSERT of the same index) is kept as a past version, valid until then
+            self.superseded[index] = newer
+            self.notes.append({"index": index, "fact_id": effect.fact_id, "note": "delete_of_newer"})
+            return
+        # the contradicted fact was valid until the new one was said
+        if not self.store.retire_fact(effect.fact_id, self.now, self.run.run_id, valid_to=self.said_at(index),
+                                      expected_version=effect.version, reason="contradicted"):
+            note = _changed_meanwhile(self.store, self.run, effect, "delete")
+            self.notes += [note] if note else []
+
+    def update(self, effect: Update) -> None:
+        index, run = effect.index, self.run
+        newer = _said_later(self.store, effect.fact_id, self.said_at(index))
+        if newer is not None:
+            # an older statement formed late (its session formed after the correction's):
+            # the stored text stays; this one is kept as a past version, valid until it
+            added = self.insert_as_said(index)
+            self.store.retire_fact(added, self.now, run.run_id, valid_to=newer, reason="superseded")
+            self.notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
+                               "added": added})
+            return
+        if self.store.update_fact(effect.fact_id, FactUpdate(
+            content=effect.text, hash=effect.hash, embedding=self.output.merged_vector(index),
+            embedding_model=self.output.embedding_model, run_id=run.run_id, now=self.now,
+            valid_from=self.said_at(index), expected_version=effect.version,
+            source_message_ids=self.source_ids(index),
+            source_user_ids=message_sources(self.source_ids(index), self.claimed),
+            source_text=self.source_text(index, effect.scope_key), expires_at=self.deadline(index),
+            categories=self.filed(index) or None,
+        )):
+            return
+        note = _changed_meanwhile(self.store, run, effect, "update")
+        if note:
+            note["added"] = self.insert_as_said(index)
+            self.notes.append(note)
+
+    def retire_superseded(self) -> None:
+        """The new facts of DELETEs of newer facts stay as past versions, valid until those."""
+        for effect in self.output.effects:
+            if isinstance(effect, Insert) and effect.index in self.superseded:
+                self.store.retire_fact(effect.fact_id, self.now, self.run.run_id,
+                                       valid_to=self.superseded[effect.index], reason="superseded")
 
 
 def _said_at(

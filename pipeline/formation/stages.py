@@ -9,6 +9,7 @@ form.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pipeline import expiry
@@ -145,66 +146,25 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     earlier = Earlier()
 
     def compute(run: FormationRun, usage: Usage) -> DecideFactsOutput:
-        store, settings = deps.store, deps.settings
+        settings = deps.settings
         extracted, embedded = earlier(run, Stage.EXTRACT_FACTS), earlier(run, Stage.EMBED_FACTS)
         facts = extracted.facts
-        vectors = dict(zip((f.index for f in facts), embedded.content_vectors()))
-        model = extracted.models.fast
-        exact, now = {}, deps.clock.now()
-        for f in facts:
-            found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
-            if found is not None and expired(found, now):
-                expiry.stamp(store, [found], now)  # an expired fact holds its text no longer
-                found = None
-            if found is not None:
-                exact[f.index] = found.fact_id
-        batch, decided, scored, candidate_tokens, same_run, seen = dedup.DedupBatch(), {}, {}, 0, {}, {}
+        now = deps.clock.now()
+        exact = _exact_matches(deps.store, run, facts, now)
+        asked = _Asked()
         if settings.facts_dedup:
-            open_facts = [f for f in facts if f.index not in exact]
-            limit = candidates.SHORTLIST_FACTOR * settings.dedup_max_candidates
-            shortlists = candidates.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded.model,
-                                              limit=limit)
-            shortlists = candidates.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
-                                                                                         embedded.model, limit))
-            ids = sorted({fid for found in shortlists.values() for fid in found})
-            shortlisted = [x for x in (store.get_facts(ids) if ids else [])
-                           if x.retired_at is None and not expired(x, now) and x.embedding_model == embedded.model]
-            live = {x.fact_id: x.content for x in shortlisted}
-            seen = {x.fact_id: x.version for x in shortlisted}  # what each decision is about
-            candidate_vectors = {}
-            if live:  # one batched call for every shortlisted content of the stage
-                result = usage.embed(deps.embedder, list(live.values()), "candidates")
-                candidate_tokens = result.input_tokens
-                candidate_vectors = dict(zip(live, result.vectors))
-            scored = candidates.merge_candidates(
-                candidates.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
-                                            min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
-                candidates.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
-                limit=settings.dedup_max_candidates,
-            )
-            same_run = {candidates.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
-            texts = {f.index: f.text for f in open_facts}
-            contents = {**live, **{fid: texts[index] for fid, index in same_run.items()}}
-            batch = dedup.build_batch(open_facts, candidates.candidates_from(scored, contents))
-            if batch:
-                request = build_dedup_request(batch.texts, batch.candidates, model=model,
-                                              word_limit=settings.fact_word_limit)
-                decided = dedup.validate(usage.complete(deps.llm, request).parsed, batch)
-        resolved = dedup.resolve(facts, exact, batch, decided, settings.fact_word_limit,
-                                 dedup_enabled=settings.facts_dedup, same_run=same_run)
+            vectors = dict(zip((f.index for f in facts), embedded.content_vectors()))
+            asked = _ask_dedup(deps, run, usage, [f for f in facts if f.index not in exact], vectors, embedded,
+                               extracted.models.fast, now)
+        resolved = dedup.resolve(facts, exact, asked.batch, asked.decided, settings.fact_word_limit,
+                                 dedup_enabled=settings.facts_dedup, same_run=asked.same_run)
         update_secrets, update_contacts = _guard_updates(
             run.run_id, resolved, guard_for(settings), {f.index: f.scope for f in facts},
             session_user_ids(run, extracted.plan.scope_plan(), []))
-        updates = [d for d in resolved.decisions if d.text is not None]  # merged texts
-        update_vectors: dict[str, str] = {}
-        if updates:
-            sources = dict(zip((f.index for f in facts), embedded.sources))
-            texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or "" for d in updates]
-            result = usage.embed(deps.embedder, texts, "updates")
-            update_vectors = {str(d.index): pack([v]) for d, v in zip(updates, result.vectors)}
+        update_vectors = _update_vectors(deps, usage, facts, embedded, resolved)
         return DecideFactsOutput(
             decisions=resolved.decisions,
-            effects=dedup.plan_effects(run.run_id, facts, resolved.decisions, seen),
+            effects=dedup.plan_effects(run.run_id, facts, resolved.decisions, asked.seen),
             update_vectors=update_vectors,
             embedding_model=embedded.model,
             counts=ActionCounts(**dedup.action_counts(resolved.decisions)),
@@ -212,17 +172,91 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
             same_run=SameRunCounts(**resolved.same_run),
             update_secrets=update_secrets,
             update_contacts=update_contacts,
-            llm_items=len(batch.indexes),
+            llm_items=len(asked.batch.indexes),
             # content-vs-content scores of the kept candidates, stored before any effect
             candidates={str(i): [(fid, round(score, 6)) for fid, score in pairs]
-                        for i, pairs in scored.items() if pairs},
-            candidate_input_tokens=candidate_tokens,
+                        for i, pairs in asked.scored.items() if pairs},
+            candidate_input_tokens=asked.candidate_tokens,
         )
 
     def apply(run: FormationRun, output: DecideFactsOutput) -> None:
         _apply_fact_effects(deps, run, output, earlier)
 
     return run_stage(deps, run_id, Stage.DECIDE_FACTS, compute, apply)
+
+
+def _exact_matches(store, run: FormationRun, facts, now) -> dict[int, str]:
+    """New fact index -> the live stored fact with the same hash in its scope."""
+    exact = {}
+    for f in facts:
+        found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
+        if found is not None and expired(found, now):
+            expiry.stamp(store, [found], now)  # an expired fact holds its text no longer
+            found = None
+        if found is not None:
+            exact[f.index] = found.fact_id
+    return exact
+
+
+@dataclass
+class _Asked:
+    """What the LLM was asked about the facts without an exact match, and what it decided
+    (empty when dedup is off)."""
+
+    batch: dedup.DedupBatch = field(default_factory=dedup.DedupBatch)
+    decided: dict = field(default_factory=dict)
+    scored: dict = field(default_factory=dict)
+    candidate_tokens: int = 0
+    same_run: dict = field(default_factory=dict)
+    seen: dict = field(default_factory=dict)  # stored fact id -> the version each decision is about
+
+
+def _ask_dedup(deps: Deps, run: FormationRun, usage: Usage, open_facts, vectors, embedded, model: str,
+               now) -> _Asked:
+    """Shortlist, score and batch the stored and same-run candidates of ``open_facts`` (the new
+    facts without an exact match); one batched LLM call decides."""
+    settings = deps.settings
+    limit = candidates.SHORTLIST_FACTOR * settings.dedup_max_candidates
+    shortlists = candidates.shortlist(deps.search, run.agent_id, open_facts, vectors, embedded.model, limit=limit)
+    shortlists = candidates.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
+                                                                                 embedded.model, limit))
+    ids = sorted({fid for found in shortlists.values() for fid in found})
+    shortlisted = [x for x in (deps.store.get_facts(ids) if ids else [])
+                   if x.retired_at is None and not expired(x, now) and x.embedding_model == embedded.model]
+    live = {x.fact_id: x.content for x in shortlisted}
+    asked = _Asked(seen={x.fact_id: x.version for x in shortlisted})
+    candidate_vectors = {}
+    if live:  # one batched call for every shortlisted content of the stage
+        result = usage.embed(deps.embedder, list(live.values()), "candidates")
+        asked.candidate_tokens = result.input_tokens
+        candidate_vectors = dict(zip(live, result.vectors))
+    asked.scored = candidates.merge_candidates(
+        candidates.score_candidates(open_facts, shortlists, vectors, candidate_vectors,
+                                    min_score=settings.dedup_min_score, limit=settings.dedup_max_candidates),
+        candidates.same_run_candidates(run.run_id, open_facts, vectors, min_score=settings.dedup_min_score),
+        limit=settings.dedup_max_candidates,
+    )
+    asked.same_run = {candidates.new_fact_id(run.run_id, f.index): f.index for f in open_facts}
+    texts = {f.index: f.text for f in open_facts}
+    contents = {**live, **{fid: texts[index] for fid, index in asked.same_run.items()}}
+    asked.batch = dedup.build_batch(open_facts, candidates.candidates_from(asked.scored, contents))
+    if asked.batch:
+        request = build_dedup_request(asked.batch.texts, asked.batch.candidates, model=model,
+                                      word_limit=settings.fact_word_limit)
+        asked.decided = dedup.validate(usage.complete(deps.llm, request).parsed, asked.batch)
+    return asked
+
+
+def _update_vectors(deps: Deps, usage: Usage, facts, embedded, resolved: dedup.Resolved) -> dict[str, str]:
+    """The merged texts' vectors, embedded as the new facts were (with their source line)."""
+    updates = [d for d in resolved.decisions if d.text is not None]
+    if not updates:
+        return {}
+    sources = dict(zip((f.index for f in facts), embedded.sources))
+    texts = [sources[d.index].text(d.text or "", deps.embedder) if d.index in sources else d.text or ""
+             for d in updates]
+    result = usage.embed(deps.embedder, texts, "updates")
+    return {str(d.index): pack([v]) for d, v in zip(updates, result.vectors)}
 
 
 def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: int) -> dict[str, list[str]]:
@@ -317,21 +351,24 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         now = deps.clock.now()
         items = output.reflections
         messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
-        reflections = []
-        for r in items:
-            # the messages it cites and their senders; an output stored before citations
-            # rests on the run's human messages of its scope (its user's, or everyone's)
-            if r.source_message_ids:
-                ids, users = list(r.source_message_ids), provenance_sources.message_sources(r.source_message_ids, messages)
-            else:
-                ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
-            reflections.append(Reflection(
-                reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
-                user_id=plan.user_id if r.scope == "user" else None,
-                session_id=run.session_id if r.scope == "session" else None,
-                scope_key=r.scope_key, content=r.text, source_session_id=run.session_id,
-                source_message_ids=ids, source_user_ids=users, source_run_id=run.run_id, formed_at=now,
-            ))
+        reflections = [_reflection(r, run, plan, messages, now) for r in items]
         deps.store.insert_reflections(reflections)
 
     return run_stage(deps, run_id, Stage.EXTRACT_REFLECTIONS, compute, apply)
+
+
+def _reflection(r, run: FormationRun, plan, messages: list[StoredMessage], now) -> Reflection:
+    """The stored reflection of a kept one, with its sources: the messages it cites and their
+    senders; an output stored before citations rests on the run's human messages of its scope
+    (its user's, or everyone's)."""
+    if r.source_message_ids:
+        ids, users = list(r.source_message_ids), provenance_sources.message_sources(r.source_message_ids, messages)
+    else:
+        ids, users = provenance_sources.range_sources(messages, plan.user_id if r.scope == "user" else None)
+    return Reflection(
+        reflection_id=r.reflection_id, agent_id=run.agent_id, scope=r.scope,
+        user_id=plan.user_id if r.scope == "user" else None,
+        session_id=run.session_id if r.scope == "session" else None,
+        scope_key=r.scope_key, content=r.text, source_session_id=run.session_id,
+        source_message_ids=ids, source_user_ids=users, source_run_id=run.run_id, formed_at=now,
+    )

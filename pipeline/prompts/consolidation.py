@@ -186,12 +186,7 @@ def build_consolidation_request(
     ``current_sections`` (``[{"name", "bullets"}]`` from ``parse_blob``, without ``SOURCE``),
     ``reflections``, ``word_limit``, ``excess_words``, ``missing_sections``.
     """
-    if scope not in _SCOPE_WORDS:
-        raise InvalidInput("scope", f"unknown scope {scope!r}; expected agent, user or session")
-    if word_limit < 1:
-        raise InvalidInput("word_limit", f"must be positive, got {word_limit}")
-    if excess_words is not None and excess_words < 1:
-        raise InvalidInput("excess_words", f"must be positive when given, got {excess_words}")
+    _check(scope, word_limit, excess_words)
     version, parsed = parse_blob(current_blob or "")
     sections = [s for s in parsed if s.name != SOURCE_SECTION]
     shown = blob_memory(current_blob)
@@ -200,23 +195,7 @@ def build_consolidation_request(
         f"CURRENT BLOB:\n{shown or '(empty: this is the first consolidation)'}\n\n"
         f"NEW REFLECTIONS (oldest first):\n{listed}\n\n"
         f"Return the consolidated sections, at most {word_limit} words in all."
-    )
-    if edited_by_owner:
-        prompt += (
-            "\n\nThe CURRENT BLOB was written by the agent's owner, not by a consolidation: keep each of its "
-            "lines as written unless a NEW REFLECTION contradicts or updates it."
-        )
-    if excess_words:
-        prompt += (
-            f"\n\nYour previous answer was {excess_words} word(s) over the limit of {word_limit}. "
-            f"Shorten it by at least {excess_words} words: merge lines and drop the least useful ones."
-        )
-    if missing_sections:
-        names = ", ".join(f"[{name}]" for name in missing_sections)
-        prompt += (
-            f"\n\nYour previous answer left out the existing section(s) {names}. Keep each of them, or, "
-            f"if every line in it is outdated, name it in outdated_sections."
-        )
+    ) + _asked_again(word_limit, excess_words, missing_sections, edited_by_owner)
     return LLMRequest(
         operation=OPERATION,
         model=model,
@@ -235,3 +214,36 @@ def build_consolidation_request(
             "missing_sections": list(missing_sections),
         },
     )
+
+
+def _check(scope: str, word_limit: int, excess_words: int | None) -> None:
+    if scope not in _SCOPE_WORDS:
+        raise InvalidInput("scope", f"unknown scope {scope!r}; expected agent, user or session")
+    if word_limit < 1:
+        raise InvalidInput("word_limit", f"must be positive, got {word_limit}")
+    if excess_words is not None and excess_words < 1:
+        raise InvalidInput("excess_words", f"must be positive when given, got {excess_words}")
+
+
+def _asked_again(word_limit: int, excess_words: int | None, missing_sections: Sequence[str],
+                 edited_by_owner: bool) -> str:
+    """What the prompt adds for an owner-written blob, and on a retry after an over-long answer
+    or one that left sections out."""
+    notes = ""
+    if edited_by_owner:
+        notes += (
+            "\n\nThe CURRENT BLOB was written by the agent's owner, not by a consolidation: keep each of its "
+            "lines as written unless a NEW REFLECTION contradicts or updates it."
+        )
+    if excess_words:
+        notes += (
+            f"\n\nYour previous answer was {excess_words} word(s) over the limit of {word_limit}. "
+            f"Shorten it by at least {excess_words} words: merge lines and drop the least useful ones."
+        )
+    if missing_sections:
+        names = ", ".join(f"[{name}]" for name in missing_sections)
+        notes += (
+            f"\n\nYour previous answer left out the existing section(s) {names}. Keep each of them, or, "
+            f"if every line in it is outdated, name it in outdated_sections."
+        )
+    return notes

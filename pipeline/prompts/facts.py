@@ -164,12 +164,7 @@ def build_facts_request(
     spoken = {m.sender_id: m.sender_name for m in messages if m.sender_id and (m.sender_name or "").strip()}
     people = [user_names.get(u) or spoken.get(u) or u for u in humans(messages)]
     who = people[0] if len(people) == 1 else "the user"
-    allowed = "\n".join(_SCOPE_RULES[s].format(who=who) for s in scopes)
-    if "user" not in scopes:
-        why = "this is a group chat" if group else "user memory is off for this agent"
-        allowed += f'\n- Never use scope "user" ({why}): leave out facts that are only about one person.'
-    if "agent" not in scopes:
-        allowed += '\n- Never use scope "agent" (agent memory is off): leave out facts that are not about the user.'
+    allowed = _allowed(scopes, group, who)
     agent_line = f"The agent is called {agent_name}." if agent_name else "The agent has no display name."
     people_line = ", ".join(people) if people else "no named human"
     prompt = (
@@ -197,3 +192,14 @@ def build_facts_request(
             "categories": list(categories),
         },
     )
+
+
+def _allowed(scopes: Sequence[str], group: bool, who: str) -> str:
+    """The prompt's rules for the scopes it may use, and why it may not use the others."""
+    allowed = "\n".join(_SCOPE_RULES[s].format(who=who) for s in scopes)
+    if "user" not in scopes:
+        why = "this is a group chat" if group else "user memory is off for this agent"
+        allowed += f'\n- Never use scope "user" ({why}): leave out facts that are only about one person.'
+    if "agent" not in scopes:
+        allowed += '\n- Never use scope "agent" (agent memory is off): leave out facts that are not about the user.'
+    return allowed

@@ -180,6 +180,32 @@ def build_reflections_request(
     kept_blobs = {s: blob_memory(blobs.get(s) or "") for s in levels}
     kept_blobs = {s: text for s, text in kept_blobs.items() if text}
     kept_buffer = {s: [r for r in unabsorbed.get(s, ())] for s in levels if unabsorbed.get(s)}
+    prompt = _prompt(messages, levels, kept_blobs, kept_buffer, new_facts, agent_name, user_names)
+    return LLMRequest(
+        operation=OPERATION,
+        model=model,
+        system=_SYSTEM.format(levels="\n".join(_LEVEL_RULES[s] for s in levels), word_limit=word_limit)
+        + owner_block(guidance.text),
+        prompt=prompt,
+        response_model=cited_answer(len(messages)),
+        inputs={
+            "messages": message_inputs(messages, user_names),
+            "scopes": levels,
+            "group_chat": is_group_chat(messages),
+            "blobs": kept_blobs,
+            "unabsorbed": kept_buffer,
+            "new_facts": list(new_facts),
+            "word_limit": word_limit,
+            "agent_name": agent_name,
+            "guidance": guidance.inputs(),
+        },
+    )
+
+
+def _prompt(messages: Sequence[StoredMessage], levels: Sequence[str], kept_blobs: Mapping[str, str],
+            kept_buffer: Mapping[str, Sequence[str]], new_facts: Sequence[str], agent_name: str | None,
+            user_names: Mapping[str, str] | None) -> str:
+    """What the agent remembers per formed level, the run's facts, the aliased conversation."""
     sections = []
     for level in levels:
         parts = [f'== {level} level ==']
@@ -203,22 +229,4 @@ def build_reflections_request(
         + f"{aliased_conversation(messages, user_names)}\n</conversation>\n\n"
         + f"Return the new reflections for the levels {', '.join(levels)}, each with its sources."
     )
-    return LLMRequest(
-        operation=OPERATION,
-        model=model,
-        system=_SYSTEM.format(levels="\n".join(_LEVEL_RULES[s] for s in levels), word_limit=word_limit)
-        + owner_block(guidance.text),
-        prompt=prompt,
-        response_model=cited_answer(len(messages)),
-        inputs={
-            "messages": message_inputs(messages, user_names),
-            "scopes": levels,
-            "group_chat": is_group_chat(messages),
-            "blobs": kept_blobs,
-            "unabsorbed": kept_buffer,
-            "new_facts": list(new_facts),
-            "word_limit": word_limit,
-            "agent_name": agent_name,
-            "guidance": guidance.inputs(),
-        },
-    )
+    return prompt

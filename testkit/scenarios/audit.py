@@ -48,6 +48,34 @@ def audit(store) -> dict[str, Any]:
         formed.setdefault(run.session_id, set()).update(range(run.seq_from, run.seq_to + 1))
     unformed = [m for m in data["messages"] if m.seq is None or m.seq not in formed.get(m.session_id, set())]
 
+    dup_facts, double_updates, dup_refl = _duplicates(facts, reflections, done_runs)
+    lost_refl, lost_facts = _lost(data, done_runs)
+
+    leaks = _leaks(data)
+    return {
+        "runs": len(runs),
+        "formations_completed": status.get("done", 0),
+        "stuck_runs": sum(status.get(s, 0) for s in ("claimed", "running", "failed")),
+        "dead_runs": status.get("dead", 0),
+        "dead_reasons": sorted({(r.error or "")[:160] for r in runs if r.status == "dead"})[:5],
+        "messages": len(data["messages"]),
+        "messages_unformed": len(unformed),
+        "duplicate_facts": dup_facts + double_updates,
+        "duplicate_reflections": dup_refl,
+        "lost_reflections": len(lost_refl),
+        "lost_facts": len(lost_facts),
+        "leaks": len(leaks),
+        "facts": len(facts),
+        "reflections": len(reflections),
+        "blobs": len(data["consolidated"]),
+        "samples": {"unformed": [f"{m.session_id}#{m.seq}" for m in unformed[:5]], "lost": (lost_refl + lost_facts)[:5],
+                    "leaks": leaks[:5]},
+    }
+
+
+def _duplicates(facts: list, reflections: list, done_runs: list) -> tuple[int, int, int]:
+    """Duplicate live facts (same text, same hash, or an insert applied twice), facts updated
+    twice by one run, duplicate reflections of one run."""
     # a retired fact may share its text with a live one (a value that came back): only live
     # facts count towards exact duplicates
     live = [f for f in facts if f.retired_at is None]
@@ -72,7 +100,13 @@ def audit(store) -> dict[str, Any]:
     dup_facts = max(dup_facts, applied_twice)
     refl_key = Counter((r.agent_id, r.scope_key, r.source_run_id, normalize(r.content)) for r in reflections)
     dup_refl = sum(n - 1 for n in refl_key.values() if n > 1)
+    return dup_facts, double_updates, dup_refl
 
+
+def _lost(data: dict[str, list[Any]], done_runs: list) -> tuple[list[str], list[str]]:
+    """Reflections and facts a done run stored as its output but the store does not hold, and
+    absorbed reflections whose blob is missing or older than what absorbed them."""
+    facts, reflections = data["facts"], data["reflections"]
     stored_refl = {r.reflection_id for r in reflections}
     lost_refl: list[str] = []
     lost_facts: list[str] = []
@@ -94,27 +128,7 @@ def audit(store) -> dict[str, Any]:
             blob = blobs.get((r.agent_id, r.scope_key))
             if blob is None or blob.version < (r.consolidated_into or 0):
                 lost_refl.append(f"absorbed-into-missing-blob:{r.reflection_id}")
-
-    leaks = _leaks(data)
-    return {
-        "runs": len(runs),
-        "formations_completed": status.get("done", 0),
-        "stuck_runs": sum(status.get(s, 0) for s in ("claimed", "running", "failed")),
-        "dead_runs": status.get("dead", 0),
-        "dead_reasons": sorted({(r.error or "")[:160] for r in runs if r.status == "dead"})[:5],
-        "messages": len(data["messages"]),
-        "messages_unformed": len(unformed),
-        "duplicate_facts": dup_facts + double_updates,
-        "duplicate_reflections": dup_refl,
-        "lost_reflections": len(lost_refl),
-        "lost_facts": len(lost_facts),
-        "leaks": len(leaks),
-        "facts": len(facts),
-        "reflections": len(reflections),
-        "blobs": len(data["consolidated"]),
-        "samples": {"unformed": [f"{m.session_id}#{m.seq}" for m in unformed[:5]], "lost": (lost_refl + lost_facts)[:5],
-                    "leaks": leaks[:5]},
-    }
+    return lost_refl, lost_facts
 
 
 def _leaks(data: dict[str, list[Any]]) -> list[str]:

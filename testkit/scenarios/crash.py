@@ -180,52 +180,66 @@ def run_crash(
         for k in range(kills):
             stage, method = points[k % len(points)]
             (hooks / "arm.json").write_text(json.dumps({"id": k, "stage": stage, "after": method}))
-            marker_path = hooks / f"fired-{k}.json"
-            publish_next(per_kill)
-            fired = reached(marker_path)
-            while not fired and queue:
-                publish_next(1)
-                fired = reached(marker_path)
-            if not fired:
-                (hooks / "arm.json").unlink(missing_ok=True)
-                kill_log.append({"id": k, "stage": stage, "after": method, "fired": False, "confirmed": False})
-                continue
-            marker = json.loads(marker_path.read_text())
-            whole_worker = k % 2 == 1
-            if whole_worker:
-                cluster.replace_after_kill()
-            else:
-                os.kill(marker["pid"], signal.SIGKILL)
-            gone = wait_until(lambda: not pid_alive(marker["pid"]), timeout=10)
-            run = store.get_run(marker["run_id"])
-            record = run.stages.get(marker["stage"]) if run else None
-            confirmed = bool(gone and record is not None and record.attempts >= 1)
-            kill_log.append({**marker, "after": method, "fired": True, "whole_worker": whole_worker,
-                             "stage_status_after_kill": record.status if record else None, "confirmed": confirmed})
-            cluster.ensure_alive()
+            kill_log.append(_kill_at(k, stage, method, hooks, cluster, store, per_kill=per_kill,
+                                     publish_next=publish_next, reached=reached, queue=queue))
         (hooks / "arm.json").unlink(missing_ok=True)
         while queue:
             publish_next(len(queue))
 
         settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
-        killed = {k["pid"] for k in kill_log if k.get("fired")}
-        text = cluster.log_text()
-        # pool processes that died and were not killed by the harness, and workers that stopped
-        lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
-        figures.update(
-            messages_published=sessions * messages,
-            messages_not_ingested=sessions * messages - figures["messages"],
-            kills_attempted=kills,
-            kills_fired=sum(1 for k in kill_log if k["fired"]),
-            kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),
-            kills_by_stage=_by_stage(kill_log),
-            sessions=sessions,
-            settled=settled,
-            worker_crashes=cluster.unexpected_exits + len(lost_children) + text.count("Unrecoverable error"),
-            kill_log=kill_log,
-        )
+        figures.update(_kill_figures(kill_log, cluster, sessions=sessions, messages=messages, kills=kills,
+                                     stored=figures["messages"], settled=settled))
         return figures
+
+
+def _kill_figures(kill_log: list[dict], cluster, *, sessions: int, messages: int, kills: int, stored: int,
+                  settled: bool) -> dict:
+    """What the kills did, and the worker crashes the harness did not cause."""
+    killed = {k["pid"] for k in kill_log if k.get("fired")}
+    text = cluster.log_text()
+    # pool processes that died and were not killed by the harness, and workers that stopped
+    lost_children = {int(p) for p in re.findall(r"pid:(\d+) exited with", text)} - killed
+    return dict(
+        messages_published=sessions * messages,
+        messages_not_ingested=sessions * messages - stored,
+        kills_attempted=kills,
+        kills_fired=sum(1 for k in kill_log if k["fired"]),
+        kills_confirmed=sum(1 for k in kill_log if k["confirmed"]),
+        kills_by_stage=_by_stage(kill_log),
+        sessions=sessions,
+        settled=settled,
+        worker_crashes=cluster.unexpected_exits + len(lost_children) + text.count("Unrecoverable error"),
+        kill_log=kill_log,
+    )
+
+
+def _kill_at(k: int, stage: str, method: str, hooks: Path, cluster, store, *, per_kill: int, publish_next,
+             reached, queue: list) -> dict:
+    """Kill ``k``: arm the point, publish sessions until it fires (or none are left), then kill
+    the pool process that reached it (even ``k``) or its whole worker (odd); its log entry."""
+    marker_path = hooks / f"fired-{k}.json"
+    publish_next(per_kill)
+    fired = reached(marker_path)
+    while not fired and queue:
+        publish_next(1)
+        fired = reached(marker_path)
+    if not fired:
+        (hooks / "arm.json").unlink(missing_ok=True)
+        return {"id": k, "stage": stage, "after": method, "fired": False, "confirmed": False}
+    marker = json.loads(marker_path.read_text())
+    whole_worker = k % 2 == 1
+    if whole_worker:
+        cluster.replace_after_kill()
+    else:
+        os.kill(marker["pid"], signal.SIGKILL)
+    gone = wait_until(lambda: not pid_alive(marker["pid"]), timeout=10)
+    run = store.get_run(marker["run_id"])
+    record = run.stages.get(marker["stage"]) if run else None
+    confirmed = bool(gone and record is not None and record.attempts >= 1)
+    cluster.ensure_alive()
+    return {**marker, "after": method, "fired": True, "whole_worker": whole_worker,
+            "stage_status_after_kill": record.status if record else None, "confirmed": confirmed}
 
 
 def _by_stage(kill_log: list[dict]) -> dict[str, int]:

@@ -82,7 +82,6 @@ def run_broker_outage(
     workdir: Path, *, events: int = 300, sessions: int = 6, downtimes: tuple[float, ...] = (1.5, 6.0), crash: bool = False,
     publish_gap_s: float = 0.01, seed: int = 0,
 ) -> dict:
-    from pipeline.store.sqlite import SQLiteStore
     from workers.producer import CeleryPublisher
 
     workdir = Path(workdir)
@@ -102,41 +101,18 @@ def run_broker_outage(
         ))
         app = producer_app(redis.url(0), **settings)
         publisher = CeleryPublisher(app=app, retry_max=3, timeout_s=1.0)
-        told_accepted: list[str] = []
-        errors: list[str] = []
-        other_exceptions: list[str] = []
-        session_ids = [f"outage-{seed}-{i}" for i in range(sessions)]
-
-        def produce() -> None:
-            for n in range(events):
-                event = good_event(rng, AGENT, rng.choice(session_ids), n)
-                event["event_id"] = f"outage-{seed}-e{n}"
-                try:
-                    publisher.publish_one(event)
-                    told_accepted.append(event["event_id"])
-                except TransientError as exc:
-                    errors.append(str(exc))
-                except Exception as exc:  # noqa: BLE001 - counted: an unclear error is a finding
-                    other_exceptions.append(f"{type(exc).__name__}: {exc}")
-                time.sleep(publish_gap_s)
-
-        producer = threading.Thread(target=produce, name="producer")
+        produced = _Producer(publisher, rng, [f"outage-{seed}-{i}" for i in range(sessions)], seed, publish_gap_s)
+        producer = threading.Thread(target=produced.run, args=(events,), name="producer")
         producer.start()
         # a short outage the producer's retries ride out, a long one they report
         for k, down_for_s in enumerate(downtimes):
             done = events * (k + 1) // (len(downtimes) + 1)
-            wait_until(lambda: len(told_accepted) + len(errors) + len(other_exceptions) >= done, timeout=60)
+            wait_until(lambda: produced.answered() >= done, timeout=60)
             redis.restart(down_for_s=down_for_s, sig=signal.SIGKILL if crash else signal.SIGTERM)
         producer.join(timeout=300)
         publisher.close()
-        store = SQLiteStore(str(workdir / "memory.db"))
-        try:
-            # while events are still being stored, however slowly; not once the store stands still
-            drained = settle(lambda: queues_idle(redis.client(0), ("ingest",)), lambda: store_state(store),
-                             interval=0.25)
-            stored = {m["event_id"] for m in store.dump_all().get("messages", [])}
-        finally:
-            store.close()
+        drained, stored = _drained(workdir, redis)
+        told_accepted, errors, other_exceptions = produced.told_accepted, produced.errors, produced.other_exceptions
         lost = sorted(set(told_accepted) - stored)
         unanswered = unanswered_pops(redis.workdir)
         return {
@@ -161,3 +137,45 @@ def run_broker_outage(
         if supervisor is not None:
             supervisor.stop()
         redis.stop()
+
+
+class _Producer:
+    """Publishes ``events`` good events over the sessions, one every ``gap_s``, and keeps what
+    each publish call told its caller."""
+
+    def __init__(self, publisher, rng: random.Random, session_ids: list[str], seed: int, gap_s: float) -> None:
+        self.publisher, self.rng, self.session_ids, self.seed, self.gap_s = publisher, rng, session_ids, seed, gap_s
+        self.told_accepted: list[str] = []
+        self.errors: list[str] = []
+        self.other_exceptions: list[str] = []
+
+    def answered(self) -> int:
+        return len(self.told_accepted) + len(self.errors) + len(self.other_exceptions)
+
+    def run(self, events: int) -> None:
+        for n in range(events):
+            event = good_event(self.rng, AGENT, self.rng.choice(self.session_ids), n)
+            event["event_id"] = f"outage-{self.seed}-e{n}"
+            try:
+                self.publisher.publish_one(event)
+                self.told_accepted.append(event["event_id"])
+            except TransientError as exc:
+                self.errors.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - counted: an unclear error is a finding
+                self.other_exceptions.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(self.gap_s)
+
+
+def _drained(workdir: Path, redis) -> tuple[bool, set[str]]:
+    """Whether the ingest queue drained, and the event ids the store holds then."""
+    from pipeline.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(str(workdir / "memory.db"))
+    try:
+        # while events are still being stored, however slowly; not once the store stands still
+        drained = settle(lambda: queues_idle(redis.client(0), ("ingest",)), lambda: store_state(store),
+                         interval=0.25)
+        stored = {m["event_id"] for m in store.dump_all().get("messages", [])}
+    finally:
+        store.close()
+    return drained, stored

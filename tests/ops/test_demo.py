@@ -9,6 +9,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from ops.demo import DATA, load_events, sessions_in_order
 from testkit.procs import REPO_ROOT
 
@@ -25,17 +27,34 @@ def test_the_bundled_sample_is_a_valid_multi_session_conversation_with_a_group_c
     assert any(len(evts[0]["session_users"]) > 1 for _, evts in sessions)
 
 
-def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
+def _demo_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
-    env = {k: v for k, v in env.items() if not k.startswith("MEMORY_")}
+    env = {k: v for k, v in env.items() if not k.startswith(("MEMORY_", "OTEL_"))}
     env.update({"MEMORY_EMBEDDING_PROVIDER": "hashing", "PYTHONPATH": str(REPO_ROOT)})
-    db = tmp_path / "demo.db"
-    result = subprocess.run(
-        [sys.executable, "-m", "ops.demo", "--db", str(db)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-    )
-    out = result.stdout
+    return env
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """The demo run once, as ``make demo`` runs it: (its folder, its store, what it printed).
+    The demo takes a while to form the sample: the tests below read this one run, and the
+    second run (with ``--trace``) goes over the same store."""
+    where = tmp_path_factory.mktemp("demo")
+    db = where / ".runtime" / "demo.db"
+    result = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)],
+                            cwd=where, env=_demo_env(), capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
+    return where, db, result
+
+
+def _runs_section(out: str) -> str:
+    return out.split("=== Formation runs (stage timings)")[1].split("=== Memory context")[0]
+
+
+def test_the_demo_forms_the_sample_and_prints_every_section(first_run):
+    where, db, result = first_run
+    env = _demo_env()
+    out = result.stdout
     assert "llm: offline" in out and "embedder: hashing-384" in out
     assert "replaying sample" in result.stdout + result.stderr
     assert "warning: sessions still forming" not in out
@@ -48,7 +67,7 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
         "=== search_facts('Where does Maya live now?')",
     ):
         assert section in out, f"missing {section!r} in:\n{out[-3000:]}"
-    runs_section = out.split("=== Formation runs (stage timings)")[1].split("=== Memory context")[0]
+    runs_section = _runs_section(out)
     assert runs_section.count(" done ") >= 4 and "extract_facts" in runs_section and " ms" in runs_section
     shown = out.split("=== Memory context for user-maya")[1].split("=== search_facts")[0]
     assert "<RelevantFacts>" in shown and "Porto" in shown.split("</RelevantFacts>")[0]  # found for the question
@@ -67,22 +86,17 @@ def test_the_demo_forms_the_sample_and_prints_every_section(tmp_path):
     )
     assert pasted.returncode == 0, pasted.stderr
     assert pasted.stdout.startswith("<") and "Maya" in pasted.stdout
-    # the demo's store is fresh each run: a second run forms the same number of runs
-    again = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    assert again.returncode == 0, again.stderr[-4000:]
-    assert again.stdout.split("=== Formation runs")[1].count(" done ") == runs_section.count(" done ")
 
 
-def test_the_demo_exports_each_runs_trace_and_memoryctl_cost_reads_its_store(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
-    env = {k: v for k, v in env.items() if not k.startswith(("MEMORY_", "OTEL_"))}
-    env.update({"MEMORY_EMBEDDING_PROVIDER": "hashing", "PYTHONPATH": str(REPO_ROOT)})
-    db = tmp_path / ".runtime" / "demo.db"
+def test_a_second_run_starts_a_fresh_store_exports_each_runs_trace_and_memoryctl_cost_reads_it(first_run):
+    where, db, first = first_run
+    env = _demo_env()
     result = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db), "--trace"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+                            cwd=where, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
-    traces = sorted((tmp_path / ".runtime" / "traces").glob("*.json"))
+    # the demo's store is fresh each run: a second run forms the same number of runs
+    assert _runs_section(result.stdout).count(" done ") == _runs_section(first.stdout).count(" done ")
+    traces = sorted((where / ".runtime" / "traces").glob("*.json"))
     assert f"traces: {len(traces)} run(s) written to" in result.stdout and len(traces) >= 4
     stages = ["extract_facts", "embed_facts", "decide_facts", "extract_reflections", "consolidate", "finish"]
     for path in traces:
@@ -94,7 +108,7 @@ def test_the_demo_exports_each_runs_trace_and_memoryctl_cost_reads_its_store(tmp
 
     env["MEMORY_STORE_URL"] = f"sqlite:///{db}"
     cost = subprocess.run([sys.executable, "-m", "ops.cli", "cost", "--agent", "agent-juniper", "--json"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=where, env=env, capture_output=True, text=True, timeout=120)
     assert cost.returncode == 0, cost.stderr
     report = json.loads(cost.stdout)
     # the offline LLM and the hashing embedder: every call counted, and said to cost nothing
@@ -102,5 +116,5 @@ def test_the_demo_exports_each_runs_trace_and_memoryctl_cost_reads_its_store(tmp
     assert {r["price"] for r in report["total"]["by_model"].values()} == {"offline"}
     assert report["total"]["by_model"]["offline-rules-v1"]["calls"] >= 4 * 3
     by_stage = subprocess.run([sys.executable, "-m", "ops.cli", "cost", "--agent", "agent-juniper", "--by", "stage"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                              cwd=where, env=env, capture_output=True, text=True, timeout=120)
     assert by_stage.returncode == 0 and "extract_facts" in by_stage.stdout and "offline ($0)" in by_stage.stdout

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 
 import pytest
 
+from testkit.demo_store import formed_demo_store
 from testkit.procs import REPO_ROOT
 
 
@@ -29,23 +29,14 @@ def _memoryctl(db, *args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-@pytest.fixture(scope="module")
-def formed_demo(tmp_path_factory):
-    where = tmp_path_factory.mktemp("demo")
-    db = where / "demo.db"
-    done = subprocess.run([sys.executable, "-m", "ops.demo", "--db", str(db)], cwd=where, env=_env(db),
-                          capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return db
-
-
 @pytest.fixture
-def demo_db(formed_demo, tmp_path):
-    """A copy of the formed demo store, for one test to change."""
-    with sqlite3.connect(formed_demo) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    shutil.copy(formed_demo, tmp_path / "demo.db")
-    return tmp_path / "demo.db"
+def demo_db(tmp_path_factory, tmp_path):
+    """A copy of the store ``make demo`` forms (formed once per test process and shared with the
+    other tests that read it), for one test to change."""
+    copy = tmp_path / "demo.db"
+    with sqlite3.connect(formed_demo_store(tmp_path_factory)) as source, sqlite3.connect(copy) as target:
+        source.backup(target)  # a consistent copy, WAL included, that leaves the shared store as it is
+    return copy
 
 
 def _rows(db, table: str) -> list[dict]:

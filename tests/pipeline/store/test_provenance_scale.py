@@ -136,9 +136,14 @@ def test_on_mongo_no_query_of_the_per_user_operations_examines_the_store(tmp_pat
     _behaves(store, out)
 
 
-def test_the_detector_fails_when_an_index_is_missing(tmp_path, bulk):
+#: enough for the detector: without its index, the probe's query reads every fact, ~2,000, far
+#: past the 10 x (its 10-20 matches + 10) = 300 at most it may examine; 10k would only load longer
+DETECTOR_FACTS = 2_000
+
+
+def test_the_detector_fails_when_an_index_is_missing(tmp_path):
     settings = Settings(store_url=f"sqlite:///{tmp_path / 'unused.db'}")
-    store = _store("mongo", tmp_path, bulk, settings)
+    store = _store("mongo", tmp_path, bulk_documents(DETECTOR_FACTS), settings)
     store.col("facts").drop_index("source_users")
     _, costly = _costly(store, settings)
     assert costly and all(line.startswith("memory2_facts.") for line in costly), costly

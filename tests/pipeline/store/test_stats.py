@@ -16,6 +16,7 @@ from pipeline.cost import price_models
 from schemas.documents import FormationRun, LLMUsage, Reflection, StageRecord, UsageRecord, scope_key
 from schemas.settings import Settings
 from testkit.sessions import cold_run
+from tests.pipeline.store.conftest import ADAPTERS, open_adapter
 
 PRICES = {"gpt-6-luna": {"input": 0.10, "output": 0.50}, "text-embedding-9": {"input": 0.02, "output": 0.0}}
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -38,10 +39,15 @@ def _complete(store, run_id: str, stage: str, at: datetime, by_model: dict) -> N
         usage=LLMUsage(calls=1, input_tokens=1, output_tokens=1, by_model=by_model)))
 
 
-@pytest.fixture
-def history(store, tmp_path):
+@pytest.fixture(scope="module", params=ADAPTERS)
+def history(request, tmp_path_factory):
     """Runs of agent a1 over three days in three sessions, two of them shared by u1 and u2,
-    with stages ending on the next day, and failed attempts' and session-end usage records."""
+    with stages ending on the next day, and failed attempts' and session-end usage records.
+    Built once per adapter for the module (on the Mongo emulation that takes a while): the
+    tests that take it only read it."""
+    tmp_path = tmp_path_factory.mktemp("history")
+    store = open_adapter(request.param, tmp_path)
+    store.create_indexes()
     settings = Settings(_env_file=None, store_url=f"sqlite:///{tmp_path / 'unused.db'}")
     clock = FrozenClock(T0)
     n = itertools.count(1)
@@ -59,7 +65,8 @@ def history(store, tmp_path):
             store.record_usage(UsageRecord(usage_id=f"end-{session}-{day}", agent_id="a1", session_id=f"{session}-d{day}",
                                            stage="consolidate_session", at=clock.now(), by_model=_calls(next(n))))
         clock.advance(hours=24)
-    return store
+    yield store
+    store.close()
 
 
 def _old_way(store, *, since=None, until=None, user_id=None, session_id=None) -> dict:
