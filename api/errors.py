@@ -155,27 +155,33 @@ def _unreadable(exc: Exception) -> str:
     return "the body is not JSON that can be read"
 
 
+def _invalid_answer(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's validation error as the one shape: 400 for a body that is not JSON, else 422
+    at the first field (as the client spells it), the others counted and placed."""
+    # a path parameter that both the route and its declared permission read is one error
+    errors = list({(tuple(e.get("loc", ())), e.get("msg")): e for e in exc.errors()}.values())
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        # not JSON at all: the body cannot be read, which is 400, not an invalid value (422)
+        position = first.get("loc", ("body", 0))[-1]
+        return answer(request, 400, "bad request", "body",
+                      f"not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {position}")
+    body = _body_name(request)
+    wheres = [where_of((body, *loc[1:]) if loc[:1] == ("body",) else loc)
+              for loc in (tuple(e.get("loc", ())) for e in errors)] or ["request"]
+    others = sorted(set(wheres[1:]) - {wheres[0]})
+    why = str(first.get("msg", "invalid")) + (f" (and {len(errors) - 1} more, at {', '.join(others)})" if others
+                                               else f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+    return answer(request, 422, "invalid request", wheres[0], why)
+
+
 def install(app: FastAPI) -> None:
     """Map every error to the one shape (FastAPI's own validation answer included), presented
     by the door the request came through (``answer``)."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        # a path parameter that both the route and its declared permission read is one error
-        errors = list({(tuple(e.get("loc", ())), e.get("msg")): e for e in exc.errors()}.values())
-        first = errors[0] if errors else {}
-        if first.get("type") == "json_invalid":
-            # not JSON at all: the body cannot be read, which is 400, not an invalid value (422)
-            position = first.get("loc", ("body", 0))[-1]
-            return answer(request, 400, "bad request", "body",
-                          f"not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {position}")
-        body = _body_name(request)
-        wheres = [where_of((body, *loc[1:]) if loc[:1] == ("body",) else loc)
-                  for loc in (tuple(e.get("loc", ())) for e in errors)] or ["request"]
-        others = sorted(set(wheres[1:]) - {wheres[0]})
-        why = str(first.get("msg", "invalid")) + (f" (and {len(errors) - 1} more, at {', '.join(others)})" if others
-                                                   else f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
-        return answer(request, 422, "invalid request", wheres[0], why)
+        return _invalid_answer(request, exc)
 
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> Response:

@@ -164,17 +164,7 @@ def build_facts_request(
     spoken = {m.sender_id: m.sender_name for m in messages if m.sender_id and (m.sender_name or "").strip()}
     people = [user_names.get(u) or spoken.get(u) or u for u in humans(messages)]
     who = people[0] if len(people) == 1 else "the user"
-    allowed = _allowed(scopes, group, who)
-    agent_line = f"The agent is called {agent_name}." if agent_name else "The agent has no display name."
-    people_line = ", ".join(people) if people else "no named human"
-    prompt = (
-        f"{agent_line}\nHumans in this conversation: {people_line}"
-        f"{' (a group chat)' if group else ''}.\n\n"
-        f"Scopes you may use:\n{allowed}\n\n"
-        + (f"Categories you may file a fact under: {', '.join(categories)}.\n\n" if categories else "") +
-        f"Conversation:\n<conversation>\n{conversation_text}\n</conversation>\n\n"
-        f"Return the facts of this conversation, each with its scope."
-    )
+    prompt = _prompt(conversation_text, agent_name, people, group, _allowed(scopes, group, who), categories)
     return LLMRequest(
         operation=OPERATION,
         model=model,
@@ -191,6 +181,21 @@ def build_facts_request(
             "guidance": guidance.inputs(),
             "categories": list(categories),
         },
+    )
+
+
+def _prompt(conversation_text: str, agent_name: str | None, people: Sequence[str], group: bool, allowed: str,
+            categories: Sequence[str]) -> str:
+    """The user turn: who is speaking, the scopes allowed, the categories, the conversation."""
+    agent_line = f"The agent is called {agent_name}." if agent_name else "The agent has no display name."
+    people_line = ", ".join(people) if people else "no named human"
+    return (
+        f"{agent_line}\nHumans in this conversation: {people_line}"
+        f"{' (a group chat)' if group else ''}.\n\n"
+        f"Scopes you may use:\n{allowed}\n\n"
+        + (f"Categories you may file a fact under: {', '.join(categories)}.\n\n" if categories else "") +
+        f"Conversation:\n<conversation>\n{conversation_text}\n</conversation>\n\n"
+        f"Return the facts of this conversation, each with its scope."
     )
 
 
