@@ -18,5 +18,5 @@ def audit(store: AccessStore, now: datetime, credential_id: str, credential_kind
     entry = AuditEntry(audit_id=uuid.uuid4().hex, at=now, credential_id=credential_id,
                        credential_kind=credential_kind, action=action, agent_id=agent_id, subject=subject,
                        outcome=outcome, counts=counts or {})
-    store.record_audit(entry)
+    store.access.record_audit(entry)
     return entry

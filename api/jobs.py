@@ -40,7 +40,7 @@ def queue_forget(ctx, caller: Principal, user_id: str, agent_id: str | None) -> 
     subject = subject_digest(agent_id, user_id)
     for n in itertools.count():
         candidate = job_id_for("forget_user", subject, n)
-        job = ctx.store.get_job(candidate) or _create(ctx, caller, candidate, subject, user_id, agent_id)
+        job = ctx.store.access.get_job(candidate) or _create(ctx, caller, candidate, subject, user_id, agent_id)
         if job.status in ("queued", "running"):
             break
     job = _resend_if_stale(ctx, job)
@@ -64,13 +64,13 @@ def _create(ctx, caller: Principal, job_id: str, subject: str, user_id: str, age
     job = Job(job_id=job_id, kind="forget_user", agent_id=agent_id, user_id=user_id, subject=subject,
               created_at=ctx.clock.now(), requested_by=caller.credential_id, requested_kind=caller.kind)
     lease = f"job:{job_id}"
-    if not ctx.store.acquire_lease(lease, holder, ctx.clock.now(), CREATE_LEASE_S):
+    if not ctx.store.leases.acquire_lease(lease, holder, ctx.clock.now(), CREATE_LEASE_S):
         return job
     try:
-        stored = ctx.store.get_job(job_id)  # created by a request whose lease has just ended
+        stored = ctx.store.access.get_job(job_id)  # created by a request whose lease has just ended
         if stored is not None:
             return stored
-        ctx.store.put_job(job)
+        ctx.store.access.put_job(job)
         try:
             ctx.send_job(job.job_id)
         except Exception as exc:
@@ -78,7 +78,7 @@ def _create(ctx, caller: Principal, job_id: str, subject: str, user_id: str, age
             raise
         return job
     finally:
-        ctx.store.release_lease(lease, holder)
+        ctx.store.leases.release_lease(lease, holder)
 
 
 def _resend_if_stale(ctx, job: Job) -> Job:
@@ -88,14 +88,14 @@ def _resend_if_stale(ctx, job: Job) -> Job:
     if job.status != "queued" or (now - (job.sent_at or job.created_at)).total_seconds() <= RESEND_AFTER_S:
         return job
     job = job.model_copy(update={"sent_at": now})
-    ctx.store.put_job(job)
+    ctx.store.access.put_job(job)
     ctx.send_job(job.job_id)
     return job
 
 
 def visible_job(ctx, caller: Principal, job_id: str) -> m.JobOut:
     """An admin sees every job; a user token the jobs about its own user under its agent."""
-    job = ctx.store.get_job(job_id)
+    job = ctx.store.access.get_job(job_id)
     if job is not None and caller.kind != "admin":
         if caller.kind != "user" or job.agent_id != caller.agent_id:
             job = None

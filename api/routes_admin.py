@@ -78,7 +78,7 @@ def put_caps(body: CapsIn, caller: Caller, ctx: Ctx) -> CapsOut:
 def audit_log(caller: Caller, ctx: Ctx, since: m.Instant | None = None, action: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> m.AuditList:
     require_admin(caller, "reading the audit log")
-    entries = ctx.store.list_audit(since=since, action=action, limit=limit)
+    entries = ctx.store.access.list_audit(since=since, action=action, limit=limit)
     return m.AuditList(entries=[m.AuditOut.model_validate(e.model_dump()) for e in entries])
 
 

@@ -40,7 +40,7 @@ def _audit(ctx: AppContext, who: Principal, action: str, agent_id: str, subject:
 
 
 def _agent_fact(ctx: AppContext, agent_id: str, fact_id: str):
-    found = next((f for f in ctx.store.get_facts([fact_id])
+    found = next((f for f in ctx.store.facts.get_facts([fact_id])
                   if f.agent_id == agent_id and f.scope_key == AGENT and f.retired_at is None), None)
     if found is None:
         raise NotFound("no such live fact in this agent's shared (agent) memory", "path item_id")
@@ -51,8 +51,8 @@ def _agent_fact(ctx: AppContext, agent_id: str, fact_id: str):
 def list_facts(agent_id: AgentId, caller: Caller, ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50,
                offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> o.CuratedFacts:
     require_curator(caller, agent_id, "curating memory")
-    facts = ctx.store.list_facts(agent_id, AGENT, limit=limit, offset=offset)
-    return o.CuratedFacts(agent_id=agent_id, total=ctx.store.count_facts(agent_id, AGENT),
+    facts = ctx.store.facts.list_facts(agent_id, AGENT, limit=limit, offset=offset)
+    return o.CuratedFacts(agent_id=agent_id, total=ctx.store.facts.count_facts(agent_id, AGENT),
                           facts=[user_memory.fact_out(f, True) for f in facts])
 
 
@@ -74,14 +74,14 @@ def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Call
 def list_reflections(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CuratedReflections:
     require_curator(caller, agent_id, "curating memory")
     return o.CuratedReflections(agent_id=agent_id, reflections=[
-        user_memory.reflection_out(r, True) for r in ctx.store.unabsorbed_reflections(agent_id, AGENT)])
+        user_memory.reflection_out(r, True) for r in ctx.store.reflections.unabsorbed_reflections(agent_id, AGENT)])
 
 
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
               summary="Edit an agent-scope reflection waiting for consolidation, with history")
 def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyReflection:
     require_curator(caller, agent_id, "curating memory")
-    found = next((r for r in ctx.store.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
+    found = next((r for r in ctx.store.reflections.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
     if found is None:
         raise NotFound("no such agent-scope reflection waiting for consolidation", "path item_id")
     edited = curation.edit_reflection(ctx.store, ctx.settings, found, body.content, by=caller.credential_id,
@@ -111,7 +111,7 @@ def _delete(agent_id: str, kind: Literal["facts", "reflections"], item_id: str, 
     if kind == "facts":
         item = _agent_fact(ctx, agent_id, item_id)
     else:
-        item = next((r for r in ctx.store.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
+        item = next((r for r in ctx.store.reflections.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == item_id), None)
         if item is None:
             raise NotFound("no such agent-scope reflection waiting for consolidation", "path item_id")
     delete_items(ctx.deps, deletion_plan(ctx.store, item), holder=f"curate:{caller.credential_id}")

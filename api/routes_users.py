@@ -105,7 +105,7 @@ def edit_blob_section(agent_id: AgentId, user_id: UserId, section: Annotated[str
 @router.get("/memory-setting", response_model=m.UserMemorySetting, summary="Whether user memory is on")
 def get_setting(agent_id: AgentId, user_id: UserId, caller: Caller, ctx: Ctx) -> m.UserMemorySetting:
     user = _user(caller, agent_id, user_id)
-    return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=not ctx.store.user_memory_off(agent_id, [user]))
+    return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=not ctx.store.access.user_memory_off(agent_id, [user]))
 
 
 @router.put("/memory-setting", response_model=m.UserMemorySetting,
@@ -114,7 +114,7 @@ def put_setting(agent_id: AgentId, user_id: UserId, body: m.UserMemorySwitch, ca
                 ctx: Ctx) -> m.UserMemorySetting:
     require_not_agent_key(caller, "switching user memory")
     user = _user(caller, agent_id, user_id)
-    ctx.store.set_user_memory(agent_id, user, body.enabled, ctx.clock.now())
+    ctx.store.access.set_user_memory(agent_id, user, body.enabled, ctx.clock.now())
     audit(ctx.store, ctx.clock.now(), caller.credential_id, caller.kind, "user_memory.switch", agent_id=agent_id,
           subject=subject_digest(agent_id, user), counts={"enabled": int(body.enabled)})
     return m.UserMemorySetting(agent_id=agent_id, user_id=user, enabled=body.enabled)

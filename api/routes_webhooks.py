@@ -69,14 +69,14 @@ def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) 
 @router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions")
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
     _curator(caller, agent_id, "reading webhook subscriptions")
-    return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.list_subscriptions(agent_id)])
+    return w.SubscriptionList(subscriptions=[_out(s) for s in ctx.store.webhooks.list_subscriptions(agent_id)])
 
 
 @router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted, summary="Delete a subscription and its log")
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
     _curator(caller, agent_id, "deleting a webhook subscription")
     _owned(ctx, subscription_id, agent_id)
-    gone = ctx.store.delete_subscription(subscription_id)
+    gone = ctx.store.webhooks.delete_subscription(subscription_id)
     _audit(ctx, caller, "webhook.delete", agent_id, subscription_id)
     return w.SubscriptionDeleted(deleted=subscription_id, deliveries=max(gone - 1, 0))
 
@@ -105,7 +105,7 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
     _curator(caller, agent_id, "reading the webhook delivery log")
-    found = ctx.store.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
+    found = ctx.store.webhooks.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
 
@@ -113,9 +113,9 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
              summary="Queue deliveries again, due now (beat's webhook sweep sends them)")
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
     _curator(caller, agent_id, "redelivering webhooks")
-    ids = [d.delivery_id for d in (ctx.store.get_delivery(i) for i in body.delivery_ids) if d and d.agent_id == agent_id]
+    ids = [d.delivery_id for d in (ctx.store.webhooks.get_delivery(i) for i in body.delivery_ids) if d and d.agent_id == agent_id]
     if body.failed:
-        ids += [d.delivery_id for d in ctx.store.list_deliveries(agent_id=agent_id, status="failed", limit=1000)]
+        ids += [d.delivery_id for d in ctx.store.webhooks.list_deliveries(agent_id=agent_id, status="failed", limit=1000)]
     queued = outbox.redeliver(ctx.store, list(dict.fromkeys(ids)), ctx.clock.now())
     _audit(ctx, caller, "webhook.redeliver", agent_id, counts={"queued": len(queued)})
     return w.Redelivered(queued=queued)

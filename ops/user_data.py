@@ -47,7 +47,7 @@ def deletion_plan(store: Store, item: Fact | Reflection) -> erasure.Plan:
         return plan
     plan.reflection_ids.append(item.reflection_id)
     if item.absorbed:
-        keep = tuple(i for i in store.reflection_ids(item.agent_id, item.scope_key, absorbed_only=True)
+        keep = tuple(i for i in store.provenance.reflection_ids(item.agent_id, item.scope_key, absorbed_only=True)
                      if i != item.reflection_id)
         if keep:
             plan.rebuild.append(erasure.Rebuild(item.agent_id, item.scope_key, keep))
@@ -64,7 +64,7 @@ def delete_items(deps, plan: erasure.Plan, holder: str) -> dict[str, int]:
     with holding(deps, plan.lease_keys(), holder):
         for target in plan.rebuild:
             rebuild_blob(deps, target, holder)
-        deps.store.erase_memory(plan)
+        deps.store.admin.erase_memory(plan)
     return {"facts": len(plan.fact_ids), "reflections": len(plan.reflection_ids),
             "blobs_rebuilt": len(plan.rebuild), "blobs_deleted": len(plan.drop_blobs)}
 
@@ -81,10 +81,10 @@ def run_job(job: Job, deps) -> dict[str, Any]:
 
 def start_job(store: Store, job_id: str) -> Job | None:
     """The job, marked running (unless it already ended)."""
-    job = store.get_job(job_id)
+    job = store.access.get_job(job_id)
     if job is not None and job.status == "queued":
         job = job.model_copy(update={"status": "running"})
-        store.put_job(job)
+        store.access.put_job(job)
     return job
 
 
@@ -111,9 +111,9 @@ def end_job(deps, job: Job, *, counts: dict[str, int] | None = None, error: str 
         "status": "failed" if error else "done", "counts": counts or {}, "error": error, "user_id": None,
         "finished_at": deps.clock.now(),
     })
-    deps.store.put_job(ended)
+    deps.store.access.put_job(ended)
     # the erasure itself is audited when it happened, under the credential that asked for it
-    deps.store.record_audit(AuditEntry(
+    deps.store.access.record_audit(AuditEntry(
         audit_id=f"job:{job.job_id}", at=ended.finished_at, credential_id=job.requested_by or "unknown",
         credential_kind=job.requested_kind or "unknown", action=job.kind, agent_id=job.agent_id, subject=job.subject,
         outcome="ok" if ended.status == "done" else "failed", counts=ended.counts,

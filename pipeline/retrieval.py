@@ -352,7 +352,7 @@ def search_facts(
 
     if track_access and hits and as_of is None:
         t = time.perf_counter()
-        store.record_fact_access([hit.id for hit in hits], now)
+        store.facts.record_fact_access([hit.id for hit in hits], now)
         timings["access"] = _ms(t)
     timings["total"] = _ms(start)
     tracing.set_attributes({**{f"memory.{k}_ms": v for k, v in timings.items() if isinstance(v, (int, float))},
@@ -370,7 +370,7 @@ def search_facts(
 def _live_hits(
     store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
 ) -> list[FactHit]:
-    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
+    facts = {f.fact_id: f for f in store.facts.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []
     for item in merged:
         fact = facts.get(item.fact_id)

@@ -165,7 +165,7 @@ def fact_list(request: Request, who: Who, agent_id: Id, scope: Annotated[str, Qu
 @router.get("/facts/{fact_id}")
 def fact_page(request: Request, who: Who, fact_id: Id):
     ctx = _ctx(request)
-    fact = next(iter(ctx.store.get_facts([fact_id])), None)
+    fact = next(iter(ctx.store.facts.get_facts([fact_id])), None)
     if fact is None or not _may_see_fact(who, fact):
         raise UiError(404, "not found", "path fact_id", "no such fact for this credential")
     return page(request, "fact.html", who, **views.fact_timeline(ctx.store, fact, ctx.clock.now()))
@@ -185,7 +185,7 @@ def _may_see_fact(who: Viewer, fact) -> bool:
 @router.get("/messages/{session_id}/{message_id}")
 def message_page(request: Request, who: Who, session_id: Id, message_id: Id):
     ctx = _ctx(request)
-    session = ctx.store.get_session(session_id)
+    session = ctx.store.ingest.get_session(session_id)
     if session is None:
         raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
     reach(who.principal, session.agent_id, session_id=session_id, sessions=ctx.store)

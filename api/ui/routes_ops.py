@@ -76,10 +76,10 @@ def runs(request: Request, who: Who, status: RunStatus = "", agent: QueryId = ""
 def run_page(request: Request, who: Who, run_id: Id, replayed: bool = False):
     require_admin(who.principal, "runs")
     ctx = _ctx(request)
-    run = ctx.store.get_run(run_id)
+    run = ctx.store.runs.get_run(run_id)
     if run is None:
         raise UiError(404, "not found", "path run_id", "no such run (erased, or never stored)")
-    messages = ctx.store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    messages = ctx.store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     return page(request, "run.html", who, messages=messages, replayable=run.status in REPLAYABLE,
                 replayed=replayed, **views.run_detail(run, run_summary(run)))
 

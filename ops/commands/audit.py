@@ -21,7 +21,7 @@ def _audit(args: argparse.Namespace) -> int:
     since = bound_at(args.since, Clock().now())
     store = open_existing(get_settings())
     try:
-        entries = store.list_audit(since=since, action=args.action, limit=args.limit)
+        entries = store.access.list_audit(since=since, action=args.action, limit=args.limit)
     finally:
         store.close()
     rows = [e.model_dump(mode="json", exclude={"audit_id"}) for e in entries]

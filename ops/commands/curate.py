@@ -45,7 +45,7 @@ def _audit(deps, action: str, agent_id: str, subject: str, **counts: int) -> Non
 
 
 def _agent_fact(deps, agent_id: str, fact_id: str):
-    found = next((f for f in deps.store.get_facts([fact_id])
+    found = next((f for f in deps.store.facts.get_facts([fact_id])
                   if f.agent_id == agent_id and f.scope_key == "agent" and f.retired_at is None), None)
     if found is None:
         raise InvalidInput("FACT_ID", f"no live fact {fact_id!r} in agent {agent_id}'s shared memory "
@@ -54,7 +54,7 @@ def _agent_fact(deps, agent_id: str, fact_id: str):
 
 
 def _pending(deps, agent_id: str, reflection_id: str):
-    found = next((r for r in deps.store.unabsorbed_reflections(agent_id, "agent") if r.reflection_id == reflection_id),
+    found = next((r for r in deps.store.reflections.unabsorbed_reflections(agent_id, "agent") if r.reflection_id == reflection_id),
                  None)
     if found is None:
         raise InvalidInput("REFLECTION_ID", f"no agent-scope reflection {reflection_id!r} waiting for consolidation")
@@ -80,12 +80,12 @@ def _text(out) -> str:
 
 def _facts(deps, args) -> list[dict]:
     return [{"id": f.fact_id, "content": f.content, "version": f.version, "formed_at": f.formed_at}
-            for f in deps.store.list_facts(args.agent_id, "agent", limit=args.limit)]
+            for f in deps.store.facts.list_facts(args.agent_id, "agent", limit=args.limit)]
 
 
 def _reflections(deps, args) -> list[dict]:
     return [{"id": r.reflection_id, "content": r.content, "formed_at": r.formed_at}
-            for r in deps.store.unabsorbed_reflections(args.agent_id, "agent")]
+            for r in deps.store.reflections.unabsorbed_reflections(args.agent_id, "agent")]
 
 
 def _edit_fact(deps, args) -> dict:

@@ -80,7 +80,7 @@ def _add(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     store = _store()
     try:
-        subs = store.list_subscriptions(args.agent)
+        subs = store.webhooks.list_subscriptions(args.agent)
     finally:
         store.close()
     if args.json:
@@ -136,7 +136,7 @@ def _remove(args: argparse.Namespace) -> int:
     store = _store()
     try:
         sub = _owned(store, args.subscription_id)
-        gone = store.delete_subscription(sub.subscription_id)
+        gone = store.webhooks.delete_subscription(sub.subscription_id)
         _audit(store, "webhook.delete", sub.agent_id, sub.subscription_id)
     finally:
         store.close()
@@ -150,7 +150,7 @@ def _remove(args: argparse.Namespace) -> int:
 def _log(args: argparse.Namespace) -> int:
     store = _store()
     try:
-        found = store.list_deliveries(agent_id=args.agent, subscription_id=args.subscription, status=args.status,
+        found = store.webhooks.list_deliveries(agent_id=args.agent, subscription_id=args.subscription, status=args.status,
                                       limit=args.limit)
     finally:
         store.close()
@@ -183,10 +183,10 @@ def _redeliver(args: argparse.Namespace) -> int:
     try:
         ids = list(args.delivery_ids)
         if args.failed:
-            ids += [d.delivery_id for d in store.list_deliveries(agent_id=args.agent, status="failed", limit=1000)]
+            ids += [d.delivery_id for d in store.webhooks.list_deliveries(agent_id=args.agent, status="failed", limit=1000)]
         queued = redeliver(store, list(dict.fromkeys(ids)), Clock().now())
         missing = [i for i in ids if i not in queued]
-        for agent in {d.agent_id for d in map(store.get_delivery, queued) if d}:
+        for agent in {d.agent_id for d in map(store.webhooks.get_delivery, queued) if d}:
             _audit(store, "webhook.redeliver", agent, counts={"queued": len(queued)})
     finally:
         store.close()

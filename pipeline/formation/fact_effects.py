@@ -57,7 +57,7 @@ def apply(
     ``guard``: the run's secret patterns, which a fact's stored source line must pass too."""
     model = output.embedding_model
     said = {f.index: f for f in new_facts}
-    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
+    claimed = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
     said_at = _said_at(claimed, sources, now)
     notes: list[dict] = []
 
@@ -90,7 +90,7 @@ def apply(
         merged = [index, *absorbed.get(fact_id, [])]
         latest = max(merged, key=lambda i: (said_at(i), i))
         ids = list(dict.fromkeys(m for i in merged for m in source_ids(i)))
-        return store.insert_fact(Fact(
+        return store.facts.insert_fact(Fact(
             fact_id=fact_id, agent_id=run.agent_id, scope=scope,
             user_id=plan.user_id if scope == "user" else None,
             scope_key=key, content=text, hash=digest,
@@ -112,7 +112,7 @@ def apply(
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "delete_of_newer"})
                 continue
             # the contradicted fact was valid until the new one was said
-            if not store.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
+            if not store.facts.retire_fact(effect.fact_id, now, run.run_id, valid_to=said_at(index),
                                      expected_version=effect.version, reason="contradicted"):
                 note = _changed_meanwhile(store, run, effect, "delete")
                 notes += [note] if note else []
@@ -123,11 +123,11 @@ def apply(
                 # the stored text stays; this one is kept as a past version, valid until it
                 fact = said[index]
                 added = insert(new_fact_id(run.run_id, index), index, fact.text, fact.scope, fact.scope_key, fact.hash)
-                store.retire_fact(added, now, run.run_id, valid_to=newer, reason="superseded")
+                store.facts.retire_fact(added, now, run.run_id, valid_to=newer, reason="superseded")
                 notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                               "added": added})
                 continue
-            if store.update_fact(effect.fact_id, FactUpdate(
+            if store.facts.update_fact(effect.fact_id, FactUpdate(
                 content=effect.text, hash=effect.hash, embedding=output.merged_vector(index), embedding_model=model,
                 run_id=run.run_id, now=now, valid_from=said_at(index), expected_version=effect.version,
                 source_message_ids=source_ids(index),
@@ -147,13 +147,13 @@ def apply(
                    output.merged_vector(index))
     for effect in output.effects:
         if isinstance(effect, Insert) and effect.index in superseded:
-            store.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index],
+            store.facts.retire_fact(effect.fact_id, now, run.run_id, valid_to=superseded[effect.index],
                               reason="superseded")
     if notes and notes != run.effect_notes:
-        store.update_run_fields(run.run_id, effect_notes=notes)
+        store.runs.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})
     if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
-        store.bump_scope_versions(run.agent_id, keys)
+        store.leases.bump_scope_versions(run.agent_id, keys)
 
 
 def _said_at(
@@ -175,7 +175,7 @@ def _said_at(
 def _said_later(store: FactStore, fact_id: str, said: datetime) -> datetime | None:
     """When the live fact an UPDATE names became valid, if that is after ``said`` (the new
     statement's time): the stored text is the newer one. None otherwise."""
-    found = store.get_facts([fact_id])
+    found = store.facts.get_facts([fact_id])
     fact = found[0] if found else None
     if fact is None or fact.retired_at is not None or fact.valid_from is None:
         return None
@@ -187,7 +187,7 @@ def _changed_meanwhile(store: FactStore, run: FormationRun, effect: Update | Ret
     (by another run, or erased) or changed by another run since the decision. None when this
     run's own earlier apply (a rerun) or a text already live in the scope explains why the
     effect changed nothing."""
-    found = store.get_facts([effect.fact_id])
+    found = store.facts.get_facts([effect.fact_id])
     fact = found[0] if found else None
     if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
         return None

@@ -57,15 +57,15 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
                         where=where)
     vector = service.embedder.embed([text])
     now = service.clock.now()
-    updated = store.update_fact(fact.fact_id, FactUpdate(
+    updated = store.facts.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
         source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at,
     ))
     if not updated:
         return None
-    store.bump_scope_versions(fact.agent_id, [fact.scope_key])
-    return store.get_facts([fact.fact_id])[0]
+    store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    return store.facts.get_facts([fact.fact_id])[0]
 
 
 def edit_reflection(store, settings, reflection: Reflection, content: str, *, by: str, now, people: Sequence[str] = (),
@@ -74,7 +74,7 @@ def edit_reflection(store, settings, reflection: Reflection, content: str, *, by
     the reflection word limit), the old text kept in its history. None once it is absorbed."""
     text = checked_line(content, reflection.scope, settings=settings, word_limit=settings.reflection_word_limit,
                         people=people, where=where)
-    edited = store.edit_reflection(reflection.reflection_id, text, now, by)
+    edited = store.reflections.edit_reflection(reflection.reflection_id, text, now, by)
     if edited is not None:
-        store.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
+        store.leases.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
     return edited

@@ -54,7 +54,7 @@ def search_as_of(
     id, and why replaced texts could not be embedded (None when they were, or there were none)."""
     shown: dict[str, FactVersion] = {}
     for key in scope_keys:
-        for fact in store.list_facts(agent_id, key, include_retired=True):
+        for fact in store.facts.list_facts(agent_id, key, include_retired=True):
             version = version_at(fact, when)
             if version is not None:
                 shown[fact.fact_id] = version

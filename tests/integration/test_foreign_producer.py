@@ -182,6 +182,6 @@ def test_replies_to_control_commands_are_not_taken_for_broken_task_messages(
     assert any(name.startswith("pinged@") for reply in replies for name in reply)
     store = open_store(Settings(store_url=store_url))
     try:
-        assert store.list_rejections() == []
+        assert store.ingest.list_rejections() == []
     finally:
         store.close()

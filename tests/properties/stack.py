@@ -127,7 +127,7 @@ class Stack:
         elif result.run is not None:
             self.start_run(result.run.run_id)
         elif result.ended_without_run and result.session_id:
-            session = store.get_session(result.session_id)
+            session = store.ingest.get_session(result.session_id)
             live = (session is not None and session.active_run_id is not None
                     and session.lease_expires_at is not None and session.lease_expires_at > self.clock.now())
             if session is not None and not live:
@@ -144,7 +144,7 @@ class Stack:
             self._transient(task, exc)
         except PermanentError as exc:
             if "run_id" in task.args:
-                self.deps.store.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=True)
+                self.deps.store.runs.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=True)
 
     def _transient(self, task: Task, exc: TransientError) -> None:
         if task.retries < self.settings.task_max_retries:
@@ -154,7 +154,7 @@ class Stack:
             if cs.scopes_done(self.deps, task.args["run_id"]):
                 self.send("finish", run_id=task.args["run_id"])
         elif "run_id" in task.args:
-            self.deps.store.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=False)
+            self.deps.store.runs.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=False)
 
     def _execute(self, task: Task) -> None:
         deps, name, args = self.deps, task.name, task.args
@@ -171,7 +171,7 @@ class Stack:
                 return
             due = result.output["due"]
             pending = list(range(len(due))) if not result.reused else cs.pending_scopes(
-                deps.store.get_run(args["run_id"]))
+                deps.store.runs.get_run(args["run_id"]))
             for index in pending:
                 self.send("consolidate_scope", run_id=args["run_id"], index=index)
             if not pending:
@@ -207,6 +207,6 @@ class Stack:
         store = SQLiteStore(str(self.path))
         try:
             forget_user(store, user_id, AGENT, settings=self.settings, llm=self.deps.llm, clock=self.clock)
-            return traces(store.dump_all(), user_id, AGENT)
+            return traces(store.admin.dump_all(), user_id, AGENT)
         finally:
             store.close()

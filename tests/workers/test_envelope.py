@@ -53,7 +53,7 @@ def test_a_reply_list_needs_only_the_envelope():
 def test_an_undeliverable_message_is_recorded_with_its_raw_text(worker_deps):
     deps = worker_deps()
     assert envelope.set_aside("ingest", "not json at all", "not a kombu envelope") is True
-    [rejected] = deps.store.list_rejections()
+    [rejected] = deps.store.ingest.list_rejections()
     assert rejected.raw == "not json at all"
     assert rejected.errors == [{"field": "<message>", "reason": "undeliverable message on queue ingest: not a kombu envelope"}]
 
