@@ -32,6 +32,7 @@ from pipeline.formation import consolidate_stages, finish, stages
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import db as sqlite_db
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.runs import SQLiteRuns
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
 from schemas.settings import Settings
 from testkit.formation import Env as Deps  # every port a stage needs, as the stage tests build them
@@ -78,7 +79,7 @@ class Counts:
     def __init__(self) -> None:
         self.on = False
         self.transactions = self.parses = 0
-        self._saved = (sqlite_db.Database.write, SQLiteStore._run)
+        self._saved = (sqlite_db.Database.write, SQLiteRuns._run)
 
     def __enter__(self) -> "Counts":
         write, parse = self._saved
@@ -92,11 +93,11 @@ class Counts:
             counts.parses += counts.on
             return parse(store, conn, run_id)
 
-        sqlite_db.Database.write, SQLiteStore._run = counted_write, counted_parse
+        sqlite_db.Database.write, SQLiteRuns._run = counted_write, counted_parse
         return self
 
     def __exit__(self, *_: object) -> None:
-        sqlite_db.Database.write, SQLiteStore._run = self._saved
+        sqlite_db.Database.write, SQLiteRuns._run = self._saved
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -86,12 +86,12 @@ def fact_batches(layout, words, rng, nrng, *, vectors_for_others: bool):
 
 def load_sqlite(store, batches) -> None:
     """Bulk insert into a ``SQLiteStore``, vectors packed as the store keeps them."""
-    columns = store._fact_columns
+    columns = store.facts._fact_columns
     marks = ", ".join("?" for _ in columns.split(","))
     for batch in batches:
         rows = []
         for fact, vec in batch:
-            values = list(store._fact_values(fact))
+            values = list(store.facts._fact_values(fact))
             values[7] = None if vec is None else vec.astype(np.float32).tobytes()
             rows.append(values)
         with store.db.write() as conn:

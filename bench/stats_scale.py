@@ -65,7 +65,7 @@ def build(store, runs: int) -> None:
                                             output={"decisions": [{"index": j, "op": "ADD"} for j in range(6)]},
                                             usage=LLMUsage(calls=1, by_model=_calls(2))),
             }
-            store.put_run_row(conn, FormationRun(
+            store.runs.put_run_row(conn, FormationRun(
                 run_id=f"run-{i:07d}", agent_id="agent-1", session_id=f"s{i % 100}", seq_from=1, seq_to=45,
                 reason="threshold", status="done", created_at=created, finished_at=done,
                 user_ids=[f"u{i % 200}"], stages=stages))

@@ -2,7 +2,7 @@
 ``pipeline.forgetting``, and ``traces``, the exhaustive audit over a whole-store dump.
 
 ``forget_user`` and ``verify_erasure`` read only what rests on the user (the store's
-provenance queries). ``traces`` reads every document of a ``Store.dump_all()``: it is for
+provenance queries). ``traces`` reads every document of a ``store.admin.dump_all()``: it is for
 tests and audits, never a production path (it grows with the store, not with the user).
 """
 
@@ -30,7 +30,7 @@ def forget_user(
 
 # ---------------------------------------------------------------- the audit (dumps) ---------
 def traces(dump: dict[str, list[dict]], user_id: str, agent_id: str | None = None) -> list[str]:
-    """Where ``user_id`` is still named in a ``Store.dump_all()`` (under ``agent_id``, or any
+    """Where ``user_id`` is still named in a ``store.admin.dump_all()`` (under ``agent_id``, or any
     agent): ``collection[i].field`` paths of the id fields that hold it (``pipeline.user_ids``),
     never a match inside vectors or text; every item that rests on the user through its run's
     messages; and every blob that counts a reflection no longer stored."""

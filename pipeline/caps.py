@@ -28,8 +28,13 @@ from schemas.webhooks import WebhookEvent
 log = logging.getLogger("memory.caps")
 
 
-class CapsStore(CapStore, RollupStore, WebhookStore, AccessStore, Protocol):
+class CapsStore(Protocol):
     """The caps, the roll-ups they are read against, and where reaching one is announced."""
+
+    caps: CapStore
+    rollups: RollupStore
+    webhooks: WebhookStore
+    access: AccessStore
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,12 @@ REASON = "expired"
 MAX_BATCHES = 100
 
 
-class ExpiryStore(FactStore, LeaseStore, WebhookStore, Protocol):
+class ExpiryStore(Protocol):
     """The facts, their scopes' version stamps and the webhook outbox."""
+
+    facts: FactStore
+    leases: LeaseStore
+    webhooks: WebhookStore
 
 
 @dataclass

@@ -41,9 +41,12 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class ExportReads(ProvenanceStore, BlobStore, Protocol):
+class ExportReads(Protocol):
     """What an export reads: what rests on the user (the reflections a blob absorbed included),
     and the blobs of the scopes it touches."""
+
+    provenance: ProvenanceStore
+    blobs: BlobStore
 
 
 def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:

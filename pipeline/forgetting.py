@@ -28,7 +28,7 @@ from pipeline import erasure
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
-from pipeline.store.port import BlobStore, ProvenanceStore, SessionStore, Store
+from pipeline.store.port import BlobStore, IngestStore, ProvenanceStore, RunStore, SessionStore, Store
 from pipeline.webhooks.outbox import announce_forgotten
 from schemas.documents import StoredMessage, scope_key
 from schemas.settings import Settings, get_settings
@@ -69,10 +69,15 @@ def check_ids(user_id: str, agent_id: str | None) -> None:
         raise InvalidInput("agent", "an empty agent id; use --all-agents to erase under every agent")
 
 
-class ErasureReads(ProvenanceStore, BlobStore, SessionStore, Protocol):
+class ErasureReads(Protocol):
     """What planning and verifying an erasure read: what rests on the user, the blobs of the
     scopes it touches and the ids of the reflections they absorbed (provenance), and the
     messages of the runs that formed them."""
+
+    provenance: ProvenanceStore
+    blobs: BlobStore
+    ingest: IngestStore
+    runs: RunStore
 
 
 def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredMessage]]:

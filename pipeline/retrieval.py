@@ -275,9 +275,13 @@ def rank_query(
     return fused, info
 
 
-class SearchReads(FactStore, IngestStore, AccessStore, Protocol):
+class SearchReads(Protocol):
     """What a search reads beside the search index: the facts it returns (and their access
     counts), the agent's settings and session, and the users who switched their memory off."""
+
+    facts: FactStore
+    ingest: IngestStore
+    access: AccessStore
 
 
 def search_facts(

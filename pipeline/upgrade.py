@@ -46,7 +46,7 @@ def upgrade_store(store: Store, progress: Callable[[str], None] | None = None) -
     report = UpgradeReport()
     say("creating indexes")
     report.indexes = store.create_indexes()
-    backfill = getattr(store, "backfill_rejected_ids", None)  # Mongo only: SQLite fills at open
+    backfill = getattr(store.provenance, "backfill_rejected_ids", None)  # Mongo only: SQLite fills at open
     if backfill is not None:
         report.rejected_indexed = backfill()
     say("rolling usage up per agent, user, session and day")

@@ -43,9 +43,14 @@ from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
 
 
-class EffectStore(FactStore, IngestStore, LeaseStore, RunStore, Protocol):
+class EffectStore(Protocol):
     """What applying the fact effects of a run uses: the facts, the run's messages (when each
     text was said), the scope stamps, and the run's notes."""
+
+    facts: FactStore
+    ingest: IngestStore
+    leases: LeaseStore
+    runs: RunStore
 
 
 def apply(

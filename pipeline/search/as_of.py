@@ -31,6 +31,8 @@ class _ValidThen:
     def __init__(self, candidates: dict[str, list[FactCandidate]], model: str) -> None:
         self._candidates = candidates
         self._model = model
+        # the two repositories a ``SegmentSource`` has: this one object answers for both
+        self.facts = self.leases = self
 
     def search_candidates(self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None):
         out = []

@@ -42,9 +42,12 @@ BACKGROUND_REBUILD_MIN = 20_000
 log = logging.getLogger("memory.search")
 
 
-class SegmentSource(FactStore, LeaseStore, Protocol):
+class SegmentSource(Protocol):
     """What the local search reads: the candidate facts of a scope key, and the scope stamps
     that say when a segment built from them is stale."""
+
+    facts: FactStore
+    leases: LeaseStore
 
 
 class LocalFactSearch(FactSearch):

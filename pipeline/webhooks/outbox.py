@@ -32,8 +32,12 @@ from schemas.webhooks import WebhookDelivery, WebhookEvent
 CLAIM_S = 60   # how long a claimed delivery is held from other senders: past the send's timeout
 
 
-class OutboxStore(WebhookStore, FactStore, BlobStore, Protocol):
+class OutboxStore(Protocol):
     """Deliveries, and the facts and blobs whose content an opted-in delivery carries."""
+
+    webhooks: WebhookStore
+    facts: FactStore
+    blobs: BlobStore
 
 
 def delivery_id(subscription_id: str, event_id: str) -> str:
@@ -126,8 +130,11 @@ def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime) -
     return found
 
 
-class RunReads(WebhookStore, FactStore, Protocol):
+class RunReads(Protocol):
     """What announcing a run reads: its agent's subscriptions and the facts it touched."""
+
+    webhooks: WebhookStore
+    facts: FactStore
 
 
 def run_events(store: RunReads, run: FormationRun, decided: DecideFactsOutput | None, merged: Sequence[Merged],
@@ -156,8 +163,11 @@ def blob_events(store: WebhookStore, agent_id: str, merged: Sequence[Merged], no
             for m in merged]
 
 
-class FailureReads(WebhookStore, IngestStore, Protocol):
+class FailureReads(Protocol):
     """What announcing a failed run reads: the subscriptions, and the session's people."""
+
+    webhooks: WebhookStore
+    ingest: IngestStore
 
 
 def announce_run_failed(store: FailureReads, run: FormationRun, now: datetime) -> list[str]:

@@ -233,7 +233,7 @@ def test_verify_checks_provenance_not_strings(sqlite_store, settings, monkeypatc
     assert len(planted) == 1 and planted[0].startswith("facts[")
     monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(sqlite_store))
     # an erasure that could not remove what rests on the user: --verify says so and fails
-    monkeypatch.setattr(type(sqlite_store), "erase_memory", lambda self, plan: None)
+    monkeypatch.setattr(type(sqlite_store.admin), "erase_memory", lambda self, plan: None)
 
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 1
 

@@ -11,6 +11,8 @@ from pipeline.clock import FrozenClock
 from pipeline.errors import TransientError
 from pipeline.ingest import ingest_raw_event, ingest_raw_events
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.ingest import SQLiteIngest
+from pipeline.store.sqlite.runs import SQLiteRuns
 from pipeline.sweep import sweep_cold_sessions
 from schemas.settings import Settings
 
@@ -288,36 +290,45 @@ def test_redelivered_message_claims_when_a_crash_left_a_due_session_unclaimed(st
 
 
 def test_no_claim_is_attempted_while_the_rule_does_not_hold(tmp_path, clock):
-    class CountingStore(SQLiteStore):
+    class CountingRuns(SQLiteRuns):
         claims = 0
 
         def try_claim(self, *args, **kwargs):
-            CountingStore.claims += 1
+            CountingRuns.claims += 1
             return super().try_claim(*args, **kwargs)
+
+    class CountingStore(SQLiteStore):
+        REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": CountingRuns}
 
     counting = CountingStore(str(tmp_path / "counting.db"))
     for n in range(1, 45):
         ingest(message(n, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 0
+    assert CountingRuns.claims == 0
     ingest(message(45, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 1
+    assert CountingRuns.claims == 1
     counting.close()
 
 
-class FlakyStore(SQLiteStore):
+class FlakyIngest(SQLiteIngest):
     """Fails the n-th ingest call (one message or a batch of them) like a store that went
-    away, then recovers. ``SQLiteStore.ingest_message`` goes through ``ingest_messages``."""
+    away, then recovers. ``ingest_message`` goes through ``ingest_messages``."""
 
-    def __init__(self, path, fail_at):
-        super().__init__(path)
-        self.calls = 0
-        self.fail_at = fail_at
+    calls = 0
+    fail_at = 0
 
     def ingest_messages(self, messages, now):
         self.calls += 1
         if self.calls == self.fail_at:
             raise TransientError("store unavailable")
         return super().ingest_messages(messages, now)
+
+
+class FlakyStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": FlakyIngest}
+
+    def __init__(self, path, fail_at):
+        super().__init__(path)
+        self.ingest.fail_at = fail_at
 
 
 def test_transient_store_error_stops_the_batch_where_it_can_resume(tmp_path, clock):
@@ -334,7 +345,7 @@ def test_transient_store_error_stops_the_batch_where_it_can_resume(tmp_path, clo
     flaky.close()
 
 
-class ClaimFailsOnceStore(SQLiteStore):
+class ClaimFailsOnceRuns(SQLiteRuns):
     """The store goes away once, at the first claim."""
 
     failed = False
@@ -344,6 +355,10 @@ class ClaimFailsOnceStore(SQLiteStore):
             self.failed = True
             raise TransientError("store unavailable")
         return super().try_claim(*args, **kwargs)
+
+
+class ClaimFailsOnceStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": ClaimFailsOnceRuns}
 
 
 def test_a_claim_that_fails_in_a_batch_resumes_at_its_sessions_last_event_and_claims_then(tmp_path, clock):
@@ -430,19 +445,22 @@ def test_session_end_of_a_declared_session_with_no_message_waits_for_its_message
 
 
 def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clock):
-    class CountingStore(SQLiteStore):
+    class CountingRuns(SQLiteRuns):
         claims = 0
 
         def try_claim(self, *args, **kwargs):
-            CountingStore.claims += 1
+            CountingRuns.claims += 1
             return super().try_claim(*args, **kwargs)
+
+    class CountingStore(SQLiteStore):
+        REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": CountingRuns}
 
     counting = CountingStore(str(tmp_path / "counting.db"))
     for n in range(1, 46):
         ingest(message(n, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 1  # the 45th message claimed 1..45; that run is still live
+    assert CountingRuns.claims == 1  # the 45th message claimed 1..45; that run is still live
     results = [ingest(message(n, role="assistant", content="ok"), counting, clock) for n in range(46, 100)]
-    assert CountingStore.claims == 1 and all(r.run is None for r in results)
+    assert CountingRuns.claims == 1 and all(r.run is None for r in results)
     held = counting.ingest.get_session("s1").active_run_id
     counting.runs.finish_run(held, T0, {}, [])
     after = ingest(message(100, role="assistant", content="ok"), counting, clock)
@@ -473,19 +491,25 @@ def test_events_of_another_agent_on_a_taken_session_id_are_rejected_and_recorded
     assert store.ingest.get_session("s1").last_seq == 3
 
 
-class PoisonStore(SQLiteStore):
+class PoisonIngest(SQLiteIngest):
     """Fails with a programming error on any write that holds one given event, quoting the
     message's content in the error as careless code would."""
 
-    def __init__(self, path, poison):
-        super().__init__(path)
-        self.poison = poison
+    poison = ""
 
     def ingest_messages(self, messages, now):
         for m in messages:
             if m.event_id == self.poison:
                 raise RuntimeError(f"cannot store {m.content!r}: bad state")
         return super().ingest_messages(messages, now)
+
+
+class PoisonStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": PoisonIngest}
+
+    def __init__(self, path, poison):
+        super().__init__(path)
+        self.ingest.poison = poison
 
 
 def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(tmp_path, clock):
@@ -504,6 +528,6 @@ def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(t
     assert error["field"] == "<internal>"
     assert error["reason"].startswith("internal error: RuntimeError: cannot store")
     assert "Elm" not in error["reason"] and "4711" not in error["reason"]
-    store.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
+    store.ingest.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
     assert ingest(recorded.raw, store, clock).seq == 4
     store.close()

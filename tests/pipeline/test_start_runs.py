@@ -62,14 +62,25 @@ def test_a_programming_error_in_a_start_still_releases_and_propagates_as_is(clai
     assert store.runs.get_run(run_ids[0]).status == "failed"
 
 
+class _RunsThatCannotFail:
+    """The real runs, except that the store is gone when asked to release one."""
+
+    def __init__(self, runs):
+        self._runs = runs
+
+    def fail_run(self, *args, **kwargs):
+        raise ConnectionError("store unreachable")
+
+    def __getattr__(self, name):
+        return getattr(self._runs, name)
+
+
 class _StoreThatCannotWrite:
     """The real store, except that it is gone when asked to release a run."""
 
     def __init__(self, store):
         self._store = store
-
-    def fail_run(self, *args, **kwargs):
-        raise ConnectionError("store unreachable")
+        self.runs = _RunsThatCannotFail(store.runs)
 
     def __getattr__(self, name):
         return getattr(self._store, name)

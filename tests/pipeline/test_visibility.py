@@ -16,26 +16,26 @@ from pipeline.service import MemoryService
 from schemas.settings import Settings
 from testkit.documents import T0, fact
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.store_proxy import StoreProxy
 
 EMB = HashingEmbedder(64)
 VISIBILITY_READS = ("get_session", "get_agent_settings", "user_memory_off")
 
 
-class CountingStore:
+class CountingStore(StoreProxy):
     """The real store, counting the reads visibility is decided from."""
 
     def __init__(self, store):
-        self._store = store
+        super().__init__(store, self._count)
         self.reads: Counter[str] = Counter()
 
-    def __getattr__(self, name):
-        attribute = getattr(self._store, name)
+    def _count(self, name, method):
         if name not in VISIBILITY_READS:
-            return attribute
+            return method
 
         def counted(*args, **kwargs):
             self.reads[name] += 1
-            return attribute(*args, **kwargs)
+            return method(*args, **kwargs)
         return counted
 
 

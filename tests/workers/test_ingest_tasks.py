@@ -9,6 +9,7 @@ import pytest
 
 from pipeline import names
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.ingest import SQLiteIngest
 from workers import ingest
 from workers.app import app
 
@@ -72,7 +73,7 @@ def test_noop_does_nothing(deps, sent):
     assert sent == []
 
 
-class PoisonStore(SQLiteStore):
+class PoisonIngest(SQLiteIngest):
     """Fails with a programming error on any write that holds one given event, quoting the
     message's content in the error as careless code would."""
 
@@ -83,6 +84,10 @@ class PoisonStore(SQLiteStore):
             if m.event_id == self.poison:
                 raise RuntimeError(f"unexpected state while storing {m.content!r}")
         return super().ingest_messages(messages, now)
+
+
+class PoisonStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": PoisonIngest}
 
 
 SECRET = "the vault code is 90210"

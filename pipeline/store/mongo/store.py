@@ -49,20 +49,6 @@ class MongoStore(Store):
         "provenance": MongoProvenance, "access": MongoAccess, "stats": MongoStats, "webhooks": MongoWebhooks,
         "rollups": MongoRollups, "caps": MongoCaps,
     }
-    ingest: MongoIngest
-    runs: MongoRuns
-    facts: MongoFacts
-    reflections: MongoReflections
-    blobs: MongoBlobs
-    leases: MongoLeases
-    contexts: MongoContexts
-    admin: MongoErasure
-    provenance: MongoProvenance
-    access: MongoAccess
-    stats: MongoStats
-    webhooks: MongoWebhooks
-    rollups: MongoRollups
-    caps: MongoCaps
 
     def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
         self.database = database

@@ -30,6 +30,7 @@ from pipeline.store.sqlite.provenance import SQLiteProvenance
 from pipeline.store.sqlite.reflections import SQLiteReflections
 from pipeline.store.sqlite.rollups import SQLiteRollups
 from pipeline.store.sqlite.runs import SQLiteRuns
+from pipeline.store.sqlite.schema import create_schema
 from pipeline.store.sqlite.stats import SQLiteStats
 from pipeline.store.sqlite.webhooks import SQLiteWebhooks
 
@@ -47,23 +48,9 @@ class SQLiteStore(Store):
         "provenance": SQLiteProvenance, "access": SQLiteAccess, "stats": SQLiteStats, "webhooks": SQLiteWebhooks,
         "rollups": SQLiteRollups, "caps": SQLiteCaps,
     }
-    ingest: SQLiteIngest
-    runs: SQLiteRuns
-    facts: SQLiteFacts
-    reflections: SQLiteReflections
-    blobs: SQLiteBlobs
-    leases: SQLiteLeases
-    contexts: SQLiteContexts
-    admin: SQLiteErasure
-    provenance: SQLiteProvenance
-    access: SQLiteAccess
-    stats: SQLiteStats
-    webhooks: SQLiteWebhooks
-    rollups: SQLiteRollups
-    caps: SQLiteCaps
 
     def __init__(self, path: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.db = Database(path, prefix, busy_timeout_s=busy_timeout_s)
+        self.db = Database(path, prefix, create_schema, busy_timeout_s=busy_timeout_s)
         for name, repository in self.REPOSITORIES.items():
             setattr(self, name, repository(self))
 

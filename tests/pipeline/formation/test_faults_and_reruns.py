@@ -10,6 +10,7 @@ from pipeline.formation import consolidate_stages, finish as finish_mod, stages
 from pipeline.llm.scripted import Fault
 
 from testkit.formation import ALICE_CHAT, decisions, facts, merge_all, reflections, snapshot
+from testkit.store_proxy import StoreProxy
 
 EMAIL = "Alice's email is alice@example.com"
 NEW_EMAIL = "Alice's email is alice@example.org now"
@@ -131,15 +132,15 @@ def test_a_crash_after_the_effect_but_before_the_stage_was_recorded_applies_noth
     assert all(row[2] == 1 for row in final["blobs"])
 
 
-class CrashOnce:
+class CrashOnce(StoreProxy):
     """A store whose named method fails once after the given number of calls (a worker dying
     half way through a stage's effects)."""
 
     def __init__(self, store, method: str, after: int) -> None:
-        self._store, self._method, self._left = store, method, after
+        super().__init__(store, self._crash)
+        self._method, self._left = method, after
 
-    def __getattr__(self, name):
-        target = getattr(self._store, name)
+    def _crash(self, name, target):
         if name != self._method:
             return target
 

@@ -439,12 +439,12 @@ def test_create_indexes_is_idempotent_and_names_the_indexes(store):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda s: s.update_run_fields("missing", totals={}),
-        lambda s: s.start_stage("missing", "extract_facts", T0),
-        lambda s: s.complete_stage("missing", "extract_facts", StageRecord()),
-        lambda s: s.fail_stage("missing", "extract_facts", "x", T0),
-        lambda s: s.finish_run("missing", T0, {}, []),
-        lambda s: s.fail_run("missing", "x", T0, dead=True),
+        lambda s: s.runs.update_run_fields("missing", totals={}),
+        lambda s: s.runs.start_stage("missing", "extract_facts", T0),
+        lambda s: s.runs.complete_stage("missing", "extract_facts", StageRecord()),
+        lambda s: s.runs.fail_stage("missing", "extract_facts", "x", T0),
+        lambda s: s.runs.finish_run("missing", T0, {}, []),
+        lambda s: s.runs.fail_run("missing", "x", T0, dead=True),
     ],
 )
 def test_effects_on_a_missing_run_raise_key_error(store, call):

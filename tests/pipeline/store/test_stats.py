@@ -180,7 +180,7 @@ def _bulk_runs(store, runs: int) -> None:
     if hasattr(store, "db"):
         with store.db.write() as conn:
             for run in docs:
-                store.put_run_row(conn, run)
+                store.runs.put_run_row(conn, run)
     else:
         from pipeline.store.mongo.codec import escape_keys, to_doc
 
