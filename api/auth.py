@@ -21,6 +21,7 @@ from fastapi.security import HTTPBearer
 from api.errors import Unauthenticated
 from api.keys import looks_like_key
 from api.tokens import TokenRefused, TokenVerifier
+from pipeline.store.ports.access import AccessStore
 from schemas.access import KEY_SCOPES, ApiKey, key_digest
 
 USER_HEADER = "X-Memory-User"
@@ -41,7 +42,9 @@ class Principal:
 
 
 class KeyLookup(Protocol):
-    def find_api_key(self, digest: str) -> ApiKey | None: ...
+    """The store, where the keys are (``access.find_api_key``)."""
+
+    access: AccessStore
 
 
 def authenticate(authorization_header: str | None, *, keys: KeyLookup, token_verifier: TokenVerifier) -> Principal:
@@ -56,7 +59,7 @@ def authenticate(authorization_header: str | None, *, keys: KeyLookup, token_ver
     if len(credential) > _MAX_CREDENTIAL:
         raise Unauthenticated("credential too long")
     if looks_like_key(credential):
-        key = keys.find_api_key(key_digest(credential))
+        key = keys.access.find_api_key(key_digest(credential))
         if key is None:
             raise Unauthenticated("unknown key")
         if key.revoked_at is not None:

@@ -33,14 +33,14 @@ def check_session(p: Principal, agent_id: str, session_id: str, sessions, *, whe
     """Refuse (``Forbidden`` at ``where``) unless ``p`` may use ``session_id`` of ``agent_id``.
     ``humans``: the people a key's request declares for it; ``starts``: the request may
     create the session (a publish, an MCP connection that can ``remember``). ``sessions``
-    is the store (``get_session``)."""
+    is the store (its ``ingest.get_session``)."""
     declared = [p.user_id] if p.kind == "user" else list(humans)
     found = strangers(agent_id, session_id, declared)
     if found:
         why = ("this is another user's own MCP session" if p.kind == "user"
                else stranger_reason(session_id, found[0]))
         raise Forbidden(why, where)
-    stored = sessions.get_session(session_id) if sessions is not None else None
+    stored = sessions.ingest.get_session(session_id) if sessions is not None else None
     if stored is not None and stored.agent_id != agent_id:
         raise Forbidden(f"this session belongs to another agent, not {agent_id!r}", where)
     if p.kind != "user" or is_reserved(session_id):

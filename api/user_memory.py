@@ -55,7 +55,7 @@ def my_items(
     oldest first; the shared ones resting only on me, in the same orders). Read through the
     provenance query (``Store.resting_on``, or ``resting`` already read): it costs what rests
     on the user, where listing the agent scope read every user's shared items."""
-    resting = resting if resting is not None else store.resting_on(user_id, agent_id)
+    resting = resting if resting is not None else store.provenance.resting_on(user_id, agent_id)
     mine = scope_key("user", user_id=user_id)
     agent = scope_key("agent")
     live = (f for f in resting.facts if f.retired_at is None and not (now and expired(f, now)))
@@ -75,7 +75,7 @@ def own_sessions(store, agent_id: str, user_id: str, resting) -> list[str]:
     ids = dict.fromkeys(r.session_id for r in resting.reflections if r.scope == "session" and r.session_id)
     found = []
     for session_id in ids:
-        session = store.get_session(session_id)
+        session = store.ingest.get_session(session_id)
         if session is not None and session.agent_id == agent_id and list(dict.fromkeys(session.users)) == [user_id]:
             found.append(session_id)
     return found
@@ -88,18 +88,18 @@ def _blob_out(blob) -> m.MyBlob | None:
 
 def _session(store, agent_id: str, session_id: str) -> m.MySession:
     key = scope_key("session", session_id=session_id)
-    return m.MySession(session_id=session_id, blob=_blob_out(store.get_blob(agent_id, key)),
-                       reflections=[reflection_out(r, True) for r in store.unabsorbed_reflections(agent_id, key)])
+    return m.MySession(session_id=session_id, blob=_blob_out(store.blobs.get_blob(agent_id, key)),
+                       reflections=[reflection_out(r, True) for r in store.reflections.unabsorbed_reflections(agent_id, key)])
 
 
 def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory:
     """What the agent keeps about the user at ``now`` (an expired fact is out, stamped or not)."""
-    resting = store.resting_on(user_id, agent_id)
+    resting = store.provenance.resting_on(user_id, agent_id)
     facts, reflections, shared_facts, shared_reflections = my_items(store, agent_id, user_id, now, resting)
-    blob = store.get_blob(agent_id, scope_key("user", user_id=user_id))
+    blob = store.blobs.get_blob(agent_id, scope_key("user", user_id=user_id))
     return m.MyMemory(
         agent_id=agent_id, user_id=user_id,
-        user_memory_enabled=not store.user_memory_off(agent_id, [user_id]),
+        user_memory_enabled=not store.access.user_memory_off(agent_id, [user_id]),
         facts=[fact_out(f, True) for f in facts],
         reflections=[reflection_out(r, not r.absorbed) for r in reflections],
         blob=_blob_out(blob),
@@ -118,7 +118,7 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
     future) becomes its expiry, ``clear_expiry`` removes it, and ``categories`` become its
     categories. ``where`` names the field in errors."""
     store, now = service.store, service.clock.now()
-    fact = next((f for f in store.get_facts([fact_id])
+    fact = next((f for f in store.facts.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
     if fact is None or fact.scope_key != scope_key("user", user_id=user_id):
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
@@ -135,7 +135,7 @@ def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id:
                     now) -> Edited[m.MyReflection]:
     """Edit one of my reflections waiting for consolidation (user scope, or a session of mine
     alone), screened, with the old text kept in its history."""
-    resting = store.resting_on(user_id, agent_id)
+    resting = store.provenance.resting_on(user_id, agent_id)
     _, reflections, _, _ = my_items(store, agent_id, user_id, resting=resting)
     sessions = set(own_sessions(store, agent_id, user_id, resting))
     pool = [*reflections, *(r for r in resting.reflections if r.scope == "session" and r.session_id in sessions)]
@@ -153,7 +153,7 @@ def edit_reflection(store, settings, agent_id: str, user_id: str, reflection_id:
 def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, holder: str) -> Edited[m.Deleted]:
     """Delete one of my items, or a shared item resting only on my messages, with its history;
     a consolidated blob that absorbed a deleted reflection is merged again without it."""
-    resting = deps.store.resting_on(user_id, agent_id)
+    resting = deps.store.provenance.resting_on(user_id, agent_id)
     facts, reflections, shared_facts, shared_reflections = my_items(deps.store, agent_id, user_id, resting=resting)
     sessions = set(own_sessions(deps.store, agent_id, user_id, resting))
     mine_in_sessions = [r for r in resting.reflections if r.scope == "session" and r.session_id in sessions]

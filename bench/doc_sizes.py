@@ -74,7 +74,7 @@ def _summary(sizes: list[int]) -> dict:
 
 def measure(store: SQLiteStore) -> dict:
     """Per collection, the BSON sizes of its documents as the Mongo store writes them."""
-    dump = store.dump_all()
+    dump = store.admin.dump_all()
     out: dict = {}
     for name, shape in SHAPES.items():
         out[name] = _summary([len(bson.encode(shape(d))) for d in dump.get(name, [])])

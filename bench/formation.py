@@ -106,7 +106,7 @@ def seed(store: SQLiteStore, users: list[str], dim: int) -> None:
     texts = [fact_text(u, "example.com") for u in users]
     vectors = embedder.embed(texts).vectors
     for user, text, vector in zip(users, texts, vectors):
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"seed-{user}", agent_id=AGENT, scope="user", user_id=user, scope_key=f"user:{user}",
             content=text, hash=text_hash(text), embedding=vector, embedding_model=embedder.model,
             formed_at=_now(),
@@ -153,13 +153,13 @@ def start_formations(store: SQLiteStore, app, sessions: list[str], lease_s: floa
     from pipeline import names, trigger
 
     deadline = time.monotonic() + 120
-    while any((store.get_session(s) is None or store.get_session(s).last_seq < 4) for s in sessions):
+    while any((store.ingest.get_session(s) is None or store.ingest.get_session(s).last_seq < 4) for s in sessions):
         if time.monotonic() > deadline:
             raise TimeoutError("messages were not ingested within 120 s")
         time.sleep(0.05)
     runs = []
     for session in sessions:
-        run = store.try_claim(session, trigger.session_end_rule(), FormationRun(
+        run = store.runs.try_claim(session, trigger.session_end_rule(), FormationRun(
             run_id=f"run-{session}", agent_id=AGENT, session_id=session, seq_from=0, seq_to=0,
             reason="manual", created_at=_now(),
         ), _now(), lease_s)
@@ -181,10 +181,10 @@ def wait_done(store: SQLiteStore, sessions: list[str], timeout: float) -> list[F
     while time.monotonic() < deadline:
         counts = dict(store.db.conn().execute(query, sessions).fetchall())
         if counts.get("failed") or counts.get("dead"):
-            runs = [r for s in sessions for r in store.list_runs(session_id=s)]
+            runs = [r for s in sessions for r in store.runs.list_runs(session_id=s)]
             raise RuntimeError(f"a run failed: {[(r.run_id, r.error) for r in runs if r.error]}")
         if counts.get("done", 0) >= len(sessions) and sum(counts.values()) == counts["done"]:
-            return [r for s in sessions for r in store.list_runs(session_id=s)]
+            return [r for s in sessions for r in store.runs.list_runs(session_id=s)]
         time.sleep(0.02)
     raise TimeoutError(f"formation of {len(sessions)} sessions not done within {timeout} s")
 
@@ -268,7 +268,7 @@ def measure(args: argparse.Namespace, say, *, traced: bool, processes: int = 0) 
             with running(workers):  # stopping them flushes the spans still batched
                 sitting = _drive(args, say, store, redis, settings, alone, warmup, together, forming)
         finally:
-            store_runs = store.list_runs(agent_id=AGENT, limit=1000)
+            store_runs = store.runs.list_runs(agent_id=AGENT, limit=1000)
             store.close()
             redis.stop()
             if sink is not None:

@@ -32,6 +32,7 @@ from pipeline.formation import consolidate_stages, finish, stages
 from pipeline.search.local import LocalFactSearch
 from pipeline.store.sqlite import db as sqlite_db
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.runs import SQLiteRuns
 from schemas.documents import AgentSettings, FormationRun, StoredMessage
 from schemas.settings import Settings
 from testkit.formation import Env as Deps  # every port a stage needs, as the stage tests build them
@@ -47,12 +48,12 @@ def claimed_run(deps: Deps, user: str) -> str:
             ("user", "Can you plan the next steps?"), ("assistant", "Here they are.")]
     for n, (role, text) in enumerate(rows, 1):
         now = deps.clock.advance(seconds=1)
-        deps.store.ingest_message(StoredMessage(
+        deps.store.ingest.ingest_message(StoredMessage(
             agent_id=AGENT, session_id=session_id, message_id=f"{session_id}-m{n}", event_id=f"{session_id}-e{n}",
             role=role, sender_id=user if role == "user" else None, content=text, created_at=now, ingested_at=now,
             weighted_tokens=trigger.estimate_tokens(text), session_users=[user],
         ), now)
-    run = deps.store.try_claim(session_id, trigger.session_end_rule(), FormationRun(
+    run = deps.store.runs.try_claim(session_id, trigger.session_end_rule(), FormationRun(
         run_id=f"run-{session_id}", agent_id=AGENT, session_id=session_id, seq_from=0, seq_to=0, reason="manual",
         created_at=deps.clock.now(),
     ), deps.clock.now(), deps.settings.claim_lease_s)
@@ -78,7 +79,7 @@ class Counts:
     def __init__(self) -> None:
         self.on = False
         self.transactions = self.parses = 0
-        self._saved = (sqlite_db.Database.write, SQLiteStore._run)
+        self._saved = (sqlite_db.Database.write, SQLiteRuns._run)
 
     def __enter__(self) -> "Counts":
         write, parse = self._saved
@@ -92,11 +93,11 @@ class Counts:
             counts.parses += counts.on
             return parse(store, conn, run_id)
 
-        sqlite_db.Database.write, SQLiteStore._run = counted_write, counted_parse
+        sqlite_db.Database.write, SQLiteRuns._run = counted_write, counted_parse
         return self
 
     def __exit__(self, *_: object) -> None:
-        sqlite_db.Database.write, SQLiteStore._run = self._saved
+        sqlite_db.Database.write, SQLiteRuns._run = self._saved
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
         store.create_indexes()
         clock = FrozenClock(datetime.now(timezone.utc))
         deps = Deps(settings, store, bench_llm(0.0), HashingEmbedder(DIM), LocalFactSearch(store), clock)
-        store.put_agent_settings(AgentSettings(agent_id=AGENT))
+        store.ingest.put_agent_settings(AgentSettings(agent_id=AGENT))
         users = [f"u{i}" for i in range(args.warmup + args.formations)]
         seed(store, users, DIM)
         runs = [claimed_run(deps, user) for user in users]
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
                 form(deps, run_id)
             batches.append((time.thread_time() - began) * 1000 / len(batch))
         last = len(measured) - (len(measured) - 1) // BATCH * BATCH
-        done = len(store.list_runs(status="done", limit=len(runs)))
+        done = len(store.runs.list_runs(status="done", limit=len(runs)))
         store.close()
     if done != len(runs):
         raise RuntimeError(f"{len(runs) - done} of {len(runs)} runs did not finish")

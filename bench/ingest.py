@@ -107,7 +107,7 @@ def until_stored(store, path: str, sessions: int, n: int, timeout: float, client
             raise TimeoutError(f"{path}: the store did not hold {n} messages within {timeout:.0f} s")
         if client is not None and (client.llen("ingest") or client.hlen("unacked")):
             return False
-        return sum(store.count_messages(s) for s in ids) >= n
+        return sum(store.ingest.count_messages(s) for s in ids) >= n
 
     return finished
 

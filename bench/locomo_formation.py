@@ -170,7 +170,7 @@ def evaluate(deps, samples: list[dict], one_to_one: bool = False) -> dict:
             service = MemoryService(agent, settings=deps.settings, store=store, search=deps.search,
                                     embedder=deps.embedder, publisher=_NoPublisher(), clock=deps.clock)
             by_turn: dict[str, list[str]] = defaultdict(list)
-            for f in store.list_facts(agent):
+            for f in store.facts.list_facts(agent):
                 for m in f.source_message_ids:
                     by_turn[_turn(m)].append(f.content)
             context = service.get_memory_context(session_id=session_id, user_id=user_id)
@@ -182,7 +182,7 @@ def evaluate(deps, samples: list[dict], one_to_one: bool = False) -> dict:
             service, session_id, user_id, by_turn, context = readers[asked_of(q["question"], speakers)]
             wanted = set(evidence_ids(q["evidence"]))
             hits = service.search_facts(q["question"], user_id=user_id, session_id=session_id, top_k=TOP_K)
-            facts = {f.fact_id: f for f in store.get_facts([h["id"] for h in hits])} if hits else {}
+            facts = {f.fact_id: f for f in store.facts.get_facts([h["id"] for h in hits])} if hits else {}
             turns = [[_turn(m) for m in facts[h["id"]].source_message_ids] for h in hits if h["id"] in facts]
             r5 = len(wanted & {t for ts in turns[:5] for t in ts}) / len(wanted)
             r10 = len(wanted & {t for ts in turns[:10] for t in ts}) / len(wanted)
@@ -227,9 +227,9 @@ def form(deps, samples: list[dict], one_to_one: bool = False, timeout_s: float =
                 replay(events, publisher, on_event=lambda: None, settle=settle)
         publisher.close()
     wall = time.perf_counter() - started
-    runs = deps.store.list_runs(limit=100_000)
+    runs = deps.store.runs.list_runs(limit=100_000)
     done = [r for r in runs if r.status == "done"]
-    facts = sum(len(deps.store.list_facts(agent)) for agent in agents)
+    facts = sum(len(deps.store.facts.list_facts(agent)) for agent in agents)
     calls = [r.totals.get("llm_calls", 0) for r in done]
     tokens = [(r.totals.get("tokens") or {}).get("total", 0) for r in done]
     return {

@@ -242,12 +242,12 @@ def _store_conversation(store: SQLiteStore, embedder, conv: dict) -> tuple[str, 
     turns = conversation_turns(conv["conversation"], embedder)
     vectors = embedder.embed([text for _, _, text, _ in turns]).vectors
     for (dia_id, content, _, formed), vector in zip(turns, vectors):
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"{agent}:{dia_id}", agent_id=agent, scope="agent", scope_key="agent",
             content=content, hash=text_hash(f"{dia_id} {content}"), embedding=vector,
             embedding_model=embedder.model, formed_at=formed,
         ))
-    store.bump_scope_versions(agent, ["agent"])
+    store.leases.bump_scope_versions(agent, ["agent"])
     return agent, turns, vectors
 
 

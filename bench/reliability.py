@@ -54,9 +54,9 @@ def fuzz_ingest(workdir: Path, size: int, seed: int) -> dict:
         wrong = sum(1 for f, r in zip(stream, batch.results)
                     if (r.status == "rejected") != (f.expect == "reject") or (r.status == "rejected" and not r.errors))
         lost_good = sum(1 for f in stream if f.expect == "accept" and
-                        [m.content for m in store.get_messages(f.session_id, 1, 10**9)] != [f.content])
+                        [m.content for m in store.ingest.get_messages(f.session_id, 1, 10**9)] != [f.content])
         return {"events_fuzzed": size, "events_rejected": sum(r.status == "rejected" for r in batch.results),
-                "rejections_recorded": len(store.list_rejections(limit=10**6)),
+                "rejections_recorded": len(store.ingest.list_rejections(limit=10**6)),
                 "misclassified": wrong + (batch.error is not None), "good_lost": lost_good}
     finally:
         store.close()

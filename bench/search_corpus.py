@@ -86,12 +86,12 @@ def fact_batches(layout, words, rng, nrng, *, vectors_for_others: bool):
 
 def load_sqlite(store, batches) -> None:
     """Bulk insert into a ``SQLiteStore``, vectors packed as the store keeps them."""
-    columns = store._fact_columns
+    columns = store.facts._fact_columns
     marks = ", ".join("?" for _ in columns.split(","))
     for batch in batches:
         rows = []
         for fact, vec in batch:
-            values = list(store._fact_values(fact))
+            values = list(store.facts._fact_values(fact))
             values[7] = None if vec is None else vec.astype(np.float32).tobytes()
             rows.append(values)
         with store.db.write() as conn:
@@ -118,21 +118,21 @@ def add_memory(store) -> None:
     for key, scope, user, session in [("agent", "agent", None, None), (f"user:{USER}", "user", USER, None)] + [
         (f"session:s{i}", "session", None, f"s{i}") for i in range(20)
     ]:
-        store.save_blob(ConsolidatedBlob(
+        store.blobs.save_blob(ConsolidatedBlob(
             agent_id=TARGET, scope=scope, scope_key=key, user_id=user, session_id=session,
             consolidated_content="VERSION: 1\n" + " ".join(["memory"] * 150), word_limit=1200, version=1,
         ), expected_version=0)
-        store.insert_reflections([Reflection(
+        store.reflections.insert_reflections([Reflection(
             reflection_id=f"r-{key}-{i}", agent_id=TARGET, scope=scope, user_id=user, session_id=session,
             scope_key=key, content=f"reflection {i} about {key}", formed_at=NOW,
         ) for i in range(3)])
-    store.bump_scope_versions(TARGET, ["agent", f"user:{USER}", *(f"session:s{i}" for i in range(20))])
+    store.leases.bump_scope_versions(TARGET, ["agent", f"user:{USER}", *(f"session:s{i}" for i in range(20))])
 
 
 def make_queries(store, words, rng, nrng, n: int) -> tuple[list[str], dict[str, np.ndarray]]:
     """``n`` distinct queries of three words of a visible fact (a third with a typo) and the
     vector of each (a noisy copy of that fact's, or for a quarter of them an unrelated one)."""
-    visible = store.search_candidates(TARGET, ["agent", f"user:{USER}"], f"bench-random-{DIM}")
+    visible = store.facts.search_candidates(TARGET, ["agent", f"user:{USER}"], f"bench-random-{DIM}")
     table: dict[str, np.ndarray] = {"": unit_vectors(nrng, 1)[0]}
     queries: list[str] = []
     while len(queries) < n:

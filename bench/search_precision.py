@@ -158,7 +158,7 @@ def demo_precision(settings: Settings) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(str(form_demo_store(Path(tmp))))
         search = LocalFactSearch(store)
-        facts = {f.fact_id: f.content for f in store.list_facts(DEMO_AGENT)}
+        facts = {f.fact_id: f.content for f in store.facts.list_facts(DEMO_AGENT)}
         for q in DEMO_QUESTIONS:
             evidence = {fid for fid, text in facts.items() if q.answer and re.search(q.answer, text)}
             if q.answer and not evidence:

@@ -121,7 +121,7 @@ def asked_questions(conversations: list[dict], embedder, store: SQLiteStore) -> 
                     agent = f"small-{conv['sample_id']}-{speaker}-{size}-{start}"
                     df: dict[str, int] = defaultdict(int)
                     for i in chunk:
-                        store.insert_fact(Fact(
+                        store.facts.insert_fact(Fact(
                             fact_id=f"{agent}:{i}", agent_id=agent, scope="agent", scope_key="agent",
                             content=facts[i]["text"], hash=text_hash(f"{i} {facts[i]['text']}"),
                             embedding=fact_vectors[i], embedding_model=embedder.model,
@@ -129,7 +129,7 @@ def asked_questions(conversations: list[dict], embedder, store: SQLiteStore) -> 
                         ))
                         for term in set(scoring.tokenize(facts[i]["text"])):
                             df[term] += 1
-                    store.bump_scope_versions(agent, ["agent"])
+                    store.leases.bump_scope_versions(agent, ["agent"])
                     for q in questions:
                         wanted = set(evidence_ids(q["evidence"]))
                         targets = [i for i in chunk if facts[i]["evidence"] & wanted]

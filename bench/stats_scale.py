@@ -65,19 +65,19 @@ def build(store, runs: int) -> None:
                                             output={"decisions": [{"index": j, "op": "ADD"} for j in range(6)]},
                                             usage=LLMUsage(calls=1, by_model=_calls(2))),
             }
-            store.put_run_row(conn, FormationRun(
+            store.runs.put_run_row(conn, FormationRun(
                 run_id=f"run-{i:07d}", agent_id="agent-1", session_id=f"s{i % 100}", seq_from=1, seq_to=45,
                 reason="threshold", status="done", created_at=created, finished_at=done,
                 user_ids=[f"u{i % 200}"], stages=stages))
     for i in range(0, runs, 20):
-        store.record_usage(UsageRecord(usage_id=f"use-{i}", agent_id="agent-1", session_id=f"s{i % 100}",
+        store.stats.record_usage(UsageRecord(usage_id=f"use-{i}", agent_id="agent-1", session_id=f"s{i % 100}",
                                        stage="consolidate_session", at=T0 + timedelta(minutes=3 * i), by_model=_calls(3)))
 
 
 def _listed_spend(store, agent_id: str, user_id: str, session_id: str) -> dict:
     """Cost per scope as ``get_memory_stats`` summed it before: every run and usage record listed."""
-    runs = store.list_runs(agent_id=agent_id, limit=10_000_000)
-    records = store.list_usage(agent_id)
+    runs = store.runs.list_runs(agent_id=agent_id, limit=10_000_000)
+    records = store.stats.list_usage(agent_id)
     theirs = [r for r in runs if user_id in r.user_ids]
     ids = {r.run_id for r in theirs}
     return {
@@ -91,11 +91,11 @@ def _listed_spend(store, agent_id: str, user_id: str, session_id: str) -> dict:
 def _listed_cost(store, agent_id: str, since: datetime | None) -> dict:
     """``memoryctl cost``'s total as it was summed before: every run listed, the window in Python."""
     rows = []
-    for run in store.list_runs(agent_id=agent_id, limit=10_000_000):
+    for run in store.runs.list_runs(agent_id=agent_id, limit=10_000_000):
         if since is not None and run.created_at < since:
             continue
         rows += [record.usage.by_model for record in run.stages.values() if record.usage.by_model]
-    rows += [record.by_model for record in store.list_usage(agent_id, since)]
+    rows += [record.by_model for record in store.stats.list_usage(agent_id, since)]
     return cost.summary(rows)
 
 
@@ -120,7 +120,7 @@ def run(runs: int, repeat: int, workdir: Path) -> dict:
     build(store, runs)
     built_s = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
-    store.rebuild_rollups()  # the upgrade step (``memoryctl migrate``) of a store made before them
+    store.rollups.rebuild_rollups()  # the upgrade step (``memoryctl migrate``) of a store made before them
     backfill_s = round(time.perf_counter() - started, 2)
     settings = Settings(_env_file=None, store_url=f"sqlite:///{path}", embedding_provider="hashing")
     service = MemoryService("agent-1", store=store, settings=settings)

@@ -65,7 +65,7 @@ def fill(store, texts: list[str], count: int) -> list[str]:
                                         valid_from=formed + timedelta(days=k), valid_to=formed + timedelta(days=k + 1))
                        for k in range(2)]
             with_history.append(f"f{i}")
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"f{i}", agent_id=AGENT, scope="agent" if user is None else "user", user_id=user, scope_key=key,
             content=text, hash=text_hash(text), source_session_id=f"s{i % 3000}", source_message_ids=[f"m{i}"],
             source_user_ids=[user] if user else [], source_run_id=f"r{i}-0", formed_at=formed,

@@ -44,7 +44,7 @@ def _keys(scopes: dict[str, list[str]]) -> list[str]:
 def print_facts(store, agent_id: str, keys: Sequence[str]) -> None:
     heading(f"Facts of {agent_id}")
     for key in keys:
-        facts = [] if key.startswith("session:") else store.list_facts(agent_id, key)
+        facts = [] if key.startswith("session:") else store.facts.list_facts(agent_id, key)
         if facts:
             print(f"[{key}]")
             for fact in reversed(facts):
@@ -56,7 +56,7 @@ def print_facts(store, agent_id: str, keys: Sequence[str]) -> None:
 def print_reflections(store, agent_id: str, keys: Sequence[str]) -> None:
     heading(f"Reflections of {agent_id}")
     for key in keys:
-        reflections = store.list_reflections(agent_id, key)
+        reflections = store.reflections.list_reflections(agent_id, key)
         if reflections:
             print(f"[{key}]")
             for reflection in reflections:
@@ -67,7 +67,7 @@ def print_reflections(store, agent_id: str, keys: Sequence[str]) -> None:
 def print_blobs(store, agent_id: str, keys: Sequence[str]) -> None:
     heading(f"Consolidated memory of {agent_id}")
     for key in keys:
-        blob = store.get_blob(agent_id, key)
+        blob = store.blobs.get_blob(agent_id, key)
         if blob and blob.consolidated_content:
             print(f"[{key}] version {blob.version}, limit {blob.word_limit} words")
             print(textwrap.indent(blob.consolidated_content, "  "))
@@ -75,7 +75,7 @@ def print_blobs(store, agent_id: str, keys: Sequence[str]) -> None:
 
 def print_runs(store) -> None:
     heading("Formation runs (stage timings)")
-    runs = sorted(store.list_runs(limit=1000), key=lambda r: r.created_at)
+    runs = sorted(store.runs.list_runs(limit=1000), key=lambda r: r.created_at)
     for run in runs:
         print(format_run(run_summary(run)))
 

@@ -45,9 +45,9 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
     merge_later: set[tuple[str, str]] = set()   # scopes whose v1 blob was not written
     for blob in plan.user_blobs + plan.agent_blobs:
         own = set(blob.absorbing_ids)
-        if store.save_blob(blob, expected_version=0):
+        if store.blobs.save_blob(blob, expected_version=0):
             written[f"{blob.scope} blobs written"] += 1
-        elif own <= {r.reflection_id for r in store.list_reflections(blob.agent_id, blob.scope_key)}:
+        elif own <= {r.reflection_id for r in store.reflections.list_reflections(blob.agent_id, blob.scope_key)}:
             # migrated before (its text may have been merged into a later version since)
             written[f"{blob.scope} blobs already present"] += 1
         else:
@@ -59,12 +59,12 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
     reflections = [r.model_copy(update={"absorbed": False, "absorbed_at": None, "consolidated_into": None})
                    if (r.agent_id, r.scope_key) in merge_later and r.absorbed else r
                    for r in plan.reflections()]
-    new = store.insert_reflections(reflections)
+    new = store.reflections.insert_reflections(reflections)
     written["reflections written"] = new
     written["reflections already present"] = len(reflections) - new
     progress(len(reflections))
 
-    existing = {f.fact_id for f in store.get_facts([f.fact_id for f in plan.facts])}
+    existing = {f.fact_id for f in store.facts.get_facts([f.fact_id for f in plan.facts])}
     todo = [f for f in plan.facts if f.fact_id not in existing]
     written["facts already present"] = len(existing)
     progress(len(existing))
@@ -72,7 +72,7 @@ def apply_plan(plan: MigrationPlan, store: Store, embedder: Embedder,
         batch = todo[start:start + EMBED_BATCH]
         vectors = embedder.embed([f.content for f in batch])
         for fact, vector in zip(batch, vectors.vectors):
-            inserted, _ = store.insert_fact(
+            inserted, _ = store.facts.insert_fact(
                 fact.model_copy(update={"embedding": vector, "embedding_model": vectors.model})
             )
             written["facts written" if inserted else "facts already present (same text)"] += 1
@@ -96,7 +96,7 @@ def migrate(
 ) -> tuple[dict[str, int], dict[str, int] | None]:
     """Plan (and with ``apply``, write) the migration: (plan counts, written counts or None).
     ``progress(total, n)``: ``n`` more of ``total`` documents written."""
-    toggles = (lambda agent_id: store.get_agent_settings(agent_id).user_memory_enabled) if store is not None \
+    toggles = (lambda agent_id: store.ingest.get_agent_settings(agent_id).user_memory_enabled) if store is not None \
         else (lambda agent_id: True)
     plan = plan_migration(*read_source(db, collections), settings=settings, now=now, user_memory=toggles)
     if not apply:

@@ -206,16 +206,16 @@ class _Publishing:
         self.seen_events.add(event.event_id)
         if message_key is None and self.waiting and event.session_id not in self.ends:
             self.store = self.store or self.store_factory()
-            state = self.store.get_session(event.session_id)
+            state = self.store.ingest.get_session(event.session_id)
             self.ends[event.session_id] = (len(state.ended_history) if state else 0,
                                            state is not None and state.ended_at is not None)
         if message_key:
             self.seen_messages.add(message_key)
             if self.waiting and event.session_id not in self.before:
                 self.store = self.store or self.store_factory()
-                state = self.store.get_session(event.session_id)
+                state = self.store.ingest.get_session(event.session_id)
                 self.before[event.session_id] = (
-                    self.store.count_messages(event.session_id), state.duplicates if state else 0
+                    self.store.ingest.count_messages(event.session_id), state.duplicates if state else 0
                 )
             self.per_session[event.session_id] += 1
         self.line_of[event.event_id] = number
@@ -227,7 +227,7 @@ class _Publishing:
         """How a session end of the file came out: "accepted" when the session holds an end
         time it did not hold before, "duplicate" when it was ended already and still is (a
         repeated end changes nothing), None while neither shows."""
-        state = self.store.get_session(session_id) if self.store else None
+        state = self.store.ingest.get_session(session_id) if self.store else None
         if state is None:
             return None
         ends_before, was_ended = before
@@ -244,11 +244,11 @@ class _Publishing:
             accepted = dups = 0
             for session_id in self.per_session:
                 count0, dup0 = self.before[session_id]
-                state = store.get_session(session_id) if store else None
-                accepted += (store.count_messages(session_id) - count0) if store else 0
+                state = store.ingest.get_session(session_id) if store else None
+                accepted += (store.ingest.count_messages(session_id) - count0) if store else 0
                 dups += ((state.duplicates if state else 0) - dup0)
             ends = Counter(self._ended(session_id, before) for session_id, before in self.ends.items())
-            remote = [r for r in store.list_rejections(limit=10_000) if r.event_id in self.line_of] if store else []
+            remote = [r for r in store.ingest.list_rejections(limit=10_000) if r.event_id in self.line_of] if store else []
             outcomes = accepted + dups + ends["accepted"] + ends["duplicate"] + len(remote)
             if outcomes >= expected or time.monotonic() > deadline:
                 break

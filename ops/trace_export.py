@@ -64,7 +64,7 @@ def write_run_traces(store, exporter, folder: Path, agent_id: str | None = None)
     spans}``. Returns the files written."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for run in store.list_runs(agent_id=agent_id, limit=10_000):
+    for run in store.runs.list_runs(agent_id=agent_id, limit=10_000):
         trace_id = tracing.trace_id(run.trace_context)
         if trace_id is None:
             continue

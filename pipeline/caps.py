@@ -28,8 +28,13 @@ from schemas.webhooks import WebhookEvent
 log = logging.getLogger("memory.caps")
 
 
-class CapsStore(CapStore, RollupStore, WebhookStore, AccessStore, Protocol):
+class CapsStore(Protocol):
     """The caps, the roll-ups they are read against, and where reaching one is announced."""
+
+    caps: CapStore
+    rollups: RollupStore
+    webhooks: WebhookStore
+    access: AccessStore
 
 
 @dataclass(frozen=True)
@@ -58,13 +63,13 @@ def caps_of(store: CapStore, settings: Settings, agent_id: str | None) -> SpendC
     """The caps that apply to the agent (``None``: the global caps)."""
     owner = GLOBAL if agent_id is None else agent_id
     default = settings.spend_caps.global_ if agent_id is None else settings.spend_caps.agent
-    return store.get_spend_caps(owner) or default
+    return store.caps.get_spend_caps(owner) or default
 
 
 def spend_of(store: RollupStore, agent_id: str | None, now: datetime) -> Spend:
     """The agent's (every agent's: None) spend in the current UTC day and month."""
     today, _ = spend.window_days("day", now)
-    rows = store.rollup_rows(agent_id, since_day=spend.window_days("month", now)[0],
+    rows = store.rollups.rollup_rows(agent_id, since_day=spend.window_days("month", now)[0],
                              until_day=spend.window_days("month", now)[1])
     by_window = {"month": rows, "day": [r for r in rows if r.day == today]}
     return Spend({w: sum(r.usd for r in found if r.usd is not None) for w, found in by_window.items()},
@@ -104,13 +109,13 @@ def _announce_once(store: CapsStore, agent_id: str, state: spend.CapState, level
     key = f"cap:{agent_id}:{state.scope}:{state.window}:{window}:{state.kind}:{level}"
     first_day = spend.window_days(state.window, now)[0]
     since = datetime.fromisoformat(first_day).replace(tzinfo=now.tzinfo)
-    if any(e.audit_id == key for e in store.list_audit(since=since, action="cap.reached", limit=1000)):
+    if any(e.audit_id == key for e in store.access.list_audit(since=since, action="cap.reached", limit=1000)):
         return
     data = {"scope": state.scope, "window": state.window, "level": level, "kind": state.kind,
             "cap_usd": state.cap_usd, "spend_usd": round(state.spend_usd, 6), "window_start": first_day}
     announce(store, [WebhookEvent(event_id=key, kind="cap.reached", agent_id=agent_id, occurred_at=now, data=data)],
              now)
-    store.record_audit(AuditEntry(audit_id=key, at=now, credential_id="formation", credential_kind="system",
+    store.access.record_audit(AuditEntry(audit_id=key, at=now, credential_id="formation", credential_kind="system",
                                   action="cap.reached", agent_id=agent_id, subject=f"{state.scope}:{state.window}",
                                   counts={"level": level}))
     log.warning("agent %s: %s %s %s cap of %.2f USD at %d%% (%.4f USD spent in %s)", agent_id, state.scope,

@@ -55,9 +55,9 @@ class ContextAssembly:
         the TTL, no version stamp of a scope it shows has moved and it was built for the same
         view and budget; otherwise (or with ``force_refresh``) built and cached again."""
         keys = sorted(set(view.context_scope_keys) | set(view.fact_scope_keys))
-        versions = context.cache_versions(view, self.store.get_scope_versions(self.agent_id, keys), budget)
+        versions = context.cache_versions(view, self.store.leases.get_scope_versions(self.agent_id, keys), budget)
         if not force_refresh:
-            cached = self.store.get_cached_context(session_id, user_id or "")
+            cached = self.store.contexts.get_cached_context(session_id, user_id or "")
             if cached is not None and cached.content is not None and cached.agent_id == self.agent_id and context.is_fresh(
                 cached, versions, now, self.settings.context_cache_ttl_s
             ) and (cached.stale_at is None or now < cached.stale_at):  # an expiry moves no stamp
@@ -67,7 +67,7 @@ class ContextAssembly:
         block = pack(self._scopes(view, None), self._fact_lines(facts, ()), now, budget, [])  # as ``build``
         tracing.set_attributes({"memory.cached": False, "memory.max_tokens": budget})
         expiries = [f.expires_at for f in facts if f.expires_at is not None]
-        self.store.put_cached_context(CachedContext(
+        self.store.contexts.put_cached_context(CachedContext(
             session_id=session_id, user_id=user_id or "", agent_id=self.agent_id, content=block,
             built_at=now, versions=versions, stale_at=min(expiries, default=None),
         ))
@@ -87,13 +87,13 @@ class ContextAssembly:
         """Each shown scope's blob and newest buffered reflections (as they stood at ``as_of``)."""
         scopes = []
         for key in view.context_scope_keys:
-            blob = self.store.get_blob(self.agent_id, key)
+            blob = self.store.blobs.get_blob(self.agent_id, key)
             if as_of is None:
                 consolidated = blob.consolidated_content if blob else ""
-                buffered = self.store.unabsorbed_reflections(self.agent_id, key)
+                buffered = self.store.reflections.unabsorbed_reflections(self.agent_id, key)
             else:
                 consolidated, buffered = validity.memory_as_of(
-                    blob, self.store.list_reflections(self.agent_id, key), as_of)
+                    blob, self.store.reflections.list_reflections(self.agent_id, key), as_of)
             scopes.append(context.ScopeMemory(
                 key, consolidated, [r.content for r in buffered[-context.MAX_RECENT_REFLECTIONS:]],
             ))
@@ -112,7 +112,7 @@ class ContextAssembly:
         # every fact changed since the window opened may have had a version valid then;
         # a version is aged from when it became valid, its recording may come later
         # (a history replayed or imported today)
-        changed = self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
+        changed = self.store.facts.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
         valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
         lines = [context.FactLine(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since]
         return _unshown(lines[:limit], shown)
@@ -124,7 +124,7 @@ class ContextAssembly:
             return []
         since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
         return validity.newest_unexpired(
-            lambda n: self.store.recent_facts(self.agent_id, view.fact_scope_keys, since, n), now, limit)
+            lambda n: self.store.facts.recent_facts(self.agent_id, view.fact_scope_keys, since, n), now, limit)
 
     @staticmethod
     def _fact_lines(facts: Sequence[Fact], shown: Sequence[context.FactLine]) -> list[context.FactLine]:

@@ -29,8 +29,12 @@ REASON = "expired"
 MAX_BATCHES = 100
 
 
-class ExpiryStore(FactStore, LeaseStore, WebhookStore, Protocol):
+class ExpiryStore(Protocol):
     """The facts, their scopes' version stamps and the webhook outbox."""
+
+    facts: FactStore
+    leases: LeaseStore
+    webhooks: WebhookStore
 
 
 @dataclass
@@ -44,8 +48,8 @@ def stamp_expired(store: ExpiryStore, now: datetime, batch: int) -> ExpiryResult
     time, bump the stamps of the scopes it changed and announce each retirement."""
     result = ExpiryResult()
     for _ in range(MAX_BATCHES):
-        ids = store.expired_fact_ids(now, batch)
-        done = stamp(store, store.get_facts(ids), now)
+        ids = store.facts.expired_fact_ids(now, batch)
+        done = stamp(store, store.facts.get_facts(ids), now)
         result.retired += done.retired
         result.deliveries += done.deliveries
         if len(ids) < batch:
@@ -57,13 +61,13 @@ def stamp(store: ExpiryStore, facts: Sequence[Fact], now: datetime) -> ExpiryRes
     """Retire those of ``facts`` expired by ``now`` and still live (reason ``expired``, valid
     until their expiry), bump their scopes' stamps and announce each: what beat does, and
     what formation does at once to an expired fact that holds the text it is about to store."""
-    stamped = [f for f in facts if validity.expired(f, now) and f.expires_at is not None and store.retire_fact(
+    stamped = [f for f in facts if validity.expired(f, now) and f.expires_at is not None and store.facts.retire_fact(
         f.fact_id, now, RETIRED_BY, valid_to=f.expires_at, expected_version=f.version, reason=REASON)]
     by_agent: dict[str, set[str]] = {}
     for fact in stamped:
         by_agent.setdefault(fact.agent_id, set()).add(fact.scope_key)
     for agent_id, keys in sorted(by_agent.items()):
-        store.bump_scope_versions(agent_id, sorted(keys))
-    retired = store.get_facts(f.fact_id for f in stamped)
+        store.leases.bump_scope_versions(agent_id, sorted(keys))
+    retired = store.facts.get_facts(f.fact_id for f in stamped)
     deliveries = outbox.announce(store, [events.expired_event(f, now) for f in retired], now) if retired else []
     return ExpiryResult([f.fact_id for f in retired], deliveries)

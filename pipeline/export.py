@@ -46,20 +46,23 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class ExportReads(ProvenanceStore, BlobStore, Protocol):
+class ExportReads(Protocol):
     """What an export reads: what rests on the user (the reflections a blob absorbed included),
     and the blobs of the scopes it touches."""
+
+    provenance: ProvenanceStore
+    blobs: BlobStore
 
 
 def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -> Iterator[dict[str, Any]]:
     """The records of everything stored about ``user_id`` (under ``agent_id``, or every
     agent); see the module doc. Streamed: messages are read as they are written out."""
     check_ids(user_id, agent_id)
-    for m in store.user_messages(user_id, agent_id):
+    for m in store.provenance.user_messages(user_id, agent_id):
         yield {"kind": "message", "agent_id": m.agent_id, "session_id": m.session_id, "message_id": m.message_id,
                "role": m.role, "sender_id": m.sender_id, "sender_name": m.sender_name, "content": m.content,
                "created_at": _iso(m.created_at)}
-    resting = store.resting_on(user_id, agent_id)
+    resting = store.provenance.resting_on(user_id, agent_id)
     own = f"user:{user_id}"
     for f in resting.facts:
         yield {"kind": "fact", "agent_id": f.agent_id, "user_id": user_id, "fact_id": f.fact_id, "scope": f.scope,
@@ -77,7 +80,7 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
                "source_message_ids": r.source_message_ids, "formed_at": _iso(r.formed_at), "absorbed": r.absorbed,
                "consolidated_into": r.consolidated_into}
     yield from _blobs(store, user_id, resting)
-    for run in store.user_runs(user_id, agent_id):
+    for run in store.provenance.user_runs(user_id, agent_id):
         yield _run_cost(run)
 
 
@@ -92,10 +95,10 @@ def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[
         if r.absorbed:
             mine.setdefault((r.agent_id, r.scope_key), []).append(r.content)
     for (agent, key), texts in sorted(mine.items()):
-        blob = store.get_blob(agent, key)
+        blob = store.blobs.get_blob(agent, key)
         if blob is None or not blob.consolidated_content.strip():
             continue
-        if key.startswith("user:") or not store.absorbed_from_others(agent, key, user_id):
+        if key.startswith("user:") or not store.provenance.absorbed_from_others(agent, key, user_id):
             yield {"kind": "blob", "agent_id": agent, "user_id": user_id, "scope_key": key,
                    "version": blob.version, "content": blob.consolidated_content}
             continue

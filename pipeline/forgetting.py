@@ -28,7 +28,7 @@ from pipeline import erasure
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
-from pipeline.store.port import BlobStore, ProvenanceStore, SessionStore, Store
+from pipeline.store.port import BlobStore, IngestStore, ProvenanceStore, RunStore, SessionStore, Store
 from pipeline.webhooks.outbox import announce_forgotten
 from schemas.documents import StoredMessage, scope_key
 from schemas.settings import Settings, get_settings
@@ -69,16 +69,21 @@ def check_ids(user_id: str, agent_id: str | None) -> None:
         raise InvalidInput("agent", "an empty agent id; use --all-agents to erase under every agent")
 
 
-class ErasureReads(ProvenanceStore, BlobStore, SessionStore, Protocol):
+class ErasureReads(Protocol):
     """What planning and verifying an erasure read: what rests on the user, the blobs of the
     scopes it touches and the ids of the reflections they absorbed (provenance), and the
     messages of the runs that formed them."""
+
+    provenance: ProvenanceStore
+    blobs: BlobStore
+    ingest: IngestStore
+    runs: RunStore
 
 
 def of_unknown_origin(store: ErasureReads, agent_id: str | None) -> Resting:
     """The items of unknown origin: with no source user, and not written by a person (an
     owner's direct write rests on nobody's messages by design: its ``source`` says so)."""
-    loose = store.unattributed(agent_id)
+    loose = store.provenance.unattributed(agent_id)
     return Resting(facts=[f for f in loose.facts if f.source is None],
                    reflections=[r for r in loose.reflections if r.source is None])
 
@@ -90,8 +95,8 @@ def _run_messages(store: SessionStore, items: Resting) -> dict[str, list[StoredM
         run_id = item.source_run_id
         if item.source_user_ids or not run_id or run_id in out:
             continue
-        run = store.get_run(run_id)
-        out[run_id] = store.get_messages(run.session_id, run.seq_from, run.seq_to) if run else []
+        run = store.runs.get_run(run_id)
+        out[run_id] = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if run else []
     return out
 
 
@@ -102,12 +107,12 @@ def plan_erasure(store: ErasureReads, user_id: str, agent_id: str | None = None,
     ``Store.forget_user`` removes whole (their scope, and ``solo_keys``: their one-to-one
     sessions' keys)."""
     check_ids(user_id, agent_id)
-    resting, loose = store.resting_on(user_id, agent_id), of_unknown_origin(store, agent_id)
+    resting, loose = store.provenance.resting_on(user_id, agent_id), of_unknown_origin(store, agent_id)
     runs = run_messages if run_messages is not None else _run_messages(store, loose)
     found = erasure.plan(user_id, resting, loose, runs, solo_keys)
     keys = sorted(found.blob_keys)
-    return erasure.plan_blobs(found, {k: store.get_blob(*k) for k in keys},
-                              {k: store.reflection_ids(*k, absorbed_only=True) for k in keys})
+    return erasure.plan_blobs(found, {k: store.blobs.get_blob(*k) for k in keys},
+                              {k: store.provenance.reflection_ids(*k, absorbed_only=True) for k in keys})
 
 
 @dataclass
@@ -124,10 +129,10 @@ def preview_forget(store: Store, user_id: str, agent_id: str | None = None) -> P
     inspector) reads first, counted as the erasure counts (its store part is
     ``Store.forget_user`` run dry; its provenance part leaves to it the scopes it removes whole)."""
     check_ids(user_id, agent_id)
-    counts = store.forget_user(user_id, agent_id, dry_run=True)
-    counts["user_switches"] = store.forget_user_switches(user_id, agent_id, dry_run=True)
-    counts["webhook_deliveries"] = store.forget_deliveries(user_id, agent_id, dry_run=True)
-    scope_wide = erasure.forget_plan(user_id, agent_id, store.user_data(user_id, agent_id))
+    counts = store.admin.forget_user(user_id, agent_id, dry_run=True)
+    counts["user_switches"] = store.access.forget_user_switches(user_id, agent_id, dry_run=True)
+    counts["webhook_deliveries"] = store.webhooks.forget_deliveries(user_id, agent_id, dry_run=True)
+    scope_wide = erasure.forget_plan(user_id, agent_id, store.admin.user_data(user_id, agent_id))
     solo = {(agent, scope_key("session", session_id=sid)) for sid, agent in scope_wide.solo.items()}
     found = plan_erasure(store, user_id, agent_id, solo_keys=solo)
     return Preview({**counts, **found.counts()}, found)
@@ -161,14 +166,14 @@ def forget_user(
 
     say = progress or (lambda line: None)
     say("reading what rests on the user")
-    before = store.resting_on(user_id, agent_id)
+    before = store.provenance.resting_on(user_id, agent_id)
     loose = of_unknown_origin(store, agent_id)
     runs = _run_messages(store, loose)  # read before step 1 deletes the user's runs
     say("deleting the user's own data")
-    counts = store.forget_user(user_id, agent_id)
-    counts["user_switches"] = store.forget_user_switches(user_id, agent_id)  # their memory switches go too
+    counts = store.admin.forget_user(user_id, agent_id)
+    counts["user_switches"] = store.access.forget_user_switches(user_id, agent_id)  # their memory switches go too
     # webhook notices about them, sent or not: none is sent later, none kept
-    counts["webhook_deliveries"] = store.forget_deliveries(user_id, agent_id)
+    counts["webhook_deliveries"] = store.webhooks.forget_deliveries(user_id, agent_id)
     deps = _RebuildDeps(store, settings or get_settings(), llm, clock or Clock())
     holder = erasure.holder(user_id)
     keys = erasure.plan(user_id, before, loose, runs).lease_keys()
@@ -183,7 +188,7 @@ def forget_user(
             for i, target in enumerate(plan.rebuild, 1):
                 say(f"rebuilding blob {i}/{len(plan.rebuild)} ({target.scope_key})")
                 rebuild_blob(deps, target, holder)
-            store.erase_memory(plan)
+            store.admin.erase_memory(plan)
             touched |= plan.blob_keys
             found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
     agents = {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)}
@@ -210,7 +215,7 @@ def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = Non
     an erasure rebuilt) a blob that still counts a removed reflection; and, apart, what has
     no attribution at all."""
     check_ids(user_id, agent_id)
-    traces = store.footprint(user_id, agent_id).traces()
+    traces = store.provenance.footprint(user_id, agent_id).traces()
     loose = of_unknown_origin(store, agent_id)
     runs = _run_messages(store, loose)
     unattributed = []
@@ -223,11 +228,11 @@ def verify_erasure(store: ErasureReads, user_id: str, agent_id: str | None = Non
             elif user_id in found:
                 traces.append(f"{kind}:{ident}: its run's messages include the user's")
     for agent, key in sorted(set(blob_keys)):
-        blob = store.get_blob(agent, key)
-        present = set(store.reflection_ids(agent, key))
+        blob = store.blobs.get_blob(agent, key)
+        present = set(store.provenance.reflection_ids(agent, key))
         missing = [r for r in (blob.absorbing_ids if blob else []) if r not in present]
         if missing:
             traces.append(f"consolidated:{agent}/{key}: counts {len(missing)} removed reflection(s)")
     unattributed += [f"consolidated:{b.agent_id}/{b.scope_key}: text of unknown origin"
-                     for b in store.unexplained_blobs(agent_id)]
+                     for b in store.provenance.unexplained_blobs(agent_id)]
     return Verification(traces, unattributed)

@@ -91,7 +91,7 @@ def claim_run(
                                     "memory.agent_id": run.agent_id, "memory.reason": run.reason},
                       new_trace=follow_up) as span:
         run.trace_context = tracing.carrier()
-        claimed = store.try_claim(run.session_id, rule, run, now, lease_s)
+        claimed = store.runs.try_claim(run.session_id, rule, run, now, lease_s)
         span.set_attribute("memory.claimed", claimed is not None)
         return claimed
 
@@ -133,7 +133,7 @@ def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, s
 def ingest_message(
     event: MessageAdded, store: SessionStore, settings: Settings, now: datetime, raw: Any = None
 ) -> IngestResult:
-    outcome = store.ingest_message(to_stored_message(event, now), now)
+    outcome = store.ingest.ingest_message(to_stored_message(event, now), now)
     if outcome.status == "rejected":
         return _reject_session(raw, event, outcome.reason or "", store, now)
     return _message_result(event, outcome, _claim_if_due(event, outcome.session, store, settings, now))
@@ -151,7 +151,7 @@ def ingest_messages(
     the payloads as received). Returns the results and, when the store failed transiently, the
     error: the results then cover only the events that need no retry."""
     try:
-        outcomes = store.ingest_messages([to_stored_message(e, now) for e in events], now)
+        outcomes = store.ingest.ingest_messages([to_stored_message(e, now) for e in events], now)
     except TransientError as exc:
         return [], exc
     last = {e.session_id: i for i, (e, o) in enumerate(zip(events, outcomes)) if o.status != "rejected"}
@@ -181,12 +181,12 @@ def end_session(
     is left open and reported unknown, like a session never seen: the end is delivered again
     after its messages (which it must form at once, not one run per late message);
     ``deferrals``: how many times it was delivered again already."""
-    known = store.get_session(event.session_id)
+    known = store.ingest.get_session(event.session_id)
     if known is not None and known.last_seq == 0 and known.agent_id == event.agent_id:
         return IngestResult(status="accepted", event_id=event.event_id, kind=event.type, session_id=event.session_id,
                             session_unknown=True, then=early_end(event.event_id, event.session_id, deferrals))
     try:
-        session = store.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
+        session = store.ingest.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
     except InvalidInput as refused:
         return _reject_session(raw, event, refused.reason, store, now)
     run = None

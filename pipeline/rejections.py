@@ -87,7 +87,7 @@ def record_rejection(raw: Any, rejection: Rejection, store: IngestStore, now: da
     """Store ``rejection`` with the raw payload and the ids it carries, and report the event
     rejected. Raises ``TransientError`` when the store cannot take the record."""
     errors = [{"field": e.field, "reason": e.reason} for e in rejection.errors]
-    store.record_rejection(
+    store.ingest.record_rejection(
         RejectedEvent(
             rejection_id=uuid.uuid4().hex,
             event_id=storable(rejection.event_id) if rejection.event_id else None,

@@ -310,7 +310,7 @@ def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
             hits = [version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
     if asked.track_access and hits and as_of is None:
         with _timed(timings, "access"):
-            clients.store.record_fact_access([hit.id for hit in hits], now)
+            clients.store.facts.record_fact_access([hit.id for hit in hits], now)
     timings["total"] = _ms(start)
     tracing.set_attributes({**{f"memory.{k}_ms": v for k, v in timings.items() if isinstance(v, (int, float))},
                             "memory.results": len(hits), "memory.embed_failed": embedded.error is not None})

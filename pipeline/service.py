@@ -294,7 +294,7 @@ class MemoryService:
         _require("session_id", session_id)
         humans = _user_ids(user_ids)
         own_session.refuse_strangers(self.agent_id, session_id, humans, "user_ids")
-        self.store.declare_session_users(session_id, self.agent_id, humans)
+        self.store.ingest.declare_session_users(session_id, self.agent_id, humans)
         for user in humans or [None]:
             self.get_memory_context(session_id=session_id, user_id=user)
 
@@ -324,11 +324,11 @@ class MemoryService:
         ``TransientError`` when the broker did not take the run; the claim is then released
         (the run is ``failed``) and beat's stale-run retry starts it."""
         _require("session_id", session_id)
-        session = self.store.get_session(session_id)
+        session = self.store.ingest.get_session(session_id)
         if session is None or session.agent_id != self.agent_id:
             return None
         now = self.clock.now()
-        run = self.store.try_claim(
+        run = self.store.runs.try_claim(
             session_id, cold_rule(self.settings, now), new_run(session_id, self.agent_id, "cold", now), now,
             self.settings.claim_lease_s,
         )

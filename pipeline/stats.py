@@ -32,8 +32,8 @@ def _scope_keys(user_id: str | None, session_id: str | None) -> list[tuple[str, 
 def _paused(store: Store, agent_id: str, user_id: str | None) -> set[str]:
     """The scope keys nothing new is formed for: what the owner paused (``*`` the whole agent)
     and the user's own scope when they switched their memory off (design §12, §13)."""
-    paused = paused_keys(store.get_agent_settings(agent_id))
-    if user_id and store.user_memory_off(agent_id, [user_id]):
+    paused = paused_keys(store.ingest.get_agent_settings(agent_id))
+    if user_id and store.access.user_memory_off(agent_id, [user_id]):
         paused.add(scope_key("user", user_id=user_id))
     return paused
 
@@ -45,12 +45,12 @@ def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id
     out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
     spend = _spend(store, agent_id, user_id, session_id)
     keys = _scope_keys(user_id, session_id)
-    counts = store.reflection_counts(agent_id, [k for _, k in keys])
+    counts = store.stats.reflection_counts(agent_id, [k for _, k in keys])
     paused = _paused(store, agent_id, user_id)
     for scope, key in keys:
-        blob = store.get_blob(agent_id, key)
+        blob = store.blobs.get_blob(agent_id, key)
         reflections = counts[key]
-        unabsorbed = store.unabsorbed_reflections(agent_id, key) if reflections.unabsorbed else []
+        unabsorbed = store.reflections.unabsorbed_reflections(agent_id, key) if reflections.unabsorbed else []
         entry: dict[str, Any] = {
             "scope": scope,
             "blob_words": word_count(blob.consolidated_content) if blob else 0,
@@ -65,8 +65,8 @@ def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id
             "paused": is_paused(paused, key),
         }
         if scope != "session":
-            newest = store.list_facts(agent_id, key, limit=1)
-            entry["facts"] = store.count_facts(agent_id, key)
+            newest = store.facts.list_facts(agent_id, key, limit=1)
+            entry["facts"] = store.facts.count_facts(agent_id, key)
             entry["last_fact_at"] = _iso(newest[0].formed_at if newest else None)
         out["scopes"][key] = entry
     return out
@@ -79,11 +79,11 @@ def consolidation_status(
     against its limit, whether a consolidation is due, and whether the scope is paused (then
     nothing is consolidated for it until it is resumed)."""
     keys = _scope_keys(user_id, session_id)
-    counts = store.count_unabsorbed(agent_id, [k for _, k in keys])
+    counts = store.reflections.count_unabsorbed(agent_id, [k for _, k in keys])
     paused = _paused(store, agent_id, user_id)
     out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
     for scope, key in keys:
-        blob = store.get_blob(agent_id, key)
+        blob = store.blobs.get_blob(agent_id, key)
         buffered = int(counts.get(key, 0))
         threshold = settings.consolidation_threshold(scope)  # type: ignore[arg-type]
         out["scopes"][key] = {
@@ -101,12 +101,12 @@ def _spend(store: Store, agent_id: str, user_id: str | None, session_id: str | N
     stage and model however many runs the agent made. The agent's every run and usage record
     (session-end consolidations, failed attempts); the user's runs and their records; the
     session's runs and records."""
-    out = {scope_key("agent"): _summary(store.rollup_rows(agent_id, all_time=True))}
+    out = {scope_key("agent"): _summary(store.rollups.rollup_rows(agent_id, all_time=True))}
     if user_id:
-        out[scope_key("user", user_id=user_id)] = _summary(store.rollup_rows(agent_id, user_id=user_id, all_time=True))
+        out[scope_key("user", user_id=user_id)] = _summary(store.rollups.rollup_rows(agent_id, user_id=user_id, all_time=True))
     if session_id:
         out[scope_key("session", session_id=session_id)] = _summary(
-            store.rollup_rows(agent_id, session_id=session_id, all_time=True))
+            store.rollups.rollup_rows(agent_id, session_id=session_id, all_time=True))
     return out
 
 

@@ -47,14 +47,14 @@ def _sweep_cold_sessions(store: SessionStore, settings: Settings, now: datetime)
     result = SweepResult()
     seen: set[str] = set()
     for _ in range(MAX_BATCHES):
-        batch = store.find_cold_sessions(rule.idle_before, settings.min_messages_to_form, settings.sweep_batch_size)
+        batch = store.ingest.find_cold_sessions(rule.idle_before, settings.min_messages_to_form, settings.sweep_batch_size)
         fresh = [sid for sid in batch if sid not in seen]
         if not fresh:
             break
         for session_id in fresh:
             seen.add(session_id)
             result.candidates += 1
-            session = store.get_session(session_id)
+            session = store.ingest.get_session(session_id)
             if session is None:
                 result.lost += 1
                 continue
@@ -95,12 +95,12 @@ def retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> Retr
 
 def _retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> RetryResult:
     result = RetryResult()
-    for run in store.find_stale_runs(now, settings.sweep_batch_size):
+    for run in store.runs.find_stale_runs(now, settings.sweep_batch_size):
         if run.attempts >= settings.max_run_attempts:
-            store.fail_run(run.run_id, exhausted_reason(run.attempts, run.error), now, dead=True)
+            store.runs.fail_run(run.run_id, exhausted_reason(run.attempts, run.error), now, dead=True)
             result.dead.append(run.run_id)
             continue
-        reopened = store.reopen_run(run.run_id, now, settings.claim_lease_s)
+        reopened = store.runs.reopen_run(run.run_id, now, settings.claim_lease_s)
         if reopened is None:
             result.held.append(run.run_id)
         else:
@@ -125,7 +125,7 @@ def start_runs(store: RunStore, run_ids: Sequence[str], start: Callable[[str], N
             reason = f"not started: {type(exc).__name__}: {exc}"
             try:
                 for other in left:
-                    store.fail_run(other, reason, now, dead=False)
+                    store.runs.fail_run(other, reason, now, dead=False)
             except Exception as store_exc:  # noqa: BLE001 - said below; the send's error is raised
                 log.error("%d run(s) claimed but not started (%s) and not released either (%s: %s): the "
                           "stale-run retry starts them once their lease expires", len(left), reason,

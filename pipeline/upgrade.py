@@ -46,20 +46,20 @@ def upgrade_store(store: Store, progress: Callable[[str], None] | None = None) -
     report = UpgradeReport()
     say("creating indexes")
     report.indexes = store.create_indexes()
-    backfill = getattr(store, "backfill_rejected_ids", None)  # Mongo only: SQLite fills at open
+    backfill = getattr(store.provenance, "backfill_rejected_ids", None)  # Mongo only: SQLite fills at open
     if backfill is not None:
         report.rejected_indexed = backfill()
     say("rolling usage up per agent, user, session and day")
-    report.rollup_rows = store.rebuild_rollups()
-    loose = store.unattributed(None)
+    report.rollup_rows = store.rollups.rebuild_rollups()
+    loose = store.provenance.unattributed(None)
     say(f"deriving sources of {len(loose)} item(s) stored without them")
     runs: dict[str, list] = {}
     for kind, items in (("facts", loose.facts), ("reflections", loose.reflections)):
         for item in items:
             run_id = item.source_run_id or ""
             if run_id and run_id not in runs:
-                run = store.get_run(run_id)
-                runs[run_id] = store.get_messages(run.session_id, run.seq_from, run.seq_to) if run else []
+                run = store.runs.get_run(run_id)
+                runs[run_id] = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if run else []
             found = erasure.attribute(item, runs)
             if not found:
                 report.unattributed_items += 1
@@ -68,6 +68,6 @@ def upgrade_store(store: Store, progress: Callable[[str], None] | None = None) -
             ids = list(item.source_message_ids) or range_sources(messages)[0]
             users = message_sources(ids, messages) if item.source_message_ids else sorted(found)
             ident = item.fact_id if kind == "facts" else item.reflection_id
-            report.items_attributed += store.set_item_sources(kind, ident, users or sorted(found), ids)
-    report.unexplained_blobs = len(store.unexplained_blobs(None))
+            report.items_attributed += store.provenance.set_item_sources(kind, ident, users or sorted(found), ids)
+    report.unexplained_blobs = len(store.provenance.unexplained_blobs(None))
     return report

@@ -18,9 +18,9 @@ def read_visibility(
 ) -> Visibility:
     """The scopes ``user_id`` may see in ``session_id`` of ``agent_id``: toggles, the group-chat
     rule over the session's stored humans, and the user's own switch of user memory (§12)."""
-    session = store.get_session(session_id)
+    session = store.ingest.get_session(session_id)
     return visibility(
-        settings, store.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
+        settings, store.ingest.get_agent_settings(agent_id), session_id=session_id, user_id=user_id,
         session_users=session.users if session else (),
-        user_memory_on=not (user_id and store.user_memory_off(agent_id, [user_id])),
+        user_memory_on=not (user_id and store.access.user_memory_off(agent_id, [user_id])),
     )

@@ -169,8 +169,8 @@ def add_probe(store, settings, clock, agent_id: str = "a1") -> str:
             runs.append(result.run)
     now = clock.now()
     for run in runs:  # a priced stage on each run: its cost must survive the erasure
-        store.start_stage(run.run_id, "extract_facts", now)
-        store.complete_stage(run.run_id, "extract_facts", StageRecord(
+        store.runs.start_stage(run.run_id, "extract_facts", now)
+        store.runs.complete_stage(run.run_id, "extract_facts", StageRecord(
             status="done", output={"facts": []}, started_at=now, finished_at=now, duration_ms=1.0,
             usage={"calls": 1, "input_tokens": 100, "output_tokens": 10, "by_model": {
                 "gpt-5-mini": {"kind": "llm", "provider": "openai", "calls": 1, "input_tokens": 100,
@@ -179,22 +179,22 @@ def add_probe(store, settings, clock, agent_id: str = "a1") -> str:
     for i in range(PROBE_FACTS):
         scope = "user" if i % 2 else "agent"
         text = f"{PROBE} detail number {i}"
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"f-probe-{i}", agent_id=agent_id, scope=scope, user_id=PROBE if scope == "user" else None,
             scope_key=scope_key("user", user_id=PROBE) if scope == "user" else "agent", content=text,
             hash=text_hash(text), source_session_id="s-probe", source_message_ids=["s-probe-m0"],
             source_user_ids=[PROBE], source_run_id=runs[0].run_id, formed_at=now))
-    store.insert_reflections([
+    store.reflections.insert_reflections([
         Reflection(reflection_id=f"{group_run}:agent:{i}", agent_id=agent_id, scope="agent", scope_key="agent",
                    content=text, source_session_id="s-probe-group", source_message_ids=[mid],
                    source_user_ids=[user], source_run_id=group_run, formed_at=now)
         for i, (user, mid, text) in enumerate(((PROBE, "s-probe-group-m0", "The probe wants Tuesday launches"),
                                                (PEER, "s-probe-group-m1", "The peer runs the live stream")))])
     ids = [f"{group_run}:agent:0", f"{group_run}:agent:1"]
-    store.save_blob(ConsolidatedBlob(
+    store.blobs.save_blob(ConsolidatedBlob(
         agent_id=agent_id, scope="agent", scope_key="agent", word_limit=1200, version=1, last_run_id=group_run,
         absorbing_ids=ids, consolidated_content="VERSION: 1\n[PROJECTS]\n- The probe wants Tuesday launches\n"
                                                 "- The peer runs the live stream"), 0)
-    store.mark_absorbed(ids, 1, now)
+    store.reflections.mark_absorbed(ids, 1, now)
     return "s-probe-group"
 

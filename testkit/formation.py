@@ -32,7 +32,7 @@ class Env:
 
     # ---- building runs -------------------------------------------------------------------
     def agent(self, agent_id: str = "agent-1", **toggles) -> None:
-        self.store.put_agent_settings(AgentSettings(agent_id=agent_id, **toggles))
+        self.store.ingest.put_agent_settings(AgentSettings(agent_id=agent_id, **toggles))
 
     def add_messages(self, rows, *, session_id="s-1", agent_id="agent-1", users=("u-1",), tier=0):
         """rows: (role, sender_id or None, text)."""
@@ -40,7 +40,7 @@ class Env:
             self.counter["msg"] += 1
             n = self.counter["msg"]
             self.clock.advance(seconds=1)
-            self.store.ingest_message(StoredMessage(
+            self.store.ingest.ingest_message(StoredMessage(
                 agent_id=agent_id, session_id=session_id, message_id=f"m{n}", event_id=f"e{n}",
                 role=role, sender_id=sender, sender_name=sender.title() if sender else None,
                 content=text, created_at=self.clock.now(), ingested_at=self.clock.now(),
@@ -49,7 +49,7 @@ class Env:
 
     def claim(self, session_id="s-1", agent_id="agent-1", reason="session_end") -> str:
         self.counter["run"] += 1
-        run = self.store.try_claim(session_id, trigger.session_end_rule(), FormationRun(
+        run = self.store.runs.try_claim(session_id, trigger.session_end_rule(), FormationRun(
             run_id=f"run-{self.counter['run']}", agent_id=agent_id, session_id=session_id, seq_from=0,
             seq_to=0, reason=reason, created_at=self.clock.now(),
         ), self.clock.now(), self.settings.claim_lease_s)
@@ -79,10 +79,10 @@ class Env:
         return finish_mod.finish(run_id, self)
 
     def live_facts(self, agent_id="agent-1", scope_key=None):
-        return self.store.list_facts(agent_id, scope_key)
+        return self.store.facts.list_facts(agent_id, scope_key)
 
     def all_facts(self, agent_id="agent-1", scope_key=None):
-        return self.store.list_facts(agent_id, scope_key, include_retired=True)
+        return self.store.facts.list_facts(agent_id, scope_key, include_retired=True)
 
 
 def make_env(tmp_path) -> Env:
@@ -161,7 +161,7 @@ def merge_all(request) -> ConsolidationAnswer:
 def snapshot(env, agent_id="agent-1") -> dict:
     """Everything a rerun must leave unchanged (scope stamps excepted: bumping them again only
     invalidates caches)."""
-    dump = env.store.dump_all()
+    dump = env.store.admin.dump_all()
     facts_rows = sorted(
         (f["fact_id"], f["content"], f.get("version"), len(f.get("history") or []), bool(f.get("retired_at")))
         for f in _docs(dump, "facts")

@@ -86,7 +86,7 @@ def main(folder: Path, canary: str) -> int:
             publisher.publish_one(message_event(
                 agent_id=AGENT, session_id=COLD, content=text, role=role, message_id=f"c{i}",
                 sender_id="u-dana" if role == "user" else None, session_users=["u-dana"]))
-        while (deps.store.get_session(COLD) is None or deps.store.get_session(COLD).last_seq < 4):
+        while (deps.store.ingest.get_session(COLD) is None or deps.store.ingest.get_session(COLD).last_seq < 4):
             time.sleep(0.05)
         time.sleep(1.2)  # idle past MEMORY_COLD_AFTER_S
         send(names.TASK_SWEEP_COLD, {}, app=app)
@@ -124,8 +124,8 @@ def _write_results(folder: Path, store, exporter, settled: bool, canary: str) ->
     from ops.trace_export import span_dict
     from pipeline import tracing
 
-    runs = store.list_runs(limit=100)
-    dump = json.dumps(store.dump_all(), default=str)
+    runs = store.runs.list_runs(limit=100)
+    dump = json.dumps(store.admin.dump_all(), default=str)
     (folder / "spans.json").write_text(json.dumps([span_dict(s) for s in exporter.get_finished_spans()],
                                                   default=str), encoding="utf-8")
     (folder / "runs.json").write_text(json.dumps({

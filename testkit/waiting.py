@@ -50,5 +50,5 @@ def settle(done: Callable[[], bool], state: Callable[[], Hashable], *, quiet_s: 
 
 def store_state(store) -> str:
     """A digest of everything the store holds: it changes with every write of the pipeline."""
-    dump = json.dumps(store.dump_all(), sort_keys=True, default=str)
+    dump = json.dumps(store.admin.dump_all(), sort_keys=True, default=str)
     return hashlib.sha256(dump.encode()).hexdigest()

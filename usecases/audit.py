@@ -53,7 +53,7 @@ def record(store: AccessStore, now: datetime, actor: Actor, done: Audited, *,
     entry = AuditEntry(audit_id=audit_id or uuid.uuid4().hex, at=now, credential_id=actor.credential_id,
                        credential_kind=actor.kind, action=done.action, agent_id=done.agent_id,
                        subject=done.subject, outcome=done.outcome, counts=dict(done.counts))
-    store.record_audit(entry)
+    store.access.record_audit(entry)
     return entry
 
 
@@ -67,4 +67,4 @@ def recorded(store: AccessStore, now: datetime, actor: Actor, result: R) -> R:
 def read_log(store: AccessStore, *, since: datetime | None = None, action: str | None = None,
              limit: int = 100) -> list[AuditEntry]:
     """The log, newest first (``memoryctl audit``, ``/v1/admin/audit``)."""
-    return store.list_audit(since=since, action=action, limit=limit)
+    return store.access.list_audit(since=since, action=action, limit=limit)

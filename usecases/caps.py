@@ -25,7 +25,7 @@ def _row(store: CapsStore, settings: Settings, agent_id: str | None, now: dateti
     states = spend.states("global" if agent_id is None else "agent", applied, spent.usd)
     return {
         "agent_id": agent_id, "caps": applied.model_dump(),
-        "source": "set" if store.get_spend_caps(owner) is not None else "settings",
+        "source": "set" if store.caps.get_spend_caps(owner) is not None else "settings",
         "spend_usd": {w: round(v, 6) for w, v in spent.usd.items()}, "unpriced_calls": spent.unpriced_calls,
         "state": spend.verdict(states),
         "levels": [{"window": s.window, "kind": s.kind, "cap_usd": s.cap_usd, "level": s.level} for s in states],
@@ -35,7 +35,7 @@ def _row(store: CapsStore, settings: Settings, agent_id: str | None, now: dateti
 def caps_report(store: CapsStore, settings: Settings, now: datetime, agent_id: str | None = None) -> dict:
     """The global caps and spend, then the agent's (``agent_id``), or else every agent's whose
     caps were set at run time."""
-    agents = [agent_id] if agent_id is not None else sorted(o for o in store.list_spend_caps() if o != GLOBAL)
+    agents = [agent_id] if agent_id is not None else sorted(o for o in store.caps.list_spend_caps() if o != GLOBAL)
     return {
         "day": spend.window_name("day", now), "month": spend.window_name("month", now), "note": NOTE,
         "agent_default": settings.spend_caps.agent.model_dump(),
@@ -56,5 +56,5 @@ class CapsSet:
 
 def set_caps(store: CapsStore, agent_id: str | None, new: SpendCaps | None, now: datetime) -> CapsSet:
     """Set (None: remove) the agent's caps, or the global ones (``agent_id`` None)."""
-    store.put_spend_caps(GLOBAL if agent_id is None else agent_id, new, now)
+    store.caps.put_spend_caps(GLOBAL if agent_id is None else agent_id, new, now)
     return CapsSet(agent_id, new)

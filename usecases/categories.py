@@ -43,12 +43,12 @@ def _view(agent: AgentSettings) -> Categories:
 
 
 def show(store: IngestStore, agent_id: str) -> Categories:
-    return _view(store.get_agent_settings(agent_id))
+    return _view(store.ingest.get_agent_settings(agent_id))
 
 
 def _change(store: IngestStore, agent_id: str, change: Callable[[AgentSettings], AgentSettings]) -> Categories:
-    updated = change(store.get_agent_settings(agent_id))
-    store.put_agent_settings(updated)
+    updated = change(store.ingest.get_agent_settings(agent_id))
+    store.ingest.put_agent_settings(updated)
     return _view(updated)
 
 

@@ -57,5 +57,5 @@ def _rows(store: Store, agent_id: str, since: datetime | None, until: datetime |
     """Whole UTC days (or no bound) are read from the daily usage roll-ups, a few rows a day;
     a window that cuts a day sums the stages of the runs created in it (``cost_rows``)."""
     if _whole_day(since) and _whole_day(until):
-        return store.rollup_rows(agent_id, since_day=since and day_of(since), until_day=until and day_of(until))
-    return store.cost_rows(agent_id, since=since, until=until)
+        return store.rollups.rollup_rows(agent_id, since_day=since and day_of(since), until_day=until and day_of(until))
+    return store.stats.cost_rows(agent_id, since=since, until=until)

@@ -35,22 +35,22 @@ class Edited(Generic[T]):
 # ------------------------------------------------------------------ the agent's memory ----
 def agent_fact(store: Store, agent_id: str, fact_id: str) -> Fact | None:
     """A live fact of the agent's shared (agent) memory, or None."""
-    return next((f for f in store.get_facts([fact_id])
+    return next((f for f in store.facts.get_facts([fact_id])
                  if f.agent_id == agent_id and f.scope_key == AGENT and f.retired_at is None), None)
 
 
 def pending_agent_reflection(store: Store, agent_id: str, reflection_id: str) -> Reflection | None:
     """An agent-scope reflection still waiting for consolidation, or None."""
-    return next((r for r in store.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == reflection_id), None)
+    return next((r for r in store.reflections.unabsorbed_reflections(agent_id, AGENT) if r.reflection_id == reflection_id), None)
 
 
 def agent_facts(store: Store, agent_id: str, *, limit: int, offset: int = 0) -> tuple[list[Fact], int]:
     """A page of the agent-scope facts, newest first, and how many there are."""
-    return store.list_facts(agent_id, AGENT, limit=limit, offset=offset), store.count_facts(agent_id, AGENT)
+    return store.facts.list_facts(agent_id, AGENT, limit=limit, offset=offset), store.facts.count_facts(agent_id, AGENT)
 
 
 def pending_agent_reflections(store: Store, agent_id: str) -> list[Reflection]:
-    return store.unabsorbed_reflections(agent_id, AGENT)
+    return store.reflections.unabsorbed_reflections(agent_id, AGENT)
 
 
 def edit_agent_fact(writer, fact: Fact, content: str, *, where: str = "content", **changes) -> Edited[Fact] | None:
@@ -95,12 +95,12 @@ def replace_user_blob(store: Store, settings, agent_id: str, user_id: str, conte
 
 # ------------------------------------------------------------------ a user's switch -------
 def user_memory_on(store: Store, agent_id: str, user_id: str) -> bool:
-    return not store.user_memory_off(agent_id, [user_id])
+    return not store.access.user_memory_off(agent_id, [user_id])
 
 
 def switch_user_memory(store: Store, agent_id: str, user_id: str, enabled: bool, now: datetime) -> Edited[bool]:
     """Switch the user's memory with this agent off or on (items are kept)."""
-    store.set_user_memory(agent_id, user_id, enabled, now)
+    store.access.set_user_memory(agent_id, user_id, enabled, now)
     return Edited(enabled, Audited("user_memory.switch", agent_id, subject_digest(agent_id, user_id),
                                    {"enabled": int(enabled)}))
 
@@ -116,7 +116,7 @@ def deletion_plan(store: Store, item: Fact | Reflection) -> erasure.Plan:
         return plan
     plan.reflection_ids.append(item.reflection_id)
     if item.absorbed:
-        keep = tuple(i for i in store.reflection_ids(item.agent_id, item.scope_key, absorbed_only=True)
+        keep = tuple(i for i in store.provenance.reflection_ids(item.agent_id, item.scope_key, absorbed_only=True)
                      if i != item.reflection_id)
         if keep:
             plan.rebuild.append(erasure.Rebuild(item.agent_id, item.scope_key, keep))
@@ -133,6 +133,6 @@ def delete_items(deps, plan: erasure.Plan, holder: str) -> dict[str, int]:
     with holding(deps, plan.lease_keys(), holder):
         for target in plan.rebuild:
             rebuild_blob(deps, target, holder)
-        deps.store.erase_memory(plan)
+        deps.store.admin.erase_memory(plan)
     return {"facts": len(plan.fact_ids), "reflections": len(plan.reflection_ids),
             "blobs_rebuilt": len(plan.rebuild), "blobs_deleted": len(plan.drop_blobs)}

@@ -276,10 +276,10 @@ class Importer:
         return _Pending(n, new_fact(self.deps, write, fact_id=fact_id, embed=False))
 
     def _insert(self, n: int, fact) -> LineResult:
-        inserted, holder = self.deps.store.insert_fact(fact)
+        inserted, holder = self.deps.store.facts.insert_fact(fact)
         if not inserted:
             return LineResult(n, "exists", "fact", item_id=holder)
-        self.deps.store.bump_scope_versions(fact.agent_id, [fact.scope_key])
+        self.deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
         return LineResult(n, "added", "fact", item_id=fact.fact_id)
 
     def _scope_key(self, scope: str, record) -> str:
@@ -329,9 +329,9 @@ class Importer:
             source_message_ids=r.source_message_ids, source_user_ids=[r.user_id], source="import",
             formed_at=r.formed_at, absorbed=r.absorbed, absorbed_at=r.formed_at if r.absorbed else None,
             consolidated_into=r.consolidated_into)
-        if not self.deps.store.insert_reflections([reflection]):
+        if not self.deps.store.reflections.insert_reflections([reflection]):
             return LineResult(n, "exists", "reflection", item_id=r.reflection_id)
-        self.deps.store.bump_scope_versions(agent, [key])
+        self.deps.store.leases.bump_scope_versions(agent, [key])
         return LineResult(n, "added", "reflection", item_id=r.reflection_id)
 
     def _blob(self, n: int, agent: str, r: ExportedBlob | ExportedSection) -> LineResult:

@@ -55,7 +55,7 @@ def queue_forget(deps, send: Callable[[str], None], actor: Actor, user_id: str, 
     subject = subject_digest(agent_id, user_id)
     for n in itertools.count():
         candidate = job_id_for("forget_user", subject, n)
-        job = deps.store.get_job(candidate) or _create(deps, send, actor, candidate, subject, user_id, agent_id)
+        job = deps.store.access.get_job(candidate) or _create(deps, send, actor, candidate, subject, user_id, agent_id)
         if job.status in ("queued", "running"):
             break
     return Queued(_resend_if_stale(deps, send, job))
@@ -71,13 +71,13 @@ def _create(deps, send: Callable[[str], None], actor: Actor, job_id: str, subjec
     job = Job(job_id=job_id, kind="forget_user", agent_id=agent_id, user_id=user_id, subject=subject,
               created_at=deps.clock.now(), requested_by=actor.credential_id, requested_kind=actor.kind)
     lease = f"job:{job_id}"
-    if not store.acquire_lease(lease, holder, deps.clock.now(), CREATE_LEASE_S):
+    if not store.leases.acquire_lease(lease, holder, deps.clock.now(), CREATE_LEASE_S):
         return job
     try:
-        stored = store.get_job(job_id)  # created by a request whose lease has just ended
+        stored = store.access.get_job(job_id)  # created by a request whose lease has just ended
         if stored is not None:
             return stored
-        store.put_job(job)
+        store.access.put_job(job)
         try:
             send(job.job_id)
         except Exception as exc:
@@ -85,7 +85,7 @@ def _create(deps, send: Callable[[str], None], actor: Actor, job_id: str, subjec
             raise
         return job
     finally:
-        store.release_lease(lease, holder)
+        store.leases.release_lease(lease, holder)
 
 
 def _resend_if_stale(deps, send: Callable[[str], None], job: Job) -> Job:
@@ -95,13 +95,13 @@ def _resend_if_stale(deps, send: Callable[[str], None], job: Job) -> Job:
     if job.status != "queued" or (now - (job.sent_at or job.created_at)).total_seconds() <= RESEND_AFTER_S:
         return job
     job = job.model_copy(update={"sent_at": now})
-    deps.store.put_job(job)
+    deps.store.access.put_job(job)
     send(job.job_id)
     return job
 
 
 def get_job(store: Store, job_id: str) -> Job | None:
-    return store.get_job(job_id)
+    return store.access.get_job(job_id)
 
 
 # ------------------------------------------------------------------ on the worker ---------
@@ -116,10 +116,10 @@ def run_job(job: Job, deps) -> dict[str, Any]:
 
 def start_job(store: Store, job_id: str) -> Job | None:
     """The job, marked running (unless it already ended)."""
-    job = store.get_job(job_id)
+    job = store.access.get_job(job_id)
     if job is not None and job.status == "queued":
         job = job.model_copy(update={"status": "running"})
-        store.put_job(job)
+        store.access.put_job(job)
     return job
 
 
@@ -144,7 +144,7 @@ def end_job(deps, job: Job, *, counts: dict[str, int] | None = None, error: str 
         "status": "failed" if error else "done", "counts": counts or {}, "error": error, "user_id": None,
         "finished_at": deps.clock.now(),
     })
-    deps.store.put_job(ended)
+    deps.store.access.put_job(ended)
     # the erasure itself is audited when it happened, under the credential that asked for it;
     # its id is the job's, so a retried end records one entry
     record(deps.store, ended.finished_at, Actor(job.requested_by or "unknown", job.requested_kind or "unknown"),

@@ -34,13 +34,13 @@ def create_key(store: AccessStore, kind: KeyKind, now: datetime, *, agent_id: st
     secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"  # 32 bytes: 256 bits
     key = ApiKey(key_id=key_id, kind=kind, agent_id=agent_id, digest=key_digest(secret), label=label, created_at=now,
                  scopes=granted)
-    store.put_api_key(key)
+    store.access.put_api_key(key)
     record(store, now, _by(by), Audited("key.create", agent_id, key_id))
     return secret, key
 
 
 def revoke_key(store: AccessStore, key_id: str, now: datetime, *, by: str = "cli") -> ApiKey:
-    key = store.revoke_api_key(key_id, now)
+    key = store.access.revoke_api_key(key_id, now)
     if key is None:
         raise InvalidInput("key", f"no key with id {key_id!r} (memoryctl keys list shows them)")
     record(store, now, _by(by), Audited("key.revoke", key.agent_id, key_id))

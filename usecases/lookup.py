@@ -10,8 +10,8 @@ from schemas.documents import Fact, SessionState
 
 def fact(store: Store, fact_id: str) -> Fact | None:
     """The fact, live or retired, or None (erased, or never stored)."""
-    return next(iter(store.get_facts([fact_id])), None)
+    return next(iter(store.facts.get_facts([fact_id])), None)
 
 
 def session(store: Store, session_id: str) -> SessionState | None:
-    return store.get_session(session_id)
+    return store.ingest.get_session(session_id)

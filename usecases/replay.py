@@ -45,7 +45,7 @@ def replay_rejected(store: Store, publisher, *, ids: list[str] | None = None, li
     """Publish the internal-error rejections (all of those among the newest ``limit`` records,
     or those of ``ids``), oldest first, dropping each record once the broker holds its event."""
     report = ReplayReport()
-    listed = {r.rejection_id: r for r in store.list_rejections(limit=limit)}
+    listed = {r.rejection_id: r for r in store.ingest.list_rejections(limit=limit)}
     if ids:
         chosen = []
         for rid in ids:
@@ -64,6 +64,6 @@ def replay_rejected(store: Store, publisher, *, ids: list[str] | None = None, li
         except TransientError as exc:
             report.error = exc
             break
-        store.delete_rejections([rejected.rejection_id])
+        store.ingest.delete_rejections([rejected.rejection_id])
         report.replayed.append(rejected.rejection_id)
     return report

@@ -86,7 +86,7 @@ def list_run_summaries(
     store: Store, *, status: str | None = None, agent_id: str | None = None,
     session_id: str | None = None, limit: int = 50,
 ) -> list[dict[str, Any]]:
-    runs = store.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=limit)
+    runs = store.runs.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=limit)
     return [run_summary(run) for run in runs]
 
 
@@ -100,10 +100,10 @@ class RunDetail:
 def run_detail(store: Store, run_id: str) -> RunDetail | None:
     """One run as its page shows it: the record, its summary and the messages of its range;
     None when no such run is stored (erased, or never stored)."""
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     if run is None:
         return None
-    return RunDetail(run, run_summary(run), store.get_messages(run.session_id, run.seq_from, run.seq_to))
+    return RunDetail(run, run_summary(run), store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to))
 
 
 def formation_pending(
@@ -118,12 +118,12 @@ def formation_pending(
     pending = [
         f"run {run.run_id} of session {run.session_id} is {run.status}"
         for status in IN_FLIGHT
-        for run in store.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS)
+        for run in store.runs.list_runs(status=status, agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS)
     ]
     sessions = dict.fromkeys(
-        run.session_id for run in store.list_runs(agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS))
+        run.session_id for run in store.runs.list_runs(agent_id=agent_id, session_id=session_id, limit=RECENT_RUNS))
     for sid in sessions:
-        session = store.get_session(sid)
+        session = store.ingest.get_session(sid)
         if session is None or session.ended_at is None:
             continue
         if session.claimed_through < session.last_seq:
@@ -138,7 +138,7 @@ def _leftovers(store: Store, agent_id: str, session_id: str, users: list[str]) -
     """Whether a scope the session writes to buffers a reflection the session formed."""
     keys = [scope_key("agent"), scope_key("session", session_id=session_id),
             *(scope_key("user", user_id=u) for u in users)]
-    return any(r.source_session_id == session_id for key in keys for r in store.unabsorbed_reflections(agent_id, key))
+    return any(r.source_session_id == session_id for key in keys for r in store.reflections.unabsorbed_reflections(agent_id, key))
 
 
 @dataclass(frozen=True)
@@ -170,13 +170,13 @@ def replay_failed(
     if run_ids:
         candidates = []
         for run_id in run_ids:
-            run = store.get_run(run_id)
+            run = store.runs.get_run(run_id)
             if run is None:
                 skipped.append({"run_id": run_id, "reason": "no such run"})
             else:
                 candidates.append(run)
     else:
-        candidates = [r for status in REPLAYABLE for r in store.list_runs(status=status, agent_id=agent_id, limit=limit)]
+        candidates = [r for status in REPLAYABLE for r in store.runs.list_runs(status=status, agent_id=agent_id, limit=limit)]
     for run in candidates:
         if run.status not in REPLAYABLE:
             skipped.append({"run_id": run.run_id, "reason": f"it is {run.status}; only failed and dead runs are replayed"})
@@ -184,7 +184,7 @@ def replay_failed(
         if agent_id and run.agent_id != agent_id:
             skipped.append({"run_id": run.run_id, "reason": f"it belongs to agent {run.agent_id}, not {agent_id}"})
             continue
-        reopened = store.reopen_run(run.run_id, now, lease_s, reset_attempts=True)
+        reopened = store.runs.reopen_run(run.run_id, now, lease_s, reset_attempts=True)
         if reopened is None:
             skipped.append({"run_id": run.run_id, "reason": _why_not_reopened(store, run.run_id, now)})
             continue
@@ -194,12 +194,12 @@ def replay_failed(
 
 
 def _why_not_reopened(store: Store, run_id: str, now: datetime) -> str:
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     if run is None:
         return "it was deleted meanwhile (forget-user?)"
     if run.status not in REPLAYABLE:
         return f"it became {run.status} meanwhile (another replay or the stale-run sweep took it)"
-    session = store.get_session(run.session_id)
+    session = store.ingest.get_session(run.session_id)
     holder = session.active_run_id if session else None
     if holder and holder != run_id:
         return (f"session {run.session_id} is held by run {holder}; replay this one once that run "
@@ -212,7 +212,7 @@ def models_to_replace(store: Store, model: str, agent_id: str | None = None) -> 
     many live facts carry it and when the newest of them was formed, i.e. what the workers
     have been writing."""
     found: dict[str, dict[str, Any]] = {}
-    for facts in store.iter_facts_for_reembed(agent_id, model, 1000):
+    for facts in store.facts.iter_facts_for_reembed(agent_id, model, 1000):
         for fact in facts:
             entry = found.setdefault(fact.embedding_model or "<none>", {"facts": 0, "newest_formed_at": None})
             entry["facts"] += 1
@@ -242,12 +242,12 @@ def reembed(
 ) -> int:
     """Re-embed every live fact whose embedding is not of ``embedder.model``; returns how many."""
     done = 0
-    for facts in store.iter_facts_for_reembed(agent_id, embedder.model, batch):
+    for facts in store.facts.iter_facts_for_reembed(agent_id, embedder.model, batch):
         if not facts:
             continue
         vectors = embedder.embed([f.content for f in facts])
         for fact, vector in zip(facts, vectors.vectors):
-            store.set_fact_embedding(fact.fact_id, vector, vectors.model)
+            store.facts.set_fact_embedding(fact.fact_id, vector, vectors.model)
         done += len(facts)
         if progress:
             progress(len(facts))

@@ -26,7 +26,7 @@ def verify(store: forgetting.ErasureReads, user_id: str, agent_id: str | None = 
 
 # ---------------------------------------------------------------- the audit (dumps) ---------
 def traces(dump: dict[str, list[dict]], user_id: str, agent_id: str | None = None) -> list[str]:
-    """Where ``user_id`` is still named in a ``Store.dump_all()`` (under ``agent_id``, or any
+    """Where ``user_id`` is still named in a ``store.admin.dump_all()`` (under ``agent_id``, or any
     agent): ``collection[i].field`` paths of the id fields that hold it (``pipeline.user_ids``),
     never a match inside vectors or text; every item that rests on the user through its run's
     messages; and every blob that counts a reflection no longer stored."""

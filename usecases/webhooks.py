@@ -47,7 +47,7 @@ def owned(store: WebhookStore, subscription_id: str, agent_id: str | None) -> We
 
 
 def listed(store: WebhookStore, agent_id: str | None) -> list[WebhookSubscription]:
-    return store.list_subscriptions(agent_id)
+    return store.webhooks.list_subscriptions(agent_id)
 
 
 def subscribe(store: WebhookStore, agent_id: str, url: str, events: Iterable[str], now: datetime, *,
@@ -66,14 +66,14 @@ def enable(store: WebhookStore, sub: WebhookSubscription, now: datetime) -> Chan
 
 def remove(store: WebhookStore, sub: WebhookSubscription) -> Changed:
     """The subscription and its delivery log deleted."""
-    gone = store.delete_subscription(sub.subscription_id)
+    gone = store.webhooks.delete_subscription(sub.subscription_id)
     return Changed("webhook.delete", sub, max(gone - 1, 0))
 
 
 def deliveries(store: WebhookStore, *, agent_id: str | None = None, subscription_id: str | None = None,
                status: str | None = None, limit: int = 100) -> list[WebhookDelivery]:
     """The delivery log, newest first."""
-    return store.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
+    return store.webhooks.list_deliveries(agent_id=agent_id, subscription_id=subscription_id, status=status, limit=limit)
 
 
 def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime, *, agent_id: str | None = None,
@@ -82,13 +82,13 @@ def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime, *
     failed one of agent ``failed_of``."""
     ids = list(delivery_ids)
     if agent_id is not None:
-        ids = [d.delivery_id for d in map(store.get_delivery, ids) if d and d.agent_id == agent_id]
+        ids = [d.delivery_id for d in map(store.webhooks.get_delivery, ids) if d and d.agent_id == agent_id]
     if failed_of is not None:
-        ids += [d.delivery_id for d in store.list_deliveries(agent_id=failed_of, status="failed", limit=1000)]
+        ids += [d.delivery_id for d in store.webhooks.list_deliveries(agent_id=failed_of, status="failed", limit=1000)]
     return Redelivered(agent_id, outbox.redeliver(store, list(dict.fromkeys(ids)), now))
 
 
 def by_agent(store: WebhookStore, done: Redelivered) -> list[Redelivered]:
     """``done`` once per agent whose deliveries it queued (an operator may name any agent's)."""
-    agents = {d.agent_id for d in map(store.get_delivery, done.queued) if d}
+    agents = {d.agent_id for d in map(store.webhooks.get_delivery, done.queued) if d}
     return [Redelivered(agent, done.queued) for agent in sorted(agents)]

@@ -66,7 +66,7 @@ def shared_with_others(items: Sequence[Fact | Reflection], user_id: str, now: da
 
 
 def _candidate(store: WithdrawStore, w: WithdrawIn) -> Fact | Reflection | None:
-    resting = store.resting_on(w.user_id, w.agent_id)
+    resting = store.provenance.resting_on(w.user_id, w.agent_id)
     pool = resting.facts if w.kind == "fact" else resting.reflections
     found = [i for i in pool if (i.fact_id if isinstance(i, Fact) else i.reflection_id) == w.item_id]
     return next(iter(_live_on(found, w.user_id, w.now)), None)
@@ -77,9 +77,9 @@ def _run_messages(store: WithdrawStore, item: Fact | Reflection) -> dict[str, li
     runs = withdrawal.writers(item) if isinstance(item, Fact) else [item.source_run_id]
     out: dict[str, list[StoredMessage]] = {}
     for run_id in dict.fromkeys(r for r in runs if r):
-        run = store.get_run(run_id)
+        run = store.runs.get_run(run_id)
         if run is not None:
-            out[run_id] = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+            out[run_id] = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     return out
 
 
@@ -102,7 +102,7 @@ def withdraw(store: WithdrawStore, w: WithdrawIn) -> WithdrawOut:
         if item is None:
             raise NotWithdrawable(f"no live {w.kind} resting on this user's messages")
         plan = withdrawal.plan(item, w.user_id, _run_messages(store, item))
-        if store.withdraw_user(plan) is not None:
-            store.bump_scope_versions(item.agent_id, [item.scope_key])
+        if store.provenance.withdraw_user(plan) is not None:
+            store.leases.bump_scope_versions(item.agent_id, [item.scope_key])
             return WithdrawOut(w.kind, w.item_id, len(plan.message_ids), len(plan.drop_history))
     raise WithdrawRefused("the item kept changing while your part was taken out: list your memory and try again")

@@ -92,7 +92,7 @@ def target(user_id: str | None, session_id: str | None = None) -> Target:
 def check_writable(deps: WriteDeps, agent_id: str, to: Target) -> None:
     """A user who switched their memory with this agent off (design §12) gets nothing written
     to it, by anyone: the switch is theirs."""
-    if to.user_id and deps.store.user_memory_off(agent_id, [to.user_id]):
+    if to.user_id and deps.store.access.user_memory_off(agent_id, [to.user_id]):
         raise InvalidInput("user_id", f"user {to.user_id!r} switched their memory with this agent off; "
                                       "nothing is written to it until they switch it on")
 
@@ -103,7 +103,7 @@ def checked_categories(deps: WriteDeps, agent_id: str, categories: Sequence[str]
     the rule an edit follows), in the order given, repeats dropped."""
     if not categories:
         return []
-    return filing.check_filed(categories, filing.current(deps.store.get_agent_settings(agent_id)), where)
+    return filing.check_filed(categories, filing.current(deps.store.ingest.get_agent_settings(agent_id)), where)
 
 
 def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, embed: bool = True, **kept) -> Fact:
@@ -127,10 +127,10 @@ def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, e
 def add_fact(deps: WriteDeps, write: FactWrite) -> Fact:
     """Store ``write`` as a new fact; ``Duplicate`` when a live fact of its scope already says it."""
     fact = new_fact(deps, write)
-    inserted, holder = deps.store.insert_fact(fact)
+    inserted, holder = deps.store.facts.insert_fact(fact)
     if not inserted:
         raise Duplicate(write.where, holder)
-    deps.store.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
     return fact
 
 
@@ -142,14 +142,14 @@ def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     text = checked_line(write.content, to.scope, settings=deps.settings,
                         word_limit=deps.settings.reflection_word_limit, people=to.people, where=write.where)
     same = text_hash(text)
-    for waiting in deps.store.unabsorbed_reflections(write.agent_id, to.key):
+    for waiting in deps.store.reflections.unabsorbed_reflections(write.agent_id, to.key):
         if text_hash(waiting.content) == same:
             raise Duplicate(write.where, waiting.reflection_id, "reflection")
     reflection = Reflection(reflection_id=f"refl-{uuid.uuid4().hex}", agent_id=write.agent_id, scope=to.scope,
                             user_id=to.user_id, session_id=to.session_id, scope_key=to.key, content=text,
                             source_user_ids=to.people, source=write.source, formed_at=deps.clock.now())
-    deps.store.insert_reflections([reflection])
-    deps.store.bump_scope_versions(write.agent_id, [to.key])
+    deps.store.reflections.insert_reflections([reflection])
+    deps.store.leases.bump_scope_versions(write.agent_id, [to.key])
     return reflection
 
 

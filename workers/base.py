@@ -75,7 +75,7 @@ class MemoryTask(Task):
         run_id = kwargs.get("run_id")
         if run_id and tracing.enabled() and (carried is None or self.name == names.TASK_EXTRACT_FACTS):
             try:
-                run = get_deps().store.get_run(run_id)
+                run = get_deps().store.runs.get_run(run_id)
             except Exception as exc:  # noqa: BLE001 - said below; the stage meets the store itself
                 # a trace must never fail a task: the stage's own read of the run raises it again,
                 # under the retry policy, and this span starts from the header (or a new trace)

@@ -99,7 +99,7 @@ def consolidate(self, run_id: str) -> dict | None:
         due = result.value.due
         if not result.reused:  # decided just now: no scope of it can have run yet
             return due, list(range(len(due)))
-        return due, consolidate_stages.pending_scopes(deps.store.get_run(run_id))
+        return due, consolidate_stages.pending_scopes(deps.store.runs.get_run(run_id))
 
     outcome = guarded(self, run_id, Stage.CONSOLIDATE, fan_out)
     if outcome is None:

@@ -64,10 +64,10 @@ def _queued(app) -> int:
 
 def _formed(store, session_ids: Sequence[str]) -> bool:
     for session_id in session_ids:
-        session = store.get_session(session_id)
+        session = store.ingest.get_session(session_id)
         if session is None or session.active_run_id is not None or session.claimed_through < session.last_seq:
             return False
-    return all(run.status in ("done", "failed", "dead", "erased") for run in store.list_runs(limit=1000))
+    return all(run.status in ("done", "failed", "dead", "erased") for run in store.runs.list_runs(limit=1000))
 
 
 def wait_until_idle(app, store, session_ids: Sequence[str], timeout_s: float) -> bool:

@@ -42,7 +42,7 @@ def send_due_webhooks(self) -> dict:
     """Send every delivery whose attempt is due."""
     deps = get_deps()
     with self.retrying():
-        due = deps.store.due_deliveries(deps.clock.now(), DUE_BATCH)
+        due = deps.store.webhooks.due_deliveries(deps.clock.now(), DUE_BATCH)
     for delivery_id in due:
         send(names.TASK_DELIVER_WEBHOOK, {"delivery_id": delivery_id})
     return {"sent": len(due)}

@@ -40,8 +40,8 @@ def own_memory(store, agent_id: str, user_id: str, now: datetime) -> dict[str, A
     summary about them, their facts, the shared facts learned only from them, the notes not yet
     summed up, and the conversations they had alone with it."""
     mine = user_memory.list_memory(store, agent_id, user_id, now)
-    name = store.get_agent_settings(agent_id).name or agent_id
-    resting = store.resting_on(user_id, agent_id)
+    name = store.ingest.get_agent_settings(agent_id).name or agent_id
+    resting = store.provenance.resting_on(user_id, agent_id)
     with_others = shared_with_others([*resting.facts, *resting.reflections], user_id, now)
     return {
         "agent_name": name, "remembering": mine.user_memory_enabled,

@@ -42,17 +42,17 @@ def overview(store, agent_id: str, now: datetime) -> dict[str, Any]:
     """One agent at a glance: live facts, pending reflections, people and sessions with memory,
     the newest fact changes of every scope, the cost since the 1st of this month (UTC), and
     the owner's controls in force."""
-    settings = store.get_agent_settings(agent_id)
-    keys = store.memory_scope_keys(agent_id)
+    settings = store.ingest.get_agent_settings(agent_id)
+    keys = store.facts.memory_scope_keys(agent_id)
     people = sorted(k.partition(":")[2] for k in keys if k.startswith("user:"))
     sessions = sorted(k.partition(":")[2] for k in keys if k.startswith("session:"))
-    pending = store.count_unabsorbed(agent_id, keys) if keys else {}
-    changes = store.recent_facts(agent_id, keys, EPOCH, RECENT_CHANGES, include_retired=True) if keys else []
+    pending = store.reflections.count_unabsorbed(agent_id, keys) if keys else {}
+    changes = store.facts.recent_facts(agent_id, keys, EPOCH, RECENT_CHANGES, include_retired=True) if keys else []
     month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     spent = cost_report(store, agent_id, since=month)["total"]
     return {
         "agent_id": agent_id, "agent_name": settings.name, "month": month,
-        "counts": {"facts": sum(store.count_facts(agent_id, k) for k in keys),
+        "counts": {"facts": sum(store.facts.count_facts(agent_id, k) for k in keys),
                    "pending": sum(pending.values()), "people": len(people), "sessions": len(sessions)},
         "people": people, "sessions": sessions,
         "changes": [{"fact": f, "what": "expired" if f.retired_at is None and validity.expired(f, now) else _change(f),
@@ -68,15 +68,15 @@ def curation(store, agent_id: str, now: datetime) -> dict[str, Any]:
     expiry passed is marked, not hidden: beat has not stamped it yet, and reads leave it out
     already), the shared reflections waiting for consolidation, the shared blob's sections,
     every instruction version and what is paused."""
-    settings = store.get_agent_settings(agent_id)
-    facts = store.list_facts(agent_id, AGENT, limit=PAGE_SIZE)
-    blob = store.get_blob(agent_id, AGENT)
+    settings = store.ingest.get_agent_settings(agent_id)
+    facts = store.facts.list_facts(agent_id, AGENT, limit=PAGE_SIZE)
+    blob = store.blobs.get_blob(agent_id, AGENT)
     history = controls.list_instructions(store, agent_id)
     return {
         "agent_id": agent_id, "agent_name": settings.name,
         "facts": [{"fact": f, "expired": validity.expired(f, now)} for f in facts],
-        "total": store.count_facts(agent_id, AGENT),
-        "reflections": store.unabsorbed_reflections(agent_id, AGENT),
+        "total": store.facts.count_facts(agent_id, AGENT),
+        "reflections": store.reflections.unabsorbed_reflections(agent_id, AGENT),
         "sections": sections(blob.consolidated_content if blob else ""),
         "blob_version": blob.version if blob else 0,
         "instructions": _current_instructions(settings), "history": history,

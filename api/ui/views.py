@@ -48,14 +48,14 @@ def agents(store) -> list[AgentRow]:
     by status, and every person and session that has memory of the agent (read from the
     memory itself: an erasure deletes the runs that name the person, the others' memory of a
     group session stays) or a run among those (an agent with no run yet is opened by its id)."""
-    runs = store.list_runs(limit=RECENT_RUNS)
+    runs = store.runs.list_runs(limit=RECENT_RUNS)
     rows: dict[str, AgentRow] = {}
     for run in runs:
         row = rows.get(run.agent_id)
         if row is None:
-            s = store.get_agent_settings(run.agent_id)
+            s = store.ingest.get_agent_settings(run.agent_id)
             row = rows[run.agent_id] = AgentRow(run.agent_id, s.name, s.user_memory_enabled, s.agent_memory_enabled,
-                                                store.count_facts(run.agent_id, "agent"))
+                                                store.facts.count_facts(run.agent_id, "agent"))
             _owner_controls(row, s)
         row.runs[run.status] += 1
         for user in run.user_ids:
@@ -63,14 +63,14 @@ def agents(store) -> list[AgentRow]:
         if run.session_id not in row.sessions:
             row.sessions.append(run.session_id)
     for row in rows.values():
-        for key in store.memory_scope_keys(row.agent_id):
+        for key in store.facts.memory_scope_keys(row.agent_id):
             scope, _, owner = key.partition(":")
             if scope == "user":
                 row.users.setdefault(owner, 0)
             elif scope == "session" and owner not in row.sessions:
                 row.sessions.append(owner)
         for user in row.users:
-            row.users[user] = store.count_facts(row.agent_id, scope_key("user", user_id=user))
+            row.users[user] = store.facts.count_facts(row.agent_id, scope_key("user", user_id=user))
     return sorted(rows.values(), key=lambda r: r.agent_id)
 
 
@@ -94,21 +94,21 @@ def memory(store, service, agent_id: str, *, user_id: str | None, session_id: st
         keys.append(("session", scope_key("session", session_id=session_id)))
     scopes = []
     for scope, key in keys:
-        blob = store.get_blob(agent_id, key)
+        blob = store.blobs.get_blob(agent_id, key)
         if as_of is None:
-            text, reflections = (blob.consolidated_content if blob else ""), store.unabsorbed_reflections(agent_id, key)
+            text, reflections = (blob.consolidated_content if blob else ""), store.reflections.unabsorbed_reflections(agent_id, key)
         else:  # the blob only if it was consolidated by then, the reflections buffered then
-            text, reflections = validity.memory_as_of(blob, store.list_reflections(agent_id, key), as_of)
+            text, reflections = validity.memory_as_of(blob, store.reflections.list_reflections(agent_id, key), as_of)
         scopes.append({"scope": scope, "key": key, "blob": blob if text else None, "sections": sections(text),
                        "reflections": sorted(reflections, key=lambda r: r.formed_at, reverse=True)[:20]})
     # an expired fact is out at once, stamped by beat or not (design §13 "Expiry")
     live = [validity.versions(f)[-1] for _, key in keys for f in validity.newest_unexpired(
-        lambda n, key=key: store.list_facts(agent_id, key, limit=n), now, PAGE_SIZE)]
+        lambda n, key=key: store.facts.list_facts(agent_id, key, limit=n), now, PAGE_SIZE)]
     then = None
     if as_of is not None:  # the facts changed since as_of, and a page more: not every fact ever
         shown = [key for _, key in keys]
         then = [_fact_row(v) for v in validity.newest_valid_at(
-            lambda n: store.recent_facts(agent_id, shown, EPOCH, n, include_retired=True), as_of, PAGE_SIZE)]
+            lambda n: store.facts.recent_facts(agent_id, shown, EPOCH, n, include_retired=True), as_of, PAGE_SIZE)]
     context = None
     if session_id or user_id:
         block = service.memory_context(session_id=session_id or f"inspect:{user_id}", user_id=user_id,
@@ -129,7 +129,7 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
 def fact_page(store, agent_id: str, key: str | None, page: int, now: datetime) -> dict[str, Any]:
     """One page of an agent's live facts (of one scope key, or all), newest first; a fact
     expired by ``now`` and not yet stamped by beat is left out (the page is that much shorter)."""
-    rows = store.list_facts(agent_id, key, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    rows = store.facts.list_facts(agent_id, key, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     return {"facts": validity.unexpired(rows[:PAGE_SIZE], now), "page": page, "more": len(rows) > PAGE_SIZE}
 
 
@@ -148,10 +148,10 @@ def fact_timeline(store, fact: Fact, now: datetime) -> dict[str, Any]:
     for v, run_id in zip(versions, writers):
         left = (v.valid_from - start).total_seconds() / span * 100
         right = 100.0 if v.valid_to is None else (v.valid_to - start).total_seconds() / span * 100
-        run = store.get_run(run_id) if run_id and not run_id.startswith("edit:") else None
+        run = store.runs.get_run(run_id) if run_id and not run_id.startswith("edit:") else None
         sources = []
         if run is not None:
-            for m in store.get_messages(run.session_id, run.seq_from, run.seq_to):
+            for m in store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to):
                 if m.message_id in wanted and m.message_id not in placed:
                     sources.append(m)
                     placed.add(m.message_id)
@@ -207,13 +207,13 @@ def bars(groups: dict[str, dict[str, Any]], value) -> list[dict[str, Any]]:
 
 def message_window(store, session_id: str, message_id: str, around: int = 3) -> dict[str, Any] | None:
     """A message with a few neighbours, and the runs of its session whose range holds it."""
-    count = store.count_messages(session_id)
-    messages = store.get_messages(session_id, 0, max(count, 1) * 2 + 10)
+    count = store.ingest.count_messages(session_id)
+    messages = store.ingest.get_messages(session_id, 0, max(count, 1) * 2 + 10)
     index = next((i for i, m in enumerate(messages) if m.message_id == message_id), None)
     if index is None:
         return None
     target = messages[index]
-    runs = [r for r in store.list_runs(session_id=session_id, limit=1000)
+    runs = [r for r in store.runs.list_runs(session_id=session_id, limit=1000)
             if target.seq is not None and r.seq_from <= target.seq <= r.seq_to]
     return {"message": target, "window": messages[max(0, index - around): index + around + 1], "runs": runs}
 
@@ -224,7 +224,7 @@ def branch_rows(store, debug: dict[str, Any]) -> list[dict[str, Any]]:
     cut = debug.get("thresholds", {}).get("rrf")
     queries = []
     ids = {c["id"] for q in debug.get("queries", []) for b in ("semantic", "text", "fused") for c in q.get(b, [])}
-    texts = {f.fact_id: f.content for f in store.get_facts(sorted(ids))} if ids else {}
+    texts = {f.fact_id: f.content for f in store.facts.get_facts(sorted(ids))} if ids else {}
     for q in debug.get("queries", []):
         rows: dict[str, dict[str, Any]] = {}
         for branch in ("semantic", "text"):

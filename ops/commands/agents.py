@@ -29,7 +29,7 @@ def _set(args: argparse.Namespace) -> int:
         raise InvalidInput("AGENT_ID", "must be a non-empty agent id")
     store = _store(create=True)
     try:
-        current = store.get_agent_settings(args.agent_id)
+        current = store.ingest.get_agent_settings(args.agent_id)
         update = {"updated_at": Clock().now()}
         if args.name is not None:
             update["name"] = args.name
@@ -38,7 +38,7 @@ def _set(args: argparse.Namespace) -> int:
         if args.agent_memory is not None:
             update["agent_memory_enabled"] = _SWITCH[args.agent_memory]
         new = current.model_copy(update=update)
-        store.put_agent_settings(new)
+        store.ingest.put_agent_settings(new)
     finally:
         store.close()
     print(json.dumps(_show(new), sort_keys=True) if args.json else _describe(new))
@@ -48,7 +48,7 @@ def _set(args: argparse.Namespace) -> int:
 def _get(args: argparse.Namespace) -> int:
     store = _store(create=False)
     try:
-        current = store.get_agent_settings(args.agent_id)
+        current = store.ingest.get_agent_settings(args.agent_id)
     finally:
         store.close()
     print(json.dumps(_show(current), sort_keys=True) if args.json else _describe(current))

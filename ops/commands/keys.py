@@ -53,7 +53,7 @@ def _list(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        keys = store.list_api_keys()
+        keys = store.access.list_api_keys()
     finally:
         store.close()
     rows = [{"key_id": k.key_id, "kind": k.kind, "agent_id": k.agent_id, "label": k.label,

@@ -37,7 +37,7 @@ def person_memory(store, agent_id: str, user_id: str, session_id: str | None, as
     from schemas.documents import scope_key
 
     when = as_of or now
-    settings = store.get_agent_settings(agent_id)
+    settings = store.ingest.get_agent_settings(agent_id)
     scopes = [("user", scope_key("user", user_id=user_id))]
     if session_id:
         scopes.append(("session", scope_key("session", session_id=session_id)))
@@ -47,18 +47,18 @@ def person_memory(store, agent_id: str, user_id: str, session_id: str | None, as
         "scopes": [],
     }
     for scope, key in scopes:
-        reflections = [r for r in store.list_reflections(agent_id, key) if r.formed_at <= when]
+        reflections = [r for r in store.reflections.list_reflections(agent_id, key) if r.formed_at <= when]
         facts = _facts(store, agent_id, key, as_of, when) if scope == "user" else []
         out["scopes"].append({
             "scope": scope, "scope_key": key,
-            "blob": _blob(store.get_blob(agent_id, key), when, format_age),
+            "blob": _blob(store.blobs.get_blob(agent_id, key), when, format_age),
             "reflections": [_reflection(r, when, format_age) for r in _newest(reflections)],
             "reflections_total": len(reflections),
             "facts": [_fact(f, text, changed, when, format_age) for f, text, changed in facts],
         })
     # what rests on the person, through the provenance query: listing the agent scope and
     # filtering it read every other user's shared items too
-    resting = store.resting_on(user_id, agent_id)
+    resting = store.provenance.resting_on(user_id, agent_id)
     shared_reflections = [r for r in resting.reflections
                           if r.scope_key == "agent" and user_id in r.source_user_ids and r.formed_at <= when]
     shared_facts = _as_listed([f for f in resting.facts if f.scope_key == "agent" and user_id in f.source_user_ids],
@@ -79,7 +79,7 @@ def _newest(reflections: list) -> list:
 def _facts(store, agent_id: str, key: str, as_of: datetime | None, when: datetime) -> list[tuple]:
     """(fact, text, latest change) of the scope's facts live now, or of the texts valid at
     ``as_of``, latest change first."""
-    return _as_listed(store.list_facts(agent_id, key, include_retired=as_of is not None), as_of, when)
+    return _as_listed(store.facts.list_facts(agent_id, key, include_retired=as_of is not None), as_of, when)
 
 
 def _as_listed(facts: list, as_of: datetime | None, when: datetime) -> list[tuple]:

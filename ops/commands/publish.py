@@ -95,7 +95,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _rejected(args: argparse.Namespace) -> int:
     store = _store()
     try:
-        rows = store.list_rejections(limit=args.limit)
+        rows = store.ingest.list_rejections(limit=args.limit)
     finally:
         store.close()
     if args.json:

@@ -62,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     rate_limit_redis(chosen.redis_url, settings.broker_url, chosen.rate_limit_per_minute)
     store = open_existing(settings)  # serve an existing store only (memoryctl create-indexes makes one)
     try:
-        if not store.list_api_keys():
+        if not store.access.list_api_keys():
             print("no API keys yet: create one with memoryctl keys create --admin (or --agent AGENT)", file=sys.stderr)
     finally:
         store.close()

@@ -47,13 +47,13 @@ def consolidate(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         extracted = read(run, Stage.EXTRACT_FACTS)
         keys = list(extracted.plan.scope_plan().reflection_keys.values())
-        counts = store.count_unabsorbed(run.agent_id, keys)
+        counts = store.reflections.count_unabsorbed(run.agent_id, keys)
         thresholds = {s: settings.consolidation_threshold(s) for s in ("agent", "user", "session")}
         due = rules.due_by_threshold({k: counts.get(k, 0) for k in keys}, thresholds)
-        session = store.get_session(run.session_id)
+        session = store.ingest.get_session(run.session_id)
         ended = bool(session and session.ended_at is not None) or run.reason == "session_end"
         if ended:
-            buffers = {k: store.unabsorbed_reflections(run.agent_id, k) for k in keys}
+            buffers = {k: store.reflections.unabsorbed_reflections(run.agent_id, k) for k in keys}
             due += rules.due_at_session_end(buffers, run.session_id)
         return ConsolidateOutput(due=rules.merge_order(due), session_end=ended, model=extracted.models.tier,
                                  unabsorbed=counts)
@@ -110,19 +110,19 @@ def _merge_scope(
     (``session_end``: the id of a session that ended) it holds a reflection of that session."""
     store, settings = deps.store, deps.settings
     lease = f"consolidate:{agent_id}:{key}"
-    if not store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
+    if not store.leases.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s):
         raise ScopeBusy(f"consolidation of {agent_id}/{key} is held by another worker", retry_after=1.0)
 
     # renewed before each model call: the lease outlives the merge's attempts
     renew_scope_lease = Renewal(
-        lambda: store.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s), deps.clock)
+        lambda: store.leases.acquire_lease(lease, holder, deps.clock.now(), settings.consolidation_lease_s), deps.clock)
     usage.keepalive.append(renew_scope_lease)
     try:
         return _merge_under_lease(deps, agent_id, key, model=model, holder=holder, usage=usage,
                                   session_end=session_end)
     finally:
         usage.keepalive.remove(renew_scope_lease)
-        store.release_lease(lease, holder)
+        store.leases.release_lease(lease, holder)
 
 
 def _merge_under_lease(
@@ -132,13 +132,13 @@ def _merge_under_lease(
     the key is due, merge."""
     store, settings = deps.store, deps.settings
     now = deps.clock.now()
-    blob = store.get_blob(agent_id, key)
+    blob = store.blobs.get_blob(agent_id, key)
     if blob is not None and blob.absorbing_ids:
-        store.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
+        store.reflections.mark_absorbed(blob.absorbing_ids, blob.version, now)  # finish a crashed attempt
     if blob is not None and blob.last_run_id == holder:
         return AlreadyMerged(status="already_merged", scope_key=key, version=blob.version,
                              absorbed=len(blob.absorbing_ids))
-    buffer = store.unabsorbed_reflections(agent_id, key)
+    buffer = store.reflections.unabsorbed_reflections(agent_id, key)
     ids = rules.snapshot_ids(buffer)
     if not ids:
         return NothingToMerge(status="nothing_to_merge", scope_key=key, version=blob.version if blob else 0,
@@ -165,7 +165,7 @@ def _merge(
     current, version = (blob.consolidated_content, blob.version) if blob else ("", 0)
     limit = settings.word_limit(scope)  # type: ignore[arg-type]
     texts = [r.content for r in buffer if r.reflection_id in set(ids)]
-    owner = guidance(store.get_agent_settings(agent_id), "consolidation", [scope])
+    owner = guidance(store.ingest.get_agent_settings(agent_id), "consolidation", [scope])
     merge = rules.merge_within_limit(
         deps.llm,
         lambda excess, missing: build_consolidation_request(
@@ -181,15 +181,15 @@ def _merge(
     screened = Screened()
     content = screen_blob(merge.content, scope, guard=guard_for(settings), counts=screened,
                           people=[u for r in buffer for u in (*r.source_user_ids, r.user_id) if u])
-    saved = store.save_blob(ConsolidatedBlob(
+    saved = store.blobs.save_blob(ConsolidatedBlob(
         agent_id=agent_id, scope=scope, scope_key=key, user_id=first.user_id, session_id=first.session_id,
         consolidated_content=content, word_limit=limit, version=version + 1,
         last_consolidated_at=now, absorbing_ids=ids, last_run_id=holder,
     ), expected_version=version)
     if not saved:
         raise TransientError(f"blob {agent_id}/{key} moved past version {version} during the merge")
-    store.mark_absorbed(ids, version + 1, now)
-    store.bump_scope_versions(agent_id, [key])
+    store.reflections.mark_absorbed(ids, version + 1, now)
+    store.leases.bump_scope_versions(agent_id, [key])
     return Merged(status="merged", scope_key=key, version=version + 1, absorbed=len(ids),
                   words=merge.words, attempts=merge.attempts, over_limit_answers=merge.over_limit_answers,
                   lost_section_answers=merge.lost_section_answers, outdated_sections=merge.outdated_sections,
@@ -200,13 +200,13 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
     """Session end with nothing left to form: merge every scope key holding an unabsorbed
     reflection of this session, with the session's tier model. Idempotent."""
     store = deps.store
-    session = store.get_session(session_id)
+    session = store.ingest.get_session(session_id)
     if session is None:
         return []
-    plan = plan_scopes(store.get_agent_settings(agent_id), session_id, session.users, len(session.users) > 1,
-                       store.user_memory_off(agent_id, session.users))
+    plan = plan_scopes(store.ingest.get_agent_settings(agent_id), session_id, session.users, len(session.users) > 1,
+                       store.access.user_memory_off(agent_id, session.users))
     keys = list(plan.reflection_keys.values())
-    buffers = {k: store.unabsorbed_reflections(agent_id, k) for k in keys}
+    buffers = {k: store.reflections.unabsorbed_reflections(agent_id, k) for k in keys}
     model = tier_model(deps.settings, session.max_tier, session.preview)
     results = []
     usage = Usage()

@@ -44,9 +44,14 @@ from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
 
 
-class EffectStore(FactStore, IngestStore, LeaseStore, RunStore, Protocol):
+class EffectStore(Protocol):
     """What applying the fact effects of a run uses: the facts, the run's messages (when each
     text was said), the scope stamps, and the run's notes."""
+
+    facts: FactStore
+    ingest: IngestStore
+    leases: LeaseStore
+    runs: RunStore
 
 
 def apply(
@@ -56,7 +61,7 @@ def apply(
 ) -> None:
     """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps.
     ``guard``: the run's secret patterns, which a fact's stored source line must pass too."""
-    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
+    claimed = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
     run_effects = _RunEffects(
         store=store, run=run, output=output, now=now, plan=plan, vectors=vectors, sources=sources,
         message_ids=message_ids, guard=guard, claimed=claimed, said={f.index: f for f in new_facts},
@@ -75,10 +80,10 @@ def apply(
     run_effects.retire_superseded()
     notes = run_effects.notes
     if notes and notes != run.effect_notes:
-        store.update_run_fields(run.run_id, effect_notes=notes)
+        store.runs.update_run_fields(run.run_id, effect_notes=notes)
     keys = sorted({e.scope_key for e in output.effects if isinstance(e, (Insert, Update))})
     if keys:  # search caches are keyed by these stamps: the next dedup must see the new facts
-        store.bump_scope_versions(run.agent_id, keys)
+        store.leases.bump_scope_versions(run.agent_id, keys)
 
 
 def _absorbed(output: DecideFactsOutput) -> dict[str, list[int]]:
@@ -140,7 +145,7 @@ class _RunEffects:
         latest = max(merged, key=lambda i: (self.said_at(i), i))
         ids = list(dict.fromkeys(m for i in merged for m in self.source_ids(i)))
         run = self.run
-        return self.store.insert_fact(Fact(
+        return self.store.facts.insert_fact(Fact(
             fact_id=fact_id, agent_id=run.agent_id, scope=scope,
             user_id=self.plan.user_id if scope == "user" else None,
             scope_key=key, content=text, hash=digest,
@@ -168,7 +173,7 @@ class _RunEffects:
             self.notes.append({"index": index, "fact_id": effect.fact_id, "note": "delete_of_newer"})
             return
         # the contradicted fact was valid until the new one was said
-        if not self.store.retire_fact(effect.fact_id, self.now, self.run.run_id, valid_to=self.said_at(index),
+        if not self.store.facts.retire_fact(effect.fact_id, self.now, self.run.run_id, valid_to=self.said_at(index),
                                       expected_version=effect.version, reason="contradicted"):
             note = _changed_meanwhile(self.store, self.run, effect, "delete")
             self.notes += [note] if note else []
@@ -180,11 +185,11 @@ class _RunEffects:
             # an older statement formed late (its session formed after the correction's):
             # the stored text stays; this one is kept as a past version, valid until it
             added = self.insert_as_said(index)
-            self.store.retire_fact(added, self.now, run.run_id, valid_to=newer, reason="superseded")
+            self.store.facts.retire_fact(added, self.now, run.run_id, valid_to=newer, reason="superseded")
             self.notes.append({"index": index, "fact_id": effect.fact_id, "note": "update_of_newer",
                                "added": added})
             return
-        if self.store.update_fact(effect.fact_id, FactUpdate(
+        if self.store.facts.update_fact(effect.fact_id, FactUpdate(
             content=effect.text, hash=effect.hash, embedding=self.output.merged_vector(index),
             embedding_model=self.output.embedding_model, run_id=run.run_id, now=self.now,
             valid_from=self.said_at(index), expected_version=effect.version,
@@ -203,7 +208,7 @@ class _RunEffects:
         """The new facts of DELETEs of newer facts stay as past versions, valid until those."""
         for effect in self.output.effects:
             if isinstance(effect, Insert) and effect.index in self.superseded:
-                self.store.retire_fact(effect.fact_id, self.now, self.run.run_id,
+                self.store.facts.retire_fact(effect.fact_id, self.now, self.run.run_id,
                                        valid_to=self.superseded[effect.index], reason="superseded")
 
 
@@ -226,7 +231,7 @@ def _said_at(
 def _said_later(store: FactStore, fact_id: str, said: datetime) -> datetime | None:
     """When the live fact an UPDATE names became valid, if that is after ``said`` (the new
     statement's time): the stored text is the newer one. None otherwise."""
-    found = store.get_facts([fact_id])
+    found = store.facts.get_facts([fact_id])
     fact = found[0] if found else None
     if fact is None or fact.retired_at is not None or fact.valid_from is None:
         return None
@@ -238,7 +243,7 @@ def _changed_meanwhile(store: FactStore, run: FormationRun, effect: Update | Ret
     (by another run, or erased) or changed by another run since the decision. None when this
     run's own earlier apply (a rerun) or a text already live in the scope explains why the
     effect changed nothing."""
-    found = store.get_facts([effect.fact_id])
+    found = store.facts.get_facts([effect.fact_id])
     fact = found[0] if found else None
     if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
         return None

@@ -166,7 +166,7 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
         happened = outbox.run_events(store, run, earlier.stored(run, Stage.DECIDE_FACTS),
                                      _merged(run, earlier.stored), now)
         announced.extend(outbox.announce(store, happened, now))
-        store.finish_run(run_id, now, output.totals, output.changed)
+        store.runs.finish_run(run_id, now, output.totals, output.changed)
 
     result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
@@ -178,7 +178,7 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
 
 def next_step(deps: Deps, run: FormationRun, earlier: Earlier | None = None) -> NextStep:
     store, settings, now = deps.store, deps.settings, deps.clock.now()
-    session = store.get_session(run.session_id)
+    session = store.ingest.get_session(run.session_id)
     if session is None:
         return NextStep()
     ended = session.ended_at is not None

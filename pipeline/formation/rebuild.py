@@ -42,7 +42,7 @@ def holding(deps: Deps, keys: Iterable[tuple[str, str]], holder: str) -> Iterato
     try:
         for name in names:
             deadline = time.monotonic() + LEASE_WAIT_S
-            while not store.acquire_lease(name, holder, deps.clock.now(), lease_s):
+            while not store.leases.acquire_lease(name, holder, deps.clock.now(), lease_s):
                 if time.monotonic() > deadline:
                     raise ScopeBusy(f"a consolidation holds {name}; run forget-user again later", retry_after=1.0)
                 time.sleep(0.2)
@@ -50,7 +50,7 @@ def holding(deps: Deps, keys: Iterable[tuple[str, str]], holder: str) -> Iterato
         yield
     finally:
         for name in held:
-            store.release_lease(name, holder)
+            store.leases.release_lease(name, holder)
 
 
 def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
@@ -58,9 +58,9 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
     the scope key's consolidation lease (``holding``), so they are still what the plan read."""
     store, settings = deps.store, deps.settings
     agent_id, key = target.agent_id, target.scope_key
-    blob = store.get_blob(agent_id, key)
+    blob = store.blobs.get_blob(agent_id, key)
     wanted = set(target.keep_ids)
-    keep = [r for r in store.list_reflections(agent_id, key) if r.reflection_id in wanted]
+    keep = [r for r in store.reflections.list_reflections(agent_id, key) if r.reflection_id in wanted]
     if blob is None or not keep:
         return {"scope_key": key, "status": "nothing_to_rebuild"}
     scope = rules.scope_of_key(key)
@@ -88,9 +88,9 @@ def rebuild_blob(deps: Deps, target: Rebuild, holder: str) -> dict:
         "consolidated_content": content, "word_limit": limit, "version": blob.version + 1,
         "last_consolidated_at": now, "absorbing_ids": ids, "last_run_id": holder,
     })
-    if not store.save_blob(rebuilt, expected_version=blob.version):
+    if not store.blobs.save_blob(rebuilt, expected_version=blob.version):
         raise TransientError(f"blob {agent_id}/{key} moved past version {blob.version} during the rebuild")
-    store.mark_absorbed(ids, blob.version + 1, now)
-    store.bump_scope_versions(agent_id, [key])
+    store.reflections.mark_absorbed(ids, blob.version + 1, now)
+    store.leases.bump_scope_versions(agent_id, [key])
     return {"scope_key": key, "status": "rebuilt", "version": blob.version + 1, "absorbed": len(ids),
             "words": merge.words, "attempts": merge.attempts, **screened.counts()}

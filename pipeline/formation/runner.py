@@ -182,7 +182,7 @@ Apply = Callable[[FormationRun, Any], None]
 
 
 def load_run(store: RunStore, run_id: str) -> FormationRun:
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     if run is None:
         raise RunNotFound(f"formation run {run_id!r} does not exist")
     return run
@@ -190,7 +190,7 @@ def load_run(store: RunStore, run_id: str) -> FormationRun:
 
 def renew(deps: Deps, run_id: str) -> bool:
     """Extend the run's lease; False means the run was taken over or finished: stop quietly."""
-    return deps.store.renew_run_lease(run_id, deps.clock.now(), deps.settings.claim_lease_s)
+    return deps.store.runs.renew_run_lease(run_id, deps.clock.now(), deps.settings.claim_lease_s)
 
 
 def run_stage(
@@ -198,7 +198,7 @@ def run_stage(
 ) -> StageResult | None:
     """Run one stage of one run (see the module docstring). None when the run is not active."""
     store = deps.store
-    begun = store.begin_stage(run_id, stage, deps.clock.now(), deps.settings.claim_lease_s)
+    begun = store.runs.begin_stage(run_id, stage, deps.clock.now(), deps.settings.claim_lease_s)
     if begun is None:
         return None
     run, record = begun
@@ -226,7 +226,7 @@ def run_stage(
         usage=usage.record(deps.settings.price_table()),
     )
     reused = False
-    if not store.complete_stage(run_id, stage, done):
+    if not store.runs.complete_stage(run_id, stage, done):
         # a concurrent delivery completed it first: its output is the one that counts
         done = load_run(store, run_id).stages[stage]
         output, reused = done.output or {}, True
@@ -241,7 +241,7 @@ def run_stage(
 def still_active(store: RunStore, run_id: str) -> bool:
     """Whether the run is still claimed or running: not erased, failed, finished or gone (its
     status alone is read, not the run and its stage outputs)."""
-    return store.run_status(run_id) in ("claimed", "running")
+    return store.runs.run_status(run_id) in ("claimed", "running")
 
 
 def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:
@@ -260,7 +260,7 @@ def record_spend(
     if not usage.by_model:
         return
     try:
-        deps.store.record_usage(UsageRecord(
+        deps.store.stats.record_usage(UsageRecord(
             usage_id=uuid.uuid4().hex, agent_id=agent_id, session_id=session_id, run_id=run_id,
             stage=stage, at=deps.clock.now(), by_model=usage.record(deps.settings.price_table()).by_model,
         ))
@@ -302,7 +302,7 @@ def guard_stage(deps: Deps, run_id: str, stage: str, fn: Callable[[Deps], Any]) 
 def fail_stage(deps: Deps, run_id: str, stage: str, exc: Exception) -> None:
     """Mark the stage ``failed`` with the error's type and message (a run gone meanwhile: nothing)."""
     try:
-        deps.store.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
+        deps.store.runs.fail_stage(run_id, stage, f"{type(exc).__name__}: {exc}", deps.clock.now())
     except KeyError:  # the run is gone; nothing to record
         pass
 
@@ -315,7 +315,7 @@ def fail_run(deps: Deps, run_id: str, stage: str, exc: Exception, *, dead: bool,
     log.warning("run %s %s: %s", run_id, "dead" if dead else "failed", reason)
     fail_stage(deps, run_id, stage, exc)
     now = deps.clock.now()
-    deps.store.fail_run(run_id, reason, now, dead=dead)
-    run = deps.store.get_run(run_id)
+    deps.store.runs.fail_run(run_id, reason, now, dead=dead)
+    run = deps.store.runs.get_run(run_id)
     if run is not None and run.status in ("failed", "dead"):
         announce_run_failed(deps.store, run, now)   # beat's webhook sweep sends it

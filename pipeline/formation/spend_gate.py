@@ -45,6 +45,6 @@ def premium_model(deps, run: FormationRun, stage: str, verdict: str, tier: str, 
     if verdict != spend.SOFT or not deps.settings.spend_soft_cap_fast_tier or tier == fast:
         return tier
     key = stage.split(":")[0]
-    deps.store.update_run_fields(run.run_id, models={
+    deps.store.runs.update_run_fields(run.run_id, models={
         **run.models, key: fast, f"{key}_reason": f"soft spend cap reached: {fast} instead of {tier}"})
     return fast

@@ -53,7 +53,7 @@ def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
     """The claimed range, each message naming the session's humans as the run was claimed
     (declared at session start included, design §11), so that the prompts see a group chat
     before its second human has spoken."""
-    messages = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    messages = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     return [m if set(run.user_ids) <= set(m.session_users)
             else m.model_copy(update={"session_users": list(dict.fromkeys([*m.session_users, *run.user_ids]))})
             for m in messages]
@@ -65,14 +65,14 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     def compute(run: FormationRun, usage: Usage) -> ExtractFactsOutput:
         store, settings = deps.store, deps.settings
         messages = _run_messages(store, run)
-        agent = store.get_agent_settings(run.agent_id)
-        session = store.get_session(run.session_id)
+        agent = store.ingest.get_agent_settings(run.agent_id)
+        session = store.ingest.get_session(run.session_id)
         people = [*run.user_ids, *humans(messages)]
         plan = restricted(plan_scopes(agent, run.session_id, people, run.group_chat,
-                                      store.user_memory_off(run.agent_id, people)), run.only_scopes)
+                                      store.access.user_memory_off(run.agent_id, people)), run.only_scopes)
         models = ModelChoice(fast=fast_model(settings),
                              tier=tier_model(settings, run.tier, bool(session and session.preview)))
-        store.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models.model_dump())
+        store.runs.update_run_fields(run_id, scopes_enabled=plan.enabled, models=models.model_dump())
         output = ExtractFactsOutput(plan=plan_to_dict(plan), models=models,
                                     message_ids=[m.message_id for m in messages])
         if not messages:
@@ -103,10 +103,10 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
 
 def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
     """Each new fact's source message in the claimed range, its excerpt and date."""
-    claimed = store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    claimed = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     if not claimed:
         return []
-    before = store.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
+    before = store.ingest.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
         if run.seq_from > 1 else []
     names = _names([*before, *claimed])
     return provenances([f.text for f in facts], claimed, before, names)
@@ -189,7 +189,7 @@ def _exact_matches(store, run: FormationRun, facts, now) -> dict[int, str]:
     """New fact index -> the live stored fact with the same hash in its scope."""
     exact = {}
     for f in facts:
-        found = store.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
+        found = store.facts.find_fact_by_hash(run.agent_id, f.scope_key, f.hash)
         if found is not None and expired(found, now):
             expiry.stamp(store, [found], now)  # an expired fact holds its text no longer
             found = None
@@ -221,7 +221,7 @@ def _ask_dedup(deps: Deps, run: FormationRun, usage: Usage, open_facts, vectors,
     shortlists = candidates.with_recent(shortlists, open_facts, _recent_fact_ids(deps, run, open_facts,
                                                                                  embedded.model, limit))
     ids = sorted({fid for found in shortlists.values() for fid in found})
-    shortlisted = [x for x in (deps.store.get_facts(ids) if ids else [])
+    shortlisted = [x for x in (deps.store.facts.get_facts(ids) if ids else [])
                    if x.retired_at is None and not expired(x, now) and x.embedding_model == embedded.model]
     live = {x.fact_id: x.content for x in shortlisted}
     asked = _Asked(seen={x.fact_id: x.version for x in shortlisted})
@@ -266,7 +266,7 @@ def _recent_fact_ids(deps: Deps, run: FormationRun, facts, model: str, limit: in
     if window <= 0:
         return {}
     since = deps.clock.now() - timedelta(seconds=window)
-    return {key: deps.store.recent_fact_ids(run.agent_id, key, model, since, limit)
+    return {key: deps.store.facts.recent_fact_ids(run.agent_id, key, model, since, limit)
             for key in dict.fromkeys(f.scope_key for f in facts)}
 
 
@@ -322,11 +322,11 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
             return ExtractReflectionsOutput(skipped="every scope of this run is paused")
         blobs, buffers = {}, {}
         for scope, key in plan.reflection_keys.items():
-            blob = store.get_blob(run.agent_id, key)
+            blob = store.blobs.get_blob(run.agent_id, key)
             blobs[scope] = blob.consolidated_content if blob else ""
-            buffers[scope] = [r.content for r in store.unabsorbed_reflections(run.agent_id, key)]
+            buffers[scope] = [r.content for r in store.reflections.unabsorbed_reflections(run.agent_id, key)]
         new_facts = [f.text for f in extracted.facts] + read(run, Stage.DECIDE_FACTS).formed_texts()
-        agent = store.get_agent_settings(run.agent_id)
+        agent = store.ingest.get_agent_settings(run.agent_id)
         request = build_reflections_request(
             messages, scopes=list(plan.reflection_scopes), blobs=blobs, unabsorbed=buffers,
             new_facts=list(dict.fromkeys(new_facts)),
@@ -350,9 +350,9 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         plan = earlier(run, Stage.EXTRACT_FACTS).plan.scope_plan()
         now = deps.clock.now()
         items = output.reflections
-        messages = deps.store.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
+        messages = deps.store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if items else []
         reflections = [_reflection(r, run, plan, messages, now) for r in items]
-        deps.store.insert_reflections(reflections)
+        deps.store.reflections.insert_reflections(reflections)
 
     return run_stage(deps, run_id, Stage.EXTRACT_REFLECTIONS, compute, apply)
 

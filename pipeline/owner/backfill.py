@@ -43,7 +43,7 @@ def backfill(store: RunStore, agent_id: str, ended: Pause, now: datetime, lease_
     """Store one backfill run per finished run of the pause that left its scope out; returns
     their ids, oldest range first, for the caller to start."""
     scopes, session_id = _target(ended.scope_key)
-    runs = store.list_runs(status="done", agent_id=agent_id, session_id=session_id, limit=MAX_RUNS)
+    runs = store.runs.list_runs(status="done", agent_id=agent_id, session_id=session_id, limit=MAX_RUNS)
     missed = [r for r in runs if r.finished_at is not None and r.finished_at >= ended.paused_at and _missed(r, scopes)]
     started = []
     for run in sorted(missed, key=lambda r: (r.created_at, r.session_id, r.seq_from)):
@@ -53,6 +53,6 @@ def backfill(store: RunStore, agent_id: str, ended: Pause, now: datetime, lease_
             lease_expires_at=lease_until(now, lease_s), user_ids=list(run.user_ids), group_chat=run.group_chat,
             tier=run.tier, only_scopes=scopes, trace_context=dict(run.trace_context),
         )
-        if store.insert_run(backfill_run):
+        if store.runs.insert_run(backfill_run):
             started.append(backfill_run.run_id)
     return started

@@ -44,9 +44,9 @@ def _save(store, settings, agent_id: str, key: str, sections: list[BlobSection],
                             word_limit=limit, version=version,
                             last_consolidated_at=expected.last_consolidated_at if expected else None,
                             last_run_id=f"edit:{uuid.uuid4().hex}", edited_by=by, edited_at=now)
-    if not store.save_blob(blob, expected_version=expected.version if expected else 0):
+    if not store.blobs.save_blob(blob, expected_version=expected.version if expected else 0):
         raise InvalidInput(where, "the blob changed meanwhile (a consolidation ran); read it again and retry")
-    store.bump_scope_versions(agent_id, [key])
+    store.leases.bump_scope_versions(agent_id, [key])
     return blob
 
 
@@ -63,7 +63,7 @@ def edit_section(store, settings, agent_id: str, key: str, name: str, bullets: S
     if not title or title == SOURCE_SECTION:
         raise InvalidInput("path section", "a section name of letters and words, not SOURCE (the writer's note)")
     lines = _lines(bullets, scope, settings, people, "bullets")
-    current = store.get_blob(agent_id, key)
+    current = store.blobs.get_blob(agent_id, key)
     _, sections = parse_blob(current.consolidated_content if current else "")
     sections = [s for s in sections if s.name != SOURCE_SECTION]
     names = [s.name for s in sections]
@@ -85,7 +85,7 @@ def replace_user_blob(store, settings, agent_id: str, user_id: str, content: str
                 for s in parsed if s.name != SOURCE_SECTION]
     if not sections:
         raise InvalidInput("content", "the new blob holds no line")
-    return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=store.get_blob(agent_id, key),
+    return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=store.blobs.get_blob(agent_id, key),
                  where="content")
 
 
@@ -95,7 +95,7 @@ def merge_sections(store, settings, agent_id: str, key: str, sections: Sequence[
     section (a new section at the end), as a new version: how an import restores what an export
     gave. None when every bullet is there already (importing twice changes nothing)."""
     scope, _, _ = _scope(key)
-    current = store.get_blob(agent_id, key)
+    current = store.blobs.get_blob(agent_id, key)
     _, kept = parse_blob(current.consolidated_content if current else "")
     merged = {s.name: list(s.bullets) for s in kept if s.name != SOURCE_SECTION}
     added = 0

@@ -21,14 +21,14 @@ from schemas.owner import Instruction, Pause
 
 def _save(store: IngestStore, agent_id: str, change) -> object:
     """Apply ``change`` (settings -> (settings, result)) to the agent's settings and store them."""
-    updated, result = change(store.get_agent_settings(agent_id))
-    store.put_agent_settings(updated)
+    updated, result = change(store.ingest.get_agent_settings(agent_id))
+    store.ingest.put_agent_settings(updated)
     return result
 
 
 def list_instructions(store: IngestStore, agent_id: str) -> list[Instruction]:
     """Every version of every instruction of the agent, by stage, scope and version."""
-    return sorted(store.get_agent_settings(agent_id).instructions, key=lambda i: (i.stage, i.scope, i.version))
+    return sorted(store.ingest.get_agent_settings(agent_id).instructions, key=lambda i: (i.stage, i.scope, i.version))
 
 
 def set_instruction(store: IngestStore, guard: SecretGuard, agent_id: str, stage: str, scope: str, text: str, *,
@@ -56,7 +56,7 @@ def rollback_instruction(store: IngestStore, guard: SecretGuard, agent_id: str, 
 
 
 def list_pauses(store: IngestStore, agent_id: str) -> list[Pause]:
-    return list(store.get_agent_settings(agent_id).paused)
+    return list(store.ingest.get_agent_settings(agent_id).paused)
 
 
 def pause(store: IngestStore, agent_id: str, target: str, *, session_id: str | None = None, by: str,

@@ -69,12 +69,12 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     now = service.clock.now()
     check_expiry(expires_at, now, expiry_where)
     if categories is not None:
-        listed = filing.current(store.get_agent_settings(fact.agent_id))
+        listed = filing.current(store.ingest.get_agent_settings(fact.agent_id))
         categories = filing.check_filed(categories, listed, categories_where)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])
-    updated = store.update_fact(fact.fact_id, FactUpdate(
+    updated = store.facts.update_fact(fact.fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
         source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at, clear_expiry=clear_expiry,
@@ -82,8 +82,8 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     ))
     if not updated:
         return None
-    store.bump_scope_versions(fact.agent_id, [fact.scope_key])
-    return store.get_facts([fact.fact_id])[0]
+    store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    return store.facts.get_facts([fact.fact_id])[0]
 
 
 def edit_reflection(store, settings, reflection: Reflection, content: str, *, by: str, now, people: Sequence[str] = (),
@@ -92,7 +92,7 @@ def edit_reflection(store, settings, reflection: Reflection, content: str, *, by
     the reflection word limit), the old text kept in its history. None once it is absorbed."""
     text = checked_line(content, reflection.scope, settings=settings, word_limit=settings.reflection_word_limit,
                         people=people, where=where)
-    edited = store.edit_reflection(reflection.reflection_id, text, now, by)
+    edited = store.reflections.edit_reflection(reflection.reflection_id, text, now, by)
     if edited is not None:
-        store.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
+        store.leases.bump_scope_versions(reflection.agent_id, [reflection.scope_key])
     return edited

@@ -31,6 +31,8 @@ class _ValidThen:
     def __init__(self, candidates: dict[str, list[FactCandidate]], model: str) -> None:
         self._candidates = candidates
         self._model = model
+        # the two repositories a ``SegmentSource`` has: this one object answers for both
+        self.facts = self.leases = self
 
     def search_candidates(self, agent_id: str, scope_keys: Sequence[str], embedding_model: str | None):
         out = []
@@ -54,7 +56,7 @@ def search_as_of(
     id, and why replaced texts could not be embedded (None when they were, or there were none)."""
     shown: dict[str, FactVersion] = {}
     for key in scope_keys:
-        for fact in store.list_facts(agent_id, key, include_retired=True):
+        for fact in store.facts.list_facts(agent_id, key, include_retired=True):
             version = version_at(fact, when)
             if version is not None:
                 shown[fact.fact_id] = version

@@ -40,7 +40,7 @@ def live_hits(
     store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
 ) -> list[SearchHit]:
     """The hits of ``merged`` as the facts stand now, best first."""
-    facts = {f.fact_id: f for f in store.get_facts([m.fact_id for m in merged])} if merged else {}
+    facts = {f.fact_id: f for f in store.facts.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []
     for item in merged:
         fact = facts.get(item.fact_id)

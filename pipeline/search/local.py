@@ -42,9 +42,12 @@ BACKGROUND_REBUILD_MIN = 20_000
 log = logging.getLogger("memory.search")
 
 
-class SegmentSource(FactStore, LeaseStore, Protocol):
+class SegmentSource(Protocol):
     """What the local search reads: the candidate facts of a scope key, and the scope stamps
     that say when a segment built from them is stale."""
+
+    facts: FactStore
+    leases: LeaseStore
 
 
 class LocalFactSearch(FactSearch):
@@ -116,7 +119,7 @@ class LocalFactSearch(FactSearch):
 
         def build() -> Segment:
             return Segment.build(
-                self._store.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
+                self._store.facts.search_candidates(agent_id, [key], model), model, quantize_min=self._quantize_min,
             )
 
         if self._files is None:
@@ -155,12 +158,12 @@ class LocalFactSearch(FactSearch):
         """Whether a segment file found for the current stamps was built from this store: as
         many facts as the scope holds live, its first and last of them live there (a store
         recreated at the same path counts its stamps again, with other fact ids)."""
-        if segment.size != self._store.count_facts(agent_id, key):
+        if segment.size != self._store.facts.count_facts(agent_id, key):
             return False
         if segment.size == 0:
             return True
         ends = {segment.ids[0], segment.ids[segment.size - 1]}
-        found = self._store.get_facts(sorted(ends))
+        found = self._store.facts.get_facts(sorted(ends))
         return len(found) == len(ends) and all(
             f.agent_id == agent_id and f.scope_key == key and f.retired_at is None for f in found
         )
@@ -204,8 +207,8 @@ class LocalFactSearch(FactSearch):
         keys = list(dict.fromkeys(scope_keys))
         if not keys:
             return []
-        stamps = self._store.get_scope_versions(agent_id, list(dict.fromkeys([*keys, "agent"])))
-        epoch = self._store.stamps_epoch()
+        stamps = self._store.leases.get_scope_versions(agent_id, list(dict.fromkeys([*keys, "agent"])))
+        epoch = self._store.leases.stamps_epoch()
         if epoch != self._epoch:  # another store's data now: its stamps may repeat the old ones
             self.clear()
             self._epoch = epoch

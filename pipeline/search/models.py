@@ -15,7 +15,7 @@ from pipeline.store.ports.facts import FactStore
 
 def check_one_model(store: FactStore, agent_id: str, model: str) -> None:
     """Refuse when a live fact of ``agent_id`` carries a vector of a model other than ``model``."""
-    other = store.other_embedding_model(agent_id, model)
+    other = store.facts.other_embedding_model(agent_id, model)
     if other is not None:
         raise ConfigurationError(
             f"agent {agent_id}'s facts hold vectors of {other}, but searches embed with {model}: run "

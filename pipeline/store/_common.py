@@ -9,7 +9,7 @@ make them atomic (a SQLite write transaction, or conditional Mongo updates).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone

@@ -2,8 +2,8 @@
 there just now" become ``StoreUnavailable``, so the workers retry them like any transient
 error instead of reading them as a bug (and recording that bug in the same dead store).
 
-``translate_errors(translate)`` decorates an adapter class: its constructor and every public
-method of the ``Store`` port are wrapped so that an error for which ``translate`` returns a
+``translate_errors(translate)`` decorates an adapter's store class and each of its
+repositories: the constructor, the store's lifecycle and every method of a narrow port are wrapped so that an error for which ``translate`` returns a
 ``StoreUnavailable`` is raised as that one (chained to the driver's error); every other error
 passes through untouched. A generator method (``iter_facts_for_reembed``) is translated
 while it is iterated. A public method that calls another one is translated once: a
@@ -18,14 +18,14 @@ import inspect
 from collections.abc import Callable, Iterator
 
 from pipeline.errors import StoreUnavailable
-from pipeline.store.port import Store
+from pipeline.store.port import REPOSITORIES
 
 Translate = Callable[[BaseException], "StoreUnavailable | None"]
 
-#: the port's public methods, and the constructor (SQLite creates its schema when opened, so a
-#: worker that opens its store during an outage meets it there first)
-PORT_METHODS = ("__init__", *dict.fromkeys(
-    name for klass in Store.__mro__ if klass is not object
+#: the narrow ports' public methods, the store's lifecycle, and the constructor (SQLite creates
+#: its schema when opened, so a worker that opens its store during an outage meets it there first)
+PORT_METHODS = ("__init__", "create_indexes", "close", *dict.fromkeys(
+    name for port in REPOSITORIES.values() for klass in port.__mro__ if klass is not object
     for name, value in vars(klass).items() if not name.startswith("_") and callable(value)
 ))
 

@@ -32,8 +32,12 @@ from schemas.webhooks import WebhookDelivery, WebhookEvent
 CLAIM_S = 60   # how long a claimed delivery is held from other senders: past the send's timeout
 
 
-class OutboxStore(WebhookStore, FactStore, BlobStore, Protocol):
+class OutboxStore(Protocol):
     """Deliveries, and the facts and blobs whose content an opted-in delivery carries."""
+
+    webhooks: WebhookStore
+    facts: FactStore
+    blobs: BlobStore
 
 
 def delivery_id(subscription_id: str, event_id: str) -> str:
@@ -46,12 +50,12 @@ def announce(store: WebhookStore, events: Sequence[WebhookEvent], now: datetime)
     subscribers: dict[str, list] = {}
     for event in events:
         if event.agent_id not in subscribers:
-            subscribers[event.agent_id] = [s for s in store.list_subscriptions(event.agent_id) if s.enabled]
+            subscribers[event.agent_id] = [s for s in store.webhooks.list_subscriptions(event.agent_id) if s.enabled]
         queued += [WebhookDelivery(delivery_id=delivery_id(s.subscription_id, event.event_id),
                                    subscription_id=s.subscription_id, agent_id=event.agent_id, event=event,
                                    next_attempt_at=now, created_at=now)
                    for s in subscribers[event.agent_id] if event.kind in s.events]
-    store.add_deliveries(queued)
+    store.webhooks.add_deliveries(queued)
     return [d.delivery_id for d in queued]
 
 
@@ -70,21 +74,21 @@ def attempt(store: OutboxStore, sender: WebhookSender, guard: SecretGuard, deliv
     """One attempt of a due delivery (see the module docstring). ``webhook-timestamp`` is the
     wall clock's (``wall``): receivers refuse one far from their own time (replay protection),
     whatever clock schedules the attempts."""
-    claimed = store.claim_delivery(delivery_id_, now, now + timedelta(seconds=CLAIM_S))
+    claimed = store.webhooks.claim_delivery(delivery_id_, now, now + timedelta(seconds=CLAIM_S))
     if claimed is None:
         return Attempted("skipped", detail="not due, taken by another sender, or withdrawn")
-    sub = store.get_subscription(claimed.subscription_id)
+    sub = store.webhooks.get_subscription(claimed.subscription_id)
     if sub is None or not sub.enabled:
         reason = "subscription deleted" if sub is None else f"subscription disabled: {sub.disabled_reason}"
-        store.save_delivery(claimed.model_copy(update={"status": "failed", "last_error": reason}))
+        store.webhooks.save_delivery(claimed.model_copy(update={"status": "failed", "last_error": reason}))
         return Attempted("failed", detail=reason)
     content, withheld = _content(store, guard, claimed.event) if sub.include_content else (None, None)
     payload = rules.body(claimed, content, withheld)
     answer = sender.post(sub.url, payload, signing.headers(sub.secrets, claimed.delivery_id, int(wall()), payload))
     after = rules.after(claimed, sub, answer, now, schedule, disable_after)
-    if not store.save_delivery(_scrubbed(after.delivery)):   # withdrawn by an erasure while it was sent
+    if not store.webhooks.save_delivery(_scrubbed(after.delivery)):   # withdrawn by an erasure while it was sent
         return Attempted("skipped", detail="withdrawn")
-    store.put_subscription(after.subscription)
+    store.webhooks.put_subscription(after.subscription)
     if answer.delivered:
         return Attempted("delivered")
     outcome = "retry" if after.retry_at is not None else "failed"
@@ -96,10 +100,10 @@ def _content(store: OutboxStore, guard: SecretGuard, event: WebhookEvent) -> tup
     kind, _, ref = (event.content_ref or "").partition(":")
     text = None
     if kind == "fact":
-        found = store.get_facts([ref])
+        found = store.facts.get_facts([ref])
         text = found[0].content if found else None
     elif kind == "blob":
-        blob = store.get_blob(event.agent_id, ref)
+        blob = store.blobs.get_blob(event.agent_id, ref)
         text = blob.consolidated_content if blob else None
     if text is None:
         return None, "gone" if kind else None
@@ -119,24 +123,27 @@ def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime) -
     """Queue the deliveries again, due now, with a fresh schedule; the ids that were found."""
     found = []
     for d_id in delivery_ids:
-        d = store.get_delivery(d_id)
-        if d is not None and store.save_delivery(d.model_copy(update={
+        d = store.webhooks.get_delivery(d_id)
+        if d is not None and store.webhooks.save_delivery(d.model_copy(update={
                 "status": "pending", "attempts": 0, "next_attempt_at": now, "last_error": None})):
             found.append(d_id)
     return found
 
 
-class RunReads(WebhookStore, FactStore, Protocol):
+class RunReads(Protocol):
     """What announcing a run reads: its agent's subscriptions and the facts it touched."""
+
+    webhooks: WebhookStore
+    facts: FactStore
 
 
 def run_events(store: RunReads, run: FormationRun, decided: DecideFactsOutput | None, merged: Sequence[Merged],
                now: datetime) -> list[WebhookEvent]:
     """What a finished run announces: its fact changes as stored (``events.fact_events``)
     and each blob it merged. Nothing is read when the agent has no subscription."""
-    if not store.list_subscriptions(run.agent_id):
+    if not store.webhooks.list_subscriptions(run.agent_id):
         return []
-    facts = store.get_facts(events.touched_fact_ids(run, decided.effects if decided else []))
+    facts = store.facts.get_facts(events.touched_fact_ids(run, decided.effects if decided else []))
     blobs = [events.consolidated_event(run.agent_id, m.scope_key, m.version, _scope_user(m.scope_key), now,
                                        run.run_id) for m in merged]
     return [*events.fact_events(run, facts, now), *blobs]
@@ -150,21 +157,24 @@ def _scope_user(scope_key: str) -> str | None:
 
 def blob_events(store: WebhookStore, agent_id: str, merged: Sequence[Merged], now: datetime) -> list[WebhookEvent]:
     """What merges outside a run (a session's end) announce."""
-    if not merged or not store.list_subscriptions(agent_id):
+    if not merged or not store.webhooks.list_subscriptions(agent_id):
         return []
     return [events.consolidated_event(agent_id, m.scope_key, m.version, _scope_user(m.scope_key), now)
             for m in merged]
 
 
-class FailureReads(WebhookStore, IngestStore, Protocol):
+class FailureReads(Protocol):
     """What announcing a failed run reads: the subscriptions, and the session's people."""
+
+    webhooks: WebhookStore
+    ingest: IngestStore
 
 
 def announce_run_failed(store: FailureReads, run: FormationRun, now: datetime) -> list[str]:
     """A run that ended failed or dead, to the agent's subscribers."""
-    if not store.list_subscriptions(run.agent_id):
+    if not store.webhooks.list_subscriptions(run.agent_id):
         return []
-    session = store.get_session(run.session_id)
+    session = store.ingest.get_session(run.session_id)
     return announce(store, [events.run_failed_event(run, session.users if session else [], now)], now)
 
 

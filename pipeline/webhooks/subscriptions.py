@@ -42,14 +42,14 @@ def subscribe(store: WebhookStore, agent_id: str, url: str, events: Iterable[str
     sub = WebhookSubscription(subscription_id="whsub_" + uuid.uuid4().hex[:20], agent_id=agent_id,
                               url=check_url(url), events=check_events(events), include_content=include_content,
                               secrets=[signing.new_secret()], created_at=now, updated_at=now)
-    store.put_subscription(sub)
+    store.webhooks.put_subscription(sub)
     return sub
 
 
 def owned(store: WebhookStore, subscription_id: str, agent_id: str | None) -> WebhookSubscription | None:
     """The subscription, if it is the agent's (any agent's: None); None otherwise, the same
     answer for another agent's as for none, so ids are not probed."""
-    sub = store.get_subscription(subscription_id)
+    sub = store.webhooks.get_subscription(subscription_id)
     if sub is None or (agent_id is not None and sub.agent_id != agent_id):
         return None
     return sub
@@ -60,12 +60,12 @@ def rotate(store: WebhookStore, sub: WebhookSubscription, now: datetime, *, drop
     (a receiver switches when it likes, verifying either meanwhile)."""
     secrets = [signing.new_secret()] + ([] if drop_old else sub.secrets[:MAX_SECRETS - 1])
     sub = sub.model_copy(update={"secrets": secrets, "updated_at": now})
-    store.put_subscription(sub)
+    store.webhooks.put_subscription(sub)
     return sub
 
 
 def enable(store: WebhookStore, sub: WebhookSubscription, now: datetime) -> WebhookSubscription:
     sub = sub.model_copy(update={"enabled": True, "consecutive_failures": 0, "disabled_reason": None,
                                  "updated_at": now})
-    store.put_subscription(sub)
+    store.webhooks.put_subscription(sub)
     return sub

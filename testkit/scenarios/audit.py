@@ -38,7 +38,7 @@ def _load(dump: dict[str, list[dict]]) -> dict[str, list[Any]]:
 
 def audit(store) -> dict[str, Any]:
     """Every figure of the module docstring, and samples of what each one counted."""
-    data = _load(store.dump_all())
+    data = _load(store.admin.dump_all())
     facts, reflections, runs = data["facts"], data["reflections"], data["runs"]
     status = Counter(r.status for r in runs)
     done_runs = [r for r in runs if r.status == "done"]

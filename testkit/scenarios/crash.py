@@ -234,7 +234,7 @@ def _kill_at(k: int, stage: str, method: str, hooks: Path, cluster, store, *, pe
     else:
         os.kill(marker["pid"], signal.SIGKILL)
     gone = wait_until(lambda: not pid_alive(marker["pid"]), timeout=10)
-    run = store.get_run(marker["run_id"])
+    run = store.runs.get_run(marker["run_id"])
     record = run.stages.get(marker["stage"]) if run else None
     confirmed = bool(gone and record is not None and record.attempts >= 1)
     cluster.ensure_alive()
@@ -270,6 +270,6 @@ def _settle(cluster: _Cluster, app, redis: PersistentRedis, store, quiet_s: floa
 
 def _all_formed(store) -> bool:
     """No run is active, and every message of every session is in a claimed range."""
-    if any(r.status in ("claimed", "running", "failed") for r in store.list_runs(limit=100_000)):
+    if any(r.status in ("claimed", "running", "failed") for r in store.runs.list_runs(limit=100_000)):
         return False
-    return all(s.get("claimed_through", 0) >= s.get("last_seq", 0) for s in store.dump_all().get("sessions", []))
+    return all(s.get("claimed_through", 0) >= s.get("last_seq", 0) for s in store.admin.dump_all().get("sessions", []))

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.store.port import REPOSITORIES
 from schemas.documents import Stage
 
 STAGE_OF = {Stage.CONSOLIDATE_SCOPE: Stage.CONSOLIDATE}
@@ -45,38 +46,21 @@ class _Wrapper:
 
 
 class HookedStore(_Wrapper):
+    """The store with each repository wrapped (``_HookedRepository``): the kill points are
+    the repositories' methods, the stage in progress is the store's."""
+
     def __init__(self, inner, directory: str | Path, sleep_s: float = 120.0) -> None:
         super().__init__(inner)
         self._dir = Path(directory)
         self._sleep_s = sleep_s
         self._local = threading.local()
+        for name in REPOSITORIES:
+            setattr(self, name, _HookedRepository(getattr(inner, name), self))
 
-    def start_stage(self, run_id, stage, now):
+    def enter(self, run_id: str, stage: str) -> None:
         self._local.current = (run_id, stage)
-        record = self._inner.start_stage(run_id, stage, now)
-        self._maybe_fire("start_stage")
-        return record
 
-    def begin_stage(self, run_id, stage, now, lease_s):
-        # lease renewal and start_stage in one call: the kill point is still "start_stage"
-        self._local.current = (run_id, stage)
-        begun = self._inner.begin_stage(run_id, stage, now, lease_s)
-        self._maybe_fire("start_stage")
-        return begun
-
-    def __getattr__(self, name: str):
-        attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith(("get_", "list_", "find_", "count_", "search_", "recent_", "dump_", "unabsorbed", "run_status")):
-            return attr
-
-        def call(*args, **kwargs):
-            result = attr(*args, **kwargs)
-            self._maybe_fire(name)
-            return result
-
-        return call
-
-    def _maybe_fire(self, method: str) -> None:
+    def maybe_fire(self, method: str) -> None:
         current = getattr(self._local, "current", None)
         arm = self._dir / "arm.json"
         if current is None or not arm.exists():
@@ -101,13 +85,55 @@ class HookedStore(_Wrapper):
         time.sleep(self._sleep_s)
 
 
+class _HookedRepository(_Wrapper):
+    """A repository whose writes may fire the armed kill point of ``hooks``."""
+
+    def __init__(self, inner, hooks: HookedStore) -> None:
+        super().__init__(inner)
+        self._hooks = hooks
+
+    def start_stage(self, run_id, stage, now):
+        self._hooks.enter(run_id, stage)
+        record = self._inner.start_stage(run_id, stage, now)
+        self._hooks.maybe_fire("start_stage")
+        return record
+
+    def begin_stage(self, run_id, stage, now, lease_s):
+        # lease renewal and start_stage in one call: the kill point is still "start_stage"
+        self._hooks.enter(run_id, stage)
+        begun = self._inner.begin_stage(run_id, stage, now, lease_s)
+        self._hooks.maybe_fire("start_stage")
+        return begun
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._inner, name)
+        if not callable(attr) or name.startswith(("get_", "list_", "find_", "count_", "search_", "recent_", "dump_", "unabsorbed", "run_status")):
+            return attr
+
+        def call(*args, **kwargs):
+            result = attr(*args, **kwargs)
+            self._hooks.maybe_fire(name)
+            return result
+
+        return call
+
+
 class SloppyStore(_Wrapper):
     """The control of the report: effects without idempotency keys."""
 
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.facts = _SloppyFacts(inner.facts)
+        self.reflections = _SloppyReflections(inner.reflections)
+
+
+class _SloppyFacts(_Wrapper):
     def insert_fact(self, fact):
         salted = fact.model_copy(update={"fact_id": uuid.uuid4().hex, "hash": f"{fact.hash}:{uuid.uuid4().hex[:8]}"})
         return self._inner.insert_fact(salted)
 
+
+class _SloppyReflections(_Wrapper):
     def insert_reflections(self, reflections):
         return self._inner.insert_reflections(
             [r.model_copy(update={"reflection_id": uuid.uuid4().hex}) for r in reflections]

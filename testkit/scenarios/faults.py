@@ -62,15 +62,15 @@ def run_faults(
            "RELIABILITY_DIR": str(calls_dir), "RELIABILITY_FAULTS": f"{faults},seed={seed}"}
     with scenario(workdir, env) as (store, redis, cluster, app, publisher):
         if hostile:
-            store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
+            store.ingest.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
         for s in plan_sessions(rng, sessions, prefix=f"faults{seed}", group_every=3 if hostile else 5):
             events = session_events(rng, agent_id=s["agent_id"], session_id=s["session_id"], users=s["users"],
                                     messages=messages, injections=INJECTIONS if hostile else ())
             publish_session(publisher, events, end_event(s["agent_id"], s["session_id"]))
         settled = _settle(cluster, app, redis, store, settle_quiet_s)
         figures = audit(store)
-        runs = store.list_runs(limit=100_000)
-        facts = store.dump_all().get("facts", [])
+        runs = store.runs.list_runs(limit=100_000)
+        facts = store.admin.dump_all().get("facts", [])
         counts = injected_counts(calls_dir)
         empty = silently_empty(runs)
         figures.update(

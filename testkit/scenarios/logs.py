@@ -58,13 +58,13 @@ def run_log_hygiene(workdir: Path, *, sessions: int = 4, fuzz: int = 30, seed: i
         leaks = log_leaks_above_debug(text.splitlines(), [marker, *FAKE_KEYS.values()])
         stored_ok = sum(
             1 for f in accepted
-            if [m.content for m in store.get_messages(f.session_id, 1, 10**9)] == [f.content]
+            if [m.content for m in store.ingest.get_messages(f.session_id, 1, 10**9)] == [f.content]
         )
         return {
             "settled": settled,
             "events_fuzzed": fuzz,
             "rejections_expected": expected_rejects,
-            "rejections_recorded": len(store.list_rejections(limit=100_000)),
+            "rejections_recorded": len(store.ingest.list_rejections(limit=100_000)),
             "hostile_accepted_stored": stored_ok,
             "hostile_accepted_expected": len(accepted),
             "log_lines": len(text.splitlines()),

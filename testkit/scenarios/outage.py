@@ -175,7 +175,7 @@ def _drained(workdir: Path, redis) -> tuple[bool, set[str]]:
         # while events are still being stored, however slowly; not once the store stands still
         drained = settle(lambda: queues_idle(redis.client(0), ("ingest",)), lambda: store_state(store),
                          interval=0.25)
-        stored = {m["event_id"] for m in store.dump_all().get("messages", [])}
+        stored = {m["event_id"] for m in store.admin.dump_all().get("messages", [])}
     finally:
         store.close()
     return drained, stored

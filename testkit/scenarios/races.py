@@ -97,17 +97,17 @@ def race_producers(workdir: Path, *, producers: int = 4, sessions: int = 6, mess
     _finish_claims(store, ends)
     lost = duplicated = out_of_order = 0
     for sid, ids in expected.items():
-        stored = store.get_messages(sid, 1, 10**9)
+        stored = store.ingest.get_messages(sid, 1, 10**9)
         seqs = sorted(m.seq for m in stored)
         duplicated += len(stored) - len({m.message_id for m in stored})
         lost += len(set(ids) - {m.message_id for m in stored})
         if seqs != list(range(1, len(stored) + 1)):
             duplicated += 1
         out_of_order += [m.message_id for m in stored] != ids  # conversation order is created_at order
-    runs = store.list_runs(limit=100_000)
+    runs = store.runs.list_runs(limit=100_000)
     overlap = _claims_overlap(runs)
-    unclaimed = sum(max(0, s.last_seq - s.claimed_through) for s in (store.get_session(sid) for sid in expected) if s)
-    dup_counted = sum(store.get_session(sid).duplicates for sid in expected)
+    unclaimed = sum(max(0, s.last_seq - s.claimed_through) for s in (store.ingest.get_session(sid) for sid in expected) if s)
+    dup_counted = sum(store.ingest.get_session(sid).duplicates for sid in expected)
     store.close()
     unique = sessions * messages
     return {
@@ -125,12 +125,12 @@ def _finish_claims(store, ends: list) -> None:
 
     settings = _settings()
     for _ in range(20):
-        active = [r for r in store.list_runs(limit=100_000) if r.status == "claimed"]
+        active = [r for r in store.runs.list_runs(limit=100_000) if r.status == "claimed"]
         for run in sorted(active, key=lambda r: r.seq_from):
-            store.finish_run(run.run_id, Clock().now(), {}, [])
+            store.runs.finish_run(run.run_id, Clock().now(), {}, [])
         for end in ends:
             ingest_raw_event(end, store, settings, Clock())
-        if not any(r.status == "claimed" for r in store.list_runs(limit=100_000)):
+        if not any(r.status == "claimed" for r in store.runs.list_runs(limit=100_000)):
             return
 
 
@@ -176,9 +176,9 @@ def race_sweep_vs_trigger(workdir: Path, *, sessions: int = 30, seed: int = 0) -
         last.append(evs[3])
     done = _ctx().Event()
     _run_all([(_sweep, db, done), (_trip, db, last, done), (_sweep, db, done)])
-    runs = store.list_runs(limit=100_000)
+    runs = store.runs.list_runs(limit=100_000)
     overlap = _claims_overlap(runs)
-    unclaimed = sum(1 for i in range(sessions) if store.get_session(f"sweep{seed}-{i}").claimed_through < 4)
+    unclaimed = sum(1 for i in range(sessions) if store.ingest.get_session(f"sweep{seed}-{i}").claimed_through < 4)
     reasons: dict[str, int] = {}
     for r in runs:
         reasons[r.reason] = reasons.get(r.reason, 0) + 1
@@ -241,7 +241,7 @@ def _form(db: str, keys: list[str], per_key: int, done) -> None:
 
     store = _store(db)
     for n in range(per_key):
-        store.insert_reflections([_reflection("agent-race", key, n, "late") for key in keys])
+        store.reflections.insert_reflections([_reflection("agent-race", key, n, "late") for key in keys])
         time.sleep(0.005)
     done.set()
     store.close()
@@ -256,7 +256,7 @@ def race_consolidations(workdir: Path, *, keys: int = 3, initial: int = 8, durin
     store.create_indexes()
     scope_keys = ["agent"] + [f"user:u{i}" for i in range(keys - 1)]
     for key in scope_keys:
-        store.insert_reflections([_reflection("agent-race", key, n, "early") for n in range(initial)])
+        store.reflections.insert_reflections([_reflection("agent-race", key, n, "early") for n in range(initial)])
     done, outcomes = _ctx().Event(), _ctx().Queue()
     _run_all([
         (_consolidate, db, scope_keys, "a", done, outcomes),
@@ -275,8 +275,8 @@ def race_consolidations(workdir: Path, *, keys: int = 3, initial: int = 8, durin
     lost = duplicated = buffered = 0
     merges = 0
     for key in scope_keys:
-        blob = store.get_blob("agent-race", key)
-        refl = store.list_reflections("agent-race", key)
+        blob = store.blobs.get_blob("agent-race", key)
+        refl = store.reflections.list_reflections("agent-race", key)
         waiting = sum(1 for r in refl if not r.absorbed)
         # below the scope's threshold, a buffer waits for the next due consolidation (the
         # threshold is re-checked under the lease); at or over it after the last pass, it is stuck

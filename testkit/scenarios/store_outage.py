@@ -80,7 +80,7 @@ class _Producer(threading.Thread):
 
 def _figures(store, producer: _Producer, settled: bool) -> dict:
     figures = audit(store)
-    stored = {m["event_id"] for m in store.dump_all().get("messages", [])}
+    stored = {m["event_id"] for m in store.admin.dump_all().get("messages", [])}
     lost = sorted(producer.accepted - stored)
     figures.update(
         told_accepted=len(producer.accepted), stored=len(producer.accepted & stored), lost=len(lost),
@@ -94,7 +94,7 @@ def _formations_in_flight(store, timeout_s: float = 30.0) -> None:
     """Until some run is claimed or running, so the outage meets formations mid-chain."""
     from testkit.scenarios.harness import wait_until
 
-    wait_until(lambda: any(r.status in ("claimed", "running") for r in store.list_runs(limit=1000)),
+    wait_until(lambda: any(r.status in ("claimed", "running") for r in store.runs.list_runs(limit=1000)),
                timeout=timeout_s, interval=0.02)
 
 

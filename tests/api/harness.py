@@ -110,8 +110,8 @@ def seed_memory(store, now) -> None:
     def put(fid, text, user=None, sources=()):
         f = fact(fid, text, agent="A", user=user, embedding=EMB.embed([text]).vectors[0], model=EMB.model,
                  formed=now - timedelta(hours=1))
-        store.insert_fact(f.model_copy(update={"source_user_ids": list(sources)}))
-        store.bump_scope_versions("A", [f.scope_key])
+        store.facts.insert_fact(f.model_copy(update={"source_user_ids": list(sources)}))
+        store.leases.bump_scope_versions("A", [f.scope_key])
 
     put("f-u1", "Alice's email is alice@example.com", user="u1", sources=["u1"])
     put("f-u2", "Bob's phone is 555 0100", user="u2", sources=["u2"])
@@ -119,18 +119,18 @@ def seed_memory(store, now) -> None:
     put("f-agent-both", "The Mars budget is $50,000", sources=["u1", "u2"])
     for rid, key, scope, user, sources in (("r-u1", "user:u1", "user", "u1", ["u1"]),
                                            ("r-agent-u1", "agent", "agent", None, ["u1"])):
-        store.insert_reflections([Reflection(reflection_id=rid, agent_id="A", scope=scope, user_id=user, scope_key=key,
+        store.reflections.insert_reflections([Reflection(reflection_id=rid, agent_id="A", scope=scope, user_id=user, scope_key=key,
                                              content=f"reflection {rid}", source_user_ids=sources,
                                              formed_at=now - timedelta(hours=1))])
-    store.save_blob(ConsolidatedBlob(agent_id="A", scope="user", scope_key="user:u1", user_id="u1",
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="A", scope="user", scope_key="user:u1", user_id="u1",
                                      consolidated_content="VERSION: 1\nAlice likes short answers.", word_limit=300,
                                      version=1), expected_version=0)
-    store.bump_scope_versions("A", ["user:u1", "agent"])
-    store.put_subscription(WebhookSubscription(subscription_id="whsub_a", agent_id="A", url="https://hooks.example/a",
+    store.leases.bump_scope_versions("A", ["user:u1", "agent"])
+    store.webhooks.put_subscription(WebhookSubscription(subscription_id="whsub_a", agent_id="A", url="https://hooks.example/a",
                                                events=["fact.created"], secrets=[WEBHOOK_SECRET], created_at=now,
                                                updated_at=now))
     # the platform started u1's session s1 (a user token only speaks in sessions it is a human of)
-    store.declare_session_users("s1", "A", ["u1"])
+    store.ingest.declare_session_users("s1", "A", ["u1"])
 
 
 def wait_for(predicate, timeout=10.0):

@@ -123,7 +123,7 @@ def _header(api, credential: str) -> dict[str, str]:
 
 
 def _job(api):
-    api.deps.store.put_job(Job(job_id="job-u1", kind="forget_user", agent_id="A", user_id=None,
+    api.deps.store.access.put_job(Job(job_id="job-u1", kind="forget_user", agent_id="A", user_id=None,
                                subject=subject_digest("A", "u1"), created_at=api.deps.clock.now()))
 
 
@@ -146,9 +146,9 @@ def _owner_state(api):
     from usecases import categories
 
     store, now = api.deps.store, api.deps.clock.now()
-    store.insert_fact(fact("f-withdrawable", "The Mars crew is six", agent="A").model_copy(update={
+    store.facts.insert_fact(fact("f-withdrawable", "The Mars crew is six", agent="A").model_copy(update={
         "source_user_ids": ["u1", "u2"], "source_run_id": "edit:seed", "formed_at": now}))
-    store.insert_reflections([Reflection(
+    store.reflections.insert_reflections([Reflection(
         reflection_id="r-withdrawable", agent_id="A", scope="agent", scope_key="agent", content="The crew trains",
         source_user_ids=["u1", "u2"], formed_at=now,
         history=[ReflectionEdit(content="u1 and u2 train", changed_at=now, changed_by="test")])])
@@ -240,8 +240,8 @@ def test_a_user_token_cannot_read_or_join_another_users_session(api, client):
     from schemas.documents import Reflection
 
     store = api.deps.store
-    store.declare_session_users("s-bob", "A", ["u2"])
-    store.insert_reflections([Reflection(reflection_id="r-bob", agent_id="A", scope="session", session_id="s-bob",
+    store.ingest.declare_session_users("s-bob", "A", ["u2"])
+    store.reflections.insert_reflections([Reflection(reflection_id="r-bob", agent_id="A", scope="session", session_id="s-bob",
                                          scope_key="session:s-bob", content="Bob is worried about his diagnosis",
                                          source_user_ids=["u2"], formed_at=api.deps.clock.now() - timedelta(hours=1))])
     alice = {"Authorization": f"Bearer {api.token(user='u1')}"}

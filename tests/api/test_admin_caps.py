@@ -17,7 +17,7 @@ def admin(api):
 
 
 def _spend(api, agent_id: str, usd: float | None, model: str, n: int) -> None:
-    api.deps.store.record_usage(UsageRecord(
+    api.deps.store.stats.record_usage(UsageRecord(
         usage_id=f"u-{agent_id}-{model}-{n}", agent_id=agent_id, stage="consolidate_session", at=api.deps.clock.now(),
         by_model={model: {"kind": "llm", "provider": "openai", "calls": 2, "input_tokens": 10, "output_tokens": 5,
                           "usd": usd, "price": "priced" if usd is not None else "unpriced"}}))
@@ -39,7 +39,7 @@ def test_caps_set_over_http_are_shown_against_the_priced_spend(api, client, admi
     assert shown["global"]["spend_usd"]["month"] == 5.5 and shown["global"]["state"] == "hard"
     assert [a["agent_id"] for a in shown["agents"]] == ["A"]
     assert "only priced spend counts" in shown["note"]
-    audited = api.deps.store.list_audit(action="caps.set")
+    audited = api.deps.store.access.list_audit(action="caps.set")
     assert sorted(e.subject for e in audited) == ["agent", "global"]
 
 

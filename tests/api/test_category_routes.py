@@ -61,7 +61,7 @@ def test_a_user_and_an_owner_file_a_fact_under_the_agents_categories_by_editing_
     shared = client.patch("/v1/agents/A/memory/facts/f-agent-both",
                           json={"content": "The Mars budget is $60,000", "categories": ["finance"]}, headers=owner)
     assert shared.status_code == 200 and shared.json()["categories"] == ["finance"]
-    assert api.deps.store.get_facts(["f-agent-both"])[0].categories == ["finance"]
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].categories == ["finance"]
 
 
 def test_a_category_outside_the_agents_list_is_a_422_naming_it_and_changes_nothing(api, client, owner):
@@ -71,4 +71,4 @@ def test_a_category_outside_the_agents_list_is_a_422_naming_it_and_changes_nothi
                            headers=owner)
     assert refused.status_code == 422 and refused.json()["where"].endswith("categories[1]")
     assert "not one of the agent's categories: budgets" in refused.json()["why"]
-    assert api.deps.store.get_facts(["f-agent-both"])[0].version == 1
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].version == 1

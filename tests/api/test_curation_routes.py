@@ -29,11 +29,11 @@ def test_an_owner_lists_edits_and_deletes_agent_facts_with_history_and_the_conte
     after = _context(client, api)
     assert "$60,000" in after and "$50,000" not in after and before != after
     gone = client.delete("/v1/agents/A/memory/facts/f-agent-u1", headers=owner)
-    assert gone.status_code == 200 and api.deps.store.get_facts(["f-agent-u1"]) == []
+    assert gone.status_code == 200 and api.deps.store.facts.get_facts(["f-agent-u1"]) == []
     assert "Mars launch" not in _context(client, api)
     user_fact = client.patch("/v1/agents/A/memory/facts/f-u1", json={"content": "x is y"}, headers=owner)
     assert user_fact.status_code == 404  # a user's own fact is theirs, not the owner's
-    entries = api.deps.store.list_audit()
+    entries = api.deps.store.access.list_audit()
     assert {"item.edit", "item.delete"} <= {e.action for e in entries}
     assert "60,000" not in "".join(e.model_dump_json() for e in entries)
 
@@ -46,7 +46,7 @@ def test_an_owner_lists_edits_and_deletes_agent_facts_with_history_and_the_conte
 def test_an_edit_with_a_secret_contact_data_or_nul_is_a_422_and_changes_nothing(api, client, owner, content, why):
     response = client.patch("/v1/agents/A/memory/facts/f-agent-both", json={"content": content}, headers=owner)
     assert response.status_code == 422 and response.json()["where"] == "body content" and why in response.json()["why"]
-    assert api.deps.store.get_facts(["f-agent-both"])[0].content == "The Mars budget is $50,000"
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].content == "The Mars budget is $50,000"
 
 
 def test_a_pending_agent_reflection_is_listed_and_deleted(api, client, owner):
@@ -73,7 +73,7 @@ def test_a_section_edit_is_a_new_version_by_the_owner_within_the_word_limit(api,
     secret = client.put("/v1/agents/A/memory/blob/sections/notes", headers=owner,
                         json={"bullets": ["The door code password is Tr0ub4dor&3xq"]})
     assert secret.status_code == 422 and secret.json()["where"] == "body bullets[0]"
-    assert api.deps.store.get_blob("A", "agent").version == 2
+    assert api.deps.store.blobs.get_blob("A", "agent").version == 2
 
 
 def test_an_owner_replaces_a_users_blob_as_a_new_version(api, client, owner):
@@ -91,7 +91,7 @@ def test_an_owner_edits_a_pending_agent_reflection_with_history(api, client, own
     done = client.patch("/v1/agents/A/memory/reflections/r-agent-u1", json={"content": "The team plans on Mondays"},
                         headers=owner)
     assert done.status_code == 200 and done.json()["history"][0]["content"] == "reflection r-agent-u1"
-    assert api.deps.store.unabsorbed_reflections("A", "agent")[0].content == "The team plans on Mondays"
+    assert api.deps.store.reflections.unabsorbed_reflections("A", "agent")[0].content == "The team plans on Mondays"
     runtime = {"Authorization": f"Bearer {api.keys['agent_a']}"}
     assert client.patch("/v1/agents/A/memory/reflections/r-agent-u1", json={"content": "x y"},
                         headers=runtime).status_code == 403
@@ -102,7 +102,7 @@ def test_an_owner_edit_sets_and_clears_an_expiry_and_refuses_one_in_the_past(api
     text = "The Mars budget is $50,000"
     past = client.patch(url, json={"content": text, "expires_at": "2020-03-10T00:00:00Z"}, headers=owner)
     assert past.status_code == 422 and past.json()["where"] == "body expires_at" and "not in the future" in past.text
-    assert api.deps.store.get_facts(["f-agent-both"])[0].version == 1
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].version == 1
     dated = client.patch(url, json={"content": text, "expires_at": "2999-03-10T00:00:00Z"}, headers=owner)
     assert dated.status_code == 200 and dated.json()["expires_at"] == "2999-03-10T00:00:00Z", dated.text
     kept = client.patch(url, json={"content": "The Mars budget is $55,000"}, headers=owner)  # omitted: unchanged
@@ -118,12 +118,12 @@ def test_an_owner_cannot_edit_a_fact_whose_expiry_passed_back_to_life(api, clien
 
     from pipeline.store.port import FactUpdate
 
-    fact = api.deps.store.get_facts(["f-agent-both"])[0]
-    api.deps.store.update_fact("f-agent-both", FactUpdate(
+    fact = api.deps.store.facts.get_facts(["f-agent-both"])[0]
+    api.deps.store.facts.update_fact("f-agent-both", FactUpdate(
         content=fact.content, hash=fact.hash, embedding=fact.embedding, embedding_model=fact.embedding_model,
         run_id="edit:test", now=api.deps.clock.now(), expires_at=api.deps.clock.now() - timedelta(seconds=1)))
     response = client.patch("/v1/agents/A/memory/facts/f-agent-both",
                             json={"content": "The Mars budget is $70,000", "expires_at": "2999-01-01T00:00:00Z"},
                             headers=owner)
     assert response.status_code == 409 and "expired at" in response.json()["why"], response.text
-    assert api.deps.store.get_facts(["f-agent-both"])[0].content == "The Mars budget is $50,000"
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].content == "The Mars budget is $50,000"

@@ -158,7 +158,7 @@ def _duplicate_edit(api, client):
     from testkit.documents import fact
 
     text = "Alice likes green tea"
-    api.deps.store.insert_fact(fact("f-u1-tea", text, agent="A", user="u1", embedding=EMB.embed([text]).vectors[0],
+    api.deps.store.facts.insert_fact(fact("f-u1-tea", text, agent="A", user="u1", embedding=EMB.embed([text]).vectors[0],
                                     model=EMB.model).model_copy(update={"source_user_ids": ["u1"]}))
     return client.patch("/v1/agents/A/users/u1/memory/facts/f-u1", json={"content": text},
                         headers={"Authorization": f"Bearer {api.token(user='u1')}"})

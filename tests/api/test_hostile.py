@@ -142,7 +142,7 @@ def test_an_edit_refuses_nul_and_surrogates_naming_the_field_and_keeps_the_fact(
         answer = _send(client, admin, "patch", ("/v1/agents/A/users/u1/memory/facts/f-u1", {}), {"content": value})
     assert answer.status_code == 422, answer.text
     assert answer.json()["where"] == "body content" and named in answer.json()["why"]
-    assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+    assert api.deps.store.facts.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
 
 
 @pytest.mark.parametrize("field", ["content", "sender_name"])

@@ -41,9 +41,9 @@ def test_a_repeated_forget_returns_the_job_already_queued_or_running(api, client
     assert (running["job_id"], running["status"]) == (first["job_id"], "running")
     assert api.jobs == [first["job_id"]]  # sent once
     # every request is audited, each under its own credential
-    assert len(api.deps.store.list_audit(action="forget_user")) == 4
+    assert len(api.deps.store.access.list_audit(action="forget_user")) == 4
 
-    finish_job(api.deps, api.deps.store.get_job(first["job_id"]))
+    finish_job(api.deps, api.deps.store.access.get_job(first["job_id"]))
     again = _forget(client, me)
     assert again["job_id"] != first["job_id"] and again["status"] == "queued"
     assert api.jobs == [first["job_id"], again["job_id"]]
@@ -57,7 +57,7 @@ def test_identical_forgets_arriving_at_once_queue_one_job(api, client, me, monke
     # the worst interleaving, forced: every request reads "no such job" before any stores one,
     # and the one storing it is slow
     read_all = threading.Barrier(8, timeout=10)
-    get_job, waited = api.deps.store.get_job, threading.local()
+    get_job, waited = api.deps.store.access.get_job, threading.local()
 
     def get_job_once_all_read(job_id):
         found = get_job(job_id)
@@ -66,14 +66,14 @@ def test_identical_forgets_arriving_at_once_queue_one_job(api, client, me, monke
             read_all.wait()
         return found
 
-    put_job = api.deps.store.put_job
+    put_job = api.deps.store.access.put_job
 
     def slow_put_job(job):  # a slow write: every other request looks again meanwhile
         time.sleep(0.5)
         put_job(job)
 
-    monkeypatch.setattr(api.deps.store, "get_job", get_job_once_all_read)
-    monkeypatch.setattr(api.deps.store, "put_job", slow_put_job)
+    monkeypatch.setattr(api.deps.store.access, "get_job", get_job_once_all_read)
+    monkeypatch.setattr(api.deps.store.access, "put_job", slow_put_job)
     returned: list[str] = []
     threads = [threading.Thread(target=lambda: returned.append(_forget(client, me)["job_id"])) for _ in range(8)]
     for thread in threads:
@@ -94,7 +94,7 @@ def test_a_forget_the_broker_did_not_take_fails_at_once_and_the_next_request_que
     ctx.send_job = refused
     response = client.post("/v1/agents/A/users/u1/forget", headers=me)
     assert response.status_code == 503 and response.headers["Retry-After"]
-    [job] = [api.deps.store.get_job(j) for j in _job_ids(api)]
+    [job] = [api.deps.store.access.get_job(j) for j in _job_ids(api)]
     assert job.status == "failed" and job.error.startswith("TransientError: not queued")
     assert job.user_id is None  # an ended job keeps no user id
     ctx.send_job = sent
@@ -108,7 +108,7 @@ def _job_ids(api) -> list[str]:
 
     subject = subject_digest("A", "u1")
     ids = [job_id_for("forget_user", subject, n) for n in range(3)]
-    return [i for i in ids if api.deps.store.get_job(i) is not None]
+    return [i for i in ids if api.deps.store.access.get_job(i) is not None]
 
 
 def test_a_job_left_queued_by_a_lost_message_is_sent_again_when_asked_for(api, client, me):
@@ -116,8 +116,8 @@ def test_a_job_left_queued_by_a_lost_message_is_sent_again_when_asked_for(api, c
     assert _forget(client, me)["job_id"] == first["job_id"] and api.jobs == [first["job_id"]]
     # the broker lost the message: the job is still queued long after it was sent
     store = api.deps.store
-    stale = store.get_job(first["job_id"])
-    store.put_job(stale.model_copy(update={"created_at": stale.created_at - timedelta(hours=1)}))
+    stale = store.access.get_job(first["job_id"])
+    store.access.put_job(stale.model_copy(update={"created_at": stale.created_at - timedelta(hours=1)}))
     again = _forget(client, me)
     assert (again["job_id"], again["status"]) == (first["job_id"], "queued")
     assert api.jobs == [first["job_id"], first["job_id"]]  # sent again, once

@@ -79,10 +79,10 @@ def test_resume_with_backfill_starts_one_run_per_run_of_the_pause_that_left_the_
     client.post("/v1/agents/A/pause", json={"target": "agent"}, headers=owner)
     now = api.deps.clock.now() + timedelta(seconds=1)
     for run_id, scopes in (("r-paused", ["user", "session"]), ("r-other", ["agent", "user", "session"])):
-        api.deps.store.insert_run(FormationRun(run_id=run_id, agent_id="A", session_id="s1", seq_from=1, seq_to=4,
+        api.deps.store.runs.insert_run(FormationRun(run_id=run_id, agent_id="A", session_id="s1", seq_from=1, seq_to=4,
                                                reason="threshold", status="done", created_at=now, finished_at=now,
                                                scopes_enabled=scopes))
     resumed = client.post("/v1/agents/A/resume", json={"target": "agent", "backfill": True}, headers=owner).json()
     assert resumed["backfill_runs"] == ["r-paused-backfill-agent"] and api.runs == ["r-paused-backfill-agent"]
-    run = api.deps.store.get_run("r-paused-backfill-agent")
+    run = api.deps.store.runs.get_run("r-paused-backfill-agent")
     assert (run.reason, run.only_scopes, run.seq_from, run.seq_to, run.status) == ("backfill", ["agent"], 1, 4, "claimed")

@@ -128,8 +128,8 @@ def test_a_user_asks_to_be_forgotten_and_a_real_maintenance_worker_does_it(tmp_p
     from testkit.documents import fact
 
     store = SQLiteStore(str(tmp_path / "memory.db"))
-    store.insert_fact(fact("f1", "Alice's email is alice@example.com", agent="A", user="u1"))
-    store.insert_fact(fact("f2", "Bob's phone is 555 0100", agent="A", user="u2"))
+    store.facts.insert_fact(fact("f1", "Alice's email is alice@example.com", agent="A", user="u1"))
+    store.facts.insert_fact(fact("f2", "Bob's phone is 555 0100", agent="A", user="u2"))
     token = _memoryctl(env, "keys", "token", "--agent", "A", "--user", "u1", "--ttl", "600")
     worker = WorkerProcess(broker_url=redis_db1, result_backend="", store_url=env["MEMORY_STORE_URL"],
                            log_file=tmp_path / "worker.log", queues=("maintenance",), concurrency=1,
@@ -147,7 +147,7 @@ def test_a_user_asks_to_be_forgotten_and_a_real_maintenance_worker_does_it(tmp_p
             time.sleep(0.2)
         done = httpx.get(job_url, headers=headers).json()
         assert done["status"] == "done", (done, worker.log_text()[-3000:])
-        assert [f.fact_id for f in store.get_facts(["f1", "f2"])] == ["f2"]
+        assert [f.fact_id for f in store.facts.get_facts(["f1", "f2"])] == ["f2"]
     finally:
         served.stop()
         worker.stop()

@@ -33,10 +33,10 @@ def test_over_mcp_a_user_cannot_take_another_users_own_session_and_never_reads_t
     ines = mcp_call(client, _bearer(api.token(user=INES)), "remember", {"text": NOTE})
     assert ines.status_code == 200 and not ines.json()["result"]["isError"], ines.text
     ingest_published(api)
-    stored = api.deps.store.get_session(INES_OWN)
+    stored = api.deps.store.ingest.get_session(INES_OWN)
     assert stored is not None and stored.users == [INES]
 
-    message_id = api.deps.store.get_messages(INES_OWN, 0, 10)[0].message_id
+    message_id = api.deps.store.ingest.get_messages(INES_OWN, 0, 10)[0].message_id
     ui_sign_in(client, mallory)
     for path in (f"/ui/messages/{INES_OWN}/{message_id}", f"/ui/agents/A/sessions/{INES_OWN}"):
         page = client.get(path)
@@ -55,7 +55,7 @@ def test_over_rest_a_user_token_starts_only_its_own_session(api, client):
     # the platform starts the session it chose for Ines; Mallory never took it
     assert client.post("/v1/agents/A/sessions/s-the-platform-starts-later/start", json={"user_ids": [INES]},
                        headers=_bearer(api.keys["agent_a"])).status_code == 200
-    assert api.deps.store.get_session("s-the-platform-starts-later").users == [INES]
+    assert api.deps.store.ingest.get_session("s-the-platform-starts-later").users == [INES]
     # and Ines's own REST call on her own session is hers
     ines = _bearer(api.token(user=INES))
     assert client.post(f"/v1/agents/A/sessions/{INES_OWN}/messages", json=message, headers=ines).status_code == 202
@@ -72,7 +72,7 @@ def test_no_key_puts_a_stranger_into_a_users_own_session(api, client):
                        "get_memory_context", {})
     assert [start.status_code, publish.status_code, connect.status_code] == [403, 403, 403]
     assert MALLORY in start.json()["why"] and start.json()["where"] == "path session_id"
-    assert api.publisher.events == [] and api.deps.store.get_session(INES_OWN) is None
+    assert api.publisher.events == [] and api.deps.store.ingest.get_session(INES_OWN) is None
     own = client.post(f"/v1/agents/A/sessions/{INES_OWN}/start", json={"user_ids": [INES]}, headers=_bearer(key))
     assert own.status_code == 200
 
@@ -81,7 +81,7 @@ def test_in_the_inspector_an_own_session_merged_before_the_rule_stays_its_owners
     """A store written before the rule may hold Ines's own session with Mallory merged into
     its humans: membership alone is not enough there, the id says whose it is."""
     store = api.deps.store
-    store.declare_session_users(INES_OWN, "A", [INES, MALLORY])
+    store.ingest.declare_session_users(INES_OWN, "A", [INES, MALLORY])
     ingest_raw_event(events.message_added(
         event_id="e1", agent_id="A", session_id=INES_OWN, now=api.deps.clock.now(),
         message={"message_id": "m1", "role": "user", "sender_id": INES, "content": NOTE}), store, api.deps.settings,

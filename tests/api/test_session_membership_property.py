@@ -133,7 +133,7 @@ class Doors(RuleBasedStateMachine):
     def workers_ingest(self):
         ingest_published(self.api)
         for session in SESSIONS:
-            for message in self.store.get_messages(session, 0, 10_000):
+            for message in self.store.ingest.get_messages(session, 0, 10_000):
                 for marker in MARK.findall(message.content):
                     self.said[marker] = session
                     if marker in self.writer:
@@ -141,14 +141,14 @@ class Doors(RuleBasedStateMachine):
 
     @rule(session=st.sampled_from(SESSIONS))
     def formation_writes_memory(self, session):
-        stored = self.store.get_session(session)
+        stored = self.store.ingest.get_session(session)
         if stored is None:
             return
-        text = " ".join(MARK.findall(" ".join(m.content for m in self.store.get_messages(session, 0, 10_000))))
+        text = " ".join(MARK.findall(" ".join(m.content for m in self.store.ingest.get_messages(session, 0, 10_000))))
         key = f"session:{session}"
-        blob = self.store.get_blob("A", key)
+        blob = self.store.blobs.get_blob("A", key)
         version = blob.version if blob else 0
-        self.store.save_blob(ConsolidatedBlob(agent_id="A", scope="session", scope_key=key, session_id=session,
+        self.store.blobs.save_blob(ConsolidatedBlob(agent_id="A", scope="session", scope_key=key, session_id=session,
                                               consolidated_content=f"VERSION: {version + 1}\nSaid: {text}",
                                               word_limit=300, version=version + 1), expected_version=version)
         for human in stored.users:
@@ -156,12 +156,12 @@ class Doors(RuleBasedStateMachine):
             formed = fact(f"f{self.n}", f"In {session} it was said: {text}", agent="A", user=human, session=session,
                           embedding=EMB.embed([text or "nothing"]).vectors[0], model=EMB.model,
                           formed=self.api.deps.clock.now())
-            self.store.insert_fact(formed.model_copy(update={"source_user_ids": [human]}))
-        self.store.bump_scope_versions("A", [key, *(f"user:{h}" for h in stored.users)])
+            self.store.facts.insert_fact(formed.model_copy(update={"source_user_ids": [human]}))
+        self.store.leases.bump_scope_versions("A", [key, *(f"user:{h}" for h in stored.users)])
 
     @rule(user=st.sampled_from(USERS), pick=st.integers(0, 50), erase=st.booleans())
     def user_edits_or_erases_a_fact(self, user, pick, erase):
-        facts = self.store.list_facts("A")
+        facts = self.store.facts.list_facts("A")
         if not facts:
             return
         target = facts[pick % len(facts)]
@@ -172,7 +172,7 @@ class Doors(RuleBasedStateMachine):
         if answer.status_code == 200:
             assert target.user_id == user or set(target.source_user_ids) <= {user}, (user, target)
         else:
-            assert [f.content for f in self.store.get_facts([target.fact_id])] == [target.content]
+            assert [f.content for f in self.store.facts.get_facts([target.fact_id])] == [target.content]
 
     # ------------------------------------------------------------------ reads -------------
     @rule(user=st.sampled_from(USERS), session=st.sampled_from(SESSIONS))
@@ -192,7 +192,7 @@ class Doors(RuleBasedStateMachine):
     @rule(user=st.sampled_from(USERS), session=st.sampled_from(SESSIONS))
     def user_reads_in_the_inspector(self, user, session):
         pages = [f"/ui/agents/A/sessions/{session}"]
-        pages += [f"/ui/messages/{session}/{m.message_id}" for m in self.store.get_messages(session, 0, 10_000)]
+        pages += [f"/ui/messages/{session}/{m.message_id}" for m in self.store.ingest.get_messages(session, 0, 10_000)]
         for path in pages:
             answer = self.ui[user].get(path)
             assert answer.status_code in (200, 403, 404), (path, answer.status_code)
@@ -201,7 +201,7 @@ class Doors(RuleBasedStateMachine):
     @invariant()
     def no_session_holds_a_stranger(self):
         for session in SESSIONS:
-            stored = self.store.get_session(session)
+            stored = self.store.ingest.get_session(session)
             if stored is not None:
                 assert set(stored.users) <= self.humans[session], (session, stored.users, self.humans[session])
 

@@ -51,9 +51,9 @@ def test_a_user_token_never_reaches_another_user(tmp_path_factory):
                 response = client.request(method, path, params=params, json=body, headers=headers)
                 assert response.status_code in (403, 404, 422), (method, path, other, response.status_code)
                 assert "Bob" not in response.text and "555 0100" not in response.text
-        assert not store.user_memory_off("A", [other])
+        assert not store.access.user_memory_off("A", [other])
         assert api.publisher.events == [] and api.jobs == []
-        assert [f.content for f in store.get_facts(["f-u2"])] == ["Bob's phone is 555 0100"]
+        assert [f.content for f in store.facts.get_facts(["f-u2"])] == ["Bob's phone is 555 0100"]
 
     check()
     store.close()

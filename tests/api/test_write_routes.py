@@ -31,13 +31,13 @@ def test_an_owner_adds_an_agent_fact_verbatim_and_every_context_shows_it_at_once
     body = added.json()
     assert body["content"] == "The launch party is on the roof terrace" and body["scope"] == "agent"
     assert body["source"]["written_by"] == "owner"
-    [stored] = api.deps.store.get_facts([body["id"]])
+    [stored] = api.deps.store.facts.get_facts([body["id"]])
     assert (stored.source, stored.categories, stored.source_user_ids) == ("owner", ["projects"], [])
     assert stored.embedding is not None and stored.embedding_model == api.deps.embedder.model
     assert "roof terrace" in _context(client, api)
     assert api.runs == [] and api.publisher.events == []  # no formation, no model call
-    assert "item.add" in {e.action for e in api.deps.store.list_audit()}
-    assert "roof terrace" not in "".join(e.model_dump_json() for e in api.deps.store.list_audit())
+    assert "item.add" in {e.action for e in api.deps.store.access.list_audit()}
+    assert "roof terrace" not in "".join(e.model_dump_json() for e in api.deps.store.access.list_audit())
 
 
 def test_the_same_text_again_is_a_409_naming_the_fact_that_holds_it(api, client, owner):
@@ -54,17 +54,17 @@ def test_the_same_text_again_is_a_409_naming_the_fact_that_holds_it(api, client,
 ])
 def test_a_write_with_a_secret_contact_data_or_too_many_words_is_refused_and_stores_nothing(
         api, client, owner, content, status, why):
-    before = api.deps.store.count_facts("A", "agent")
+    before = api.deps.store.facts.count_facts("A", "agent")
     response = client.post("/v1/agents/A/memory/facts", json={"content": content}, headers=owner)
     assert response.status_code == status and why in response.json()["why"], response.text
-    assert api.deps.store.count_facts("A", "agent") == before
+    assert api.deps.store.facts.count_facts("A", "agent") == before
 
 
 def test_a_user_adds_to_their_own_memory_only_and_the_runtime_key_writes_nothing(api, client):
     alice = {"Authorization": f"Bearer {api.token(user='u1')}"}
     mine = client.post("/v1/agents/A/users/u1/memory/facts", json={"content": "Alice is vegetarian"}, headers=alice)
     assert mine.status_code == 201, mine.text
-    assert api.deps.store.get_facts([mine.json()["id"]])[0].source == "user"
+    assert api.deps.store.facts.get_facts([mine.json()["id"]])[0].source == "user"
     assert "vegetarian" in _context(client, api)
     theirs = client.post("/v1/agents/A/users/u2/memory/facts", json={"content": "Bob is vegetarian"}, headers=alice)
     assert theirs.status_code == 403 and theirs.json()["where"] == "path user_id"
@@ -73,7 +73,7 @@ def test_a_user_adds_to_their_own_memory_only_and_the_runtime_key_writes_nothing
 
 
 def test_a_user_who_switched_memory_off_gets_nothing_written_even_by_the_owner(api, client, owner):
-    api.deps.store.set_user_memory("A", "u2", False, api.deps.clock.now())
+    api.deps.store.access.set_user_memory("A", "u2", False, api.deps.clock.now())
     response = client.post("/v1/agents/A/users/u2/memory/facts", json={"content": "Bob likes tea"}, headers=owner)
     assert response.status_code == 422 and "switched their memory" in response.json()["why"]
 
@@ -90,7 +90,7 @@ def test_an_owner_adds_reflections_to_the_agent_buffer_and_a_repeat_is_refused(a
     session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s9"},
                           headers=owner)
     assert session.status_code == 201
-    assert [r.content for r in api.deps.store.unabsorbed_reflections("A", "session:s9")] == ["Keep it short"]
+    assert [r.content for r in api.deps.store.reflections.unabsorbed_reflections("A", "session:s9")] == ["Keep it short"]
 
 
 def _lines(*rows) -> bytes:
@@ -117,7 +117,7 @@ def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_t
     assert "unknown field" in report["rejects"][1]["why"] and "access code" in report["rejects"][2]["why"]
     assert "'billing' is not one of the agent's categories" in report["rejects"][3]["why"]
     assert "contract in June" in _context(client, api)
-    [seats] = [f for f in api.deps.store.list_facts("A", "user:u2") if "twelve" in f.content]
+    [seats] = [f for f in api.deps.store.facts.list_facts("A", "user:u2") if "twelve" in f.content]
     assert seats.source == "import" and seats.expires_at is not None and seats.source_user_ids == ["u2"]
     second = client.post("/v1/agents/A/import", content=body, headers=headers).json()
     assert (second["added"], second["exists"]) == (0, 2)

@@ -74,7 +74,7 @@ def test_a_broker_password_with_reserved_characters_works_for_producer_worker_an
                                    extra_env={"MEMORY_BROKER_PASSWORD": PASSWORD})
     store = open_store(Settings(store_url=store_url))
     try:
-        until(lambda: store.count_messages("s1") == 1, f"event {event_id} stored", worker.log_file)
+        until(lambda: store.ingest.count_messages("s1") == 1, f"event {event_id} stored", worker.log_file)
     finally:
         store.close()
 
@@ -101,7 +101,7 @@ def test_a_redis_url_with_a_raw_at_sign_in_its_password_publishes_and_the_worker
     worker = celery_worker_process(store_url=store_url, broker_url=broker_url)
     store = open_store(Settings(store_url=store_url))
     try:
-        until(lambda: store.count_messages("s1") == 1, f"event {event_id} stored", worker.log_file)
+        until(lambda: store.ingest.count_messages("s1") == 1, f"event {event_id} stored", worker.log_file)
     finally:
         store.close()
     assert RAW_PASSWORD not in worker.log_file.read_text(errors="replace")

@@ -61,7 +61,7 @@ def _publish_and_wait_stored(app, store_url: str, worker, session_id: str, count
         publisher.close()
     store = open_store(Settings(store_url=store_url))
     try:
-        until(lambda: store.count_messages(session_id) == count, f"{count} events stored", worker.log_file, timeout=60)
+        until(lambda: store.ingest.count_messages(session_id) == count, f"{count} events stored", worker.log_file, timeout=60)
     finally:
         store.close()
 

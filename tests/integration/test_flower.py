@@ -56,7 +56,7 @@ def test_flower_lists_the_worker_and_every_stage_of_a_formation_with_its_run_id(
     store = open_store(Settings(store_url=store_url))
     try:
         def finished():
-            runs = store.list_runs(session_id="s-flower")
+            runs = store.runs.list_runs(session_id="s-flower")
             broken = [r for r in runs if r.status in ("failed", "dead")]
             if broken:
                 pytest.fail(f"the formation run failed: {broken[0].error}\n{worker.log_text()[-3000:]}")

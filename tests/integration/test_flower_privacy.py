@@ -66,7 +66,7 @@ def test_no_flower_answer_contains_the_content_of_a_message(
 
     store = open_store(Settings(store_url=store_url))
     try:
-        until(lambda: any(r.status == "done" for r in store.list_runs(session_id="s-p")),
+        until(lambda: any(r.status == "done" for r in store.runs.list_runs(session_id="s-p")),
               "the formation run to finish", worker.log_file)
     finally:
         store.close()

@@ -67,7 +67,7 @@ def test_a_hand_built_message_is_stored_by_a_real_worker(broker, store_url, cele
     batch = [_event(f"e-b{i}") for i in range(3)]
     broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_BATCH, {"events": batch}))
     worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
-    _wait(store_url, lambda s: s.count_messages("s-foreign") == 5, "5 hand-built events stored", worker)
+    _wait(store_url, lambda s: s.ingest.count_messages("s-foreign") == 5, "5 hand-built events stored", worker)
     assert broker.llen(names.QUEUE_INGEST) == 0
     assert "ERROR" not in worker.log_text()
 
@@ -83,7 +83,7 @@ def test_the_docs_redis_cli_line_publishes_an_event_a_worker_stores(broker_urls,
                           env={**os.environ, "MEMORY_BROKER_URL": broker_urls[0]})
     assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
     worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
-    _wait(store_url, lambda s: s.count_messages("cli-s1") == 1, "the redis-cli event stored", worker)
+    _wait(store_url, lambda s: s.ingest.count_messages("cli-s1") == 1, "the redis-cli event stored", worker)
 
 
 BROKEN = {
@@ -109,8 +109,8 @@ def test_malformed_hand_built_messages_are_recorded_as_rejected_not_lost(
     broker.lpush(names.QUEUE_INGEST, _envelope(names.TASK_INGEST_EVENT, {"event": _event("good-after")}))
     worker = celery_worker_process(store_url=store_url, queues=queues)
 
-    _wait(store_url, lambda s: s.count_messages("s-foreign") == 1, "the good event after the broken ones", worker)
-    rejections = _wait(store_url, lambda s: (lambda r: r if len(r) == len(BROKEN) + 1 else None)(s.list_rejections()),
+    _wait(store_url, lambda s: s.ingest.count_messages("s-foreign") == 1, "the good event after the broken ones", worker)
+    rejections = _wait(store_url, lambda s: (lambda r: r if len(r) == len(BROKEN) + 1 else None)(s.ingest.list_rejections()),
                        f"{len(BROKEN) + 1} rejections", worker)
     by_raw = {r.raw: r for r in rejections}
     for what, raw in BROKEN.items():
@@ -168,7 +168,7 @@ def test_the_docs_node_producer_runs_as_written_exits_and_its_event_is_stored(
     [raw] = broker.lrange(names.QUEUE_INGEST, 0, -1)
     assert "I moved to Porto" not in json.loads(raw)["headers"]["kwargsrepr"]
     worker = celery_worker_process(store_url=store_url, queues=(names.QUEUE_INGEST,))
-    _wait(store_url, lambda s: s.count_messages("s1") == 1, "the Node.js producer's event stored", worker)
+    _wait(store_url, lambda s: s.ingest.count_messages("s1") == 1, "the Node.js producer's event stored", worker)
     assert broker.llen(names.QUEUE_INGEST) == 0
 
 
@@ -182,6 +182,6 @@ def test_replies_to_control_commands_are_not_taken_for_broken_task_messages(
     assert any(name.startswith("pinged@") for reply in replies for name in reply)
     store = open_store(Settings(store_url=store_url))
     try:
-        assert store.list_rejections() == []
+        assert store.ingest.list_rejections() == []
     finally:
         store.close()

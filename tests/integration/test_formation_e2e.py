@@ -46,12 +46,12 @@ def _events(conversation: dict, session: dict) -> list[dict]:
 
 def _settled(store: SQLiteStore, sessions: list[dict]) -> bool:
     for s in sessions:
-        state = store.get_session(s["session_id"])
+        state = store.ingest.get_session(s["session_id"])
         if state is None or state.ended_at is None or state.last_seq < len(s["messages"]):
             return False
         if state.watermark < state.last_seq:
             return False
-        if any(r.status != "done" for r in store.list_runs(session_id=s["session_id"])):
+        if any(r.status != "done" for r in store.runs.list_runs(session_id=s["session_id"])):
             return False
     return True
 
@@ -59,7 +59,7 @@ def _settled(store: SQLiteStore, sessions: list[dict]) -> bool:
 def _wait(store, worker, sessions):
     """Until every session is formed, for as long as formation keeps writing to the store."""
     def runs():
-        return [(r.session_id, r.status, r.error) for s in sessions for r in store.list_runs(session_id=s["session_id"])]
+        return [(r.session_id, r.status, r.error) for s in sessions for r in store.runs.list_runs(session_id=s["session_id"])]
 
     def done() -> bool:
         if any(status in ("failed", "dead") for _, status, _ in runs()) or not worker.is_alive():
@@ -71,7 +71,7 @@ def _wait(store, worker, sessions):
 
 
 def _live(store, agent_id, scope_key):
-    return store.list_facts(agent_id, scope_key)
+    return store.facts.list_facts(agent_id, scope_key)
 
 
 def _has(text: str, parts: list[str]) -> bool:
@@ -83,35 +83,35 @@ def check_first_phase(store, exp):
         texts = [f.content for f in _live(store, planted["agent_id"], planted["scope_key"])]
         assert any(_has(t, planted["contains"]) for t in texts), f"planted fact {planted} missing from {texts}"
     for want in exp["blobs_version_1"]:
-        blob = store.get_blob(want["agent_id"], want["scope_key"])
+        blob = store.blobs.get_blob(want["agent_id"], want["scope_key"])
         assert blob is not None, f"no blob for {want}"
         assert blob.version == 1 and blob.consolidated_content.startswith("VERSION: 1\n"), blob
         assert word_count(blob.consolidated_content) <= want["word_limit"]
     for buf in exp["buffers_over_threshold"]:
-        formed = store.list_reflections(buf["agent_id"], buf["scope_key"])
+        formed = store.reflections.list_reflections(buf["agent_id"], buf["scope_key"])
         assert len(formed) >= buf["threshold"], f"{buf['scope_key']}: {len(formed)} reflections formed"
         assert all(r.absorbed and r.consolidated_into == 1 for r in formed)
     for group in exp["group_sessions_without_user_memory"]:
         for user in group["users"]:
             key = f"user:{user}"
-            assert store.list_facts(group["agent_id"], key, include_retired=True) == []
-            assert store.list_reflections(group["agent_id"], key) == []
-            assert store.get_blob(group["agent_id"], key) is None
-        for run in store.list_runs(session_id=group["session_id"]):
+            assert store.facts.list_facts(group["agent_id"], key, include_retired=True) == []
+            assert store.reflections.list_reflections(group["agent_id"], key) == []
+            assert store.blobs.get_blob(group["agent_id"], key) is None
+        for run in store.runs.list_runs(session_id=group["session_id"]):
             assert "user" not in run.scopes_enabled
 
 
 def check_second_phase(store, exp):
     for upd in exp["updates"]:
-        facts = store.list_facts(upd["agent_id"], upd["scope_key"])
+        facts = store.facts.list_facts(upd["agent_id"], upd["scope_key"])
         [fact] = [f for f in facts if upd["now_contains"] in f.content]
         assert fact.version == upd["version"]
         assert any(upd["history_contains"] in h.content for h in fact.history)
         assert not any(upd["history_contains"] in f.content for f in facts)
     for rest in exp["restatements"]:
-        facts = [f for f in store.list_facts(rest["agent_id"], rest["scope_key"]) if _has(f.content, rest["contains"])]
+        facts = [f for f in store.facts.list_facts(rest["agent_id"], rest["scope_key"]) if _has(f.content, rest["contains"])]
         assert len(facts) == rest["live_facts"]
-        [run] = store.list_runs(session_id=rest["session_id"])
+        [run] = store.runs.list_runs(session_id=rest["session_id"])
         decisions = run.stages["decide_facts"].output["decisions"]
         extracted = run.stages["extract_facts"].output["facts"]
         restated = [f["index"] for f in extracted if _has(f["text"], rest["contains"])]
@@ -120,7 +120,7 @@ def check_second_phase(store, exp):
 
 def check_runs(store, sessions, every):
     for s in sessions:
-        runs = store.list_runs(session_id=s["session_id"])
+        runs = store.runs.list_runs(session_id=s["session_id"])
         assert runs
         for run in runs:
             assert run.status == every["status"]
@@ -142,7 +142,7 @@ def test_sixty_messages_form_the_memory_the_fixture_expects(scenario):
     conversation = json.loads((FIXTURE / "conversation.json").read_text())
     expectations = json.loads((FIXTURE / "expectations.json").read_text())
     for agent_id, agent in conversation["agents"].items():
-        store.put_agent_settings(AgentSettings(agent_id=agent_id, name=agent["name"]))
+        store.ingest.put_agent_settings(AgentSettings(agent_id=agent_id, name=agent["name"]))
     everyone = []
     for phase in conversation["phases"]:
         sessions = phase["sessions"]

@@ -58,7 +58,7 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
         celery_app_for(*broker_urls).send_task(names.TASK_EXTRACT_FACTS, kwargs={"run_id": run_id},
                                                queue=names.QUEUE_FORMATION)
         deadline = time.monotonic() + 60
-        while store.run_status(run_id) not in ("failed", "dead", "done") and time.monotonic() < deadline:
+        while store.runs.run_status(run_id) not in ("failed", "dead", "done") and time.monotonic() < deadline:
             time.sleep(0.1)
         calls = [body["model"] for body in server.bodies("/chat/completions")]
         # each abandoned call hangs up at its bound: the server's next byte finds the socket
@@ -67,7 +67,7 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
         while server.hung_up + server.trickled < 2 and time.monotonic() < ended:
             time.sleep(0.1)
         hung_up, trickled = server.hung_up, server.trickled
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     assert run.status == "failed", run.status
     assert run.error.startswith("extract_reflections: DeadlineExceeded after 1 retries")
     assert "no whole answer within 1s" in run.error
@@ -80,5 +80,5 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
     assert (hung_up, trickled) == (2, 0)
     # beat's stale-run retry reopens it: a retried run, its second attempt
     reopened = sweep.retry_stale_runs(store, settings, datetime.now(timezone.utc))
-    assert reopened.run_ids == [run_id] and store.get_run(run_id).attempts == 2
+    assert reopened.run_ids == [run_id] and store.runs.get_run(run_id).attempts == 2
     store.close()

@@ -90,9 +90,9 @@ def test_four_producer_processes_get_every_message_stored_exactly_once(
     sessions = [f"int-s{i}" for i in range(SESSIONS)]
 
     def outcome() -> tuple[int, int, int]:
-        stored = sum(store.count_messages(s) for s in sessions)
-        dups = sum(st.duplicates for s in sessions if (st := store.get_session(s)) is not None)
-        return stored, dups, len(store.list_rejections(limit=1000))
+        stored = sum(store.ingest.count_messages(s) for s in sessions)
+        dups = sum(st.duplicates for s in sessions if (st := store.ingest.get_session(s)) is not None)
+        return stored, dups, len(store.ingest.list_rejections(limit=1000))
 
     # for as long as the worker keeps storing (a loaded machine is slow, not wrong)
     settle(lambda: outcome() == (MESSAGES, duplicates, invalid), outcome, confirm_s=0.0, interval=0.2)
@@ -100,18 +100,18 @@ def test_four_producer_processes_get_every_message_stored_exactly_once(
 
     runs = {}
     for session_id in sessions:
-        count = store.count_messages(session_id)
-        stored = store.get_messages(session_id, 1, count)
+        count = store.ingest.count_messages(session_id)
+        stored = store.ingest.get_messages(session_id, 1, count)
         # every message once, with the sequence numbers 1..n without a gap
         assert sorted(m.seq for m in stored) == list(range(1, count + 1))
         index = int(session_id.removeprefix("int-s"))
         assert {m.message_id for m in stored} == {f"m{i}" for i in range(index, MESSAGES, SESSIONS)}
         # no formation worker runs: the first threshold claim still holds the session
-        [run] = store.list_runs(session_id=session_id)
+        [run] = store.runs.list_runs(session_id=session_id)
         assert (run.reason, run.seq_from) == ("threshold", 1)
         assert run.seq_to >= 45
         runs[run.run_id] = run
-    rejected = store.list_rejections(limit=1000)
+    rejected = store.ingest.list_rejections(limit=1000)
     assert {r.errors[0]["field"] for r in rejected} == {"message.role"}
     assert sorted(_queued_run_ids(redis_server.client(int(broker.rsplit("/", 1)[1])))) == sorted(runs)
     store.close()

@@ -79,9 +79,9 @@ def _formation_state(store_url: str) -> tuple[dict[str, str], dict[str, int]]:
 
     store = open_store(Settings(_env_file=None, store_url=store_url))
     try:
-        statuses = {r.run_id: r.status for r in store.list_runs(limit=1000)}
+        statuses = {r.run_id: r.status for r in store.runs.list_runs(limit=1000)}
         keys = ["agent", "user:user-maya", "user:user-tom", "user:user-priya",
                 *(f"session:{s}" for s in ("s1-maya-intro", "s2-launch-team", "s3-maya-followup", "s4-tom-av"))]
-        return statuses, {k: n for k, n in store.count_unabsorbed("agent-juniper", keys).items() if n}
+        return statuses, {k: n for k, n in store.reflections.count_unabsorbed("agent-juniper", keys).items() if n}
     finally:
         store.close()

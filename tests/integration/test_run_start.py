@@ -37,7 +37,7 @@ def failed_run(tmp_path):
     ingest_messages(store, settings, clock, "s1", content="hello there")
     clock.advance(minutes=10)
     [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
-    store.fail_run(run_id, "embedding service unavailable", clock.now(), dead=False)
+    store.runs.fail_run(run_id, "embedding service unavailable", clock.now(), dead=False)
     store.close()
     return url, run_id
 
@@ -51,7 +51,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 def _status(url: str, run_id: str) -> tuple[str, str | None]:
     store = open_store(Settings(store_url=url))
     try:
-        run, session = store.get_run(run_id), store.get_session("s1")
+        run, session = store.runs.get_run(run_id), store.ingest.get_session("s1")
         return run.status, session.active_run_id
     finally:
         store.close()
@@ -126,8 +126,8 @@ def test_process_cold_session_with_the_broker_gone_releases_its_claim(tmp_path):
     assert done.stdout.startswith("error: the broker at redis://127.0.0.1:")
     store = open_store(settings)
     try:
-        [run] = store.list_runs(session_id="s1")
+        [run] = store.runs.list_runs(session_id="s1")
         assert run.status == "failed" and run.error.startswith("not started")
-        assert store.get_session("s1").active_run_id is None
+        assert store.ingest.get_session("s1").active_run_id is None
     finally:
         store.close()

@@ -31,7 +31,7 @@ def scenario(tmp_path, broker_urls, celery_worker_process, celery_app_for):
     store = SQLiteStore(str(db))
     store.create_indexes()
     # spend is 0 USD offline: a hard cap of 0 is reached at once
-    store.put_spend_caps(AGENT, SpendCaps(day=WindowCaps(hard_usd=0)), Clock().now())
+    store.caps.put_spend_caps(AGENT, SpendCaps(day=WindowCaps(hard_usd=0)), Clock().now())
     worker = celery_worker_process(
         store_url=f"sqlite:///{db}", queues=("ingest", "formation", "consolidation"), concurrency=2,
         extra_env={"MEMORY_LLM_PROVIDER": "offline", "MEMORY_EMBEDDING_PROVIDER": "hashing", **LEASES})
@@ -48,7 +48,7 @@ def _publish(publisher, lines, first: int) -> None:
 
 
 def _runs(store):
-    return store.list_runs(session_id=SESSION)
+    return store.runs.list_runs(session_id=SESSION)
 
 
 def _waiting(store) -> bool:
@@ -68,16 +68,16 @@ def test_a_capped_run_waits_across_processes_keeps_its_events_and_forms_once_whe
     swept = retry_stale_runs(store, settings, Clock().now())
     assert swept.run_ids == [] and swept.dead == []          # waiting is not stale
     _publish(publisher, ["I started learning the cello."], len(LINES))
-    assert settle(lambda: store.count_messages(SESSION) == len(LINES) + 1, lambda: store_state(store),
+    assert settle(lambda: store.ingest.count_messages(SESSION) == len(LINES) + 1, lambda: store_state(store),
                   confirm_s=0.0, interval=0.2)
-    assert store.list_facts(AGENT, "user:u1", include_retired=True) == []   # nothing formed while over
+    assert store.facts.list_facts(AGENT, "user:u1", include_retired=True) == []   # nothing formed while over
 
-    store.put_spend_caps(AGENT, None, Clock().now())         # raised: no cap
+    store.caps.put_spend_caps(AGENT, None, Clock().now())         # raised: no cap
     def formed() -> bool:
         runs = _runs(store)
         assert not any(r.status in ("failed", "dead") for r in runs), [(r.status, r.error) for r in runs]
         return bool(runs) and all(r.status == "done" for r in runs)
     assert settle(formed, lambda: store_state(store), confirm_s=1.0, interval=0.2), worker.log_text()[-3000:]
-    facts = store.list_facts(AGENT, "user:u1", include_retired=True)
-    assert store.count_messages(SESSION) == len(LINES) + 1     # the late message stays, for the next run
+    facts = store.facts.list_facts(AGENT, "user:u1", include_retired=True)
+    assert store.ingest.count_messages(SESSION) == len(LINES) + 1     # the late message stays, for the next run
     assert facts and all(n == 1 for n in Counter(f.content for f in facts).values())

@@ -98,4 +98,4 @@ def test_every_key_a_transport_script_touches_is_declared(redis_server, broker_u
             assert args[1] in declared, f"a script ran {args[0]} on {args[1]!r}, not among its keys {sorted(declared)}"
     assert scripts >= 4 and ran >= 8  # the set-aside pop, the pop, the record and the acks ran
     assert broker.llen("one-queue:undeliverable") == 0  # set aside in the store, then dropped
-    assert len(store_deps.store.list_rejections(limit=10)) == 1
+    assert len(store_deps.store.ingest.list_rejections(limit=10)) == 1

@@ -52,7 +52,7 @@ def test_a_formed_fact_reaches_a_failing_then_recovering_receiver_signed_and_onc
         def delivered() -> bool:
             if not worker.is_alive():
                 pytest.fail(f"the worker died:\n{worker.log_text()[-3000:]}")
-            live = store.list_facts("agent-w")
+            live = store.facts.list_facts("agent-w")
             accepted = {r.payload["data"]["fact_id"] for r in receiver.accepted()}
             return bool(live) and accepted == {f.fact_id for f in live}
 
@@ -60,13 +60,13 @@ def test_a_formed_fact_reaches_a_failing_then_recovering_receiver_signed_and_onc
             pytest.fail(f"not delivered: {receiver.received}\n{worker.log_text()[-4000:]}")
     finally:
         publisher.close()
-    live = store.list_facts("agent-w")
+    live = store.facts.list_facts("agent-w")
     accepted = receiver.accepted()
     assert all(r.verified and r.payload["type"] == "fact.created" for r in accepted)
     assert len(accepted) == len(live)                     # once per fact
     first = receiver.received[0]
     assert first.status == 503 and first.webhook_id in {r.webhook_id for r in accepted}   # the retry, same id
-    log = store.list_deliveries(agent_id="agent-w")
+    log = store.webhooks.list_deliveries(agent_id="agent-w")
     assert {d.status for d in log} == {"delivered"}
     assert sorted(d.attempts for d in log) == [1] * (len(log) - 1) + [2]
     store.close()

@@ -42,7 +42,7 @@ def form(settings: Settings, tmp_path: Path) -> tuple[Env, FormationRun]:
     env.agent()
     run_id = env.new_run(CHAT, reason="session_end")
     env.whole_chain(run_id)
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     assert run is not None
     return env, run
 

@@ -33,17 +33,17 @@ def test_a_remembered_note_is_formed_screened_and_found(store_copy, broker_urls,
     store = open_store(Settings(store_url=store_copy))
     try:
         def formed():
-            session = store.get_session("mcp-notes")
+            session = store.ingest.get_session("mcp-notes")
             return session is not None and session.last_seq == 2 and session.watermark == 2 \
                 and session.active_run_id is None
 
         until(formed, "both notes formed", worker.log_file, timeout=120)
-        facts = store.list_facts("agent-juniper", include_retired=True)
+        facts = store.facts.list_facts("agent-juniper", include_retired=True)
         assert any("dentist appointment" in f.content and f.source_session_id == "mcp-notes" for f in facts)
         kept = [f.content for f in facts]
         for key in ("agent", "user:user-maya", "session:mcp-notes"):
-            kept += [r.content for r in store.list_reflections("agent-juniper", key)]
-            blob = store.get_blob("agent-juniper", key)
+            kept += [r.content for r in store.reflections.list_reflections("agent-juniper", key)]
+            blob = store.blobs.get_blob("agent-juniper", key)
             kept.append(blob.consolidated_content if blob else "")
         assert not [text for text in kept if SECRET in text]
     finally:

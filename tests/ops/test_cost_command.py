@@ -46,8 +46,8 @@ def _calls(**models):
 
 def _run_with(store, settings, clock, session_id, stage, by_model):
     run_id = cold_run(store, settings, clock, session_id)
-    store.start_stage(run_id, stage, clock.now())
-    store.complete_stage(run_id, stage, StageRecord(
+    store.runs.start_stage(run_id, stage, clock.now())
+    store.runs.complete_stage(run_id, stage, StageRecord(
         status="done", output={}, started_at=clock.now(), finished_at=clock.now(), duration_ms=10.0, attempts=1,
         usage=LLMUsage(calls=1, input_tokens=1000, output_tokens=200, by_model=by_model)))
     return run_id
@@ -70,9 +70,9 @@ def test_cost_sums_runs_and_session_end_consolidations_by_model_stage_and_day(st
     clock.advance(days=1)
     _run_with(store, settings, clock, "s2", "decide_facts",
               _calls(gpt_6_luna=("openai", 1, 0, 1_000_000), hashing_64=("hashing", 1, 50, 0)))
-    store.record_usage(UsageRecord(usage_id="u1", agent_id="a1", session_id="s2", stage="consolidate_session",
+    store.stats.record_usage(UsageRecord(usage_id="u1", agent_id="a1", session_id="s2", stage="consolidate_session",
                                    at=clock.now(), by_model=_calls(gpt_6_luna=("openai", 1, 2_000_000, 0))))
-    store.record_usage(UsageRecord(usage_id="u2", agent_id="other", stage="consolidate_session",
+    store.stats.record_usage(UsageRecord(usage_id="u2", agent_id="other", stage="consolidate_session",
                                    at=clock.now(), by_model=_calls(gpt_6_luna=("openai", 1, 9_000_000, 0))))
 
     assert cli.main(["cost", "--agent", "a1", "--json"]) == 0

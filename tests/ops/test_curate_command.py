@@ -23,9 +23,9 @@ def store(tmp_path, monkeypatch):
     from pipeline.store import open_store
 
     opened = open_store(get_settings())
-    opened.insert_fact(fact("f1", "The launch budget is 12,000 euros", agent="A"))
-    opened.insert_fact(fact("f-user", "Maya lives in Porto", agent="A", user="maya"))
-    opened.insert_reflections([Reflection(reflection_id="r1", agent_id="A", scope="agent", scope_key="agent",
+    opened.facts.insert_fact(fact("f1", "The launch budget is 12,000 euros", agent="A"))
+    opened.facts.insert_fact(fact("f-user", "Maya lives in Porto", agent="A", user="maya"))
+    opened.reflections.insert_reflections([Reflection(reflection_id="r1", agent_id="A", scope="agent", scope_key="agent",
                                           content="The team prefers written recaps", formed_at=T0)])
     yield opened
     opened.close()
@@ -37,23 +37,23 @@ def test_an_owner_curates_the_agents_shared_memory_from_the_command_line(store, 
     assert [f["id"] for f in json.loads(capsys.readouterr().out)] == ["f1"]
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", "The launch budget is 13,000 euros"]) == 0
     assert "f1 is now version 2" in capsys.readouterr().out
-    assert store.get_facts(["f1"])[0].history[0].content == "The launch budget is 12,000 euros"
+    assert store.facts.get_facts(["f1"])[0].history[0].content == "The launch budget is 12,000 euros"
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", "The wifi password is Tr0ub4dor&3xq"]) == 2
     assert "--text: the text carries a password" in capsys.readouterr().err
     assert cli.main(["curate", "edit-fact", "A", "f-user", "--text", "Maya lives in Lisbon"]) == 2
     assert "no live fact 'f-user' in agent A's shared memory" in capsys.readouterr().err
     assert cli.main(["curate", "edit-reflection", "A", "r1", "--text", "The team prefers recaps by email"]) == 0
-    assert store.unabsorbed_reflections("A", "agent")[0].history[0].content == "The team prefers written recaps"
+    assert store.reflections.unabsorbed_reflections("A", "agent")[0].history[0].content == "The team prefers written recaps"
     assert cli.main(["curate", "delete-reflection", "A", "r1"]) == 0
-    assert store.unabsorbed_reflections("A", "agent") == []
+    assert store.reflections.unabsorbed_reflections("A", "agent") == []
     assert cli.main(["curate", "edit-section", "A", "budget", "--line", "13,000 euros in total"]) == 0
     assert "[BUDGET]\n- 13,000 euros in total" in capsys.readouterr().out
     blob_file = tmp_path / "maya.txt"
     blob_file.write_text("[PREFERENCES]\n- Maya wants bullet points\n", encoding="utf-8")
     assert cli.main(["curate", "replace-blob", "A", "--user", "maya", "--file", str(blob_file)]) == 0
-    assert store.get_blob("A", "user:maya").edited_by == "cli"
+    assert store.blobs.get_blob("A", "user:maya").edited_by == "cli"
     assert cli.main(["curate", "delete-fact", "A", "f1"]) == 0
-    assert store.get_facts(["f1"]) == []
+    assert store.facts.get_facts(["f1"]) == []
     capsys.readouterr()
     assert cli.main(["audit", "--json"]) == 0
     entries = json.loads(capsys.readouterr().out)
@@ -64,21 +64,21 @@ def test_an_owner_curates_the_agents_shared_memory_from_the_command_line(store, 
 def test_an_owner_sets_and_clears_a_facts_expiry_from_the_command_line(store, capsys):
     text = "The launch budget is 12,000 euros"
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "2020-01-01"]) == 2
-    assert "--expires" in capsys.readouterr().err and store.get_facts(["f1"])[0].version == 1
+    assert "--expires" in capsys.readouterr().err and store.facts.get_facts(["f1"])[0].version == 1
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "next week"]) == 2
     assert "expected a date such as" in capsys.readouterr().err
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--expires", "2999-03-10"]) == 0
-    assert store.get_facts(["f1"])[0].expires_at.isoformat() == "2999-03-11T00:00:00+00:00"  # the end of that day
+    assert store.facts.get_facts(["f1"])[0].expires_at.isoformat() == "2999-03-11T00:00:00+00:00"  # the end of that day
     capsys.readouterr()
     assert cli.main(["curate", "facts", "A", "--json"]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["expires_at"].startswith("2999-03-11") and listed["expired"] is False
     assert cli.main(["curate", "edit-fact", "A", "f1", "--text", text, "--no-expiry"]) == 0
-    assert store.get_facts(["f1"])[0].expires_at is None
+    assert store.facts.get_facts(["f1"])[0].expires_at is None
 
 
 def test_a_fact_whose_expiry_passed_is_listed_as_expired_and_not_edited(store, capsys):
-    store.insert_fact(fact("f-old", "The venue is booked until May", agent="A").model_copy(
+    store.facts.insert_fact(fact("f-old", "The venue is booked until May", agent="A").model_copy(
         update={"expires_at": T0}))
     assert cli.main(["curate", "facts", "A"]) == 0
     assert "The venue is booked until May (expired)" in capsys.readouterr().out

@@ -18,11 +18,11 @@ DIMS = 384
 def _fill(store) -> None:
     store.create_indexes()
     for n in (1, 2, 3):
-        store.ingest_message(message(n, content=f"I moved to Porto in {2020 + n}"), at(n))
+        store.ingest.ingest_message(message(n, content=f"I moved to Porto in {2020 + n}"), at(n))
     vector = [((i % 7) - 3) / 10.0 for i in range(DIMS)]
-    store.insert_fact(fact("f1", "Maya lives in Porto", user="u1", embedding=vector))
-    store.insert_fact(fact("f2", "The studio opens at 9", embedding=vector))
-    store.insert_reflections([reflection("r1", "Maya prefers mornings")])
+    store.facts.insert_fact(fact("f1", "Maya lives in Porto", user="u1", embedding=vector))
+    store.facts.insert_fact(fact("f2", "The studio opens at 9", embedding=vector))
+    store.reflections.insert_reflections([reflection("r1", "Maya prefers mornings")])
 
 
 def _stored_sizes(database, name: str) -> list[int]:

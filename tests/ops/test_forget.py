@@ -83,8 +83,8 @@ def _populate(store, settings, clock) -> None:
         result = ingest({"type": "session.ended", "event_id": f"{session}-end", "agent_id": agent, "session_id": session})
         run = result.run
         assert run is not None and owner in run.user_ids
-        store.start_stage(run.run_id, "extract_facts", now)
-        store.complete_stage(run.run_id, "extract_facts", StageRecord(
+        store.runs.start_stage(run.run_id, "extract_facts", now)
+        store.runs.complete_stage(run.run_id, "extract_facts", StageRecord(
             status="done", output={"facts": [{"content": texts[(agent, session)][0], "scope": "user", "user_id": owner}]},
             started_at=now, finished_at=now, duration_ms=1.0,
         ))
@@ -92,14 +92,14 @@ def _populate(store, settings, clock) -> None:
     for agent, user, text in (("a1", GONE, "The passport number is PX-93817-QUOKKA"),
                               ("a2", GONE, "Code word PANGOLIN-GAMMA"), ("a1", KEPT, "Is vegan OKAPI-BETA")):
         key = scope_key("user", user_id=user)
-        store.insert_fact(Fact(fact_id=f"f-{agent}-{user}", agent_id=agent, scope="user", user_id=user, scope_key=key,
+        store.facts.insert_fact(Fact(fact_id=f"f-{agent}-{user}", agent_id=agent, scope="user", user_id=user, scope_key=key,
                                content=text, hash=text_hash(text), source_session_id="s", formed_at=now))
-    store.update_fact(f"f-a1-{GONE}", FactUpdate(
+    store.facts.update_fact(f"f-a1-{GONE}", FactUpdate(
         content="Passport PX-93817-QUOKKA, born in Tromso", hash=text_hash("p2"), embedding=None,
         embedding_model=None, run_id="r-upd", now=now))
-    store.insert_fact(Fact(fact_id="f-agent", agent_id="a1", scope="agent", scope_key="agent",
+    store.facts.insert_fact(Fact(fact_id="f-agent", agent_id="a1", scope="agent", scope_key="agent",
                            content="The offsite is in Lisbon", hash=text_hash("The offsite is in Lisbon"), formed_at=now))
-    store.insert_reflections([
+    store.reflections.insert_reflections([
         Reflection(reflection_id="r-gone", agent_id="a1", scope="user", user_id=GONE,
                    scope_key=scope_key("user", user_id=GONE), content="Wants replies about Tromso", formed_at=now),
         Reflection(reflection_id="r-gone-session", agent_id="a1", scope="session", session_id="s-gone",
@@ -110,14 +110,14 @@ def _populate(store, settings, clock) -> None:
                    content="Keep answers short", formed_at=now),
     ])
     for agent, user, text in (("a1", GONE, "Born in Tromso."), ("a2", GONE, "PANGOLIN-GAMMA."), ("a1", KEPT, "Vegan.")):
-        store.save_blob(ConsolidatedBlob(agent_id=agent, scope="user", scope_key=scope_key("user", user_id=user),
+        store.blobs.save_blob(ConsolidatedBlob(agent_id=agent, scope="user", scope_key=scope_key("user", user_id=user),
                                          user_id=user, consolidated_content=text, word_limit=300, version=1), 0)
-    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="agent", scope_key="agent",
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="a1", scope="agent", scope_key="agent",
                                      consolidated_content="VERSION: 1\nBe brief.", word_limit=1200, version=1), 0)
-    store.bump_scope_versions("a1", [scope_key("user", user_id=GONE), scope_key("user", user_id=KEPT)])
+    store.leases.bump_scope_versions("a1", [scope_key("user", user_id=GONE), scope_key("user", user_id=KEPT)])
     for session, user in (("s-gone", GONE), ("s-kept", KEPT)):
         shown = ContextBlock(facts=[ContextFact(scope="user", text=f"Memory of {user}", age="0m ago")])
-        store.put_cached_context(CachedContext(session_id=session, user_id=user, agent_id="a1", content=shown,
+        store.contexts.put_cached_context(CachedContext(session_id=session, user_id=user, agent_id="a1", content=shown,
                                                built_at=now))
 
 
@@ -172,41 +172,41 @@ def _gone_needles(agents=("a1", "a2")) -> list[str]:
 
 
 def test_the_fixture_really_holds_the_user_everywhere(store):
-    found = {path.split("[")[0] for path in text_traces(store.dump_all(), _gone_needles())}
+    found = {path.split("[")[0] for path in text_traces(store.admin.dump_all(), _gone_needles())}
     assert {"facts", "reflections", "consolidated", "messages", "runs", "rejected", "sessions", "contexts"} <= found
 
 
 def test_forgetting_under_every_agent_leaves_no_trace_of_the_user_anywhere(store):
     counts = forget_user(store, GONE).counts
-    assert text_traces(store.dump_all(), _gone_needles()) == []
+    assert text_traces(store.admin.dump_all(), _gone_needles()) == []
     assert counts["facts"] == 2 and counts["runs_deleted"] + counts["runs_rewritten"] >= 1 and counts["rejected"] == 1
 
 
 def test_forgetting_leaves_other_users_data_untouched(store):
     forget_user(store, GONE)
-    dump = store.dump_all()
+    dump = store.admin.dump_all()
     assert len(text_traces(dump, ["I am vegan and I cycle to work OKAPI-BETA"])) >= 1
-    assert [f.content for f in store.list_facts("a1", scope_key("user", user_id=KEPT))] == ["Is vegan OKAPI-BETA"]
-    assert [f.content for f in store.list_facts("a1", "agent")] == ["The offsite is in Lisbon"]
-    assert [r.content for r in store.list_reflections("a1", scope_key("user", user_id=KEPT))] == ["Likes cycling"]
-    assert [r.content for r in store.list_reflections("a1", "agent")] == ["Keep answers short"]
-    assert store.get_blob("a1", scope_key("user", user_id=KEPT)).consolidated_content == "Vegan."
-    assert store.get_blob("a1", "agent").consolidated_content == "VERSION: 1\nBe brief."
-    assert store.get_cached_context("s-kept", KEPT) is not None
-    assert [r.session_id for r in store.list_runs(session_id="s-kept")] == ["s-kept"]
-    assert len([r for r in store.list_rejections() if KEPT in r.raw]) == 1
-    assert KEPT in store.get_session("s-group").users
+    assert [f.content for f in store.facts.list_facts("a1", scope_key("user", user_id=KEPT))] == ["Is vegan OKAPI-BETA"]
+    assert [f.content for f in store.facts.list_facts("a1", "agent")] == ["The offsite is in Lisbon"]
+    assert [r.content for r in store.reflections.list_reflections("a1", scope_key("user", user_id=KEPT))] == ["Likes cycling"]
+    assert [r.content for r in store.reflections.list_reflections("a1", "agent")] == ["Keep answers short"]
+    assert store.blobs.get_blob("a1", scope_key("user", user_id=KEPT)).consolidated_content == "Vegan."
+    assert store.blobs.get_blob("a1", "agent").consolidated_content == "VERSION: 1\nBe brief."
+    assert store.contexts.get_cached_context("s-kept", KEPT) is not None
+    assert [r.session_id for r in store.runs.list_runs(session_id="s-kept")] == ["s-kept"]
+    assert len([r for r in store.ingest.list_rejections() if KEPT in r.raw]) == 1
+    assert KEPT in store.ingest.get_session("s-group").users
 
 
 def test_forgetting_under_one_agent_keeps_the_user_under_the_others(store):
     counts = forget_user(store, GONE, "a1").counts
-    dump = store.dump_all()
+    dump = store.admin.dump_all()
     a1_rows = {name: [row for row in rows if row.get("agent_id") in ("a1", None)] for name, rows in dump.items()}
     assert text_traces(a1_rows, _gone_needles(agents=("a1",))) == []
     assert counts["facts"] == 1
-    assert [f.content for f in store.list_facts("a2", scope_key("user", user_id=GONE))] == ["Code word PANGOLIN-GAMMA"]
-    assert store.get_blob("a2", scope_key("user", user_id=GONE)).consolidated_content == "PANGOLIN-GAMMA."
-    assert [m.content for m in store.get_messages("s2-gone", 1, 10) if m.role == "user"] == [
+    assert [f.content for f in store.facts.list_facts("a2", scope_key("user", user_id=GONE))] == ["Code word PANGOLIN-GAMMA"]
+    assert store.blobs.get_blob("a2", scope_key("user", user_id=GONE)).consolidated_content == "PANGOLIN-GAMMA."
+    assert [m.content for m in store.ingest.get_messages("s2-gone", 1, 10) if m.role == "user"] == [
         "Under agent two my code word is PANGOLIN-GAMMA"
     ]
 
@@ -230,13 +230,13 @@ def test_the_command_prints_counts_and_verifies(sqlite_store, settings, monkeypa
 def test_verify_checks_provenance_not_strings(sqlite_store, settings, monkeypatch, capsys):
     monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
     text = "The venue shortlist has Quokka Hall"  # said by the user, stored as agent memory
-    sqlite_store.insert_fact(Fact(fact_id="f-planted", agent_id="a1", scope="agent", scope_key="agent", content=text,
+    sqlite_store.facts.insert_fact(Fact(fact_id="f-planted", agent_id="a1", scope="agent", scope_key="agent", content=text,
                                   hash=text_hash(text), source_user_ids=[GONE], formed_at=FrozenClock().now()))
-    planted = [t for t in traces(sqlite_store.dump_all(), GONE) if t.endswith(".source_user_ids")]
+    planted = [t for t in traces(sqlite_store.admin.dump_all(), GONE) if t.endswith(".source_user_ids")]
     assert len(planted) == 1 and planted[0].startswith("facts[")
     monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(sqlite_store))
     # an erasure that could not remove what rests on the user: --verify says so and fails
-    monkeypatch.setattr(type(sqlite_store), "erase_memory", lambda self, plan: None)
+    monkeypatch.setattr(type(sqlite_store.admin), "erase_memory", lambda self, plan: None)
 
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 1
 
@@ -247,7 +247,7 @@ def test_verify_checks_provenance_not_strings(sqlite_store, settings, monkeypatc
     monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(sqlite_store))
     assert cli.main(["forget-user", "--user", GONE, "--all-agents", "--verify", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["deleted"]["facts_by_source"] == 1 and sqlite_store.get_facts(["f-planted"]) == []
+    assert out["deleted"]["facts_by_source"] == 1 and sqlite_store.facts.get_facts(["f-planted"]) == []
     assert out["traces"] == []
 
 
@@ -300,15 +300,15 @@ def _populate_prefix_users(store, settings, clock) -> None:
     assert ingest(bad).status == "rejected"
     now = clock.now()
     run = ingest({"type": "session.ended", "event_id": "end-10", "agent_id": "a1", "session_id": f"s-{LONGER}"}).run
-    store.start_stage(run.run_id, "embed_facts", now)
-    store.complete_stage(run.run_id, "embed_facts", StageRecord(
+    store.runs.start_stage(run.run_id, "embed_facts", now)
+    store.runs.complete_stage(run.run_id, "embed_facts", StageRecord(
         status="done", output={"vectors": _vectors_mentioning(SHORT), "dim": 384},
         started_at=now, finished_at=now, duration_ms=1.0,
     ))
     key = scope_key("user", user_id=LONGER)
-    store.insert_fact(Fact(fact_id="f-10", agent_id="a1", scope="user", user_id=LONGER, scope_key=key,
+    store.facts.insert_fact(Fact(fact_id="f-10", agent_id="a1", scope="user", user_id=LONGER, scope_key=key,
                            content=f"Likes the {SHORT} bus line", hash=text_hash("bus"), formed_at=now))
-    assert store.acquire_lease(f"consolidate:a1:{key}", "holder-10", now, 300)
+    assert store.leases.acquire_lease(f"consolidate:a1:{key}", "holder-10", now, 300)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "mongo"])
@@ -316,16 +316,16 @@ def test_verify_never_reads_another_users_vectors_ids_or_text_as_a_trace(kind, s
     store = _open(kind, settings)
     store.create_indexes()
     _populate_prefix_users(store, settings, clock)
-    assert SHORT in json.dumps(store.dump_all(), default=str)  # the substring is there to be misread
+    assert SHORT in json.dumps(store.admin.dump_all(), default=str)  # the substring is there to be misread
     monkeypatch.setattr(forget_command, "get_settings", lambda: settings)
     monkeypatch.setattr("ops.stores.open_existing", lambda _settings: _Unclosed(store))
     assert cli.main(["forget-user", "--user", SHORT, "--all-agents", "--verify", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["traces"] == []
     # and the other user lost nothing: their lease, rejected event, run and fact stay
-    assert not store.acquire_lease(f"consolidate:a1:user:{LONGER}", "someone-else", clock.now(), 300)
-    assert len(store.list_rejections()) == 1
-    assert [r.session_id for r in store.list_runs()] == [f"s-{LONGER}"]
-    assert [f.fact_id for f in store.list_facts("a1", scope_key("user", user_id=LONGER))] == ["f-10"]
+    assert not store.leases.acquire_lease(f"consolidate:a1:user:{LONGER}", "someone-else", clock.now(), 300)
+    assert len(store.ingest.list_rejections()) == 1
+    assert [r.session_id for r in store.runs.list_runs()] == [f"s-{LONGER}"]
+    assert [f.fact_id for f in store.facts.list_facts("a1", scope_key("user", user_id=LONGER))] == ["f-10"]
     store.close()
 
 

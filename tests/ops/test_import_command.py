@@ -16,17 +16,17 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
     assert cli.main(["curate", "add-fact", "A", "--text", "The venue has a roof terrace", "--category", "projects",
                      "--json"]) == 0
     added = json.loads(capsys.readouterr().out)
-    [stored] = store.get_facts([added["id"]])
+    [stored] = store.facts.get_facts([added["id"]])
     assert (stored.scope_key, stored.source, stored.categories) == ("agent", "owner", ["projects"])
     assert cli.main(["curate", "add-fact", "A", "--text", "the launch budget is 12,000 EUROS"]) == 2
     assert "--text: fact f1 already says this" in capsys.readouterr().err
     assert cli.main(["curate", "add-fact", "A", "--user", "maya", "--text", "Maya is vegetarian",
                      "--expires", "2027-03-10T00:00:00Z"]) == 0
-    assert store.list_facts("A", "user:maya")[0].expires_at.year == 2027
+    assert store.facts.list_facts("A", "user:maya")[0].expires_at.year == 2027
     assert cli.main(["curate", "add-fact", "A", "--text", "x is y", "--expires", "next week"]) == 2
     assert "--expires" in capsys.readouterr().err
     assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 0
-    assert [r.content for r in store.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
+    assert [r.content for r in store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
 
 def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothing_twice(store, capsys, tmp_path):
@@ -41,12 +41,12 @@ def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothin
     assert out[0].startswith("line 3: text: the text carries an access code")
     assert out[1].startswith("line 4: user_id: ") and out[2].startswith("line 5: line: not JSON")
     assert out[3] == f"imported {path}: 2 added (2 fact), 0 already there, 0 skipped (not memory), 3 rejected"
-    assert [f.content for f in store.list_facts("A", "user:tom")] == ["Tom's team has twelve seats"]
+    assert [f.content for f in store.facts.list_facts("A", "user:tom")] == ["Tom's team has twelve seats"]
     assert cli.main(["import", str(path), "--agent", "A", "--json"]) == 1
     again = json.loads(capsys.readouterr().out)
     assert (again["added"], again["exists"], again["rejected"]) == (0, 2, 3)
     assert [r["line"] for r in again["rejects"]] == [3, 4, 5]
-    assert "import" in {e.action for e in store.list_audit()}
+    assert "import" in {e.action for e in store.access.list_audit()}
 
 
 def test_an_import_of_a_missing_file_is_one_clear_line(store, capsys, tmp_path):

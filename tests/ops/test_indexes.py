@@ -48,8 +48,8 @@ def test_mongo_indexes_include_the_unique_keys_and_are_idempotent(monkeypatch, c
     assert "memory2_facts.agent_scope_hash_unique" in text and "memory2_consolidated.agent_scope_unique" in text
     assert cli.main(["create-indexes"]) == 0
     assert capsys.readouterr().out == text
-    store.insert_fact(fact("f1", "The launch is on March 3"))
-    assert store.insert_fact(fact("f2", "the launch is on march 3")) == (False, "f1")
+    store.facts.insert_fact(fact("f1", "The launch is on March 3"))
+    assert store.facts.insert_fact(fact("f2", "the launch is on march 3")) == (False, "f1")
 
 
 def test_atlas_search_indexes_are_created_on_mongo_when_enabled(monkeypatch, capsys):

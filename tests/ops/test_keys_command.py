@@ -44,7 +44,7 @@ def test_a_key_is_printed_once_stored_as_a_digest_and_refused_once_revoked(env, 
     store = _store()
     principal = authenticate(f"Bearer {secret}", keys=store, token_verifier=verifier)
     assert (principal.kind, principal.agent_id) == ("agent", "A")
-    assert secret not in json.dumps(store.dump_all(), default=str)
+    assert secret not in json.dumps(store.admin.dump_all(), default=str)
     assert cli.main(["keys", "list", "--json"]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["key_id"] == principal.credential_id and listed["label"] == "runtime" and listed["revoked_at"] is None

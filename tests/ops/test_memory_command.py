@@ -98,8 +98,8 @@ def test_an_expired_fact_is_out_of_the_view_now_and_in_it_as_of_before_its_expir
     try:
         due = fact("f1", "Ines must send the guest count by March 10", user="u1").model_copy(
             update={"expires_at": T0 + timedelta(days=2)})
-        store.insert_fact(due)
-        store.insert_fact(fact("f2", "Ines lives in Porto", user="u1"))
+        store.facts.insert_fact(due)
+        store.facts.insert_fact(fact("f2", "Ines lives in Porto", user="u1"))
 
         def shown(as_of, now):
             view = person_memory(store, "a1", "u1", None, as_of, now)

@@ -38,13 +38,13 @@ def _old_store(store, settings):
                         "created_at": clock.now().isoformat()}}, store, settings, clock).status == "accepted"
     run = ingest_raw_event({"type": "session.ended", "event_id": "end", "agent_id": "a1", "session_id": "s-group"},
                            store, settings, clock).run
-    store.insert_reflections([
+    store.reflections.insert_reflections([
         Reflection(reflection_id="r-bob", agent_id="a1", scope="agent", scope_key="agent", content="Bob runs the stream",
                    source_run_id=run.run_id, source_message_ids=["m1"], formed_at=clock.now()),
         Reflection(reflection_id="r-range", agent_id="a1", scope="agent", scope_key="agent",
                    content="The team plans calls", source_run_id=run.run_id, formed_at=clock.now()),
     ])
-    store.insert_fact(Fact(fact_id="v1:f", agent_id="a1", scope="agent", scope_key="agent", content="Door code 12",
+    store.facts.insert_fact(Fact(fact_id="v1:f", agent_id="a1", scope="agent", scope_key="agent", content="Door code 12",
                            hash=text_hash("Door code 12"), formed_at=clock.now()))
 
 
@@ -53,7 +53,7 @@ def test_migrate_derives_sources_once_and_counts_what_it_cannot(kind, settings, 
     store = open_store(settings) if kind == "sqlite" else MongoStore(emulated_database())
     store.create_indexes()
     _old_store(store, settings)
-    assert len(store.unattributed()) == 3
+    assert len(store.provenance.unattributed()) == 3
 
     from pipeline.upgrade import upgrade_store
 
@@ -61,11 +61,11 @@ def test_migrate_derives_sources_once_and_counts_what_it_cannot(kind, settings, 
 
     assert (first.items_attributed, first.unattributed_items) == (2, 1)
     assert (again.items_attributed, again.unattributed_items) == (0, 1)
-    sources = {r.reflection_id: (r.source_user_ids, r.source_message_ids) for r in store.list_reflections("a1", "agent")}
+    sources = {r.reflection_id: (r.source_user_ids, r.source_message_ids) for r in store.reflections.list_reflections("a1", "agent")}
     assert sources == {"r-bob": (["bob"], ["m1"]), "r-range": (["ann", "bob"], ["m0", "m1"])}
     # erasing Ann now removes what rests on her and keeps Bob's own reflection
     forget_user(store, "ann", "a1", settings=settings)
-    assert [r.reflection_id for r in store.list_reflections("a1", "agent")] == ["r-bob"]
+    assert [r.reflection_id for r in store.reflections.list_reflections("a1", "agent")] == ["r-bob"]
     check = verify_erasure(store, "ann", "a1")
     assert check.passed() and not check.passed(strict=True) and check.unattributed == ["facts:v1:f"]
     store.close()

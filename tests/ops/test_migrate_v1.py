@@ -120,7 +120,7 @@ def test_dry_run_counts_every_mapping_and_writes_nothing(legacy, store, settings
         "skipped: directives without related_users": 1,
         "skipped: inactive memory_agent shards": 1,
     }
-    assert all(rows == [] for rows in store.dump_all().values())
+    assert all(rows == [] for rows in store.admin.dump_all().values())
 
 
 @pytest.mark.parametrize(
@@ -154,33 +154,33 @@ def test_active_shards_become_one_versioned_agent_blob_in_sections():
 def test_apply_writes_embedded_facts_reflections_and_blobs(legacy, store, settings):
     embedder = HashingEmbedder(64)
     migrate(legacy, store, embedder, settings, NOW, apply=True)
-    facts = store.list_facts("agent-1")
+    facts = store.facts.list_facts("agent-1")
     # the two email facts normalise to the same text: one fact holds it, in its user's scope
     assert sorted((f.scope_key, f.content) for f in facts) == [
         ("agent", "Shipping is free over 50 euros."), ("agent", "The shop opens at 9 am."),
         ("user:u1", "Alice's email is alice@example.com."),
     ]
     assert all(f.embedding and f.embedding_model == embedder.model for f in facts)
-    assert [r.content for r in store.unabsorbed_reflections("agent-1", "user:u1")] == ["Answer Alice in Spanish."]
-    assert [r.content for r in store.unabsorbed_reflections("agent-1", "agent")] == [
+    assert [r.content for r in store.reflections.unabsorbed_reflections("agent-1", "user:u1")] == ["Answer Alice in Spanish."]
+    assert [r.content for r in store.reflections.unabsorbed_reflections("agent-1", "agent")] == [
         "Offer a summary after long threads."
     ]
-    assert store.get_blob("agent-1", "user:u1").consolidated_content == "Alice: Spanish, short."
-    assert store.get_blob("agent-2", "user:u2").consolidated_content == "Bob: metric."
-    assert store.get_blob("agent-1", "agent").consolidated_content.startswith("VERSION: 1\n\n[TONE]")
-    dump = json.dumps(store.dump_all(), default=str)
+    assert store.blobs.get_blob("agent-1", "user:u1").consolidated_content == "Alice: Spanish, short."
+    assert store.blobs.get_blob("agent-2", "user:u2").consolidated_content == "Bob: metric."
+    assert store.blobs.get_blob("agent-1", "agent").consolidated_content.startswith("VERSION: 1\n\n[TONE]")
+    dump = json.dumps(store.admin.dump_all(), default=str)
     assert "Alice and the agent talked about Madrid" not in dump
 
 
 def test_a_second_apply_writes_nothing_new_and_the_source_is_never_touched(legacy, store, settings):
     before = _snapshot(legacy)
     _, first = migrate(legacy, store, HashingEmbedder(64), settings, NOW, apply=True)
-    dump_after_first = store.dump_all()
+    dump_after_first = store.admin.dump_all()
     _, second = migrate(legacy, store, HashingEmbedder(64), settings, NOW, apply=True)
     assert first["reflections written"] == 9 and first["facts written"] == 3
     assert second.get("reflections written", 0) == 0 and second.get("facts written", 0) == 0
     assert second["user blobs already present"] == 2 and second["agent blobs already present"] == 1
-    assert store.dump_all() == dump_after_first
+    assert store.admin.dump_all() == dump_after_first
     assert _snapshot(legacy) == before
 
 
@@ -244,12 +244,12 @@ def _carla_source(extra_users=()):
 
 def test_a_directive_of_a_user_without_a_v1_blob_waits_in_that_users_buffer(store, settings):
     _, written = migrate(_carla_source(), store, HashingEmbedder(64), settings, NOW, apply=True)
-    assert store.get_blob("agent-1", "user:u-carla") is None
-    waiting = [r.content for r in store.unabsorbed_reflections("agent-1", "user:u-carla")]
+    assert store.blobs.get_blob("agent-1", "user:u-carla") is None
+    waiting = [r.content for r in store.reflections.unabsorbed_reflections("agent-1", "user:u-carla")]
     assert "Carla prefers answers in Italian." in waiting
-    for row in store.dump_all()["reflections"]:   # absorbed only into a blob that exists
+    for row in store.admin.dump_all()["reflections"]:   # absorbed only into a blob that exists
         if row["absorbed"]:
-            assert store.get_blob(row["agent_id"], row["scope_key"]) is not None, row["reflection_id"]
+            assert store.blobs.get_blob(row["agent_id"], row["scope_key"]) is not None, row["reflection_id"]
 
 
 def test_an_item_over_its_word_limit_is_cut_at_sentences_and_a_sentence_over_it_is_refused(store, settings):
@@ -257,7 +257,7 @@ def test_an_item_over_its_word_limit_is_cut_at_sentences_and_a_sentence_over_it_
     assert planned["skipped: sentences over the 35-word reflection limit"] == 1
     assert "skipped: sentences over the 30-word fact limit" not in planned   # the fact's sentences fit
     _, written = migrate(_carla_source(), store, HashingEmbedder(64), settings, NOW, apply=True)
-    dump = store.dump_all()
+    dump = store.admin.dump_all()
     reflections = [r["content"] for r in dump["reflections"] if r["scope_key"] == "user:u-carla"]
     facts = [f["content"] for f in dump["facts"]]
     assert all(word_count(r) <= settings.reflection_word_limit for r in reflections)
@@ -273,10 +273,10 @@ def test_records_absorbed_into_a_v1_blob_the_store_did_not_take_wait_to_be_merge
 
     user = {"_id": ObjectId(), "agent_id": "agent-1", "user_id": "u-carla", "content": "Carla: Italian.",
             "unabsorbed_memory_ids": []}
-    store.save_blob(ConsolidatedBlob(agent_id="agent-1", scope="user", scope_key="user:u-carla", user_id="u-carla",
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="agent-1", scope="user", scope_key="user:u-carla", user_id="u-carla",
                                      consolidated_content="VERSION: 1\nCarla likes dark mode", word_limit=300,
                                      version=1), expected_version=0)
     migrate(_carla_source([user]), store, HashingEmbedder(64), settings, NOW, apply=True)
-    waiting = [r.content for r in store.unabsorbed_reflections("agent-1", "user:u-carla")]
+    waiting = [r.content for r in store.reflections.unabsorbed_reflections("agent-1", "user:u-carla")]
     assert "Carla prefers answers in Italian." in waiting and "Carla: Italian." in waiting
-    assert not [r for r in store.dump_all()["reflections"] if r["scope_key"] == "user:u-carla" and r["absorbed"]]
+    assert not [r for r in store.admin.dump_all()["reflections"] if r["scope_key"] == "user:u-carla" and r["absorbed"]]

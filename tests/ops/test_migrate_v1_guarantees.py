@@ -111,7 +111,7 @@ def _migrate(memoryctl):
 def _dump(settings) -> dict:
     store = SQLiteStore(settings.store_url.removeprefix("sqlite:///"))
     try:
-        return store.dump_all()
+        return store.admin.dump_all()
     finally:
         store.close()
 
@@ -146,8 +146,8 @@ def test_a_user_blob_over_its_limit_is_stored_within_it_and_the_rest_waits_for_c
         env = Env(settings, store, OfflineLLM(settings), HashingEmbedder(64), LocalFactSearch(store), FrozenClock())
         outcome = cs.merge_scope(env, AGENT, f"user:{BOB}", model="offline", holder="h", usage=Usage())
         assert outcome["status"] == "merged"
-        assert word_count(store.get_blob(AGENT, f"user:{BOB}").consolidated_content) <= settings.word_limit("user")
-        assert store.unabsorbed_reflections(AGENT, f"user:{BOB}") == []
+        assert word_count(store.blobs.get_blob(AGENT, f"user:{BOB}").consolidated_content) <= settings.word_limit("user")
+        assert store.reflections.unabsorbed_reflections(AGENT, f"user:{BOB}") == []
     finally:
         store.close()
     # a second migration finds its text merged into a later version, and writes nothing
@@ -161,7 +161,7 @@ def test_a_scope_that_already_has_a_blob_keeps_it_and_gets_the_v1_text_to_merge(
     store = SQLiteStore(settings.store_url.removeprefix("sqlite:///"))
     try:
         store.create_indexes()
-        store.save_blob(ConsolidatedBlob(
+        store.blobs.save_blob(ConsolidatedBlob(
             agent_id=AGENT, scope="user", scope_key=f"user:{ALICE}", user_id=ALICE,
             consolidated_content="VERSION: 1\n[PREFERENCES]\n- Alice likes dark mode", word_limit=300, version=1,
             last_consolidated_at=FrozenClock().now()), expected_version=0)
@@ -220,7 +220,7 @@ def test_with_user_memory_off_contact_data_is_dropped_not_moved(memoryctl, setti
     store = SQLiteStore(settings.store_url.removeprefix("sqlite:///"))
     try:
         store.create_indexes()
-        store.put_agent_settings(AgentSettings(agent_id=AGENT, user_memory_enabled=False))
+        store.ingest.put_agent_settings(AgentSettings(agent_id=AGENT, user_memory_enabled=False))
     finally:
         store.close()
     out = _migrate(memoryctl)

@@ -110,7 +110,7 @@ def test_replay_with_wait_counts_what_the_store_shows_including_store_level_dupl
     db = str(tmp_path / "memory.db")
     publisher = IngestingPublisher(db)
     already = parse_event(event(6), max_message_bytes=32768)  # line 9 was ingested before
-    publisher.store.ingest_message(to_stored_message(already, T0), T0)
+    publisher.store.ingest.ingest_message(to_stored_message(already, T0), T0)
     report = publish_cmd.replay(
         path, batch=3, wait=True, timeout=10, publisher=publisher,
         store_factory=lambda: SQLiteStore(db), progress=False,
@@ -118,7 +118,7 @@ def test_replay_with_wait_counts_what_the_store_shows_including_store_level_dupl
     # lines 1 and 3 stored; line 9 was a store-level duplicate; the session end is accepted
     assert (report.accepted, report.duplicates_in_file, report.duplicates_in_store) == (3, 2, 1)
     assert report.missing == 0
-    assert publisher.store.count_messages("s1") == 3
+    assert publisher.store.ingest.count_messages("s1") == 3
     publisher.store.close()
 
 
@@ -171,7 +171,7 @@ def test_rejected_command_lists_rejections_with_field_and_reason(tmp_path, monke
     monkeypatch.setattr(publish_cmd, "_store", lambda: SQLiteStore(db))
     assert cli.main(["rejected"]) == 0
     out = capsys.readouterr().out
-    [rejection] = SQLiteStore(db).list_rejections()
+    [rejection] = SQLiteStore(db).ingest.list_rejections()
     assert f"rejection={rejection.rejection_id} agent=a1 session=s1 event=e1" in out
     assert "message.role:" in out and '"narrator"' in out and out.rstrip().endswith("1 rejected event")
     assert cli.main(["rejected", "--json"]) == 0

@@ -22,12 +22,12 @@ def db(tmp_path, monkeypatch):
     store.create_indexes()
     emb = HashingEmbedder(384)
     content = "Mars Festival budget is $50,000"
-    store.insert_fact(Fact(
+    store.facts.insert_fact(Fact(
         fact_id="f1", agent_id="a1", scope="agent", scope_key="agent", content=content, hash=text_hash(content),
         embedding=emb.embed([content]).vectors[0], embedding_model=emb.model,
         formed_at=datetime.now(timezone.utc),
     ))
-    store.bump_scope_versions("a1", ["agent"])
+    store.leases.bump_scope_versions("a1", ["agent"])
     store.close()
     yield path
     get_settings.cache_clear()
@@ -114,12 +114,12 @@ def test_context_and_search_as_of_age_a_replayed_fact_from_when_it_was_said(db, 
     """A history replayed today: the fact is recorded now, said weeks before ``--as-of``."""
     store = SQLiteStore(str(db))
     content = "Maya Chen moved from Lisbon to Porto"
-    store.insert_fact(Fact(
+    store.facts.insert_fact(Fact(
         fact_id="f2", agent_id="a1", scope="agent", scope_key="agent", content=content, hash=text_hash(content),
         embedding=HashingEmbedder(384).embed([content]).vectors[0], embedding_model=HashingEmbedder(384).model,
         formed_at=datetime.now(timezone.utc), valid_from=datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc),
     ))
-    store.bump_scope_versions("a1", ["agent"])
+    store.leases.bump_scope_versions("a1", ["agent"])
     store.close()
     as_of = "2026-03-06T21:00:00Z"
     assert main(["context", "--agent", "a1", "--session", "s1", "--as-of", as_of, "--json"]) == 0

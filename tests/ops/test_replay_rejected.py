@@ -49,7 +49,7 @@ def store(tmp_path):
 
 def _ids(store) -> dict[str, str]:
     """event id (or the raw text) -> rejection id"""
-    return {r.event_id or r.raw: r.rejection_id for r in store.list_rejections()}
+    return {r.event_id or r.raw: r.rejection_id for r in store.ingest.list_rejections()}
 
 
 def test_internal_error_rejections_are_published_as_received_oldest_first_and_dropped(store):

@@ -53,14 +53,14 @@ def started(monkeypatch) -> list[str]:
 def test_runs_lists_status_stage_timings_tokens_and_errors(store, settings, clock, capsys):
     run_id = cold_run(store, settings, clock, "s1")
     now = clock.now()
-    store.start_stage(run_id, "extract_facts", now)
-    store.complete_stage(run_id, "extract_facts", StageRecord(
+    store.runs.start_stage(run_id, "extract_facts", now)
+    store.runs.complete_stage(run_id, "extract_facts", StageRecord(
         status="done", output={"facts": []}, started_at=now, finished_at=now, duration_ms=812.5,
         attempts=1, usage=LLMUsage(calls=1, input_tokens=1200, output_tokens=85),
     ))
-    store.start_stage(run_id, "embed_facts", now)
-    store.fail_stage(run_id, "embed_facts", "embedding service unavailable", now)
-    store.fail_run(run_id, "embedding service unavailable", now, dead=False)
+    store.runs.start_stage(run_id, "embed_facts", now)
+    store.runs.fail_stage(run_id, "embed_facts", "embedding service unavailable", now)
+    store.runs.fail_run(run_id, "embedding service unavailable", now, dead=False)
 
     assert cli.main(["runs", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
@@ -81,19 +81,19 @@ def test_replay_failed_reopens_failed_and_dead_runs_and_starts_them(store, setti
     dead = cold_run(store, settings, clock, "s-dead")
     done = cold_run(store, settings, clock, "s-done")
     live = cold_run(store, settings, clock, "s-live")
-    store.update_run_fields(dead, attempts=5)
-    store.fail_run(failed, "timeout", clock.now(), dead=False)
-    store.fail_run(dead, "exhausted 5 attempts: timeout", clock.now(), dead=True)
-    store.finish_run(done, clock.now(), {}, [])
+    store.runs.update_run_fields(dead, attempts=5)
+    store.runs.fail_run(failed, "timeout", clock.now(), dead=False)
+    store.runs.fail_run(dead, "exhausted 5 attempts: timeout", clock.now(), dead=True)
+    store.runs.finish_run(done, clock.now(), {}, [])
 
     assert cli.main(["replay-failed", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert sorted(result["replayed"]) == sorted([failed, dead])
     assert sorted(started) == sorted([failed, dead])
     for run_id in (failed, dead):
-        run = store.get_run(run_id)
+        run = store.runs.get_run(run_id)
         assert (run.status, run.attempts) == ("claimed", 1)
-    assert store.get_run(done).status == "done" and store.get_run(live).status == "claimed"
+    assert store.runs.get_run(done).status == "done" and store.runs.get_run(live).status == "claimed"
     # nothing left to replay
     assert cli.main(["replay-failed", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["replayed"] == []
@@ -103,15 +103,15 @@ def test_replay_failed_can_target_one_run(store, settings, clock, started, capsy
     first = cold_run(store, settings, clock, "s1")
     second = cold_run(store, settings, clock, "s2")
     for run_id in (first, second):
-        store.fail_run(run_id, "boom", clock.now(), dead=True)
+        store.runs.fail_run(run_id, "boom", clock.now(), dead=True)
     assert cli.main(["replay-failed", "--run", second]) == 0
     assert "replayed 1 run(s)" in capsys.readouterr().out
-    assert started == [second] and store.get_run(first).status == "dead"
+    assert started == [second] and store.runs.get_run(first).status == "dead"
 
 
 def test_replay_failed_says_why_it_skipped_each_run(store, settings, clock, started, capsys):
     held = cold_run(store, settings, clock, "s1")
-    store.fail_run(held, "boom", clock.now(), dead=True)
+    store.runs.fail_run(held, "boom", clock.now(), dead=True)
     for i in range(4):  # newer messages: a new run claims the session meanwhile
         ingest_raw_event({
             "type": "message.added", "event_id": f"s1-new-{i}", "agent_id": "a1", "session_id": "s1",
@@ -134,7 +134,7 @@ def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings
     texts = [f"fact number {i} about lamps" for i in range(70)]
     vectors = old.embed(texts)
     for i, (text, vector) in enumerate(zip(texts, vectors.vectors)):
-        store.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1" if i % 2 else "a2", scope="agent", scope_key="agent",
+        store.facts.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1" if i % 2 else "a2", scope="agent", scope_key="agent",
                                content=text, hash=text_hash(text), embedding=vector,
                                embedding_model=old.model, formed_at=clock.now()))
     assert cli.main(["reembed", "--agent", "a1", "--batch", "16", "--json"]) == 0
@@ -149,9 +149,9 @@ def test_reembed_moves_every_live_fact_to_the_current_model_once(store, settings
     assert cli.main(["reembed", "--agent", "a1", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["warning"] is None and "warning" not in captured.err
-    a1 = store.search_candidates("a1", ["agent"], "hashing-32")
+    a1 = store.facts.search_candidates("a1", ["agent"], "hashing-32")
     assert len(a1) == 35 and all(len(c.embedding) == 32 for c in a1)
-    assert all(c.embedding is None for c in store.search_candidates("a2", ["agent"], "hashing-32"))
+    assert all(c.embedding is None for c in store.facts.search_candidates("a2", ["agent"], "hashing-32"))
     assert runs_module.reembed(store, HashingEmbedder(32)) == 35  # a2's facts now
     assert runs_module.reembed(store, HashingEmbedder(32)) == 0
 
@@ -160,7 +160,7 @@ def test_reembed_shows_its_progress_to_the_end_and_stays_quiet_under_json(store,
     old = HashingEmbedder(16)
     texts = [f"fact number {i} about lamps" for i in range(40)]
     for i, (text, vector) in enumerate(zip(texts, old.embed(texts).vectors)):
-        store.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1", scope="agent", scope_key="agent", content=text,
+        store.facts.insert_fact(Fact(fact_id=f"f{i}", agent_id="a1", scope="agent", scope_key="agent", content=text,
                                hash=text_hash(text), embedding=vector, embedding_model=old.model, formed_at=clock.now()))
     assert cli.main(["reembed", "--agent", "a1", "--batch", "16"]) == 0
     captured = capsys.readouterr()
@@ -168,7 +168,7 @@ def test_reembed_shows_its_progress_to_the_end_and_stays_quiet_under_json(store,
     assert "re-embedding with hashing-32: 100%" in captured.err and "40/40" in captured.err
     assert captured.out.strip() == "re-embedded 40 fact(s) with hashing-32"
 
-    store.insert_fact(Fact(fact_id="f-new", agent_id="a1", scope="agent", scope_key="agent", content="one more lamp",
+    store.facts.insert_fact(Fact(fact_id="f-new", agent_id="a1", scope="agent", scope_key="agent", content="one more lamp",
                            hash=text_hash("one more lamp"), embedding=old.embed(["x"]).vectors[0],
                            embedding_model=old.model, formed_at=clock.now()))
     assert cli.main(["reembed", "--agent", "a1", "--json"]) == 0
@@ -184,7 +184,7 @@ def test_agent_settings_are_set_and_shown_through_the_cli(store, capsys):
     assert "user-memory=off agent-memory=on" in capsys.readouterr().out
     assert cli.main(["agent", "set", "agent-9", "--agent-memory", "off"]) == 0
     capsys.readouterr()
-    settings = store.get_agent_settings("agent-9")
+    settings = store.ingest.get_agent_settings("agent-9")
     assert (settings.name, settings.user_memory_enabled, settings.agent_memory_enabled) == ("Juniper", False, False)
 
 
@@ -202,7 +202,7 @@ def _end(store, settings, clock, session_id: str) -> None:
 def test_formation_is_pending_while_a_run_is_claimed_and_not_once_it_is_done(store, settings, clock):
     run_id = cold_run(store, settings, clock, "s1")
     assert runs_module.formation_pending(store) == [f"run {run_id} of session s1 is claimed"]
-    store.finish_run(run_id, clock.now(), {}, [])
+    store.runs.finish_run(run_id, clock.now(), {}, [])
     assert runs_module.formation_pending(store) == []
     assert runs_module.formation_pending(store, agent_id="another") == []
 
@@ -211,23 +211,23 @@ def test_an_ended_session_is_pending_until_its_own_buffered_reflections_are_cons
     from testkit.documents import reflection
 
     run_id = cold_run(store, settings, clock, "s1")
-    store.finish_run(run_id, clock.now(), {}, [])
-    store.insert_reflections([reflection("r1", "Planning the venue", scope="session", session="s1")])
+    store.runs.finish_run(run_id, clock.now(), {}, [])
+    store.reflections.insert_reflections([reflection("r1", "Planning the venue", scope="session", session="s1")])
     assert runs_module.formation_pending(store) == []          # not ended: its buffer waits for more
     _end(store, settings, clock, "s1")
     assert runs_module.formation_pending(store) == ["session s1 ended: its buffered reflections are being consolidated"]
-    store.mark_absorbed(["r1"], 1, clock.now())
+    store.reflections.mark_absorbed(["r1"], 1, clock.now())
     assert runs_module.formation_pending(store) == []
 
 
 def test_an_ended_session_whose_run_is_not_claimed_yet_is_pending(store, settings, clock):
     run_id = cold_run(store, settings, clock, "s1")
-    store.finish_run(run_id, clock.now(), {}, [])
+    store.runs.finish_run(run_id, clock.now(), {}, [])
     from testkit.documents import message
 
     # stored, and the session ended, a moment before the ingest claims the session-end run
-    store.ingest_message(message(9, session="s1", event_id="late", created=clock.now()), clock.now())
-    store.mark_session_ended("s1", clock.now())
+    store.ingest.ingest_message(message(9, session="s1", event_id="late", created=clock.now()), clock.now())
+    store.ingest.mark_session_ended("s1", clock.now())
     assert runs_module.formation_pending(store) == [
         "session s1 ended with 1 unformed message(s): its run is being claimed"]
 
@@ -247,7 +247,7 @@ def test_runs_wait_returns_once_the_run_is_done_and_lists_it(store, settings, cl
     def finish():
         other = open_store(settings)  # another process's connection, as a worker's would be
         try:
-            other.finish_run(run_id, clock.now(), {}, [])
+            other.runs.finish_run(run_id, clock.now(), {}, [])
         finally:
             other.close()
 

@@ -17,7 +17,7 @@ NOW = datetime(2026, 3, 15, 12, 0, tzinfo=timezone.utc)
 
 
 def _spend(store, agent_id, at, usd, n, model="gpt-6-luna"):
-    store.record_usage(UsageRecord(
+    store.stats.record_usage(UsageRecord(
         usage_id=f"u{n}", agent_id=agent_id, stage="consolidate_session", at=at,
         by_model={model: {"kind": "llm", "provider": "openai", "calls": 1, "input_tokens": 1, "output_tokens": 1,
                           "usd": usd, "price": "priced" if usd is not None else "unpriced"}}))
@@ -42,7 +42,7 @@ def test_caps_set_at_run_time_replace_the_settings_default(store):
     settings = _settings(agent={"day": {"hard_usd": 5}}, **{"global": {"month": {"soft_usd": 50}}})
     assert caps.caps_of(store, settings, "a1") == SpendCaps(day=WindowCaps(hard_usd=5))
     assert caps.caps_of(store, settings, None) == SpendCaps(month=WindowCaps(soft_usd=50))
-    store.put_spend_caps("a1", SpendCaps(month=WindowCaps(hard_usd=1)), NOW)
+    store.caps.put_spend_caps("a1", SpendCaps(month=WindowCaps(hard_usd=1)), NOW)
     assert caps.caps_of(store, settings, "a1") == SpendCaps(month=WindowCaps(hard_usd=1))
     assert caps.caps_of(store, settings, "a2") == SpendCaps(day=WindowCaps(hard_usd=5))
 
@@ -54,7 +54,7 @@ def test_a_global_cap_holds_every_agent_and_each_level_is_announced_once(store):
     _spend(store, "a2", NOW, 2.0, 2)
     for _ in range(3):
         assert caps.check(store, settings, "a2", NOW).verdict == "hard"
-    entries = store.list_audit(action="cap.reached")
+    entries = store.access.list_audit(action="cap.reached")
     assert sorted((e.agent_id, e.subject, e.counts["level"]) for e in entries) == [
         ("a2", "global:day", 80), ("a2", "global:day", 100)]
     assert caps.check(store, settings, "a2", NOW + timedelta(days=1)).verdict == "ok"   # a new day

@@ -25,8 +25,8 @@ SCRIPT = textwrap.dedent("""
     clock = FrozenClock()
     store = SQLiteStore(sys.argv[1]); store.create_indexes()
     for n in range(1, 5):
-        store.ingest_message(message(n, session="s1"), clock.now())
-        store.ingest_message(message(n, session="s2"), clock.now())
+        store.ingest.ingest_message(message(n, session="s1"), clock.now())
+        store.ingest.ingest_message(message(n, session="s2"), clock.now())
     rule = trigger.session_end_rule()
     with tracing.span("ingest"):
         first = claim_run(store, trigger.new_run("s1", "a1", "threshold", clock.now()), rule, clock.now(), 60)
@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent("""
     links = {s.name + ":" + s.attributes.get("memory.run_id", ""): [f"{l.context.span_id:016x}" for l in s.links]
              for s in exporter.get_finished_spans()}
     print(json.dumps({"spans": spans, "links": links,
-                      "stored": {r.run_id: store.get_run(r.run_id).trace_context for r in (first, follow)},
+                      "stored": {r.run_id: store.runs.get_run(r.run_id).trace_context for r in (first, follow)},
                       "first": first.run_id, "follow": follow.run_id}))
 """)
 

@@ -66,18 +66,18 @@ def memory_at_limits(store):
     for scope, key, ids in (("agent", "agent", {}), ("user", "user:u1", {"user_id": "u1"}),
                             ("session", "session:s1", {"session_id": "s1"})):
         limit = settings.word_limit(scope)
-        store.save_blob(ConsolidatedBlob(agent_id="a1", scope=scope, scope_key=key, consolidated_content=
+        store.blobs.save_blob(ConsolidatedBlob(agent_id="a1", scope=scope, scope_key=key, consolidated_content=
                                          f"{_blob_at_limit(words, limit - 4)}\n[LAST]\n- end of {scope}",
                                          word_limit=limit, version=1, **ids), expected_version=0)
-        store.insert_reflections([
+        store.reflections.insert_reflections([
             reflection(f"{scope}-r{i}", f"{scope} reflection {i}: " + _text(words, settings.reflection_word_limit - 3),
                        scope=scope, user="u1", session="s1", formed=NOW - timedelta(hours=i + 1))
             for i in range(settings.consolidation_threshold(scope) - 1)
         ])
     for i in range(settings.facts_fifo_limit):
-        store.insert_fact(fact(f"f{i}", f"fact {i}: " + _text(words, settings.fact_word_limit - 2),
+        store.facts.insert_fact(fact(f"f{i}", f"fact {i}: " + _text(words, settings.fact_word_limit - 2),
                                user="u1" if i % 2 else None, formed=NOW - timedelta(hours=i + 1)))
-    store.bump_scope_versions("a1", ["agent", "user:u1", "session:s1"])
+    store.leases.bump_scope_versions("a1", ["agent", "user:u1", "session:s1"])
     return store
 
 

@@ -24,17 +24,17 @@ def _service(store, **settings):
 
 
 def _fact(store, fid, content, *, user=None, days_ago=0.0):
-    store.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
+    store.facts.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
                            formed=NOW - timedelta(days=days_ago)))
-    store.bump_scope_versions("a1", ["agent" if user is None else f"user:{user}"])
+    store.leases.bump_scope_versions("a1", ["agent" if user is None else f"user:{user}"])
 
 
 @pytest.fixture
 def memory(store):
-    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="agent", scope_key="agent", consolidated_content="VERSION: 1\n"
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="a1", scope="agent", scope_key="agent", consolidated_content="VERSION: 1\n"
                                      "Mars project is on track.", word_limit=300, version=1), expected_version=0)
-    store.insert_reflections([reflection("r1", "Planning the venue today", scope="session", session="s1")])
-    store.bump_scope_versions("a1", ["agent", "session:s1"])
+    store.reflections.insert_reflections([reflection("r1", "Planning the venue today", scope="session", session="s1")])
+    store.leases.bump_scope_versions("a1", ["agent", "session:s1"])
     _fact(store, "old", "Maya moved from Lisbon to Porto", user="u1", days_ago=20)   # beyond the 7-day window
     for i in range(45):                                                               # the FIFO is full anyway
         _fact(store, f"n{i}", f"numbered note {i:02d} about the weekly sync", days_ago=i / 24)

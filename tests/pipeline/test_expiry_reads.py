@@ -32,8 +32,8 @@ def _fact(store, fid, content, *, user="u1", expires_in_h=None):
              formed=NOW - timedelta(hours=1))
     if expires_in_h is not None:
         f = f.model_copy(update={"expires_at": NOW + timedelta(hours=expires_in_h)})
-    store.insert_fact(f)
-    store.bump_scope_versions("a1", [f.scope_key])
+    store.facts.insert_fact(f)
+    store.leases.bump_scope_versions("a1", [f.scope_key])
     return f
 
 
@@ -73,7 +73,7 @@ def test_the_facts_window_keeps_its_size_when_expired_facts_are_among_the_newest
     for i in range(3):  # the newest changes, expired by the read
         f = fact(f"x{i}", f"deadline {i} has passed", user="u1", formed=NOW - timedelta(minutes=1),
                  ).model_copy(update={"expires_at": NOW})
-        store.insert_fact(f)
+        store.facts.insert_fact(f)
     xml = service.get_memory_context(session_id="s1", user_id="u1")
     assert "deadline" not in xml
     assert xml.count("standing fact number") == settings.facts_fifo_limit
@@ -91,7 +91,7 @@ def test_no_read_at_a_time_returns_a_fact_expired_by_then(tmp_path_factory, expi
         for i, minutes in enumerate(expiries):
             f = fact(f"f{i}", f"the plan number {i} for the trip", user="u1", formed=NOW - timedelta(hours=5),
                      embedding=EMB.embed([f"the plan number {i} for the trip"]).vectors[0], model=EMB.model)
-            store.insert_fact(f.model_copy(update={
+            store.facts.insert_fact(f.model_copy(update={
                 "expires_at": None if minutes is None else NOW + timedelta(minutes=minutes)}))
         if stamped_at is not None and stamped_at <= read_at:  # beat ran before the read, or not at all
             expiry.stamp_expired(store, NOW + timedelta(minutes=stamped_at), batch=2)

@@ -40,9 +40,9 @@ def test_the_demo_has_a_group_chat_and_one_to_one_sessions():
 @pytest.mark.parametrize("person", PEOPLE)
 def test_the_plan_counts_what_the_erasure_then_reports(demo_copy, person, agent):
     store, settings = demo_copy
-    before = store.dump_all()
+    before = store.admin.dump_all()
     planned = preview_forget(store, person, agent)
-    assert store.dump_all() == before, "planning changed the store"
+    assert store.admin.dump_all() == before, "planning changed the store"
     done = forget_user(store, person, agent, settings=settings, llm=OfflineLLM(settings))
     assert planned.counts == done.counts
     assert sum(planned.counts.values()) > 0

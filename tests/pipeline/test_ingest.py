@@ -12,6 +12,8 @@ from pipeline.errors import TransientError
 from pipeline.ingest import ingest_raw_event, ingest_raw_events
 from pipeline.ingest_results import END_DEFERRAL_BASE_S, ConsolidateSession, DeliverAgain, Done, StartRun
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.ingest import SQLiteIngest
+from pipeline.store.sqlite.runs import SQLiteRuns
 from pipeline.sweep import sweep_cold_sessions
 from schemas.settings import Settings
 
@@ -70,10 +72,10 @@ def ingest(raw, store, clock):
 def test_valid_message_is_stored_with_sequence_number_and_weighted_tokens(store, clock):
     result = ingest(message(1, content="x" * 90), store, clock)
     assert (result.status, result.seq, result.run) == ("accepted", 1, None)
-    [stored] = store.get_messages("s1", 1, 1)
+    [stored] = store.ingest.get_messages("s1", 1, 1)
     assert stored.weighted_tokens == pytest.approx(20.0)
     assert stored.event_id == "e-s1-1" and stored.sender_id == "u1"
-    session = store.get_session("s1")
+    session = store.ingest.get_session("s1")
     assert (session.last_seq, session.messages_since, session.users) == (1, 1, ["u1"])
 
 
@@ -81,8 +83,8 @@ def test_duplicate_event_id_is_counted_and_changes_nothing(store, clock):
     ingest(message(1), store, clock)
     again = ingest(message(1), store, clock)
     assert again.status == "duplicate"
-    assert store.count_messages("s1") == 1
-    session = store.get_session("s1")
+    assert store.ingest.count_messages("s1") == 1
+    session = store.ingest.get_session("s1")
     assert (session.duplicates, session.messages_since) == (1, 1)
 
 
@@ -90,13 +92,13 @@ def test_duplicate_session_and_message_id_under_a_new_event_id_is_a_duplicate(st
     ingest(message(1), store, clock)
     again = ingest(message(1, event_id="another-event"), store, clock)
     assert again.status == "duplicate"
-    assert store.count_messages("s1") == 1
+    assert store.ingest.count_messages("s1") == 1
 
 
 def test_out_of_order_messages_are_all_accepted_and_read_back_in_created_at_order(store, clock):
     for n in (3, 1, 2):
         assert ingest(message(n), store, clock).status == "accepted"
-    stored = store.get_messages("s1", 1, 3)
+    stored = store.ingest.get_messages("s1", 1, 3)
     assert [m.message_id for m in stored] == ["m1", "m2", "m3"]
     assert sorted(m.seq for m in stored) == [1, 2, 3]
     assert {m.message_id: m.seq for m in stored}["m3"] == 1  # seq follows arrival
@@ -108,8 +110,8 @@ def test_oversize_content_is_rejected_with_its_size_and_not_stored(store, clock)
     assert result.status == "rejected"
     assert result.errors[0]["field"] == "message.content"
     assert "32768" in result.errors[0]["reason"]
-    assert store.count_messages("s1") == 0
-    [rejected] = store.list_rejections()
+    assert store.ingest.count_messages("s1") == 0
+    [rejected] = store.ingest.list_rejections()
     assert json.loads(rejected.raw) == raw
 
 
@@ -117,9 +119,9 @@ def test_oversize_content_is_rejected_with_its_size_and_not_stored(store, clock)
 def test_a_lone_surrogate_is_rejected_naming_the_field_and_recorded_escaped(store, clock, as_bytes):
     raw = message(1, content="hi \udc00 there", event_id="e\udc00")
     result = ingest(json.dumps(raw).encode() if as_bytes else raw, store, clock)
-    assert result.status == "rejected" and store.count_messages("s1") == 0
+    assert result.status == "rejected" and store.ingest.count_messages("s1") == 0
     assert {e["field"] for e in result.errors} == {"event_id", "message.content"}
-    [rejected] = store.list_rejections()
+    [rejected] = store.ingest.list_rejections()
     assert rejected.event_id == "e\\udc00"  # the escape, which every store's encoder takes
     assert json.loads(rejected.raw.replace("\\\\udc00", "\\udc00") if not as_bytes else rejected.raw) == raw
 
@@ -130,7 +132,7 @@ def test_json_nested_past_the_parsers_limit_is_rejected_and_recorded(store, cloc
     raw = '{"type": "message.added", "message": ' + deep_json() + "}"
     result = ingest(raw, store, clock)
     assert result.status == "rejected" and "nested deeper" in result.errors[0]["reason"]
-    [rejected] = store.list_rejections()
+    [rejected] = store.ingest.list_rejections()
     assert rejected.raw == raw
 
 
@@ -138,7 +140,7 @@ def test_malformed_json_is_rejected_with_the_raw_text_kept(store, clock):
     raw = '{"type": "message.added", "event_id": "e1",'
     result = ingest(raw, store, clock)
     assert result.status == "rejected"
-    [rejected] = store.list_rejections()
+    [rejected] = store.ingest.list_rejections()
     assert rejected.raw == raw
     assert rejected.errors[0]["field"] == "<event>"
     assert "not JSON" in rejected.errors[0]["reason"]
@@ -152,7 +154,7 @@ def test_missing_fields_are_each_named_in_the_rejection(store, clock):
     assert result.status == "rejected"
     fields = {e["field"] for e in result.errors}
     assert fields == {"session_id", "message.content"}
-    [rejected] = store.list_rejections()
+    [rejected] = store.ingest.list_rejections()
     assert rejected.event_id == "e-s1-1"
     assert rejected.agent_id == "agent-1"
     assert {e["field"] for e in rejected.errors} == fields
@@ -162,7 +164,7 @@ def test_unknown_role_is_rejected_naming_the_role_field(store, clock):
     result = ingest(message(1, role="narrator"), store, clock)
     assert result.status == "rejected"
     assert [e["field"] for e in result.errors] == ["message.role"]
-    assert store.get_session("s1") is None
+    assert store.ingest.get_session("s1") is None
 
 
 def test_a_batch_with_bad_events_stores_every_good_one(store, clock):
@@ -172,8 +174,8 @@ def test_a_batch_with_bad_events_stores_every_good_one(store, clock):
     assert [r.status for r in out.results] == ["accepted", "rejected", "rejected", "rejected", "accepted", "duplicate"]
     assert out.error is None and out.next_index == len(batch)
     assert out.counts() == {"accepted": 2, "duplicate": 1, "rejected": 3}
-    assert store.count_messages("s1") == 2
-    raws = sorted(r.raw for r in store.list_rejections())
+    assert store.ingest.count_messages("s1") == 2
+    raws = sorted(r.raw for r in store.ingest.list_rejections())
     assert raws == sorted(["not json at all", json.dumps(oversize, ensure_ascii=False), "42"])
 
 
@@ -188,8 +190,8 @@ def test_45_messages_claim_one_threshold_run_over_the_whole_range(store, clock):
     assert n == 45
     assert (run.reason, run.status, run.seq_from, run.seq_to) == ("threshold", "claimed", 1, 45)
     assert len(run.run_id) == 32
-    assert store.get_run(run.run_id).seq_to == 45
-    session = store.get_session("s1")
+    assert store.runs.get_run(run.run_id).seq_to == 45
+    session = store.ingest.get_session("s1")
     assert (session.claimed_through, session.messages_since, session.active_run_id) == (45, 0, run.run_id)
 
 
@@ -210,7 +212,7 @@ def test_session_end_claims_whatever_is_unformed(store, clock):
     result = ingest(ended(), store, clock)
     assert result.status == "accepted"
     assert (result.run.reason, result.run.seq_from, result.run.seq_to) == ("session_end", 1, 2)
-    assert store.get_session("s1").ended_at == T0
+    assert store.ingest.get_session("s1").ended_at == T0
     again = ingest(ended(event_id="end-again"), store, clock)
     assert again.run is None
 
@@ -219,18 +221,18 @@ def test_a_replayed_session_end_that_changes_nothing_counts_as_a_duplicate(store
     ingest(message(1), store, clock)
     ingest(message(2), store, clock)
     assert ingest(ended(), store, clock).status == "accepted"
-    before = store.get_session("s1")
+    before = store.ingest.get_session("s1")
     replayed = ingest(ended(), store, clock)
     assert (replayed.status, replayed.run) == ("duplicate", None)
     # the first delivery's run is live: it consolidates at its own end, nothing is asked now
     assert replayed.then == Done()
-    assert store.get_session("s1") == before
+    assert store.ingest.get_session("s1") == before
 
 
 def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
     for n in range(1, 46):
         ingest(message(n, role="assistant", content="ok"), store, clock)
-    store.finish_run(store.get_session("s1").active_run_id, T0, {}, [])
+    store.runs.finish_run(store.ingest.get_session("s1").active_run_id, T0, {}, [])
     result = ingest(ended(), store, clock)
     assert result.run is None
     assert result.then == ConsolidateSession("agent-1", "s1")
@@ -241,7 +243,7 @@ def test_session_end_with_nothing_unformed_leaves_only_leftovers(store, clock):
 def test_message_written_before_the_end_and_delivered_after_it_is_claimed_by_the_session_end_rule(store, clock):
     ingest(message(1), store, clock)
     first = ingest(ended(ended_at=T0 + timedelta(seconds=10)), store, clock).run
-    store.finish_run(first.run_id, T0, {}, [])
+    store.runs.finish_run(first.run_id, T0, {}, [])
     late = ingest(message(2), store, clock)  # written at T0+2s
     assert (late.run.reason, late.run.seq_from, late.run.seq_to) == ("session_end", 2, 2)
 
@@ -251,7 +253,7 @@ def _resume_after_an_end(store, clock) -> list:
     ingest(message(1), store, clock)
     ingest(message(2), store, clock)
     first = ingest(ended(ended_at=T0 + timedelta(seconds=10)), store, clock).run
-    store.finish_run(first.run_id, T0, {}, [])
+    store.runs.finish_run(first.run_id, T0, {}, [])
     return [ingest(message(n, content="ok", created_at=T0 + timedelta(seconds=60 + n)), store, clock)
             for n in range(3, 8)]
 
@@ -259,14 +261,14 @@ def _resume_after_an_end(store, clock) -> list:
 def test_messages_after_the_end_reopen_the_session_and_wait_for_its_next_end(store, clock):
     resumed = _resume_after_an_end(store, clock)
     assert [r.run for r in resumed] == [None] * 5
-    session = store.get_session("s1")
+    session = store.ingest.get_session("s1")
     assert session.ended_at is None and session.ended_history == [T0 + timedelta(seconds=10)]
     assert sweep_cold_sessions(store, SETTINGS, T0 + timedelta(seconds=120)).run_ids == []  # not cold yet
     second = ingest(ended(event_id="end-2", ended_at=T0 + timedelta(seconds=90)), store, clock).run
     assert (second.reason, second.seq_from, second.seq_to) == ("session_end", 3, 7)
     assert ingest(ended(event_id="end-3", ended_at=T0 + timedelta(seconds=95)), store, clock).run is None
-    assert len(store.list_runs(session_id="s1")) == 2
-    assert store.get_session("s1").ended_history == [T0 + timedelta(seconds=10), T0 + timedelta(seconds=90)]
+    assert len(store.runs.list_runs(session_id="s1")) == 2
+    assert store.ingest.get_session("s1").ended_history == [T0 + timedelta(seconds=10), T0 + timedelta(seconds=90)]
 
 
 def test_a_resumed_session_left_idle_is_formed_once_by_the_cold_sweep(store, clock):
@@ -274,7 +276,7 @@ def test_a_resumed_session_left_idle_is_formed_once_by_the_cold_sweep(store, clo
     idle = T0 + timedelta(seconds=67 + SETTINGS.cold_after_s)
     swept = sweep_cold_sessions(store, SETTINGS, idle).run_ids
     assert len(swept) == 1
-    run = store.get_run(swept[0])
+    run = store.runs.get_run(swept[0])
     assert (run.reason, run.seq_from, run.seq_to) == ("cold", 3, 7)
     assert sweep_cold_sessions(store, SETTINGS, idle).run_ids == []
 
@@ -285,37 +287,38 @@ def test_redelivered_message_claims_when_a_crash_left_a_due_session_unclaimed(st
 
     for n in range(1, 46):  # stored, but the worker died before claiming
         event = parse_event(message(n), max_message_bytes=SETTINGS.max_message_bytes)
-        store.ingest_message(to_stored_message(event, T0), T0)
+        store.ingest.ingest_message(to_stored_message(event, T0), T0)
     redelivered = ingest(message(45), store, clock)
     assert redelivered.status == "duplicate"
     assert (redelivered.run.seq_from, redelivered.run.seq_to) == (1, 45)
 
 
 def test_no_claim_is_attempted_while_the_rule_does_not_hold(tmp_path, clock):
-    class CountingStore(SQLiteStore):
+    class CountingRuns(SQLiteRuns):
         claims = 0
 
         def try_claim(self, *args, **kwargs):
-            CountingStore.claims += 1
+            CountingRuns.claims += 1
             return super().try_claim(*args, **kwargs)
+
+    class CountingStore(SQLiteStore):
+        REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": CountingRuns}
 
     counting = CountingStore(str(tmp_path / "counting.db"))
     for n in range(1, 45):
         ingest(message(n, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 0
+    assert CountingRuns.claims == 0
     ingest(message(45, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 1
+    assert CountingRuns.claims == 1
     counting.close()
 
 
-class FlakyStore(SQLiteStore):
+class FlakyIngest(SQLiteIngest):
     """Fails the n-th ingest call (one message or a batch of them) like a store that went
-    away, then recovers. ``SQLiteStore.ingest_message`` goes through ``ingest_messages``."""
+    away, then recovers. ``ingest_message`` goes through ``ingest_messages``."""
 
-    def __init__(self, path, fail_at):
-        super().__init__(path)
-        self.calls = 0
-        self.fail_at = fail_at
+    calls = 0
+    fail_at = 0
 
     def ingest_messages(self, messages, now):
         self.calls += 1
@@ -324,21 +327,29 @@ class FlakyStore(SQLiteStore):
         return super().ingest_messages(messages, now)
 
 
+class FlakyStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": FlakyIngest}
+
+    def __init__(self, path, fail_at):
+        super().__init__(path)
+        self.ingest.fail_at = fail_at
+
+
 def test_transient_store_error_stops_the_batch_where_it_can_resume(tmp_path, clock):
     flaky = FlakyStore(str(tmp_path / "flaky.db"), fail_at=2)
     batch = [message(1), "not json", message(2), message(3)]  # the rejection splits the messages
     out = ingest_raw_events(batch, flaky, SETTINGS, clock)
     assert [r.status for r in out.results] == ["accepted", "rejected"]
     assert isinstance(out.error, TransientError) and out.next_index == 2
-    assert flaky.count_messages("s1") == 1  # the failed call stored none of its messages
+    assert flaky.ingest.count_messages("s1") == 1  # the failed call stored none of its messages
     rest = ingest_raw_events(batch[out.next_index:], flaky, SETTINGS, clock)
     assert rest.counts() == {"accepted": 2, "duplicate": 0, "rejected": 0}
-    assert flaky.count_messages("s1") == 3
-    assert len(flaky.list_rejections()) == 1
+    assert flaky.ingest.count_messages("s1") == 3
+    assert len(flaky.ingest.list_rejections()) == 1
     flaky.close()
 
 
-class ClaimFailsOnceStore(SQLiteStore):
+class ClaimFailsOnceRuns(SQLiteRuns):
     """The store goes away once, at the first claim."""
 
     failed = False
@@ -350,6 +361,10 @@ class ClaimFailsOnceStore(SQLiteStore):
         return super().try_claim(*args, **kwargs)
 
 
+class ClaimFailsOnceStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": ClaimFailsOnceRuns}
+
+
 def test_a_claim_that_fails_in_a_batch_resumes_at_its_sessions_last_event_and_claims_then(tmp_path, clock):
     flaky = ClaimFailsOnceStore(str(tmp_path / "flaky.db"))
     batch = [message(n, session="a", role="assistant", content="ok") for n in range(1, 46)]
@@ -357,7 +372,7 @@ def test_a_claim_that_fails_in_a_batch_resumes_at_its_sessions_last_event_and_cl
     out = ingest_raw_events(batch, flaky, SETTINGS, clock)
     assert isinstance(out.error, TransientError) and out.next_index == 44  # session a's last event
     assert [r.status for r in out.results] == ["accepted"] * 44
-    assert flaky.count_messages("a") == 45 and flaky.count_messages("b") == 2
+    assert flaky.ingest.count_messages("a") == 45 and flaky.ingest.count_messages("b") == 2
     rest = ingest_raw_events(batch[out.next_index:], flaky, SETTINGS, clock)
     assert [r.status for r in rest.results] == ["duplicate"] * 3
     [run] = rest.runs
@@ -374,7 +389,7 @@ def test_a_batch_claims_a_due_session_once_and_reports_the_run_on_its_last_event
     assert [(i, run.session_id, run.seq_from, run.seq_to) for i, run in with_runs] == [
         (117, "b", 1, 59), (118, "a", 1, 60),
     ]
-    assert store.get_session("a").active_run_id == with_runs[1][1].run_id
+    assert store.ingest.get_session("a").active_run_id == with_runs[1][1].run_id
 
 
 def test_a_session_end_inside_a_batch_sees_the_messages_before_it_and_none_after(store, clock):
@@ -384,7 +399,7 @@ def test_a_session_end_inside_a_batch_sees_the_messages_before_it_and_none_after
     end_run = out.results[2].run
     assert (end_run.reason, end_run.seq_from, end_run.seq_to) == ("session_end", 1, 2)
     assert out.results[3].run is None  # the session is held by the end's run
-    assert store.get_session("s1").last_seq == 3
+    assert store.ingest.get_session("s1").last_seq == 3
 
 
 def test_a_batch_gives_the_results_and_state_of_one_by_one_ingest(tmp_path, clock):
@@ -405,10 +420,10 @@ def test_a_batch_gives_the_results_and_state_of_one_by_one_ingest(tmp_path, cloc
     assert [(r.run.session_id, r.run.seq_to) for r in batched if r.run] == [("s2", 48)]
     assert [(r.run.session_id, r.run.seq_to) for r in single if r.run] == [("s2", 45)]
     for session_id in ("s1", "s2"):
-        a, b = (s.get_session(session_id) for s in stores)
+        a, b = (s.ingest.get_session(session_id) for s in stores)
         assert (a.last_seq, a.duplicates, a.users, a.last_activity_at) == (b.last_seq, b.duplicates, b.users, b.last_activity_at)
-        assert [m.model_dump() for m in stores[0].get_messages(session_id, 1, 99)] == \
-            [m.model_dump() for m in stores[1].get_messages(session_id, 1, 99)]
+        assert [m.model_dump() for m in stores[0].ingest.get_messages(session_id, 1, 99)] == \
+            [m.model_dump() for m in stores[1].ingest.get_messages(session_id, 1, 99)]
     for s in stores:
         s.close()
 
@@ -425,10 +440,10 @@ def test_session_end_before_any_message_says_the_session_is_not_known_yet(store,
 
 
 def test_session_end_of_a_declared_session_with_no_message_waits_for_its_messages(store, clock):
-    store.declare_session_users("s1", "agent-1", ["u1", "u2"])
+    store.ingest.declare_session_users("s1", "agent-1", ["u1", "u2"])
     early = ingest(ended(), store, clock)
     assert (early.status, early.run, early.session_unknown) == ("accepted", None, True)
-    assert store.get_session("s1").ended_at is None
+    assert store.ingest.get_session("s1").ended_at is None
     late = [ingest(message(n), store, clock) for n in (1, 2)]  # written before the end
     assert [r.run for r in late] == [None, None]
     redelivered = ingest(ended(), store, clock)
@@ -436,21 +451,24 @@ def test_session_end_of_a_declared_session_with_no_message_waits_for_its_message
 
 
 def test_no_claim_is_attempted_while_another_run_holds_the_session(tmp_path, clock):
-    class CountingStore(SQLiteStore):
+    class CountingRuns(SQLiteRuns):
         claims = 0
 
         def try_claim(self, *args, **kwargs):
-            CountingStore.claims += 1
+            CountingRuns.claims += 1
             return super().try_claim(*args, **kwargs)
+
+    class CountingStore(SQLiteStore):
+        REPOSITORIES = {**SQLiteStore.REPOSITORIES, "runs": CountingRuns}
 
     counting = CountingStore(str(tmp_path / "counting.db"))
     for n in range(1, 46):
         ingest(message(n, role="assistant", content="ok"), counting, clock)
-    assert CountingStore.claims == 1  # the 45th message claimed 1..45; that run is still live
+    assert CountingRuns.claims == 1  # the 45th message claimed 1..45; that run is still live
     results = [ingest(message(n, role="assistant", content="ok"), counting, clock) for n in range(46, 100)]
-    assert CountingStore.claims == 1 and all(r.run is None for r in results)
-    held = counting.get_session("s1").active_run_id
-    counting.finish_run(held, T0, {}, [])
+    assert CountingRuns.claims == 1 and all(r.run is None for r in results)
+    held = counting.ingest.get_session("s1").active_run_id
+    counting.runs.finish_run(held, T0, {}, [])
     after = ingest(message(100, role="assistant", content="ok"), counting, clock)
     assert (after.run.seq_from, after.run.seq_to) == (46, 100)
     counting.close()
@@ -467,31 +485,37 @@ def test_events_of_another_agent_on_a_taken_session_id_are_rejected_and_recorded
     owned = [{"field": "session_id", "reason": "session s1 belongs to another agent"}]
     assert out.results[2].errors == owned and out.results[4].errors == owned
     assert all(r.run is None and r.then == Done() for r in out.results)
-    session = store.get_session("s1")
+    session = store.ingest.get_session("s1")
     assert (session.agent_id, session.last_seq, session.users, session.ended_at) == ("agent-1", 3, ["u1"], None)
-    assert [m.agent_id for m in store.get_messages("s1", 1, 9)] == ["agent-1"] * 3
-    recorded = {r.event_id: r for r in store.list_rejections()}
+    assert [m.agent_id for m in store.ingest.get_messages("s1", 1, 9)] == ["agent-1"] * 3
+    recorded = {r.event_id: r for r in store.ingest.list_rejections()}
     assert set(recorded) == {"e-s1-3", "end-2"}
     assert json.loads(recorded["e-s1-3"].raw) == intruder and recorded["e-s1-3"].agent_id == "agent-2"
     assert recorded["end-2"].errors == owned and recorded["end-2"].session_id == "s1"
     single = ingest(intruder, store, clock)  # one event at a time: the same refusal
     assert (single.status, single.errors) == ("rejected", owned)
-    assert store.get_session("s1").last_seq == 3
+    assert store.ingest.get_session("s1").last_seq == 3
 
 
-class PoisonStore(SQLiteStore):
+class PoisonIngest(SQLiteIngest):
     """Fails with a programming error on any write that holds one given event, quoting the
     message's content in the error as careless code would."""
 
-    def __init__(self, path, poison):
-        super().__init__(path)
-        self.poison = poison
+    poison = ""
 
     def ingest_messages(self, messages, now):
         for m in messages:
             if m.event_id == self.poison:
                 raise RuntimeError(f"cannot store {m.content!r}: bad state")
         return super().ingest_messages(messages, now)
+
+
+class PoisonStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": PoisonIngest}
+
+    def __init__(self, path, poison):
+        super().__init__(path)
+        self.ingest.poison = poison
 
 
 def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(tmp_path, clock):
@@ -503,13 +527,13 @@ def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(t
     assert [r.status for r in out.results] == ["accepted", "accepted", "rejected", "accepted", "rejected"]
     assert [(i, type(exc)) for i, exc in out.failures] == [(2, RuntimeError)]
     assert out.error is None and out.next_index == len(batch)
-    assert [m.event_id for m in store.get_messages("s1", 1, 9)] == ["e-s1-1", "e-s1-2", "e-s1-4"]
-    [recorded] = [r for r in store.list_rejections() if r.event_id == "e-s1-3"]
+    assert [m.event_id for m in store.ingest.get_messages("s1", 1, 9)] == ["e-s1-1", "e-s1-2", "e-s1-4"]
+    [recorded] = [r for r in store.ingest.list_rejections() if r.event_id == "e-s1-3"]
     assert json.loads(recorded.raw) == poison
     [error] = recorded.errors
     assert error["field"] == "<internal>"
     assert error["reason"].startswith("internal error: RuntimeError: cannot store")
     assert "Elm" not in error["reason"] and "4711" not in error["reason"]
-    store.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
+    store.ingest.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
     assert ingest(recorded.raw, store, clock).seq == 4
     store.close()

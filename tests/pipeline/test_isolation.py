@@ -56,28 +56,28 @@ def _key(scope, user, session):
 def _populate(store, w):
     for n, (agent, scope, user) in enumerate(w["facts"]):
         content = _tag(agent, scope, user, None, n)
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"f{n}", agent_id=agent, scope=scope, user_id=user if scope == "user" else None,
             scope_key=_key(scope, user, None), content=content, hash=text_hash(content),
             embedding=EMB.embed([content]).vectors[0], embedding_model=EMB.model, formed_at=NOW - timedelta(hours=n),
         ))
     for n, (agent, scope, user, session) in enumerate(w["reflections"]):
-        store.insert_reflections([Reflection(
+        store.reflections.insert_reflections([Reflection(
             reflection_id=f"r{n}", agent_id=agent, scope=scope, user_id=user if scope == "user" else None,
             session_id=session if scope == "session" else None, scope_key=_key(scope, user, session),
             content=_tag(agent, scope, user, session, n), formed_at=NOW,
         )])
     for n, (agent, scope, user, session) in enumerate(w["blobs"]):
-        store.save_blob(ConsolidatedBlob(
+        store.blobs.save_blob(ConsolidatedBlob(
             agent_id=agent, scope=scope, scope_key=_key(scope, user, session),
             user_id=user if scope == "user" else None, session_id=session if scope == "session" else None,
             consolidated_content=_tag(agent, scope, user, session, 100 + n), word_limit=300, version=1,
         ), expected_version=0)
     for session, users in w["sessions"].items():
         for i, user in enumerate(sorted(users)):
-            store.ingest_message(message(i + 1, session=session, agent="A", user=user, users=sorted(users)), T0)
+            store.ingest.ingest_message(message(i + 1, session=session, agent="A", user=user, users=sorted(users)), T0)
     for agent in AGENTS:
-        store.bump_scope_versions(agent, ["agent", *(f"user:{u}" for u in USERS), *(f"session:{s}" for s in SESSIONS)])
+        store.leases.bump_scope_versions(agent, ["agent", *(f"user:{u}" for u in USERS), *(f"session:{s}" for s in SESSIONS)])
 
 
 def _allowed_owners(w, user, session):

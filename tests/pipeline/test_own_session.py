@@ -32,9 +32,9 @@ def test_no_publish_puts_a_stranger_into_someones_own_session(service, session_u
 def test_no_session_start_declares_a_stranger_in_someones_own_session(service, store):
     with pytest.raises(InvalidInput) as refused:
         service.on_session_start(session_id=OWN, user_ids=["u1", "u2"])
-    assert refused.value.field == "user_ids" and store.get_session(OWN) is None
+    assert refused.value.field == "user_ids" and store.ingest.get_session(OWN) is None
     service.on_session_start(session_id=OWN, user_ids=["u1"])
-    assert store.get_session(OWN).users == ["u1"]
+    assert store.ingest.get_session(OWN).users == ["u1"]
 
 
 def test_the_owner_speaks_in_it_and_other_sessions_are_the_platforms_to_fill(service):

@@ -35,27 +35,27 @@ def _service(store, clock, **settings):
 def _fact(store, fid, content, *, user=None, agent="a1", hours_ago=0.0, clock_now=T0 + timedelta(days=1)):
     f = fact(fid, content, agent=agent, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
              formed=clock_now - timedelta(hours=hours_ago))
-    store.insert_fact(f)
-    store.bump_scope_versions(agent, [f.scope_key])
+    store.facts.insert_fact(f)
+    store.leases.bump_scope_versions(agent, [f.scope_key])
     return f
 
 
 def _blob(store, key, text, scope, user=None, session=None, agent="a1"):
-    store.save_blob(ConsolidatedBlob(agent_id=agent, scope=scope, scope_key=key, user_id=user, session_id=session,
+    store.blobs.save_blob(ConsolidatedBlob(agent_id=agent, scope=scope, scope_key=key, user_id=user, session_id=session,
                                      consolidated_content=text, word_limit=300, version=1), expected_version=0)
-    store.bump_scope_versions(agent, [key])
+    store.leases.bump_scope_versions(agent, [key])
 
 
 @pytest.fixture
 def memory(store):
     _blob(store, "agent", "VERSION: 1\nMars project is on track.", "agent")
     _blob(store, "user:u1", "Alice prefers short answers.", "user", user="u1")
-    store.insert_reflections([
+    store.reflections.insert_reflections([
         reflection("r1", "Alice wants Spanish <replies>", scope="user", user="u1"),
         reflection("r2", "Planning the venue today", scope="session", session="s1"),
         reflection("r3", "Bob hates mornings", scope="user", user="u2"),
     ])
-    store.bump_scope_versions("a1", ["user:u1", "session:s1", "user:u2"])
+    store.leases.bump_scope_versions("a1", ["user:u1", "session:s1", "user:u2"])
     _fact(store, "f1", "Mars Festival budget is $50,000", hours_ago=72)
     _fact(store, "f2", "Alice's email is alice@example.com", user="u1", hours_ago=1)
     _fact(store, "f3", "Bob's phone is 555-0100", user="u2", hours_ago=2)
@@ -77,7 +77,7 @@ def test_context_shows_each_scope_and_the_newest_visible_facts(memory, clock):
 
 
 def test_group_chat_context_has_no_user_memory(memory, clock):
-    memory.ingest_message(message(1, session="s1", user="u1", users=["u1", "u2"]), T0)
+    memory.ingest.ingest_message(message(1, session="s1", user="u1", users=["u1", "u2"]), T0)
     service, _, _ = _service(memory, clock)
     xml = service.get_memory_context(session_id="s1", user_id="u1")
     assert "<UserMemory>" not in xml and "alice@example.com" not in xml and "Spanish" not in xml
@@ -103,7 +103,7 @@ def test_users_declared_at_session_start_make_a_group_chat_before_any_message(me
     ],
 )
 def test_toggles_remove_their_sections(memory, clock, settings, toggles, absent, present):
-    memory.put_agent_settings(AgentSettings(agent_id="a1", **toggles))
+    memory.ingest.put_agent_settings(AgentSettings(agent_id="a1", **toggles))
     service, _, _ = _service(memory, clock, **settings)
     xml = service.get_memory_context(session_id="s1", user_id="u1")
     for text in absent:
@@ -116,8 +116,8 @@ def test_fifo_shows_at_most_the_limit_within_the_age_and_never_retired(store, cl
     for i in range(45):
         _fact(store, f"n{i}", f"numbered fact {i:02d}", hours_ago=i)
     _fact(store, "old", "too old fact", hours_ago=24 * 8)
-    store.retire_fact("n0", clock.now(), "run-x")
-    store.bump_scope_versions("a1", ["agent"])
+    store.facts.retire_fact("n0", clock.now(), "run-x")
+    store.leases.bump_scope_versions("a1", ["agent"])
     service, _, _ = _service(store, clock)
     lines = [l for l in service.get_memory_context(session_id="s1", user_id="u1").splitlines() if l.startswith("  - [")]
     assert len(lines) == 40
@@ -128,18 +128,18 @@ def test_fifo_shows_at_most_the_limit_within_the_age_and_never_retired(store, cl
 def test_cached_context_is_served_until_a_shown_scope_moves(memory, clock):
     service, _, _ = _service(memory, clock)
     first = service.get_memory_context(session_id="s1", user_id="u1")
-    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    memory.facts.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
     assert service.get_memory_context(session_id="s1", user_id="u1") == first           # cached
     assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1", force_refresh=True)
-    memory.insert_fact(fact("later", "Later fact", formed=clock.now()))
-    memory.bump_scope_versions("a1", ["agent"])                         # a formation finished
+    memory.facts.insert_fact(fact("later", "Later fact", formed=clock.now()))
+    memory.leases.bump_scope_versions("a1", ["agent"])                         # a formation finished
     assert "Later fact" in service.get_memory_context(session_id="s1", user_id="u1")
 
 
 def test_cached_context_expires_after_the_ttl(memory, clock):
     service, _, _ = _service(memory, clock)
     service.get_memory_context(session_id="s1", user_id="u1")
-    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    memory.facts.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
     clock.advance(seconds=299)
     assert "Late fact" not in service.get_memory_context(session_id="s1", user_id="u1")
     clock.advance(seconds=2)
@@ -149,17 +149,17 @@ def test_cached_context_expires_after_the_ttl(memory, clock):
 def test_a_cached_context_from_before_the_cache_kept_the_model_is_built_again_not_served(memory, clock):
     service, _, _ = _service(memory, clock)
     first = service.get_memory_context(session_id="s1", user_id="u1")
-    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    memory.facts.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
     # an entry as an earlier version wrote it: the XML only, which the cache no longer reads
-    old = memory.get_cached_context("s1", "u1").model_dump(mode="json", exclude={"content"}) | {"xml": first}
-    memory.put_cached_context(CachedContext.model_validate(old))
+    old = memory.contexts.get_cached_context("s1", "u1").model_dump(mode="json", exclude={"content"}) | {"xml": first}
+    memory.contexts.put_cached_context(CachedContext.model_validate(old))
     assert "Late fact" in service.get_memory_context(session_id="s1", user_id="u1")
-    assert service.memory_context(session_id="s1", user_id="u1") == memory.get_cached_context("s1", "u1").content
+    assert service.memory_context(session_id="s1", user_id="u1") == memory.contexts.get_cached_context("s1", "u1").content
 
 
 def test_cached_context_persists_across_service_instances(memory, clock):
     _service(memory, clock)[0].get_memory_context(session_id="s1", user_id="u1")
-    memory.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
+    memory.facts.insert_fact(fact("late", "Late fact without a stamp", formed=clock.now()))
     assert "Late fact" not in _service(memory, clock)[0].get_memory_context(session_id="s1", user_id="u1")
 
 
@@ -171,7 +171,7 @@ def test_search_returns_the_result_contract_and_tracks_access(memory, clock):
     assert results == sorted(results, key=lambda r: -r["score"])
     by_id = {r["id"]: r for r in results}
     assert by_id["f2"]["age"] == "1h ago" and by_id["f2"]["scope"] == "user"
-    stored = {f.fact_id: f for f in memory.get_facts(["f1", "f2", "f3"])}
+    stored = {f.fact_id: f for f in memory.facts.get_facts(["f1", "f2", "f3"])}
     assert stored["f1"].access_count == 1 and stored["f2"].last_accessed_at == clock.now()
     assert stored["f3"].access_count == 0
 
@@ -196,7 +196,7 @@ def test_search_is_not_offered_without_rag_or_memory(memory, clock):
     service, _, _ = _service(memory, clock, rag=False)
     assert service.tool_definition(session_id="s1", user_id="u1") is None
     assert service.search_facts("alice", session_id="s1", user_id="u1") == []
-    memory.put_agent_settings(AgentSettings(agent_id="a1", agent_memory_enabled=False, user_memory_enabled=False))
+    memory.ingest.put_agent_settings(AgentSettings(agent_id="a1", agent_memory_enabled=False, user_memory_enabled=False))
     service, _, _ = _service(memory, clock)
     assert service.tool_definition(session_id="s1", user_id="u1") is None
 
@@ -269,17 +269,17 @@ def test_each_end_of_a_resumed_session_is_its_own_event(store, clock):
 
 def test_process_cold_session_claims_once_and_starts_the_run(store, clock):
     for n in range(1, 5):
-        store.ingest_message(message(n, session="s1"), T0)
+        store.ingest.ingest_message(message(n, session="s1"), T0)
     service, _, started = _service(store, clock)
     run_id = service.process_cold_session(session_id="s1")
     assert run_id is not None and started == [run_id]
-    assert store.get_run(run_id).reason == "cold"
+    assert store.runs.get_run(run_id).reason == "cold"
     assert service.process_cold_session(session_id="s1") is None and started == [run_id]
 
 
 def test_process_cold_session_leaves_a_warm_session_alone(store, clock):
     for n in range(1, 5):
-        store.ingest_message(message(n, session="s1"), clock.now())
+        store.ingest.ingest_message(message(n, session="s1"), clock.now())
     service, _, started = _service(store, clock)
     assert service.process_cold_session(session_id="s1") is None and started == []
     assert service.process_cold_session(session_id="unknown") is None
@@ -409,22 +409,22 @@ def test_stats_show_the_tokens_and_cost_of_each_scope(memory, clock):
     from schemas.documents import LLMUsage, StageRecord, UsageRecord
 
     for n in range(1, 5):
-        memory.ingest_message(message(n, session="s1"), clock.now())
+        memory.ingest.ingest_message(message(n, session="s1"), clock.now())
     clock.advance(minutes=30)
     service, _, _ = _service(memory, clock)
     [run_id] = sweep.sweep_cold_sessions(memory, service.settings, clock.now()).run_ids
     rows = price_models({"gpt-6-luna": {"kind": "llm", "provider": "openai", "calls": 1, "input_tokens": 1_000_000,
                                         "output_tokens": 0}}, {"gpt-6-luna": {"input": 0.10, "output": 0.50}})
-    memory.start_stage(run_id, "extract_facts", clock.now())
-    memory.complete_stage(run_id, "extract_facts", StageRecord(
+    memory.runs.start_stage(run_id, "extract_facts", clock.now())
+    memory.runs.complete_stage(run_id, "extract_facts", StageRecord(
         status="done", output={}, finished_at=clock.now(), attempts=1,
         usage=LLMUsage(calls=1, input_tokens=1_000_000, by_model=rows)))
-    memory.record_usage(UsageRecord(usage_id="end-s9", agent_id=service.agent_id, session_id="s9",
+    memory.stats.record_usage(UsageRecord(usage_id="end-s9", agent_id=service.agent_id, session_id="s9",
                                     stage="consolidate_session", at=clock.now(),
                                     by_model={"mystery": {"kind": "llm", "provider": "openai", "calls": 1,
                                                           "input_tokens": 7, "output_tokens": 3, "usd": None,
                                                           "price": "unpriced"}}))
-    stats = service.get_memory_stats(user_id=memory.get_run(run_id).user_ids[0], session_id="s1")["scopes"]
+    stats = service.get_memory_stats(user_id=memory.runs.get_run(run_id).user_ids[0], session_id="s1")["scopes"]
     agent = stats["agent"]
     assert agent["tokens"] == {"input": 1_000_007, "output": 3, "embedding": 0}
     assert agent["cost"]["usd"] == pytest.approx(0.10) and agent["cost"]["unpriced"] == ["mystery"]

@@ -36,15 +36,15 @@ def path(tmp_path) -> str:
     db = str(tmp_path / "memory.db")
     store = SQLiteStore(db)
     store.create_indexes()
-    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key="user:alice", user_id="alice",
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key="user:alice", user_id="alice",
                                      consolidated_content="Alice prefers short answers.", word_limit=300,
                                      version=1), expected_version=0)
-    store.insert_reflections([reflection("r1", "Alice wants Spanish replies", user="alice")])
+    store.reflections.insert_reflections([reflection("r1", "Alice wants Spanish replies", user="alice")])
     for fid, content, user in (("f1", "Alice's email is alice@example.com", "alice"),
                                ("f2", "The Mars Festival budget is $50,000", None)):
-        store.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0],
+        store.facts.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0],
                                model=EMB.model, formed=NOW - timedelta(hours=1)))
-    store.bump_scope_versions("a1", ["user:alice", "agent"])
+    store.leases.bump_scope_versions("a1", ["user:alice", "agent"])
     store.close()
     return db
 
@@ -92,7 +92,7 @@ def test_declarations_from_two_processes_merge(path):
     second, _ = _process(path)
     first.on_session_start(session_id="s9", user_ids=["alice"])
     second.on_session_start(session_id="s9", user_ids=["bob"])
-    assert SQLiteStore(path).get_session("s9").users == ["alice", "bob"]
+    assert SQLiteStore(path).ingest.get_session("s9").users == ["alice", "bob"]
     _assert_group_view(first, "s9")
 
 
@@ -107,8 +107,8 @@ def test_a_session_of_another_agent_cannot_be_declared_and_bad_ids_are_named(pat
         first.on_session_start(session_id="s10", user_ids=["bob", ""])
     with pytest.raises(InvalidInput, match="user_ids: expected a list"):
         first.on_session_start(session_id="s10", user_ids="bob")
-    assert SQLiteStore(path).get_session("s9").users == ["alice"]
-    assert SQLiteStore(path).get_session("s10") is None
+    assert SQLiteStore(path).ingest.get_session("s9").users == ["alice"]
+    assert SQLiteStore(path).ingest.get_session("s10") is None
 
 
 _SECOND_PROCESS = """

@@ -36,11 +36,11 @@ def test_runs_after_a_refused_start_are_released_with_the_reason(claimed):
 
     with pytest.raises(TransientError, match=f"run\\(s\\) {run_ids[1]}, {run_ids[2]} marked failed"):
         sweep.start_runs(store, run_ids, start, clock.now())
-    assert store.get_run(run_ids[0]).status == "claimed"
+    assert store.runs.get_run(run_ids[0]).status == "claimed"
     for run_id in run_ids[1:]:
-        run = store.get_run(run_id)
+        run = store.runs.get_run(run_id)
         assert run.status == "failed" and run.error.startswith("not started: TransientError: the broker")
-        assert store.get_session(run.session_id).active_run_id is None
+        assert store.ingest.get_session(run.session_id).active_run_id is None
 
 
 def test_the_stale_run_retry_starts_a_released_run_again(claimed):
@@ -59,7 +59,20 @@ def test_a_programming_error_in_a_start_still_releases_and_propagates_as_is(clai
     store, clock, run_ids = claimed
     with pytest.raises(KeyError):
         sweep.start_runs(store, run_ids[:1], lambda run_id: {}["x"], clock.now())
-    assert store.get_run(run_ids[0]).status == "failed"
+    assert store.runs.get_run(run_ids[0]).status == "failed"
+
+
+class _RunsThatCannotFail:
+    """The real runs, except that the store is gone when asked to release one."""
+
+    def __init__(self, runs):
+        self._runs = runs
+
+    def fail_run(self, *args, **kwargs):
+        raise ConnectionError("store unreachable")
+
+    def __getattr__(self, name):
+        return getattr(self._runs, name)
 
 
 class _StoreThatCannotWrite:
@@ -67,9 +80,7 @@ class _StoreThatCannotWrite:
 
     def __init__(self, store):
         self._store = store
-
-    def fail_run(self, *args, **kwargs):
-        raise ConnectionError("store unreachable")
+        self.runs = _RunsThatCannotFail(store.runs)
 
     def __getattr__(self, name):
         return getattr(self._store, name)
@@ -83,5 +94,5 @@ def test_a_start_that_fails_while_the_store_is_gone_reports_the_send_and_leaves_
 
     with pytest.raises(TransientError, match="did not accept"):
         sweep.start_runs(_StoreThatCannotWrite(store), run_ids[:1], refuse, clock.now())
-    assert store.get_run(run_ids[0]).status == "claimed"  # the lease expiry hands it to the stale-run retry
+    assert store.runs.get_run(run_ids[0]).status == "claimed"  # the lease expiry hands it to the stale-run retry
     assert "not released either (ConnectionError: store unreachable)" in caplog.text

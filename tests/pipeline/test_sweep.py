@@ -81,7 +81,7 @@ def test_the_sweep_claims_only_sessions_idle_ten_minutes_with_four_unformed_mess
     result = sweep.sweep_cold_sessions(store, settings, clock.now())
     assert bool(result.run_ids) is claimed
     if claimed:
-        run = store.get_run(result.run_ids[0])
+        run = store.runs.get_run(result.run_ids[0])
         assert (run.reason, run.seq_from, run.seq_to, run.status) == ("cold", 1, messages, "claimed")
 
 
@@ -99,7 +99,7 @@ def test_the_sweep_works_through_every_batch(store, settings, clock):
         say(store, small, clock, f"s{i}", 4)
     clock.advance(minutes=10)
     result = sweep.sweep_cold_sessions(store, small, clock.now())
-    assert sorted(store.get_run(r).session_id for r in result.run_ids) == [f"s{i}" for i in range(8)]
+    assert sorted(store.runs.get_run(r).session_id for r in result.run_ids) == [f"s{i}" for i in range(8)]
 
 
 def test_two_sweeps_at_once_claim_each_range_once(store, handles, settings, clock):
@@ -121,10 +121,10 @@ def test_two_sweeps_at_once_claim_each_range_once(store, handles, settings, cloc
     for t in threads:
         t.join(timeout=60)
     run_ids = [r for result in results for r in result.run_ids]
-    sessions = [store.get_run(r).session_id for r in run_ids]
+    sessions = [store.runs.get_run(r).session_id for r in run_ids]
     assert len(results) == 2
     assert sorted(sessions) == sorted(f"s{i}" for i in range(30))
-    assert len(store.list_runs(limit=1000)) == 30
+    assert len(store.runs.list_runs(limit=1000)) == 30
 
 
 def test_a_run_whose_lease_expired_is_retried_then_marked_dead_with_its_last_error(store, settings, clock):
@@ -134,14 +134,14 @@ def test_a_run_whose_lease_expired_is_retried_then_marked_dead_with_its_last_err
     # attempt 1 crashes (lease expires); attempt 2 fails with an error; attempt 3 crashes
     clock.advance(seconds=61)
     assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == [run_id]
-    assert store.get_run(run_id).attempts == 2
-    store.fail_run(run_id, "LLM timed out", clock.now(), dead=False)
+    assert store.runs.get_run(run_id).attempts == 2
+    store.runs.fail_run(run_id, "LLM timed out", clock.now(), dead=False)
     assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == [run_id]
-    assert store.get_run(run_id).attempts == 3
-    store.fail_run(run_id, "LLM timed out again", clock.now(), dead=False)
+    assert store.runs.get_run(run_id).attempts == 3
+    store.runs.fail_run(run_id, "LLM timed out again", clock.now(), dead=False)
     result = sweep.retry_stale_runs(store, settings, clock.now())
     assert (result.run_ids, result.dead) == ([], [run_id])
-    run = store.get_run(run_id)
+    run = store.runs.get_run(run_id)
     assert run.status == "dead"
     assert run.error == "exhausted 3 attempts: LLM timed out again"
 
@@ -158,17 +158,17 @@ def test_a_dead_range_is_picked_up_by_neither_the_sweep_nor_the_triggers(store, 
     say(store, settings, clock, "s1", 4)
     clock.advance(minutes=10)
     [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
-    store.fail_run(run_id, "permanent: bad request", clock.now(), dead=True)
+    store.runs.fail_run(run_id, "permanent: bad request", clock.now(), dead=True)
     clock.advance(hours=2)
     assert sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids == []
     assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == []
     # new messages trigger a run that covers only themselves
     say(store, settings, clock, "s1", 45, start=4)
-    runs = [r for r in store.list_runs(session_id="s1") if r.run_id != run_id]
+    runs = [r for r in store.runs.list_runs(session_id="s1") if r.run_id != run_id]
     assert [(r.reason, r.seq_from, r.seq_to) for r in runs] == [("threshold", 5, 49)]
     # the dead run's messages stay stored and unformed
-    assert len(store.get_messages("s1", 1, 4)) == 4
-    assert store.get_run(run_id).status == "dead"
+    assert len(store.ingest.get_messages("s1", 1, 4)) == 4
+    assert store.runs.get_run(run_id).status == "dead"
 
 
 def test_retrying_twice_at_once_reopens_a_stale_run_once(store, settings, clock):
@@ -179,5 +179,5 @@ def test_retrying_twice_at_once_reopens_a_stale_run_once(store, settings, clock)
     first = sweep.retry_stale_runs(store, settings, clock.now())
     second = sweep.retry_stale_runs(store, settings, clock.now())
     assert first.run_ids == [run_id] and second.run_ids == []
-    assert store.get_run(run_id).attempts == 2
-    assert clock.now() + timedelta(seconds=59) < store.get_run(run_id).lease_expires_at
+    assert store.runs.get_run(run_id).attempts == 2
+    assert clock.now() + timedelta(seconds=59) < store.runs.get_run(run_id).lease_expires_at

@@ -32,9 +32,9 @@ def _memory(store):
     for fid, text, user in (("f1", "Alice's email is alice@example.com", "u1"), ("f2", "Mars budget is $50,000", None)):
         f = fact(fid, text, agent="a1", user=user, embedding=EMB.embed([text]).vectors[0], model=EMB.model,
                  formed=NOW - timedelta(hours=1))
-        store.insert_fact(f)
-        store.bump_scope_versions("a1", [f.scope_key])
-    store.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key="user:u1", user_id="u1",
+        store.facts.insert_fact(f)
+        store.leases.bump_scope_versions("a1", [f.scope_key])
+    store.blobs.save_blob(ConsolidatedBlob(agent_id="a1", scope="user", scope_key="user:u1", user_id="u1",
                                      consolidated_content="VERSION: 1\nAlice likes short answers.", word_limit=300,
                                      version=1), expected_version=0)
     return service
@@ -44,11 +44,11 @@ def test_switching_off_hides_the_users_memory_from_context_and_search_and_on_res
     service = _memory(store)
     before = service.get_memory_context(session_id="s1", user_id="u1")
     assert "alice@example.com" in before and "short answers" in before
-    store.set_user_memory("a1", "u1", False, NOW)
+    store.access.set_user_memory("a1", "u1", False, NOW)
     hidden = service.get_memory_context(session_id="s1", user_id="u1")  # the cached one is stale now
     assert "alice@example.com" not in hidden and "short answers" not in hidden and "Mars budget" in hidden
     assert [h["id"] for h in service.search_facts("Alice email", session_id="s1", user_id="u1")] in ([], ["f2"])
-    assert store.get_facts(["f1"])[0].retired_at is None  # kept until deleted
-    store.set_user_memory("a1", "u1", True, NOW)
+    assert store.facts.get_facts(["f1"])[0].retired_at is None  # kept until deleted
+    store.access.set_user_memory("a1", "u1", True, NOW)
     assert service.get_memory_context(session_id="s1", user_id="u1") == before
     assert "f1" in [h["id"] for h in service.search_facts("Alice email", session_id="s1", user_id="u1")]

@@ -16,26 +16,26 @@ from pipeline.service import MemoryService
 from schemas.settings import Settings
 from testkit.documents import T0, fact
 from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from testkit.store_proxy import StoreProxy
 
 EMB = HashingEmbedder(64)
 VISIBILITY_READS = ("get_session", "get_agent_settings", "user_memory_off")
 
 
-class CountingStore:
+class CountingStore(StoreProxy):
     """The real store, counting the reads visibility is decided from."""
 
     def __init__(self, store):
-        self._store = store
+        super().__init__(store, self._count)
         self.reads: Counter[str] = Counter()
 
-    def __getattr__(self, name):
-        attribute = getattr(self._store, name)
+    def _count(self, name, method):
         if name not in VISIBILITY_READS:
-            return attribute
+            return method
 
         def counted(*args, **kwargs):
             self.reads[name] += 1
-            return attribute(*args, **kwargs)
+            return method(*args, **kwargs)
         return counted
 
 
@@ -44,9 +44,9 @@ def counted(store):
     now = T0 + timedelta(days=1)
     for fid, content, user in (("f1", "Mars Festival budget is $50,000", None),
                                ("f2", "Alice's email is alice@example.com", "u1")):
-        store.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
+        store.facts.insert_fact(fact(fid, content, user=user, embedding=EMB.embed([content]).vectors[0], model=EMB.model,
                                formed=now - timedelta(hours=1)))
-    store.declare_session_users("s1", "a1", ["u1"])
+    store.ingest.declare_session_users("s1", "a1", ["u1"])
     wrapper = CountingStore(store)
     service = MemoryService("a1", settings=Settings(_env_file=None), store=wrapper, search=LocalFactSearch(store),
                             embedder=EMB, clock=FrozenClock(now))
@@ -74,6 +74,6 @@ def test_a_context_with_a_query_shows_what_its_one_view_allows(counted):
     service, store = counted
     xml = service.get_memory_context(session_id="s1", user_id="u1", query="alice email")
     assert "<RelevantFacts>" in xml and "alice@example.com" in xml
-    store.declare_session_users("s1", "a1", ["u2"])  # now a group chat: no user scope, in both parts
+    store.ingest.declare_session_users("s1", "a1", ["u2"])  # now a group chat: no user scope, in both parts
     xml = service.get_memory_context(session_id="s1", user_id="u1", query="alice email")
     assert "alice@example.com" not in xml and "Mars Festival" in xml

@@ -140,7 +140,7 @@ class Stack:
             self._transient(task, exc)
         except PermanentError as exc:
             if "run_id" in task.args:
-                self.deps.store.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=True)
+                self.deps.store.runs.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=True)
 
     def _transient(self, task: Task, exc: TransientError) -> None:
         if task.retries < self.settings.task_max_retries:
@@ -150,7 +150,7 @@ class Stack:
             if cs.scopes_done(self.deps, task.args["run_id"]):
                 self.send("finish", run_id=task.args["run_id"])
         elif "run_id" in task.args:
-            self.deps.store.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=False)
+            self.deps.store.runs.fail_run(task.args["run_id"], f"{task.name}: {exc}", self.clock.now(), dead=False)
 
     def _execute(self, task: Task) -> None:
         deps, name, args = self.deps, task.name, task.args
@@ -167,7 +167,7 @@ class Stack:
                 return
             due = result.output["due"]
             pending = list(range(len(due))) if not result.reused else cs.pending_scopes(
-                deps.store.get_run(args["run_id"]))
+                deps.store.runs.get_run(args["run_id"]))
             for index in pending:
                 self.send("consolidate_scope", run_id=args["run_id"], index=index)
             if not pending:
@@ -203,6 +203,6 @@ class Stack:
         store = SQLiteStore(str(self.path))
         try:
             forget_user(store, user_id, AGENT, settings=self.settings, llm=self.deps.llm, clock=self.clock)
-            return traces(store.dump_all(), user_id, AGENT)
+            return traces(store.admin.dump_all(), user_id, AGENT)
         finally:
             store.close()

@@ -324,8 +324,8 @@ class MemoryGuarantees(RuleBasedStateMachine):
         deployment-wide read toggle, flipped in both processes."""
         store = self.stack.deps.store
         if toggle.endswith("_enabled"):
-            agent = store.get_agent_settings(AGENT)
-            store.put_agent_settings(agent.model_copy(update={toggle: not getattr(agent, toggle)}))
+            agent = store.ingest.get_agent_settings(AGENT)
+            store.ingest.put_agent_settings(agent.model_copy(update={toggle: not getattr(agent, toggle)}))
             return
         for service in self.stack.services:
             service.settings = service.settings.model_copy(update={toggle: not getattr(service.settings, toggle)})
@@ -357,10 +357,10 @@ class MemoryGuarantees(RuleBasedStateMachine):
     @invariant()
     def guarantees_hold(self):
         stack, model = self.stack, self.model
-        dump = stack.deps.store.dump_all()
+        dump = stack.deps.store.admin.dump_all()
         facts = {f["fact_id"]: f for f in _rows(dump, "facts")}
         self._storage(dump, facts)
-        toggles = stack.deps.store.get_agent_settings(AGENT)
+        toggles = stack.deps.store.ingest.get_agent_settings(AGENT)
         fact_tokens = sorted({t for f in facts.values() if f.get("retired_at") is None
                               for t in self._tokens_in(f["content"])})
         for session_id, session in model.sessions.items():

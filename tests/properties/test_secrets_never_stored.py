@@ -199,7 +199,7 @@ def _remember(stack: Stack, user_id: str, sentence: str) -> None:
 def _edit_is_refused(stack: Stack, user_id: str, sentence: str) -> None:
     """A user's edit of one of their facts to the sentence (``PATCH .../memory/facts/{id}`` and
     the inspector's form call ``api.user_memory.edit_fact``) is refused, naming a secret."""
-    for fact in stack.deps.store.list_facts(AGENT, f"user:{user_id}", limit=1):
+    for fact in stack.deps.store.facts.list_facts(AGENT, f"user:{user_id}", limit=1):
         with pytest.raises(Refused) as refused:   # the API answers it 422 "refused"
             edit_fact(stack.services[0], AGENT, user_id, fact.fact_id, sentence)
         assert refused.value.field == "content" and "a secret" in refused.value.reason, refused.value
@@ -256,11 +256,11 @@ def test_a_secret_in_any_message_or_v1_record_reaches_no_stored_document(
         _settle(stack)
         _edit_is_refused(stack, speaker, sentence)
         contexts = [s.get_memory_context(session_id="s-1", user_id=u) for s in stack.services for u in users]
-        assert stack.deps.store.dump_all()["contexts"], "no context was cached: the check of them checked nothing"
+        assert stack.deps.store.admin.dump_all()["contexts"], "no context was cached: the check of them checked nothing"
         if group:   # blobs that rested on the other person are rebuilt through the model
             stack.forget(other)
 
-        dump = stack.deps.store.dump_all()
+        dump = stack.deps.store.admin.dump_all()
         assert any(value in m["content"] for m in dump["messages"]), "the secret was never said"
         derived = json.dumps({name: rows for name, rows in dump.items() if name != "messages"}, default=str)
         for form in _forms(value):

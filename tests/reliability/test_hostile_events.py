@@ -34,7 +34,7 @@ def settings():
 
 def _rejections(store) -> dict[str, list]:
     by_raw: dict[str, list] = {}
-    for r in store.list_rejections(limit=100_000):
+    for r in store.ingest.list_rejections(limit=100_000):
         by_raw.setdefault(r.raw, []).append(r)
     return by_raw
 
@@ -50,11 +50,11 @@ def _assert_outcome(store, fuzzed, result, rejected_before: int) -> None:
         assert recorded[0].errors == result.errors
     else:
         assert result.status == "accepted", f"{fuzzed.kind} was {result.status}: {result.errors}"
-        stored = store.get_messages(fuzzed.session_id, 1, 10**9)
+        stored = store.ingest.get_messages(fuzzed.session_id, 1, 10**9)
         assert [(m.message_id, m.content, m.agent_id) for m in stored] == [
             (fuzzed.message_id, fuzzed.content, AGENT)
         ]
-        assert len(store.list_rejections(limit=100_000)) == rejected_before
+        assert len(store.ingest.list_rejections(limit=100_000)) == rejected_before
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -62,7 +62,7 @@ def test_each_kind_of_hostile_event_gets_the_outcome_the_catalogue_expects(store
     rng = random.Random(f"kind-{kind}")
     for n in range(5):
         fuzzed = fuzzed_event(rng, kind, AGENT, f"k-{kind}-{n}", n)
-        before = len(store.list_rejections(limit=100_000))
+        before = len(store.ingest.list_rejections(limit=100_000))
         result = ingest_raw_event(fuzzed.raw, store, settings, FrozenClock())
         _assert_outcome(store, fuzzed, result, before)
 
@@ -72,9 +72,9 @@ def test_each_kind_of_hostile_event_gets_the_outcome_the_catalogue_expects(store
 def test_generated_hostile_events_are_rejected_and_recorded_or_stored_verbatim(store, settings, rng, kind):
     session_id = f"h-{rng.randrange(10**12)}"
     fuzzed = fuzzed_event(rng, kind, AGENT, session_id, rng.randrange(10**6))
-    if fuzzed.expect == "accept" and store.get_session(fuzzed.session_id) is not None:
+    if fuzzed.expect == "accept" and store.ingest.get_session(fuzzed.session_id) is not None:
         return  # the same session id drawn twice: its message would be a counted duplicate
-    before = len(store.list_rejections(limit=100_000))
+    before = len(store.ingest.list_rejections(limit=100_000))
     result = ingest_raw_event(fuzzed.raw, store, settings, FrozenClock())
     _assert_outcome(store, fuzzed, result, before)
 
@@ -84,9 +84,9 @@ def test_generated_hostile_events_are_rejected_and_recorded_or_stored_verbatim(s
 def test_good_events_in_a_hostile_batch_are_stored_once_and_in_order(store, settings, rng, size):
     stream = fuzzed_stream(rng, AGENT, size, good_ratio=0.4)
     sessions = {f.session_id for f in stream if f.expect == "accept"}
-    if any(store.get_session(s) is not None for s in sessions) or len(sessions) < sum(f.expect == "accept" for f in stream):
+    if any(store.ingest.get_session(s) is not None for s in sessions) or len(sessions) < sum(f.expect == "accept" for f in stream):
         return  # a session id drawn twice
-    before = len(store.list_rejections(limit=100_000))
+    before = len(store.ingest.list_rejections(limit=100_000))
     batch = ingest_raw_events([f.raw for f in stream], store, settings, FrozenClock())
     assert batch.error is None
     assert [r.status for r in batch.results] == [
@@ -94,9 +94,9 @@ def test_good_events_in_a_hostile_batch_are_stored_once_and_in_order(store, sett
     ]
     for fuzzed in stream:
         if fuzzed.expect == "accept":
-            stored = store.get_messages(fuzzed.session_id, 1, 10**9)
+            stored = store.ingest.get_messages(fuzzed.session_id, 1, 10**9)
             assert [(m.seq, m.content) for m in stored] == [(1, fuzzed.content)]
-    assert len(store.list_rejections(limit=100_000)) == before + sum(f.expect == "reject" for f in stream)
+    assert len(store.ingest.list_rejections(limit=100_000)) == before + sum(f.expect == "reject" for f in stream)
 
 
 def test_the_catalogue_covers_every_class_of_bad_input_the_issue_names():
@@ -112,5 +112,5 @@ def test_a_replayed_good_event_after_hostile_ones_is_a_counted_duplicate(store, 
         ingest_raw_event(fuzzed_event(rng, kind, AGENT, "dup-session", 1).raw, store, settings, FrozenClock())
     again = ingest_raw_event(good, store, settings, FrozenClock())
     assert (first.status, again.status) == ("accepted", "duplicate")
-    assert store.count_messages("dup-session") == 1
-    assert store.get_session("dup-session").duplicates == 1
+    assert store.ingest.count_messages("dup-session") == 1
+    assert store.ingest.get_session("dup-session").duplicates == 1

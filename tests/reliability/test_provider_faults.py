@@ -42,7 +42,7 @@ def test_a_hostile_provider_and_injected_messages_cannot_move_memory_across_scop
     assert figures["outside_effects"] == 0
     store = SQLiteStore(str(tmp_path / "memory.db"))
     try:
-        dump = store.dump_all()
+        dump = store.admin.dump_all()
     finally:
         store.close()
     # agent-1 has user memory off; group chats form no user memory; user memory names its one human

@@ -28,7 +28,7 @@ ALLOWED_GROWTH = 10
 
 
 def _done(store) -> int:
-    return sum(1 for r in store.list_runs(limit=100_000) if r.status == "done")
+    return sum(1 for r in store.runs.list_runs(limit=100_000) if r.status == "done")
 
 
 def test_fifty_formations_on_a_threads_worker_do_not_grow_its_open_handles(tmp_path, needs_redis):

@@ -47,9 +47,9 @@ def formed(tmp_path_factory):
     store = open_store(settings)
     clock = FrozenClock()
     dead = cold_run(store, settings, clock, "s-dead", content="I moved to Berlin and I work at Acme as a designer")
-    store.start_stage(dead, "extract_facts", clock.now())
-    store.fail_stage(dead, "extract_facts", "LLM provider unavailable: connection refused", clock.now())
-    store.fail_run(dead, "exhausted 5 attempts: LLM provider unavailable", clock.now(), dead=True)
+    store.runs.start_stage(dead, "extract_facts", clock.now())
+    store.runs.fail_stage(dead, "extract_facts", "LLM provider unavailable: connection refused", clock.now())
+    store.runs.fail_run(dead, "exhausted 5 attempts: LLM provider unavailable", clock.now(), dead=True)
     admin, _ = create_key(store, "admin", Clock().now(), label="browser test")
     token = issue_user_token(TOKEN_SECRET, "t1", agent_id=AGENT, user_id=TOM, lifetime_s=3600)
     store.close()
@@ -75,7 +75,7 @@ def served(formed):
 
     store = open_store(Settings(_env_file=None, store_url=f"sqlite:///{formed['db']}"))
     try:
-        [key] = [k for k in store.list_api_keys() if k.label == "inspector (memoryctl ui)"]
+        [key] = [k for k in store.access.list_api_keys() if k.label == "inspector (memoryctl ui)"]
         assert key.revoked_at is not None, "memoryctl ui left its admin key alive"
     finally:
         store.close()

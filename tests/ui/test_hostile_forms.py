@@ -78,7 +78,7 @@ def test_an_edit_form_refuses_nul_on_a_page_naming_the_field(api, value):
         answer = client.post("/ui/agents/A/users/u1/facts/f-u1/edit", data={"content": value, "csrf": csrf})
     assert answer.status_code == 422
     assert re.search(r"<strong>Where:</strong>\s*form content", answer.text), answer.text
-    assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+    assert api.deps.store.facts.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
 
 
 def test_the_search_form_refuses_a_session_id_the_api_refuses(api):

@@ -24,9 +24,9 @@ def named(api):
     """Agent A named Juniper, its notes in words a person could have said (the seed's read
     "reflection r-…")."""
     store, now = api.deps.store, api.deps.clock.now()
-    store.put_agent_settings(store.get_agent_settings("A").model_copy(update={"name": "Juniper"}))
-    store.edit_reflection("r-u1", "Alice prefers calls in the morning", now, "test")
-    store.edit_reflection("r-agent-u1", "The team meets on Mondays", now, "test")
+    store.ingest.put_agent_settings(store.ingest.get_agent_settings("A").model_copy(update={"name": "Juniper"}))
+    store.reflections.edit_reflection("r-u1", "Alice prefers calls in the morning", now, "test")
+    store.reflections.edit_reflection("r-agent-u1", "The team meets on Mondays", now, "test")
     return api
 
 
@@ -84,22 +84,22 @@ def test_a_person_corrects_a_fact_with_an_end_date_removes_the_date_and_then_the
                                                  "expires": "2999-03-10"}, follow_redirects=True)
         assert saved.status_code == 200 and "Saved: it now reads as you wrote it." in saved.text
         assert "until 11 March 2999, 00:00 UTC" in _seen(saved.text) and "corrected 1 time since" in _seen(saved.text)
-        assert store.get_facts(["f-u1"])[0].expires_at.year == 2999
+        assert store.facts.get_facts(["f-u1"])[0].expires_at.year == 2999
         past = client.post(f"{url}/edit", data={"csrf": token, "content": "Alice's email is a@b.org",
                                                 "expires": "2001-01-01"}, follow_redirects=True)
         assert past.status_code == 422 and "form expires" in past.text and "not in the future" in past.text
         cleared = client.post(f"{url}/edit", data={"csrf": token, "content": "Alice's email is a@b.org",
                                                    "no_expiry": "true"}, follow_redirects=True)
-        assert cleared.status_code == 200 and store.get_facts(["f-u1"])[0].expires_at is None
+        assert cleared.status_code == 200 and store.facts.get_facts(["f-u1"])[0].expires_at is None
         removed = client.post(f"{url}/delete", data={"csrf": token}, follow_redirects=True)
         assert removed.status_code == 200 and "Removed: it is forgotten." in removed.text
-        assert store.get_facts(["f-u1"]) == [] and "a@b.org" not in removed.text
+        assert store.facts.get_facts(["f-u1"]) == [] and "a@b.org" not in removed.text
 
 
 def test_a_person_takes_their_part_out_of_a_fact_shared_with_someone_else(api):
     store = api.deps.store
-    [seeded] = store.get_facts(["f-agent-both"])  # Alice and Bob; its wording came from an edit
-    store.insert_fact(seeded.model_copy(update={"fact_id": "f-crew", "content": "The Mars crew is six",
+    [seeded] = store.facts.get_facts(["f-agent-both"])  # Alice and Bob; its wording came from an edit
+    store.facts.insert_fact(seeded.model_copy(update={"fact_id": "f-crew", "content": "The Mars crew is six",
                                                 "hash": "crew", "source_run_id": "edit:owner"}))
     with _me(api) as client:
         page = client.get("/ui/agents/A/users/u1").text
@@ -108,7 +108,7 @@ def test_a_person_takes_their_part_out_of_a_fact_shared_with_someone_else(api):
         out = client.post("/ui/agents/A/users/u1/facts/f-crew/withdraw", data={"csrf": token}, follow_redirects=True)
         assert out.status_code == 200 and "Your part is out" in out.text
         assert "The Mars crew is six" not in out.text  # no longer resting on her
-        assert store.get_facts(["f-crew"])[0].source_user_ids == ["u2"]
+        assert store.facts.get_facts(["f-crew"])[0].source_user_ids == ["u2"]
         # the seeded one may hold her words (no record of how it was written): the page says so
         # instead of offering the form, and a post anyway is refused, saying why
         assert "Take my part out: The Mars budget" not in _seen(page)
@@ -117,7 +117,7 @@ def test_a_person_takes_their_part_out_of_a_fact_shared_with_someone_else(api):
         assert refused.status_code == 409 and "ask the agent&#39;s owner" in refused.text
         forged = client.post("/ui/agents/A/users/u1/facts/f-crew/withdraw", data={"csrf": "nope"})
         assert forged.status_code in (400, 403)
-    assert store.get_facts(["f-agent-both"])[0].source_user_ids == ["u1", "u2"]
+    assert store.facts.get_facts(["f-agent-both"])[0].source_user_ids == ["u1", "u2"]
 
 
 def test_a_user_token_cannot_open_another_persons_page(api):

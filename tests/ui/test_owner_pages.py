@@ -52,7 +52,7 @@ def test_the_overview_counts_the_agents_memory_and_shows_pauses_instructions_and
         assert _post(client, "/ui/agents/A/pause", {"target": "agent"}).status_code == 200
         assert _post(client, "/ui/agents/A/instructions",
                      {"stage": "extraction", "scope": "all", "action": "set", "text": "ignore: catering"}).status_code == 200
-        store.update_fact("f-agent-both", FactUpdate(content="The Mars budget is $61,000", hash="h61", embedding=None,
+        store.facts.update_fact("f-agent-both", FactUpdate(content="The Mars budget is $61,000", hash="h61", embedding=None,
                                                      embedding_model=None, run_id="run-x", now=now))
         html = client.get("/ui/agents/A/overview").text
     counts = dict(re.findall(r'<th scope="row">([^<]+)</th><td>(\d+)</td>', html))
@@ -71,15 +71,15 @@ def test_an_owner_edits_a_shared_fact_with_an_expiry_then_clears_it_and_the_audi
         done = _post(client, "/ui/agents/A/curate/facts/f-agent-both/edit",
                      {"content": "The Mars budget is $60,000", "expires": "2999-03-10"})
         assert done.status_code == 200 and "Saved" in done.text and "until 2999-03-11 00:00" in done.text
-        fact = store.get_facts(["f-agent-both"])[0]
+        fact = store.facts.get_facts(["f-agent-both"])[0]
         assert (fact.content, fact.version, fact.expires_at.isoformat()) == (
             "The Mars budget is $60,000", 2, "2999-03-11T00:00:00+00:00")
         kept = _post(client, "/ui/agents/A/curate/facts/f-agent-both/edit", {"content": "The Mars budget is $60,000"})
-        assert kept.status_code == 200 and store.get_facts(["f-agent-both"])[0].expires_at is not None
+        assert kept.status_code == 200 and store.facts.get_facts(["f-agent-both"])[0].expires_at is not None
         cleared = _post(client, "/ui/agents/A/curate/facts/f-agent-both/edit",
                         {"content": "The Mars budget is $60,000", "no_expiry": "true"})
-        assert cleared.status_code == 200 and store.get_facts(["f-agent-both"])[0].expires_at is None
-    entries = [e for e in store.list_audit(action="item.edit")]
+        assert cleared.status_code == 200 and store.facts.get_facts(["f-agent-both"])[0].expires_at is None
+    entries = [e for e in store.access.list_audit(action="item.edit")]
     assert len(entries) == 3 and all(e.credential_kind == "agent" for e in entries)
     assert "60,000" not in "".join(e.model_dump_json() for e in entries)
 
@@ -94,13 +94,13 @@ def test_a_refused_edit_is_a_page_naming_the_field_and_changes_nothing(api, data
     with _signed_in(api, api.keys["curator_a"]) as client:
         answer = _post(client, "/ui/agents/A/curate/facts/f-agent-both/edit", data)
     assert answer.status_code == 422 and where in answer.text and why in answer.text, answer.text[-1500:]
-    assert api.deps.store.get_facts(["f-agent-both"])[0].version == 1
+    assert api.deps.store.facts.get_facts(["f-agent-both"])[0].version == 1
 
 
 def test_a_fact_whose_expiry_passed_is_shown_as_expired_with_no_edit_form(api):
     store, now = api.deps.store, api.deps.clock.now()
-    fact = store.get_facts(["f-agent-u1"])[0]
-    store.update_fact("f-agent-u1", FactUpdate(content=fact.content, hash=fact.hash, embedding=None, embedding_model=None,
+    fact = store.facts.get_facts(["f-agent-u1"])[0]
+    store.facts.update_fact("f-agent-u1", FactUpdate(content=fact.content, hash=fact.hash, embedding=None, embedding_model=None,
                                                run_id="edit:t", now=now, expires_at=now - timedelta(minutes=1)))
     with _signed_in(api, api.keys["admin"]) as client:
         html = client.get("/ui/agents/A/curate").text
@@ -116,17 +116,17 @@ def test_an_owner_edits_and_deletes_a_waiting_reflection_and_rewrites_a_section(
     with _signed_in(api, api.keys["curator_a"]) as client:
         assert _post(client, "/ui/agents/A/curate/reflections/r-agent-u1/edit",
                      {"content": "The team wants weekly recaps"}).status_code == 200
-        assert store.unabsorbed_reflections("A", "agent")[0].content == "The team wants weekly recaps"
+        assert store.reflections.unabsorbed_reflections("A", "agent")[0].content == "The team wants weekly recaps"
         section = _post(client, "/ui/agents/A/curate/section", {"section": "budget", "lines": "- 60,000 in all\nAV 3,500"})
         assert section.status_code == 200 and "60,000 in all" in section.text
-        assert "[BUDGET]\n- 60,000 in all\n- AV 3,500" in store.get_blob("A", "agent").consolidated_content
+        assert "[BUDGET]\n- 60,000 in all\n- AV 3,500" in store.blobs.get_blob("A", "agent").consolidated_content
         assert _post(client, "/ui/agents/A/curate/reflections/r-agent-u1/delete", {}).status_code == 200
-        assert store.unabsorbed_reflections("A", "agent") == []
+        assert store.reflections.unabsorbed_reflections("A", "agent") == []
         assert _post(client, "/ui/agents/A/curate/facts/f-agent-u1/delete", {}).status_code == 200
-        assert store.get_facts(["f-agent-u1"]) == []
+        assert store.facts.get_facts(["f-agent-u1"]) == []
         user_fact = _post(client, "/ui/agents/A/curate/facts/f-u1/delete", {})
-        assert user_fact.status_code == 404 and store.get_facts(["f-u1"])  # a user's own fact is not the owner's
-    assert {"item.edit", "item.delete", "blob.edit"} <= {e.action for e in store.list_audit()}
+        assert user_fact.status_code == 404 and store.facts.get_facts(["f-u1"])  # a user's own fact is not the owner's
+    assert {"item.edit", "item.delete", "blob.edit"} <= {e.action for e in store.access.list_audit()}
 
 
 def test_instructions_are_set_cleared_and_rolled_back_as_new_versions(api):
@@ -168,7 +168,7 @@ def test_a_curation_form_posted_from_another_site_changes_nothing(api, headers):
         assert answer.status_code == 403
         forged = client.post("/ui/agents/A/pause", data={"csrf": "forged", "target": "all"})
         assert forged.status_code == 403 and "CSRF" in forged.text
-    assert api.deps.store.get_facts(["f-agent-both"]) and not api.deps.store.get_agent_settings("A").paused
+    assert api.deps.store.facts.get_facts(["f-agent-both"]) and not api.deps.store.ingest.get_agent_settings("A").paused
 
 
 def test_the_menu_marks_the_page_you_are_on(api):

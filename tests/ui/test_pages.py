@@ -100,7 +100,7 @@ def test_every_post_route_of_the_inspector_refuses_another_sites_form(api):
                                  data={"csrf": token, "credential": api.keys["admin"], "user_id": "u1",
                                        "agent_id": "A", "confirm": "u1", "content": "x y"})
             assert answer.status_code == 403 and "header Origin" in answer.text, path
-        assert api.deps.store.get_facts(["f-u1"])
+        assert api.deps.store.facts.get_facts(["f-u1"])
 
 
 def test_every_mutating_form_refuses_a_post_without_the_sessions_csrf_token(api):
@@ -110,14 +110,14 @@ def test_every_mutating_form_refuses_a_post_without_the_sessions_csrf_token(api)
         for sent in ({}, {"csrf": "forged"}):
             answer = client.post(edit, data={"content": "Alice's email is eve@example.com", **sent})
             assert answer.status_code == 403 and "CSRF" in answer.text
-        assert api.deps.store.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
+        assert api.deps.store.facts.get_facts(["f-u1"])[0].content == "Alice's email is alice@example.com"
         for path in ("/ui/agents/A/users/u1/facts/f-u1/delete", "/ui/runs/r1/replay", "/ui/search",
                      "/ui/erasure/plan", "/ui/erasure/forget", "/ui/erasure/export", "/ui/logout"):
             assert client.post(path, data={"user_id": "u1", "confirm": "u1"}).status_code == 403, path
-        assert api.deps.store.get_facts(["f-u1"]), "a refused delete deleted"
+        assert api.deps.store.facts.get_facts(["f-u1"]), "a refused delete deleted"
         done = client.post(edit, data={"content": "Alice's email is alice@work.example", "csrf": token})
         assert done.status_code == 200 and "alice@work.example" in done.text
-        assert api.deps.store.get_facts(["f-u1"])[0].version == 2
+        assert api.deps.store.facts.get_facts(["f-u1"])[0].version == 2
 
 
 def test_a_user_token_sees_and_edits_its_own_memory_only(api):
@@ -136,9 +136,9 @@ def test_a_user_token_sees_and_edits_its_own_memory_only(api):
         for page in ("/ui/runs", "/ui/erasure", "/ui/cost?agent=A", "/ui/agents/A/facts"):
             assert client.get(page).status_code == 403, page
         assert client.post("/ui/agents/A/users/u2/facts/f-u2/delete", data={"csrf": token}).status_code == 403
-        assert api.deps.store.get_facts(["f-u2"])
+        assert api.deps.store.facts.get_facts(["f-u2"])
         gone = client.post("/ui/agents/A/users/u1/facts/f-agent-u1/delete", data={"csrf": token})
-        assert gone.status_code == 200 and not api.deps.store.get_facts(["f-agent-u1"])
+        assert gone.status_code == 200 and not api.deps.store.facts.get_facts(["f-agent-u1"])
 
 
 def test_an_item_the_user_may_delete_is_never_called_read_only_and_each_change_is_confirmed(api):
@@ -152,7 +152,7 @@ def test_an_item_the_user_may_delete_is_never_called_read_only_and_each_change_i
                             data={"content": "Alice's email is alice@work.example", "csrf": token})
         assert saved.status_code == 200 and 'id="done"' in saved.text and "Saved" in saved.text
         gone = client.post("/ui/agents/A/users/u1/facts/f-agent-u1/delete", data={"csrf": token})
-        assert "Removed" in gone.text and not api.deps.store.get_facts(["f-agent-u1"])
+        assert "Removed" in gone.text and not api.deps.store.facts.get_facts(["f-agent-u1"])
 
 
 def test_an_agent_key_reads_its_agent_but_edits_nothing(api):
@@ -167,7 +167,7 @@ def test_an_agent_key_reads_its_agent_but_edits_nothing(api):
 def test_a_revoked_key_ends_its_session_at_the_next_page(api):
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])
-        [key] = [k for k in api.deps.store.list_api_keys() if k.kind == "admin"]
+        [key] = [k for k in api.deps.store.access.list_api_keys() if k.kind == "admin"]
         revoke_key(api.deps.store, key.key_id, api.deps.clock.now())
         answer = client.get("/ui/", follow_redirects=False)
         assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
@@ -185,7 +185,7 @@ def test_bad_input_reads_as_what_where_and_why(api):
         assert blank.status_code == 422 and "blank" in blank.text
         typo = client.post("/ui/erasure/forget", data={"csrf": token, "user_id": "u1", "agent_id": "A", "confirm": "u2"})
         assert typo.status_code == 422 and "nothing was erased" in typo.text
-        assert api.deps.store.get_facts(["f-u1"])
+        assert api.deps.store.facts.get_facts(["f-u1"])
 
 
 def test_an_address_or_method_the_inspector_does_not_serve_reads_as_a_page(api):
@@ -246,7 +246,7 @@ def test_an_export_downloads_everything_about_the_user_under_a_pseudonymous_name
         rows = [json.loads(line) for line in answer.text.splitlines()]
         ids = {r["fact_id"] for r in rows if r["kind"] == "fact"}
         assert {"f-u1", "f-agent-u1", "f-agent-both"} <= ids and "f-u2" not in ids
-        assert [e.action for e in api.deps.store.list_audit(action="export_user")]
+        assert [e.action for e in api.deps.store.access.list_audit(action="export_user")]
 
 
 def test_memory_as_of_a_date_shows_the_blob_and_facts_as_they_stood_then(api):
@@ -266,7 +266,7 @@ def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api
     from schemas.documents import FormationRun
 
     store, now = api.deps.store, api.deps.clock.now()
-    store.insert_run(FormationRun(run_id="r1", agent_id="A", session_id="s1", seq_from=1, seq_to=2, reason="threshold",
+    store.runs.insert_run(FormationRun(run_id="r1", agent_id="A", session_id="s1", seq_from=1, seq_to=2, reason="threshold",
                                   status="done", created_at=now, finished_at=now, user_ids=["u1"]))
     controls.pause(store, "A", "session", session_id="s1", by="owner", now=now)
     controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
@@ -280,8 +280,8 @@ def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api
 def _expire(api, fact_id, when):
     from pipeline.store.port import FactUpdate
 
-    f = api.deps.store.get_facts([fact_id])[0]
-    api.deps.store.update_fact(fact_id, FactUpdate(
+    f = api.deps.store.facts.get_facts([fact_id])[0]
+    api.deps.store.facts.update_fact(fact_id, FactUpdate(
         content=f.content, hash=f.hash, embedding=f.embedding, embedding_model=f.embedding_model,
         run_id=f"edit:{when.isoformat()}", now=api.deps.clock.now(), valid_from=f.valid_from, expires_at=when))
 
@@ -310,7 +310,7 @@ def test_a_fact_page_says_when_it_expires_and_an_expired_fact_leaves_the_live_li
 def test_the_cost_page_shows_the_spend_caps_against_the_spend(api):
     from schemas.caps import SpendCaps, WindowCaps
 
-    api.deps.store.put_spend_caps("A", SpendCaps(day=WindowCaps(soft_usd=4, hard_usd=5)), api.deps.clock.now())
+    api.deps.store.caps.put_spend_caps("A", SpendCaps(day=WindowCaps(soft_usd=4, hard_usd=5)), api.deps.clock.now())
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])
         shown = client.get("/ui/cost?agent=A")

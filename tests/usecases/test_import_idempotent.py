@@ -55,7 +55,7 @@ class ImportMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), new=st.sampled_from(("Ana renews in July", "Ana has ten seats", "Ana left")))
     def an_owner_edits_an_imported_fact(self, data, new):
-        live = [f for u in USERS for f in self.env.store.list_facts("agent-1", f"user:{u}")]
+        live = [f for u in USERS for f in self.env.store.facts.list_facts("agent-1", f"user:{u}")]
         if not live:
             return
         fact = data.draw(st.sampled_from(live))
@@ -69,7 +69,7 @@ class ImportMachine(RuleBasedStateMachine):
     def the_store_holds_what_the_model_says(self):
         if not hasattr(self, "env"):
             return
-        stored = sorted((f.user_id, f.content) for u in USERS for f in self.env.store.list_facts("agent-1", f"user:{u}"))
+        stored = sorted((f.user_id, f.content) for u in USERS for f in self.env.store.facts.list_facts("agent-1", f"user:{u}"))
         assert stored == sorted((u, t) for (u, _), t in self.texts.items())
 
 
@@ -88,9 +88,9 @@ def test_a_fact_edited_since_its_import_is_not_brought_back_by_importing_again(t
     env = make_env(tmp_path)
     line = json.dumps({"user_id": "u-1", "text": "Ana renews in June"}).encode() + b"\n"
     assert import_file(env, [line], "agent-1", by="test").added == 1
-    [fact] = env.store.list_facts("agent-1", "user:u-1")
+    [fact] = env.store.facts.list_facts("agent-1", "user:u-1")
     edit_fact(env, fact, "Ana renews in July", people=["u-1"])
     again = import_file(env, [line], "agent-1", by="test")
     assert (again.added, again.exists) == (0, 1)
-    assert [f.content for f in env.store.list_facts("agent-1", "user:u-1")] == ["Ana renews in July"]
+    assert [f.content for f in env.store.facts.list_facts("agent-1", "user:u-1")] == ["Ana renews in July"]
     env.store.close()

@@ -59,4 +59,4 @@ def test_each_bad_line_is_named_by_number_and_field_and_the_good_ones_are_kept(e
     results = importer.feed([good, line, good.replace(b"green", b"black")])
     assert [(r.line, r.outcome) for r in results] == [(1, "added"), (2, "rejected"), (3, "added")]
     assert results[1].field == field and why in results[1].why, results[1]
-    assert len(env.store.list_facts("agent-1", "user:u-1")) == 2
+    assert len(env.store.facts.list_facts("agent-1", "user:u-1")) == 2

@@ -80,7 +80,7 @@ def test_export_forget_import_gives_back_the_same_memory_and_forget_still_erases
     assert porto["content"] == "Maya lives in Porto" and [h["content"] for h in porto["history"]] == [
         "Maya lives in Lisbon"]
     assert {r["source"] for r in again if r["kind"] in ("fact", "reflection")} == {"import"}
-    assert "Tom handles audio and video" in env.store.get_blob("agent-1", "agent").consolidated_content
+    assert "Tom handles audio and video" in env.store.blobs.get_blob("agent-1", "agent").consolidated_content
 
     # importing the same file again adds nothing
     twice = import_file(env, [("\n".join(exported) + "\n").encode()], "agent-1", by="test")
@@ -89,6 +89,6 @@ def test_export_forget_import_gives_back_the_same_memory_and_forget_still_erases
     result = _erase(env)
     assert result["facts_by_source"] + result.get("facts", 0) >= 1
     assert verify_erasure(env.store, GONE, "agent-1").passed()
-    assert traces(env.store.dump_all(), GONE) == []
-    assert "Porto" not in json.dumps(env.store.dump_all(), default=str)
-    assert "Tuesday" not in env.store.get_blob("agent-1", "agent").consolidated_content
+    assert traces(env.store.admin.dump_all(), GONE) == []
+    assert "Porto" not in json.dumps(env.store.admin.dump_all(), default=str)
+    assert "Tuesday" not in env.store.blobs.get_blob("agent-1", "agent").consolidated_content

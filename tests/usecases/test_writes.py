@@ -23,7 +23,7 @@ def test_an_owner_write_is_stored_verbatim_and_is_not_memory_of_unknown_origin(e
     fact = add_fact(env, FactWrite("agent-1", "The venue has a roof terrace", "owner"))
     reflection = add_reflection(env, ReflectionWrite("agent-1", "The team likes recaps", "owner"))
     assert (fact.source, fact.source_user_ids, fact.scope_key) == ("owner", [], "agent")
-    assert env.store.get_facts([fact.fact_id])[0].embedding == env.embedder.embed([fact.content]).vectors[0]
+    assert env.store.facts.get_facts([fact.fact_id])[0].embedding == env.embedder.embed([fact.content]).vectors[0]
     assert reflection.source == "owner"
     check = verify_erasure(env.store, "u-1", "agent-1")
     assert check.unattributed == [] and check.passed(strict=True)

@@ -53,14 +53,18 @@ def test_a_reply_list_needs_only_the_envelope():
 def test_an_undeliverable_message_is_recorded_with_its_raw_text(worker_deps):
     deps = worker_deps()
     assert envelope.set_aside("ingest", "not json at all", "not a kombu envelope") is True
-    [rejected] = deps.store.list_rejections()
+    [rejected] = deps.store.ingest.list_rejections()
     assert rejected.raw == "not json at all"
     assert rejected.errors == [{"field": "<message>", "reason": "undeliverable message on queue ingest: not a kombu envelope"}]
 
 
-class _DownStore:
+class _DownIngest:
     def record_rejection(self, rejected):
         raise ConnectionError("store unreachable")
+
+
+class _DownStore:
+    ingest = _DownIngest()
 
 
 def test_when_the_store_cannot_take_the_record_the_caller_is_told_to_keep_the_message(worker_deps, caplog):

@@ -44,8 +44,8 @@ def test_a_429_is_retried_no_sooner_than_its_retry_after(injected, attempt, sent
         attempt(run_id)
     assert retried.value.when >= 42.0
     assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run_id})]  # the retry, sent by Celery
-    assert injected.store.get_run(run_id).stages["extract_facts"].status == "failed"
-    assert injected.store.get_run(run_id).status in ("claimed", "running")
+    assert injected.store.runs.get_run(run_id).stages["extract_facts"].status == "failed"
+    assert injected.store.runs.get_run(run_id).status in ("claimed", "running")
 
 
 @pytest.mark.parametrize("kind, bound", [
@@ -60,7 +60,7 @@ def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(inj
     assert 1.0 <= retried.value.when <= 2.0  # 2 ** retries, with jitter in its upper half
     injected.llm.rules.insert(0, type(injected.llm.rules[0])("extract_facts", Fault(kind), times=1))
     assert attempt(run_id, retries=getattr(injected.settings, bound)) is None
-    run = injected.store.get_run(run_id)
+    run = injected.store.runs.get_run(run_id)
     assert run.status == "failed"
     assert run.error.startswith("extract_facts: ") and "retries" in run.error
 
@@ -68,7 +68,7 @@ def test_transient_errors_retry_with_backoff_then_fail_the_run_for_the_sweep(inj
 def test_a_permanent_error_kills_the_run_at_once_with_its_reason(injected, attempt):
     run_id = _run(injected, Fault("permanent"))
     assert attempt(run_id) is None
-    run = injected.store.get_run(run_id)
+    run = injected.store.runs.get_run(run_id)
     assert run.status == "dead"
     assert "401" in run.error and "extract_facts" in run.error
 
@@ -82,13 +82,13 @@ def test_each_stage_task_hands_on_to_the_next_by_name(injected, sent):
         task.apply(kwargs={"run_id": run_id}).get()
     assert [name for name, _ in sent] == [names.TASK_EMBED_FACTS, names.TASK_DECIDE_FACTS,
                                           names.TASK_EXTRACT_REFLECTIONS, names.TASK_CONSOLIDATE, names.TASK_FINISH]
-    assert injected.store.get_run(run_id).status == "done"
+    assert injected.store.runs.get_run(run_id).status == "done"
 
 
 def test_a_dead_run_hands_nothing_on(injected, sent):
     run_id = _run(injected, Fault("permanent"))
     assert worker_formation.extract_facts.apply(kwargs={"run_id": run_id}).get() is None
-    assert sent == [] and injected.store.get_run(run_id).status == "dead"
+    assert sent == [] and injected.store.runs.get_run(run_id).status == "dead"
 
 
 def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected, attempt, sent):
@@ -99,7 +99,7 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     run_id = env.new_run(ALICE_CHAT)
     env.through_reflections(run_id)
     assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
-    assert env.store.acquire_lease("consolidate:agent-1:user:u-1", "someone-else", env.clock.now(), 300)
+    assert env.store.leases.acquire_lease("consolidate:agent-1:user:u-1", "someone-else", env.clock.now(), 300)
     with pytest.raises(Retry):
         attempt(run_id, 0, "consolidate_scope:0", lambda d: cs.consolidate_scope(run_id, 0, d))
     sent.clear()  # the retry
@@ -108,8 +108,8 @@ def test_a_scope_whose_lease_stays_busy_is_skipped_and_its_buffer_kept(injected,
     assert result["status"] == "skipped"
     assert cs.scopes_done(env, run_id)
     assert sent == [(names.TASK_FINISH, {"run_id": run_id})]
-    assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
-    assert env.store.get_run(run_id).status not in ("failed", "dead")
+    assert len(env.store.reflections.unabsorbed_reflections("agent-1", "user:u-1")) == 4
+    assert env.store.runs.get_run(run_id).status not in ("failed", "dead")
 
 
 def test_a_scope_whose_model_stays_down_fails_the_run_with_the_retries_spent_and_keeps_its_buffer(injected, sent):
@@ -122,10 +122,10 @@ def test_a_scope_whose_model_stays_down_fails_the_run_with_the_retries_spent_and
     assert cs.consolidate(run_id, env).output["due"] == ["user:u-1"]
     retries = env.settings.task_max_retries
     assert consolidate_scope.apply(kwargs={"run_id": run_id, "index": 0}, retries=retries).get() is None
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.status == "failed" and sent == []
     assert run.error.startswith(f"consolidate_scope:0: TransientError after {retries} retries")
-    assert len(env.store.unabsorbed_reflections("agent-1", "user:u-1")) == 4
+    assert len(env.store.reflections.unabsorbed_reflections("agent-1", "user:u-1")) == 4
 
 
 def test_consolidate_fans_out_per_due_scope_and_the_last_scope_sends_finish(injected, sent):
@@ -138,7 +138,7 @@ def test_consolidate_fans_out_per_due_scope_and_the_last_scope_sends_finish(inje
     env.through_reflections(run_id)
     worker_formation.consolidate.apply(kwargs={"run_id": run_id}).get()
     fanned = [kw for name, kw in sent if name == names.TASK_CONSOLIDATE_SCOPE]
-    assert [(kw["index"], kw["scope_key"]) for kw in fanned] == [(0, "user:u-1"), (1, f"session:{env.store.get_run(run_id).session_id}")]
+    assert [(kw["index"], kw["scope_key"]) for kw in fanned] == [(0, "user:u-1"), (1, f"session:{env.store.runs.get_run(run_id).session_id}")]
     sent.clear()
     consolidate_scope.apply(kwargs=fanned[1]).get()
     assert sent == []  # one scope still pending: no finish yet

@@ -10,6 +10,7 @@ import pytest
 from pipeline import names
 from pipeline.ingest_results import END_DEFERRAL_BASE_S, MAX_END_DEFERRALS
 from pipeline.store.sqlite import SQLiteStore
+from pipeline.store.sqlite.ingest import SQLiteIngest
 from workers import ingest
 from workers.app import app
 
@@ -42,7 +43,7 @@ def test_ingest_event_starts_formation_with_the_claimed_run_id(deps, sent):
     for i in range(1, 46):
         ingest.ingest_event.run(_message(i, deps.clock.now()))
     [(name, kwargs, _)] = sent
-    run = deps.store.get_run(kwargs["run_id"])
+    run = deps.store.runs.get_run(kwargs["run_id"])
     assert name == names.TASK_EXTRACT_FACTS
     assert (run.reason, run.seq_from, run.seq_to) == ("threshold", 1, 45)
 
@@ -73,7 +74,7 @@ def test_noop_does_nothing(deps, sent):
     assert sent == []
 
 
-class PoisonStore(SQLiteStore):
+class PoisonIngest(SQLiteIngest):
     """Fails with a programming error on any write that holds one given event, quoting the
     message's content in the error as careless code would."""
 
@@ -84,6 +85,10 @@ class PoisonStore(SQLiteStore):
             if m.event_id == self.poison:
                 raise RuntimeError(f"unexpected state while storing {m.content!r}")
         return super().ingest_messages(messages, now)
+
+
+class PoisonStore(SQLiteStore):
+    REPOSITORIES = {**SQLiteStore.REPOSITORIES, "ingest": PoisonIngest}
 
 
 SECRET = "the vault code is 90210"
@@ -105,8 +110,8 @@ def test_unexpected_error_in_a_batch_records_the_event_fails_the_task_and_keeps_
     events[2]["message"]["content"] = SECRET
     with caplog.at_level(logging.INFO), pytest.raises(ingest.IngestFailed) as failed:
         ingest.ingest_batch.run(events)
-    assert poisoned.store.count_messages("s1") == 4
-    [recorded] = poisoned.store.list_rejections()
+    assert poisoned.store.ingest.count_messages("s1") == 4
+    [recorded] = poisoned.store.ingest.list_rejections()
     assert (recorded.event_id, json.loads(recorded.raw)) == ("e3", events[2])
     assert recorded.errors[0]["field"] == "<internal>"
     assert recorded.errors[0]["reason"].startswith("internal error: RuntimeError: unexpected state")
@@ -121,8 +126,8 @@ def test_unexpected_error_on_one_event_records_it_and_fails_the_task(poisoned, s
     event["message"]["content"] = SECRET
     with caplog.at_level(logging.INFO), pytest.raises(ingest.IngestFailed):
         ingest.ingest_event.run(event)
-    [recorded] = poisoned.store.list_rejections()
+    [recorded] = poisoned.store.ingest.list_rejections()
     assert json.loads(recorded.raw) == event and recorded.errors[0]["field"] == "<internal>"
-    assert poisoned.store.get_session("s1") is None
+    assert poisoned.store.ingest.get_session("s1") is None
     assert "90210" not in _logged(caplog)
     assert any(r.levelno == logging.ERROR for r in caplog.records)

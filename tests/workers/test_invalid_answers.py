@@ -34,7 +34,7 @@ def test_a_length_stop_is_asked_again_as_often_as_the_setting_says_then_the_run_
         finally:
             worker_deps.set_deps(None)
         calls = len(server.bodies("/chat/completions"))
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert calls == retries + 1
     assert run.status == "failed" and sent == []
     assert run.error.startswith(f"extract_facts: InvalidLLMAnswer after {retries} retries: ")

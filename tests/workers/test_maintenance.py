@@ -52,7 +52,7 @@ def test_the_sweep_task_starts_the_first_stage_of_each_claimed_run(deps, sent):
     _say(deps, "short", 2)
     deps.clock.advance(minutes=10)
     assert maintenance.sweep_cold_sessions() == {"claimed": 1, "candidates": 1}
-    [run] = deps.store.list_runs(session_id="cold")
+    [run] = deps.store.runs.list_runs(session_id="cold")
     assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run.run_id})]
 
 
@@ -60,31 +60,31 @@ def test_the_retry_task_restarts_stale_runs_and_buries_exhausted_ones(deps, sent
     _say(deps, "s1", 4)
     deps.clock.advance(minutes=10)
     maintenance.sweep_cold_sessions()
-    [run] = deps.store.list_runs(session_id="s1")
+    [run] = deps.store.runs.list_runs(session_id="s1")
     sent.clear()
     deps.clock.advance(minutes=2)
     assert maintenance.retry_stale_runs() == {"reopened": 1, "dead": 0, "held": 0}
     assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run.run_id})]
     deps.clock.advance(minutes=2)
     assert maintenance.retry_stale_runs() == {"reopened": 0, "dead": 1, "held": 0}
-    assert deps.store.get_run(run.run_id).status == "dead"
+    assert deps.store.runs.get_run(run.run_id).status == "dead"
     assert len(sent) == 1
 
 
 def test_the_expiry_task_stamps_expired_facts_once_and_sends_their_announcements(deps, sent):
     now = deps.clock.now()
-    deps.store.put_subscription(WebhookSubscription(
+    deps.store.webhooks.put_subscription(WebhookSubscription(
         subscription_id="sub-1", agent_id="a1", url="http://127.0.0.1:9/hook", events=["fact.retired"],
         secrets=["whsec_" + "A" * 44], created_at=now, updated_at=now))
-    deps.store.insert_fact(fact("f1", "the caterer needs the count", formed=now).model_copy(
+    deps.store.facts.insert_fact(fact("f1", "the caterer needs the count", formed=now).model_copy(
         update={"expires_at": now + timedelta(hours=1)}))
-    deps.store.insert_fact(fact("f2", "the venue has a piano", formed=now))
+    deps.store.facts.insert_fact(fact("f2", "the venue has a piano", formed=now))
     assert maintenance.stamp_expired_facts() == {"retired": 0, "announced": 0}
     deps.clock.advance(hours=2)
     assert maintenance.stamp_expired_facts() == {"retired": 1, "announced": 1}
-    f1, f2 = deps.store.get_facts(["f1", "f2"])
+    f1, f2 = deps.store.facts.get_facts(["f1", "f2"])
     assert (f1.retired_reason, f1.valid_to, f2.retired_at) == ("expired", now + timedelta(hours=1), None)
-    [queued] = deps.store.list_deliveries(agent_id="a1")
+    [queued] = deps.store.webhooks.list_deliveries(agent_id="a1")
     assert sent == [(names.TASK_DELIVER_WEBHOOK, {"delivery_id": queued.delivery_id})]
     assert maintenance.stamp_expired_facts() == {"retired": 0, "announced": 0}
     assert len(sent) == 1

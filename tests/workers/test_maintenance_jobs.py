@@ -19,18 +19,18 @@ from workers import maintenance
 def test_a_forget_job_erases_the_user_and_ends_done_without_their_id(worker_deps):
     deps = worker_deps()
     store = deps.store
-    store.insert_fact(fact("f1", "Alice's email is alice@example.com", agent="A", user="u1"))
-    store.insert_fact(fact("f2", "Bob's phone is 555 0100", agent="A", user="u2"))
-    store.set_user_memory("A", "u1", False, deps.clock.now())
-    store.put_job(Job(job_id="j1", kind="forget_user", agent_id="A", user_id="u1", subject=subject_digest("A", "u1"),
+    store.facts.insert_fact(fact("f1", "Alice's email is alice@example.com", agent="A", user="u1"))
+    store.facts.insert_fact(fact("f2", "Bob's phone is 555 0100", agent="A", user="u2"))
+    store.access.set_user_memory("A", "u1", False, deps.clock.now())
+    store.access.put_job(Job(job_id="j1", kind="forget_user", agent_id="A", user_id="u1", subject=subject_digest("A", "u1"),
                       created_at=deps.clock.now(), requested_by="tok_abc", requested_kind="user"))
     assert maintenance.run_job("j1") == {"job_id": "j1", "status": "done"}
-    job = store.get_job("j1")
+    job = store.access.get_job("j1")
     assert job.status == "done" and job.user_id is None and job.finished_at is not None
     assert job.counts["user_switches"] == 1
-    assert [f.fact_id for f in store.get_facts(["f1", "f2"])] == ["f2"]
-    assert store.user_memory_off("A", ["u1"]) == set()
-    [entry] = store.list_audit(action="forget_user")
+    assert [f.fact_id for f in store.facts.get_facts(["f1", "f2"])] == ["f2"]
+    assert store.access.user_memory_off("A", ["u1"]) == set()
+    [entry] = store.access.list_audit(action="forget_user")
     assert (entry.credential_id, entry.outcome, entry.counts["user_switches"]) == ("tok_abc", "ok", 1)
     assert "u1" not in entry.model_dump_json()
     # a redelivery of an ended job changes nothing
@@ -40,10 +40,10 @@ def test_a_forget_job_erases_the_user_and_ends_done_without_their_id(worker_deps
 def test_an_unknown_job_is_reported_and_a_bad_one_fails_with_its_error_type(worker_deps):
     deps = worker_deps()
     assert maintenance.run_job("nope") == {"job_id": "nope", "status": "unknown"}
-    deps.store.put_job(Job(job_id="j2", kind="forget_user", agent_id="A", user_id=" ", subject="x",
+    deps.store.access.put_job(Job(job_id="j2", kind="forget_user", agent_id="A", user_id=" ", subject="x",
                            created_at=deps.clock.now()))
     assert maintenance.run_job("j2") == {"job_id": "j2", "status": "failed"}
-    assert deps.store.get_job("j2").error == "InvalidInput"
+    assert deps.store.access.get_job("j2").error == "InvalidInput"
 
 
 def _blob_of_two_users(env) -> None:
@@ -62,20 +62,20 @@ def test_a_job_whose_retries_run_out_ends_failed_with_the_reason_never_left_runn
     env = injected  # a forget that rebuilds a blob calls the LLM
     _blob_of_two_users(env)
     env.llm.rules.insert(0, Rule("*", Fault("server_error")))  # the model stays down from now on
-    env.store.put_job(Job(job_id="j3", kind="forget_user", agent_id="agent-1", user_id="u-1",
+    env.store.access.put_job(Job(job_id="j3", kind="forget_user", agent_id="agent-1", user_id="u-1",
                           subject=subject_digest("agent-1", "u-1"), created_at=env.clock.now(),
                           requested_by="key_admin", requested_kind="admin"))
     task = maintenance.run_job
     with delivery(task, 0, job_id="j3"), pytest.raises(Retry):
         task.run(job_id="j3")
-    assert env.store.get_job("j3").status == "running" and sent == [(task.name, {"job_id": "j3"})]
+    assert env.store.access.get_job("j3").status == "running" and sent == [(task.name, {"job_id": "j3"})]
     retries = env.settings.task_max_retries
     with delivery(task, retries, job_id="j3"):
         assert task.run(job_id="j3") == {"job_id": "j3", "status": "failed"}
-    job = env.store.get_job("j3")
+    job = env.store.access.get_job("j3")
     assert job.status == "failed" and job.finished_at is not None and job.user_id is None
     assert job.error == f"TransientError: gave up after {retries} retries"  # the type only, as every job error
-    [entry] = env.store.list_audit(action="forget_user")
+    [entry] = env.store.access.list_audit(action="forget_user")
     assert (entry.credential_id, entry.outcome) == ("key_admin", "failed")
     # the caller polling the job reads the same
     with delivery(task, 0, job_id="j3"):

@@ -43,7 +43,7 @@ def test_session_end_forms_whatever_remains_even_one_message(deps, sent):
 def test_session_end_with_nothing_left_to_form_consolidates_the_leftovers(deps, sent):
     _deliver(deps, _message(1, now=deps.clock.now()))
     first = _deliver(deps, _end())
-    deps.store.finish_run(first.run.run_id, deps.clock.now(), {}, [])
+    deps.store.runs.finish_run(first.run.run_id, deps.clock.now(), {}, [])
     sent.clear()
     _deliver(deps, _end(event_id="end-again"))
     assert sent == [(names.TASK_CONSOLIDATE_SESSION, {"agent_id": "a1", "session_id": "s1"})]

@@ -66,20 +66,20 @@ def test_a_run_over_its_hard_cap_waits_keeps_its_events_and_forms_them_once_when
         env.clock.advance(seconds=waited.value.when)
         # the lease was renewed by the stage's start: the sweep leaves the waiting run alone
         assert retry_stale_runs(env.store, env.settings, env.clock.now()).run_ids == []
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.status == "running" and "hard spend cap" in run.stages["extract_facts"].error
     assert len(env.llm.calls) == calls                   # nothing asked of the model while over
-    assert [m.content for m in env.store.get_messages(run.session_id, 0, 100)] == ["I moved to Lisbon last spring."]
+    assert [m.content for m in env.store.ingest.get_messages(run.session_id, 0, 100)] == ["I moved to Lisbon last spring."]
 
     env.clock.advance(days=1)                            # the window rolls: the run goes on
     assert _deliver(delivery, run_id, retries=1) is not None
     with pytest.raises(Retry):                           # until its own extraction passes the cap again
         _deliver(delivery, run_id, stage="embed_facts")
-    env.store.put_spend_caps("agent-1", SpendCaps(day=WindowCaps(hard_usd=1e6)), env.clock.now())
+    env.store.caps.put_spend_caps("agent-1", SpendCaps(day=WindowCaps(hard_usd=1e6)), env.clock.now())
     env.whole_chain(run_id)
     texts = Counter(f.content for f in env.all_facts())
     assert texts == {"Alice likes tea": 1, "Alice lives in Lisbon": 1}
-    assert env.store.get_run(run_id).status == "done"
+    assert env.store.runs.get_run(run_id).status == "done"
 
 
 def test_raising_the_cap_lets_a_waiting_run_go_on(injected, delivery, sent):
@@ -89,7 +89,7 @@ def test_raising_the_cap_lets_a_waiting_run_go_on(injected, delivery, sent):
     run_id = env.new_run(ALICE_CHAT)
     with pytest.raises(Retry):
         _deliver(delivery, run_id)
-    env.store.put_spend_caps("agent-1", SpendCaps(month=WindowCaps(hard_usd=1e6)), env.clock.now())
+    env.store.caps.put_spend_caps("agent-1", SpendCaps(month=WindowCaps(hard_usd=1e6)), env.clock.now())
     assert _deliver(delivery, run_id, retries=1) is not None
     env.whole_chain(run_id)
     assert [f.content for f in env.all_facts()] == ["Alice likes tea"]
@@ -104,31 +104,31 @@ def test_at_a_soft_cap_reflections_use_the_fast_model_and_the_run_says_why(injec
     env.through_reflections(run_id)                      # extraction alone passes the soft cap
     asked = {c.operation: c.model for c in env.llm.calls}
     assert asked["extract_facts"] == "gpt-6-luna" and asked["extract_reflections"] == model
-    models = env.store.get_run(run_id).models
+    models = env.store.runs.get_run(run_id).models
     assert models.get("extract_reflections") == ("gpt-6-luna" if fast_tier else None)
     assert ("soft spend cap" in models.get("extract_reflections_reason", "")) is fast_tier
 
 
 def test_each_cap_level_is_announced_once_per_window(injected):
     env = injected
-    env.store.put_subscription(WebhookSubscription(
+    env.store.webhooks.put_subscription(WebhookSubscription(
         subscription_id="sub-1", agent_id="agent-1", url="http://127.0.0.1:9/hook", events=["cap.reached"],
         secrets=["whsec_" + "A" * 44], created_at=env.clock.now(), updated_at=env.clock.now()))
     _capped(env, {"global": {"day": {"soft_usd": 1e6, "hard_usd": 1e6}}, "agent": {"day": {"soft_usd": 3}}})
     for text in ("Alice likes tea", "Alice likes coffee"):
         _script(env, text)
         env.through_reflections(env.new_run(ALICE_CHAT))
-    events = [d.event.data for d in env.store.list_deliveries(agent_id="agent-1")]
+    events = [d.event.data for d in env.store.webhooks.list_deliveries(agent_id="agent-1")]
     assert sorted((e["scope"], e["window"], e["kind"], e["level"]) for e in events) == [
         ("agent", "day", "soft", 80), ("agent", "day", "soft", 100)]
     assert all(e["cap_usd"] == 3 and e["spend_usd"] >= 2.4 for e in events)
-    audited = env.store.list_audit(action="cap.reached")
+    audited = env.store.access.list_audit(action="cap.reached")
     assert sorted(e.counts["level"] for e in audited) == [80, 100] and all(e.subject == "agent:day" for e in audited)
 
     env.clock.advance(days=1)                            # a new window: announced again
     _script(env, "Alice likes juice")
     env.through_reflections(env.new_run(ALICE_CHAT))
-    assert len(env.store.list_deliveries(agent_id="agent-1")) == 4
+    assert len(env.store.webhooks.list_deliveries(agent_id="agent-1")) == 4
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -145,7 +145,7 @@ def test_however_a_hard_cap_comes_and_goes_between_stages_each_fact_forms_once(t
              consolidate_stages.consolidate]
     at = dict.fromkeys(run_ids, 0)
     for capped in flips:
-        env.store.put_spend_caps("agent-1", SpendCaps(day=WindowCaps(hard_usd=0)) if capped else None, env.clock.now())
+        env.store.caps.put_spend_caps("agent-1", SpendCaps(day=WindowCaps(hard_usd=0)) if capped else None, env.clock.now())
         for run_id in run_ids:
             if at[run_id] == len(chain):
                 continue
@@ -158,13 +158,13 @@ def test_however_a_hard_cap_comes_and_goes_between_stages_each_fact_forms_once(t
             else:
                 assert not capped
             env.clock.advance(minutes=5)
-    env.store.put_spend_caps("agent-1", None, env.clock.now())
+    env.store.caps.put_spend_caps("agent-1", None, env.clock.now())
     for run_id in run_ids:
         for stage in chain[at[run_id]:]:
             stage(run_id, env)
-        for index in range(len(env.store.get_run(run_id).stages["consolidate"].output["due"])):
+        for index in range(len(env.store.runs.get_run(run_id).stages["consolidate"].output["due"])):
             consolidate_stages.consolidate_scope(run_id, index, env)
         finish_mod.finish(run_id, env)
     assert Counter(f.content for f in env.all_facts()) == dict.fromkeys(texts, 1)
-    assert all(env.store.get_run(r).status == "done" for r in run_ids)
+    assert all(env.store.runs.get_run(r).status == "done" for r in run_ids)
     env.store.close()

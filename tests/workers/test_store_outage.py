@@ -77,11 +77,11 @@ def test_an_event_whose_store_is_locked_is_retried_past_the_bounded_retries_neve
     # past the bounded retries the message stays queued (an unbounded retry), paced at the
     # backoff ceiling, instead of being acked away
     assert retried[-1].when >= 2 ** deps.settings.task_max_retries / 2
-    assert deps.store.list_rejections() == []  # not recorded as a bug in the store that was down
-    assert deps.store.count_messages("s1") == 0
+    assert deps.store.ingest.list_rejections() == []  # not recorded as a bug in the store that was down
+    assert deps.store.ingest.count_messages("s1") == 0
     with delivery(task, deps.settings.task_max_retries, **kwargs):
         task.run(**kwargs)  # the redelivery, once the store is back
-    assert deps.store.count_messages("s1") == (len(kwargs["events"]) if "events" in kwargs else 1)
+    assert deps.store.ingest.count_messages("s1") == (len(kwargs["events"]) if "events" in kwargs else 1)
 
 
 @pytest.fixture
@@ -108,17 +108,17 @@ def test_a_stage_whose_store_is_locked_retries_then_leaves_the_run_to_the_sweep(
             attempt(1)
         assert isinstance(retried.value.exc, StoreUnavailable)
         assert attempt(injected.settings.task_max_retries) is None
-    run = injected.store.get_run(run_id)
+    run = injected.store.runs.get_run(run_id)
     # nothing was written while the store was down: the run keeps its lease for the sweep
     assert run.status in ("claimed", "running") and run.error is None
     assert attempt(0) is not None
-    assert injected.store.get_run(run_id).stages["extract_facts"].status == "done"
+    assert injected.store.runs.get_run(run_id).stages["extract_facts"].status == "done"
 
 
 def test_the_stale_run_sweep_retries_while_the_store_is_locked(deps, delivery, sent):
     for i in range(1, deps.settings.formation_message_interval + 1):
         ingest.ingest_event.run(_message(i))
-    [run] = deps.store.list_runs()
+    [run] = deps.store.runs.list_runs()
     deps.clock.advance(seconds=deps.settings.claim_lease_s + 1)  # its lease expired: the sweep reopens it
     sent.clear()
     task = maintenance.retry_stale_runs
@@ -132,7 +132,7 @@ def test_the_stale_run_sweep_retries_while_the_store_is_locked(deps, delivery, s
 
 
 def test_a_job_whose_store_is_locked_stays_queued_past_the_bounded_retries(deps, delivery, sent):
-    deps.store.put_job(Job(job_id="j1", kind="forget_user", agent_id="a1", user_id="u1",
+    deps.store.access.put_job(Job(job_id="j1", kind="forget_user", agent_id="a1", user_id="u1",
                            subject=subject_digest("a1", "u1"), created_at=deps.clock.now()))
     task = maintenance.run_job
     with locked(Path(deps.settings.store_url[len("sqlite:///"):])):

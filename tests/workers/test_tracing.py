@@ -131,12 +131,12 @@ def test_a_store_that_fails_while_a_task_looks_for_its_runs_trace_does_not_fail_
     from workers import deps as worker_deps
     from workers.base import MemoryTask
 
-    class DownStore:
+    class DownRuns:
         def get_run(self, run_id):
             raise ConnectionError("store unreachable")
 
     monkeypatch.setattr(tracing, "enabled", lambda: True)
-    worker_deps.set_deps(SimpleNamespace(store=DownStore()))
+    worker_deps.set_deps(SimpleNamespace(store=SimpleNamespace(runs=DownRuns())))
     try:
         task = SimpleNamespace(name=names.TASK_EXTRACT_FACTS, request=SimpleNamespace(
             traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))

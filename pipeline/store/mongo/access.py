@@ -11,7 +11,7 @@ from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.ports.access import AccessStore
 from schemas.access import ApiKey, AuditEntry, Job
 
@@ -19,7 +19,7 @@ API_KEYS, AUDIT, JOBS, USER_SWITCHES = "api_keys", "audit", "jobs", "user_switch
 _IN_CHUNK = 500
 
 
-class MongoAccess(MongoParts, AccessStore):
+class MongoAccess(MongoRepository, AccessStore):
 
     # ------------------------------------------------------------------ keys ---------------
     def put_api_key(self, key: ApiKey) -> None:

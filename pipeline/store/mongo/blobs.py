@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.blobs import BlobStore
+from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import ConsolidatedBlob
 
 
-class MongoBlobs(BlobStore):
+class MongoBlobs(MongoRepository, BlobStore):
     col: Callable
 
     def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:

@@ -7,14 +7,14 @@ from datetime import datetime
 
 from pymongo import ASCENDING
 
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.ports.caps import CapStore
 from schemas.caps import SpendCaps
 
 CAPS = "spend_caps"
 
 
-class MongoCaps(MongoParts, CapStore):
+class MongoCaps(MongoRepository, CapStore):
 
     def put_spend_caps(self, owner: str, caps: SpendCaps | None, now: datetime) -> None:
         if caps is None:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.contexts import ContextStore
+from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import CachedContext
 
 
-class MongoContexts(ContextStore):
+class MongoContexts(MongoRepository, ContextStore):
     col: Callable
 
     def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:

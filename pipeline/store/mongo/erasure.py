@@ -10,7 +10,7 @@ from pipeline.erasure import Plan
 from pipeline.names import COLLECTIONS
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import escape_keys, to_doc
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.mongo.rollups import ROLLUPS
 from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.admin import AdminStore
@@ -19,7 +19,7 @@ from schemas.documents import scope_key
 _ALL = (*COLLECTIONS, c.LEASES, c.CONTEXTS, "webhook_subscriptions", "webhook_deliveries")
 
 
-class MongoErasure(MongoParts, AdminStore):
+class MongoErasure(MongoRepository, AdminStore):
     def _humans(self, session_id: str) -> set[str | None]:
         """Every human of a session: its user list and the senders of its user turns."""
         doc = self.col("sessions").find_one({"_id": session_id}, {"users": 1})
@@ -39,7 +39,7 @@ class MongoErasure(MongoParts, AdminStore):
             sessions=sessions, humans={sid: self._humans(sid) for sid in sessions},
             runs=[run_from(d) for d in runs],
             rejected=[(d["_id"], d.get("agent_id"), d.get("raw", "")) for d in col("rejected").find(
-                {"_id": {"$in": self.rejected_naming(user_id, scoped.get("agent_id"))}}, {"agent_id": 1, "raw": 1})],
+                {"_id": {"$in": self.parts.provenance.rejected_naming(user_id, scoped.get("agent_id"))}}, {"agent_id": 1, "raw": 1})],
             stamped=[d["agent_id"] for d in col("scope_versions").find(
                 {"scope_key": scope_key("user", user_id=user_id), **scoped}, {"agent_id": 1})],
             leases=[d["_id"] for d in col(c.LEASES).find({}, {"_id": 1})],
@@ -86,7 +86,7 @@ class MongoErasure(MongoParts, AdminStore):
         if not dry_run:
             self._forget_sessions(user_id, solo, group)
             for agent, keys in plan.stamps.items():
-                self.bump_scope_versions(agent, keys)
+                self.parts.leases.bump_scope_versions(agent, keys)
         return counts
 
     def _forget_runs(self, plan: erasure.ForgetPlan, dry_run: bool, user_id: str, scoped: dict) -> dict[str, int]:
@@ -99,7 +99,7 @@ class MongoErasure(MongoParts, AdminStore):
                         {"_id": {"$in": [r.run_id for r in plan.rewrite_runs]}, "status": {"$ne": "done"}})}
         # The agent's roll-ups keep it too; the user's own, and their one-to-one sessions', go.
         for record in plan.usage:
-            self.keep_usage_record(record)
+            self.parts.stats.keep_usage_record(record)
         col(ROLLUPS).delete_many({"scope": "user", "scope_id": user_id, **scoped})
         for sid, agent in plan.solo.items():
             col(ROLLUPS).delete_many({"scope": "session", "scope_id": sid, "agent_id": agent})
@@ -131,7 +131,7 @@ class MongoErasure(MongoParts, AdminStore):
             self.col("consolidated").delete_many(
                 {"$or": [{"agent_id": agent, "scope_key": key} for agent, key in plan.drop_blobs]})
         for agent, keys in plan.changed_keys().items():
-            self.bump_scope_versions(agent, keys)
+            self.parts.leases.bump_scope_versions(agent, keys)
             # a cached context of this agent may quote a removed item: stale, never served
             # again, but still a stored copy of what was erased
             self.col(c.CONTEXTS).delete_many({"agent_id": agent})

@@ -16,6 +16,7 @@ from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
+from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import Fact
 
 _CAS_ATTEMPTS = 50
@@ -29,7 +30,7 @@ _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
 _CHANGED = [("updated_at", DESCENDING), ("_id", DESCENDING)]
 
 
-class MongoFacts(FactStore):
+class MongoFacts(MongoRepository, FactStore):
     col: Callable
 
     def insert_fact(self, fact: Fact) -> tuple[bool, str]:

@@ -25,7 +25,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pipeline.errors import InvalidInput
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
-from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoParts
+from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoRepository
 from pipeline.store.mongo.provenance import rejected_ids_fields
 from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_another
 from schemas.documents import AgentSettings, RejectedEvent, SessionState, StoredMessage
@@ -33,7 +33,7 @@ from schemas.documents import AgentSettings, RejectedEvent, SessionState, Stored
 _A, _D = ASCENDING, DESCENDING
 
 
-class MongoIngest(MongoParts, IngestStore):
+class MongoIngest(MongoRepository, IngestStore):
     def get_agent_settings(self, agent_id: str) -> AgentSettings:
         return from_doc(AgentSettings, self.col("agents").find_one({"_id": agent_id})) or AgentSettings(agent_id=agent_id)
 

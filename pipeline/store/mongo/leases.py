@@ -9,9 +9,10 @@ from datetime import datetime
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError
 from pipeline.store.ports.leases import LeaseStore
+from pipeline.store.mongo.parts import MongoRepository
 
 
-class MongoLeases(LeaseStore):
+class MongoLeases(MongoRepository, LeaseStore):
     col: Callable
 
     def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:

@@ -1,53 +1,57 @@
-"""What the Mongo repositories call on each other: the inner interface of ``MongoStore``.
+"""What a Mongo repository is built on, and what it may reach of the others.
 
-The store is one class composed of repositories, one per port (``facts``, ``runs``,
-``ingest``, ...). A repository calls, besides its own methods and the public port, only what
-is declared here and the store's ``col(name)``; the store class provides them, and a store
-missing one cannot be built. Not part of the port: callers outside ``pipeline.store`` never
-use these.
+``MongoStore`` holds one repository per port (``facts``, ``runs``, ``ingest``, ...), each
+built on the store (``MongoRepository(parts)``). A repository calls, besides its own methods,
+only what ``MongoParts`` declares: the store's ``col(name)`` and the sibling repositories it
+joins (``runs.require_run``, ``rollups.add_rollups`` ...). None of that is part of the port:
+callers outside ``pipeline.store`` never use it.
+
+Every subclass is wrapped when it is defined, so no repository can miss it: each port method
+raises ``StoreUnavailable`` for a retryable driver error (``unavailable``).
 """
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from pipeline.store.ports.rollups import Increment
-from schemas.documents import FormationRun, SessionState, UsageRecord
+from pipeline.store._unavailable import translate_errors
+from pipeline.store.mongo.unavailable import unavailable
+
+if TYPE_CHECKING:  # the repositories import this module
+    from pipeline.store.mongo.ingest import MongoIngest
+    from pipeline.store.mongo.leases import MongoLeases
+    from pipeline.store.mongo.provenance import MongoProvenance
+    from pipeline.store.mongo.rollups import MongoRollups
+    from pipeline.store.mongo.runs import MongoRuns
+    from pipeline.store.mongo.stats import MongoStats
 
 CAS_ATTEMPTS = 200      # compare-and-set retries under contention before giving up
 
 
-class MongoParts(abc.ABC):
-    """Lookups over the store's collections (``self.col(name)``)."""
+class MongoParts(Protocol):
+    """What a repository reaches through the store it belongs to."""
 
-    @abc.abstractmethod
-    def require_run(self, run_id: str) -> FormationRun:
-        """The stored run; ``KeyError`` when there is none."""
+    ingest: MongoIngest
+    runs: MongoRuns
+    leases: MongoLeases
+    provenance: MongoProvenance
+    rollups: MongoRollups
+    stats: MongoStats
 
-    @abc.abstractmethod
-    def claim_holder(self, session: SessionState) -> FormationRun | None:
-        """The run the session's claim names, while that run is active (claimed or running),
-        else None."""
-
-    @abc.abstractmethod
-    def count_uncounted(self, session_id: str) -> bool:
-        """Count the message stored with seq ``last_seq + 1`` whose ingest stopped before
-        counting it (``ingest``); True if there was one. A claim calls it so that the message
-        joins its range."""
-
-    @abc.abstractmethod
-    def add_rollups(self, found: Sequence[Increment]) -> None:
-        """Add usage increments to their roll-up rows (``rollups``)."""
-
-    @abc.abstractmethod
-    def record_rollups(self, record: UsageRecord) -> list[Increment]:
-        """What a usage record adds to the roll-ups (``rollups``)."""
-
-    @abc.abstractmethod
-    def keep_usage_record(self, record: UsageRecord) -> bool:
-        """Store a usage record without rolling it up (``stats``); True when it is new."""
-
-    @abc.abstractmethod
     def col(self, name: str):
         """The store's collection ``name`` (with its prefix)."""
+        ...
+
+
+class MongoRepository:
+    """One port's methods over the store's collections (``self.col(name)``)."""
+
+    def __init__(self, parts: MongoParts) -> None:
+        self.parts = parts
+
+    def col(self, name: str):
+        return self.parts.col(name)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        translate_errors(unavailable)(cls)

@@ -14,7 +14,7 @@ from pipeline.store import _common as c
 from pipeline import withdrawal as w
 from pipeline.store.mongo.codec import from_doc, to_doc
 from pipeline.store.mongo.facts import SEARCH_TEXT
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.mongo.reflections import OLDEST
 from pipeline.store.mongo.runs import run_from
 from pipeline.store.ports.provenance import ProvenanceStore
@@ -37,7 +37,7 @@ def _scoped(agent_id: str | None) -> dict:
     return {"agent_id": agent_id} if agent_id else {}
 
 
-class MongoProvenance(MongoParts, ProvenanceStore):
+class MongoProvenance(MongoRepository, ProvenanceStore):
     """The provenance port of ``MongoStore``: a repository on its collections."""
 
     def resting_on(self, user_id: str, agent_id: str | None = None) -> Resting:

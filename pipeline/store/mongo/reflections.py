@@ -12,13 +12,14 @@ from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.mongo.parts import CAS_ATTEMPTS
 from pipeline.store.ports.reflections import ReflectionStore
+from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import Reflection, ReflectionEdit
 
 #: reflections oldest first, as the port promises (ids break ties); provenance reads them so too
 OLDEST = [("formed_at", ASCENDING), ("_id", ASCENDING)]
 
 
-class MongoReflections(ReflectionStore):
+class MongoReflections(MongoRepository, ReflectionStore):
     col: Callable
 
     def insert_reflections(self, reflections: Sequence[Reflection]) -> int:

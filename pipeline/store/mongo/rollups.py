@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pymongo import UpdateOne
 
 from pipeline.store.mongo.codec import from_doc, unescape_keys
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.ports.rollups import (
     Increment, RollupStore, cost_row_of, day_of, fold, increments, selection,
 )
@@ -44,7 +44,7 @@ def _update(inc: Increment) -> UpdateOne:
         upsert=True)
 
 
-class MongoRollups(MongoParts, RollupStore):
+class MongoRollups(MongoRepository, RollupStore):
     """``rollup_rows`` and ``rebuild_rollups``: a repository of ``MongoStore`` (``self.col``)."""
 
     def add_rollups(self, found: Sequence[Increment]) -> None:

@@ -20,7 +20,7 @@ from pymongo import DESCENDING, ReturnDocument
 
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import DuplicateKeyError, escape_key, escape_keys, from_doc, to_doc, unescape_keys
-from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoParts
+from pipeline.store.mongo.parts import CAS_ATTEMPTS, MongoRepository
 from pipeline.store.ports.rollups import day_of, increments
 from pipeline.store.ports.runs import RunStore
 from pipeline.trigger import ClaimRule
@@ -41,7 +41,7 @@ def run_from(doc: dict | None) -> FormationRun | None:
     return None if doc is None else from_doc(FormationRun, unescape_keys(doc))
 
 
-class MongoRuns(MongoParts, RunStore):
+class MongoRuns(MongoRepository, RunStore):
     def insert_run(self, run: FormationRun) -> bool:
         try:
             self.col("runs").insert_one(escape_keys(to_doc(run, run.run_id)))
@@ -148,7 +148,7 @@ class MongoRuns(MongoParts, RunStore):
             return False
         if record.usage.by_model:  # rolled up by the one call that completed the stage
             at = record.finished_at or record.started_at or run["created_at"]
-            self.add_rollups(increments(run["agent_id"], run.get("session_id"), run.get("user_ids") or [], stage,
+            self.parts.rollups.add_rollups(increments(run["agent_id"], run.get("session_id"), run.get("user_ids") or [], stage,
                                         day_of(at), record.usage.by_model))
         return True
 
@@ -172,7 +172,7 @@ class MongoRuns(MongoParts, RunStore):
         now = c.utc(now)
         if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None and run.lease_expires_at > now:
             return None  # its worker still holds a live lease
-        session = self.get_session(run.session_id)
+        session = self.parts.ingest.get_session(run.session_id)
         if doc.get("_claim_pending"):
             if session is None or session.active_run_id != run_id:
                 runs.delete_one({"_id": run_id, "_claim_pending": True})  # it never got its range
@@ -227,7 +227,7 @@ class MongoRuns(MongoParts, RunStore):
     ) -> FormationRun | None:
         sessions, runs = self.col("sessions"), self.col("runs")
         for _ in range(CAS_ATTEMPTS):
-            session = self.get_session(session_id)
+            session = self.parts.ingest.get_session(session_id)
             if session is None or session.agent_id != run.agent_id:
                 return None
             if session.active_run_id is not None and self.claim_holder(session) is None:
@@ -237,7 +237,7 @@ class MongoRuns(MongoParts, RunStore):
                 continue
             if session.active_run_id is not None:
                 return None
-            if self.count_uncounted(session_id):
+            if self.parts.ingest.count_uncounted(session_id):
                 continue  # a message stored but not counted (its ingest died) joins the range
             if not c.rule_holds(session, rule):
                 return None
@@ -276,7 +276,7 @@ class MongoRuns(MongoParts, RunStore):
         # Effects first, then the flip: a crash in between leaves a stale run whose rerun
         # repeats only idempotent steps (a second stamp bump merely invalidates caches).
         self._release(run, watermark=True)
-        self.bump_scope_versions(run.agent_id, changed_scope_keys)
+        self.parts.leases.bump_scope_versions(run.agent_id, changed_scope_keys)
         flipped = self.col("runs").find_one_and_update(
             {"_id": run_id, "status": {"$ne": "done"}},
             {"$set": {"status": "done", "finished_at": c.utc(now), "totals": escape_keys(dict(totals)),

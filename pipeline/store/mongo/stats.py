@@ -17,7 +17,7 @@ from pymongo import ASCENDING, DESCENDING
 
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import _aware, escape_keys, from_doc, to_doc, unescape_keys
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, merged, snapshots_of
 from schemas.documents import UsageRecord
 
@@ -52,14 +52,14 @@ def _row(doc: dict) -> CostRow:
     )
 
 
-class MongoStats(MongoParts, StatsStore):
+class MongoStats(MongoRepository, StatsStore):
     """Usage records, ``cost_rows`` and ``reflection_counts``: a repository of ``MongoStore``
     (``self.col``)."""
 
     def record_usage(self, record: UsageRecord) -> None:
         # model names hold dots ("gpt-6.1-sol"): escaped like every free-form map
         if self.keep_usage_record(record):  # rolled up once, as it is first kept
-            self.add_rollups(self.record_rollups(record))
+            self.parts.rollups.add_rollups(self.parts.rollups.record_rollups(record))
 
     def keep_usage_record(self, record: UsageRecord) -> bool:
         """Store a usage record (replacing one of its id), rolling nothing up: also what an

@@ -4,9 +4,10 @@ Atomicity comes from single-document conditional updates (``find_one_and_update`
 filter that states the precondition) and unique indexes (``DuplicateKeyError`` means "someone
 else already did it"). Every query is plain MongoDB 7+/Atlas: no ``$where``, no JavaScript.
 
-``MongoStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
-``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``, ``webhooks``, ``caps``) on its collections; they reach each other only through ``parts.MongoParts``.
+``MongoStore`` holds one repository per port as an attribute (``ingest``, ``runs``, ``facts``,
+``reflections``, ``blobs``, ``leases``, ``contexts``, ``admin``, ``provenance``, ``access``,
+``stats``, ``webhooks``, ``rollups``, ``caps``) on its collections; they reach each other only
+through ``parts.MongoParts``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT, MongoFacts
 from pipeline.store.mongo.indexes import INDEXES, PARTIAL
 from pipeline.store.mongo.ingest import MongoIngest
 from pipeline.store.mongo.leases import MongoLeases
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.mongo.provenance import MongoProvenance
 from pipeline.store.mongo.reflections import MongoReflections
 from pipeline.store.mongo.rollups import MongoRollups
@@ -35,15 +37,25 @@ TIMEOUTS_MS = {"serverSelectionTimeoutMS": 10_000, "connectTimeoutMS": 10_000, "
 
 
 @translate_errors(unavailable)
-class MongoStore(MongoIngest, MongoRuns, MongoFacts, MongoReflections, MongoBlobs, MongoLeases, MongoContexts,
-                 MongoErasure, MongoProvenance, MongoAccess, MongoStats, MongoWebhooks, MongoRollups, MongoCaps, Store):
-    """Every port method raises ``StoreUnavailable`` for a retryable driver error (a failover,
-    a lost connection: ``unavailable``), through the one decorator above."""
+class MongoStore(Store):
+    """The store's lifecycle and its collections; its methods are its repositories', each of
+    which raises ``StoreUnavailable`` for a retryable driver error (a failover, a lost
+    connection: ``parts.MongoRepository``). A subclass may build one repository of its own
+    (``REPOSITORIES``)."""
+
+    REPOSITORIES: dict[str, type[MongoRepository]] = {
+        "ingest": MongoIngest, "runs": MongoRuns, "facts": MongoFacts, "reflections": MongoReflections,
+        "blobs": MongoBlobs, "leases": MongoLeases, "contexts": MongoContexts, "admin": MongoErasure,
+        "provenance": MongoProvenance, "access": MongoAccess, "stats": MongoStats, "webhooks": MongoWebhooks,
+        "rollups": MongoRollups, "caps": MongoCaps,
+    }
 
     def __init__(self, database, prefix: str = "memory2_", *, client=None) -> None:
         self.database = database
         self.prefix = prefix
         self._client = client
+        for name, repository in self.REPOSITORIES.items():
+            setattr(self, name, repository(self))
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "memory2_") -> "MongoStore":

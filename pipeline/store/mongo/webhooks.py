@@ -14,7 +14,7 @@ from pymongo.errors import BulkWriteError
 
 from pipeline.store import _common as c
 from pipeline.store.mongo.codec import from_doc, to_doc
-from pipeline.store.mongo.parts import MongoParts
+from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.ports.webhooks import WebhookStore
 from schemas.webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
@@ -22,7 +22,7 @@ SUBSCRIPTIONS, DELIVERIES = "webhook_subscriptions", "webhook_deliveries"
 _DUPLICATE_KEY = 11000   # the server's error code for a unique index violation
 
 
-class MongoWebhooks(MongoParts, WebhookStore):
+class MongoWebhooks(MongoRepository, WebhookStore):
 
     def put_subscription(self, sub: WebhookSubscription) -> None:
         self.col(SUBSCRIPTIONS).replace_one({"_id": sub.subscription_id}, to_doc(sub, sub.subscription_id), upsert=True)

@@ -1,4 +1,4 @@
-"""The admin port (design §7): lifecycle, erasure and dumps.
+"""The admin port (design §7): erasure and dumps.
 
 What operators' commands, maintenance tasks and audits need; part of
 ``pipeline.store.port.Store``.
@@ -13,14 +13,7 @@ from pipeline.erasure import Plan, UserData
 
 
 class AdminStore(Protocol):
-    """Indexes, closing, erasure and whole-store dumps."""
-
-    @abc.abstractmethod
-    def create_indexes(self) -> list[str]:
-        """Create every index (unique keys included), idempotently. Returns their names."""
-
-    @abc.abstractmethod
-    def close(self) -> None: ...
+    """Erasure and whole-store dumps (the store's lifecycle is the store's own: ``Store``)."""
 
     @abc.abstractmethod
     def forget_user(self, user_id: str, agent_id: str | None = None, *, dry_run: bool = False) -> dict[str, int]:

@@ -10,10 +10,10 @@ from datetime import datetime
 from pipeline.store._common import ts
 from pipeline.store.ports.access import AccessStore
 from pipeline.store.sqlite.db import IN_CHUNK, Database
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.access import ApiKey, AuditEntry, Job
 
-class SQLiteAccess(AccessStore):
-    db: Database
+class SQLiteAccess(SQLiteRepository, AccessStore):
 
     # ------------------------------------------------------------------ keys ---------------
     def put_api_key(self, key: ApiKey) -> None:

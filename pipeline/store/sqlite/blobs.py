@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pipeline.store.ports.blobs import BlobStore
 from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import ConsolidatedBlob
 
 
-class SQLiteBlobs(BlobStore):
-    db: Database
+class SQLiteBlobs(SQLiteRepository, BlobStore):
 
     def get_blob(self, agent_id: str, scope_key: str) -> ConsolidatedBlob | None:
         row = self.db.conn().execute(

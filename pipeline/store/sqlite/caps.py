@@ -7,14 +7,14 @@ from datetime import datetime
 from pipeline.store._common import ts
 from pipeline.store.ports.caps import CapStore
 from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.caps import SpendCaps
 
 TABLE = "spend_caps"
 DDL = "owner TEXT PRIMARY KEY, updated_at TEXT NOT NULL, doc TEXT NOT NULL"
 
 
-class SQLiteCaps(CapStore):
-    db: Database
+class SQLiteCaps(SQLiteRepository, CapStore):
 
     def put_spend_caps(self, owner: str, caps: SpendCaps | None, now: datetime) -> None:
         with self.db.write() as conn:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pipeline.store.ports.contexts import ContextStore
 from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import CachedContext
 
 
-class SQLiteContexts(ContextStore):
-    db: Database
+class SQLiteContexts(SQLiteRepository, ContextStore):
 
     def get_cached_context(self, session_id: str, user_id: str) -> CachedContext | None:
         row = self.db.conn().execute(

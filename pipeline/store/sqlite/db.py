@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from pipeline.errors import StoreUnavailable
@@ -47,11 +47,18 @@ _NOT_NOW = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED"}
 
 IN_CHUNK = 500  # keys per lookup query of a batch
 
-class Database:
-    """Connections to one SQLite file. ``:memory:`` uses one shared connection under a lock."""
+#: what sets up the tables and indexes of a database and names them (``schema.create_schema``):
+#: passed in, so that this module, which the schema's modules import, imports none of them
+Schema = Callable[["Database"], list[str]]
 
-    def __init__(self, path: str, prefix: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+
+class Database:
+    """Connections to one SQLite file. ``:memory:`` uses one shared connection under a lock.
+    ``schema`` is run when the file is opened, and again when it was found replaced."""
+
+    def __init__(self, path: str, prefix: str, schema: Schema, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = path
+        self._schema = schema
         self.prefix = prefix
         self.busy_timeout_s = busy_timeout_s
         self._local = threading.local()
@@ -85,9 +92,7 @@ class Database:
 
     def create_schema(self) -> list[str]:
         """Every table and index of the store, created or upgraded (``schema``); their names."""
-        from pipeline.store.sqlite.schema import create_schema  # the schema is written on this module
-
-        return create_schema(self)
+        return self._schema(self)
 
     def t(self, table: str) -> str:
         """The prefixed table name."""

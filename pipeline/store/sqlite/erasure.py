@@ -11,7 +11,7 @@ from pipeline import erasure, vectors
 from pipeline.erasure import Plan
 from pipeline.store.ports.admin import AdminStore
 from pipeline.store.sqlite.db import Database
-from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.sqlite.parts import SQLiteRepository
 from pipeline.store.sqlite.rollups import TABLE as ROLLUPS
 from pipeline.store.sqlite.schema import TABLES
 from pipeline.store.sqlite.stats import keep_usage_rows
@@ -26,8 +26,7 @@ def _in(values: list[str]) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
 
-class SQLiteErasure(SQLiteParts, AdminStore):
-    db: Database
+class SQLiteErasure(SQLiteRepository, AdminStore):
 
     def _user_sessions(self, conn: sqlite3.Connection, user_id: str, agent_id: str | None) -> dict[str, str]:
         """session id -> agent id of every session the user was in."""
@@ -60,7 +59,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
         runs = [FormationRun.model_validate_json(doc) for (doc,) in conn.execute(
             f"SELECT doc FROM {t('runs')} WHERE run_id IN ({_in(named)}) "
             f"UNION SELECT doc FROM {t('runs')} WHERE session_id IN ({_in(list(sessions))})", [*named, *sessions])]
-        naming = self.rejected_naming(user_id, agent_id)
+        naming = self.parts.provenance.rejected_naming(user_id, agent_id)
         rejected = [RejectedEvent.model_validate_json(d) for (d,) in conn.execute(
             f"SELECT doc FROM {t('rejected')} WHERE rejection_id IN ({_in(naming)})", naming)]
         stamped = conn.execute(f"SELECT agent_id FROM {t('scope_versions')} WHERE scope_key = ?",
@@ -120,8 +119,8 @@ class SQLiteErasure(SQLiteParts, AdminStore):
         ).rowcount
         counts["runs_rewritten"] = len(plan.rewrite_runs)
         for run in plan.rewrite_runs:
-            self.release_claim(conn, run, watermark=False)
-            self.put_run_row(conn, run)
+            self.parts.runs.release_claim(conn, run, watermark=False)
+            self.parts.runs.put_run_row(conn, run)
         counts["rejected"] = conn.execute(
             f"DELETE FROM {t('rejected')} WHERE rejection_id IN ({_in(plan.rejected_ids)})", plan.rejected_ids,
         ).rowcount
@@ -140,7 +139,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
             f"DELETE FROM {t('scope_versions')} WHERE scope_key = ? {agent_clause}", (plan.user_key, *agent_args),
         ).rowcount
         for agent, keys in plan.stamps.items():
-            self.bump_stamps(conn, agent, keys)
+            self.parts.leases.bump_stamps(conn, agent, keys)
         counts["leases"] = conn.execute(
             f"DELETE FROM {t('leases')} WHERE name IN ({_in(plan.leases)})", plan.leases,
         ).rowcount
@@ -173,7 +172,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
             row = conn.execute(f"SELECT doc FROM {self.db.t('sessions')} WHERE session_id = ?", (sid,)).fetchone()
             session = SessionState.model_validate_json(row[0]) if row else None
             if session is not None and user_id in session.users:
-                self.put_session_row(conn, session.model_copy(
+                self.parts.ingest.put_session_row(conn, session.model_copy(
                     update={"users": [u for u in session.users if u != user_id]}))
                 touched += 1
         return touched
@@ -189,7 +188,7 @@ class SQLiteErasure(SQLiteParts, AdminStore):
             conn.executemany(f"DELETE FROM {t('consolidated')} WHERE agent_id = ? AND scope_key = ?",
                              plan.drop_blobs)
             for agent, keys in plan.changed_keys().items():
-                self.bump_stamps(conn, agent, keys)
+                self.parts.leases.bump_stamps(conn, agent, keys)
                 # a cached context of this agent may quote a removed item: stale, never served
                 # again, but still a stored copy of what was erased
                 conn.execute(f"DELETE FROM {t('contexts')} WHERE json_extract(doc, '$.agent_id') = ?", (agent,))

@@ -14,6 +14,7 @@ from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.sqlite.db import Database, qmarks
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import Fact
 
 _FACT_COLUMNS = "fact_id, doc, embedding"
@@ -26,8 +27,7 @@ def fact_from_row(doc: str, embedding: bytes | None) -> Fact:
     return Fact.model_validate(data)
 
 
-class SQLiteFacts(FactStore):
-    db: Database
+class SQLiteFacts(SQLiteRepository, FactStore):
 
     def _fact_values(self, fact: Fact) -> tuple:
         return (

@@ -16,11 +16,11 @@ from pipeline.errors import InvalidInput
 from pipeline.store import _common as c
 from pipeline.store.ports.ingest import IngestOutcome, IngestStore, owned_by_another
 from pipeline.store.sqlite.db import Database, chunks
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import AgentSettings, RejectedEvent, SessionState, StoredMessage
 
 
-class SQLiteIngest(IngestStore):
-    db: Database
+class SQLiteIngest(SQLiteRepository, IngestStore):
 
     def get_agent_settings(self, agent_id: str) -> AgentSettings:
         row = self.db.conn().execute(

@@ -11,10 +11,10 @@ from datetime import datetime
 from pipeline.store import _common as c
 from pipeline.store.ports.leases import LeaseStore
 from pipeline.store.sqlite.db import Database, qmarks
+from pipeline.store.sqlite.parts import SQLiteRepository
 
 
-class SQLiteLeases(LeaseStore):
-    db: Database
+class SQLiteLeases(SQLiteRepository, LeaseStore):
 
     def acquire_lease(self, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
         table = self.db.t("leases")

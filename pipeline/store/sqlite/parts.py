@@ -1,41 +1,52 @@
-"""What the SQLite repositories call on each other: the inner interface of ``SQLiteStore``.
+"""What a SQLite repository is built on, and what it may reach of the others.
 
-The store is one class composed of repositories, one per port (``facts``, ``runs``,
-``ingest``, ...). A repository calls, besides its own methods and the public port, only what
-is declared here (row writes inside a transaction another repository opened); the store class
-provides it, and a store missing one cannot be built. Not part of the port: callers outside
-``pipeline.store`` never use these.
+``SQLiteStore`` holds one repository per port (``facts``, ``runs``, ``ingest``, ...), each
+built on the store (``SQLiteRepository(parts)``). A repository calls, besides its own
+methods, only what ``SQLiteParts`` declares: the store's ``Database`` and the sibling
+repositories whose row writes it joins inside a transaction it opened (``session_row``,
+``put_run_row``, ``bump_stamps`` ...). None of that is part of the port: callers outside
+``pipeline.store`` never use it.
+
+Every subclass is wrapped when it is defined, so no repository can miss it: each public
+method borrows a pooled connection for its call (``pool.borrowing``) and raises
+``StoreUnavailable`` for a lock held past the busy timeout (``db.unavailable``).
 """
 
 from __future__ import annotations
 
-import abc
-import sqlite3
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from schemas.documents import FormationRun, SessionState
+from pipeline.store._unavailable import translate_errors
+from pipeline.store.sqlite.db import Database, unavailable
+from pipeline.store.sqlite.pool import borrowing
+
+if TYPE_CHECKING:  # the repositories import this module
+    from pipeline.store.sqlite.ingest import SQLiteIngest
+    from pipeline.store.sqlite.leases import SQLiteLeases
+    from pipeline.store.sqlite.provenance import SQLiteProvenance
+    from pipeline.store.sqlite.runs import SQLiteRuns
 
 
-class SQLiteParts(abc.ABC):
-    """Row writes inside a write transaction ``conn`` of the store's ``Database`` (``self.db``)."""
+class SQLiteParts(Protocol):
+    """What a repository reaches through the store it belongs to."""
 
-    @abc.abstractmethod
-    def session_row(self, conn: sqlite3.Connection, session_id: str) -> SessionState | None:
-        """The stored session, read inside ``conn``'s transaction."""
+    db: Database
+    ingest: SQLiteIngest
+    runs: SQLiteRuns
+    leases: SQLiteLeases
+    provenance: SQLiteProvenance
 
-    @abc.abstractmethod
-    def put_session_row(self, conn: sqlite3.Connection, session: SessionState) -> None:
-        """Write the session's row (insert or replace)."""
 
-    @abc.abstractmethod
-    def put_run_row(self, conn: sqlite3.Connection, run: FormationRun) -> None:
-        """Write the run's row (insert or replace)."""
+class SQLiteRepository:
+    """One port's methods over the store's ``Database`` (``self.db``)."""
 
-    @abc.abstractmethod
-    def release_claim(self, conn: sqlite3.Connection, run: FormationRun, watermark: bool) -> None:
-        """Drop the session's claim if ``run`` holds it; with ``watermark``, advance the
-        session's watermark to the run's ``seq_to``."""
+    def __init__(self, parts: SQLiteParts) -> None:
+        self.parts = parts
 
-    @abc.abstractmethod
-    def bump_stamps(self, conn: sqlite3.Connection, agent_id: str, scope_keys: Sequence[str]) -> None:
-        """Move the version stamps of these scope keys of the agent."""
+    @property
+    def db(self) -> Database:
+        return self.parts.db
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        translate_errors(unavailable)(borrowing(cls))

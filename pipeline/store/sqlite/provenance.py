@@ -22,6 +22,7 @@ from pipeline.footprint import Footprint, Resting
 from pipeline.store.ports.provenance import ProvenanceStore
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.facts import fact_from_row
+from pipeline.store.sqlite.parts import SQLiteRepository
 from pipeline.user_ids import raw_names_user
 from schemas.documents import ConsolidatedBlob, Fact, FormationRun, Reflection, StoredMessage, scope_key
 
@@ -122,10 +123,9 @@ def _in(values: list) -> str:
     return ", ".join("?" for _ in values) or "NULL"
 
 
-class SQLiteProvenance(ProvenanceStore):
+class SQLiteProvenance(SQLiteRepository, ProvenanceStore):
     """The provenance port of ``SQLiteStore``: a repository on its ``Database``."""
 
-    db: Database
 
     def _ref_ids(self, conn, kind: str, user_id: str, agent_id: str | None) -> list[str]:
         agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])

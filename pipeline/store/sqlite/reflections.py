@@ -10,6 +10,7 @@ from datetime import datetime
 from pipeline.store import _common as c
 from pipeline.store.ports.reflections import ReflectionStore
 from pipeline.store.sqlite.db import Database, qmarks
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import Reflection, ReflectionEdit
 
 
@@ -27,8 +28,7 @@ def counted(db: Database, agent_id: str, scope_keys: Sequence[str]) -> list[tupl
     return [(key, int(total), int(unabsorbed or 0), newest) for key, total, unabsorbed, newest in rows]
 
 
-class SQLiteReflections(ReflectionStore):
-    db: Database
+class SQLiteReflections(SQLiteRepository, ReflectionStore):
 
     def _put_reflection(self, conn: sqlite3.Connection, r: Reflection, verb: str = "INSERT OR REPLACE") -> int:
         cur = conn.execute(

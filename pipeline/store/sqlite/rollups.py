@@ -12,6 +12,7 @@ from pipeline.store.ports.rollups import (
 )
 from pipeline.store.ports.stats import CostRow
 from pipeline.store.sqlite.db import Database
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import UsageRecord
 
 TABLE = "usage_rollups"
@@ -56,10 +57,9 @@ def record_increments(db: Database, conn: sqlite3.Connection, record: UsageRecor
     return increments(record.agent_id, record.session_id, users, record.stage, day_of(record.at), record.by_model)
 
 
-class SQLiteRollups(RollupStore):
+class SQLiteRollups(SQLiteRepository, RollupStore):
     """``rollup_rows`` and ``rebuild_rollups``: a repository of ``SQLiteStore`` on its ``Database``."""
 
-    db: Database
 
     def rollup_rows(
         self, agent_id: str | None, *, user_id: str | None = None, session_id: str | None = None,

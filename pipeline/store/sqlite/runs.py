@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 from pipeline.store import _common as c
 from pipeline.store.ports.runs import RunStore
 from pipeline.store.sqlite.db import Database
-from pipeline.store.sqlite.parts import SQLiteParts
+from pipeline.store.sqlite.parts import SQLiteRepository
 from pipeline.store.ports.rollups import increments
 from pipeline.store.sqlite.rollups import add_rollups
 from pipeline.store.sqlite.stats import run_columns, stage_usage
@@ -60,8 +60,7 @@ def _stage_path(stage: str) -> str:
     return f'$.stages."{stage}"'
 
 
-class SQLiteRuns(SQLiteParts, RunStore):
-    db: Database
+class SQLiteRuns(SQLiteRepository, RunStore):
 
     def _run(self, conn: sqlite3.Connection, run_id: str) -> FormationRun | None:
         row = conn.execute(f"SELECT doc FROM {self.db.t('runs')} WHERE run_id = ?", (run_id,)).fetchone()
@@ -87,7 +86,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
         self, session_id: str, rule: ClaimRule, run: FormationRun, now: datetime, lease_s: float
     ) -> FormationRun | None:
         with self.db.write() as conn:
-            session = self.session_row(conn, session_id)
+            session = self.parts.ingest.session_row(conn, session_id)
             if session is None or session.agent_id != run.agent_id or self._claim_holder(conn, session) is not None:
                 return None
             if not c.rule_holds(session, rule):
@@ -96,7 +95,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
                 return None  # a run id is used once
             stored = c.claimed_run(session, run, now, lease_s)
             self.put_run_row(conn, stored)
-            self.put_session_row(conn, c.after_claim(session, stored))
+            self.parts.ingest.put_session_row(conn, c.after_claim(session, stored))
             return stored
 
     def insert_run(self, run: FormationRun) -> bool:
@@ -178,9 +177,9 @@ class SQLiteRuns(SQLiteParts, RunStore):
             if run.status not in c.ACTIVE_RUN_STATUSES:
                 return None, False
             until = c.lease_until(now, lease_s)
-            session = self.session_row(conn, run.session_id)
+            session = self.parts.ingest.session_row(conn, run.session_id)
             if session is not None and session.active_run_id == run_id:
-                self.put_session_row(conn, session.model_copy(update={"lease_expires_at": until}))
+                self.parts.ingest.put_session_row(conn, session.model_copy(update={"lease_expires_at": until}))
             return run.model_copy(update={"lease_expires_at": until}), True
 
         try:
@@ -266,7 +265,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
         self._modify_run(run_id, change)
 
     def release_claim(self, conn: sqlite3.Connection, run: FormationRun | _RunHead, watermark: bool) -> None:
-        session = self.session_row(conn, run.session_id)
+        session = self.parts.ingest.session_row(conn, run.session_id)
         if session is None:
             return
         update: dict = {}
@@ -275,7 +274,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
         if session.active_run_id == run.run_id:
             update.update(active_run_id=None, lease_expires_at=None)
         if update:
-            self.put_session_row(conn, session.model_copy(update=update))
+            self.parts.ingest.put_session_row(conn, session.model_copy(update=update))
 
     def finish_run(self, run_id: str, now: datetime, totals: dict, changed_scope_keys: Sequence[str]) -> bool:
         with self.db.write() as conn:
@@ -285,7 +284,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
             if run.status == "done":
                 return False
             self.release_claim(conn, run, watermark=True)
-            self.bump_stamps(conn, run.agent_id, changed_scope_keys)
+            self.parts.leases.bump_stamps(conn, run.agent_id, changed_scope_keys)
             self._patch_run(conn, run_id, {"status": "done", "finished_at": c.utc(now), "totals": dict(totals),
                                            "lease_expires_at": None, "error": None})
             return True
@@ -311,7 +310,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
             if run.status in c.ACTIVE_RUN_STATUSES and run.lease_expires_at is not None \
                     and c.utc(run.lease_expires_at) > c.utc(now):
                 return None, None  # its worker still holds a live lease
-            session = self.session_row(conn, run.session_id)
+            session = self.parts.ingest.session_row(conn, run.session_id)
             holder = self._claim_holder(conn, session) if session is not None else None
             if holder is not None and holder.run_id != run_id:
                 return None, None
@@ -321,7 +320,7 @@ class SQLiteRuns(SQLiteParts, RunStore):
                 "lease_expires_at": until, "finished_at": None,
             })
             if session is not None:
-                self.put_session_row(conn, session.model_copy(update={"active_run_id": run_id, "lease_expires_at": until}))
+                self.parts.ingest.put_session_row(conn, session.model_copy(update={"active_run_id": run_id, "lease_expires_at": until}))
             return reopened, reopened
 
         try:

@@ -21,6 +21,7 @@ from pipeline.store.ports.stats import CostRow, ReflectionCounts, StatsStore, sn
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.reflections import counted
 from pipeline.store.sqlite.rollups import add_rollups, record_increments
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import FormationRun, StageRecord, UsageRecord
 
 # ``usage`` and ``user_ids`` of runs stored before the columns, from their documents; the same
@@ -91,11 +92,10 @@ def keep_usage_rows(db: Database, conn: sqlite3.Connection, records: Sequence[Us
         [(r.usage_id, r.agent_id, c.ts(r.at), r.model_dump_json()) for r in records])
 
 
-class SQLiteStats(StatsStore):
+class SQLiteStats(SQLiteRepository, StatsStore):
     """Usage records, ``cost_rows`` and ``reflection_counts``: a repository of ``SQLiteStore``
     on its ``Database``."""
 
-    db: Database
 
     def record_usage(self, record: UsageRecord) -> None:
         with self.db.write() as conn:

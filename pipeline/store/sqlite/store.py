@@ -4,9 +4,10 @@ Every atomic method is one ``BEGIN IMMEDIATE`` transaction (see ``db``), so a
 read-modify-write in Python is as atomic as a conditional update on a server. Documents are
 kept as JSON with the queried columns beside them; embeddings as float32 bytes.
 
-``SQLiteStore`` composes one repository per port (``ingest``, ``runs``, ``facts``,
-``reflections``, ``blobs``, ``leases``, ``contexts``, ``erasure``, ``provenance``, ``access``,
-``stats``, ``webhooks``, ``caps``), all on one ``Database``; they reach each other only through ``parts.SQLiteParts``.
+``SQLiteStore`` holds one repository per port as an attribute (``ingest``, ``runs``, ``facts``,
+``reflections``, ``blobs``, ``leases``, ``contexts``, ``admin``, ``provenance``, ``access``,
+``stats``, ``webhooks``, ``rollups``, ``caps``), all on one ``Database``; they reach each other
+only through ``parts.SQLiteParts``.
 """
 
 from __future__ import annotations
@@ -23,24 +24,35 @@ from pipeline.store.sqlite.erasure import SQLiteErasure
 from pipeline.store.sqlite.facts import SQLiteFacts
 from pipeline.store.sqlite.ingest import SQLiteIngest
 from pipeline.store.sqlite.leases import SQLiteLeases
+from pipeline.store.sqlite.parts import SQLiteRepository
 from pipeline.store.sqlite.pool import borrowing
 from pipeline.store.sqlite.provenance import SQLiteProvenance
 from pipeline.store.sqlite.reflections import SQLiteReflections
 from pipeline.store.sqlite.rollups import SQLiteRollups
 from pipeline.store.sqlite.runs import SQLiteRuns
+from pipeline.store.sqlite.schema import create_schema
 from pipeline.store.sqlite.stats import SQLiteStats
 from pipeline.store.sqlite.webhooks import SQLiteWebhooks
 
 
 @translate_errors(unavailable)
 @borrowing
-class SQLiteStore(SQLiteIngest, SQLiteRuns, SQLiteFacts, SQLiteReflections, SQLiteBlobs, SQLiteLeases, SQLiteContexts,
-                  SQLiteErasure, SQLiteProvenance, SQLiteAccess, SQLiteStats, SQLiteWebhooks, SQLiteRollups, SQLiteCaps, Store):
-    """Every port method raises ``StoreUnavailable`` for a lock held past the busy timeout
-    (``db.unavailable``), through the one decorator above."""
+class SQLiteStore(Store):
+    """The store's lifecycle; its methods are its repositories', each of which raises
+    ``StoreUnavailable`` for a lock held past the busy timeout (``parts.SQLiteRepository``).
+    A subclass may build one repository of its own (``REPOSITORIES``)."""
+
+    REPOSITORIES: dict[str, type[SQLiteRepository]] = {
+        "ingest": SQLiteIngest, "runs": SQLiteRuns, "facts": SQLiteFacts, "reflections": SQLiteReflections,
+        "blobs": SQLiteBlobs, "leases": SQLiteLeases, "contexts": SQLiteContexts, "admin": SQLiteErasure,
+        "provenance": SQLiteProvenance, "access": SQLiteAccess, "stats": SQLiteStats, "webhooks": SQLiteWebhooks,
+        "rollups": SQLiteRollups, "caps": SQLiteCaps,
+    }
 
     def __init__(self, path: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.db = Database(path, prefix, busy_timeout_s=busy_timeout_s)
+        self.db = Database(path, prefix, create_schema, busy_timeout_s=busy_timeout_s)
+        for name, repository in self.REPOSITORIES.items():
+            setattr(self, name, repository(self))
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "memory2_", *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> "SQLiteStore":

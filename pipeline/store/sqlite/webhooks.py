@@ -10,11 +10,11 @@ from datetime import datetime
 from pipeline.store._common import ts
 from pipeline.store.ports.webhooks import WebhookStore
 from pipeline.store.sqlite.db import Database, chunks
+from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.webhooks import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 
-class SQLiteWebhooks(WebhookStore):
-    db: Database
+class SQLiteWebhooks(SQLiteRepository, WebhookStore):
 
     def put_subscription(self, sub: WebhookSubscription) -> None:
         with self.db.write() as conn:

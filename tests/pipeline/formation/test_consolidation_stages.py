@@ -18,7 +18,7 @@ from testkit.formation import blob_answer, facts, merge_all, reflections
 
 def buffered(env, key, n, *, session_id="s-old", start=0, agent_id="agent-1"):
     scope = "agent" if key == "agent" else key.split(":")[0]
-    env.store.insert_reflections([
+    env.store.reflections.insert_reflections([
         Reflection(reflection_id=f"r-{key}-{i}", agent_id=agent_id, scope=scope, scope_key=key,
                    user_id=key.split(":")[1] if scope == "user" else None,
                    session_id=key.split(":")[1] if scope == "session" else None,
@@ -28,7 +28,7 @@ def buffered(env, key, n, *, session_id="s-old", start=0, agent_id="agent-1"):
 
 
 def unabsorbed(env, key):
-    return [r.reflection_id for r in env.store.unabsorbed_reflections("agent-1", key)]
+    return [r.reflection_id for r in env.store.reflections.unabsorbed_reflections("agent-1", key)]
 
 
 def due_after_run(env, user=0, agent=0, session=0, reason="threshold"):
@@ -69,10 +69,10 @@ def test_merge_writes_version_1_and_absorbs_exactly_the_merged_ids(env):
     run_id, output = due_after_run(env, user=4)
     env.llm.on("consolidate", merge_all)
     cs.consolidate_scope(run_id, 0, env)
-    blob = env.store.get_blob("agent-1", "user:u-1")
+    blob = env.store.blobs.get_blob("agent-1", "user:u-1")
     assert blob.version == 1 and blob.consolidated_content.startswith("VERSION: 1\n[NOTES]\n- reflection 0")
     assert unabsorbed(env, "user:u-1") == []
-    absorbed = env.store.list_reflections("agent-1", "user:u-1")
+    absorbed = env.store.reflections.list_reflections("agent-1", "user:u-1")
     assert {r.consolidated_into for r in absorbed} == {1} and all(r.absorbed_at for r in absorbed)
 
 
@@ -82,7 +82,7 @@ def test_the_next_consolidation_increments_the_version_and_keeps_sections(env):
     cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     buffered(env, "user:u-1", 4, start=4)
     cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-b", usage=Usage())
-    blob = env.store.get_blob("agent-1", "user:u-1")
+    blob = env.store.blobs.get_blob("agent-1", "user:u-1")
     assert blob.version == 2
     assert blob.consolidated_content.splitlines()[:2] == ["VERSION: 2", "[NOTES]"]
     assert "reflection 0 about" in blob.consolidated_content and "reflection 7 about" in blob.consolidated_content
@@ -97,7 +97,7 @@ def test_an_over_long_answer_is_asked_again_with_the_excess_stated(env):
     calls = [c for c in env.llm.calls if c.operation == "consolidate"]
     assert [c.inputs["excess_words"] for c in calls] == [None, 14]  # 34 words rendered, limit 20
     assert result["over_limit_answers"] == [14]
-    assert env.store.get_blob("agent-1", "user:u-1").consolidated_content == "VERSION: 1\n[NOTES]\n- short enough"
+    assert env.store.blobs.get_blob("agent-1", "user:u-1").consolidated_content == "VERSION: 1\n[NOTES]\n- short enough"
 
 
 def test_a_blob_is_never_stored_over_its_limit_and_the_buffer_stays(env):
@@ -107,7 +107,7 @@ def test_a_blob_is_never_stored_over_its_limit_and_the_buffer_stays(env):
     with pytest.raises(OverWordLimit):
         cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     assert env.llm.count("consolidate") == 1 + env.settings.consolidation_max_length_retries
-    assert env.store.get_blob("agent-1", "user:u-1") is None
+    assert env.store.blobs.get_blob("agent-1", "user:u-1") is None
     assert len(unabsorbed(env, "user:u-1")) == 4
     assert isinstance(OverWordLimit("x"), TransientError)
 
@@ -117,7 +117,7 @@ def test_a_failed_consolidation_keeps_the_buffer(env):
     env.llm.on("consolidate", Fault("server_error"))
     with pytest.raises(TransientError):
         cs.merge_scope(env, "agent-1", "session:s-1", model="m", holder="run-a", usage=Usage())
-    assert len(unabsorbed(env, "session:s-1")) == 4 and env.store.get_blob("agent-1", "session:s-1") is None
+    assert len(unabsorbed(env, "session:s-1")) == 4 and env.store.blobs.get_blob("agent-1", "session:s-1") is None
 
 
 def test_a_reflection_that_arrives_during_the_merge_stays_in_the_buffer(env):
@@ -130,7 +130,7 @@ def test_a_reflection_that_arrives_during_the_merge_stays_in_the_buffer(env):
     env.llm.on("consolidate", merge_while_one_arrives)
     cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     assert unabsorbed(env, "user:u-1") == ["r-user:u-1-99"]
-    assert "reflection 99" not in env.store.get_blob("agent-1", "user:u-1").consolidated_content
+    assert "reflection 99" not in env.store.blobs.get_blob("agent-1", "user:u-1").consolidated_content
 
 
 def test_two_consolidations_of_one_scope_at_once_one_wins_the_lease(env):
@@ -153,23 +153,23 @@ def test_two_consolidations_of_one_scope_at_once_one_wins_the_lease(env):
     release.set()
     first.join(10)
     assert outcome["a"]["status"] == "merged"
-    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert env.store.blobs.get_blob("agent-1", "user:u-1").version == 1
     assert env.llm.count("consolidate") == 1
 
 
 def test_a_crash_between_saving_the_blob_and_absorbing_only_absorbs_on_rerun(env):
     buffered(env, "user:u-1", 4)
     env.llm.on("consolidate", merge_all)
-    real_mark = env.store.mark_absorbed
-    env.store.mark_absorbed = lambda *a, **k: (_ for _ in ()).throw(ConnectionError("worker lost"))
+    real_mark = env.store.reflections.mark_absorbed
+    env.store.reflections.mark_absorbed = lambda *a, **k: (_ for _ in ()).throw(ConnectionError("worker lost"))
     with pytest.raises(ConnectionError):
         cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
-    env.store.mark_absorbed = real_mark
-    assert len(unabsorbed(env, "user:u-1")) == 4 and env.store.get_blob("agent-1", "user:u-1").version == 1
-    env.store.release_lease("consolidate:agent-1:user:u-1", "run-a")
+    env.store.reflections.mark_absorbed = real_mark
+    assert len(unabsorbed(env, "user:u-1")) == 4 and env.store.blobs.get_blob("agent-1", "user:u-1").version == 1
+    env.store.leases.release_lease("consolidate:agent-1:user:u-1", "run-a")
     result = cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     assert result["status"] == "already_merged"
-    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert env.store.blobs.get_blob("agent-1", "user:u-1").version == 1
     assert unabsorbed(env, "user:u-1") == []
     assert env.llm.count("consolidate") == 1
 
@@ -182,7 +182,7 @@ def test_session_consolidation_without_a_run_merges_scopes_holding_this_sessions
     env.llm.on("consolidate", merge_all)
     results = cs.consolidate_session("agent-1", "s-9", env)
     assert sorted(r["scope_key"] for r in results) == ["session:s-9", "user:u-1"]
-    assert env.store.get_blob("agent-1", "agent") is None
+    assert env.store.blobs.get_blob("agent-1", "agent") is None
     again = cs.consolidate_session("agent-1", "s-9", env)
     assert again == [] and env.llm.count("consolidate") == 2
 
@@ -190,7 +190,7 @@ def test_session_consolidation_without_a_run_merges_scopes_holding_this_sessions
 def _stored_blob(env, key, text, version=1):
     from schemas.documents import ConsolidatedBlob
 
-    env.store.save_blob(ConsolidatedBlob(
+    env.store.blobs.save_blob(ConsolidatedBlob(
         agent_id="agent-1", scope="user", scope_key=key, user_id="u-1", consolidated_content=text,
         word_limit=300, version=version,
     ), expected_version=0)
@@ -206,7 +206,7 @@ def test_an_answer_that_drops_a_section_unnamed_is_asked_again_naming_it(env):
     calls = [c for c in env.llm.calls if c.operation == "consolidate"]
     assert [c.inputs["missing_sections"] for c in calls] == [[], ["GOALS"]]
     assert result["lost_section_answers"] == [["GOALS"]]
-    assert "[GOALS]\n- Run a marathon" in env.store.get_blob("agent-1", "user:u-1").consolidated_content
+    assert "[GOALS]\n- Run a marathon" in env.store.blobs.get_blob("agent-1", "user:u-1").consolidated_content
 
 
 def test_a_section_named_outdated_by_the_answer_may_go(env):
@@ -218,7 +218,7 @@ def test_a_section_named_outdated_by_the_answer_may_go(env):
     result = cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     assert result["status"] == "merged" and result["outdated_sections"] == ["trip"]
     assert env.llm.count("consolidate") == 1
-    assert "TRIP" not in env.store.get_blob("agent-1", "user:u-1").consolidated_content
+    assert "TRIP" not in env.store.blobs.get_blob("agent-1", "user:u-1").consolidated_content
 
 
 def test_a_blob_never_loses_a_section_and_the_buffer_stays_when_every_answer_drops_it(env):
@@ -228,7 +228,7 @@ def test_a_blob_never_loses_a_section_and_the_buffer_stays_when_every_answer_dro
     with pytest.raises(cs.rules.LostSections):
         cs.merge_scope(env, "agent-1", "user:u-1", model="m", holder="run-a", usage=Usage())
     assert env.llm.count("consolidate") == 1 + env.settings.consolidation_max_length_retries
-    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert env.store.blobs.get_blob("agent-1", "user:u-1").version == 1
     assert len(unabsorbed(env, "user:u-1")) == 4
 
 
@@ -249,7 +249,7 @@ def test_a_consolidation_that_waited_on_the_lease_does_not_merge_what_is_left_be
     result = cs.consolidate_scope(run_id, 0, env).output
     assert result["status"] == "not_due" and result["unabsorbed"] == 1
     assert env.llm.count("consolidate") == 1
-    assert env.store.get_blob("agent-1", "user:u-1").version == 1
+    assert env.store.blobs.get_blob("agent-1", "user:u-1").version == 1
     assert unabsorbed(env, "user:u-1") == ["r-user:u-1-50"]
 
 

@@ -48,7 +48,7 @@ SHARED = "The venue is Riverside Park"
 
 
 def _rows(env, collection):
-    dump = env.store.dump_all()
+    dump = env.store.admin.dump_all()
     return next(rows for name, rows in dump.items() if name.endswith(collection))
 
 
@@ -61,7 +61,7 @@ def test_one_to_one_moves_agent_contact_data_to_the_speakers_scope(env):
         ("agent", SHARED), ("user:u-1", CONTACT)]
     assert [(r["scope_key"], r["content"]) for r in _rows(env, "reflections")] == [
         ("user:u-1", "Send Alice the menu at alice@example.com")]
-    totals = env.store.get_run(run_id).totals
+    totals = env.store.runs.get_run(run_id).totals
     assert (totals["contacts_rescoped"], totals["contacts_dropped"]) == (2, 0)
 
 
@@ -75,18 +75,18 @@ def test_group_chat_drops_agent_contact_data(env):
     env.whole_chain(run_id)
     assert sorted(f.content for f in env.live_facts()) == [SHARED, "Tom handles the AV"]
     assert [r["content"] for r in _rows(env, "reflections")] == ["Bob will bring the projector"]
-    totals = env.store.get_run(run_id).totals
+    totals = env.store.runs.get_run(run_id).totals
     assert (totals["contacts_rescoped"], totals["contacts_dropped"]) == (0, 2)
 
 
 def test_user_memory_off_drops_instead_of_rescoping(env):
-    env.store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
+    env.store.ingest.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
     env.llm.on("extract_facts", facts(("agent", CONTACT), ("agent", SHARED)))
     env.llm.on("extract_reflections", reflections())
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
     assert [(f.scope_key, f.content) for f in env.live_facts()] == [("agent", SHARED)]
-    assert env.store.get_run(run_id).totals["contacts_dropped"] == 1
+    assert env.store.runs.get_run(run_id).totals["contacts_dropped"] == 1
 
 
 def test_a_user_scope_fact_keeps_its_contact_data(env):
@@ -95,5 +95,5 @@ def test_a_user_scope_fact_keeps_its_contact_data(env):
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
     assert [(f.scope_key, f.content) for f in env.live_facts()] == [("user:u-1", "Alice's email is alice@example.com")]
-    totals = env.store.get_run(run_id).totals
+    totals = env.store.runs.get_run(run_id).totals
     assert (totals["contacts_rescoped"], totals["contacts_dropped"]) == (0, 0)

@@ -90,7 +90,7 @@ def test_a_correction_said_in_another_session_is_a_candidate_and_becomes_an_upda
     # the fact's tokens); candidates are scored content to content, whatever that excerpt was
     [call] = [c for c in env.llm.calls if c.operation == "decide_facts"]
     assert call.inputs["items"][0]["candidates"] == [{"alias": 0, "text": LISBON}]
-    [[fid, score]] = env.store.get_run(run_id).stages["decide_facts"].output["candidates"]["0"]
+    [[fid, score]] = env.store.runs.get_run(run_id).stages["decide_facts"].output["candidates"]["0"]
     assert fid == old.fact_id and score >= 0.7
     [fact] = env.all_facts()
     assert fact.fact_id == old.fact_id and fact.content == PORTO and fact.version == 2
@@ -116,7 +116,7 @@ def test_shortlisted_contents_are_embedded_in_one_call_and_a_rerun_makes_no_new_
     assert len(env.embedder.calls) == before + 1  # every shortlisted content of the stage at once
     assert sorted(env.embedder.calls[-1]) == sorted(f.content for f in env.live_facts()
                                                     if f.source_run_id == first)
-    output = env.store.get_run(second).stages["decide_facts"].output
+    output = env.store.runs.get_run(second).stages["decide_facts"].output
     calls, llm_calls = len(env.embedder.calls), env.llm.call_count
     rerun = stages.decide_facts(second, env)
     assert rerun.reused and rerun.output["candidates"] == output["candidates"]
@@ -127,7 +127,7 @@ def test_shortlisted_contents_are_embedded_in_one_call_and_a_rerun_makes_no_new_
 def test_a_fact_whose_shortlist_scores_below_the_threshold_is_added_without_the_llm(env):
     _form(env, [("user", "u-1", "My email is alice@example.com.")], "Alice's email is alice@example.com")
     run_id = _form(env, [("user", "u-1", "The venue seats 300 people.")], "The venue seats 300 people")
-    output = env.store.get_run(run_id).stages["decide_facts"].output
+    output = env.store.runs.get_run(run_id).stages["decide_facts"].output
     assert output["candidates"] == {} and output["llm_items"] == 0
     assert env.llm.count("decide_facts") == 0
     assert len(env.live_facts()) == 2
@@ -144,8 +144,8 @@ def test_a_near_duplicate_formed_seconds_later_is_a_candidate_even_before_the_in
     [call] = [c for c in env.llm.calls if c.operation == "decide_facts"]
     assert call.inputs["items"][0]["candidates"] == [{"alias": 0, "text": EMAIL}]
     assert [f.content for f in env.live_facts()] == [EMAIL]
-    assert env.store.get_run(second).stages["decide_facts"].output["counts"]["none"] == 1
-    assert env.store.get_run(first).stages["decide_facts"].output["counts"]["added"] == 1
+    assert env.store.runs.get_run(second).stages["decide_facts"].output["counts"]["none"] == 1
+    assert env.store.runs.get_run(first).stages["decide_facts"].output["counts"]["added"] == 1
 
 
 def test_without_the_recent_facts_a_lagging_index_lets_the_near_duplicate_through(tmp_path):

@@ -57,7 +57,7 @@ def test_an_update_of_a_fact_another_run_retired_meanwhile_adds_what_was_said(en
     assert live["Guests enter Riverside Park by the north gate"].source_run_id == run_b
     [retired] = [f for f in env.all_facts() if f.fact_id == seeded]
     assert retired.retired_by == run_a and retired.content == VENUE and retired.version == 1
-    run = env.store.get_run(run_b)
+    run = env.store.runs.get_run(run_b)
     assert run.effect_notes == [{"index": 0, "fact_id": seeded, "note": "update_of_retired",
                                  "retired_by": run_a, "added": f"{run_b}:0"}]
     counts = finish.run_totals(run)["facts"]
@@ -67,10 +67,10 @@ def test_an_update_of_a_fact_another_run_retired_meanwhile_adds_what_was_said(en
 def test_the_stage_rerun_after_the_race_applies_nothing_twice(env):
     _seed(env)
     _, run_b = _interleaved(env, decisions((0, "DELETE", 0)), decisions((0, "UPDATE", 0, "Merged text")))
-    before, notes = snapshot(env), env.store.get_run(run_b).effect_notes
+    before, notes = snapshot(env), env.store.runs.get_run(run_b).effect_notes
     result = stages.decide_facts(run_b, env)
     assert result.reused
-    assert snapshot(env) == before and env.store.get_run(run_b).effect_notes == notes
+    assert snapshot(env) == before and env.store.runs.get_run(run_b).effect_notes == notes
 
 
 def test_a_delete_of_a_fact_another_run_retired_meanwhile_still_adds_the_new_fact_and_says_so(env):
@@ -78,7 +78,7 @@ def test_a_delete_of_a_fact_another_run_retired_meanwhile_still_adds_the_new_fac
     _, run_b = _interleaved(env, decisions((0, "DELETE", 0)), decisions((0, "DELETE", 0)))
     assert {f.content for f in env.live_facts()} == {
         "The Riverside Park venue is cancelled", "Guests enter Riverside Park by the north gate"}
-    run = env.store.get_run(run_b)
+    run = env.store.runs.get_run(run_b)
     assert [(n["fact_id"], n["note"]) for n in run.effect_notes] == [(seeded, "delete_of_retired")]
     assert finish.run_totals(run)["facts"]["delete_of_retired"] == 1
 
@@ -90,7 +90,7 @@ def test_an_update_that_finds_its_fact_live_records_no_note(env):
     stages.decide_facts(run_b, env)
     [fact] = env.live_facts()
     assert fact.fact_id == seeded and fact.version == 2
-    assert env.store.get_run(run_b).effect_notes == []
+    assert env.store.runs.get_run(run_b).effect_notes == []
 
 
 A_MERGED = "The venue is Riverside Park, Hall 2"
@@ -105,7 +105,7 @@ def test_an_update_of_a_fact_another_run_changed_meanwhile_adds_what_was_said_an
     live = {f.content: f for f in env.live_facts()}
     assert set(live) == {A_MERGED, "Guests enter Riverside Park by the north gate"}
     assert live[A_MERGED].fact_id == seeded and [h.run_id for h in live[A_MERGED].history] == [run_a]
-    run = env.store.get_run(run_b)
+    run = env.store.runs.get_run(run_b)
     assert [(n["fact_id"], n["note"], n["added"]) for n in run.effect_notes] == [
         (seeded, "update_of_changed", f"{run_b}:0")]
     counts = finish.run_totals(run)["facts"]
@@ -116,6 +116,6 @@ def test_a_delete_decided_on_an_older_version_leaves_the_other_runs_text_live(en
     seeded = _seed(env)
     _, run_b = _interleaved(env, decisions((0, "UPDATE", 0, A_MERGED)), decisions((0, "DELETE", 0)))
     assert {f.content for f in env.live_facts()} == {A_MERGED, "Guests enter Riverside Park by the north gate"}
-    run = env.store.get_run(run_b)
+    run = env.store.runs.get_run(run_b)
     assert [(n["fact_id"], n["note"]) for n in run.effect_notes] == [(seeded, "delete_of_changed")]
     assert finish.run_totals(run)["facts"]["delete_of_changed"] == 1

@@ -70,8 +70,8 @@ def test_a_one_to_one_detail_stored_as_agent_memory_is_gone_for_everyone_after_f
     assert counts["facts_by_source"] == 1 and counts["reflections_by_source"] == 1
     seen = _seen_by_kept(env)
     assert "Quokka" not in seen and "40k" in seen
-    assert "Quokka" not in json.dumps(env.store.dump_all(), default=str)
-    assert traces(env.store.dump_all(), GONE) == []
+    assert "Quokka" not in json.dumps(env.store.admin.dump_all(), default=str)
+    assert traces(env.store.admin.dump_all(), GONE) == []
 
 
 def test_no_cached_context_of_another_user_keeps_quoting_what_was_erased(env):
@@ -81,7 +81,7 @@ def test_no_cached_context_of_another_user_keeps_quoting_what_was_erased(env):
     _erase(env)
 
     # stale, it would not be served; but the erased detail must not stay stored in it either
-    assert "Quokka" not in json.dumps(env.store.dump_all(), default=str)
+    assert "Quokka" not in json.dumps(env.store.admin.dump_all(), default=str)
     assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)
 
 
@@ -90,7 +90,7 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
     _chat(env, KEPT, "s-kept", "Please keep budget notes short", agent_reflection=["Keep budget notes short"])
     env.llm.on("consolidate", merge_all)
     cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-kept")
-    before = env.store.get_blob("agent-1", "agent")
+    before = env.store.blobs.get_blob("agent-1", "agent")
     assert "Quokka" in before.consolidated_content and "budget" in before.consolidated_content
     # a blob whose only absorbed reflection is the user's has nothing left: it goes
     _chat(env, GONE, "s-gone-2", "Quokka Hall again", agent_reflection=["Quokka Hall again"], agent_id="agent-2")
@@ -98,17 +98,17 @@ def test_a_blob_that_absorbed_the_users_reflection_is_rebuilt_from_the_others(en
 
     counts = _erase(env)
 
-    blob = env.store.get_blob("agent-1", "agent")
+    blob = env.store.blobs.get_blob("agent-1", "agent")
     assert blob.version == before.version + 1
     assert "Quokka" not in blob.consolidated_content and "budget" in blob.consolidated_content.lower()
-    kept = env.store.list_reflections("agent-1", "agent")
+    kept = env.store.reflections.list_reflections("agent-1", "agent")
     assert [r.content for r in kept] == ["Keep budget notes short"]
     assert blob.absorbing_ids == [kept[0].reflection_id]
-    assert env.store.get_blob("agent-2", "agent") is None
+    assert env.store.blobs.get_blob("agent-2", "agent") is None
     assert (counts["blobs_rebuilt"], counts["blobs_deleted"]) == (1, 1)
     assert "Quokka" not in _service(env).get_memory_context(session_id="s-kept", user_id=KEPT)
     # the rebuild's model call is paid for like any other: the agent's cost counts it
-    [spent] = [r for r in env.store.list_usage("agent-1") if r.stage == "rebuild_blob"]
+    [spent] = [r for r in env.store.stats.list_usage("agent-1") if r.stage == "rebuild_blob"]
     assert sum(row["calls"] for row in spent.by_model.values()) == 1
 
 
@@ -119,12 +119,12 @@ def test_a_group_item_formed_from_two_users_is_deleted_and_counted_and_the_other
                           ("user", KEPT, "Let us hold the offsite in Porto in May")],
                          session_id="s-group", users=(GONE, KEPT))
     env.through_reflections(run_id)
-    shared = env.store.list_reflections("agent-1", "agent")
+    shared = env.store.reflections.list_reflections("agent-1", "agent")
     assert [sorted(r.source_user_ids) for r in shared] == [[GONE, KEPT]]
 
     counts = _erase(env)
 
-    assert counts["shared_deleted"] == 1 and env.store.list_reflections("agent-1", "agent") == []
+    assert counts["shared_deleted"] == 1 and env.store.reflections.list_reflections("agent-1", "agent") == []
     assert [(f.content, f.source_user_ids) for f in env.live_facts(scope_key="agent")] == [
         ("The offsite is in Porto in May", [KEPT])]
 
@@ -142,7 +142,7 @@ def _group_chat(env, *agent_facts):
 
 def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the_agent_blob(env):
     _group_chat(env)
-    assert sorted((r.content, tuple(r.source_user_ids)) for r in env.store.list_reflections("agent-1", "agent")) == [
+    assert sorted((r.content, tuple(r.source_user_ids)) for r in env.store.reflections.list_reflections("agent-1", "agent")) == [
         ("Maya wants the launch on a Tuesday", (GONE,)), ("Tom handles audio, video and streaming", (KEPT,))]
     env.llm.on("consolidate", merge_all)
     cs.merge_scope(env, "agent-1", "agent", model="m", holder="h-1", usage=Usage(), session_end="s-group")
@@ -150,9 +150,9 @@ def test_in_a_group_chat_forgetting_one_person_keeps_what_the_others_said_in_the
     counts = _erase(env)
 
     assert (counts["shared_deleted"], counts["reflections_by_source"], counts["blobs_rebuilt"]) == (0, 1, 1)
-    assert [r.content for r in env.store.list_reflections("agent-1", "agent")] == [
+    assert [r.content for r in env.store.reflections.list_reflections("agent-1", "agent")] == [
         "Tom handles audio, video and streaming"]
-    blob = env.store.get_blob("agent-1", "agent").consolidated_content
+    blob = env.store.blobs.get_blob("agent-1", "agent").consolidated_content
     assert "audio, video and streaming" in blob and "Tuesday" not in blob
 
 
@@ -186,9 +186,9 @@ def test_an_answer_citing_a_message_outside_the_conversation_is_asked_again(env)
     # the schema of the request bounds every alias to the conversation (0..1 here)
     with pytest.raises(InvalidLLMAnswer, match=r"agent\.0\.sources\.0: Input should be less than or equal to 1"):
         stages.extract_reflections(run_id, env)
-    assert env.store.list_reflections("agent-1", "agent") == []
+    assert env.store.reflections.list_reflections("agent-1", "agent") == []
     stages.extract_reflections(run_id, env)
-    assert [r.source_user_ids for r in env.store.list_reflections("agent-1", "agent")] == [[KEPT]]
+    assert [r.source_user_ids for r in env.store.reflections.list_reflections("agent-1", "agent")] == [[KEPT]]
     assert env.llm.count("extract_reflections") == 2
 
 
@@ -196,18 +196,18 @@ def test_an_old_agent_fact_without_provenance_is_attributed_by_its_run_or_counte
     run_id = _chat(env, GONE, "s-gone", "Our loading dock opens at 7", agent_fact=["The loading dock opens at 7"])
     fact = env.live_facts(scope_key="agent")[0]
     # as stored before provenance: no source users (its run record still exists)
-    env.store.retire_fact(fact.fact_id, env.clock.now(), "r-x")
-    env.store.insert_fact(fact.model_copy(update={"fact_id": "f-old", "source_user_ids": [], "hash": "h-old"}))
-    env.store.insert_fact(fact.model_copy(update={"fact_id": "f-unknown", "source_user_ids": [], "hash": "h-unknown",
+    env.store.facts.retire_fact(fact.fact_id, env.clock.now(), "r-x")
+    env.store.facts.insert_fact(fact.model_copy(update={"fact_id": "f-old", "source_user_ids": [], "hash": "h-old"}))
+    env.store.facts.insert_fact(fact.model_copy(update={"fact_id": "f-unknown", "source_user_ids": [], "hash": "h-unknown",
                                                   "source_run_id": None, "content": "Unknown origin"}))
-    assert any("sources include the user" in t for t in traces(env.store.dump_all(), GONE))
-    assert env.store.get_run(run_id) is not None
+    assert any("sources include the user" in t for t in traces(env.store.admin.dump_all(), GONE))
+    assert env.store.runs.get_run(run_id) is not None
 
     counts = _erase(env)
 
     assert [f.fact_id for f in env.all_facts(scope_key="agent")] == ["f-unknown"]
     assert counts["unattributed"] == 1
-    assert traces(env.store.dump_all(), GONE) == []
+    assert traces(env.store.admin.dump_all(), GONE) == []
 
 
 def test_an_update_adds_the_new_sources_so_a_correction_by_the_user_goes_with_them(env):
@@ -218,11 +218,11 @@ def test_an_update_adds_the_new_sources_so_a_correction_by_the_user_goes_with_th
     env.llm.on("extract_reflections", reflections())
     run_id = env.new_run([("user", GONE, "Actually the venue holds 120 people")], session_id="s-gone", users=(GONE,))
     env.through_reflections(run_id)
-    assert sorted(env.store.get_facts([old.fact_id])[0].source_user_ids) == [GONE, KEPT]
+    assert sorted(env.store.facts.get_facts([old.fact_id])[0].source_user_ids) == [GONE, KEPT]
 
     counts = _erase(env)
 
-    assert env.store.get_facts([old.fact_id]) == [] and counts["shared_deleted"] == 1
+    assert env.store.facts.get_facts([old.fact_id]) == [] and counts["shared_deleted"] == 1
 
 
 def test_a_run_in_flight_for_an_erased_user_applies_nothing_and_ends_erased(env):
@@ -236,27 +236,27 @@ def test_a_run_in_flight_for_an_erased_user_applies_nothing_and_ends_erased(env)
 
     assert stages.extract_reflections(run_id, env) is None
 
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.status == "erased" and run.stages == {}
-    assert env.store.list_reflections("agent-1", "agent") == []
+    assert env.store.reflections.list_reflections("agent-1", "agent") == []
     assert cs.consolidate(run_id, env) is None  # the chain stops
-    assert traces(env.store.dump_all(), GONE) == []
+    assert traces(env.store.admin.dump_all(), GONE) == []
 
 
 def test_erasure_waits_for_a_merge_of_the_same_scope_and_removes_nothing_of_the_plan_while_it_runs(env, monkeypatch):
     _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"],
           agent_reflection=["Quokka Hall has poor parking"])
-    assert env.store.acquire_lease("consolidate:agent-1:agent", "run-merging", env.clock.now(), 300)
+    assert env.store.leases.acquire_lease("consolidate:agent-1:agent", "run-merging", env.clock.now(), 300)
     monkeypatch.setattr(rebuild, "LEASE_WAIT_S", 0.0)
 
     with pytest.raises(ScopeBusy, match="run forget-user again later"):
         _erase(env)
-    assert [r.content for r in env.store.list_reflections("agent-1", "agent")] == ["Quokka Hall has poor parking"]
+    assert [r.content for r in env.store.reflections.list_reflections("agent-1", "agent")] == ["Quokka Hall has poor parking"]
 
-    env.store.release_lease("consolidate:agent-1:agent", "run-merging")
+    env.store.leases.release_lease("consolidate:agent-1:agent", "run-merging")
     counts = _erase(env)  # running it again finishes the erasure
     assert counts["reflections_by_source"] == 1 and counts["facts_by_source"] == 1
-    assert traces(env.store.dump_all(), GONE) == []
+    assert traces(env.store.admin.dump_all(), GONE) == []
 
 
 def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
@@ -264,30 +264,30 @@ def test_a_reflection_of_the_assistants_turns_only_is_the_addressed_users(env):
     env.llm.on("extract_reflections", reflections(agent=["Quokka Hall tours run on Fridays"]), times=1)
     run_id = env.new_run([("assistant", None, "Quokka Hall tours run on Fridays")], session_id="s-gone", users=(GONE,))
     env.through_reflections(run_id)
-    assert [r.source_user_ids for r in env.store.list_reflections("agent-1", "agent")] == [[GONE]]
+    assert [r.source_user_ids for r in env.store.reflections.list_reflections("agent-1", "agent")] == [[GONE]]
 
     assert _erase(env)["reflections_by_source"] == 1
-    assert env.store.list_reflections("agent-1", "agent") == []
+    assert env.store.reflections.list_reflections("agent-1", "agent") == []
 
 
 def test_an_effect_a_stage_applies_while_the_erasure_reads_the_store_is_removed_too(env):
     _chat(env, GONE, "s-gone", "We booked Quokka Hall", agent_fact=["The venue is Quokka Hall"])
     fact = env.live_facts(scope_key="agent")[0]
-    resting_on, reads = env.store.resting_on, []
+    resting_on, reads = env.store.provenance.resting_on, []
 
     def read_then_a_late_effect(*args):
         out = resting_on(*args)
         reads.append(1)
         if len(reads) == 2:  # a stage that checked its run just before the erasure ended it
-            env.store.insert_fact(fact.model_copy(update={"fact_id": "run-late:0", "hash": "h-late",
+            env.store.facts.insert_fact(fact.model_copy(update={"fact_id": "run-late:0", "hash": "h-late",
                                                           "content": "Quokka Hall has a stage"}))
         return out
 
-    env.store.resting_on = read_then_a_late_effect
+    env.store.provenance.resting_on = read_then_a_late_effect
     counts = _erase(env)
 
-    assert env.store.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
-    assert traces(env.store.dump_all(), GONE) == []
+    assert env.store.facts.get_facts(["run-late:0"]) == [] and counts["facts_by_source"] == 2
+    assert traces(env.store.admin.dump_all(), GONE) == []
 
 
 def test_search_segment_files_holding_the_erased_facts_go_with_the_erasure(tmp_path):

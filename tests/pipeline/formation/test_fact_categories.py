@@ -32,7 +32,7 @@ def test_a_fact_keeps_the_listed_categories_its_answer_gave_and_loses_only_the_o
     run_id, prompts = _run(env, (BUDGET, ["finance", "astrology", "projects", "finance"]))
     assert f"Categories you may file a fact under: {', '.join(DEFAULT_CATEGORIES)}." in prompts[0]
     assert [(f.content, f.categories) for f in env.live_facts()] == [(BUDGET, ["finance", "projects"])]
-    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["category_unknown"] == 1
+    assert env.store.runs.get_run(run_id).stages["extract_facts"].output["dropped"]["category_unknown"] == 1
 
 
 def test_the_owners_list_is_the_one_the_next_extraction_files_under(env):

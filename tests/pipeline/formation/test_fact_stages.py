@@ -26,7 +26,7 @@ def test_first_stage_records_scopes_and_models_on_the_run(env):
     env.llm.on("extract_facts", facts(("user", EMAIL)))
     run_id = env.new_run(ALICE_CHAT)
     stages.extract_facts(run_id, env)
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.scopes_enabled == ["agent", "user", "session"]
     assert set(run.models) == {"fast", "tier"}
     assert run.stages["extract_facts"].status == "done"
@@ -44,7 +44,7 @@ def test_new_facts_without_candidates_are_added_without_a_dedup_call(env):
     assert by_id[f"{run_id}:0"].scope_key == "user:u-1" and by_id[f"{run_id}:0"].user_id == "u-1"
     assert by_id[f"{run_id}:1"].scope_key == "agent"
     assert by_id[f"{run_id}:0"].embedding_model == env.embedder.model
-    assert env.store.get_run(run_id).stages["embed_facts"].output["vectors"]
+    assert env.store.runs.get_run(run_id).stages["embed_facts"].output["vectors"]
 
 
 def test_a_fact_over_the_word_limit_is_dropped_and_counted_not_cut(env):
@@ -53,7 +53,7 @@ def test_a_fact_over_the_word_limit_is_dropped_and_counted_not_cut(env):
     run_id = env.new_run(ALICE_CHAT)
     run_fact_stages(env, run_id)
     assert [f.content for f in env.live_facts()] == [EMAIL]
-    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["over_limit"] == 1
+    assert env.store.runs.get_run(run_id).stages["extract_facts"].output["dropped"]["over_limit"] == 1
 
 
 def test_group_chat_drops_user_facts_and_never_rescopes_them_to_the_agent(env):
@@ -61,12 +61,12 @@ def test_group_chat_drops_user_facts_and_never_rescopes_them_to_the_agent(env):
     run_id = env.new_run(GROUP, users=("u-1", "u-2"))
     run_fact_stages(env, run_id)
     assert [(f.scope, f.content) for f in env.live_facts()] == [("agent", "The venue is Riverside Park")]
-    assert env.store.get_run(run_id).scopes_enabled == ["agent", "session"]
-    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["scope_not_allowed"] == 1
+    assert env.store.runs.get_run(run_id).scopes_enabled == ["agent", "session"]
+    assert env.store.runs.get_run(run_id).stages["extract_facts"].output["dropped"]["scope_not_allowed"] == 1
 
 
 def test_a_group_declared_at_session_start_is_a_group_chat_in_every_prompt_before_bob_speaks(env):
-    env.store.declare_session_users("s-1", "agent-1", ["u-1", "u-2"])
+    env.store.ingest.declare_session_users("s-1", "agent-1", ["u-1", "u-2"])
     env.llm.on("extract_facts", facts(("user", EMAIL), ("agent", "The venue is Riverside Park")))
     env.llm.on("extract_reflections", reflections(user=["Alice likes brevity"], session=["Planning the venue"]))
     run_id = env.new_run(ALICE_CHAT, session_id="s-1", users=())  # alice alone has spoken
@@ -75,20 +75,20 @@ def test_a_group_declared_at_session_start_is_a_group_chat_in_every_prompt_befor
     assert calls["extract_facts"]["group_chat"] and calls["extract_facts"]["scopes"] == ["agent"]
     assert calls["extract_reflections"]["group_chat"] and "user" not in calls["extract_reflections"]["scopes"]
     assert [(f.scope, f.content) for f in env.live_facts()] == [("agent", "The venue is Riverside Park")]
-    assert env.store.list_reflections("agent-1", "user:u-1") == []
+    assert env.store.reflections.list_reflections("agent-1", "user:u-1") == []
 
 
 def test_both_agent_toggles_off_skip_the_facts_llm_call(env):
-    env.store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False, agent_memory_enabled=False))
+    env.store.ingest.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False, agent_memory_enabled=False))
     run_id = env.new_run(ALICE_CHAT)
     run_fact_stages(env, run_id)
     assert env.llm.count() == 0
     assert env.live_facts() == []
-    assert env.store.get_run(run_id).scopes_enabled == ["session"]
+    assert env.store.runs.get_run(run_id).scopes_enabled == ["session"]
 
 
 def test_user_toggle_off_keeps_agent_facts_only(env):
-    env.store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
+    env.store.ingest.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False))
     env.llm.on("extract_facts", facts(("user", EMAIL), ("agent", "The venue is Riverside Park")))
     run_id = env.new_run(ALICE_CHAT)
     run_fact_stages(env, run_id)
@@ -136,7 +136,7 @@ def test_none_changes_nothing(env):
     _seed(env)
     run_id = _second_run(env, "Alice's email address is alice@example.com", decisions((0, "NONE")))
     assert [f.content for f in env.all_facts()] == [EMAIL]
-    assert env.store.get_run(run_id).stages["decide_facts"].output["counts"]["none"] == 1
+    assert env.store.runs.get_run(run_id).stages["decide_facts"].output["counts"]["none"] == 1
 
 
 def test_add_with_candidates_inserts_beside_them(env):
@@ -152,7 +152,7 @@ def test_exact_duplicate_is_none_without_an_llm_call(env):
     run_fact_stages(env, run_id)
     assert env.llm.count("decide_facts") == 0
     assert len(env.all_facts()) == 1
-    [d] = env.store.get_run(run_id).stages["decide_facts"].output["decisions"]
+    [d] = env.store.runs.get_run(run_id).stages["decide_facts"].output["decisions"]
     assert (d["action"], d["reason"]) == ("NONE", "exact")
 
 
@@ -183,9 +183,9 @@ def test_a_decision_outside_the_candidates_is_rejected_and_asked_again(env, bad)
     with pytest.raises(InvalidLLMAnswer):
         stages.decide_facts(run_id, env)
     assert [f.version for f in env.all_facts()] == [1]
-    assert env.store.get_run(run_id).stages["decide_facts"].status != "done"
+    assert env.store.runs.get_run(run_id).stages["decide_facts"].status != "done"
     stages.decide_facts(run_id, env)  # the redelivery asks again
-    assert env.store.get_facts([old_id])[0].version == 2
+    assert env.store.facts.get_facts([old_id])[0].version == 2
 
 
 def test_exact_duplicates_never_make_a_second_fact_when_two_runs_race(env):
@@ -215,18 +215,18 @@ def test_exact_duplicates_never_make_a_second_fact_when_two_runs_race(env):
 
 
 def test_reflections_do_not_repeat_new_facts_and_session_ones_are_always_formed(env):
-    env.store.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False, agent_memory_enabled=False))
+    env.store.ingest.put_agent_settings(AgentSettings(agent_id="agent-1", user_memory_enabled=False, agent_memory_enabled=False))
     env.llm.on("extract_reflections", reflections(
         agent=["The team ships on Fridays"], user=["Alice prefers short answers"],
         session=["Alice wants a migration plan today", EMAIL],
     ))
     run_id = env.new_run(ALICE_CHAT)
     env.through_reflections(run_id)
-    stored = env.store.list_reflections("agent-1", "session:s-1")
+    stored = env.store.reflections.list_reflections("agent-1", "session:s-1")
     assert [r.content for r in stored] == ["Alice wants a migration plan today", EMAIL]
-    assert env.store.list_reflections("agent-1", "agent") == []
-    assert env.store.list_reflections("agent-1", "user:u-1") == []
-    counts = env.store.get_run(run_id).stages["extract_reflections"].output["counts"]
+    assert env.store.reflections.list_reflections("agent-1", "agent") == []
+    assert env.store.reflections.list_reflections("agent-1", "user:u-1") == []
+    counts = env.store.runs.get_run(run_id).stages["extract_reflections"].output["counts"]
     assert counts["scope_not_allowed"] == 2
 
 
@@ -235,7 +235,7 @@ def test_a_reflection_repeating_a_fact_of_this_run_is_dropped(env):
     env.llm.on("extract_reflections", reflections(user=[EMAIL, "Alice prefers short answers"]))
     run_id = env.new_run(ALICE_CHAT)
     env.through_reflections(run_id)
-    assert [r.content for r in env.store.list_reflections("agent-1", "user:u-1")] == ["Alice prefers short answers"]
+    assert [r.content for r in env.store.reflections.list_reflections("agent-1", "user:u-1")] == ["Alice prefers short answers"]
     [call] = [c for c in env.llm.calls if c.operation == "extract_reflections"]
     assert EMAIL in call.inputs["new_facts"]
 
@@ -246,7 +246,7 @@ def test_group_chat_forms_no_user_reflections(env):
                                                   user=["Bob likes bullet points"], session=["Pin the map"]))
     run_id = env.new_run(GROUP, users=("u-1", "u-2"))
     env.through_reflections(run_id)
-    dump = env.store.dump_all()
+    dump = env.store.admin.dump_all()
     refl = next(rows for name, rows in dump.items() if name.endswith("reflections"))
     assert sorted(r["scope"] for r in refl) == ["agent", "session"]
 
@@ -260,13 +260,13 @@ def test_an_extracted_deadline_becomes_the_facts_expiry_and_a_bad_one_is_dropped
     env.llm.on("extract_facts", answer)
     run_id = env.new_run(ALICE_CHAT)
     run_fact_stages(env, run_id)
-    by_text = {f.content: f.expires_at for f in env.store.list_facts("agent-1", include_retired=True)}
+    by_text = {f.content: f.expires_at for f in env.store.facts.list_facts("agent-1", include_retired=True)}
     assert by_text == {
         "The caterer needs the guest count by March 10": datetime(2026, 3, 11, tzinfo=timezone.utc),
         "The venue is in Tucson": datetime(2026, 3, 10, 17, tzinfo=timezone.utc),
         "The band arrives on June 2": None,
     }
-    assert env.store.get_run(run_id).stages["extract_facts"].output["dropped"]["expiry_invalid"] == 1
+    assert env.store.runs.get_run(run_id).stages["extract_facts"].output["dropped"]["expiry_invalid"] == 1
 
 
 def test_a_statement_held_by_an_expired_fact_is_stored_anew_and_the_expired_one_stamped(env):
@@ -277,12 +277,12 @@ def test_a_statement_held_by_an_expired_fact_is_stored_anew_and_the_expired_one_
     said = "The caterer needs the guest count by March 10"
     old = fact("old", said, agent="agent-1", formed=env.clock.now() - timedelta(days=30))
     expired_at = env.clock.now() - timedelta(days=1)
-    env.store.insert_fact(old.model_copy(update={"expires_at": expired_at}))
+    env.store.facts.insert_fact(old.model_copy(update={"expires_at": expired_at}))
     env.llm.on("extract_facts", facts(("agent", said)))
     run_id = env.new_run(ALICE_CHAT)
     run_fact_stages(env, run_id)
     assert [(f.fact_id, f.content) for f in env.live_facts()] == [(f"{run_id}:0", said)]
-    [stamped] = env.store.get_facts(["old"])
+    [stamped] = env.store.facts.get_facts(["old"])
     assert stamped.retired_reason == "expired" and stamped.valid_to == expired_at
 
 
@@ -294,7 +294,7 @@ def test_an_expired_fact_is_no_dedup_candidate(env):
     old_text = "The caterer needs the guest count for the gala by March 10"
     old = fact("old", old_text, agent="agent-1", embedding=env.embedder.embed([old_text]).vectors[0],
                model=env.embedder.model, formed=env.clock.now() - timedelta(days=30))
-    env.store.insert_fact(old.model_copy(update={"expires_at": env.clock.now() - timedelta(days=1)}))
+    env.store.facts.insert_fact(old.model_copy(update={"expires_at": env.clock.now() - timedelta(days=1)}))
     said = "The caterer needs the final guest count for the gala by March 10"
     env.llm.on("extract_facts", facts(("agent", said)))
     env.llm.on("decide_facts", decisions((0, "UPDATE", 0, said)))
@@ -302,4 +302,4 @@ def test_an_expired_fact_is_no_dedup_candidate(env):
     run_fact_stages(env, run_id)
     assert env.llm.count("decide_facts") == 0   # nothing to compare with: the old fact has expired
     assert said in {f.content for f in env.live_facts()}
-    assert env.store.get_facts(["old"])[0].content == old_text   # not merged into
+    assert env.store.facts.get_facts(["old"])[0].content == old_text   # not merged into

@@ -33,8 +33,8 @@ def _form(env, said: str, fact: str, answer=None) -> str:
 
 
 def _said_at(env, run_id: str) -> datetime:
-    run = env.store.get_run(run_id)
-    [message] = [m for m in env.store.get_messages(run.session_id, run.seq_from, run.seq_to) if m.role == "user"]
+    run = env.store.runs.get_run(run_id)
+    [message] = [m for m in env.store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if m.role == "user"]
     return message.created_at
 
 
@@ -80,7 +80,7 @@ def test_a_context_as_of_another_time_is_never_served_from_or_stored_in_the_cach
     service = _service(env)
     now_xml = service.get_memory_context(**ALICE)
     assert LYON in service.get_memory_context(**ALICE, as_of=lyon_said + timedelta(days=1))
-    assert render_xml(env.store.get_cached_context("s-9", "u-1").content) == now_xml
+    assert render_xml(env.store.contexts.get_cached_context("s-9", "u-1").content) == now_xml
     assert service.get_memory_context(**ALICE) == now_xml
 
 
@@ -139,7 +139,7 @@ def test_a_statement_formed_after_its_correction_does_not_replace_it_and_stays_r
     assert [f.content for f in env.live_facts()] == [PORTO]
     [past] = [f for f in env.all_facts() if f.content == LYON]
     assert past.retired_at is not None and past.valid_from == said_lyon and past.valid_to == _said_at(env, "run-1")
-    assert env.store.get_run(late).effect_notes[0]["note"] == "update_of_newer"
+    assert env.store.runs.get_run(late).effect_notes[0]["note"] == "update_of_newer"
     service = _service(env)
     assert LYON in service.get_memory_context(as_of=said_lyon + timedelta(hours=1), **ALICE)
     assert PORTO in service.get_memory_context(**ALICE) and LYON not in service.get_memory_context(**ALICE)
@@ -162,8 +162,8 @@ def test_an_older_contradiction_formed_after_the_newer_statement_does_not_retire
     assert [f.content for f in env.live_facts()] == [PORTO]
     [past] = [f for f in env.all_facts() if f.content == LYON]
     assert past.retired_at is not None and past.valid_from == said_lyon and past.valid_to == _said_at(env, "run-1")
-    assert [n["note"] for n in env.store.get_run(late).effect_notes] == ["delete_of_newer"]
-    counts = fact_counts(env.store.get_run(late), {"added": 0, "updated": 0, "deleted": 1, "none": 0})
+    assert [n["note"] for n in env.store.runs.get_run(late).effect_notes] == ["delete_of_newer"]
+    counts = fact_counts(env.store.runs.get_run(late), {"added": 0, "updated": 0, "deleted": 1, "none": 0})
     assert counts["deleted"] == 0 and counts["delete_of_newer"] == 1  # what memoryctl runs reports
     service = _service(env)
     assert LYON in service.get_memory_context(as_of=said_lyon + timedelta(hours=1), **ALICE)

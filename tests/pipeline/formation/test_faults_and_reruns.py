@@ -10,6 +10,7 @@ from pipeline.formation import consolidate_stages, finish as finish_mod, stages
 from pipeline.llm.scripted import Fault
 
 from testkit.formation import ALICE_CHAT, decisions, facts, merge_all, reflections, snapshot
+from testkit.store_proxy import StoreProxy
 
 EMAIL = "Alice's email is alice@example.com"
 NEW_EMAIL = "Alice's email is alice@example.org now"
@@ -38,7 +39,7 @@ STAGE_ORDER = ["extract_facts", "embed_facts", "decide_facts", "extract_reflecti
 def call(env, run_id, stage):
     if stage == "consolidate_scope":
         return [consolidate_stages.consolidate_scope(run_id, i, env)
-                for i in range(len(env.store.get_run(run_id).stages["consolidate"].output["due"]))]
+                for i in range(len(env.store.runs.get_run(run_id).stages["consolidate"].output["due"]))]
     if stage == "consolidate":
         return consolidate_stages.consolidate(run_id, env)
     if stage == "finish":
@@ -72,13 +73,13 @@ def test_a_faulty_answer_raises_its_error_applies_nothing_and_the_rerun_complete
     if kind == "rate_limit":
         assert caught.value.retry_after == 2.5
     assert snapshot(env) == before
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     pending = [n for n, r in run.stages.items() if n.startswith(stage) and r.status != "done"]
     assert pending, "the failed stage must not be recorded done"
     call(env, run_id, stage)
     for name in STAGE_ORDER[STAGE_ORDER.index(stage) + 1:]:
         call(env, run_id, name)
-    assert env.store.get_run(run_id).status == "done"
+    assert env.store.runs.get_run(run_id).status == "done"
 
 
 def _complete_run(env, run_id):
@@ -104,7 +105,7 @@ def test_a_redelivered_stage_reuses_its_output_and_applies_nothing_twice(env, st
     assert env.llm.counts() == calls_first
     for name in STAGE_ORDER[STAGE_ORDER.index(stage) + 1:]:
         call(env, run_id, name)
-    assert env.store.get_run(run_id).status == "done"
+    assert env.store.runs.get_run(run_id).status == "done"
 
 
 @pytest.mark.parametrize("stage", ["extract_facts", "embed_facts", "decide_facts", "extract_reflections",
@@ -115,10 +116,10 @@ def test_a_crash_after_the_effect_but_before_the_stage_was_recorded_applies_noth
     call(env, run_id, stage)
     after_first = snapshot(env)
     # the crash: effects are in the store, but the stage record never reached "done"
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     forgotten = {n: r.model_copy(update={"status": "running", "output": None}) if n.startswith(stage) else r
                  for n, r in run.stages.items()}
-    env.store.update_run_fields(run_id, stages=forgotten)
+    env.store.runs.update_run_fields(run_id, stages=forgotten)
     call(env, run_id, stage)
     assert snapshot(env) == after_first
     for name in STAGE_ORDER[STAGE_ORDER.index(stage) + 1:]:
@@ -131,15 +132,15 @@ def test_a_crash_after_the_effect_but_before_the_stage_was_recorded_applies_noth
     assert all(row[2] == 1 for row in final["blobs"])
 
 
-class CrashOnce:
+class CrashOnce(StoreProxy):
     """A store whose named method fails once after the given number of calls (a worker dying
     half way through a stage's effects)."""
 
     def __init__(self, store, method: str, after: int) -> None:
-        self._store, self._method, self._left = store, method, after
+        super().__init__(store, self._crash)
+        self._method, self._left = method, after
 
-    def __getattr__(self, name):
-        target = getattr(self._store, name)
+    def _crash(self, name, target):
         if name != self._method:
             return target
 
@@ -165,7 +166,7 @@ def test_a_crash_half_way_through_the_effects_is_completed_by_the_rerun(env, met
     calls = env.llm.counts()
     _complete_run(env, run_id)  # the redelivery of every stage
     final = snapshot(env)
-    assert env.store.get_run(run_id).status == "done"
+    assert env.store.runs.get_run(run_id).status == "done"
     assert len(final["facts"]) == 2
     assert [row[2] for row in final["blobs"]] == [1, 1]
     assert all(absorbed for *_, absorbed, _into in final["reflections"])

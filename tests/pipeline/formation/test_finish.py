@@ -19,15 +19,15 @@ def test_finish_closes_the_run_with_totals_watermark_and_stamps(env):
     scripted(env)
     run_id = env.new_run(ALICE_CHAT, session_id="s-1")
     result, nxt = env.whole_chain(run_id)
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.status == "done"
     assert all(run.stages[s].status == "done" and run.stages[s].duration_ms is not None for s in STAGES)
     totals = run.totals
     assert totals["llm_calls"] == 2 and totals["tokens"]["total"] > 0
     assert totals["facts"]["added"] == 1 and totals["reflections"]["user"] == 1
     assert set(totals["timings_ms"]) >= set(STAGES[:-1])
-    assert env.store.get_session("s-1").watermark == run.seq_to
-    stamps = env.store.get_scope_versions("agent-1", ["user:u-1", "agent"])
+    assert env.store.ingest.get_session("s-1").watermark == run.seq_to
+    stamps = env.store.leases.get_scope_versions("agent-1", ["user:u-1", "agent"])
     assert stamps["user:u-1"] > 0 and stamps["agent"] == 0
     assert nxt == finish_mod.NextStep()
 
@@ -40,7 +40,7 @@ def test_messages_that_arrived_during_the_run_start_the_next_run_when_due(env):
     env.add_messages(ALICE_CHAT, session_id="s-1")  # 4 more: the threshold holds again
     _, nxt = env.whole_chain(run_id)
     assert nxt.run_id is not None
-    new = env.store.get_run(nxt.run_id)
+    new = env.store.runs.get_run(nxt.run_id)
     assert (new.seq_from, new.seq_to, new.reason) == (5, 8, "threshold")
 
 
@@ -48,9 +48,9 @@ def test_a_session_that_ended_during_the_run_has_its_remainder_claimed(env):
     scripted(env)
     run_id = env.new_run(ALICE_CHAT, session_id="s-1")
     env.add_messages([("user", "u-1", "one more thing")], session_id="s-1")
-    env.store.mark_session_ended("s-1", env.clock.now())
+    env.store.ingest.mark_session_ended("s-1", env.clock.now())
     _, nxt = env.whole_chain(run_id)
-    assert env.store.get_run(nxt.run_id).reason == "session_end"
+    assert env.store.runs.get_run(nxt.run_id).reason == "session_end"
 
 
 def test_a_session_that_ended_with_nothing_left_asks_for_its_leftover_consolidation(env):
@@ -60,7 +60,7 @@ def test_a_session_that_ended_with_nothing_left_asks_for_its_leftover_consolidat
     from pipeline.formation import consolidate_stages as cs
 
     cs.consolidate(run_id, env)  # ran before the session ended: not in session-end mode
-    env.store.mark_session_ended("s-1", env.clock.now())
+    env.store.ingest.mark_session_ended("s-1", env.clock.now())
     _, nxt = finish_mod.finish(run_id, env)
     assert nxt.consolidate_session == ("agent-1", "s-1")
 
@@ -69,9 +69,9 @@ def test_a_redelivered_finish_closes_nothing_twice(env):
     scripted(env)
     run_id = env.new_run(ALICE_CHAT, session_id="s-1")
     env.whole_chain(run_id)
-    before = env.store.get_run(run_id)
-    stamps = env.store.get_scope_versions("agent-1", ["user:u-1"])
+    before = env.store.runs.get_run(run_id)
+    stamps = env.store.leases.get_scope_versions("agent-1", ["user:u-1"])
     result, nxt = finish_mod.finish(run_id, env)
     assert result is None and nxt == finish_mod.NextStep()
-    assert env.store.get_run(run_id).totals == before.totals
-    assert env.store.get_scope_versions("agent-1", ["user:u-1"]) == stamps
+    assert env.store.runs.get_run(run_id).totals == before.totals
+    assert env.store.leases.get_scope_versions("agent-1", ["user:u-1"]) == stamps

@@ -38,7 +38,7 @@ def test_each_call_of_a_consolidation_renews_the_scope_lease(due):
     def answer(request):
         # each call runs under a lease renewed just before it: time spent in the calls before
         # (here a whole lease's worth each) never lets another holder in
-        held.append(not env.store.acquire_lease(LEASE, "another-worker", env.clock.now(), 60))
+        held.append(not env.store.leases.acquire_lease(LEASE, "another-worker", env.clock.now(), 60))
         env.clock.advance(seconds=env.settings.consolidation_lease_s - 1)
         return _over_the_limit()
 
@@ -56,7 +56,7 @@ def test_a_consolidation_whose_lease_was_taken_stops_before_the_next_call(due):
     def answer(request):
         calls.append(request)
         env.clock.advance(seconds=env.settings.consolidation_lease_s + 1)      # this call outlived the lease
-        assert env.store.acquire_lease(LEASE, "another-worker", env.clock.now(), 600)
+        assert env.store.leases.acquire_lease(LEASE, "another-worker", env.clock.now(), 600)
         return _over_the_limit()                                               # asked again ...
 
     env.llm.on("consolidate", answer)

@@ -56,13 +56,13 @@ def old_env(request, tmp_path):
 
 def test_every_stage_output_of_an_old_run_reads_as_its_model(old_env):
     for run_id in ("run-1", "run-2"):
-        run = old_env.store.get_run(run_id)
+        run = old_env.store.runs.get_run(run_id)
         for name, record in run.stages.items():
             assert outputs.parse(name, record.output) is not None, name
-    embedded = outputs.read(old_env.store.get_run("run-2"), Stage.EMBED_FACTS)
+    embedded = outputs.read(old_env.store.runs.get_run("run-2"), Stage.EMBED_FACTS)
     assert isinstance(embedded.vectors, list)  # JSON lists, as stored then
     assert embedded.content_vectors() == embedded.fact_vectors() and len(embedded.fact_vectors()) == 3
-    decided = outputs.read(old_env.store.get_run("run-2"), Stage.DECIDE_FACTS)
+    decided = outputs.read(old_env.store.runs.get_run("run-2"), Stage.DECIDE_FACTS)
     # stored before effects carried the version decided on: applied whatever the version, as then
     assert [(e.op, e.fact_id, getattr(e, "version", None)) for e in decided.effects] == [
         ("update", "run-1:0", None), ("retire", "run-1:1", None), ("insert", "run-2:1", None),
@@ -84,7 +84,7 @@ def test_memoryctl_runs_shows_old_runs(old_env):
 
 
 def test_run_totals_of_an_old_run_agree_with_what_its_release_computed(old_env):
-    run = old_env.store.get_run("run-1")
+    run = old_env.store.runs.get_run("run-1")
     then, now = run.totals, finish.run_totals(run)
     for key in ("consolidated", "dropped_other", "dropped_over_limit", "llm_calls", "reflections"):
         assert now[key] == then[key], key
@@ -99,14 +99,14 @@ def test_run_totals_of_an_old_run_agree_with_what_its_release_computed(old_env):
 def test_finish_closes_a_run_left_in_flight_by_the_upgrade(old_env):
     result, step = finish.finish("run-2", old_env)
     assert result is not None and not result.reused
-    run = old_env.store.get_run("run-2")
+    run = old_env.store.runs.get_run("run-2")
     assert run.status == "done" and run.totals == result.value.totals
     facts = run.totals["facts"]
     assert (facts["added"], facts["updated"], facts["deleted"], facts["none"], facts["extracted"]) == (1, 1, 1, 0, 3)
     assert run.totals["reflections"] == {"agent": 0, "user": 1, "session": 1}
     assert run.totals["consolidated"] == {"user:u-1": "merged", "session:s-2": "merged"}
     assert run.stages[Stage.FINISH].output["changed"] == ["session:s-2", "user:u-1"]
-    assert old_env.store.get_session("s-2").watermark == run.seq_to
-    stamps = old_env.store.get_scope_versions("agent-1", ["user:u-1", "session:s-2"])
+    assert old_env.store.ingest.get_session("s-2").watermark == run.seq_to
+    stamps = old_env.store.leases.get_scope_versions("agent-1", ["user:u-1", "session:s-2"])
     assert stamps["user:u-1"] > 0 and stamps["session:s-2"] > 0
     assert "unreadable" not in format_run(list_run_summaries(old_env.store, session_id="s-2")[0])

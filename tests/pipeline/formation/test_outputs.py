@@ -18,7 +18,7 @@ EMAIL = "Alice's email is alice@example.com"
 
 
 def _done(env, run_id, stage):
-    return env.store.get_run(run_id).stages[stage]
+    return env.store.runs.get_run(run_id).stages[stage]
 
 
 def test_a_counter_the_output_does_not_declare_fails_the_stage_and_nothing_is_stored(env, monkeypatch):
@@ -68,7 +68,7 @@ def test_an_output_that_does_not_read_is_named_with_its_stage_and_runs_still_lis
     run_id = env.new_run(ALICE_CHAT)
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(run_id, env)
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     broken = dict(run.stages[Stage.DECIDE_FACTS].output)
     broken["effects"] = [{"op": "merge", "fact_id": "x", "index": 0}]
     with pytest.raises(outputs.StageOutputInvalid, match=r"stage decide_facts .*effects\.0"):
@@ -76,7 +76,7 @@ def test_an_output_that_does_not_read_is_named_with_its_stage_and_runs_still_lis
     run.stages[Stage.DECIDE_FACTS].output = broken
     with pytest.raises(outputs.StageOutputInvalid):
         finish.run_totals(run)  # never a silent 0 in the totals
-    env.store.complete_stage(run_id, Stage.EXTRACT_REFLECTIONS, run.stages[Stage.DECIDE_FACTS].model_copy(
+    env.store.runs.complete_stage(run_id, Stage.EXTRACT_REFLECTIONS, run.stages[Stage.DECIDE_FACTS].model_copy(
         update={"output": {"reflections": [{"reflection_id": "r"}]}}))
     [summary] = list_run_summaries(env.store)
     assert "stage extract_reflections" in summary["unreadable"]

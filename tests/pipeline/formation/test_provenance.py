@@ -120,7 +120,7 @@ def test_a_new_fact_is_embedded_with_its_provenance_and_keeps_its_content(env):
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(run_id, env)
     [fact] = env.live_facts()
-    source = env.store.get_messages(fact.source_session_id, 1, 10)[2]
+    source = env.store.ingest.get_messages(fact.source_session_id, 1, 10)[2]
     assert fact.content == "Alice's email is alice@example.com"
     assert fact.source_message_ids == [source.message_id]
     expected = retrieval_text(
@@ -143,7 +143,7 @@ def test_an_update_is_embedded_with_the_provenance_of_the_fact_that_caused_it(en
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(second, env)
     [fact] = env.live_facts()
-    source = env.store.get_messages(f"s-{2}", 1, 10)[0]
+    source = env.store.ingest.get_messages(f"s-{2}", 1, 10)[0]
     assert fact.content == merged and fact.version == 2
     expected = retrieval_text(merged, excerpt=["U-1: My email is alice@example.org now."],
                               date=format_date(source.created_at), embedder=env.embedder)

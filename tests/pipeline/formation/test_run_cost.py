@@ -30,11 +30,11 @@ def test_a_run_records_its_cost_per_model_beside_its_tokens(env):
     scripted(env)
     run_id = env.new_run(ALICE_CHAT)
     stages.extract_facts(run_id, env)
-    (model,) = llm_models(env.store.get_run(run_id))
+    (model,) = llm_models(env.store.runs.get_run(run_id))
     # a price set now holds for the calls recorded from now on: a call is priced when recorded
     priced(env, {model: {"input": 1.0, "output": 2.0}})
     env.whole_chain(run_id)
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     cost, tokens = run.totals["cost"], run.totals["tokens"]
     row = cost["by_model"][model]
     assert row["input_tokens"] == tokens["input"] and row["output_tokens"] == tokens["output"]
@@ -51,8 +51,8 @@ def test_a_model_missing_from_the_table_is_unpriced_never_zero(env):
     scripted(env)
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
-    cost = env.store.get_run(run_id).totals["cost"]
-    for model in llm_models(env.store.get_run(run_id)):
+    cost = env.store.runs.get_run(run_id).totals["cost"]
+    for model in llm_models(env.store.runs.get_run(run_id)):
         assert cost["by_model"][model]["usd"] is None and cost["by_model"][model]["price"] == "unpriced"
         assert model in cost["unpriced"]
 
@@ -63,7 +63,7 @@ def test_a_priced_model_costs_its_tokens_at_the_table_price(env):
     priced(env, {"offline-rules-v1": {"input": 1.0, "output": 2.0}})
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
-    cost = env.store.get_run(run_id).totals["cost"]
+    cost = env.store.runs.get_run(run_id).totals["cost"]
     row = cost["by_model"]["offline-rules-v1"]
     assert row["price"] == "priced" and row["calls"] == 2 and cost["unpriced"] == []
     assert row["usd"] == round((row["input_tokens"] * 1.0 + row["output_tokens"] * 2.0) / 1e6, 9) > 0
@@ -74,7 +74,7 @@ def test_the_offline_providers_cost_nothing_and_say_so(env):
     env.llm = OfflineLLM()
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
-    cost = env.store.get_run(run_id).totals["cost"]
+    cost = env.store.runs.get_run(run_id).totals["cost"]
     assert cost["by_model"], "the offline calls are counted"
     assert {r["price"] for r in cost["by_model"].values()} == {"offline"}
     assert cost["usd"] == 0 and cost["unpriced"] == []
@@ -106,7 +106,7 @@ def test_update_re_embeddings_count_in_the_embedding_tokens_and_cost(env):
     env.llm.on("decide_facts", decisions((0, "UPDATE", 0, "Alice's email is alice@example.org")), times=1)
     second = env.new_run([("user", "u-1", "update"), ("assistant", None, "ok")])
     env.whole_chain(second)
-    run = env.store.get_run(second)
+    run = env.store.runs.get_run(second)
     assert run.totals["facts"].get("updated") == 1
     decide = run.stages["decide_facts"].usage.by_model["embed-x"]
     embedded = run.stages["embed_facts"].usage.by_model["embed-x"]
@@ -120,13 +120,13 @@ def test_update_re_embeddings_count_in_the_embedding_tokens_and_cost(env):
 def test_a_session_end_consolidation_records_its_usage_in_the_store(env):
     env.add_messages([("user", "u-1", "hello")], session_id="s-9")
     key = scope_key("session", session_id="s-9")
-    env.store.insert_reflections([Reflection(
+    env.store.reflections.insert_reflections([Reflection(
         reflection_id="r-1", agent_id="agent-1", scope="session", session_id="s-9", scope_key=key,
         content="The session was short", source_session_id="s-9", formed_at=env.clock.now())])
     env.llm.on("consolidate", merge_all)
     results = cs.consolidate_session("agent-1", "s-9", env)
     assert [r["status"] for r in results] == ["merged"]
-    records = env.store.list_usage("agent-1")
+    records = env.store.stats.list_usage("agent-1")
     assert len(records) == 1 and records[0].stage == "consolidate_session" and records[0].session_id == "s-9"
     (row,) = records[0].by_model.values()
     assert row["calls"] == 1 and row["input_tokens"] > 0 and row["price"] == "unpriced"
@@ -148,8 +148,8 @@ def test_the_calls_of_a_stage_attempt_that_failed_after_them_are_kept(env):
     with pytest.raises(OverWordLimit):
         cs.consolidate_scope(run_id, 0, env)
     attempts = 1 + env.settings.consolidation_max_length_retries
-    [record] = env.store.list_usage("agent-1")
+    [record] = env.store.stats.list_usage("agent-1")
     assert record.run_id == run_id and record.stage == "consolidate_scope:0" and record.session_id == "s-1"
     (row,) = record.by_model.values()
     assert row["calls"] == attempts and row["input_tokens"] > 0
-    assert env.store.get_run(run_id).stages["consolidate_scope:0"].usage.calls == 0  # no record holds them
+    assert env.store.runs.get_run(run_id).stages["consolidate_scope:0"].usage.calls == 0  # no record holds them

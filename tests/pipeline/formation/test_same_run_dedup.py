@@ -26,7 +26,7 @@ def _form(env, *texts: str, answer=None) -> str:
 
 
 def _same_run(env, run_id) -> dict:
-    return finish.run_totals(env.store.get_run(run_id))["facts"]["same_run"]
+    return finish.run_totals(env.store.runs.get_run(run_id))["facts"]["same_run"]
 
 
 def test_the_later_fact_is_decided_against_the_earlier_one_before_anything_is_stored(env):
@@ -35,7 +35,7 @@ def test_the_later_fact_is_decided_against_the_earlier_one_before_anything_is_st
     assert call.inputs["items"] == [{"new": 0, "text": LYON_MORE, "candidates": [{"alias": 0, "text": LYON}]}]
     assert [f.content for f in env.live_facts()] == [LYON]
     assert _same_run(env, run_id) == {"dropped": 1, "merged": 0, "superseded": 0}
-    decided = env.store.get_run(run_id).stages["decide_facts"].output["decisions"]
+    decided = env.store.runs.get_run(run_id).stages["decide_facts"].output["decisions"]
     assert [(d["action"], d["reason"]) for d in decided] == [("ADD", "no_candidates"), ("NONE", "same_run_duplicate")]
 
 
@@ -45,7 +45,7 @@ def test_an_update_merges_the_later_fact_into_the_earlier_one_which_is_added_mer
     [fact] = env.live_facts()
     assert (fact.fact_id, fact.content, fact.version) == (f"{run_id}:0", merged, 1)
     # embedded as merged, like an UPDATE's text, not with the earlier fact's own vector
-    first_vector = env.store.get_run(run_id).stages["embed_facts"].output["vectors"]
+    first_vector = env.store.runs.get_run(run_id).stages["embed_facts"].output["vectors"]
     assert vectors.unpack(first_vector, env.embedder.dim)[0] != fact.embedding
     assert _same_run(env, run_id) == {"dropped": 0, "merged": 1, "superseded": 0}
 
@@ -76,7 +76,7 @@ def test_a_later_fact_merged_into_an_earlier_one_that_is_not_added_as_said_is_ad
     run_id = _form(env, LYON_MORE, later, answer=answer)
     # the earlier fact was merged into the stored one; the later one is added as it was said
     assert sorted(f.content for f in env.live_facts()) == [LYON_MORE, later]
-    decided = env.store.get_run(run_id).stages["decide_facts"].output["decisions"]
+    decided = env.store.runs.get_run(run_id).stages["decide_facts"].output["decisions"]
     assert [(d["action"], d["reason"]) for d in decided] == [("UPDATE", "llm"), ("ADD", "same_run_not_added")]
     assert _same_run(env, run_id) == {"dropped": 0, "merged": 0, "superseded": 0}
 
@@ -84,7 +84,7 @@ def test_a_later_fact_merged_into_an_earlier_one_that_is_not_added_as_said_is_ad
 def test_a_merged_text_with_a_secret_adds_both_facts_as_said(env):
     run_id = _form(env, LYON, LYON_MORE, answer=decisions((0, "UPDATE", 0, "Alice lives in Lyon, password hunter2")))
     assert sorted(f.content for f in env.live_facts()) == [LYON, LYON_MORE]
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.stages["decide_facts"].output["update_secrets"] == 1
     assert _same_run(env, run_id) == {"dropped": 0, "merged": 0, "superseded": 0}
 
@@ -107,7 +107,7 @@ def test_offline_providers_keep_one_fact_of_a_repeated_statement(env):
     ])
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(run_id, env)
-    extracted = env.store.get_run(run_id).stages["extract_facts"].output["facts"]
+    extracted = env.store.runs.get_run(run_id).stages["extract_facts"].output["facts"]
     assert len(extracted) == 2, extracted  # the rules extract both statements
     assert len([f for f in env.live_facts() if "Lyon" in f.content]) == 1
     assert sum(_same_run(env, run_id).values()) == 1
@@ -150,8 +150,8 @@ def test_a_merged_fact_is_valid_from_its_latest_statement_and_keeps_every_source
                           ("user", "u-1", "Actually I live in Porto now."), ("assistant", None, "Noted.")])
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         assert stage(run_id, env) is not None
-    run = env.store.get_run(run_id)
-    lyon, _, porto, _ = env.store.get_messages(run.session_id, run.seq_from, run.seq_to)
+    run = env.store.runs.get_run(run_id)
+    lyon, _, porto, _ = env.store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     [fact] = env.live_facts()
     assert fact.content == "Alice lives in Porto" and fact.valid_from == porto.created_at
     assert set(fact.source_message_ids) == {lyon.message_id, porto.message_id}

@@ -18,7 +18,7 @@ def _contents(env) -> list[str]:
 
 
 def _reflections(env) -> list[str]:
-    dump = env.store.dump_all()
+    dump = env.store.admin.dump_all()
     rows = next(rows for name, rows in dump.items() if name.endswith("reflections"))
     return [r["content"] for r in rows]
 
@@ -30,7 +30,7 @@ def test_a_fact_giving_a_password_is_dropped_and_counted_on_the_run(env):
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
     assert _contents(env) == [EMAIL]
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.totals["secrets_dropped"] == 2
     assert run.stages["extract_facts"].output["screened"]["kinds"] == {"password": 1, "iban": 1}
 
@@ -45,7 +45,7 @@ def test_a_reflection_carrying_a_token_is_dropped_at_every_level(env):
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
     assert _reflections(env) == ["Alice prefers short answers"]
-    assert env.store.get_run(run_id).totals["secrets_dropped"] == 2
+    assert env.store.runs.get_run(run_id).totals["secrets_dropped"] == 2
 
 
 def test_an_update_whose_merged_text_carries_a_secret_adds_the_new_fact_instead(env):
@@ -59,7 +59,7 @@ def test_an_update_whose_merged_text_carries_a_secret_adds_the_new_fact_instead(
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(second, env)
     assert sorted(_contents(env)) == ["Alice's wifi is called Lumen-Guest", "Alice's wifi is called Lumen-Guest-5G"]
-    output = env.store.get_run(second).stages["decide_facts"].output
+    output = env.store.runs.get_run(second).stages["decide_facts"].output
     assert output["update_secrets"] == 1
     assert [d["reason"] for d in output["decisions"]] == ["update_secret"]
 
@@ -77,7 +77,7 @@ def test_the_offline_rules_answer_is_screened_too(env):
     stored = _contents(env) + _reflections(env)
     assert [t for t in stored if "email is alice@example.com" in t]
     assert not [t for t in stored if "hunter2" in t or "sk-proj" in t]
-    assert env.store.get_run(run_id).totals["secrets_dropped"] >= 2
+    assert env.store.runs.get_run(run_id).totals["secrets_dropped"] >= 2
 
 
 def test_memoryctl_runs_shows_what_was_never_stored(env):
@@ -85,7 +85,7 @@ def test_memoryctl_runs_shows_what_was_never_stored(env):
     env.llm.on("extract_reflections", reflections())
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
-    summary = run_summary(env.store.get_run(run_id))
+    summary = run_summary(env.store.runs.get_run(run_id))
     assert (summary["secrets_dropped"], summary["contacts_rescoped"], summary["contacts_dropped"]) == (1, 0, 0)
     assert "never stored: secrets_dropped=1, contacts_rescoped=0, contacts_dropped=0" in format_run(summary)
 
@@ -103,7 +103,7 @@ def test_a_rerun_reuses_the_screened_output_even_if_the_patterns_changed(env):
 
 
 def _fact_rows(env) -> str:
-    dump = env.store.dump_all()
+    dump = env.store.admin.dump_all()
     return str(next(rows for name, rows in dump.items() if name.endswith("facts")))
 
 

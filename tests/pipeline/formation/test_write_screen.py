@@ -60,27 +60,27 @@ def test_a_consolidation_answer_carrying_a_secret_or_contact_data_is_screened_an
     ])))
     run_id = env.new_run([("user", "u-1", "notes please"), ("assistant", None, "ok")])
     env.whole_chain(run_id)
-    blob = env.store.get_blob("agent-1", "agent").consolidated_content
+    blob = env.store.blobs.get_blob("agent-1", "agent").consolidated_content
     assert "Keep the notes short" in blob
     assert PASSPHRASE not in blob and "alice@home.example" not in blob
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert (run.totals["secrets_dropped"], run.totals["contacts_dropped"]) == (1, 1)
     assert run.stages["consolidate_scope:0"].output["screened"]["kinds"] == {"password": 1, "email": 1}
 
 
 def test_a_rebuilt_blob_is_screened_like_a_consolidation(env):
     now = env.clock.now()
-    env.store.insert_reflections([Reflection(
+    env.store.reflections.insert_reflections([Reflection(
         reflection_id="r-1", agent_id="agent-1", scope="agent", scope_key="agent", content="Badges at the desk",
         formed_at=now, absorbed=True, absorbed_at=now, consolidated_into=1, source_user_ids=["u-2"],
     )])
-    env.store.save_blob(ConsolidatedBlob(agent_id="agent-1", scope="agent", scope_key="agent",
+    env.store.blobs.save_blob(ConsolidatedBlob(agent_id="agent-1", scope="agent", scope_key="agent",
                                          consolidated_content="VERSION: 1\n[NOTES]\n- Badges at the desk",
                                          word_limit=1200, version=1, last_consolidated_at=now), expected_version=0)
     env.llm.on("consolidate", blob_answer(("NOTES", ["Badges at the desk", "Card 4111 1111 1111 1111 on file"])))
     out = rebuild.rebuild_blob(env, Rebuild("agent-1", "agent", ("r-1",)), holder="erasure:x")
     assert out["status"] == "rebuilt" and out["secrets_dropped"] == 1
-    assert env.store.get_blob("agent-1", "agent").consolidated_content == "VERSION: 2\n[NOTES]\n- Badges at the desk"
+    assert env.store.blobs.get_blob("agent-1", "agent").consolidated_content == "VERSION: 2\n[NOTES]\n- Badges at the desk"
 
 
 def test_a_password_said_in_chat_is_kept_in_no_run_record(env):
@@ -90,14 +90,14 @@ def test_a_password_said_in_chat_is_kept_in_no_run_record(env):
     run_id = env.new_run([("user", "u-1", "I organise the launch."), ("assistant", None, "Noted."),
                           ("user", "u-1", said)])
     env.whole_chain(run_id)
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     record = json.dumps(run.model_dump(mode="json"))
     assert "tulip42" not in record and PASSPHRASE not in record
     assert run.stages["embed_facts"].output["excerpt_lines_blanked"] == 1
     # the fact stays, without the line that carried the secret
     [fact] = env.live_facts()
     assert fact.content == "The team files live on the shared drive" and fact.source_text is None
-    derived = {name: rows for name, rows in env.store.dump_all().items() if not name.endswith("messages")}
+    derived = {name: rows for name, rows in env.store.admin.dump_all().items() if not name.endswith("messages")}
     assert "tulip42" not in json.dumps(derived, default=str)
 
 
@@ -112,6 +112,6 @@ def test_an_agent_update_whose_merged_text_carries_contact_data_adds_the_new_fac
     for stage in (stages.extract_facts, stages.embed_facts, stages.decide_facts):
         stage(second, env)
     assert sorted(f.content for f in env.all_facts()) == ["The caterer is Luna Foods", "The caterer is Luna Foods of Porto"]
-    output = env.store.get_run(second).stages["decide_facts"].output
+    output = env.store.runs.get_run(second).stages["decide_facts"].output
     assert (output["update_contacts"], output["update_secrets"]) == (1, 0)
     assert [d["reason"] for d in output["decisions"]] == ["update_contact"]

@@ -49,7 +49,7 @@ def test_a_formation_on_llama_cpp_is_answered_in_each_stages_schema_and_its_toke
     run_id = env.new_run(ALICE_CHAT)
     env.whole_chain(run_id)
     after = llama_server.metrics()
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     assert run.status == "done", run.error
     for name in LLM_STAGES:
         usage = run.stages[name].usage
@@ -72,7 +72,7 @@ def test_a_conversation_past_the_servers_context_kills_the_run_at_once_with_the_
     long = " ".join(f"item{i}" for i in range(llama_server.context * 2))   # about 4 tokens a word
     run_id = env.new_run([("user", "u-1", long), ("assistant", None, "Noted.")] * 2)
     assert guard_stage(env, run_id, "extract_facts", lambda d: stages.extract_facts(run_id, d)) is None
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     # dead at once (a permanent error), never a transient one that the workers would retry
     assert run.status == "dead"
     assert run.error.startswith("extract_facts: PermanentError: openai extract_facts (smollm2): HTTP 400 ")

@@ -17,7 +17,7 @@ def test_a_fallback_to_json_object_is_recorded_on_the_stage_with_its_tokens(tmp_
                                                    openai_base_url=server.openai_base_url))
         run_id = env.new_run(ALICE_CHAT)
         stages.extract_facts(run_id, env)
-    usage = env.store.get_run(run_id).stages["extract_facts"].usage
+    usage = env.store.runs.get_run(run_id).stages["extract_facts"].usage
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 300, 40)
     assert usage.structured_output == {"json_object": 1}
     env.store.close()

@@ -48,7 +48,7 @@ def test_cost_prices_the_requested_model_when_the_provider_answers_with_a_dated_
         provider, model, snapshot, prices, usd, tmp_path, monkeypatch, capsys):
     with LLMServer() as server:
         env, run_id = _formed_through(provider, tmp_path, monkeypatch, server, snapshot, **prices)
-    usage = env.store.get_run(run_id).stages["extract_facts"].usage.by_model
+    usage = env.store.runs.get_run(run_id).stages["extract_facts"].usage.by_model
     assert list(usage) == [model]
     assert usage[model]["snapshots"] == [snapshot] and usage[model]["price"] == "priced"
 

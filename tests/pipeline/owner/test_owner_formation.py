@@ -59,8 +59,8 @@ def test_focus_keeps_only_facts_on_its_topics(env):
 
 
 def _user_memory(env) -> str:
-    blob = env.store.get_blob("agent-1", "user:u-1")
-    buffered = env.store.unabsorbed_reflections("agent-1", "user:u-1")
+    blob = env.store.blobs.get_blob("agent-1", "user:u-1")
+    buffered = env.store.reflections.unabsorbed_reflections("agent-1", "user:u-1")
     return " ".join([blob.consolidated_content if blob else "", *(r.content for r in buffered)])
 
 
@@ -84,9 +84,9 @@ def test_a_paused_agent_memory_forms_no_agent_facts_keeps_what_it_had_and_still_
     run_id = env.new_run(PLANNING[1:], session_id="s-during")
     env.whole_chain(run_id)
     assert _texts(env, "agent") == before and before  # kept, nothing new
-    assert env.store.unabsorbed_reflections("agent-1", "agent") == [] or all(
-        r.source_session_id != "s-during" for r in env.store.unabsorbed_reflections("agent-1", "agent"))
-    assert env.store.get_session("s-during").watermark == env.store.get_run(run_id).seq_to
+    assert env.store.reflections.unabsorbed_reflections("agent-1", "agent") == [] or all(
+        r.source_session_id != "s-during" for r in env.store.reflections.unabsorbed_reflections("agent-1", "agent"))
+    assert env.store.ingest.get_session("s-during").watermark == env.store.runs.get_run(run_id).seq_to
     stats = memory_stats(env.store, "agent-1", user_id="u-1", session_id="s-during")
     assert stats["scopes"]["agent"]["paused"] is True and stats["scopes"]["user:u-1"]["paused"] is False
     status = consolidation_status(env.store, env.settings, "agent-1", user_id=None, session_id=None)
@@ -105,7 +105,7 @@ def test_resume_without_backfill_forms_nothing_of_the_pause_and_with_backfill_fo
     env.whole_chain(runs[0])
     texts = " ".join(_texts(env, "agent"))
     assert "Bella Cucina" in texts and "Harbor Hall" in texts
-    assert env.store.get_run(runs[0]).scopes_enabled == ["agent"]  # the resumed scope alone
+    assert env.store.runs.get_run(runs[0]).scopes_enabled == ["agent"]  # the resumed scope alone
     # a second backfill of the same pause finds nothing left: nothing is formed twice
     assert backfill(env.store, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s) == []
 
@@ -114,13 +114,13 @@ def test_pausing_the_whole_agent_forms_nothing_and_a_paused_session_no_session_m
     _pause(env, "all")
     run_id = env.new_run(PLANNING, session_id="s-all")
     env.whole_chain(run_id)
-    assert _texts(env) == [] and env.store.get_run(run_id).scopes_enabled == []
+    assert _texts(env) == [] and env.store.runs.get_run(run_id).scopes_enabled == []
     controls.resume(env.store, "agent-1", "all", now=env.clock.now())
     _pause(env, "session", session_id="s-quiet")
     env.whole_chain(env.new_run([("user", "u-1", "Let's draft the invitation for the launch.")],
                                 session_id="s-quiet"))
-    assert env.store.unabsorbed_reflections("agent-1", "session:s-quiet") == []
-    assert env.store.get_blob("agent-1", "session:s-quiet") is None
+    assert env.store.reflections.unabsorbed_reflections("agent-1", "session:s-quiet") == []
+    assert env.store.blobs.get_blob("agent-1", "session:s-quiet") is None
 
 
 def test_the_next_consolidation_is_told_of_an_owners_section_edit_and_keeps_it(tmp_path):
@@ -139,14 +139,14 @@ def test_the_next_consolidation_is_told_of_an_owners_section_edit_and_keeps_it(t
     env.llm = ScriptedLLM()
     blobs.edit_section(env.store, env.settings, "agent-1", "agent", "budget", ["The launch budget is 12,000 euros"],
                        by="owner-key", now=env.clock.now())
-    assert env.store.get_blob("agent-1", "agent").edited_by == "owner-key"
+    assert env.store.blobs.get_blob("agent-1", "agent").edited_by == "owner-key"
     env.llm.on("extract_facts", facts())
     env.llm.on("extract_reflections", reflections(agent=["The team meets every Monday"]))
     env.llm.on("consolidate", keep_sections)
     env.whole_chain(env.new_run([("user", "u-1", "We meet every Monday.")], session_id="s-1", reason="session_end"))
     [agent_merge] = [r for r in asked if r.inputs["scope"] == "agent"]
     assert "written by the agent's owner" in agent_merge.prompt
-    blob = env.store.get_blob("agent-1", "agent")
+    blob = env.store.blobs.get_blob("agent-1", "agent")
     assert blob.version == 2 and blob.edited_by is None
     assert "12,000 euros" in blob.consolidated_content and "every Monday" in blob.consolidated_content
     env.store.close()

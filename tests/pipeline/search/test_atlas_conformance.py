@@ -35,7 +35,7 @@ def store():
     for spec in (atlas.vector_index_definition(DIM), atlas.search_index_definition()):
         facts.create_search_index(SearchIndexModel(definition=spec["definition"], name=spec["name"], type=spec["type"]))
     for fact_id, content, vector in FACTS:
-        opened.insert_fact(fact(fact_id, content, embedding=vector))
+        opened.facts.insert_fact(fact(fact_id, content, embedding=vector))
     return opened
 
 
@@ -57,7 +57,7 @@ def test_semantic_search_applies_the_threshold_model_and_scope_inside_the_pipeli
 
 
 def test_a_retired_fact_is_no_longer_found_by_either_branch(store):
-    store.retire_fact("f1", store.get_facts(["f1"])[0].formed_at + timedelta(seconds=1), "run-x")
+    store.facts.retire_fact("f1", store.facts.get_facts(["f1"])[0].formed_at + timedelta(seconds=1), "run-x")
     search = atlas.AtlasFactSearch.from_store(store)
     assert "f1" not in [h.fact_id for h in search.semantic("a1", ["agent"], "m1", [1.0, 0.0, 0.0], 10, None)]
     assert "f1" not in [h.fact_id for h in search.text("a1", ["agent"], "Lisbon", 10, None)]
@@ -88,7 +88,7 @@ def test_typos_are_tolerated_for_the_same_terms_on_atlas_as_locally(query):
     facts = store.col("facts")
     facts.create_search_index(SearchIndexModel(**atlas.search_index_definition()))
     for fact_id, content, vector in SHORT_AND_NUMERIC:
-        store.insert_fact(fact(fact_id, content, embedding=vector))
+        store.facts.insert_fact(fact(fact_id, content, embedding=vector))
     remote = atlas.AtlasFactSearch(facts).text("a1", ["agent"], query, 10, None)
     local = LocalFactSearch(store).text("a1", ["agent"], query, 10, None)
     assert [h.fact_id for h in remote] == [h.fact_id for h in local]
@@ -105,10 +105,10 @@ def _small_agent(n: int):
     store = MongoStore(emulated_database())
     facts = store.col("facts")
     facts.create_search_index(SearchIndexModel(**atlas.search_index_definition()))
-    store.insert_fact(fact("berlin", "The team lead lives in Berlin", embedding=[1.0, 0.0, 0.0]))
+    store.facts.insert_fact(fact("berlin", "The team lead lives in Berlin", embedding=[1.0, 0.0, 0.0]))
     for i in range(1, n):
         content = f"The team reviewed the {PLANS[i % len(PLANS)]} plan on day {i}"
-        store.insert_fact(fact(f"f{i:03d}", content, embedding=[1.0, 0.0, 0.0]))
+        store.facts.insert_fact(fact(f"f{i:03d}", content, embedding=[1.0, 0.0, 0.0]))
     return store
 
 
@@ -129,9 +129,9 @@ def test_atlas_and_the_local_search_keep_the_same_text_hits_at_the_production_th
 
 def test_atlas_counts_only_the_live_facts_the_text_branch_searches():
     store = _small_agent(5)
-    store.insert_fact(fact("other-agent", "The team met in Berlin", agent="a2", embedding=[1.0, 0.0, 0.0]))
-    store.insert_fact(fact("user-fact", "The team plan of u1", user="u1", embedding=[1.0, 0.0, 0.0]))
-    store.retire_fact("f001", store.get_facts(["f001"])[0].formed_at + timedelta(seconds=1), "run-x")
+    store.facts.insert_fact(fact("other-agent", "The team met in Berlin", agent="a2", embedding=[1.0, 0.0, 0.0]))
+    store.facts.insert_fact(fact("user-fact", "The team plan of u1", user="u1", embedding=[1.0, 0.0, 0.0]))
+    store.facts.retire_fact("f001", store.facts.get_facts(["f001"])[0].formed_at + timedelta(seconds=1), "run-x")
     search = atlas.AtlasFactSearch.from_store(store)
     assert search.searched("a1", ["agent"]) == 4
     assert search.searched("a1", ["agent", "user:u1"]) == 5
@@ -226,7 +226,7 @@ def test_the_wrong_score_meta_is_refused(store):
 def test_a_new_index_is_not_queryable_until_built_and_an_update_keeps_serving_the_old_one():
     clock = FrozenClock()
     store = MongoStore(emulated_database(clock=clock, build_s=30))
-    store.insert_fact(fact("f1", "Alice lives in Lisbon", embedding=[1.0, 0.0, 0.0]))
+    store.facts.insert_fact(fact("f1", "Alice lives in Lisbon", embedding=[1.0, 0.0, 0.0]))
     facts = store.col("facts")
     spec = atlas.vector_index_definition(DIM)
     facts.create_search_index(SearchIndexModel(**spec))
@@ -249,12 +249,12 @@ def test_with_index_lag_a_write_is_searchable_only_after_the_lag():
     store = MongoStore(emulated_database(clock=clock, index_lag_s=5))
     facts = store.col("facts")
     facts.create_search_index(SearchIndexModel(**atlas.vector_index_definition(DIM)))
-    store.insert_fact(fact("f1", "Alice lives in Lisbon", embedding=[1.0, 0.0, 0.0]))
+    store.facts.insert_fact(fact("f1", "Alice lives in Lisbon", embedding=[1.0, 0.0, 0.0]))
     search = atlas.AtlasFactSearch(facts)
     assert search.semantic("a1", ["agent"], "m1", [1.0, 0.0, 0.0], 5, None) == []
     clock.advance(seconds=5)
     assert [h.fact_id for h in search.semantic("a1", ["agent"], "m1", [1.0, 0.0, 0.0], 5, None)] == ["f1"]
-    assert store.get_facts(["f1"])[0].content == "Alice lives in Lisbon"  # plain reads never lag
+    assert store.facts.get_facts(["f1"])[0].content == "Alice lives in Lisbon"  # plain reads never lag
 
 
 @pytest.mark.parametrize(("similarity", "expected"), [

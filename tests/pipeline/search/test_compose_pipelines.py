@@ -54,7 +54,7 @@ def stack(monkeypatch):
     assert isinstance(search, AtlasFactSearch)
     for fact_id, text in [("f1", "The launch event is on March 14 in Lisbon"),
                           ("f2", "Maya prefers short answers")]:
-        store.insert_fact(fact(fact_id, text, agent="agent-1", embedding=embedder.embed([text]).vectors[0],
+        store.facts.insert_fact(fact(fact_id, text, agent="agent-1", embedding=embedder.embed([text]).vectors[0],
                                model=embedder.model))
     return settings, store, embedder, search
 
@@ -88,9 +88,9 @@ def test_on_atlas_an_expired_fact_is_out_of_the_agents_search_before_beat_stamps
     from pipeline.store.port import FactUpdate
 
     settings, store, embedder, search = stack
-    clock = FrozenClock(store.get_facts(["f1"])[0].formed_at + timedelta(days=1))
-    f1 = store.get_facts(["f1"])[0]
-    store.update_fact("f1", FactUpdate(content=f1.content, hash=f1.hash, embedding=f1.embedding,
+    clock = FrozenClock(store.facts.get_facts(["f1"])[0].formed_at + timedelta(days=1))
+    f1 = store.facts.get_facts(["f1"])[0]
+    store.facts.update_fact("f1", FactUpdate(content=f1.content, hash=f1.hash, embedding=f1.embedding,
                                        embedding_model=f1.embedding_model, run_id="edit:1", now=clock.now(),
                                        valid_from=f1.valid_from, expires_at=clock.now() + timedelta(hours=1)))
     service = MemoryService("agent-1", settings=settings, store=store, search=search, embedder=embedder, clock=clock)

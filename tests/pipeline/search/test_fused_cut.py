@@ -138,8 +138,8 @@ def test_a_search_with_the_shipped_defaults_returns_and_counts_only_the_facts_ab
     vectors["where are the lanterns"] = _near(1.0)
     embedder = Planted(vectors)
     for i, content in enumerate(contents):
-        store.insert_fact(fact(f"f{i:02d}", content, agent="a1", embedding=vectors[content], model=LOCAL_MODEL))
-    store.bump_scope_versions("a1", ["agent"])
+        store.facts.insert_fact(fact(f"f{i:02d}", content, agent="a1", embedding=vectors[content], model=LOCAL_MODEL))
+    store.leases.bump_scope_versions("a1", ["agent"])
     clock = FrozenClock(T0)
 
     results = search_facts(
@@ -148,5 +148,5 @@ def test_a_search_with_the_shipped_defaults_returns_and_counts_only_the_facts_ab
     )
 
     assert [hit.id for hit in results.hits] == [f"f{i:02d}" for i in range(6)]
-    counts = {f.fact_id: f.access_count for f in store.get_facts([f"f{i:02d}" for i in range(12)])}
+    counts = {f.fact_id: f.access_count for f in store.facts.get_facts([f"f{i:02d}" for i in range(12)])}
     assert counts == {f"f{i:02d}": int(i < 6) for i in range(12)}

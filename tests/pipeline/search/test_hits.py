@@ -58,7 +58,7 @@ def test_a_hit_refuses_what_is_not_a_hit():
 def searched(store):
     now = T0 + timedelta(days=2)
     content = "Alice's email is alice@example.com"
-    store.insert_fact(fact("f1", content, user="u1", embedding=EMB.embed([content]).vectors[0], model=EMB.model,
+    store.facts.insert_fact(fact("f1", content, user="u1", embedding=EMB.embed([content]).vectors[0], model=EMB.model,
                            formed=now - timedelta(hours=3)))
     clock = FrozenClock(now)
     service = MemoryService("a1", settings=Settings(_env_file=None), store=store, search=LocalFactSearch(store),
@@ -70,7 +70,7 @@ def test_retrieval_hands_the_facade_the_stored_times_and_the_facade_writes_them_
     store, service, clock = searched
     found = search_facts(SearchClients(store, service.search, EMB, service.settings, clock),
                          FactQuery("a1", "s1", "u1", "alice email", track_access=False))
-    [stored] = store.get_facts(["f1"])
+    [stored] = store.facts.get_facts(["f1"])
     [hit] = found.hits
     assert (hit.id, hit.formed_at, hit.updated_at, hit.age) == ("f1", stored.formed_at, stored.changed_at, "3h ago")
     assert found.debug is None
@@ -82,7 +82,7 @@ def test_retrieval_hands_the_facade_the_stored_times_and_the_facade_writes_them_
 def test_a_search_as_of_a_past_time_shows_the_validity_of_each_hit(searched):
     store, service, clock = searched
     [result] = service.search_facts("alice email", session_id="s1", user_id="u1", as_of=clock.now())
-    [stored] = store.get_facts(["f1"])
+    [stored] = store.facts.get_facts(["f1"])
     assert list(result) == AS_OF_KEYS
     assert (result["valid_from"], result["valid_to"]) == (stored.valid_from.isoformat(), None)
     answer = service.search_facts("alice email", session_id="s1", user_id="u1", debug=True)

@@ -32,8 +32,8 @@ FACTS = {
 def _remember(store, embedder, texts=FACTS):
     vectors = embedder.embed(list(texts.values())).vectors
     for (fid, content), vector in zip(texts.items(), vectors):
-        store.insert_fact(fact(fid, content, user=None, embedding=vector, model=embedder.model, formed=T0))
-    store.bump_scope_versions("a1", ["agent"])
+        store.facts.insert_fact(fact(fid, content, user=None, embedding=vector, model=embedder.model, formed=T0))
+    store.leases.bump_scope_versions("a1", ["agent"])
 
 
 def _search(store, embedder, query, **kwargs):

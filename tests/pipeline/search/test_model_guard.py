@@ -29,10 +29,10 @@ def store(request, tmp_path):
 
 def _seed(store, agent: str, embedder, texts=TEXTS, clock=FrozenClock()) -> None:
     for i, (text, vector) in enumerate(zip(texts, embedder.embed(texts).vectors)):
-        store.insert_fact(Fact(fact_id=f"{agent}-{embedder.model}-{i}", agent_id=agent, scope="agent",
+        store.facts.insert_fact(Fact(fact_id=f"{agent}-{embedder.model}-{i}", agent_id=agent, scope="agent",
                                scope_key="agent", content=text, hash=text_hash(text), embedding=vector,
                                embedding_model=embedder.model, formed_at=clock.now()))
-    store.bump_scope_versions(agent, ["agent"])
+    store.leases.bump_scope_versions(agent, ["agent"])
 
 
 def _search(store, agent: str, embedder, query: str = "who has the studio keys") -> list[str]:
@@ -45,9 +45,9 @@ def test_a_search_over_vectors_of_another_model_refuses_in_one_line_naming_reemb
     _seed(store, "a1", OLD)
     _seed(store, "a2", NEW)
     _seed(store, "a2", OLD, texts=["an old note about lamps"])  # retired below: no longer searched
-    [old] = [c.fact_id for c in store.search_candidates("a2", ["agent"], None) if c.content == "an old note about lamps"]
-    assert store.retire_fact(old, run_id="r-retire", now=FrozenClock().now())
-    store.bump_scope_versions("a2", ["agent"])
+    [old] = [c.fact_id for c in store.facts.search_candidates("a2", ["agent"], None) if c.content == "an old note about lamps"]
+    assert store.facts.retire_fact(old, run_id="r-retire", now=FrozenClock().now())
+    store.leases.bump_scope_versions("a2", ["agent"])
     with pytest.raises(ConfigurationError) as refused:
         _search(store, "a1", NEW)
     message = str(refused.value)

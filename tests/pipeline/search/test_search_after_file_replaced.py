@@ -15,8 +15,8 @@ from testkit.documents import fact
 
 def _store_with(path: Path, fact_id: str, text: str) -> SQLiteStore:
     store = SQLiteStore(str(path))
-    store.insert_fact(fact(fact_id, text, agent="a1", user="u1"))
-    store.bump_scope_versions("a1", ["user:u1"])  # stamp 1, in the old file and the new one alike
+    store.facts.insert_fact(fact(fact_id, text, agent="a1", user="u1"))
+    store.leases.bump_scope_versions("a1", ["user:u1"])  # stamp 1, in the old file and the new one alike
     return store
 
 

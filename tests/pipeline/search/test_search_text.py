@@ -23,9 +23,9 @@ def embedder():
 
 
 def _remember(store, embedder, fid, content, source=None, user="u1"):
-    store.insert_fact(fact(fid, content, user=user, embedding=embedder.embed([content]).vectors[0],
+    store.facts.insert_fact(fact(fid, content, user=user, embedding=embedder.embed([content]).vectors[0],
                            model=embedder.model, formed=T0).model_copy(update={"source_text": source}))
-    store.bump_scope_versions("a1", [f"user:{user}" if user else "agent"])
+    store.leases.bump_scope_versions("a1", [f"user:{user}" if user else "agent"])
 
 
 def _search(store, embedder, query, **kwargs):
@@ -57,10 +57,10 @@ def test_where_someone_lives_now_finds_the_corrected_residence_before_facts_that
                               "Tom and Priya are joining the launch planning"]):
         _remember(store, embedder, f"agent{i}", text, user=None)
     moved = "Maya Chen moved from Lisbon to Porto last weekend"
-    assert store.update_fact("home", FactUpdate(
+    assert store.facts.update_fact("home", FactUpdate(
                              content=moved, hash=text_hash(moved), embedding=embedder.embed([moved]).vectors[0],
                              embedding_model=embedder.model, run_id="r2", now=NOW,
                              source_text="Maya Chen: Quick update about me: I moved from Lisbon to Porto last weekend."))
-    store.bump_scope_versions("a1", ["user:u1"])
+    store.leases.bump_scope_versions("a1", ["user:u1"])
     found = _search(store, embedder, "Where does Maya live now?")
     assert found[0]["content"] == moved

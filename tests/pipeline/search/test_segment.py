@@ -63,7 +63,7 @@ def test_a_big_segment_holds_int8_codes_and_no_float32_matrix(big):
     search.semantic("a", ["agent"], "m", big[2][0].tolist(), 10, None)
     (stamp, segment), = search._segments.values()
     assert segment.quantized and segment.matrix is None and segment.codes.dtype == np.int8
-    exact = Segment.build(store.search_candidates("a", ["agent"], "m"), "m", quantize_min=10**9)
+    exact = Segment.build(store.facts.search_candidates("a", ["agent"], "m"), "m", quantize_min=10**9)
     assert segment.nbytes < exact.nbytes / 2
 
 
@@ -105,7 +105,7 @@ def test_the_segment_cache_stays_within_its_memory_bound_least_recently_used_fir
     for agent in range(6):
         for i, v in enumerate(_clustered(rng, 2000)):
             store.add(f"a{agent}", "agent", f"f{agent}-{i}", f"fact {i}", v.tolist())
-    one = Segment.build(store.search_candidates("a0", ["agent"], "m"), "m").nbytes
+    one = Segment.build(store.facts.search_candidates("a0", ["agent"], "m"), "m").nbytes
     search = LocalFactSearch(store, cache_mb=2.5 * one / 2**20)
     query = _clustered(rng, 1)[0].tolist()
     for agent in range(6):
@@ -131,7 +131,7 @@ def test_a_search_over_more_segments_than_the_cache_holds_keeps_them_all_and_doe
             store.add("a0", scope_key, f"{scope_key}-{i}", f"fact {i}", v.tolist())
     for i, v in enumerate(_clustered(rng, 500)):
         store.add("a1", "agent", f"other-{i}", f"fact {i}", v.tolist())
-    one = Segment.build(store.search_candidates("a0", ["agent"], "m"), "m").nbytes
+    one = Segment.build(store.facts.search_candidates("a0", ["agent"], "m"), "m").nbytes
     search = LocalFactSearch(store, cache_mb=0.8 * one / 2**20)
     query = _clustered(rng, 1)[0].tolist()
     search.semantic("a1", ["agent"], "m", query, 5, None)
@@ -151,13 +151,13 @@ def test_concurrent_misses_build_a_segment_once():
     for i in range(500):
         store.add("a", "agent", f"f{i}", f"fact {i}", [1.0, float(i), 0.0])
     gate = threading.Event()
-    real = store.search_candidates
+    real = store.facts.search_candidates
 
     def slow(*args):
         gate.wait(5)
         return real(*args)
 
-    store.search_candidates = slow
+    store.facts.search_candidates = slow
     search = LocalFactSearch(store)
     threads = [threading.Thread(target=search.semantic, args=("a", ["agent"], "m", [1.0, 0, 0], 3, None))
                for _ in range(6)]
@@ -180,7 +180,7 @@ def test_quantized_search_runs_over_the_sqlite_store(tmp_path):
     store = SQLiteStore(str(tmp_path / "m.db"))
     store.create_indexes()
     for i, v in enumerate(vectors):
-        store.insert_fact(Fact(
+        store.facts.insert_fact(Fact(
             fact_id=f"f{i}", agent_id="a", scope="agent", scope_key="agent", content=f"fact {i}",
             hash=text_hash(f"fact {i}"), embedding=v.tolist(), embedding_model="m",
             formed_at=datetime(2026, 1, 1, tzinfo=timezone.utc),

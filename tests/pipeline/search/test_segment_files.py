@@ -27,8 +27,8 @@ def _fill(store: SQLiteStore, n: int, seed: int, prefix: str = "f") -> np.ndarra
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for i in range(n):
         content = f"The {WORDS[i % 10]} note {i} mentions {WORDS[(i * 7) % 10]} and code{i % 97}"
-        store.insert_fact(fact(f"{prefix}{i:05d}", content, embedding=vectors[i].tolist(), model="m"))
-    store.bump_scope_versions("a1", ["agent"])
+        store.facts.insert_fact(fact(f"{prefix}{i:05d}", content, embedding=vectors[i].tolist(), model="m"))
+    store.leases.bump_scope_versions("a1", ["agent"])
     return vectors
 
 
@@ -62,8 +62,8 @@ def test_a_moved_stamp_gives_a_new_version_and_removes_the_old_one(store, tmp_pa
     search = LocalFactSearch(store, segment_dir=str(directory))
     assert search.text("a1", ["agent"], "Zanzibar", 10, None) == []
     before = {p.name for p in directory.iterdir() if p.is_dir()}
-    store.insert_fact(fact("new", "The team flies to Zanzibar", embedding=[1.0] + [0.0] * (DIM - 1), model="m"))
-    store.bump_scope_versions("a1", ["agent"])
+    store.facts.insert_fact(fact("new", "The team flies to Zanzibar", embedding=[1.0] + [0.0] * (DIM - 1), model="m"))
+    store.leases.bump_scope_versions("a1", ["agent"])
     assert [h.fact_id for h in search.text("a1", ["agent"], "Zanzibar", 10, None)] == ["new"]
     after = {p.name for p in directory.iterdir() if p.is_dir()}
     assert len(before) == len(after) == 1 and before != after
@@ -171,14 +171,14 @@ def test_files_of_an_older_format_are_rebuilt(store, tmp_path):
 
 def test_an_erased_users_segment_files_go_with_the_next_search_of_the_agent(store, tmp_path):
     _fill(store, 20, seed=9)
-    store.insert_fact(fact("maya-1", "Maya lives in Porto", user="u1", embedding=[1.0] + [0.0] * (DIM - 1), model="m"))
-    store.bump_scope_versions("a1", ["user:u1"])
+    store.facts.insert_fact(fact("maya-1", "Maya lives in Porto", user="u1", embedding=[1.0] + [0.0] * (DIM - 1), model="m"))
+    store.leases.bump_scope_versions("a1", ["user:u1"])
     directory = tmp_path / "segments"
     search = LocalFactSearch(store, segment_dir=str(directory))
     assert [h.fact_id for h in search.text("a1", ["agent", "user:u1"], "Porto", 10, None)] == ["maya-1"]
     assert len([p for p in directory.iterdir() if p.is_dir()]) == 2
     # an erasure moves the agent's stamp; another user's search of the agent follows
-    store.bump_scope_versions("a1", ["agent"])
+    store.leases.bump_scope_versions("a1", ["agent"])
     LocalFactSearch(store, segment_dir=str(directory)).text("a1", ["agent", "user:u2"], "budget", 10, None)
     left = [p for p in directory.iterdir() if p.is_dir()]
     assert left and not any(word in f.read_bytes() for p in left for f in p.iterdir() for word in (b"maya-1", b"porto"))

@@ -28,9 +28,9 @@ def embedder():
 
 def _remember(store, embedder, fid, content, excerpt):
     text = retrieval_text(content, excerpt=excerpt, date="9:04 am on 2 March, 2026", embedder=embedder)
-    store.insert_fact(fact(fid, content, user="u1", embedding=embedder.embed([text]).vectors[0],
+    store.facts.insert_fact(fact(fid, content, user="u1", embedding=embedder.embed([text]).vectors[0],
                            model=embedder.model, formed=T0))
-    store.bump_scope_versions("a1", ["user:u1"])
+    store.leases.bump_scope_versions("a1", ["user:u1"])
 
 
 def test_a_one_word_query_finds_its_fact_in_a_store_of_two(store, embedder):

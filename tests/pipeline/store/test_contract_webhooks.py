@@ -24,35 +24,35 @@ def delivery(delivery_id, *, sub_id="sub-1", agent="agent-1", subjects=("ines",)
 
 
 def test_subscriptions_are_listed_per_agent_oldest_first(store):
-    store.put_subscription(subscription("sub-2", at=T0 + timedelta(seconds=1)))
-    store.put_subscription(subscription("sub-1"))
-    store.put_subscription(subscription("sub-3", agent="agent-2"))
-    assert [s.subscription_id for s in store.list_subscriptions("agent-1")] == ["sub-1", "sub-2"]
-    assert len(store.list_subscriptions()) == 3
+    store.webhooks.put_subscription(subscription("sub-2", at=T0 + timedelta(seconds=1)))
+    store.webhooks.put_subscription(subscription("sub-1"))
+    store.webhooks.put_subscription(subscription("sub-3", agent="agent-2"))
+    assert [s.subscription_id for s in store.webhooks.list_subscriptions("agent-1")] == ["sub-1", "sub-2"]
+    assert len(store.webhooks.list_subscriptions()) == 3
     changed = subscription("sub-1").model_copy(update={"enabled": False, "disabled_reason": "410"})
-    store.put_subscription(changed)
-    assert store.get_subscription("sub-1").enabled is False
+    store.webhooks.put_subscription(changed)
+    assert store.webhooks.get_subscription("sub-1").enabled is False
 
 
 def test_a_delivery_queued_twice_is_queued_once(store):
-    assert store.add_deliveries([delivery("d1"), delivery("d2")]) == 2
-    assert store.add_deliveries([delivery("d2"), delivery("d3")]) == 1
-    assert sorted(d.delivery_id for d in store.list_deliveries(agent_id="agent-1")) == ["d1", "d2", "d3"]
+    assert store.webhooks.add_deliveries([delivery("d1"), delivery("d2")]) == 2
+    assert store.webhooks.add_deliveries([delivery("d2"), delivery("d3")]) == 1
+    assert sorted(d.delivery_id for d in store.webhooks.list_deliveries(agent_id="agent-1")) == ["d1", "d2", "d3"]
 
 
 def test_only_due_pending_deliveries_are_due_longest_waiting_first(store):
-    store.add_deliveries([delivery("late", at=T0 + timedelta(minutes=5)), delivery("d1"),
+    store.webhooks.add_deliveries([delivery("late", at=T0 + timedelta(minutes=5)), delivery("d1"),
                           delivery("done").model_copy(update={"status": "delivered"})])
-    assert store.due_deliveries(T0) == ["d1"]
-    assert store.due_deliveries(T0 + timedelta(minutes=5)) == ["d1", "late"]
+    assert store.webhooks.due_deliveries(T0) == ["d1"]
+    assert store.webhooks.due_deliveries(T0 + timedelta(minutes=5)) == ["d1", "late"]
 
 
 def test_one_sender_claims_a_delivery(store):
-    store.add_deliveries([delivery("d1")])
+    store.webhooks.add_deliveries([delivery("d1")])
     won = []
 
     def claim():
-        got = store.claim_delivery("d1", T0, T0 + timedelta(minutes=1))
+        got = store.webhooks.claim_delivery("d1", T0, T0 + timedelta(minutes=1))
         if got is not None:
             won.append(got)
 
@@ -62,27 +62,27 @@ def test_one_sender_claims_a_delivery(store):
     for t in threads:
         t.join()
     assert len(won) == 1 and won[0].next_attempt_at == T0 + timedelta(minutes=1)
-    assert store.claim_delivery("d1", T0 + timedelta(seconds=30), T0 + timedelta(minutes=2)) is None
-    assert store.claim_delivery("d1", T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)) is not None
+    assert store.webhooks.claim_delivery("d1", T0 + timedelta(seconds=30), T0 + timedelta(minutes=2)) is None
+    assert store.webhooks.claim_delivery("d1", T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)) is not None
 
 
 def test_an_erasure_withdraws_the_deliveries_about_the_person(store):
-    store.put_subscription(subscription())
-    store.add_deliveries([delivery("d1", subjects=["ines"]), delivery("d2", subjects=["mallory"]),
+    store.webhooks.put_subscription(subscription())
+    store.webhooks.add_deliveries([delivery("d1", subjects=["ines"]), delivery("d2", subjects=["mallory"]),
                           delivery("d3", subjects=["ines"], agent="agent-2")])
-    assert store.forget_deliveries("ines", dry_run=True) == 2 and store.get_delivery("d1") is not None
-    assert store.forget_deliveries("ines", "agent-1") == 1
-    assert store.get_delivery("d1") is None and store.get_delivery("d3") is not None
-    assert store.forget_deliveries("ines") == 1
-    assert [d.delivery_id for d in store.list_deliveries()] == ["d2"]
+    assert store.webhooks.forget_deliveries("ines", dry_run=True) == 2 and store.webhooks.get_delivery("d1") is not None
+    assert store.webhooks.forget_deliveries("ines", "agent-1") == 1
+    assert store.webhooks.get_delivery("d1") is None and store.webhooks.get_delivery("d3") is not None
+    assert store.webhooks.forget_deliveries("ines") == 1
+    assert [d.delivery_id for d in store.webhooks.list_deliveries()] == ["d2"]
     # a sender that read it before the erasure cannot write it back
-    assert store.save_delivery(delivery("d1").model_copy(update={"status": "delivered"})) is False
-    assert store.get_delivery("d1") is None
+    assert store.webhooks.save_delivery(delivery("d1").model_copy(update={"status": "delivered"})) is False
+    assert store.webhooks.get_delivery("d1") is None
 
 
 def test_deleting_a_subscription_deletes_its_log(store):
-    store.put_subscription(subscription())
-    store.add_deliveries([delivery("d1"), delivery("d2")])
-    assert store.delete_subscription("sub-1") == 3
-    assert store.list_deliveries() == [] and store.get_subscription("sub-1") is None
-    assert store.delete_subscription("sub-1") == 0
+    store.webhooks.put_subscription(subscription())
+    store.webhooks.add_deliveries([delivery("d1"), delivery("d2")])
+    assert store.webhooks.delete_subscription("sub-1") == 3
+    assert store.webhooks.list_deliveries() == [] and store.webhooks.get_subscription("sub-1") is None
+    assert store.webhooks.delete_subscription("sub-1") == 0

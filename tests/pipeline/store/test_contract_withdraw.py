@@ -14,16 +14,16 @@ from usecases.withdraw import NotWithdrawable, WithdrawIn, withdraw
 
 
 def _said(store, n: int, user: str) -> None:
-    store.ingest_message(message(n, user=user, users=["ann", "bob"], content=f"said {n} by {user}"), at(n))
+    store.ingest.ingest_message(message(n, user=user, users=["ann", "bob"], content=f"said {n} by {user}"), at(n))
 
 
 def _run(store, run_id: str, first: int, last: int) -> None:
-    store.insert_run(FormationRun(run_id=run_id, agent_id="a1", session_id="s1", seq_from=first, seq_to=last,
+    store.runs.insert_run(FormationRun(run_id=run_id, agent_id="a1", session_id="s1", seq_from=first, seq_to=last,
                                   reason="threshold", created_at=T0, status="done", user_ids=["ann", "bob"]))
 
 
 def _update(store, fact_id: str, text: str, run_id: str, mid: str, user: str, said: str) -> None:
-    assert store.update_fact(fact_id, FactUpdate(
+    assert store.facts.update_fact(fact_id, FactUpdate(
         content=text, hash=text_hash(text), embedding=None, embedding_model=None, run_id=run_id, now=at(60),
         source_message_ids=[mid], source_user_ids=[user], source_text=said))
 
@@ -38,7 +38,7 @@ def shared(store):
     first = fact("f1", "The venue is Quokka Hall").model_copy(update={
         "source_message_ids": ["m1"], "source_user_ids": ["ann"], "source_run_id": "r1",
         "source_text": "Ann: the venue is Quokka Hall"})
-    store.insert_fact(first)
+    store.facts.insert_fact(first)
     _update(store, "f1", "The venue is Okapi Hall", "r2", "m2", "bob", "Bob: no, Okapi Hall")
     return store
 
@@ -50,58 +50,58 @@ def _in(user: str, kind="fact", item="f1") -> WithdrawIn:
 def test_withdraw_takes_the_person_and_what_quotes_them_out_and_keeps_the_item(shared):
     out = withdraw(shared, _in("ann"))
     assert (out.messages_out, out.versions_out) == (1, 1)
-    [kept] = shared.get_facts(["f1"])
+    [kept] = shared.facts.get_facts(["f1"])
     assert kept.content == "The venue is Okapi Hall"
     assert kept.source_user_ids == ["bob"] and kept.source_message_ids == ["m2"]
     assert kept.history == [] and kept.source_text is None
-    assert shared.resting_on("ann").facts == [] and "facts.source_user_ids" not in shared.footprint("ann").counts
-    assert [f.fact_id for f in shared.resting_on("bob").facts] == ["f1"]
+    assert shared.provenance.resting_on("ann").facts == [] and "facts.source_user_ids" not in shared.provenance.footprint("ann").counts
+    assert [f.fact_id for f in shared.provenance.resting_on("bob").facts] == ["f1"]
     # the stored search text no longer holds Ann's words (the old text, the source message)
-    found = shared.search_candidates("a1", ["agent"], None)
+    found = shared.facts.search_candidates("a1", ["agent"], None)
     assert "Quokka" not in repr(found)
 
 
 def test_withdraw_is_refused_when_the_current_text_is_theirs_or_nobody_else_rests_on_it(shared):
     with pytest.raises(WithdrawRefused, match="current text .* your message, so it cannot stay without you"):
         withdraw(shared, _in("bob"))
-    shared.insert_fact(fact("f2", "Ann brings tea").model_copy(update={
+    shared.facts.insert_fact(fact("f2", "Ann brings tea").model_copy(update={
         "source_message_ids": ["m1"], "source_user_ids": ["ann"], "source_run_id": "r1"}))
     with pytest.raises(WithdrawRefused, match="your messages alone: remove it instead"):
         withdraw(shared, _in("ann", item="f2"))
     with pytest.raises(NotWithdrawable):
         withdraw(shared, _in("carol"))
-    [unchanged] = shared.get_facts(["f1"])
+    [unchanged] = shared.facts.get_facts(["f1"])
     assert unchanged.source_user_ids == ["ann", "bob"] and len(unchanged.history) == 1
 
 
 def test_a_text_whose_run_is_gone_counts_as_theirs(shared):
-    shared.insert_fact(fact("f3", "The stream starts at nine").model_copy(update={
+    shared.facts.insert_fact(fact("f3", "The stream starts at nine").model_copy(update={
         "source_message_ids": ["m1", "m2"], "source_user_ids": ["ann", "bob"], "source_run_id": "r-gone"}))
     with pytest.raises(WithdrawRefused, match="may have come"):
         withdraw(shared, _in("ann", item="f3"))
 
 
 def test_a_pending_reflection_is_withdrawn_from_once_edited_and_never_once_absorbed(shared):
-    shared.insert_reflections([Reflection(
+    shared.reflections.insert_reflections([Reflection(
         reflection_id="r9", agent_id="a1", scope="agent", scope_key="agent", content="Ann and Bob plan the venue",
         source_message_ids=["m1", "m2"], source_user_ids=["ann", "bob"], source_run_id="r1", formed_at=T0)])
     with pytest.raises(WithdrawRefused, match="written from a stretch of conversation that holds your messages"):
         withdraw(shared, _in("ann", "reflection", "r9"))
-    shared.edit_reflection("r9", "The venue is being planned", at(70), "owner-key")
+    shared.reflections.edit_reflection("r9", "The venue is being planned", at(70), "owner-key")
     out = withdraw(shared, _in("ann", "reflection", "r9"))
     assert (out.messages_out, out.versions_out) == (1, 1)
-    [kept] = shared.list_reflections("a1", "agent")
+    [kept] = shared.reflections.list_reflections("a1", "agent")
     assert kept.content == "The venue is being planned" and kept.history == []
     assert kept.source_user_ids == ["bob"] and kept.source_message_ids == ["m2"]
-    assert "reflections.source_user_ids" not in shared.footprint("ann").counts
+    assert "reflections.source_user_ids" not in shared.provenance.footprint("ann").counts
 
 
 def test_the_port_applies_a_withdrawal_only_to_the_state_it_was_planned_on(shared):
     from usecases.withdraw import _run_messages
     from pipeline import withdrawal
 
-    [item] = shared.get_facts(["f1"])
+    [item] = shared.facts.get_facts(["f1"])
     planned = withdrawal.plan(item, "ann", _run_messages(shared, item))
     _update(shared, "f1", "The venue is Ibis Hall", "r3", "m2", "bob", "Bob: Ibis")
-    assert shared.withdraw_user(planned) is None
-    assert shared.get_facts(["f1"])[0].source_user_ids == ["ann", "bob"]
+    assert shared.provenance.withdraw_user(planned) is None
+    assert shared.facts.get_facts(["f1"])[0].source_user_ids == ["ann", "bob"]

@@ -64,9 +64,9 @@ def _behaves(store, out) -> None:
     assert out["check"].passed(strict=True), out["check"]
     assert out["after"] == []
     assert out["cost_after"] >= out["cost_before"] > 0
-    blob = store.get_blob("a1", "agent").consolidated_content
+    blob = store.blobs.get_blob("a1", "agent").consolidated_content
     assert "live stream" in blob and "Tuesday" not in blob
-    assert [r.source_user_ids for r in store.list_reflections("a1", "agent")] == [[PEER]]
+    assert [r.source_user_ids for r in store.reflections.list_reflections("a1", "agent")] == [[PEER]]
 
 
 #: tables whose size follows the store (the leases, the agents and usage per agent do not)
@@ -93,7 +93,7 @@ def _scans(store, statements: list[str]) -> list[str]:
 def test_export_forget_and_verify_at_10k_touch_only_the_user_and_keep_everyone_else(tmp_path, bulk):
     settings = Settings(store_url=f"sqlite:///{tmp_path / 'memory.db'}")
     store = _store("sqlite", tmp_path, bulk, settings)
-    before = len(store.list_facts("a0"))
+    before = len(store.facts.list_facts("a0"))
     statements: list[str] = []
     store.db.conn().set_trace_callback(statements.append)
     try:
@@ -101,7 +101,7 @@ def test_export_forget_and_verify_at_10k_touch_only_the_user_and_keep_everyone_e
     finally:
         store.db.conn().set_trace_callback(None)
     _behaves(store, out)
-    assert len(store.list_facts("a0")) == before
+    assert len(store.facts.list_facts("a0")) == before
     assert len(statements) > 20
     assert _scans(store, statements) == []
     store.close()
@@ -217,7 +217,7 @@ def test_listing_a_persons_memory_costs_the_same_when_the_rest_of_the_agent_doub
         write_bulk(store, _others(range(users)))
         store.create_indexes()
         add_probe(store, settings, FrozenClock(), agent_id="a0")
-        assert len(store.list_facts("a0", "agent")) == users * 5 + 10
+        assert len(store.facts.list_facts("a0", "agent")) == users * 5 + 10
         out, done = _work(kind, store, lambda: _listings(store))
         assert out == expected
         work.append(done)

@@ -33,15 +33,15 @@ def _ingest_and_claim(store, worker: int, wait) -> list[str]:
     won = []
     for i in range(MESSAGES_EACH):
         n = worker * 1000 + i
-        store.ingest_message(message(n, event_id=f"w{worker}-e{i}", created=at(i)), at(i))
-        claimed = store.try_claim("s1", ANY, run(f"r-{worker}-{i}"), at(i), 600)
+        store.ingest.ingest_message(message(n, event_id=f"w{worker}-e{i}", created=at(i)), at(i))
+        claimed = store.runs.try_claim("s1", ANY, run(f"r-{worker}-{i}"), at(i), 600)
         if claimed is not None:
             won.append(claimed.run_id)
             if i % 3:  # leave some runs live a little longer, so rivals see a held claim
-                store.finish_run(claimed.run_id, at(i), {}, [])
+                store.runs.finish_run(claimed.run_id, at(i), {}, [])
             else:
-                store.try_claim("s1", ANY, run(f"r-{worker}-{i}-again"), at(i), 600)  # refused: held
-                store.finish_run(claimed.run_id, at(i), {}, [])
+                store.runs.try_claim("s1", ANY, run(f"r-{worker}-{i}-again"), at(i), 600)  # refused: held
+                store.runs.finish_run(claimed.run_id, at(i), {}, [])
     return won
 
 
@@ -52,17 +52,17 @@ def _process_worker(path: str, worker: int, barrier, results) -> None:
 
 
 def _assert_ranges_tile_the_session(store) -> None:
-    session = store.get_session("s1")
+    session = store.ingest.get_session("s1")
     assert session.last_seq == WORKERS * MESSAGES_EACH
-    tail = store.try_claim("s1", ANY, run("r-tail"), at(999), 600)
-    runs = store.list_runs(session_id="s1", limit=10_000)
+    tail = store.runs.try_claim("s1", ANY, run("r-tail"), at(999), 600)
+    runs = store.runs.list_runs(session_id="s1", limit=10_000)
     ranges = sorted((r.seq_from, r.seq_to) for r in runs)
     assert ranges[0][0] == 1
     for (_, end), (start, _) in zip(ranges, ranges[1:]):
         assert start == end + 1, f"overlap or gap between ranges: {ranges}"
     assert ranges[-1][1] == session.last_seq
     assert tail is None or tail.seq_to == session.last_seq
-    seqs = [m.seq for m in store.get_messages("s1", 1, session.last_seq)]
+    seqs = [m.seq for m in store.ingest.get_messages("s1", 1, session.last_seq)]
     assert sorted(seqs) == list(range(1, session.last_seq + 1))
 
 
@@ -99,14 +99,14 @@ def test_threads_racing_ingest_and_claims_form_each_message_exactly_once(store):
 def _claim_once(path: str, worker: int, barrier, results) -> None:
     store = SQLiteStore(path)
     barrier.wait()
-    claimed = store.try_claim("s1", ANY, run(f"r{worker}"), at(100), 600)
+    claimed = store.runs.try_claim("s1", ANY, run(f"r{worker}"), at(100), 600)
     results.put(None if claimed is None else (claimed.seq_from, claimed.seq_to))
 
 
 def _insert_same_fact(path: str, worker: int, barrier, results) -> None:
     store = SQLiteStore(path)
     barrier.wait()
-    results.put(store.insert_fact(fact(f"f{worker}", "The launch is on March 3")))
+    results.put(store.facts.insert_fact(fact(f"f{worker}", "The launch is on March 3")))
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def ten_messages(tmp_path):
     path = str(tmp_path / "race.db")
     store = SQLiteStore(path)
     for n in range(1, 11):
-        store.ingest_message(message(n), at(n))
+        store.ingest.ingest_message(message(n), at(n))
     store.close()
     return path
 
@@ -122,22 +122,22 @@ def ten_messages(tmp_path):
 def test_processes_racing_one_claim_on_sqlite_have_exactly_one_winner(ten_messages):
     results = _run_processes(ten_messages, _claim_once, lambda w: ())
     assert sorted(results, key=str) == [(1, 10)] + [None] * (WORKERS - 1)
-    assert len(SQLiteStore(ten_messages).list_runs()) == 1
+    assert len(SQLiteStore(ten_messages).runs.list_runs()) == 1
 
 
 def test_threads_racing_one_claim_have_exactly_one_winner(store):
     for n in range(1, 11):
-        store.ingest_message(message(n), at(n))
+        store.ingest.ingest_message(message(n), at(n))
     barrier = threading.Barrier(WORKERS)
 
     def claim(w):
         barrier.wait()
-        return store.try_claim("s1", ANY, run(f"r{w}"), at(100), 600)
+        return store.runs.try_claim("s1", ANY, run(f"r{w}"), at(100), 600)
 
     with ThreadPoolExecutor(WORKERS) as pool:
         results = list(pool.map(claim, range(WORKERS)))
     assert sorted((r.seq_from, r.seq_to) for r in results if r) == [(1, 10)]
-    assert len(store.list_runs()) == 1
+    assert len(store.runs.list_runs()) == 1
 
 
 def test_processes_racing_the_same_fact_on_sqlite_store_it_once(tmp_path):
@@ -147,7 +147,7 @@ def test_processes_racing_the_same_fact_on_sqlite_store_it_once(tmp_path):
     inserted = [fact_id for ok, fact_id in results if ok]
     assert len(inserted) == 1
     assert {fact_id for _, fact_id in results} == set(inserted)
-    assert [f.fact_id for f in SQLiteStore(path).list_facts("a1")] == inserted
+    assert [f.fact_id for f in SQLiteStore(path).facts.list_facts("a1")] == inserted
 
 
 def test_threads_racing_the_same_fact_store_it_once(store):
@@ -155,7 +155,7 @@ def test_threads_racing_the_same_fact_store_it_once(store):
 
     def insert(w):
         barrier.wait()
-        return store.insert_fact(fact(f"f{w}", "The launch is on March 3"))
+        return store.facts.insert_fact(fact(f"f{w}", "The launch is on March 3"))
 
     with ThreadPoolExecutor(WORKERS) as pool:
         results = list(pool.map(insert, range(WORKERS)))
@@ -164,19 +164,19 @@ def test_threads_racing_the_same_fact_store_it_once(store):
 
 
 def test_threads_racing_the_text_of_a_retired_fact_bring_it_back_once(store):
-    store.insert_fact(fact("f-old", "The launch is on March 3"))
-    store.retire_fact("f-old", at(1), "r1")
+    store.facts.insert_fact(fact("f-old", "The launch is on March 3"))
+    store.facts.retire_fact("f-old", at(1), "r1")
     barrier = threading.Barrier(WORKERS)
 
     def insert(w):
         barrier.wait()
-        return store.insert_fact(fact(f"f{w}", "The launch is on March 3"))
+        return store.facts.insert_fact(fact(f"f{w}", "The launch is on March 3"))
 
     with ThreadPoolExecutor(WORKERS) as pool:
         results = list(pool.map(insert, range(WORKERS)))
     inserted = [fact_id for ok, fact_id in results if ok]
     assert len(inserted) == 1 and {fact_id for _, fact_id in results} == set(inserted)
-    assert [f.fact_id for f in store.list_facts("a1")] == inserted
+    assert [f.fact_id for f in store.facts.list_facts("a1")] == inserted
 
 
 def test_threads_delivering_the_same_event_accept_it_once(store):
@@ -184,15 +184,15 @@ def test_threads_delivering_the_same_event_accept_it_once(store):
 
     def deliver(_):
         barrier.wait()
-        return store.ingest_message(message(1), at(1))
+        return store.ingest.ingest_message(message(1), at(1))
 
-    store.ingest_message(message(0), at(0))
+    store.ingest.ingest_message(message(0), at(0))
     with ThreadPoolExecutor(WORKERS) as pool:
         outcomes = list(pool.map(deliver, range(WORKERS)))
     assert sorted(o.status for o in outcomes) == ["accepted"] + ["duplicate"] * (WORKERS - 1)
-    session = store.get_session("s1")
+    session = store.ingest.get_session("s1")
     assert (session.last_seq, session.messages_since, session.duplicates) == (2, 2, WORKERS - 1)
-    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]
+    assert [m.seq for m in store.ingest.get_messages("s1", 1, 2)] == [1, 2]
 
 
 def test_threads_declaring_users_while_messages_arrive_lose_no_one(store):
@@ -201,11 +201,11 @@ def test_threads_declaring_users_while_messages_arrive_lose_no_one(store):
     def declare_and_ingest(w):
         barrier.wait()
         for i in range(5):
-            store.declare_session_users("s1", "a1", [f"d{w}-{i}"])
-            store.ingest_message(message(w * 100 + i, user=f"m{w}-{i}", event_id=f"w{w}-e{i}"), at(i))
+            store.ingest.declare_session_users("s1", "a1", [f"d{w}-{i}"])
+            store.ingest.ingest_message(message(w * 100 + i, user=f"m{w}-{i}", event_id=f"w{w}-e{i}"), at(i))
 
     with ThreadPoolExecutor(WORKERS) as pool:
         list(pool.map(declare_and_ingest, range(WORKERS)))
-    users = store.get_session("s1").users
+    users = store.ingest.get_session("s1").users
     expected = {f"{kind}{w}-{i}" for kind in "dm" for w in range(WORKERS) for i in range(5)}
     assert set(users) == expected and len(users) == len(expected)

@@ -68,9 +68,9 @@ def _all_time(rows) -> dict:
 
 def assert_rollups_match_runs(store, sessions) -> None:
     for owner in [{}, *({"user_id": u} for u in USERS), *({"session_id": s} for s in sessions)]:
-        runs = store.cost_rows("a1", **owner)
-        assert _totals(store.rollup_rows("a1", **owner)) == _totals(runs), owner
-        assert _totals(store.rollup_rows("a1", all_time=True, **owner)) == _all_time(runs), owner
+        runs = store.stats.cost_rows("a1", **owner)
+        assert _totals(store.rollups.rollup_rows("a1", **owner)) == _totals(runs), owner
+        assert _totals(store.rollups.rollup_rows("a1", all_time=True, **owner)) == _all_time(runs), owner
 
 
 def _history(store, settings, clock) -> list[str]:
@@ -83,14 +83,14 @@ def _history(store, settings, clock) -> list[str]:
             sid = f"{session}-d{day}"
             sessions.append(sid)
             run_id = cold_run(store, settings, clock, sid)
-            store.update_run_fields(run_id, user_ids=users)
-            store.start_stage(run_id, "extract_facts", clock.now())
-            assert store.complete_stage(run_id, "extract_facts", _done(clock.now(), _calls(next(n), snapshot="e-9b")))
+            store.runs.update_run_fields(run_id, user_ids=users)
+            store.runs.start_stage(run_id, "extract_facts", clock.now())
+            assert store.runs.complete_stage(run_id, "extract_facts", _done(clock.now(), _calls(next(n), snapshot="e-9b")))
             late = clock.now() + timedelta(hours=16)
-            assert store.complete_stage(run_id, "consolidate:user", _done(late, _calls(next(n), unpriced=day == 1)))
-            store.record_usage(UsageRecord(usage_id=f"fail-{run_id}", agent_id="a1", session_id=sid, run_id=run_id,
+            assert store.runs.complete_stage(run_id, "consolidate:user", _done(late, _calls(next(n), unpriced=day == 1)))
+            store.stats.record_usage(UsageRecord(usage_id=f"fail-{run_id}", agent_id="a1", session_id=sid, run_id=run_id,
                                            stage="decide_facts", at=clock.now(), by_model=_calls(next(n))))
-            store.record_usage(UsageRecord(usage_id=f"end-{sid}", agent_id="a1", session_id=sid,
+            store.stats.record_usage(UsageRecord(usage_id=f"end-{sid}", agent_id="a1", session_id=sid,
                                            stage="consolidate_session", at=clock.now(), by_model=_calls(next(n))))
         clock.advance(hours=24)
     return sessions
@@ -105,50 +105,50 @@ def history(store, tmp_path):
 def test_rollups_sum_what_the_runs_and_records_hold_per_agent_user_session_and_day(history):
     store, sessions, _ = history
     assert_rollups_match_runs(store, sessions)
-    [row] = [r for r in store.rollup_rows("a1", user_id="u3", all_time=True)
+    [row] = [r for r in store.rollups.rollup_rows("a1", user_id="u3", all_time=True)
              if (r.stage, r.model) == ("consolidate", "gpt-6.1-luna")]
     assert (row.usd, row.price) == (None, "unpriced")  # never a partial sum shown as whole
 
 
 def test_a_stage_completed_again_and_a_record_kept_again_add_nothing(history):
     store, sessions, _ = history
-    before = store.rollup_rows("a1", all_time=True)
-    run = store.list_runs(agent_id="a1", session_id=sessions[0])[0]
-    assert store.complete_stage(run.run_id, "extract_facts", _done(T0, _calls(50))) is False
-    store.record_usage(UsageRecord(usage_id=f"end-{sessions[0]}", agent_id="a1", session_id=sessions[0],
+    before = store.rollups.rollup_rows("a1", all_time=True)
+    run = store.runs.list_runs(agent_id="a1", session_id=sessions[0])[0]
+    assert store.runs.complete_stage(run.run_id, "extract_facts", _done(T0, _calls(50))) is False
+    store.stats.record_usage(UsageRecord(usage_id=f"end-{sessions[0]}", agent_id="a1", session_id=sessions[0],
                                    stage="consolidate_session", at=T0, by_model=_calls(4)))
-    assert store.rollup_rows("a1", all_time=True) == before
+    assert store.rollups.rollup_rows("a1", all_time=True) == before
 
 
 def test_rebuilding_gives_the_rows_the_stages_added_and_again_the_same(history):
     store, sessions, _ = history
-    daily, total = store.rollup_rows("a1", since_day="2026-03-02"), store.rollup_rows("a1", all_time=True)
-    assert store.rebuild_rollups() > 0
-    assert _totals(store.rollup_rows("a1", since_day="2026-03-02")) == _totals(daily)
-    assert _totals(store.rollup_rows("a1", all_time=True)) == _totals(total)
-    store.rebuild_rollups()
+    daily, total = store.rollups.rollup_rows("a1", since_day="2026-03-02"), store.rollups.rollup_rows("a1", all_time=True)
+    assert store.rollups.rebuild_rollups() > 0
+    assert _totals(store.rollups.rollup_rows("a1", since_day="2026-03-02")) == _totals(daily)
+    assert _totals(store.rollups.rollup_rows("a1", all_time=True)) == _totals(total)
+    store.rollups.rebuild_rollups()
     assert_rollups_match_runs(store, sessions)
 
 
 def test_every_agent_s_spend_of_a_day_reads_across_agents(history):
     store, _, _ = history
     day = {"since_day": "2026-03-01", "until_day": "2026-03-02"}
-    one = sum(r.usd or 0 for r in store.rollup_rows("a1", **day))
-    store.record_usage(UsageRecord(usage_id="a2-1", agent_id="a2", stage="consolidate_session", at=T0,
+    one = sum(r.usd or 0 for r in store.rollups.rollup_rows("a1", **day))
+    store.stats.record_usage(UsageRecord(usage_id="a2-1", agent_id="a2", stage="consolidate_session", at=T0,
                                    by_model=_calls(10)))
-    every = sum(r.usd or 0 for r in store.rollup_rows(None, **day))
+    every = sum(r.usd or 0 for r in store.rollups.rollup_rows(None, **day))
     assert every == pytest.approx(one + sum(r["usd"] for r in _calls(10).values()))
 
 
 def test_forgetting_a_user_drops_their_rollups_and_keeps_the_agent_total(history):
     store, sessions, _ = history
-    total = _totals(store.rollup_rows("a1", all_time=True))
-    theirs = _totals(store.rollup_rows("a1", user_id="u2", all_time=True))
-    store.forget_user("u1", "a1")  # every message of the history is u1's: their sessions go too
-    assert store.rollup_rows("a1", user_id="u1", all_time=True) == []
-    assert store.rollup_rows("a1", session_id="s2-d0", all_time=True) == []
-    assert _totals(store.rollup_rows("a1", all_time=True)) == total
-    assert _totals(store.rollup_rows("a1", user_id="u2", all_time=True)) == theirs != {}
+    total = _totals(store.rollups.rollup_rows("a1", all_time=True))
+    theirs = _totals(store.rollups.rollup_rows("a1", user_id="u2", all_time=True))
+    store.admin.forget_user("u1", "a1")  # every message of the history is u1's: their sessions go too
+    assert store.rollups.rollup_rows("a1", user_id="u1", all_time=True) == []
+    assert store.rollups.rollup_rows("a1", session_id="s2-d0", all_time=True) == []
+    assert _totals(store.rollups.rollup_rows("a1", all_time=True)) == total
+    assert _totals(store.rollups.rollup_rows("a1", user_id="u2", all_time=True)) == theirs != {}
 
 
 # ------------------------------------------------------------------ the property -------------
@@ -175,16 +175,16 @@ def test_rollups_always_equal_the_sum_over_runs(kind, steps):
             if step[0] == "run":
                 sid = f"s{step[1]}-{i}"
                 runs.append(cold_run(store, settings, clock, sid))
-                store.update_run_fields(runs[-1], user_ids=sorted(step[2]))
+                store.runs.update_run_fields(runs[-1], user_ids=sorted(step[2]))
                 sessions.add(sid)
             elif step[0] == "stage" and runs:
                 _, which, stage, n, hours, unpriced = step
                 at = clock.now() + timedelta(hours=hours)
-                store.complete_stage(runs[which % len(runs)], stage, _done(at, _calls(n, unpriced=unpriced)))
+                store.runs.complete_stage(runs[which % len(runs)], stage, _done(at, _calls(n, unpriced=unpriced)))
             elif step[0] == "usage":
                 _, which, n, hours = step
                 run_id = runs[which % len(runs)] if runs and which >= 0 else None
-                store.record_usage(UsageRecord(usage_id=f"u-{i}", agent_id="a1", run_id=run_id, stage="decide_facts",
+                store.stats.record_usage(UsageRecord(usage_id=f"u-{i}", agent_id="a1", run_id=run_id, stage="decide_facts",
                                                at=clock.now() + timedelta(hours=hours), by_model=_calls(n)))
         assert_rollups_match_runs(store, sessions)
         store.close()
@@ -194,16 +194,16 @@ def test_migrate_fills_the_rollups_of_a_store_made_before_them(history):
     from pipeline.upgrade import upgrade_store
 
     store, sessions, _ = history
-    expected = _totals(store.rollup_rows("a1", all_time=True))
+    expected = _totals(store.rollups.rollup_rows("a1", all_time=True))
     for table in ("usage_rollups",):  # as a store made before the roll-ups holds them: not at all
         if hasattr(store, "db"):
             with store.db.write() as conn:
                 conn.execute(f"DELETE FROM {store.db.t(table)}")
         else:
             store.col(table).delete_many({})
-    assert store.rollup_rows("a1", all_time=True) == []
+    assert store.rollups.rollup_rows("a1", all_time=True) == []
     assert upgrade_store(store).rollup_rows > 0
-    assert _totals(store.rollup_rows("a1", all_time=True)) == expected
+    assert _totals(store.rollups.rollup_rows("a1", all_time=True)) == expected
     upgrade_store(store)
     assert_rollups_match_runs(store, sessions)
 

@@ -18,12 +18,12 @@ from testkit.documents import at, fact, message, run
 def test_data_survives_closing_and_reopening_the_file(tmp_path):
     url = f"sqlite:///{tmp_path / 'nested' / 'memory.db'}"
     first = open_store(Settings(store_url=url))
-    first.ingest_message(message(1), at(1))
-    first.insert_fact(fact("f1", "The office is in Paris", embedding=[0.5, 0.25]))
+    first.ingest.ingest_message(message(1), at(1))
+    first.facts.insert_fact(fact("f1", "The office is in Paris", embedding=[0.5, 0.25]))
     first.close()
     second = SQLiteStore.from_url(url)
-    assert second.get_session("s1").last_seq == 1
-    assert second.get_facts(["f1"])[0].embedding == [0.5, 0.25]
+    assert second.ingest.get_session("s1").last_seq == 1
+    assert second.facts.get_facts(["f1"])[0].embedding == [0.5, 0.25]
     second.close()
 
 
@@ -46,13 +46,13 @@ def test_a_malformed_url_is_refused_with_the_expected_form(url):
 def test_in_memory_store_is_shared_by_threads_and_claims_once():
     store = SQLiteStore.from_url("sqlite:///:memory:")
     for n in range(1, 6):
-        store.ingest_message(message(n), at(n))
+        store.ingest.ingest_message(message(n), at(n))
     barrier = threading.Barrier(6)
     results = []
 
     def claim(w):
         barrier.wait()
-        results.append(store.try_claim("s1", ClaimRule(min_messages=1), run(f"r{w}"), at(10), 60))
+        results.append(store.runs.try_claim("s1", ClaimRule(min_messages=1), run(f"r{w}"), at(10), 60))
 
     threads = [threading.Thread(target=claim, args=(w,)) for w in range(6)]
     for t in threads:

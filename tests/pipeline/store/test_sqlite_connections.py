@@ -11,7 +11,7 @@ from pipeline.store.sqlite import SQLiteStore
 
 
 def _use_in_a_thread(store: SQLiteStore) -> None:
-    thread = threading.Thread(target=lambda: store.get_agent_settings("a1"))
+    thread = threading.Thread(target=lambda: store.ingest.get_agent_settings("a1"))
     thread.start()
     thread.join()
 
@@ -67,8 +67,8 @@ def test_a_pool_of_many_live_threads_shares_a_bounded_set_of_connections(tmp_pat
     def call(n: int) -> int:
         start.wait(timeout=30)  # every thread alive and calling at once
         for _ in range(20):
-            store.get_agent_settings(f"a{n}")
-            store.count_messages(f"s{n}")
+            store.ingest.get_agent_settings(f"a{n}")
+            store.ingest.count_messages(f"s{n}")
         return _handles(tmp_path)
 
     try:

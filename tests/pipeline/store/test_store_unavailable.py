@@ -52,15 +52,15 @@ def test_a_write_behind_another_process_s_lock_past_the_busy_timeout_is_store_un
     holder = _hold_lock(tmp_path / "memory.db", 2.0)
     try:
         with pytest.raises(StoreUnavailable, match="SQLITE_BUSY") as caught:
-            sqlite_store.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
+            sqlite_store.ingest.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
         assert isinstance(caught.value, TransientError)
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
         # WAL: reads go on while the lock is held
-        assert sqlite_store.get_agent_settings("a1").name is None
+        assert sqlite_store.ingest.get_agent_settings("a1").name is None
     finally:
         holder.wait(timeout=10)
-    sqlite_store.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
-    assert sqlite_store.get_agent_settings("a1").name == "Ada"
+    sqlite_store.ingest.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
+    assert sqlite_store.ingest.get_agent_settings("a1").name == "Ada"
 
 
 def test_a_lock_released_within_the_busy_timeout_is_waited_for(tmp_path):
@@ -68,7 +68,7 @@ def test_a_lock_released_within_the_busy_timeout_is_waited_for(tmp_path):
     store.create_indexes()
     holder = _hold_lock(tmp_path / "memory.db", 0.5)
     try:
-        store.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
+        store.ingest.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
     finally:
         holder.wait(timeout=10)
         store.close()
@@ -87,7 +87,7 @@ def test_this_process_s_writer_queue_past_the_busy_timeout_is_store_unavailable(
     entered.wait(5)
     try:
         with pytest.raises(StoreUnavailable, match="other writers"):
-            sqlite_store.put_agent_settings(AgentSettings(agent_id="a1"))
+            sqlite_store.ingest.put_agent_settings(AgentSettings(agent_id="a1"))
     finally:
         release.set()
         holder.join()
@@ -102,7 +102,7 @@ def test_schema_errors_are_not_store_unavailable(sqlite_store, tmp_path, stateme
     raw.commit()
     raw.close()
     with pytest.raises(sqlite3.OperationalError, match=error) as caught:
-        sqlite_store.put_agent_settings(AgentSettings(agent_id="a1"))
+        sqlite_store.ingest.put_agent_settings(AgentSettings(agent_id="a1"))
     assert not isinstance(caught.value, StoreUnavailable)
 
 
@@ -173,22 +173,22 @@ def test_every_mongo_operation_during_a_failover_is_store_unavailable_and_works_
     with OUTAGE.during():
         for _ in range(20):
             with pytest.raises(StoreUnavailable) as caught:
-                mongo_store.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
+                mongo_store.ingest.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
             assert isinstance(caught.value.__cause__, AutoReconnect)
         with pytest.raises(StoreUnavailable):
-            mongo_store.get_agent_settings("a1")
+            mongo_store.ingest.get_agent_settings("a1")
         with pytest.raises(StoreUnavailable):
-            list(mongo_store.iter_facts_for_reembed(None, "other-model", 10))
-    mongo_store.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
-    assert mongo_store.get_agent_settings("a1").name == "Ada"
+            list(mongo_store.facts.iter_facts_for_reembed(None, "other-model", 10))
+    mongo_store.ingest.put_agent_settings(AgentSettings(agent_id="a1", name="Ada"))
+    assert mongo_store.ingest.get_agent_settings("a1").name == "Ada"
 
 
 def test_the_outage_window_closes_by_itself(mongo_store):
     OUTAGE.open(0.2)
     with pytest.raises(StoreUnavailable):
-        mongo_store.get_run("r1")
+        mongo_store.runs.get_run("r1")
     time.sleep(0.3)
-    assert mongo_store.get_run("r1") is None
+    assert mongo_store.runs.get_run("r1") is None
 
 
 def test_opening_the_store_during_an_outage_is_store_unavailable(sqlite_store, tmp_path):

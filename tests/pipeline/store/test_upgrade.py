@@ -20,10 +20,10 @@ def test_an_old_sqlite_file_gets_the_live_only_key_when_opened(tmp_path):
         conn.execute('DROP INDEX "memory2_facts_scope_hash"')
         conn.execute('CREATE UNIQUE INDEX "memory2_facts_scope_hash" ON "memory2_facts" (agent_id, scope_key, hash)')
     store = SQLiteStore(path)
-    store.insert_fact(fact("f1", "The launch is on March 3"))
-    store.retire_fact("f1", T0, "r1")
-    assert store.insert_fact(fact("f2", "The launch is on March 3")) == (True, "f2")
-    assert store.insert_fact(fact("f3", "the launch is on march 3")) == (False, "f2")
+    store.facts.insert_fact(fact("f1", "The launch is on March 3"))
+    store.facts.retire_fact("f1", T0, "r1")
+    assert store.facts.insert_fact(fact("f2", "The launch is on March 3")) == (True, "f2")
+    assert store.facts.insert_fact(fact("f3", "the launch is on march 3")) == (False, "f2")
     store.close()
 
 
@@ -38,10 +38,10 @@ def test_old_mongo_facts_and_index_are_upgraded_by_create_indexes():
     first = store.create_indexes()
     assert store.create_indexes() == first
     assert facts.index_information()["agent_scope_hash_unique"]["partialFilterExpression"] == {"live": True}
-    assert store.insert_fact(fact("f3", "The launch is on March 3")) == (True, "f3")
-    assert store.insert_fact(fact("f4", "the office is in PARIS")) == (False, "f2")
-    assert store.retire_fact("f2", T0, "r2") is True
-    assert store.insert_fact(fact("f5", "The office is in Paris")) == (True, "f5")
+    assert store.facts.insert_fact(fact("f3", "The launch is on March 3")) == (True, "f3")
+    assert store.facts.insert_fact(fact("f4", "the office is in PARIS")) == (False, "f2")
+    assert store.facts.retire_fact("f2", T0, "r2") is True
+    assert store.facts.insert_fact(fact("f5", "The office is in Paris")) == (True, "f5")
 
 
 # ------------------------------------------------------------------ validity (design §11 Time) ---
@@ -85,17 +85,17 @@ def test_an_sqlite_file_of_the_previous_schema_opens_and_its_facts_keep_their_la
                           ts(f.formed_at), ts(retired), json.dumps(doc)))
     store = SQLiteStore(path)
     week_ago = at(-7 * 86400)
-    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], week_ago, 10)] == ["home", "pet"]
-    home_now, gone_now = store.get_facts(["home", "gone"])
+    assert [f.fact_id for f in store.facts.recent_facts("a1", ["user:u1"], week_ago, 10)] == ["home", "pet"]
+    home_now, gone_now = store.facts.get_facts(["home", "gone"])
     assert (home_now.updated_at, home_now.valid_from, home_now.formed_at) == (at(0), at(0), month_ago)
     assert version_at(home_now, at(-86400)).content == "Alice lives in city A"
     assert version_at(home_now, at(1)).content == "Alice moved to city B"
     assert gone_now.valid_to == at(-3600) and version_at(gone_now, at(1)) is None
     # no search_text was stored: the text search reads the content
-    assert {c.fact_id: c.content for c in store.search_candidates("a1", ["user:u1"], None)} == {
+    assert {c.fact_id: c.content for c in store.facts.search_candidates("a1", ["user:u1"], None)} == {
         "home": "Alice moved to city B", "pet": "Alice has a cat"}
-    store.insert_fact(fact("new", "Alice likes tea", user="u1", formed=at(5)))
-    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], week_ago, 10)] == ["new", "home", "pet"]
+    store.facts.insert_fact(fact("new", "Alice likes tea", user="u1", formed=at(5)))
+    assert [f.fact_id for f in store.facts.recent_facts("a1", ["user:u1"], week_ago, 10)] == ["new", "home", "pet"]
     store.close()
     SQLiteStore(path).close()  # opening it again changes nothing
 
@@ -113,8 +113,8 @@ def test_old_mongo_facts_get_their_latest_change_from_create_indexes():
         facts.insert_one(doc)
     store = MongoStore(database)
     store.create_indexes()
-    assert [f.fact_id for f in store.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["home", "pet"]
-    (got,) = store.get_facts(["pet"])
+    assert [f.fact_id for f in store.facts.recent_facts("a1", ["user:u1"], at(-7 * 86400), 10)] == ["home", "pet"]
+    (got,) = store.facts.get_facts(["pet"])
     assert (got.updated_at, got.valid_from, got.valid_to) == (pet.formed_at, pet.formed_at, None)
     # the Atlas search index reads search_text: the old facts get their content there
     assert {d["_id"]: d["search_text"] for d in facts.find({}, {"search_text": 1})} == {
@@ -128,11 +128,11 @@ def test_an_old_mongo_message_key_becomes_unique_per_seq_and_old_interrupted_ing
     messages = database["memory2_messages"]
     messages.create_index([("session_id", 1), ("seq", 1)], name="session_seq", unique=False)  # as first shipped
     store = MongoStore(database)
-    store.ingest_message(message(1), at(1))
+    store.ingest.ingest_message(message(1), at(1))
     messages.insert_one(message(2).model_dump(exclude={"seq"}))  # the former ingest died after its insert
     messages.insert_one(message(3, session="s2").model_dump(exclude={"seq"}))
     store.create_indexes()
     key = messages.index_information()["session_seq"]
     assert key["unique"] and key["partialFilterExpression"] == {"seq": {"$exists": True}}
-    assert store.ingest_message(message(2), at(2)).seq == 2  # the redelivery stores it anew
-    assert [m.seq for m in store.get_messages("s1", 1, 2)] == [1, 2]
+    assert store.ingest.ingest_message(message(2), at(2)).seq == 2  # the redelivery stores it anew
+    assert [m.seq for m in store.ingest.get_messages("s1", 1, 2)] == [1, 2]

@@ -16,16 +16,16 @@ def _record(usage_id, agent_id, at, model="gpt-6.1-sol"):
 
 
 def test_usage_records_are_kept_per_agent_and_listed_since_a_time(store):
-    store.record_usage(_record("u1", "agent-1", T0))
-    store.record_usage(_record("u2", "agent-1", T0 + timedelta(days=2), model="gemini-3.8-flash"))
-    store.record_usage(_record("u3", "agent-2", T0))
-    assert [r.usage_id for r in store.list_usage("agent-1")] == ["u1", "u2"]
-    later = store.list_usage("agent-1", since=T0 + timedelta(days=1))
+    store.stats.record_usage(_record("u1", "agent-1", T0))
+    store.stats.record_usage(_record("u2", "agent-1", T0 + timedelta(days=2), model="gemini-3.8-flash"))
+    store.stats.record_usage(_record("u3", "agent-2", T0))
+    assert [r.usage_id for r in store.stats.list_usage("agent-1")] == ["u1", "u2"]
+    later = store.stats.list_usage("agent-1", since=T0 + timedelta(days=1))
     # a model name with dots survives the round trip (Mongo field names may not hold dots)
     assert [r.usage_id for r in later] == ["u2"] and list(later[0].by_model) == ["gemini-3.8-flash"]
 
 
 def test_recording_a_usage_record_again_keeps_one(store):
-    store.record_usage(_record("u1", "agent-1", T0))
-    store.record_usage(_record("u1", "agent-1", T0))
-    assert len(store.list_usage("agent-1")) == 1
+    store.stats.record_usage(_record("u1", "agent-1", T0))
+    store.stats.record_usage(_record("u1", "agent-1", T0))
+    assert len(store.stats.list_usage("agent-1")) == 1

@@ -36,16 +36,16 @@ def _build(store, writers: list[str | None]) -> None:
     for i, writer in enumerate(writers):
         if writer is None:
             continue
-        store.ingest_message(message(i + 1, user=writer, users=list(PEOPLE), content=f"<{writer}> speaks"), at(i))
+        store.ingest.ingest_message(message(i + 1, user=writer, users=list(PEOPLE), content=f"<{writer}> speaks"), at(i))
         seq += 1  # the session's ingest sequence: one per message
-        store.insert_run(FormationRun(run_id=f"r{i}", agent_id="a1", session_id="s1", seq_from=seq, seq_to=seq,
+        store.runs.insert_run(FormationRun(run_id=f"r{i}", agent_id="a1", session_id="s1", seq_from=seq, seq_to=seq,
                                       reason="threshold", created_at=T0, status="done", user_ids=[writer]))
-    store.insert_fact(fact("f1", _text(0, writers[0])).model_copy(update={
+    store.facts.insert_fact(fact("f1", _text(0, writers[0])).model_copy(update={
         "source_message_ids": ["m1"], "source_user_ids": [writers[0]], "source_run_id": "r0",
         "source_text": f"{writers[0]}: <{writers[0]}> speaks"}))
     for i, writer in enumerate(writers[1:], 1):
         text = _text(i, writer)
-        assert store.update_fact("f1", FactUpdate(
+        assert store.facts.update_fact("f1", FactUpdate(
             content=text, hash=text_hash(text), embedding=None, embedding_model=None,
             run_id=f"r{i}" if writer else f"edit:{i}", now=at(i),
             source_message_ids=[f"m{i + 1}"] if writer else [], source_user_ids=[writer] if writer else [],
@@ -61,7 +61,7 @@ def test_after_a_withdrawal_forget_user_finds_nothing_and_the_others_keep_the_fa
         try:
             store.create_indexes()
             _build(store, writers)
-            [before] = store.get_facts(["f1"])
+            [before] = store.facts.get_facts(["f1"])
             sources = set(before.source_user_ids)
             try:
                 withdraw(store, WithdrawIn(agent_id="a1", user_id="ann", kind="fact", item_id="f1", now=at(60)))
@@ -75,7 +75,7 @@ def test_after_a_withdrawal_forget_user_finds_nothing_and_the_others_keep_the_fa
             result = forget_user(store, "ann", "a1", settings=Settings(_env_file=None,
                                                                         store_url=f"sqlite:///{tmp}/unused.db"))
             assert verify_erasure(store, "ann", "a1", blob_keys=result.blob_keys).traces == []
-            [after] = store.get_facts(["f1"])
+            [after] = store.facts.get_facts(["f1"])
             assert after.retired_at is None and after.content == before.content
             assert "ann" not in after.source_user_ids and after.source_user_ids
             assert "<ann>" not in after.search_text  # no older text nor source message of hers

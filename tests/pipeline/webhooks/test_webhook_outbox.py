@@ -32,7 +32,7 @@ def send_due(env, *, disable_after=10):
     try:
         return [outbox.attempt(env.store, sender, SecretGuard(), d, env.clock.now(), schedule=SCHEDULE,
                                disable_after=disable_after)
-                for d in env.store.due_deliveries(env.clock.now())]
+                for d in env.store.webhooks.due_deliveries(env.clock.now())]
     finally:
         sender.close()
 
@@ -61,11 +61,11 @@ def test_a_run_announces_each_new_fact_once_to_a_verifying_receiver(env, receive
     assert {r.payload["data"]["fact_id"] for r in got} == stored
     assert all("content" not in r.payload["data"] and r.payload["data"]["run_id"] == run_id for r in got)
     # announcing the same run again (a rerun of finish) queues nothing new
-    run = env.store.get_run(run_id)
+    run = env.store.runs.get_run(run_id)
     again = outbox.run_events(env.store, run, read_stored(run, Stage.DECIDE_FACTS), [], env.clock.now())
     assert len(again) == 2
     outbox.announce(env.store, again, env.clock.now())
-    assert len(env.store.list_deliveries()) == 2 and send_due(env) == []
+    assert len(env.store.webhooks.list_deliveries()) == 2 and send_due(env) == []
 
 
 def _decide(request):
@@ -115,9 +115,9 @@ def test_a_failing_receiver_is_retried_on_the_schedule_and_recovers(env, receive
     assert second.outcome == "delivered"
     ids = [r.webhook_id for r in receiver.received]
     assert len(ids) == 2 and ids[0] == ids[1]    # the same webhook-id: the receiver can drop a repeat
-    [log] = env.store.list_deliveries(agent_id="agent-1")
+    [log] = env.store.webhooks.list_deliveries(agent_id="agent-1")
     assert (log.status, log.attempts) == ("delivered", 2)
-    assert env.store.list_subscriptions("agent-1")[0].consecutive_failures == 0
+    assert env.store.webhooks.list_subscriptions("agent-1")[0].consecutive_failures == 0
 
 
 def test_a_delivery_fails_after_the_schedule_and_redeliver_sends_it_again(env, receiver):
@@ -129,7 +129,7 @@ def test_a_delivery_fails_after_the_schedule_and_redeliver_sends_it_again(env, r
         env.clock.advance(seconds=wait)
         outcomes += [d.outcome for d in send_due(env)]
     assert outcomes == ["retry", "retry", "failed"]
-    [log] = env.store.list_deliveries()
+    [log] = env.store.webhooks.list_deliveries()
     assert (log.status, log.last_status) == ("failed", 503)
     assert outbox.redeliver(env.store, [log.delivery_id], env.clock.now()) == [log.delivery_id]
     assert [d.outcome for d in send_due(env)] == ["delivered"]
@@ -141,15 +141,15 @@ def test_repeated_failures_switch_the_subscription_off(env, receiver):
     form(env, fact_items=(("agent", "The venue is Riverside Park"), ("agent", "The budget is 12,000 euros")),
          decide=_decide)
     assert [d.outcome for d in send_due(env, disable_after=2)] == ["retry", "failed"]
-    sub = env.store.list_subscriptions("agent-1")[0]
+    sub = env.store.webhooks.list_subscriptions("agent-1")[0]
     assert not sub.enabled and "2 failed attempts in a row" in sub.disabled_reason
     env.clock.advance(seconds=1)
     assert [d.outcome for d in send_due(env)] == ["failed"]    # nothing sent to a switched-off endpoint
     assert len(receiver.received) == 2
     form(env, fact_items=(("agent", "The caterer is Lumen"),))
-    assert env.store.due_deliveries(env.clock.now()) == []   # none queued for it either
+    assert env.store.webhooks.due_deliveries(env.clock.now()) == []   # none queued for it either
     subscriptions.enable(env.store, sub, env.clock.now())
-    assert env.store.list_subscriptions("agent-1")[0].enabled
+    assert env.store.webhooks.list_subscriptions("agent-1")[0].enabled
 
 
 def test_410_gone_switches_the_subscription_off_at_once(env, receiver):
@@ -157,7 +157,7 @@ def test_410_gone_switches_the_subscription_off_at_once(env, receiver):
     receiver.fail_first, receiver.fail_status = 1, 410
     form(env, fact_items=(("agent", "The venue is Riverside Park"),))
     assert [d.outcome for d in send_due(env)] == ["failed"]
-    assert "410" in env.store.list_subscriptions("agent-1")[0].disabled_reason
+    assert "410" in env.store.webhooks.list_subscriptions("agent-1")[0].disabled_reason
 
 
 def test_content_is_sent_only_when_opted_in_and_only_if_it_passes_the_screen(env, receiver):
@@ -170,7 +170,7 @@ def test_content_is_sent_only_when_opted_in_and_only_if_it_passes_the_screen(env
     form(env, fact_items=(("agent", "The caterer is Riverside Foods"),))
     extra = SecretGuard([r"\bRiverside\b"])   # a pattern added after the fact was stored
     sender = HttpSender(5.0)
-    for d in env.store.due_deliveries(env.clock.now()):
+    for d in env.store.webhooks.due_deliveries(env.clock.now()):
         outbox.attempt(env.store, sender, extra, d, env.clock.now(), schedule=SCHEDULE, disable_after=10)
     sender.close()
     [got] = receiver.accepted()
@@ -180,7 +180,7 @@ def test_content_is_sent_only_when_opted_in_and_only_if_it_passes_the_screen(env
 def test_an_erasure_withdraws_queued_notices_and_announces_the_erasure(env, receiver):
     subscribe(env, receiver, events=["fact.created", "user.forgotten"])
     form(env, fact_items=(("user", "Alice lives in Porto"), ("agent", "The venue is Riverside Park")))
-    queued = env.store.list_deliveries()
+    queued = env.store.webhooks.list_deliveries()
     assert len(queued) == 2
     forget_user(env.store, "u-1", "agent-1", settings=env.settings, llm=env.llm, clock=env.clock)
     send_due(env)
@@ -188,7 +188,7 @@ def test_an_erasure_withdraws_queued_notices_and_announces_the_erasure(env, rece
     assert [p["type"] for p in got] == ["user.forgotten"]
     assert got[0]["data"] == {"agent_id": "agent-1", "user_id": "u-1"}
     # what is kept of the notice once sent names nobody
-    [kept] = env.store.list_deliveries()
+    [kept] = env.store.webhooks.list_deliveries()
     assert "u-1" not in kept.model_dump_json()
 
 
