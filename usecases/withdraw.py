@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from pipeline import withdrawal
-from pipeline.store.port import LeaseStore, ProvenanceStore, SessionStore
+from pipeline.store.port import IngestStore, LeaseStore, ProvenanceStore, RunStore
 from pipeline.validity import expired
 from pipeline.withdrawal import WithdrawRefused
 from schemas.documents import Fact, Reflection, StoredMessage
@@ -27,9 +27,14 @@ __all__ = ["Kind", "NotWithdrawable", "WithdrawIn", "WithdrawOut", "WithdrawRefu
            "refusal", "shared_with_others", "withdraw"]
 
 
-class WithdrawStore(ProvenanceStore, SessionStore, LeaseStore, Protocol):
+class WithdrawStore(Protocol):
     """What a withdrawal reads and writes: what rests on the user, the runs and messages that
     wrote the item's texts, the item itself, and the scope's version stamp."""
+
+    provenance: ProvenanceStore
+    ingest: IngestStore
+    runs: RunStore
+    leases: LeaseStore
 
 
 class NotWithdrawable(LookupError):

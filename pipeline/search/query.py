@@ -20,9 +20,13 @@ if TYPE_CHECKING:  # both import this module's neighbours: only their names are 
     from pipeline.retrieval import Thresholds
 
 
-class SearchReads(FactStore, IngestStore, AccessStore, Protocol):
+class SearchReads(Protocol):
     """What a search reads beside the search index: the facts it returns (and their access
     counts), the agent's settings and session, and the users who switched their memory off."""
+
+    facts: FactStore
+    ingest: IngestStore
+    access: AccessStore
 
 
 @dataclass(frozen=True)
