@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-from ops.forget import forget_user, traces
 from pipeline.formation import consolidate_stages as cs
 from pipeline.formation.runner import Usage
 from pipeline.forgetting import verify_erasure
@@ -17,7 +16,9 @@ from pipeline.owner.curation import edit_fact
 # the formation env on each store (SQLite; Mongo over the Atlas emulation), as erasure's tests use it
 from tests.pipeline.formation.test_erasure import env  # noqa: F401
 from testkit.formation import facts, merge_all, reflections
+from usecases.erase import forget_user
 from usecases.imports import import_file
+from usecases.verify import traces
 
 GONE, KEPT = "u-1", "u-2"
 
@@ -61,7 +62,7 @@ def _comparable(records):
 
 def _erase(env, user=GONE):
     return forget_user(env.store, user, "agent-1", settings=env.settings, llm=OfflineLLM(env.settings),
-                       clock=env.clock)
+                       clock=env.clock).counts
 
 
 def test_export_forget_import_gives_back_the_same_memory_and_forget_still_erases_it(env):
