@@ -113,7 +113,7 @@ def _announce_once(store: CapsStore, agent_id: str, state: spend.CapState, level
         return
     data = {"scope": state.scope, "window": state.window, "level": level, "kind": state.kind,
             "cap_usd": state.cap_usd, "spend_usd": round(state.spend_usd, 6), "window_start": first_day}
-    announce(store, [WebhookEvent(event_id=key, kind="cap.reached", agent_id=agent_id, occurred_at=now, data=data)],
+    announce(store.webhooks, [WebhookEvent(event_id=key, kind="cap.reached", agent_id=agent_id, occurred_at=now, data=data)],
              now)
     store.access.record_audit(AuditEntry(audit_id=key, at=now, credential_id="formation", credential_kind="system",
                                   action="cap.reached", agent_id=agent_id, subject=f"{state.scope}:{state.window}",

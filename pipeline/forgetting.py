@@ -193,7 +193,7 @@ def forget_user(
             found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
     agents = {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)}
     _drop_segment_files(deps.settings, agents)
-    announce_forgotten(store, user_id, agents, deps.clock.now())
+    announce_forgotten(store.webhooks, user_id, agents, deps.clock.now())
     return ForgetResult(user_id, agent_id, {**counts, **found}, list(plan.unattributed_items), sorted(touched))
 
 

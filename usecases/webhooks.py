@@ -43,7 +43,7 @@ class Redelivered:
 def owned(store: WebhookStore, subscription_id: str, agent_id: str | None) -> WebhookSubscription | None:
     """The subscription if it is the agent's (any agent's: None); the same None for another
     agent's as for none, so ids are not probed."""
-    return subscriptions.owned(store, subscription_id, agent_id)
+    return subscriptions.owned(store.webhooks, subscription_id, agent_id)
 
 
 def listed(store: WebhookStore, agent_id: str | None) -> list[WebhookSubscription]:
@@ -52,16 +52,16 @@ def listed(store: WebhookStore, agent_id: str | None) -> list[WebhookSubscriptio
 
 def subscribe(store: WebhookStore, agent_id: str, url: str, events: Iterable[str], now: datetime, *,
               include_content: bool = False) -> Changed:
-    return Changed("webhook.create", subscriptions.subscribe(store, agent_id, url, events, now,
+    return Changed("webhook.create", subscriptions.subscribe(store.webhooks, agent_id, url, events, now,
                                                              include_content=include_content))
 
 
 def rotate(store: WebhookStore, sub: WebhookSubscription, now: datetime, *, drop_old: bool = False) -> Changed:
-    return Changed("webhook.rotate", subscriptions.rotate(store, sub, now, drop_old=drop_old))
+    return Changed("webhook.rotate", subscriptions.rotate(store.webhooks, sub, now, drop_old=drop_old))
 
 
 def enable(store: WebhookStore, sub: WebhookSubscription, now: datetime) -> Changed:
-    return Changed("webhook.enable", subscriptions.enable(store, sub, now))
+    return Changed("webhook.enable", subscriptions.enable(store.webhooks, sub, now))
 
 
 def remove(store: WebhookStore, sub: WebhookSubscription) -> Changed:
@@ -85,7 +85,7 @@ def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime, *
         ids = [d.delivery_id for d in map(store.webhooks.get_delivery, ids) if d and d.agent_id == agent_id]
     if failed_of is not None:
         ids += [d.delivery_id for d in store.webhooks.list_deliveries(agent_id=failed_of, status="failed", limit=1000)]
-    return Redelivered(agent_id, outbox.redeliver(store, list(dict.fromkeys(ids)), now))
+    return Redelivered(agent_id, outbox.redeliver(store.webhooks, list(dict.fromkeys(ids)), now))
 
 
 def by_agent(store: WebhookStore, done: Redelivered) -> list[Redelivered]:

@@ -220,5 +220,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
         record_spend(deps, usage, agent_id=agent_id, stage=Stage.CONSOLIDATE_SESSION, session_id=session_id)
     merged = [Merged.model_validate(r) for r in results if r.get("status") == "merged"]
     now = deps.clock.now()
-    outbox.announce(store, outbox.blob_events(store, agent_id, merged, now), now)   # beat's sweep sends them
+    outbox.announce(store.webhooks, outbox.blob_events(store.webhooks, agent_id, merged, now), now)   # beat's sweep sends them
     return results

@@ -165,7 +165,7 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
         # again, and the deliveries' ids (event and subscription) queue nothing twice
         happened = outbox.run_events(store, run, earlier.stored(run, Stage.DECIDE_FACTS),
                                      _merged(run, earlier.stored), now)
-        announced.extend(outbox.announce(store, happened, now))
+        announced.extend(outbox.announce(store.webhooks, happened, now))
         store.runs.finish_run(run_id, now, output.totals, output.changed)
 
     result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
