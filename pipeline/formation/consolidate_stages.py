@@ -69,7 +69,7 @@ def pending_scopes(run: FormationRun) -> list[int]:
 
 
 def scopes_done(deps: Deps, run_id: str) -> bool:
-    return not pending_scopes(load_run(deps.store, run_id))
+    return not pending_scopes(load_run(deps.store.runs, run_id))
 
 
 def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None:

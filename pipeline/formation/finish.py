@@ -170,7 +170,7 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
 
     result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
-        run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
+        run = load_run(store.runs, run_id)  # redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run) if run.status == "done" else NextStep()
     # next_step reads the session, agent and consolidate output, which closing did not change
     return result, replace(next_step(deps, result.run, earlier), deliveries=tuple(announced))
