@@ -58,7 +58,7 @@ def _sweep_cold_sessions(store: SessionStore, settings: Settings, now: datetime)
             if session is None:
                 result.lost += 1
                 continue
-            run = claim_run(store, new_run(session_id, session.agent_id, "cold", now), rule, now,
+            run = claim_run(store.runs, new_run(session_id, session.agent_id, "cold", now), rule, now,
                             settings.claim_lease_s)
             if run is None:
                 result.lost += 1

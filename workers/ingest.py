@@ -76,7 +76,7 @@ def _recorded(raws: list[Any], deps) -> Iterator[None]:
         raise
     except Exception as exc:
         now = deps.clock.now()
-        failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in raws])
+        failed = _log_failures([(record_failure(raw, exc, deps.store.ingest, now), exc) for raw in raws])
         raise failed from None  # the original's message may quote the events' content
 
 

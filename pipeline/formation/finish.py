@@ -185,7 +185,7 @@ def next_step(deps: Deps, run: FormationRun, earlier: Earlier | None = None) -> 
     rule = trigger.session_end_rule() if ended else trigger.threshold_rule(settings)
     if trigger.rule_holds(rule, session):
         reason = "session_end" if ended else "threshold"
-        claimed = claim_run(store, trigger.new_run(run.session_id, run.agent_id, reason, now), rule, now,
+        claimed = claim_run(store.runs, trigger.new_run(run.session_id, run.agent_id, reason, now), rule, now,
                             settings.claim_lease_s, follow_up=True)
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)
