@@ -57,6 +57,6 @@ def resume(store: Store, agent_id: str, target: str, *, session_id: str | None =
     """Resume formation; with ``backfill_lease_s``, claim runs over the messages of the pause
     and ``start`` each (a run the broker refuses is failed, retried by beat)."""
     ended = controls.resume(store, agent_id, target, session_id=session_id, now=now)
-    runs = backfill(store, agent_id, ended, now, backfill_lease_s) if backfill_lease_s is not None else []
-    start_runs(store, runs, start, now)
+    runs = backfill(store.runs, agent_id, ended, now, backfill_lease_s) if backfill_lease_s is not None else []
+    start_runs(store.runs, runs, start, now)
     return Resumed(agent_id, target, ended, runs)

@@ -100,14 +100,14 @@ def test_resume_without_backfill_forms_nothing_of_the_pause_and_with_backfill_fo
     ended = controls.resume(env.store, "agent-1", "agent", now=env.clock.now())
     assert ended.paused_at == pause.paused_at and controls.list_pauses(env.store, "agent-1") == []
     assert _texts(env, "agent") == []  # the default: no backfill
-    runs = backfill(env.store, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s)
+    runs = backfill(env.store.runs, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s)
     assert len(runs) == 1
     env.whole_chain(runs[0])
     texts = " ".join(_texts(env, "agent"))
     assert "Bella Cucina" in texts and "Harbor Hall" in texts
     assert env.store.runs.get_run(runs[0]).scopes_enabled == ["agent"]  # the resumed scope alone
     # a second backfill of the same pause finds nothing left: nothing is formed twice
-    assert backfill(env.store, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s) == []
+    assert backfill(env.store.runs, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s) == []
 
 
 def test_pausing_the_whole_agent_forms_nothing_and_a_paused_session_no_session_memory(env):
