@@ -268,8 +268,8 @@ def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api
     store, now = api.deps.store, api.deps.clock.now()
     store.runs.insert_run(FormationRun(run_id="r1", agent_id="A", session_id="s1", seq_from=1, seq_to=2, reason="threshold",
                                   status="done", created_at=now, finished_at=now, user_ids=["u1"]))
-    controls.pause(store, "A", "session", session_id="s1", by="owner", now=now)
-    controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
+    controls.pause(store.ingest, "A", "session", session_id="s1", by="owner", now=now)
+    controls.set_instruction(store.ingest, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
                              by="owner", now=now)
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])
