@@ -42,14 +42,14 @@ class Resumed:
         return Audited("memory.resume", self.agent_id, self.target, {"backfill_runs": len(self.runs)})
 
 
-def paused(store: IngestStore, agent_id: str) -> list[Pause]:
-    return controls.list_pauses(store.ingest, agent_id)
+def paused(ingest: IngestStore, agent_id: str) -> list[Pause]:
+    return controls.list_pauses(ingest, agent_id)
 
 
-def pause(store: IngestStore, agent_id: str, target: str, *, session_id: str | None = None, by: str,
+def pause(ingest: IngestStore, agent_id: str, target: str, *, session_id: str | None = None, by: str,
           now: datetime) -> Paused:
     """Pause formation for the whole agent (``all``), its agent memory or one session."""
-    return Paused(agent_id, target, controls.pause(store.ingest, agent_id, target, session_id=session_id, by=by,
+    return Paused(agent_id, target, controls.pause(ingest, agent_id, target, session_id=session_id, by=by,
                                                    now=now))
 
 
