@@ -105,14 +105,14 @@ def _categories(found: categories.Categories) -> o.CategoriesOut:
 @router.get("/categories", response_model=o.CategoriesOut, summary="The agent's categories and their versions",
             dependencies=[curator("reading categories")])
 def get_categories(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(categories.show(ctx.store, agent_id))
+    return _categories(categories.show(ctx.store.ingest, agent_id))
 
 
 @router.put("/categories", response_model=o.CategoriesOut,
             summary="Set the agent's categories: a new version, used by the next extractions",
             dependencies=[curator("setting categories")])
 def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(audited(ctx, caller, categories.set_list(ctx.store, agent_id, body.categories,
+    return _categories(audited(ctx, caller, categories.set_list(ctx.store.ingest, agent_id, body.categories,
                                                                 by=caller.credential_id, now=ctx.clock.now())))
 
 
@@ -120,5 +120,5 @@ def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx
              summary="Bring back an earlier version's list: a new version",
              dependencies=[curator("rolling categories back")])
 def rollback_categories(agent_id: AgentId, body: o.InstructionRollback, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(audited(ctx, caller, categories.rollback(ctx.store, agent_id, body.version,
+    return _categories(audited(ctx, caller, categories.rollback(ctx.store.ingest, agent_id, body.version,
                                                                 by=caller.credential_id, now=ctx.clock.now())))

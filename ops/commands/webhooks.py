@@ -34,7 +34,7 @@ def _audited(store, result):
     from pipeline.clock import Clock
     from usecases.audit import CLI, recorded
 
-    return recorded(store, Clock().now(), CLI, result)
+    return recorded(store.access, Clock().now(), CLI, result)
 
 
 def _owned(store, subscription_id: str):

@@ -155,7 +155,7 @@ def _owner_state(api):
     controls.set_instruction(store.ingest, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
                              by="test", now=now)
     controls.pause(store.ingest, "A", "session", session_id="s-paused", by="test", now=now)
-    categories.set_list(store, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
+    categories.set_list(store.ingest, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
 
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store

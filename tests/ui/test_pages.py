@@ -168,7 +168,7 @@ def test_a_revoked_key_ends_its_session_at_the_next_page(api):
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])
         [key] = [k for k in api.deps.store.access.list_api_keys() if k.kind == "admin"]
-        revoke_key(api.deps.store, key.key_id, api.deps.clock.now())
+        revoke_key(api.deps.store.access, key.key_id, api.deps.clock.now())
         answer = client.get("/ui/", follow_redirects=False)
         assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
 
