@@ -186,7 +186,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     return run_stage(deps, run_id, Stage.DECIDE_FACTS, compute, apply)
 
 
-def _exact_matches(store, run: FormationRun, facts, now) -> dict[int, str]:
+def _exact_matches(store: expiry.ExpiryStore, run: FormationRun, facts, now) -> dict[int, str]:
     """New fact index -> the live stored fact with the same hash in its scope."""
     exact = {}
     for f in facts:
