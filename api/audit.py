@@ -14,9 +14,9 @@ def actor(caller: Principal) -> Actor:
 
 def audited(ctx, caller: Principal, result: R) -> R:
     """Record the audit entry ``result`` names, under ``caller``'s credential; ``result`` back."""
-    return recorded(ctx.store, ctx.clock.now(), actor(caller), result)
+    return recorded(ctx.store.access, ctx.clock.now(), actor(caller), result)
 
 
 def record_done(ctx, caller: Principal, done: Audited) -> None:
     """Record ``done``, an entry a use case names beside its result (``usecases.writes.audit_of``)."""
-    record(ctx.store, ctx.clock.now(), actor(caller), done)
+    record(ctx.store.access, ctx.clock.now(), actor(caller), done)

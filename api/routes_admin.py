@@ -74,7 +74,7 @@ def put_caps(body: CapsIn, caller: Caller, ctx: Ctx) -> CapsOut:
             dependencies=[admin("reading the audit log")])
 def audit_log(caller: Caller, ctx: Ctx, since: m.Instant | None = None, action: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> m.AuditList:
-    entries = read_log(ctx.store, since=since, action=action, limit=limit)
+    entries = read_log(ctx.store.access, since=since, action=action, limit=limit)
     return m.AuditList(entries=[m.AuditOut.model_validate(e.model_dump()) for e in entries])
 
 

@@ -36,7 +36,7 @@ def _out(instruction) -> o.InstructionOut:
 @router.get("/instructions", response_model=o.InstructionsOut, summary="The agent's Memory Instructions",
             dependencies=[curator("reading instructions")])
 def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.InstructionsOut:
-    found = instructions.read(ctx.store, agent_id)
+    found = instructions.read(ctx.store.ingest, agent_id)
     return o.InstructionsOut(agent_id=agent_id, current=[_out(i) for i in found.current],
                              history=[_out(i) for i in found.history])
 
@@ -46,16 +46,17 @@ def get_instructions(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.Instructi
             dependencies=[curator("setting instructions")])
 def set_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionText, caller: Caller,
                     ctx: Ctx) -> o.InstructionOut:
-    return _out(audited(ctx, caller, instructions.set_text(ctx.store, ctx.settings, agent_id, stage, scope, body.text,
-                                                           by=caller.credential_id, now=ctx.clock.now())).instruction)
+    return _out(audited(ctx, caller, instructions.set_text(ctx.store.ingest, ctx.settings, agent_id, stage, scope,
+                                                           body.text, by=caller.credential_id,
+                                                           now=ctx.clock.now())).instruction)
 
 
 @router.delete("/instructions/{stage}/{scope}", response_model=o.InstructionOut,
                summary="Clear the instruction of a stage (and scope type): a new, empty version",
                dependencies=[curator("clearing instructions")])
 def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    return _out(audited(ctx, caller, instructions.clear(ctx.store, agent_id, stage, scope, by=caller.credential_id,
-                                                        now=ctx.clock.now())).instruction)
+    return _out(audited(ctx, caller, instructions.clear(ctx.store.ingest, agent_id, stage, scope,
+                                                        by=caller.credential_id, now=ctx.clock.now())).instruction)
 
 
 @router.post("/instructions/{stage}/{scope}/rollback", response_model=o.InstructionOut,
@@ -63,7 +64,7 @@ def clear_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, caller:
              dependencies=[curator("rolling instructions back")])
 def rollback_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body: o.InstructionRollback,
                          caller: Caller, ctx: Ctx) -> o.InstructionOut:
-    return _out(audited(ctx, caller, instructions.rollback(ctx.store, ctx.settings, agent_id, stage, scope,
+    return _out(audited(ctx, caller, instructions.rollback(ctx.store.ingest, ctx.settings, agent_id, stage, scope,
                                                            body.version, by=caller.credential_id,
                                                            now=ctx.clock.now())).instruction)
 
@@ -72,14 +73,14 @@ def rollback_instruction(agent_id: AgentId, stage: Stage, scope: ScopeType, body
             dependencies=[curator("reading pauses")])
 def get_pauses(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.PausesOut:
     return o.PausesOut(agent_id=agent_id, paused=[o.PauseOut.model_validate(p.model_dump())
-                                                  for p in pauses.paused(ctx.store, agent_id)])
+                                                  for p in pauses.paused(ctx.store.ingest, agent_id)])
 
 
 @router.post("/pause", response_model=o.PauseOut,
              summary="Pause formation for the agent, its agent memory or a session (content and events kept)",
              dependencies=[curator("pausing memory")])
 def pause(agent_id: AgentId, body: o.PauseRequest, caller: Caller, ctx: Ctx) -> o.PauseOut:
-    found = audited(ctx, caller, pauses.pause(ctx.store, agent_id, body.target, session_id=body.session_id,
+    found = audited(ctx, caller, pauses.pause(ctx.store.ingest, agent_id, body.target, session_id=body.session_id,
                                               by=caller.credential_id, now=ctx.clock.now()))
     return o.PauseOut.model_validate(found.pause.model_dump())
 
@@ -104,14 +105,14 @@ def _categories(found: categories.Categories) -> o.CategoriesOut:
 @router.get("/categories", response_model=o.CategoriesOut, summary="The agent's categories and their versions",
             dependencies=[curator("reading categories")])
 def get_categories(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(categories.show(ctx.store, agent_id))
+    return _categories(categories.show(ctx.store.ingest, agent_id))
 
 
 @router.put("/categories", response_model=o.CategoriesOut,
             summary="Set the agent's categories: a new version, used by the next extractions",
             dependencies=[curator("setting categories")])
 def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(audited(ctx, caller, categories.set_list(ctx.store, agent_id, body.categories,
+    return _categories(audited(ctx, caller, categories.set_list(ctx.store.ingest, agent_id, body.categories,
                                                                 by=caller.credential_id, now=ctx.clock.now())))
 
 
@@ -119,5 +120,5 @@ def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx
              summary="Bring back an earlier version's list: a new version",
              dependencies=[curator("rolling categories back")])
 def rollback_categories(agent_id: AgentId, body: o.InstructionRollback, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
-    return _categories(audited(ctx, caller, categories.rollback(ctx.store, agent_id, body.version,
+    return _categories(audited(ctx, caller, categories.rollback(ctx.store.ingest, agent_id, body.version,
                                                                 by=caller.credential_id, now=ctx.clock.now())))

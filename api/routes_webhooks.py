@@ -33,7 +33,7 @@ Ctx = Annotated[AppContext, Depends(app_context)]
 
 
 def _owned(ctx: AppContext, subscription_id: str, agent_id: str) -> WebhookSubscription:
-    sub = webhooks.owned(ctx.store, subscription_id, agent_id)
+    sub = webhooks.owned(ctx.store.webhooks, subscription_id, agent_id)
     if sub is None:
         raise NotFound(f"agent {agent_id!r} has no webhook subscription {subscription_id!r}", "path subscription_id")
     return sub
@@ -50,7 +50,7 @@ def _delivery(d: WebhookDelivery) -> w.DeliveryOut:
 @router.post("/webhooks", response_model=w.SubscriptionCreated, status_code=201,
              summary="Subscribe a URL to the agent's events", dependencies=[curator("subscribing to webhooks")])
 def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    sub = audited(ctx, caller, webhooks.subscribe(ctx.store, agent_id, body.url, body.events, ctx.clock.now(),
+    sub = audited(ctx, caller, webhooks.subscribe(ctx.store.webhooks, agent_id, body.url, body.events, ctx.clock.now(),
                                                   include_content=body.include_content)).subscription
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
@@ -58,13 +58,13 @@ def create(agent_id: AgentId, body: w.SubscriptionIn, caller: Caller, ctx: Ctx) 
 @router.get("/webhooks", response_model=w.SubscriptionList, summary="The agent's webhook subscriptions",
             dependencies=[curator("reading webhook subscriptions")])
 def list_all(agent_id: AgentId, caller: Caller, ctx: Ctx) -> w.SubscriptionList:
-    return w.SubscriptionList(subscriptions=[_out(s) for s in webhooks.listed(ctx.store, agent_id)])
+    return w.SubscriptionList(subscriptions=[_out(s) for s in webhooks.listed(ctx.store.webhooks, agent_id)])
 
 
 @router.delete("/webhooks/{subscription_id}", response_model=w.SubscriptionDeleted,
                summary="Delete a subscription and its log", dependencies=[curator("deleting a webhook subscription")])
 def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionDeleted:
-    gone = audited(ctx, caller, webhooks.remove(ctx.store, _owned(ctx, subscription_id, agent_id)))
+    gone = audited(ctx, caller, webhooks.remove(ctx.store.webhooks, _owned(ctx, subscription_id, agent_id)))
     return w.SubscriptionDeleted(deleted=subscription_id, deliveries=gone.deliveries)
 
 
@@ -72,8 +72,8 @@ def delete(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
              summary="Sign with a new secret (the previous one keeps signing until dropped)",
              dependencies=[curator("rotating a webhook secret")])
 def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: Caller, ctx: Ctx) -> w.SubscriptionCreated:
-    sub = audited(ctx, caller, webhooks.rotate(ctx.store, _owned(ctx, subscription_id, agent_id), ctx.clock.now(),
-                                               drop_old=body.drop_old)).subscription
+    sub = audited(ctx, caller, webhooks.rotate(ctx.store.webhooks, _owned(ctx, subscription_id, agent_id),
+                                               ctx.clock.now(), drop_old=body.drop_old)).subscription
     return w.SubscriptionCreated(**_out(sub).model_dump(), secret=sub.secrets[0])
 
 
@@ -81,7 +81,7 @@ def rotate(agent_id: AgentId, subscription_id: SubId, body: w.RotateIn, caller: 
              summary="Switch a subscription that repeated failures switched off back on",
              dependencies=[curator("switching a webhook subscription on")])
 def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) -> w.SubscriptionOut:
-    sub = audited(ctx, caller, webhooks.enable(ctx.store, _owned(ctx, subscription_id, agent_id),
+    sub = audited(ctx, caller, webhooks.enable(ctx.store.webhooks, _owned(ctx, subscription_id, agent_id),
                                                ctx.clock.now())).subscription
     return _out(sub)
 
@@ -91,7 +91,7 @@ def enable(agent_id: AgentId, subscription_id: SubId, caller: Caller, ctx: Ctx) 
 def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id | None = None,
                status: DeliveryStatus | None = None,
                limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> w.DeliveryList:
-    found = webhooks.deliveries(ctx.store, agent_id=agent_id, subscription_id=subscription_id, status=status,
+    found = webhooks.deliveries(ctx.store.webhooks, agent_id=agent_id, subscription_id=subscription_id, status=status,
                                 limit=limit)
     return w.DeliveryList(deliveries=[_delivery(d) for d in found])
 
@@ -100,6 +100,6 @@ def deliveries(agent_id: AgentId, caller: Caller, ctx: Ctx, subscription_id: Id 
              summary="Queue deliveries again, due now (beat's webhook sweep sends them)",
              dependencies=[curator("redelivering webhooks")])
 def redeliver(agent_id: AgentId, body: w.RedeliverIn, caller: Caller, ctx: Ctx) -> w.Redelivered:
-    done = audited(ctx, caller, webhooks.redeliver(ctx.store, body.delivery_ids, ctx.clock.now(), agent_id=agent_id,
-                                                   failed_of=agent_id if body.failed else None))
+    done = audited(ctx, caller, webhooks.redeliver(ctx.store.webhooks, body.delivery_ids, ctx.clock.now(),
+                                                   agent_id=agent_id, failed_of=agent_id if body.failed else None))
     return w.Redelivered(queued=done.queued)

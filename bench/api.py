@@ -101,7 +101,7 @@ def _agent_key(store_url: str) -> str:
 
     store = open_store(Settings(store_url=store_url))
     try:
-        return create_key(store, "agent", datetime.now(timezone.utc), agent_id=AGENT, label="bench.api")[0]
+        return create_key(store.access, "agent", datetime.now(timezone.utc), agent_id=AGENT, label="bench.api")[0]
     finally:
         store.close()
 

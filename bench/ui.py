@@ -138,7 +138,7 @@ def _measure(folder: Path, texts: list[str], args) -> dict:
     app = create_app(settings, deps=deps, service_factory=lambda agent: None, send_job=lambda job: None,
                      start_run=lambda run: None, rate_limiter=RateLimiter(None, 0),
                      api_settings=ApiSettings(_env_file=None, rate_limit_per_minute=0))
-    secret, _ = create_key(store, "admin", Clock().now())
+    secret, _ = create_key(store.access, "admin", Clock().now())
     rng = random.Random(7)
     deep = max(1, (args.facts // 5 // views.PAGE_SIZE) // 2)
     with TestClient(app) as client:

@@ -59,18 +59,18 @@ class Status:
         return spend.verdict(self.states)
 
 
-def caps_of(store: CapStore, settings: Settings, agent_id: str | None) -> SpendCaps:
+def caps_of(caps: CapStore, settings: Settings, agent_id: str | None) -> SpendCaps:
     """The caps that apply to the agent (``None``: the global caps)."""
     owner = GLOBAL if agent_id is None else agent_id
     default = settings.spend_caps.global_ if agent_id is None else settings.spend_caps.agent
-    return store.caps.get_spend_caps(owner) or default
+    return caps.get_spend_caps(owner) or default
 
 
-def spend_of(store: RollupStore, agent_id: str | None, now: datetime) -> Spend:
+def spend_of(rollups: RollupStore, agent_id: str | None, now: datetime) -> Spend:
     """The agent's (every agent's: None) spend in the current UTC day and month."""
     today, _ = spend.window_days("day", now)
-    rows = store.rollups.rollup_rows(agent_id, since_day=spend.window_days("month", now)[0],
-                             until_day=spend.window_days("month", now)[1])
+    rows = rollups.rollup_rows(agent_id, since_day=spend.window_days("month", now)[0],
+                               until_day=spend.window_days("month", now)[1])
     by_window = {"month": rows, "day": [r for r in rows if r.day == today]}
     return Spend({w: sum(r.usd for r in found if r.usd is not None) for w, found in by_window.items()},
                  {w: sum(r.calls for r in found if r.usd is None) for w, found in by_window.items()})
@@ -79,9 +79,9 @@ def spend_of(store: RollupStore, agent_id: str | None, now: datetime) -> Spend:
 def status(store: CapsStore, settings: Settings, agent_id: str, now: datetime) -> Status:
     """The agent's and the global caps against the spend so far (the global spend is read only
     when a global cap is set)."""
-    agent_caps, global_caps = caps_of(store, settings, agent_id), caps_of(store, settings, None)
-    agent_spend = spend_of(store, agent_id, now) if not agent_caps.empty else Spend({}, {})
-    global_spend = spend_of(store, None, now) if not global_caps.empty else Spend({}, {})
+    agent_caps, global_caps = caps_of(store.caps, settings, agent_id), caps_of(store.caps, settings, None)
+    agent_spend = spend_of(store.rollups, agent_id, now) if not agent_caps.empty else Spend({}, {})
+    global_spend = spend_of(store.rollups, None, now) if not global_caps.empty else Spend({}, {})
     found = spend.states("agent", agent_caps, agent_spend.usd) + spend.states("global", global_caps, global_spend.usd)
     return Status(agent_id, agent_caps, global_caps, agent_spend, global_spend, found)
 
@@ -113,7 +113,7 @@ def _announce_once(store: CapsStore, agent_id: str, state: spend.CapState, level
         return
     data = {"scope": state.scope, "window": state.window, "level": level, "kind": state.kind,
             "cap_usd": state.cap_usd, "spend_usd": round(state.spend_usd, 6), "window_start": first_day}
-    announce(store, [WebhookEvent(event_id=key, kind="cap.reached", agent_id=agent_id, occurred_at=now, data=data)],
+    announce(store.webhooks, [WebhookEvent(event_id=key, kind="cap.reached", agent_id=agent_id, occurred_at=now, data=data)],
              now)
     store.access.record_audit(AuditEntry(audit_id=key, at=now, credential_id="formation", credential_kind="system",
                                   action="cap.reached", agent_id=agent_id, subject=f"{state.scope}:{state.window}",

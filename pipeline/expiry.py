@@ -69,5 +69,5 @@ def stamp(store: ExpiryStore, facts: Sequence[Fact], now: datetime) -> ExpiryRes
     for agent_id, keys in sorted(by_agent.items()):
         store.leases.bump_scope_versions(agent_id, sorted(keys))
     retired = store.facts.get_facts(f.fact_id for f in stamped)
-    deliveries = outbox.announce(store, [events.expired_event(f, now) for f in retired], now) if retired else []
+    deliveries = outbox.announce(store.webhooks, [events.expired_event(f, now) for f in retired], now) if retired else []
     return ExpiryResult([f.fact_id for f in retired], deliveries)

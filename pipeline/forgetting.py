@@ -28,7 +28,9 @@ from pipeline import erasure
 from pipeline.clock import Clock
 from pipeline.errors import InvalidInput
 from pipeline.footprint import Resting
-from pipeline.store.port import BlobStore, IngestStore, ProvenanceStore, RunStore, SessionStore, Store
+from pipeline.store.port import (
+    AccessStore, AdminStore, BlobStore, IngestStore, ProvenanceStore, RunStore, SessionStore, Store, WebhookStore,
+)
 from pipeline.webhooks.outbox import announce_forgotten
 from schemas.documents import StoredMessage, scope_key
 from schemas.settings import Settings, get_settings
@@ -80,6 +82,15 @@ class ErasureReads(Protocol):
     runs: RunStore
 
 
+class PreviewReads(ErasureReads, Protocol):
+    """What a preview of an erasure counts beside its plan: the user's own data (admin), their
+    memory switches (access) and the webhook notices about them."""
+
+    admin: AdminStore
+    access: AccessStore
+    webhooks: WebhookStore
+
+
 def of_unknown_origin(store: ErasureReads, agent_id: str | None) -> Resting:
     """The items of unknown origin: with no source user, and not written by a person (an
     owner's direct write rests on nobody's messages by design: its ``source`` says so)."""
@@ -124,7 +135,7 @@ class Preview:
     plan: erasure.Plan
 
 
-def preview_forget(store: Store, user_id: str, agent_id: str | None = None) -> Preview:
+def preview_forget(store: PreviewReads, user_id: str, agent_id: str | None = None) -> Preview:
     """What ``forget_user`` would report, changing nothing: the plan an operator (or the
     inspector) reads first, counted as the erasure counts (its store part is
     ``Store.forget_user`` run dry; its provenance part leaves to it the scopes it removes whole)."""
@@ -193,7 +204,7 @@ def forget_user(
             found = {k: v + (found.get(k, 0) if k != "unattributed" else 0) for k, v in plan.counts().items()}
     agents = {agent_id} if agent_id else {i.agent_id for i in (*before.facts, *before.reflections)}
     _drop_segment_files(deps.settings, agents)
-    announce_forgotten(store, user_id, agents, deps.clock.now())
+    announce_forgotten(store.webhooks, user_id, agents, deps.clock.now())
     return ForgetResult(user_id, agent_id, {**counts, **found}, list(plan.unattributed_items), sorted(touched))
 
 

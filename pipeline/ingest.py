@@ -76,13 +76,13 @@ def _claim(
     store: SessionStore, settings: Settings, *, agent_id: str, session_id: str, rule: ClaimRule,
     reason: Reason, now: datetime,
 ) -> FormationRun | None:
-    return claim_run(store, trigger.new_run(session_id, agent_id, reason, now), rule, now, settings.claim_lease_s)
+    return claim_run(store.runs, trigger.new_run(session_id, agent_id, reason, now), rule, now, settings.claim_lease_s)
 
 
 def claim_run(
-    store: RunStore, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
+    runs: RunStore, run: FormationRun, rule: ClaimRule, now: datetime, lease_s: float, *, follow_up: bool = False,
 ) -> FormationRun | None:
-    """``store.try_claim`` within a ``claim_run`` span whose context the run keeps
+    """``runs.try_claim`` within a ``claim_run`` span whose context the run keeps
     (``trace_context``): every stage of the run becomes a span under it, in the trace of
     whatever claimed it (the ingest of the message that made the session due, the sweep).
     ``follow_up``: a run claimed as another one finishes starts a trace of its own, linked to
@@ -91,7 +91,7 @@ def claim_run(
                                     "memory.agent_id": run.agent_id, "memory.reason": run.reason},
                       new_trace=follow_up) as span:
         run.trace_context = tracing.carrier()
-        claimed = store.runs.try_claim(run.session_id, rule, run, now, lease_s)
+        claimed = runs.try_claim(run.session_id, rule, run, now, lease_s)
         span.set_attribute("memory.claimed", claimed is not None)
         return claimed
 
@@ -121,12 +121,12 @@ def _message_result(event: MessageAdded, outcome: IngestOutcome, run: FormationR
     )
 
 
-def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, store: IngestStore, now: datetime) -> IngestResult:
+def _reject_session(raw: Any, event: MessageAdded | SessionEnded, reason: str, ingest: IngestStore, now: datetime) -> IngestResult:
     """Record an event the store refused on ``session_id`` (the session belongs to another
     agent) like an invalid one."""
     rejection = Rejection(event_id=event.event_id, errors=[FieldError(field="session_id", reason=reason)])
     payload = event.model_dump(mode="json") if raw is None else raw
-    result = record_rejection(payload, rejection, store, now)
+    result = record_rejection(payload, rejection, ingest, now)
     return replace(result, kind=event.type, session_id=event.session_id)
 
 
@@ -135,7 +135,7 @@ def ingest_message(
 ) -> IngestResult:
     outcome = store.ingest.ingest_message(to_stored_message(event, now), now)
     if outcome.status == "rejected":
-        return _reject_session(raw, event, outcome.reason or "", store, now)
+        return _reject_session(raw, event, outcome.reason or "", store.ingest, now)
     return _message_result(event, outcome, _claim_if_due(event, outcome.session, store, settings, now))
 
 
@@ -161,7 +161,7 @@ def ingest_messages(
         try:
             if outcome.status == "rejected":
                 raw = None if raws is None else raws[i]
-                results.append(_reject_session(raw, event, outcome.reason or "", store, now))
+                results.append(_reject_session(raw, event, outcome.reason or "", store.ingest, now))
                 continue
             run = _claim_if_due(event, outcome.session, store, settings, now) if i in claim_at else None
         except TransientError as exc:
@@ -188,7 +188,7 @@ def end_session(
     try:
         session = store.ingest.mark_session_ended(event.session_id, event.ended_at or now, agent_id=event.agent_id)
     except InvalidInput as refused:
-        return _reject_session(raw, event, refused.reason, store, now)
+        return _reject_session(raw, event, refused.reason, store.ingest, now)
     run = None
     if session is not None and trigger.should_form_at_session_end(session):
         run = _claim(
@@ -249,7 +249,7 @@ def _ingest_parsed(
     deferrals: int = 0,
 ) -> IngestResult:
     if isinstance(event, Rejection):
-        return record_rejection(raw, event, store, now)
+        return record_rejection(raw, event, store.ingest, now)
     if isinstance(event, MessageAdded):
         return ingest_message(event, store, settings, now, raw)
     return end_session(event, store, settings, now, raw, deferrals)
@@ -307,7 +307,7 @@ def _ingest_batch(raws: Sequence[Any], store: SessionStore, settings: Settings, 
                 except TransientError:
                     raise
                 except Exception as exc:
-                    batch.results.append(record_failure(raws[i], exc, store, now))
+                    batch.results.append(record_failure(raws[i], exc, store.ingest, now))
                     batch.failures.append((i, exc))
             except TransientError as exc:
                 batch.error, batch.next_index = exc, i

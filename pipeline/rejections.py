@@ -71,7 +71,7 @@ def internal_error_reason(raw: Any, exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {text}"
 
 
-def record_failure(raw: Any, exc: BaseException, store: IngestStore, now: datetime) -> IngestResult:
+def record_failure(raw: Any, exc: BaseException, ingest: IngestStore, now: datetime) -> IngestResult:
     """Record an event whose ingest failed on an unexpected (programming) error in the
     rejected-events record, with its raw payload, so that an operator sees it and can replay
     it (``memoryctl replay-rejected``) once the cause is fixed. Raises ``TransientError`` when
@@ -80,14 +80,14 @@ def record_failure(raw: Any, exc: BaseException, store: IngestStore, now: dateti
         event_id=_peek(raw, "event_id"),
         errors=[FieldError(field=INTERNAL_FIELD, reason=internal_error_reason(raw, exc))],
     )
-    return record_rejection(raw, rejection, store, now)
+    return record_rejection(raw, rejection, ingest, now)
 
 
-def record_rejection(raw: Any, rejection: Rejection, store: IngestStore, now: datetime) -> IngestResult:
+def record_rejection(raw: Any, rejection: Rejection, ingest: IngestStore, now: datetime) -> IngestResult:
     """Store ``rejection`` with the raw payload and the ids it carries, and report the event
     rejected. Raises ``TransientError`` when the store cannot take the record."""
     errors = [{"field": e.field, "reason": e.reason} for e in rejection.errors]
-    store.ingest.record_rejection(
+    ingest.record_rejection(
         RejectedEvent(
             rejection_id=uuid.uuid4().hex,
             event_id=storable(rejection.event_id) if rejection.event_id else None,

@@ -295,8 +295,8 @@ def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
     search, versions, as_of_error = clients.search, {}, None
     if as_of is not None and scope_keys:
         with _timed(timings, "as_of"):
-            search, versions, as_of_error = search_as_of(clients.store, clients.embedder, asked.agent_id, scope_keys,
-                                                         as_of)
+            search, versions, as_of_error = search_as_of(clients.store.facts, clients.embedder, asked.agent_id,
+                                                         scope_keys, as_of)
     embedded = _embed(clients, asked.agent_id, queries, scope_keys, timings)
     limits = asked.thresholds or Thresholds.from_settings(clients.settings, embedded.model)
     with _timed(timings, "search"):
@@ -305,7 +305,7 @@ def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
     with _timed(timings, "fetch"):
         now = clients.clock.now()
         if as_of is None:
-            hits = live_hits(clients.store, merged, asked.agent_id, scope_keys, now)
+            hits = live_hits(clients.store.facts, merged, asked.agent_id, scope_keys, now)
         else:
             hits = [version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
     if asked.track_access and hits and as_of is None:
@@ -353,7 +353,7 @@ def _embed(
     model = embedder.model if embedder is not None else ""
     if not scope_keys or embedder is None:
         return _Embedded(nothing, model)
-    check_one_model(clients.store, agent_id, model)
+    check_one_model(clients.store.facts, agent_id, model)
     with _timed(timings, "embed"):
         try:
             return _Embedded(list(tracing.embed(embedder, queries, "query").vectors), model)

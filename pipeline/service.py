@@ -334,7 +334,7 @@ class MemoryService:
         )
         if run is None:
             return None
-        start_runs(self.store, [run.run_id], self._run_starter, now)
+        start_runs(self.store.runs, [run.run_id], self._run_starter, now)
         return run.run_id
 
     # ----------------------------------------------------------------- stats ---------------

@@ -9,14 +9,30 @@ buffer, bounded by its consolidation threshold, is read, for its words.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline import cost
 from pipeline.owner.pauses import is_paused, paused_keys
-from pipeline.store.port import Store
+from pipeline.store.port import BlobStore, FactStore, ReflectionStore, RollupStore, StatsStore
 from pipeline.text import word_count
+from pipeline.visibility import ViewReads
 from schemas.documents import scope_key
 from schemas.settings import Settings
+
+
+class StatusReads(ViewReads, Protocol):
+    """What a consolidation status reads beside what is paused: the buffers and the blobs."""
+
+    reflections: ReflectionStore
+    blobs: BlobStore
+
+
+class StatsReads(StatusReads, Protocol):
+    """What memory stats read beside a status's: the facts, the counts and the usage roll-ups."""
+
+    facts: FactStore
+    stats: StatsStore
+    rollups: RollupStore
 
 
 def _scope_keys(user_id: str | None, session_id: str | None) -> list[tuple[str, str]]:
@@ -29,7 +45,7 @@ def _scope_keys(user_id: str | None, session_id: str | None) -> list[tuple[str, 
     return keys
 
 
-def _paused(store: Store, agent_id: str, user_id: str | None) -> set[str]:
+def _paused(store: ViewReads, agent_id: str, user_id: str | None) -> set[str]:
     """The scope keys nothing new is formed for: what the owner paused (``*`` the whole agent)
     and the user's own scope when they switched their memory off (design §12, §13)."""
     paused = paused_keys(store.ingest.get_agent_settings(agent_id))
@@ -38,12 +54,12 @@ def _paused(store: Store, agent_id: str, user_id: str | None) -> set[str]:
     return paused
 
 
-def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id: str | None) -> dict[str, Any]:
+def memory_stats(store: StatsReads, agent_id: str, *, user_id: str | None, session_id: str | None) -> dict[str, Any]:
     """Per scope: words of its blob, reflection counts, fact counts and timestamps, the
     tokens and cost of the model calls that formed it (``pipeline.cost``), and whether it is
     paused."""
     out: dict[str, Any] = {"agent_id": agent_id, "scopes": {}}
-    spend = _spend(store, agent_id, user_id, session_id)
+    spend = _spend(store.rollups, agent_id, user_id, session_id)
     keys = _scope_keys(user_id, session_id)
     counts = store.stats.reflection_counts(agent_id, [k for _, k in keys])
     paused = _paused(store, agent_id, user_id)
@@ -73,7 +89,7 @@ def memory_stats(store: Store, agent_id: str, *, user_id: str | None, session_id
 
 
 def consolidation_status(
-    store: Store, settings: Settings, agent_id: str, *, user_id: str | None, session_id: str | None,
+    store: StatusReads, settings: Settings, agent_id: str, *, user_id: str | None, session_id: str | None,
 ) -> dict[str, Any]:
     """Per scope: buffered reflections against the consolidation threshold, the blob's words
     against its limit, whether a consolidation is due, and whether the scope is paused (then
@@ -96,17 +112,17 @@ def consolidation_status(
     return out
 
 
-def _spend(store: Store, agent_id: str, user_id: str | None, session_id: str | None) -> dict[str, dict]:
+def _spend(rollups: RollupStore, agent_id: str, user_id: str | None, session_id: str | None) -> dict[str, dict]:
     """All-time cost per scope key, from the usage roll-ups (``rollup_rows``): a few rows per
     stage and model however many runs the agent made. The agent's every run and usage record
     (session-end consolidations, failed attempts); the user's runs and their records; the
     session's runs and records."""
-    out = {scope_key("agent"): _summary(store.rollups.rollup_rows(agent_id, all_time=True))}
+    out = {scope_key("agent"): _summary(rollups.rollup_rows(agent_id, all_time=True))}
     if user_id:
-        out[scope_key("user", user_id=user_id)] = _summary(store.rollups.rollup_rows(agent_id, user_id=user_id, all_time=True))
+        out[scope_key("user", user_id=user_id)] = _summary(rollups.rollup_rows(agent_id, user_id=user_id, all_time=True))
     if session_id:
         out[scope_key("session", session_id=session_id)] = _summary(
-            store.rollups.rollup_rows(agent_id, session_id=session_id, all_time=True))
+            rollups.rollup_rows(agent_id, session_id=session_id, all_time=True))
     return out
 
 

@@ -58,7 +58,7 @@ def _sweep_cold_sessions(store: SessionStore, settings: Settings, now: datetime)
             if session is None:
                 result.lost += 1
                 continue
-            run = claim_run(store, new_run(session_id, session.agent_id, "cold", now), rule, now,
+            run = claim_run(store.runs, new_run(session_id, session.agent_id, "cold", now), rule, now,
                             settings.claim_lease_s)
             if run is None:
                 result.lost += 1
@@ -82,25 +82,25 @@ def exhausted_reason(attempts: int, error: str | None) -> str:
     return f"exhausted {attempts} attempts: {error or 'lease expired'}"
 
 
-def retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> RetryResult:
+def retry_stale_runs(runs: RunStore, settings: Settings, now: datetime) -> RetryResult:
     """Reopen runs whose lease expired and failed runs, within ``max_run_attempts``; a run that
     has used them all is marked ``dead`` with its last error (only an operator replays it).
     A reopened run keeps its trace: its first stage joins the trace stored on it."""
     with tracing.span("retry_stale_runs") as span:
-        result = _retry_stale_runs(store, settings, now)
+        result = _retry_stale_runs(runs, settings, now)
         span.set_attributes({"memory.reopened": len(result.run_ids), "memory.dead": len(result.dead),
                              "memory.held": len(result.held)})
         return result
 
 
-def _retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> RetryResult:
+def _retry_stale_runs(runs: RunStore, settings: Settings, now: datetime) -> RetryResult:
     result = RetryResult()
-    for run in store.runs.find_stale_runs(now, settings.sweep_batch_size):
+    for run in runs.find_stale_runs(now, settings.sweep_batch_size):
         if run.attempts >= settings.max_run_attempts:
-            store.runs.fail_run(run.run_id, exhausted_reason(run.attempts, run.error), now, dead=True)
+            runs.fail_run(run.run_id, exhausted_reason(run.attempts, run.error), now, dead=True)
             result.dead.append(run.run_id)
             continue
-        reopened = store.runs.reopen_run(run.run_id, now, settings.claim_lease_s)
+        reopened = runs.reopen_run(run.run_id, now, settings.claim_lease_s)
         if reopened is None:
             result.held.append(run.run_id)
         else:
@@ -110,7 +110,7 @@ def _retry_stale_runs(store: RunStore, settings: Settings, now: datetime) -> Ret
     return result
 
 
-def start_runs(store: RunStore, run_ids: Sequence[str], start: Callable[[str], None], now: datetime) -> None:
+def start_runs(runs: RunStore, run_ids: Sequence[str], start: Callable[[str], None], now: datetime) -> None:
     """Start each claimed run with ``start(run_id)`` (its first stage's send).
 
     A run whose start fails (the broker did not take it) would stay ``claimed``, its session
@@ -125,7 +125,7 @@ def start_runs(store: RunStore, run_ids: Sequence[str], start: Callable[[str], N
             reason = f"not started: {type(exc).__name__}: {exc}"
             try:
                 for other in left:
-                    store.runs.fail_run(other, reason, now, dead=False)
+                    runs.fail_run(other, reason, now, dead=False)
             except Exception as store_exc:  # noqa: BLE001 - said below; the send's error is raised
                 log.error("%d run(s) claimed but not started (%s) and not released either (%s: %s): the "
                           "stale-run retry starts them once their lease expires", len(left), reason,

@@ -8,13 +8,23 @@ every process that shares the store decides alike from the first message on.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pipeline.context import Visibility, visibility
-from pipeline.store.port import Store
+from pipeline.store.port import AccessStore, IngestStore
 from schemas.settings import Settings
 
 
+class ViewReads(Protocol):
+    """What a view is decided from: the agent's settings and the session (ingest), and the
+    users who switched their memory off (access)."""
+
+    ingest: IngestStore
+    access: AccessStore
+
+
 def read_visibility(
-    store: Store, settings: Settings, agent_id: str, *, session_id: str, user_id: str | None,
+    store: ViewReads, settings: Settings, agent_id: str, *, session_id: str, user_id: str | None,
 ) -> Visibility:
     """The scopes ``user_id`` may see in ``session_id`` of ``agent_id``: toggles, the group-chat
     rule over the session's stored humans, and the user's own switch of user memory (§12)."""

@@ -77,7 +77,7 @@ class ApiServer:
 
         store = open_store(Settings(_env_file=None, store_url=self.store_url))
         try:
-            return create_key(store, kind, datetime.now(timezone.utc), agent_id=agent_id)[0]
+            return create_key(store.access, kind, datetime.now(timezone.utc), agent_id=agent_id)[0]
         finally:
             store.close()
 

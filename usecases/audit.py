@@ -46,25 +46,25 @@ class HasAudit(Protocol):
 R = TypeVar("R", bound=HasAudit)
 
 
-def record(store: AccessStore, now: datetime, actor: Actor, done: Audited, *,
+def record(access: AccessStore, now: datetime, actor: Actor, done: Audited, *,
            audit_id: str | None = None) -> AuditEntry:
     """Record who did what kind of thing when: never content (``schemas.access.AuditEntry``).
     ``audit_id``: for an entry a retry may write again (one entry however often)."""
     entry = AuditEntry(audit_id=audit_id or uuid.uuid4().hex, at=now, credential_id=actor.credential_id,
                        credential_kind=actor.kind, action=done.action, agent_id=done.agent_id,
                        subject=done.subject, outcome=done.outcome, counts=dict(done.counts))
-    store.access.record_audit(entry)
+    access.record_audit(entry)
     return entry
 
 
-def recorded(store: AccessStore, now: datetime, actor: Actor, result: R) -> R:
+def recorded(access: AccessStore, now: datetime, actor: Actor, result: R) -> R:
     """Record the entry a use case's ``result`` names, under ``actor``; ``result`` back, so a
     door writes ``recorded(..., use_case(...))`` and never spells an entry out itself."""
-    record(store, now, actor, result.audit)
+    record(access, now, actor, result.audit)
     return result
 
 
-def read_log(store: AccessStore, *, since: datetime | None = None, action: str | None = None,
+def read_log(access: AccessStore, *, since: datetime | None = None, action: str | None = None,
              limit: int = 100) -> list[AuditEntry]:
     """The log, newest first (``memoryctl audit``, ``/v1/admin/audit``)."""
-    return store.access.list_audit(since=since, action=action, limit=limit)
+    return access.list_audit(since=since, action=action, limit=limit)

@@ -20,8 +20,8 @@ NOTE = "only priced spend counts towards a cap: calls of a model with no price a
 
 def _row(store: CapsStore, settings: Settings, agent_id: str | None, now: datetime) -> dict:
     owner = GLOBAL if agent_id is None else agent_id
-    applied = caps.caps_of(store, settings, agent_id)
-    spent = caps.spend_of(store, agent_id, now)
+    applied = caps.caps_of(store.caps, settings, agent_id)
+    spent = caps.spend_of(store.rollups, agent_id, now)
     states = spend.states("global" if agent_id is None else "agent", applied, spent.usd)
     return {
         "agent_id": agent_id, "caps": applied.model_dump(),

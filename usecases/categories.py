@@ -2,8 +2,8 @@
 entry point of ``GET|PUT /v1/agents/{a}/categories``, ``memoryctl categories`` and Python.
 
     from usecases import categories
-    categories.set_list(store, "juniper", ["projects", "finance", "venues"], by="me", now=now)
-    categories.show(store, "juniper").names
+    categories.set_list(ingest, "juniper", ["projects", "finance", "venues"], by="me", now=now)
+    categories.show(store.ingest, "juniper").names
 
 A change's result names its audit entry (``audit``), which the door records under who asked.
 """
@@ -42,29 +42,29 @@ def _view(agent: AgentSettings) -> Categories:
     return Categories(agent.agent_id, rules.current(agent), versions[-1].version if versions else 0, versions)
 
 
-def show(store: IngestStore, agent_id: str) -> Categories:
-    return _view(store.ingest.get_agent_settings(agent_id))
+def show(ingest: IngestStore, agent_id: str) -> Categories:
+    return _view(ingest.get_agent_settings(agent_id))
 
 
-def _change(store: IngestStore, agent_id: str, change: Callable[[AgentSettings], AgentSettings]) -> Categories:
-    updated = change(store.ingest.get_agent_settings(agent_id))
-    store.ingest.put_agent_settings(updated)
+def _change(ingest: IngestStore, agent_id: str, change: Callable[[AgentSettings], AgentSettings]) -> Categories:
+    updated = change(ingest.get_agent_settings(agent_id))
+    ingest.put_agent_settings(updated)
     return _view(updated)
 
 
-def set_list(store: IngestStore, agent_id: str, names: Sequence[object], *, by: str, now: datetime,
+def set_list(ingest: IngestStore, agent_id: str, names: Sequence[object], *, by: str, now: datetime,
              where: str = "categories") -> Categories:
     """A new version holding ``names``; ``InvalidInput`` naming the first bad name (``where[i]``)."""
-    return replace(_change(store, agent_id, lambda a: rules.set_categories(a, names, by=by, now=now, where=where)),
+    return replace(_change(ingest, agent_id, lambda a: rules.set_categories(a, names, by=by, now=now, where=where)),
                    action="categories.set")
 
 
-def reset(store: IngestStore, agent_id: str, *, by: str, now: datetime) -> Categories:
+def reset(ingest: IngestStore, agent_id: str, *, by: str, now: datetime) -> Categories:
     """A new version holding the default list."""
-    return set_list(store, agent_id, rules.DEFAULT_CATEGORIES, by=by, now=now)
+    return set_list(ingest, agent_id, rules.DEFAULT_CATEGORIES, by=by, now=now)
 
 
-def rollback(store: IngestStore, agent_id: str, version: int, *, by: str, now: datetime) -> Categories:
+def rollback(ingest: IngestStore, agent_id: str, version: int, *, by: str, now: datetime) -> Categories:
     """A new version with the list of an earlier ``version``."""
-    return replace(_change(store, agent_id, lambda a: rules.rollback_categories(a, version, by=by, now=now)),
+    return replace(_change(ingest, agent_id, lambda a: rules.rollback_categories(a, version, by=by, now=now)),
                    action="categories.rollback")

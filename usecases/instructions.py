@@ -43,24 +43,24 @@ class Changed:
                        {"version": i.version})
 
 
-def read(store: IngestStore, agent_id: str) -> Instructions:
-    return Instructions(controls.list_instructions(store, agent_id))
+def read(ingest: IngestStore, agent_id: str) -> Instructions:
+    return Instructions(controls.list_instructions(ingest, agent_id))
 
 
-def set_text(store: IngestStore, settings: Settings, agent_id: str, stage: str, scope: str, text: str, *, by: str,
+def set_text(ingest: IngestStore, settings: Settings, agent_id: str, stage: str, scope: str, text: str, *, by: str,
              now: datetime, where: str = "text") -> Changed:
     """A new version holding ``text`` (a secret in it is refused, by kind, at ``where``)."""
-    return Changed("set", agent_id, controls.set_instruction(store, guard_for(settings), agent_id, stage, scope, text,
-                                                             by=by, now=now, where=where))
+    return Changed("set", agent_id, controls.set_instruction(ingest, guard_for(settings), agent_id, stage, scope,
+                                                             text, by=by, now=now, where=where))
 
 
-def clear(store: IngestStore, agent_id: str, stage: str, scope: str, *, by: str, now: datetime) -> Changed:
+def clear(ingest: IngestStore, agent_id: str, stage: str, scope: str, *, by: str, now: datetime) -> Changed:
     """A new, empty version: the stage runs without an instruction of this scope type."""
-    return Changed("clear", agent_id, controls.clear_instruction(store, agent_id, stage, scope, by=by, now=now))
+    return Changed("clear", agent_id, controls.clear_instruction(ingest, agent_id, stage, scope, by=by, now=now))
 
 
-def rollback(store: IngestStore, settings: Settings, agent_id: str, stage: str, scope: str, version: int, *,
+def rollback(ingest: IngestStore, settings: Settings, agent_id: str, stage: str, scope: str, version: int, *,
              by: str, now: datetime) -> Changed:
     """A new version holding an earlier version's text."""
-    return Changed("rollback", agent_id, controls.rollback_instruction(store, guard_for(settings), agent_id, stage,
-                                                                       scope, version, by=by, now=now))
+    return Changed("rollback", agent_id, controls.rollback_instruction(ingest, guard_for(settings), agent_id,
+                                                                       stage, scope, version, by=by, now=now))

@@ -147,7 +147,7 @@ def end_job(deps, job: Job, *, counts: dict[str, int] | None = None, error: str 
     deps.store.access.put_job(ended)
     # the erasure itself is audited when it happened, under the credential that asked for it;
     # its id is the job's, so a retried end records one entry
-    record(deps.store, ended.finished_at, Actor(job.requested_by or "unknown", job.requested_kind or "unknown"),
+    record(deps.store.access, ended.finished_at, Actor(job.requested_by or "unknown", job.requested_kind or "unknown"),
            Audited(job.kind, job.agent_id, job.subject, ended.counts, "ok" if ended.status == "done" else "failed"),
            audit_id=f"job:{job.job_id}")
     return ended

@@ -19,7 +19,7 @@ from schemas.access import KEY_SCOPES, RUNTIME_SCOPES, ApiKey, KeyKind, key_dige
 PREFIX = "mk_"
 
 
-def create_key(store: AccessStore, kind: KeyKind, now: datetime, *, agent_id: str | None = None,
+def create_key(access: AccessStore, kind: KeyKind, now: datetime, *, agent_id: str | None = None,
                label: str | None = None, by: str = "cli", scopes=None) -> tuple[str, ApiKey]:
     """A new key: (the secret, to show once; what is stored). Audited as ``key.create``.
     ``scopes`` (agent keys): among ``read``, ``publish``, ``curate``; default read and publish."""
@@ -34,16 +34,16 @@ def create_key(store: AccessStore, kind: KeyKind, now: datetime, *, agent_id: st
     secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"  # 32 bytes: 256 bits
     key = ApiKey(key_id=key_id, kind=kind, agent_id=agent_id, digest=key_digest(secret), label=label, created_at=now,
                  scopes=granted)
-    store.access.put_api_key(key)
-    record(store, now, _by(by), Audited("key.create", agent_id, key_id))
+    access.put_api_key(key)
+    record(access, now, _by(by), Audited("key.create", agent_id, key_id))
     return secret, key
 
 
-def revoke_key(store: AccessStore, key_id: str, now: datetime, *, by: str = "cli") -> ApiKey:
-    key = store.access.revoke_api_key(key_id, now)
+def revoke_key(access: AccessStore, key_id: str, now: datetime, *, by: str = "cli") -> ApiKey:
+    key = access.revoke_api_key(key_id, now)
     if key is None:
         raise InvalidInput("key", f"no key with id {key_id!r} (memoryctl keys list shows them)")
-    record(store, now, _by(by), Audited("key.revoke", key.agent_id, key_id))
+    record(access, now, _by(by), Audited("key.revoke", key.agent_id, key_id))
     return key
 
 

@@ -42,21 +42,22 @@ class Resumed:
         return Audited("memory.resume", self.agent_id, self.target, {"backfill_runs": len(self.runs)})
 
 
-def paused(store: IngestStore, agent_id: str) -> list[Pause]:
-    return controls.list_pauses(store, agent_id)
+def paused(ingest: IngestStore, agent_id: str) -> list[Pause]:
+    return controls.list_pauses(ingest, agent_id)
 
 
-def pause(store: IngestStore, agent_id: str, target: str, *, session_id: str | None = None, by: str,
+def pause(ingest: IngestStore, agent_id: str, target: str, *, session_id: str | None = None, by: str,
           now: datetime) -> Paused:
     """Pause formation for the whole agent (``all``), its agent memory or one session."""
-    return Paused(agent_id, target, controls.pause(store, agent_id, target, session_id=session_id, by=by, now=now))
+    return Paused(agent_id, target, controls.pause(ingest, agent_id, target, session_id=session_id, by=by,
+                                                   now=now))
 
 
 def resume(store: Store, agent_id: str, target: str, *, session_id: str | None = None, now: datetime,
            backfill_lease_s: float | None, start: Callable[[str], None]) -> Resumed:
     """Resume formation; with ``backfill_lease_s``, claim runs over the messages of the pause
     and ``start`` each (a run the broker refuses is failed, retried by beat)."""
-    ended = controls.resume(store, agent_id, target, session_id=session_id, now=now)
-    runs = backfill(store, agent_id, ended, now, backfill_lease_s) if backfill_lease_s is not None else []
-    start_runs(store, runs, start, now)
+    ended = controls.resume(store.ingest, agent_id, target, session_id=session_id, now=now)
+    runs = backfill(store.runs, agent_id, ended, now, backfill_lease_s) if backfill_lease_s is not None else []
+    start_runs(store.runs, runs, start, now)
     return Resumed(agent_id, target, ended, runs)

@@ -188,7 +188,7 @@ def replay_failed(
         if reopened is None:
             skipped.append({"run_id": run.run_id, "reason": _why_not_reopened(store, run.run_id, now)})
             continue
-        start_runs(store, [reopened.run_id], start, now)  # released again if it cannot start
+        start_runs(store.runs, [reopened.run_id], start, now)  # released again if it cannot start
         replayed.append(reopened.run_id)
     return Replayed(replayed, skipped, agent_id)
 

@@ -82,7 +82,7 @@ def set_aside(queue: str, raw: str, reason: str) -> bool:
     deps = get_deps()
     rejection = Rejection(errors=[FieldError(field=FIELD, reason=f"undeliverable message on queue {queue}: {reason}")])
     try:
-        record_rejection(raw, rejection, deps.store, deps.clock.now())
+        record_rejection(raw, rejection, deps.store.ingest, deps.clock.now())
     except Exception as exc:  # noqa: BLE001 - any store failure: the message stays in Redis, said so
         log.error("undeliverable message on queue %s (%s) could not be recorded, it waits in Redis: %s: %s",
                   queue, reason, type(exc).__name__, exc)

@@ -15,6 +15,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from pipeline.store.port import IngestStore, RunStore
 
 SETTLE_POLLS = 3
 POLL_S = 0.05
@@ -62,7 +65,14 @@ def _queued(app) -> int:
     return total
 
 
-def _formed(store, session_ids: Sequence[str]) -> bool:
+class FormationReads(Protocol):
+    """What says formation is done: the sessions' claims (ingest) and the runs' statuses."""
+
+    ingest: IngestStore
+    runs: RunStore
+
+
+def _formed(store: FormationReads, session_ids: Sequence[str]) -> bool:
     for session_id in session_ids:
         session = store.ingest.get_session(session_id)
         if session is None or session.active_run_id is not None or session.claimed_through < session.last_seq:
@@ -70,7 +80,7 @@ def _formed(store, session_ids: Sequence[str]) -> bool:
     return all(run.status in ("done", "failed", "dead", "erased") for run in store.runs.list_runs(limit=1000))
 
 
-def wait_until_idle(app, store, session_ids: Sequence[str], timeout_s: float) -> bool:
+def wait_until_idle(app, store: FormationReads, session_ids: Sequence[str], timeout_s: float) -> bool:
     """True once every session is formed, no run is active and the worker has been idle for
     a few polls in a row (consolidation tasks run after a run is done); False on timeout."""
     from celery.worker import state as worker_state

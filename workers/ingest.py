@@ -37,7 +37,7 @@ def hand_on(result: IngestResult, raw: Any) -> None:
         # a run the broker did not take is released (failed, with the reason) and the stale-run
         # retry starts it again: a lost hand-on delays formation but loses nothing
         deps = get_deps()
-        start_runs(deps.store, [step.run_id], lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
+        start_runs(deps.store.runs, [step.run_id], lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
                    deps.clock.now())
     elif isinstance(step, ConsolidateSession):
         send(names.TASK_CONSOLIDATE_SESSION, {"agent_id": step.agent_id, "session_id": step.session_id})
@@ -76,7 +76,7 @@ def _recorded(raws: list[Any], deps) -> Iterator[None]:
         raise
     except Exception as exc:
         now = deps.clock.now()
-        failed = _log_failures([(record_failure(raw, exc, deps.store, now), exc) for raw in raws])
+        failed = _log_failures([(record_failure(raw, exc, deps.store.ingest, now), exc) for raw in raws])
         raise failed from None  # the original's message may quote the events' content
 
 

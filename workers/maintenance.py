@@ -22,7 +22,7 @@ _Swept = TypeVar("_Swept", sweep.SweepResult, sweep.RetryResult)
 def _start(deps: Deps, run_ids: list[str]) -> None:
     """Send each run's first stage; a run the broker did not take is released for the next
     stale-run retry (``sweep.start_runs``)."""
-    sweep.start_runs(deps.store, run_ids, lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
+    sweep.start_runs(deps.store.runs, run_ids, lambda run_id: send(names.TASK_EXTRACT_FACTS, {"run_id": run_id}),
                      deps.clock.now())
 
 
@@ -45,7 +45,7 @@ def sweep_cold_sessions(self) -> dict:
 @app.task(base=MemoryTask, name=names.TASK_RETRY_STALE, bind=True)
 def retry_stale_runs(self) -> dict:
     """Restart runs whose lease expired (or that failed), within the bounded attempts."""
-    result = _sweep(self, sweep.retry_stale_runs)
+    result = _sweep(self, lambda store, settings, now: sweep.retry_stale_runs(store.runs, settings, now))
     return {"reopened": len(result.run_ids), "dead": len(result.dead), "held": len(result.held)}
 
 

@@ -71,7 +71,7 @@ def curation(store, agent_id: str, now: datetime) -> dict[str, Any]:
     settings = store.ingest.get_agent_settings(agent_id)
     facts = store.facts.list_facts(agent_id, AGENT, limit=PAGE_SIZE)
     blob = store.blobs.get_blob(agent_id, AGENT)
-    history = controls.list_instructions(store, agent_id)
+    history = controls.list_instructions(store.ingest, agent_id)
     return {
         "agent_id": agent_id, "agent_name": settings.name,
         "facts": [{"fact": f, "expired": validity.expired(f, now)} for f in facts],

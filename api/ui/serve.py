@@ -40,7 +40,7 @@ def _revoke(store, key_id: str, revoke_key) -> None:
     from pipeline.errors import InvalidInput, StoreFileMissing
 
     try:
-        revoke_key(store, key_id, Clock().now(), by="cli")
+        revoke_key(store.access, key_id, Clock().now(), by="cli")
     except (InvalidInput, StoreFileMissing):
         # the store file was replaced or deleted while serving: the key went with the old file
         print(f"the inspector's key {key_id} was in a store file since replaced or deleted: nothing to revoke",
@@ -60,7 +60,7 @@ def serve(settings: Settings, *, host: str, port: int, worker: bool, access_log:
     from pipeline.clock import Clock
 
     store = open_existing(settings)
-    secret, key = create_key(store, "admin", Clock().now(), label="inspector (memoryctl ui)")
+    secret, key = create_key(store.access, "admin", Clock().now(), label="inspector (memoryctl ui)")
     try:
         # one local operator: no rate limit, so no Redis is needed to look at a store
         app = create_app(settings, rate_limiter=RateLimiter(None, 0))

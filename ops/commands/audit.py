@@ -22,7 +22,7 @@ def _audit(args: argparse.Namespace) -> int:
     since = bound_at(args.since, Clock().now())
     store = open_existing(get_settings())
     try:
-        entries = read_log(store, since=since, action=args.action, limit=args.limit)
+        entries = read_log(store.access, since=since, action=args.action, limit=args.limit)
     finally:
         store.close()
     rows = [e.model_dump(mode="json", exclude={"audit_id"}) for e in entries]

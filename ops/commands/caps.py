@@ -62,7 +62,7 @@ def _change(args: argparse.Namespace, new) -> int:
     store = _store()
     try:
         now = Clock().now()
-        recorded(store, now, CLI, set_caps(store, args.agent, new, now))
+        recorded(store.access, now, CLI, set_caps(store, args.agent, new, now))
     finally:
         store.close()
     if args.json:

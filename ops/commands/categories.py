@@ -33,7 +33,7 @@ def _show(args: argparse.Namespace) -> int:
 
     store = _open()
     try:
-        _print(categories.show(store, args.agent_id), args.json)
+        _print(categories.show(store.ingest, args.agent_id), args.json)
     finally:
         store.close()
     return 0
@@ -49,11 +49,11 @@ def _change(args: argparse.Namespace) -> int:
     store, now = _open(), Clock().now()
     try:
         if args.verb == "rollback":
-            found = categories.rollback(store, args.agent_id, args.version, by="cli", now=now)
+            found = categories.rollback(store.ingest, args.agent_id, args.version, by="cli", now=now)
         elif args.default:
-            found = categories.reset(store, args.agent_id, by="cli", now=now)
+            found = categories.reset(store.ingest, args.agent_id, by="cli", now=now)
         else:
-            found = categories.set_list(store, args.agent_id, args.names, by="cli", now=now, where="NAME")
+            found = categories.set_list(store.ingest, args.agent_id, args.names, by="cli", now=now, where="NAME")
         _audited(store, found)
     finally:
         store.close()

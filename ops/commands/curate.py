@@ -46,7 +46,7 @@ def _audited(deps, result):
     """The edited item, the use case's audit entry recorded as done by ``cli``."""
     from usecases.audit import CLI, recorded
 
-    return recorded(deps.store, deps.clock.now(), CLI, result).item
+    return recorded(deps.store.access, deps.clock.now(), CLI, result).item
 
 
 def _agent_fact(deps, agent_id: str, fact_id: str):
@@ -190,7 +190,7 @@ def _record(deps, done) -> None:
     """A use case's audit entry, recorded as done by ``cli``."""
     from usecases.audit import CLI, record
 
-    record(deps.store, deps.clock.now(), CLI, done)
+    record(deps.store.access, deps.clock.now(), CLI, done)
 
 
 def _add_fact(deps, args) -> dict:

@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         summary = importer.run(_chunks(f, progress, importer), report)
         if progress is not None:
             progress.close()
-        recorded(deps.store, deps.clock.now(), CLI, importer)
+        recorded(deps.store.access, deps.clock.now(), CLI, importer)
     finally:
         if f is not sys.stdin.buffer:
             f.close()

@@ -34,7 +34,7 @@ def _create(args: argparse.Namespace) -> int:
     store = _store()
     try:
         scopes = args.scopes.split(",") if args.scopes is not None else None
-        secret, key = create_key(store, "admin" if args.admin else "agent", Clock().now(), agent_id=args.agent,
+        secret, key = create_key(store.access, "admin" if args.admin else "agent", Clock().now(), agent_id=args.agent,
                                  label=args.label, scopes=scopes)
     finally:
         store.close()
@@ -79,7 +79,7 @@ def _revoke(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        key = revoke_key(store, args.key_id, Clock().now())
+        key = revoke_key(store.access, args.key_id, Clock().now())
     finally:
         store.close()
     if args.json:

@@ -34,7 +34,7 @@ def _audited(store, result):
     from pipeline.clock import Clock
     from usecases.audit import CLI, recorded
 
-    return recorded(store, Clock().now(), CLI, result)
+    return recorded(store.access, Clock().now(), CLI, result)
 
 
 def _line(i) -> str:
@@ -48,7 +48,7 @@ def _show(args: argparse.Namespace) -> int:
 
     store = _open()
     try:
-        history = instructions.read(store, args.agent_id).history
+        history = instructions.read(store.ingest, args.agent_id).history
     finally:
         store.close()
     if args.json:
@@ -77,12 +77,12 @@ def _change(args: argparse.Namespace) -> int:
     store, now = _open(), Clock().now()
     try:
         if args.verb == "set":
-            changed = instructions.set_text(store, get_settings(), args.agent_id, args.stage, args.scope, _text(args),
-                                            by="cli", now=now, where="--file" if args.file else "--text")
+            changed = instructions.set_text(store.ingest, get_settings(), args.agent_id, args.stage, args.scope,
+                                            _text(args), by="cli", now=now, where="--file" if args.file else "--text")
         elif args.verb == "clear":
-            changed = instructions.clear(store, args.agent_id, args.stage, args.scope, by="cli", now=now)
+            changed = instructions.clear(store.ingest, args.agent_id, args.stage, args.scope, by="cli", now=now)
         else:
-            changed = instructions.rollback(store, get_settings(), args.agent_id, args.stage, args.scope,
+            changed = instructions.rollback(store.ingest, get_settings(), args.agent_id, args.stage, args.scope,
                                             args.version, by="cli", now=now)
         found = _audited(store, changed).instruction
     finally:
@@ -104,7 +104,7 @@ def _pause(args: argparse.Namespace) -> int:
     target, session = _target(args)
     store = _open()
     try:
-        found = _audited(store, pauses.pause(store, args.agent_id, target, session_id=session, by="cli",
+        found = _audited(store, pauses.pause(store.ingest, args.agent_id, target, session_id=session, by="cli",
                                              now=Clock().now())).pause
     finally:
         store.close()

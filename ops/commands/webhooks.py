@@ -34,14 +34,14 @@ def _audited(store, result):
     from pipeline.clock import Clock
     from usecases.audit import CLI, recorded
 
-    return recorded(store, Clock().now(), CLI, result)
+    return recorded(store.access, Clock().now(), CLI, result)
 
 
 def _owned(store, subscription_id: str):
     from pipeline.errors import InvalidInput
     from usecases.webhooks import owned
 
-    sub = owned(store, subscription_id, None)
+    sub = owned(store.webhooks, subscription_id, None)
     if sub is None:
         raise InvalidInput("SUBSCRIPTION_ID", f"no webhook subscription {subscription_id!r} (memoryctl webhooks list)")
     return sub
@@ -70,7 +70,7 @@ def _add(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        sub = _audited(store, subscribe(store, args.agent, args.url, args.event, Clock().now(),
+        sub = _audited(store, subscribe(store.webhooks, args.agent, args.url, args.event, Clock().now(),
                                         include_content=args.content)).subscription
     finally:
         store.close()
@@ -83,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        subs = listed(store, args.agent)
+        subs = listed(store.webhooks, args.agent)
     finally:
         store.close()
     if args.json:
@@ -100,12 +100,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _changed(subscription_id: str, change):
-    """Apply the use case ``change(store, subscription, now)`` to a stored subscription, audited."""
+    """Apply the use case ``change(webhooks, subscription, now)`` to a stored subscription, audited."""
     from pipeline.clock import Clock
 
     store = _store()
     try:
-        return _audited(store, change(store, _owned(store, subscription_id), Clock().now())).subscription
+        return _audited(store, change(store.webhooks, _owned(store, subscription_id), Clock().now())).subscription
     finally:
         store.close()
 
@@ -113,7 +113,7 @@ def _changed(subscription_id: str, change):
 def _rotate(args: argparse.Namespace) -> int:
     from usecases.webhooks import rotate
 
-    sub = _changed(args.subscription_id, lambda store, s, now: rotate(store, s, now, drop_old=args.drop_old))
+    sub = _changed(args.subscription_id, lambda webhooks, s, now: rotate(webhooks, s, now, drop_old=args.drop_old))
     _print_secret(sub, "new secret of", args.json)
     if len(sub.secrets) > 1 and not args.json:
         print("the previous secret still signs beside it: --drop-old once every receiver has the new one",
@@ -137,7 +137,7 @@ def _remove(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        gone = _audited(store, remove(store, _owned(store, args.subscription_id)))
+        gone = _audited(store, remove(store.webhooks, _owned(store, args.subscription_id)))
     finally:
         store.close()
     sub = gone.subscription
@@ -153,7 +153,7 @@ def _log(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        found = deliveries(store, agent_id=args.agent, subscription_id=args.subscription, status=args.status,
+        found = deliveries(store.webhooks, agent_id=args.agent, subscription_id=args.subscription, status=args.status,
                            limit=args.limit)
     finally:
         store.close()
@@ -184,9 +184,10 @@ def _redeliver(args: argparse.Namespace) -> int:
         raise InvalidInput("--agent", "--failed sends again the failed deliveries of one agent: name it")
     store = _store()
     try:
-        done = redeliver(store, args.delivery_ids, Clock().now(), failed_of=args.agent if args.failed else None)
+        done = redeliver(store.webhooks, args.delivery_ids, Clock().now(),
+                         failed_of=args.agent if args.failed else None)
         queued, missing = done.queued, [i for i in args.delivery_ids if i not in done.queued]
-        for each in by_agent(store, done):
+        for each in by_agent(store.webhooks, done):
             _audited(store, each)
     finally:
         store.close()

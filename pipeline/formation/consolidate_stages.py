@@ -69,7 +69,7 @@ def pending_scopes(run: FormationRun) -> list[int]:
 
 
 def scopes_done(deps: Deps, run_id: str) -> bool:
-    return not pending_scopes(load_run(deps.store, run_id))
+    return not pending_scopes(load_run(deps.store.runs, run_id))
 
 
 def consolidate_scope(run_id: str, index: int, deps: Deps) -> StageResult | None:
@@ -220,5 +220,5 @@ def consolidate_session(agent_id: str, session_id: str, deps: Deps) -> list[dict
         record_spend(deps, usage, agent_id=agent_id, stage=Stage.CONSOLIDATE_SESSION, session_id=session_id)
     merged = [Merged.model_validate(r) for r in results if r.get("status") == "merged"]
     now = deps.clock.now()
-    outbox.announce(store, outbox.blob_events(store, agent_id, merged, now), now)   # beat's sweep sends them
+    outbox.announce(store.webhooks, outbox.blob_events(store.webhooks, agent_id, merged, now), now)   # beat's sweep sends them
     return results

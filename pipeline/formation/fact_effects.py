@@ -165,7 +165,7 @@ class _RunEffects:
 
     def retire(self, effect: Retire) -> None:
         index = effect.index
-        newer = _said_later(self.store, effect.fact_id, self.said_at(index))
+        newer = _said_later(self.store.facts, effect.fact_id, self.said_at(index))
         if newer is not None:
             # as for an UPDATE below: an older statement formed late retires nothing; its
             # fact (the INSERT of the same index) is kept as a past version, valid until then
@@ -175,12 +175,12 @@ class _RunEffects:
         # the contradicted fact was valid until the new one was said
         if not self.store.facts.retire_fact(effect.fact_id, self.now, self.run.run_id, valid_to=self.said_at(index),
                                       expected_version=effect.version, reason="contradicted"):
-            note = _changed_meanwhile(self.store, self.run, effect, "delete")
+            note = _changed_meanwhile(self.store.facts, self.run, effect, "delete")
             self.notes += [note] if note else []
 
     def update(self, effect: Update) -> None:
         index, run = effect.index, self.run
-        newer = _said_later(self.store, effect.fact_id, self.said_at(index))
+        newer = _said_later(self.store.facts, effect.fact_id, self.said_at(index))
         if newer is not None:
             # an older statement formed late (its session formed after the correction's):
             # the stored text stays; this one is kept as a past version, valid until it
@@ -199,7 +199,7 @@ class _RunEffects:
             categories=self.filed(index) or None,
         )):
             return
-        note = _changed_meanwhile(self.store, run, effect, "update")
+        note = _changed_meanwhile(self.store.facts, run, effect, "update")
         if note:
             note["added"] = self.insert_as_said(index)
             self.notes.append(note)
@@ -228,22 +228,22 @@ def _said_at(
     return at
 
 
-def _said_later(store: FactStore, fact_id: str, said: datetime) -> datetime | None:
+def _said_later(facts: FactStore, fact_id: str, said: datetime) -> datetime | None:
     """When the live fact an UPDATE names became valid, if that is after ``said`` (the new
     statement's time): the stored text is the newer one. None otherwise."""
-    found = store.facts.get_facts([fact_id])
+    found = facts.get_facts([fact_id])
     fact = found[0] if found else None
     if fact is None or fact.retired_at is not None or fact.valid_from is None:
         return None
     return fact.valid_from if fact.valid_from > said else None
 
 
-def _changed_meanwhile(store: FactStore, run: FormationRun, effect: Update | Retire, action: str) -> dict | None:
+def _changed_meanwhile(facts: FactStore, run: FormationRun, effect: Update | Retire, action: str) -> dict | None:
     """The note when the fact an UPDATE or DELETE names is no longer as decided on: retired
     (by another run, or erased) or changed by another run since the decision. None when this
     run's own earlier apply (a rerun) or a text already live in the scope explains why the
     effect changed nothing."""
-    found = store.facts.get_facts([effect.fact_id])
+    found = facts.get_facts([effect.fact_id])
     fact = found[0] if found else None
     if fact is not None and (fact.retired_by == run.run_id or any(h.run_id == run.run_id for h in fact.history)):
         return None

@@ -165,12 +165,12 @@ def finish(run_id: str, deps: Deps) -> tuple[StageResult | None, NextStep]:
         # again, and the deliveries' ids (event and subscription) queue nothing twice
         happened = outbox.run_events(store, run, earlier.stored(run, Stage.DECIDE_FACTS),
                                      _merged(run, earlier.stored), now)
-        announced.extend(outbox.announce(store, happened, now))
+        announced.extend(outbox.announce(store.webhooks, happened, now))
         store.runs.finish_run(run_id, now, output.totals, output.changed)
 
     result = run_stage(deps, run_id, Stage.FINISH, compute, apply)
     if result is None:  # not active: unknown (RunNotFound), or closed already, when a
-        run = load_run(store, run_id)  # redelivery only repeats the (atomic) re-check
+        run = load_run(store.runs, run_id)  # redelivery only repeats the (atomic) re-check
         return None, next_step(deps, run) if run.status == "done" else NextStep()
     # next_step reads the session, agent and consolidate output, which closing did not change
     return result, replace(next_step(deps, result.run, earlier), deliveries=tuple(announced))
@@ -185,7 +185,7 @@ def next_step(deps: Deps, run: FormationRun, earlier: Earlier | None = None) -> 
     rule = trigger.session_end_rule() if ended else trigger.threshold_rule(settings)
     if trigger.rule_holds(rule, session):
         reason = "session_end" if ended else "threshold"
-        claimed = claim_run(store, trigger.new_run(run.session_id, run.agent_id, reason, now), rule, now,
+        claimed = claim_run(store.runs, trigger.new_run(run.session_id, run.agent_id, reason, now), rule, now,
                             settings.claim_lease_s, follow_up=True)
         if claimed is not None:
             return NextStep(run_id=claimed.run_id)

@@ -181,8 +181,8 @@ Compute = Callable[[FormationRun, Usage], BaseModel]
 Apply = Callable[[FormationRun, Any], None]
 
 
-def load_run(store: RunStore, run_id: str) -> FormationRun:
-    run = store.runs.get_run(run_id)
+def load_run(runs: RunStore, run_id: str) -> FormationRun:
+    run = runs.get_run(run_id)
     if run is None:
         raise RunNotFound(f"formation run {run_id!r} does not exist")
     return run
@@ -216,7 +216,7 @@ def run_stage(
     except BaseException:
         keep_spent(deps, run, stage, usage)
         raise
-    if not still_active(store, run_id):
+    if not still_active(store.runs, run_id):
         keep_spent(deps, run, stage, usage)  # paid for, though nothing is stored
         return None  # erased (or taken over) while computing: store and apply nothing
     output = outputs.dump(value)
@@ -228,20 +228,20 @@ def run_stage(
     reused = False
     if not store.runs.complete_stage(run_id, stage, done):
         # a concurrent delivery completed it first: its output is the one that counts
-        done = load_run(store, run_id).stages[stage]
+        done = load_run(store.runs, run_id).stages[stage]
         output, reused = done.output or {}, True
         value = outputs.parse(stage, output)
     if apply is not None:
-        if not still_active(store, run_id):
+        if not still_active(store.runs, run_id):
             return None
         apply(run, value)
     return StageResult(run, output, reused=reused, record=done, value=value)
 
 
-def still_active(store: RunStore, run_id: str) -> bool:
+def still_active(runs: RunStore, run_id: str) -> bool:
     """Whether the run is still claimed or running: not erased, failed, finished or gone (its
     status alone is read, not the run and its stage outputs)."""
-    return store.runs.run_status(run_id) in ("claimed", "running")
+    return runs.run_status(run_id) in ("claimed", "running")
 
 
 def keep_spent(deps: Deps, run: FormationRun, stage: str, usage: Usage) -> None:

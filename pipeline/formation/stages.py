@@ -36,6 +36,7 @@ from pipeline.owner.instructions import guidance
 from pipeline.prompts.dedup import build_dedup_request
 from pipeline.prompts.facts import build_facts_request
 from pipeline.prompts.reflections import alias_ids, build_reflections_request, check_sources
+from pipeline.store.ports.ingest import IngestStore
 from pipeline.validity import expired
 from pipeline.vectors import pack
 from schemas.documents import FormationRun, Reflection, Stage, StoredMessage
@@ -49,11 +50,11 @@ def _agent_name(agent, messages) -> str | None:
     return agent.name or next((m.agent_name for m in messages if m.agent_name), None)
 
 
-def _run_messages(store, run: FormationRun) -> list[StoredMessage]:
+def _run_messages(ingest: IngestStore, run: FormationRun) -> list[StoredMessage]:
     """The claimed range, each message naming the session's humans as the run was claimed
     (declared at session start included, design §11), so that the prompts see a group chat
     before its second human has spoken."""
-    messages = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
+    messages = ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     return [m if set(run.user_ids) <= set(m.session_users)
             else m.model_copy(update={"session_users": list(dict.fromkeys([*m.session_users, *run.user_ids]))})
             for m in messages]
@@ -64,7 +65,7 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
 
     def compute(run: FormationRun, usage: Usage) -> ExtractFactsOutput:
         store, settings = deps.store, deps.settings
-        messages = _run_messages(store, run)
+        messages = _run_messages(store.ingest, run)
         agent = store.ingest.get_agent_settings(run.agent_id)
         session = store.ingest.get_session(run.session_id)
         people = [*run.user_ids, *humans(messages)]
@@ -101,12 +102,12 @@ def extract_facts(run_id: str, deps: Deps) -> StageResult | None:
     return run_stage(deps, run_id, Stage.EXTRACT_FACTS, compute)
 
 
-def _provenances(store, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
+def _provenances(ingest: IngestStore, run: FormationRun, facts: list[NewFact]) -> list[Provenance]:
     """Each new fact's source message in the claimed range, its excerpt and date."""
-    claimed = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
+    claimed = ingest.get_messages(run.session_id, run.seq_from, run.seq_to)
     if not claimed:
         return []
-    before = store.ingest.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
+    before = ingest.get_messages(run.session_id, max(1, run.seq_from - EXCERPT_TURNS), run.seq_from - 1) \
         if run.seq_from > 1 else []
     names = _names([*before, *claimed])
     return provenances([f.text for f in facts], claimed, before, names)
@@ -124,7 +125,7 @@ def embed_facts(run_id: str, deps: Deps) -> StageResult | None:
         if not facts:
             return EmbedFactsOutput(model=deps.embedder.model)
         guard = guard_for(deps.settings)
-        screened = [screen_excerpt(p, guard) for p in _provenances(deps.store, run, facts)]
+        screened = [screen_excerpt(p, guard) for p in _provenances(deps.store.ingest, run, facts)]
         sources = [p for p, _ in screened]
         texts = [p.text(f.text, deps.embedder) for f, p in zip(facts, sources)] if sources else [f.text for f in facts]
         result = usage.embed(deps.embedder, [*texts, *(f.text for f in facts)], "facts")
@@ -185,7 +186,7 @@ def decide_facts(run_id: str, deps: Deps) -> StageResult | None:
     return run_stage(deps, run_id, Stage.DECIDE_FACTS, compute, apply)
 
 
-def _exact_matches(store, run: FormationRun, facts, now) -> dict[int, str]:
+def _exact_matches(store: expiry.ExpiryStore, run: FormationRun, facts, now) -> dict[int, str]:
     """New fact index -> the live stored fact with the same hash in its scope."""
     exact = {}
     for f in facts:
@@ -315,7 +316,7 @@ def extract_reflections(run_id: str, deps: Deps) -> StageResult | None:
         store, settings = deps.store, deps.settings
         extracted = earlier(run, Stage.EXTRACT_FACTS)
         plan = extracted.plan.scope_plan()
-        messages = _run_messages(store, run)
+        messages = _run_messages(store.ingest, run)
         if not messages:
             return ExtractReflectionsOutput(skipped="no messages in the claimed range")
         if not plan.reflection_scopes:

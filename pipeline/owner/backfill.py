@@ -39,12 +39,12 @@ def _missed(run: FormationRun, scopes: list[str]) -> bool:
     return not run.scopes_enabled if not scopes else not set(scopes) & set(run.scopes_enabled)
 
 
-def backfill(store: RunStore, agent_id: str, ended: Pause, now: datetime, lease_s: float) -> list[str]:
+def backfill(runs: RunStore, agent_id: str, ended: Pause, now: datetime, lease_s: float) -> list[str]:
     """Store one backfill run per finished run of the pause that left its scope out; returns
     their ids, oldest range first, for the caller to start."""
     scopes, session_id = _target(ended.scope_key)
-    runs = store.runs.list_runs(status="done", agent_id=agent_id, session_id=session_id, limit=MAX_RUNS)
-    missed = [r for r in runs if r.finished_at is not None and r.finished_at >= ended.paused_at and _missed(r, scopes)]
+    done = runs.list_runs(status="done", agent_id=agent_id, session_id=session_id, limit=MAX_RUNS)
+    missed = [r for r in done if r.finished_at is not None and r.finished_at >= ended.paused_at and _missed(r, scopes)]
     started = []
     for run in sorted(missed, key=lambda r: (r.created_at, r.session_id, r.seq_from)):
         backfill_run = FormationRun(
@@ -53,6 +53,6 @@ def backfill(store: RunStore, agent_id: str, ended: Pause, now: datetime, lease_
             lease_expires_at=lease_until(now, lease_s), user_ids=list(run.user_ids), group_chat=run.group_chat,
             tier=run.tier, only_scopes=scopes, trace_context=dict(run.trace_context),
         )
-        if store.runs.insert_run(backfill_run):
+        if runs.insert_run(backfill_run):
             started.append(backfill_run.run_id)
     return started

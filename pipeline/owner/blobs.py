@@ -14,11 +14,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pipeline.errors import InvalidInput
 from pipeline.owner.curation import checked_line, storable
 from pipeline.prompts.consolidation import SOURCE_SECTION, BlobSection, blob_words, parse_blob, render_blob, section_name
+from pipeline.store.ports.blobs import BlobStore
+from pipeline.store.ports.leases import LeaseStore
 from schemas.documents import ConsolidatedBlob, scope_key
+
+
+class BlobEdits(Protocol):
+    """What an edit of a blob writes: the blob, under its version, and its scope's stamp (so
+    that a cached memory context is rebuilt)."""
+
+    blobs: BlobStore
+    leases: LeaseStore
 
 
 def _scope(key: str) -> tuple[str, str | None, str | None]:
@@ -31,7 +42,7 @@ def _scope(key: str) -> tuple[str, str | None, str | None]:
     return kind, (rest if kind == "user" else None), (rest if kind == "session" else None)
 
 
-def _save(store, settings, agent_id: str, key: str, sections: list[BlobSection], *, by: str, now: datetime,
+def _save(store: BlobEdits, settings, agent_id: str, key: str, sections: list[BlobSection], *, by: str, now: datetime,
           expected: ConsolidatedBlob | None, where: str) -> ConsolidatedBlob:
     scope, user_id, session_id = _scope(key)
     limit = settings.word_limit(scope)
@@ -55,7 +66,7 @@ def _lines(bullets: Sequence[str], scope: str, settings, people: Sequence[str], 
                          where=f"{where}[{i}]") for i, b in enumerate(bullets)]
 
 
-def edit_section(store, settings, agent_id: str, key: str, name: str, bullets: Sequence[str], *, by: str,
+def edit_section(store: BlobEdits, settings, agent_id: str, key: str, name: str, bullets: Sequence[str], *, by: str,
                  now: datetime, people: Sequence[str] = ()) -> ConsolidatedBlob:
     """Replace one section's bullets (none: the section goes), adding it when new."""
     scope, _, _ = _scope(key)
@@ -75,7 +86,7 @@ def edit_section(store, settings, agent_id: str, key: str, name: str, bullets: S
     return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=current, where="bullets")
 
 
-def replace_user_blob(store, settings, agent_id: str, user_id: str, content: str, *, by: str,
+def replace_user_blob(store: BlobEdits, settings, agent_id: str, user_id: str, content: str, *, by: str,
                       now: datetime) -> ConsolidatedBlob:
     """Replace a user's blob with ``content`` (blob format or plain lines, read as
     ``parse_blob`` reads a migrated blob), as a new version."""
@@ -89,7 +100,7 @@ def replace_user_blob(store, settings, agent_id: str, user_id: str, content: str
                  where="content")
 
 
-def merge_sections(store, settings, agent_id: str, key: str, sections: Sequence[BlobSection], *, by: str,
+def merge_sections(store: BlobEdits, settings, agent_id: str, key: str, sections: Sequence[BlobSection], *, by: str,
                    now: datetime, people: Sequence[str] = (), where: str = "bullets") -> ConsolidatedBlob | None:
     """Add to the blob at ``key`` the bullets of ``sections`` it does not hold yet, section by
     section (a new section at the end), as a new version: how an import restores what an export

@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pipeline.errors import InvalidInput, Refused
 from pipeline.formation.screening import guard_for, screen_write
 from pipeline.formation.secrets import KIND_NAMES
 from pipeline.owner import categories as filing
-from pipeline.store.port import FactUpdate
+from pipeline.store.port import FactUpdate, LeaseStore, ReflectionStore
 from pipeline.text import text_hash, word_count
 from schemas.documents import Fact, Reflection
 from schemas.values import text_problem
@@ -86,8 +87,15 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     return store.facts.get_facts([fact.fact_id])[0]
 
 
-def edit_reflection(store, settings, reflection: Reflection, content: str, *, by: str, now, people: Sequence[str] = (),
-                    where: str = "content") -> Reflection | None:
+class ReflectionEdits(Protocol):
+    """What an edit of a pending reflection writes: the reflection and its scope's stamp."""
+
+    reflections: ReflectionStore
+    leases: LeaseStore
+
+
+def edit_reflection(store: ReflectionEdits, settings, reflection: Reflection, content: str, *, by: str, now,
+                    people: Sequence[str] = (), where: str = "content") -> Reflection | None:
     """Replace the text of a reflection waiting for consolidation (checked as a fact's, within
     the reflection word limit), the old text kept in its history. None once it is absorbed."""
     text = checked_line(content, reflection.scope, settings=settings, word_limit=settings.reflection_word_limit,

@@ -50,13 +50,13 @@ class _ValidThen:
 
 
 def search_as_of(
-    store: FactStore, embedder: Embedder | None, agent_id: str, scope_keys: Sequence[str], when: datetime,
+    facts: FactStore, embedder: Embedder | None, agent_id: str, scope_keys: Sequence[str], when: datetime,
 ) -> tuple[LocalFactSearch, dict[str, FactVersion], str | None]:
     """A search over the versions of ``scope_keys`` valid at ``when``, those versions by fact
     id, and why replaced texts could not be embedded (None when they were, or there were none)."""
     shown: dict[str, FactVersion] = {}
     for key in scope_keys:
-        for fact in store.facts.list_facts(agent_id, key, include_retired=True):
+        for fact in facts.list_facts(agent_id, key, include_retired=True):
             version = version_at(fact, when)
             if version is not None:
                 shown[fact.fact_id] = version

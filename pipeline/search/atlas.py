@@ -43,7 +43,7 @@ emitted here (``memoryctl create-indexes`` creates them through ``atlas_indexes`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.search import scoring
 from pipeline.search.port import FactSearch, Hit
@@ -201,6 +201,12 @@ def text_pipeline(
     return pipeline
 
 
+class Collections(Protocol):
+    """A Mongo store's collections by name (``MongoStore.col``): Atlas Search runs on the facts one."""
+
+    def col(self, name: str) -> Any: ...
+
+
 class AtlasFactSearch(FactSearch):
     """Runs the pipelines above on the facts collection (Atlas or ``mongodb-atlas-local``)."""
 
@@ -208,7 +214,7 @@ class AtlasFactSearch(FactSearch):
         self._facts = facts_collection
 
     @classmethod
-    def from_store(cls, store) -> "AtlasFactSearch":
+    def from_store(cls, store: Collections) -> "AtlasFactSearch":
         return cls(store.col("facts"))
 
     def _run(self, pipeline: list[dict[str, Any]]) -> list[Hit]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.errors import ConfigurationError
-from pipeline.search.atlas import search_index_definition, vector_index_definition
+from pipeline.search.atlas import Collections, search_index_definition, vector_index_definition
 
 #: seconds between two status polls while waiting for READY
 POLL_S = 2.0
@@ -118,7 +118,7 @@ def _wait(facts, actions, wait_s, progress, sleep, monotonic) -> list[IndexOutco
 
 
 def create_search_indexes(
-    store, settings, *, wait_s: float | None = None, progress: Callable[[str], None] = print,
+    store: Collections, settings, *, wait_s: float | None = None, progress: Callable[[str], None] = print,
 ) -> list[IndexOutcome]:
     """The facts collection's indexes for the configured embedder's dimension (its ``dim``,
     the one source of the vector size)."""

@@ -37,13 +37,13 @@ class Found(BaseModel):
 
 
 def live_hits(
-    store: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
+    facts: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
 ) -> list[SearchHit]:
     """The hits of ``merged`` as the facts stand now, best first."""
-    facts = {f.fact_id: f for f in store.facts.get_facts([m.fact_id for m in merged])} if merged else {}
+    found = {f.fact_id: f for f in facts.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []
     for item in merged:
-        fact = facts.get(item.fact_id)
+        fact = found.get(item.fact_id)
         # defence in depth: a stale index never shows a retired, erased or foreign fact; and
         # an expired one is out now, whether beat has stamped it (moving the stamps) or not
         if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:

@@ -13,9 +13,9 @@ from pipeline.errors import ConfigurationError
 from pipeline.store.ports.facts import FactStore
 
 
-def check_one_model(store: FactStore, agent_id: str, model: str) -> None:
+def check_one_model(facts: FactStore, agent_id: str, model: str) -> None:
     """Refuse when a live fact of ``agent_id`` carries a vector of a model other than ``model``."""
-    other = store.facts.other_embedding_model(agent_id, model)
+    other = facts.other_embedding_model(agent_id, model)
     if other is not None:
         raise ConfigurationError(
             f"agent {agent_id}'s facts hold vectors of {other}, but searches embed with {model}: run "

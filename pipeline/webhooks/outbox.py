@@ -44,18 +44,18 @@ def delivery_id(subscription_id: str, event_id: str) -> str:
     return "msg_" + hashlib.sha256(f"{subscription_id}\x00{event_id}".encode()).hexdigest()[:32]
 
 
-def announce(store: WebhookStore, events: Sequence[WebhookEvent], now: datetime) -> list[str]:
+def announce(webhooks: WebhookStore, events: Sequence[WebhookEvent], now: datetime) -> list[str]:
     """Queue the events for their agents' subscribers; the ids of the deliveries to send."""
     queued: list[WebhookDelivery] = []
     subscribers: dict[str, list] = {}
     for event in events:
         if event.agent_id not in subscribers:
-            subscribers[event.agent_id] = [s for s in store.webhooks.list_subscriptions(event.agent_id) if s.enabled]
+            subscribers[event.agent_id] = [s for s in webhooks.list_subscriptions(event.agent_id) if s.enabled]
         queued += [WebhookDelivery(delivery_id=delivery_id(s.subscription_id, event.event_id),
                                    subscription_id=s.subscription_id, agent_id=event.agent_id, event=event,
                                    next_attempt_at=now, created_at=now)
                    for s in subscribers[event.agent_id] if event.kind in s.events]
-    store.webhooks.add_deliveries(queued)
+    webhooks.add_deliveries(queued)
     return [d.delivery_id for d in queued]
 
 
@@ -119,12 +119,12 @@ def _scrubbed(d: WebhookDelivery) -> WebhookDelivery:
     return d.model_copy(update={"event": d.event.model_copy(update={"data": {"user_id": None}})})
 
 
-def redeliver(store: WebhookStore, delivery_ids: Sequence[str], now: datetime) -> list[str]:
+def redeliver(webhooks: WebhookStore, delivery_ids: Sequence[str], now: datetime) -> list[str]:
     """Queue the deliveries again, due now, with a fresh schedule; the ids that were found."""
     found = []
     for d_id in delivery_ids:
-        d = store.webhooks.get_delivery(d_id)
-        if d is not None and store.webhooks.save_delivery(d.model_copy(update={
+        d = webhooks.get_delivery(d_id)
+        if d is not None and webhooks.save_delivery(d.model_copy(update={
                 "status": "pending", "attempts": 0, "next_attempt_at": now, "last_error": None})):
             found.append(d_id)
     return found
@@ -155,9 +155,9 @@ def _scope_user(scope_key: str) -> str | None:
     return rest if kind == "user" else None
 
 
-def blob_events(store: WebhookStore, agent_id: str, merged: Sequence[Merged], now: datetime) -> list[WebhookEvent]:
+def blob_events(webhooks: WebhookStore, agent_id: str, merged: Sequence[Merged], now: datetime) -> list[WebhookEvent]:
     """What merges outside a run (a session's end) announce."""
-    if not merged or not store.webhooks.list_subscriptions(agent_id):
+    if not merged or not webhooks.list_subscriptions(agent_id):
         return []
     return [events.consolidated_event(agent_id, m.scope_key, m.version, _scope_user(m.scope_key), now)
             for m in merged]
@@ -175,13 +175,13 @@ def announce_run_failed(store: FailureReads, run: FormationRun, now: datetime) -
     if not store.webhooks.list_subscriptions(run.agent_id):
         return []
     session = store.ingest.get_session(run.session_id)
-    return announce(store, [events.run_failed_event(run, session.users if session else [], now)], now)
+    return announce(store.webhooks, [events.run_failed_event(run, session.users if session else [], now)], now)
 
 
-def announce_forgotten(store: WebhookStore, user_id: str, agent_ids: Iterable[str], now: datetime) -> list[str]:
+def announce_forgotten(webhooks: WebhookStore, user_id: str, agent_ids: Iterable[str], now: datetime) -> list[str]:
     """After an erasure: withdraw every delivery about the person (under those agents), then
     tell each agent's subscribers, with the platform's own id for them."""
     # the erasure's id names a digest of the person, never their id: it outlives the notice
     erasure = f"{subject_digest(None, user_id)}@{now.isoformat()}"
-    return announce(store, [events.user_forgotten_event(a, user_id, erasure, now) for a in sorted(set(agent_ids))],
+    return announce(webhooks, [events.user_forgotten_event(a, user_id, erasure, now) for a in sorted(set(agent_ids))],
                     now)

@@ -36,36 +36,36 @@ def check_events(events: Iterable[str]) -> list[str]:
     return chosen
 
 
-def subscribe(store: WebhookStore, agent_id: str, url: str, events: Iterable[str], now: datetime, *,
+def subscribe(webhooks: WebhookStore, agent_id: str, url: str, events: Iterable[str], now: datetime, *,
               include_content: bool = False) -> WebhookSubscription:
     """A new subscription with a new secret (in the returned subscription: show it once)."""
     sub = WebhookSubscription(subscription_id="whsub_" + uuid.uuid4().hex[:20], agent_id=agent_id,
                               url=check_url(url), events=check_events(events), include_content=include_content,
                               secrets=[signing.new_secret()], created_at=now, updated_at=now)
-    store.webhooks.put_subscription(sub)
+    webhooks.put_subscription(sub)
     return sub
 
 
-def owned(store: WebhookStore, subscription_id: str, agent_id: str | None) -> WebhookSubscription | None:
+def owned(webhooks: WebhookStore, subscription_id: str, agent_id: str | None) -> WebhookSubscription | None:
     """The subscription, if it is the agent's (any agent's: None); None otherwise, the same
     answer for another agent's as for none, so ids are not probed."""
-    sub = store.webhooks.get_subscription(subscription_id)
+    sub = webhooks.get_subscription(subscription_id)
     if sub is None or (agent_id is not None and sub.agent_id != agent_id):
         return None
     return sub
 
 
-def rotate(store: WebhookStore, sub: WebhookSubscription, now: datetime, *, drop_old: bool = False) -> WebhookSubscription:
+def rotate(webhooks: WebhookStore, sub: WebhookSubscription, now: datetime, *, drop_old: bool = False) -> WebhookSubscription:
     """Sign with a new secret; the previous one keeps signing beside it until ``drop_old``
     (a receiver switches when it likes, verifying either meanwhile)."""
     secrets = [signing.new_secret()] + ([] if drop_old else sub.secrets[:MAX_SECRETS - 1])
     sub = sub.model_copy(update={"secrets": secrets, "updated_at": now})
-    store.webhooks.put_subscription(sub)
+    webhooks.put_subscription(sub)
     return sub
 
 
-def enable(store: WebhookStore, sub: WebhookSubscription, now: datetime) -> WebhookSubscription:
+def enable(webhooks: WebhookStore, sub: WebhookSubscription, now: datetime) -> WebhookSubscription:
     sub = sub.model_copy(update={"enabled": True, "consecutive_failures": 0, "disabled_reason": None,
                                  "updated_at": now})
-    store.webhooks.put_subscription(sub)
+    webhooks.put_subscription(sub)
     return sub

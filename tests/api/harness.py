@@ -88,15 +88,15 @@ def build(store, *, rate_limiter=None, api_settings=None, **settings) -> Api:
                      start_run=runs.append, rate_limiter=rate_limiter or RateLimiter(None, 0))
     now = deps.clock.now()
     keys = {
-        "admin": create_key(store, "admin", now)[0],
-        "agent_a": create_key(store, "agent", now, agent_id="A")[0],
-        "agent_b": create_key(store, "agent", now, agent_id="B")[0],
+        "admin": create_key(store.access, "admin", now)[0],
+        "agent_a": create_key(store.access, "agent", now, agent_id="A")[0],
+        "agent_b": create_key(store.access, "agent", now, agent_id="B")[0],
         # an owner's key for agent A (design §13): curation only, no reads or publishing
-        "curator_a": create_key(store, "agent", now, agent_id="A", scopes=["curate"])[0],
-        "curator_b": create_key(store, "agent", now, agent_id="B", scopes=["curate"])[0],
+        "curator_a": create_key(store.access, "agent", now, agent_id="A", scopes=["curate"])[0],
+        "curator_b": create_key(store.access, "agent", now, agent_id="B", scopes=["curate"])[0],
     }
-    revoked, key = create_key(store, "agent", now, agent_id="A")
-    revoke_key(store, key.key_id, now)
+    revoked, key = create_key(store.access, "agent", now, agent_id="A")
+    revoke_key(store.access, key.key_id, now)
     keys["revoked"] = revoked
     return Api(app, deps, publisher, jobs, runs, keys)
 

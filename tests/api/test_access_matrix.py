@@ -152,10 +152,10 @@ def _owner_state(api):
         reflection_id="r-withdrawable", agent_id="A", scope="agent", scope_key="agent", content="The crew trains",
         source_user_ids=["u1", "u2"], formed_at=now,
         history=[ReflectionEdit(content="u1 and u2 train", changed_at=now, changed_by="test")])])
-    controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
+    controls.set_instruction(store.ingest, guard_for(api.deps.settings), "A", "extraction", "user", "focus: venue",
                              by="test", now=now)
-    controls.pause(store, "A", "session", session_id="s-paused", by="test", now=now)
-    categories.set_list(store, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
+    controls.pause(store.ingest, "A", "session", session_id="s-paused", by="test", now=now)
+    categories.set_list(store.ingest, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
 
 
 # an edit or deletion by one credential changes what the next one finds: each runs on its own store

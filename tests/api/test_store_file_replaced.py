@@ -37,7 +37,7 @@ def _recreate(path: Path, api) -> str:
     fresh = SQLiteStore(str(path))
     now = api.deps.clock.now()
     fresh.facts.insert_fact(fact("f-new", "Alice moved to Lisbon", agent="A", user="u1", formed=now))
-    secret = create_key(fresh, "admin", now)[0]
+    secret = create_key(fresh.access, "admin", now)[0]
     fresh.close()
     time.sleep(CHECK_INTERVAL_S + 0.1)  # the path is looked at once a second
     return secret

@@ -79,6 +79,6 @@ def test_a_hung_provider_ends_each_call_at_its_bound_and_fails_the_run_for_the_s
     assert run.attempts == 1
     assert (hung_up, trickled) == (2, 0)
     # beat's stale-run retry reopens it: a retried run, its second attempt
-    reopened = sweep.retry_stale_runs(store, settings, datetime.now(timezone.utc))
+    reopened = sweep.retry_stale_runs(store.runs, settings, datetime.now(timezone.utc))
     assert reopened.run_ids == [run_id] and store.runs.get_run(run_id).attempts == 2
     store.close()

@@ -65,7 +65,7 @@ def test_a_capped_run_waits_across_processes_keeps_its_events_and_forms_once_whe
     assert settle(lambda: _waiting(store), lambda: store_state(store), confirm_s=0.0, interval=0.2), \
         f"runs {[(r.status, r.stages) for r in _runs(store)]}\n{worker.log_text()[-3000:]}"
     settings = Settings(_env_file=None, **{k.removeprefix("MEMORY_").lower(): int(v) for k, v in LEASES.items()})
-    swept = retry_stale_runs(store, settings, Clock().now())
+    swept = retry_stale_runs(store.runs, settings, Clock().now())
     assert swept.run_ids == [] and swept.dead == []          # waiting is not stale
     _publish(publisher, ["I started learning the cello."], len(LINES))
     assert settle(lambda: store.ingest.count_messages(SESSION) == len(LINES) + 1, lambda: store_state(store),

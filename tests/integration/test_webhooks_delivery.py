@@ -35,7 +35,7 @@ def test_a_formed_fact_reaches_a_failing_then_recovering_receiver_signed_and_onc
     db = tmp_path / "memory.db"
     store = SQLiteStore(str(db))
     store.create_indexes()
-    sub = subscribe(store, "agent-w", receiver.url, ["fact.created"], Clock().now())
+    sub = subscribe(store.webhooks, "agent-w", receiver.url, ["fact.created"], Clock().now())
     receiver.secret = sub.secrets[0]
     worker = celery_worker_process(
         store_url=f"sqlite:///{db}", queues=("ingest", "formation", "consolidation", "maintenance"), concurrency=3,

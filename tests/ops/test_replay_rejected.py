@@ -41,7 +41,7 @@ class Broker:
 def store(tmp_path):
     s = SQLiteStore(str(tmp_path / "memory.db"))
     for n in (1, 2):
-        record_failure(event(n), RuntimeError("boom"), s, T0 + timedelta(seconds=n))
+        record_failure(event(n), RuntimeError("boom"), s.ingest, T0 + timedelta(seconds=n))
     ingest_raw_event("{not json", s, Settings(), FrozenClock(T0))  # an invalid event
     yield s
     s.close()

@@ -33,18 +33,18 @@ def test_spend_is_the_priced_usage_of_the_utc_day_and_month(store):
     _spend(store, "a1", NOW - timedelta(days=20), 9.0, 3)         # last month
     _spend(store, "a1", NOW, None, 4, model="gpt-6.1-sol")        # unpriced: counted apart
     _spend(store, "a2", NOW, 7.0, 5)                              # another agent
-    mine = caps.spend_of(store, "a1", NOW)
+    mine = caps.spend_of(store.rollups, "a1", NOW)
     assert mine.usd == {"day": 2.0, "month": 3.5} and mine.unpriced_calls == {"day": 1, "month": 1}
-    assert caps.spend_of(store, None, NOW).usd == {"day": 9.0, "month": 10.5}
+    assert caps.spend_of(store.rollups, None, NOW).usd == {"day": 9.0, "month": 10.5}
 
 
 def test_caps_set_at_run_time_replace_the_settings_default(store):
     settings = _settings(agent={"day": {"hard_usd": 5}}, **{"global": {"month": {"soft_usd": 50}}})
-    assert caps.caps_of(store, settings, "a1") == SpendCaps(day=WindowCaps(hard_usd=5))
-    assert caps.caps_of(store, settings, None) == SpendCaps(month=WindowCaps(soft_usd=50))
+    assert caps.caps_of(store.caps, settings, "a1") == SpendCaps(day=WindowCaps(hard_usd=5))
+    assert caps.caps_of(store.caps, settings, None) == SpendCaps(month=WindowCaps(soft_usd=50))
     store.caps.put_spend_caps("a1", SpendCaps(month=WindowCaps(hard_usd=1)), NOW)
-    assert caps.caps_of(store, settings, "a1") == SpendCaps(month=WindowCaps(hard_usd=1))
-    assert caps.caps_of(store, settings, "a2") == SpendCaps(day=WindowCaps(hard_usd=5))
+    assert caps.caps_of(store.caps, settings, "a1") == SpendCaps(month=WindowCaps(hard_usd=1))
+    assert caps.caps_of(store.caps, settings, "a2") == SpendCaps(day=WindowCaps(hard_usd=5))
 
 
 def test_a_global_cap_holds_every_agent_and_each_level_is_announced_once(store):

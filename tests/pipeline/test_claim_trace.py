@@ -29,9 +29,9 @@ SCRIPT = textwrap.dedent("""
         store.ingest.ingest_message(message(n, session="s2"), clock.now())
     rule = trigger.session_end_rule()
     with tracing.span("ingest"):
-        first = claim_run(store, trigger.new_run("s1", "a1", "threshold", clock.now()), rule, clock.now(), 60)
+        first = claim_run(store.runs, trigger.new_run("s1", "a1", "threshold", clock.now()), rule, clock.now(), 60)
     with tracing.span("finish"):
-        follow = claim_run(store, trigger.new_run("s2", "a1", "threshold", clock.now()), rule, clock.now(), 60,
+        follow = claim_run(store.runs, trigger.new_run("s2", "a1", "threshold", clock.now()), rule, clock.now(), 60,
                            follow_up=True)
     spans = [span_dict(s) for s in exporter.get_finished_spans()]
     links = {s.name + ":" + s.attributes.get("memory.run_id", ""): [f"{l.context.span_id:016x}" for l in s.links]

@@ -133,13 +133,13 @@ def test_a_run_whose_lease_expired_is_retried_then_marked_dead_with_its_last_err
     [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
     # attempt 1 crashes (lease expires); attempt 2 fails with an error; attempt 3 crashes
     clock.advance(seconds=61)
-    assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == [run_id]
+    assert sweep.retry_stale_runs(store.runs, settings, clock.now()).run_ids == [run_id]
     assert store.runs.get_run(run_id).attempts == 2
     store.runs.fail_run(run_id, "LLM timed out", clock.now(), dead=False)
-    assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == [run_id]
+    assert sweep.retry_stale_runs(store.runs, settings, clock.now()).run_ids == [run_id]
     assert store.runs.get_run(run_id).attempts == 3
     store.runs.fail_run(run_id, "LLM timed out again", clock.now(), dead=False)
-    result = sweep.retry_stale_runs(store, settings, clock.now())
+    result = sweep.retry_stale_runs(store.runs, settings, clock.now())
     assert (result.run_ids, result.dead) == ([], [run_id])
     run = store.runs.get_run(run_id)
     assert run.status == "dead"
@@ -151,7 +151,7 @@ def test_a_live_run_is_not_retried(store, settings, clock):
     clock.advance(minutes=10)
     sweep.sweep_cold_sessions(store, settings, clock.now())
     clock.advance(seconds=30)  # lease of 60 s still running
-    assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == []
+    assert sweep.retry_stale_runs(store.runs, settings, clock.now()).run_ids == []
 
 
 def test_a_dead_range_is_picked_up_by_neither_the_sweep_nor_the_triggers(store, settings, clock):
@@ -161,7 +161,7 @@ def test_a_dead_range_is_picked_up_by_neither_the_sweep_nor_the_triggers(store, 
     store.runs.fail_run(run_id, "permanent: bad request", clock.now(), dead=True)
     clock.advance(hours=2)
     assert sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids == []
-    assert sweep.retry_stale_runs(store, settings, clock.now()).run_ids == []
+    assert sweep.retry_stale_runs(store.runs, settings, clock.now()).run_ids == []
     # new messages trigger a run that covers only themselves
     say(store, settings, clock, "s1", 45, start=4)
     runs = [r for r in store.runs.list_runs(session_id="s1") if r.run_id != run_id]
@@ -176,8 +176,8 @@ def test_retrying_twice_at_once_reopens_a_stale_run_once(store, settings, clock)
     clock.advance(minutes=10)
     [run_id] = sweep.sweep_cold_sessions(store, settings, clock.now()).run_ids
     clock.advance(seconds=61)
-    first = sweep.retry_stale_runs(store, settings, clock.now())
-    second = sweep.retry_stale_runs(store, settings, clock.now())
+    first = sweep.retry_stale_runs(store.runs, settings, clock.now())
+    second = sweep.retry_stale_runs(store.runs, settings, clock.now())
     assert first.run_ids == [run_id] and second.run_ids == []
     assert store.runs.get_run(run_id).attempts == 2
     assert clock.now() + timedelta(seconds=59) < store.runs.get_run(run_id).lease_expires_at

@@ -194,7 +194,7 @@ class Stack:
         now = self.clock.now()
         for run_id in sweep_cold_sessions(self.deps.store, self.settings, now).run_ids:
             self.start_run(run_id)
-        for run_id in retry_stale_runs(self.deps.store, self.settings, now).run_ids:
+        for run_id in retry_stale_runs(self.deps.store.runs, self.settings, now).run_ids:
             self.start_run(run_id)
 
     def forget(self, user_id: str) -> list[str]:

@@ -50,7 +50,7 @@ def formed(tmp_path_factory):
     store.runs.start_stage(dead, "extract_facts", clock.now())
     store.runs.fail_stage(dead, "extract_facts", "LLM provider unavailable: connection refused", clock.now())
     store.runs.fail_run(dead, "exhausted 5 attempts: LLM provider unavailable", clock.now(), dead=True)
-    admin, _ = create_key(store, "admin", Clock().now(), label="browser test")
+    admin, _ = create_key(store.access, "admin", Clock().now(), label="browser test")
     token = issue_user_token(TOKEN_SECRET, "t1", agent_id=AGENT, user_id=TOM, lifetime_s=3600)
     store.close()
     return {"db": db, "dead": dead, "admin": admin, "tom": token, "last_lines": demo.stdout.rstrip().splitlines()[-3:]}

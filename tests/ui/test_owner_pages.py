@@ -140,7 +140,7 @@ def test_instructions_are_set_cleared_and_rolled_back_as_new_versions(api):
         assert "(rollback to v1)" in html
         too_long = _post(client, "/ui/agents/A/instructions", {**base, "action": "set", "text": "word " * 301})
         assert too_long.status_code == 422 and "form text" in too_long.text and "300 words" in too_long.text
-    history = controls.list_instructions(api.deps.store, "A")
+    history = controls.list_instructions(api.deps.store.ingest, "A")
     assert [(i.version, i.text) for i in history] == [(1, "ignore: catering"), (2, ""), (3, "ignore: catering")]
 
 
@@ -149,15 +149,15 @@ def test_resume_asks_for_the_backfill_choice_and_a_missing_choice_is_refused(api
 
     with _signed_in(api, api.keys["curator_a"]) as client:
         _post(client, "/ui/agents/A/pause", {"target": "session", "session_id": "s1"})
-        assert [p.scope_key for p in controls.list_pauses(api.deps.store, "A")] == ["session:s1"]
+        assert [p.scope_key for p in controls.list_pauses(api.deps.store.ingest, "A")] == ["session:s1"]
         html = client.get("/ui/agents/A/curate").text
         assert 'name="backfill" value="no" required' in html and 'name="backfill" value="yes" required' in html
         unchosen = _post(client, "/ui/agents/A/resume", {"target": "session", "session_id": "s1"})
         assert unchosen.status_code == 422 and "form backfill" in unchosen.text
-        assert controls.list_pauses(api.deps.store, "A")
+        assert controls.list_pauses(api.deps.store.ingest, "A")
         resumed = _post(client, "/ui/agents/A/resume", {"target": "session", "session_id": "s1", "backfill": "no"})
         assert resumed.status_code == 200 and "without backfill" in resumed.text
-    assert controls.list_pauses(api.deps.store, "A") == []
+    assert controls.list_pauses(api.deps.store.ingest, "A") == []
 
 
 @pytest.mark.parametrize("headers", [{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}])

@@ -168,7 +168,7 @@ def test_a_revoked_key_ends_its_session_at_the_next_page(api):
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])
         [key] = [k for k in api.deps.store.access.list_api_keys() if k.kind == "admin"]
-        revoke_key(api.deps.store, key.key_id, api.deps.clock.now())
+        revoke_key(api.deps.store.access, key.key_id, api.deps.clock.now())
         answer = client.get("/ui/", follow_redirects=False)
         assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
 
@@ -268,8 +268,8 @@ def test_the_agents_page_shows_what_is_paused_and_which_instructions_are_set(api
     store, now = api.deps.store, api.deps.clock.now()
     store.runs.insert_run(FormationRun(run_id="r1", agent_id="A", session_id="s1", seq_from=1, seq_to=2, reason="threshold",
                                   status="done", created_at=now, finished_at=now, user_ids=["u1"]))
-    controls.pause(store, "A", "session", session_id="s1", by="owner", now=now)
-    controls.set_instruction(store, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
+    controls.pause(store.ingest, "A", "session", session_id="s1", by="owner", now=now)
+    controls.set_instruction(store.ingest, guard_for(api.deps.settings), "A", "extraction", "all", "ignore: catering",
                              by="owner", now=now)
     with _client(api) as client:
         _sign_in(client, api.keys["admin"])

@@ -65,7 +65,7 @@ def test_a_run_over_its_hard_cap_waits_keeps_its_events_and_forms_them_once_when
         assert sent == [(names.TASK_EXTRACT_FACTS, {"run_id": run_id})]
         env.clock.advance(seconds=waited.value.when)
         # the lease was renewed by the stage's start: the sweep leaves the waiting run alone
-        assert retry_stale_runs(env.store, env.settings, env.clock.now()).run_ids == []
+        assert retry_stale_runs(env.store.runs, env.settings, env.clock.now()).run_ids == []
     run = env.store.runs.get_run(run_id)
     assert run.status == "running" and "hard spend cap" in run.stages["extract_facts"].error
     assert len(env.llm.calls) == calls                   # nothing asked of the model while over

@@ -36,14 +36,14 @@ def test_a_fact_keeps_the_listed_categories_its_answer_gave_and_loses_only_the_o
 
 
 def test_the_owners_list_is_the_one_the_next_extraction_files_under(env):
-    categories.set_list(env.store, "agent-1", ["budgets", "venues"], by="owner", now=T0)
+    categories.set_list(env.store.ingest, "agent-1", ["budgets", "venues"], by="owner", now=T0)
     _, prompts = _run(env, (BUDGET, ["finance", "budgets"]))
     assert "Categories you may file a fact under: budgets, venues." in prompts[0]
     assert [f.categories for f in env.live_facts()] == [["budgets"]]
 
 
 def test_an_agent_without_categories_is_asked_for_none(env):
-    categories.set_list(env.store, "agent-1", [], by="owner", now=T0)
+    categories.set_list(env.store.ingest, "agent-1", [], by="owner", now=T0)
     asked = []
 
     def answer(request):

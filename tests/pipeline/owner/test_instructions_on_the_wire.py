@@ -55,7 +55,7 @@ def _calls(server, provider) -> list[tuple[str, dict]]:
 def _run(tmp_path, provider, instructions):
     env = make_env(tmp_path)
     for stage, scope, text in instructions:
-        controls.set_instruction(env.store, guard_for(env.settings), "agent-1", stage, scope, text, by="owner",
+        controls.set_instruction(env.store.ingest, guard_for(env.settings), "agent-1", stage, scope, text, by="owner",
                                  now=env.clock.now())
     route = "chat" if provider == "openai" else "generate"
     with LLMServer() as server:

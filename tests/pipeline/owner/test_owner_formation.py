@@ -30,7 +30,7 @@ def env(tmp_path):
 
 
 def _instruct(env, text, scope="all"):
-    controls.set_instruction(env.store, guard_for(env.settings), "agent-1", "extraction", scope, text, by="owner",
+    controls.set_instruction(env.store.ingest, guard_for(env.settings), "agent-1", "extraction", scope, text, by="owner",
                              now=env.clock.now())
 
 
@@ -74,7 +74,7 @@ def test_a_refinement_for_one_scope_type_leaves_the_others_alone(env, refined):
 
 
 def _pause(env, target, session_id=None):
-    return controls.pause(env.store, "agent-1", target, session_id=session_id, by="owner", now=env.clock.now())
+    return controls.pause(env.store.ingest, "agent-1", target, session_id=session_id, by="owner", now=env.clock.now())
 
 
 def test_a_paused_agent_memory_forms_no_agent_facts_keeps_what_it_had_and_still_advances_the_watermark(env):
@@ -97,17 +97,17 @@ def test_resume_without_backfill_forms_nothing_of_the_pause_and_with_backfill_fo
     pause = _pause(env, "agent")
     env.whole_chain(env.new_run(PLANNING[:3], session_id="s-during"))
     assert _texts(env, "agent") == []
-    ended = controls.resume(env.store, "agent-1", "agent", now=env.clock.now())
-    assert ended.paused_at == pause.paused_at and controls.list_pauses(env.store, "agent-1") == []
+    ended = controls.resume(env.store.ingest, "agent-1", "agent", now=env.clock.now())
+    assert ended.paused_at == pause.paused_at and controls.list_pauses(env.store.ingest, "agent-1") == []
     assert _texts(env, "agent") == []  # the default: no backfill
-    runs = backfill(env.store, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s)
+    runs = backfill(env.store.runs, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s)
     assert len(runs) == 1
     env.whole_chain(runs[0])
     texts = " ".join(_texts(env, "agent"))
     assert "Bella Cucina" in texts and "Harbor Hall" in texts
     assert env.store.runs.get_run(runs[0]).scopes_enabled == ["agent"]  # the resumed scope alone
     # a second backfill of the same pause finds nothing left: nothing is formed twice
-    assert backfill(env.store, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s) == []
+    assert backfill(env.store.runs, "agent-1", ended, env.clock.now(), env.settings.claim_lease_s) == []
 
 
 def test_pausing_the_whole_agent_forms_nothing_and_a_paused_session_no_session_memory(env):
@@ -115,7 +115,7 @@ def test_pausing_the_whole_agent_forms_nothing_and_a_paused_session_no_session_m
     run_id = env.new_run(PLANNING, session_id="s-all")
     env.whole_chain(run_id)
     assert _texts(env) == [] and env.store.runs.get_run(run_id).scopes_enabled == []
-    controls.resume(env.store, "agent-1", "all", now=env.clock.now())
+    controls.resume(env.store.ingest, "agent-1", "all", now=env.clock.now())
     _pause(env, "session", session_id="s-quiet")
     env.whole_chain(env.new_run([("user", "u-1", "Let's draft the invitation for the launch.")],
                                 session_id="s-quiet"))

@@ -77,7 +77,7 @@ def test_the_stamp_works_in_batches_and_announces_each_expiry_once(store):
     assert sorted(e.data["fact_id"] for e in events) == [f"f{i}" for i in range(5)]
     assert {(e.kind, e.data["reason"]) for e in events} == {("fact.retired", "expired")}
     # announcing again (a task redelivered after it announced) queues nothing twice
-    outbox.announce(store, [webhook_events.expired_event(f, at(100)) for f in store.facts.get_facts(done.retired)], at(100))
+    outbox.announce(store.webhooks, [webhook_events.expired_event(f, at(100)) for f in store.facts.get_facts(done.retired)], at(100))
     assert len(store.webhooks.list_deliveries(agent_id="a1")) == 5
 
 

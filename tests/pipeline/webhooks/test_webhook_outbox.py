@@ -22,7 +22,7 @@ SCHEDULE = [1.0, 5.0]
 
 
 def subscribe(env, receiver, events=("fact.created", "fact.updated", "fact.retired"), **kw):
-    sub = subscriptions.subscribe(env.store, "agent-1", receiver.url, events, env.clock.now(), **kw)
+    sub = subscriptions.subscribe(env.store.webhooks, "agent-1", receiver.url, events, env.clock.now(), **kw)
     receiver.secret = sub.secrets[0]
     return sub
 
@@ -64,7 +64,7 @@ def test_a_run_announces_each_new_fact_once_to_a_verifying_receiver(env, receive
     run = env.store.runs.get_run(run_id)
     again = outbox.run_events(env.store, run, read_stored(run, Stage.DECIDE_FACTS), [], env.clock.now())
     assert len(again) == 2
-    outbox.announce(env.store, again, env.clock.now())
+    outbox.announce(env.store.webhooks, again, env.clock.now())
     assert len(env.store.webhooks.list_deliveries()) == 2 and send_due(env) == []
 
 
@@ -131,7 +131,7 @@ def test_a_delivery_fails_after_the_schedule_and_redeliver_sends_it_again(env, r
     assert outcomes == ["retry", "retry", "failed"]
     [log] = env.store.webhooks.list_deliveries()
     assert (log.status, log.last_status) == ("failed", 503)
-    assert outbox.redeliver(env.store, [log.delivery_id], env.clock.now()) == [log.delivery_id]
+    assert outbox.redeliver(env.store.webhooks, [log.delivery_id], env.clock.now()) == [log.delivery_id]
     assert [d.outcome for d in send_due(env)] == ["delivered"]
 
 
@@ -148,7 +148,7 @@ def test_repeated_failures_switch_the_subscription_off(env, receiver):
     assert len(receiver.received) == 2
     form(env, fact_items=(("agent", "The caterer is Lumen"),))
     assert env.store.webhooks.due_deliveries(env.clock.now()) == []   # none queued for it either
-    subscriptions.enable(env.store, sub, env.clock.now())
+    subscriptions.enable(env.store.webhooks, sub, env.clock.now())
     assert env.store.webhooks.list_subscriptions("agent-1")[0].enabled
 
 
@@ -194,8 +194,8 @@ def test_an_erasure_withdraws_queued_notices_and_announces_the_erasure(env, rece
 
 def test_a_subscription_needs_a_real_url_and_known_events(env):
     with pytest.raises(InvalidInput, match="url"):
-        subscriptions.subscribe(env.store, "agent-1", "ftp://example.com/x", ["fact.created"], env.clock.now())
+        subscriptions.subscribe(env.store.webhooks, "agent-1", "ftp://example.com/x", ["fact.created"], env.clock.now())
     with pytest.raises(InvalidInput, match="url"):
-        subscriptions.subscribe(env.store, "agent-1", "https://user:pw@example.com/", ["fact.created"], env.clock.now())
+        subscriptions.subscribe(env.store.webhooks, "agent-1", "https://user:pw@example.com/", ["fact.created"], env.clock.now())
     with pytest.raises(InvalidInput, match="fact.exploded"):
-        subscriptions.subscribe(env.store, "agent-1", "https://example.com/", ["fact.exploded"], env.clock.now())
+        subscriptions.subscribe(env.store.webhooks, "agent-1", "https://example.com/", ["fact.exploded"], env.clock.now())
