@@ -53,6 +53,7 @@ class FactWrite:
     expires_at: datetime | None = None
     categories: Sequence[str] = ()
     where: str = "content"             # the field the caller sent the text in, for errors
+    categories_where: str = "categories"   # and the categories (the CLI's --category)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, e
                   scope=to.scope, user_id=to.user_id, scope_key=to.key, content=text, hash=text_hash(text),
                   embedding=vector, embedding_model=deps.embedder.model if embed else None, source=write.source,
                   source_user_ids=to.people, formed_at=now, valid_from=now, expires_at=write.expires_at,
-                  categories=checked_categories(deps, write.agent_id, write.categories))
+                  categories=checked_categories(deps, write.agent_id, write.categories, write.categories_where))
     return Fact.model_validate({**values, **kept})
 
 

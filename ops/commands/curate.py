@@ -198,7 +198,7 @@ def _add_fact(deps, args) -> dict:
 
     fact = add_fact(deps, FactWrite(args.agent_id, args.text, "owner", user_id=args.user,
                                     expires_at=_expiry(args.expires), categories=args.categories or [],
-                                    where="--text"))
+                                    where="--text", categories_where="--category"))
     _record(deps, audit_of(fact))
     return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
             "message": f"added {fact.fact_id} to {fact.scope_key}: {fact.content}"}

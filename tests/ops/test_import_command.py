@@ -25,6 +25,8 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
     assert store.facts.list_facts("A", "user:maya")[0].expires_at.year == 2027
     assert cli.main(["curate", "add-fact", "A", "--text", "x is y", "--expires", "next week"]) == 2
     assert "--expires" in capsys.readouterr().err
+    assert cli.main(["curate", "add-fact", "A", "--text", "x is z", "--category", "billing"]) == 2
+    assert "--category[0]: 'billing' is not one of the agent's categories" in capsys.readouterr().err
     assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 0
     assert [r.content for r in store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
