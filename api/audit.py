@@ -5,7 +5,7 @@ credential; what was done comes from the use case's result (``usecases.audit``),
 from __future__ import annotations
 
 from api.auth import Principal
-from usecases.audit import R, Actor, Audited, record, recorded
+from usecases.audit import R, Actor, recorded
 
 
 def actor(caller: Principal) -> Actor:
@@ -15,8 +15,3 @@ def actor(caller: Principal) -> Actor:
 def audited(ctx, caller: Principal, result: R) -> R:
     """Record the audit entry ``result`` names, under ``caller``'s credential; ``result`` back."""
     return recorded(ctx.store.access, ctx.clock.now(), actor(caller), result)
-
-
-def record_done(ctx, caller: Principal, done: Audited) -> None:
-    """Record ``done``, an entry a use case names beside its result (``usecases.writes.audit_of``)."""
-    record(ctx.store.access, ctx.clock.now(), actor(caller), done)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import StreamingResponse
 
 from api.access import reach
-from api.audit import audited, record_done
+from api.audit import audited
 from api.auth import Principal, caller
 from api.strict import known_query_only
 from api.context import AppContext, app_context
@@ -21,7 +21,6 @@ from api import user_memory
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.access import subject_digest
-from usecases.audit import Audited
 from schemas.events import Id
 from schemas.documents import scope_key
 from usecases import edit, export as exporting
@@ -92,10 +91,8 @@ def withdraw_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, cal
 def _withdraw(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], item_id: str, caller: Principal,
               ctx: AppContext) -> m.Withdrawn:
     user = _user(caller, agent_id, user_id)
-    done = user_memory.withdraw_item(ctx.store, agent_id, user, kind, item_id, ctx.clock.now())
-    record_done(ctx, caller, Audited("item.withdraw", agent_id, subject_digest(agent_id, user),
-                                     {kind + "s": 1, "messages_out": done.messages_out}))
-    return done
+    return audited(ctx, caller, user_memory.withdraw_item(ctx.store, agent_id, user, kind, item_id,
+                                                          ctx.clock.now())).item
 
 
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api import user_memory
 from api.access import reach, require_curator
-from api.audit import audited, record_done
+from api.audit import audited
 from api.auth import Principal, caller
 from api.permissions import curator, of_agent
 from api.context import AppContext, app_context
@@ -52,17 +52,16 @@ def _user_writer(p: Principal, agent_id: str, user_id: str) -> writes.WriteSourc
 
 def _fact(ctx: AppContext, who: Principal, agent_id: str, user_id: str | None, body: w.FactAdd,
           source: writes.WriteSource) -> m.MyFact:
-    fact = writes.add_fact(ctx.service(agent_id), writes.FactWrite(
-        agent_id, body.content, source, user_id=user_id, expires_at=body.expires_at, categories=body.categories))
-    record_done(ctx, who, writes.audit_of(fact))
+    fact = audited(ctx, who, writes.written(writes.add_fact(ctx.service(agent_id), writes.FactWrite(
+        agent_id, body.content, source, user_id=user_id, expires_at=body.expires_at,
+        categories=body.categories)))).item
     return user_memory.fact_out(fact, True)
 
 
 def _reflection(ctx: AppContext, who: Principal, agent_id: str, user_id: str | None, body: w.ReflectionAdd,
                 source: writes.WriteSource) -> m.MyReflection:
-    reflection = writes.add_reflection(ctx.service(agent_id), writes.ReflectionWrite(
-        agent_id, body.content, source, user_id=user_id, session_id=body.session_id))
-    record_done(ctx, who, writes.audit_of(reflection))
+    reflection = audited(ctx, who, writes.written(writes.add_reflection(ctx.service(agent_id), writes.ReflectionWrite(
+        agent_id, body.content, source, user_id=user_id, session_id=body.session_id)))).item
     return user_memory.reflection_out(reflection, True)
 
 

@@ -167,7 +167,7 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
                   Audited("item.delete", agent_id, subject_digest(agent_id, user_id), {kind + "s": 1}))
 
 
-def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: datetime) -> m.Withdrawn:
+def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: datetime) -> Edited[m.Withdrawn]:
     """Take my part out of a shared item (``usecases.withdraw``): 404 when it is not a live fact
     or pending reflection resting on me, 409 when the rule refuses (the message says what to do
     instead: remove it when it rests on me alone, else ask the owner or to be forgotten)."""
@@ -177,5 +177,8 @@ def withdraw_item(store, agent_id: str, user_id: str, kind, item_id: str, now: d
         raise NotFound(str(exc), "path item_id") from exc
     except WithdrawRefused as exc:
         raise ApiError("conflict", "path item_id", exc.reason, status=409) from exc
-    return m.Withdrawn(withdrawn=item_id, kind=kind, messages_out=done.messages_out, versions_out=done.versions_out)
+    return Edited(m.Withdrawn(withdrawn=item_id, kind=kind, messages_out=done.messages_out,
+                              versions_out=done.versions_out),
+                  Audited("item.withdraw", agent_id, subject_digest(agent_id, user_id),
+                          {kind + "s": 1, "messages_out": done.messages_out}))
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from pipeline.clock import Clock
 from pipeline.errors import Duplicate, InvalidInput
@@ -24,9 +24,12 @@ from pipeline.owner import categories as filing
 from pipeline.owner.curation import checked_line
 from pipeline.text import text_hash
 from schemas.access import subject_digest
-from schemas.documents import Fact, FactScope, Reflection, Scope, scope_key
+from schemas.documents import Fact, Reflection, Scope, scope_key
 from schemas.settings import Settings
 from usecases.audit import Audited
+from usecases.edit import Edited
+
+W = TypeVar("W", Fact, Reflection)
 
 #: who wrote an item no run formed (``Fact.source``)
 WriteSource = Literal["owner", "user", "import"]
@@ -154,10 +157,11 @@ def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     return reflection
 
 
-def audit_of(item: Fact | Reflection) -> Audited:
-    """The audit entry of a direct write: ``item.add``, the subject a user's pseudonym, or the
-    shared memory (``agent``, ``session``) it went into; never its text."""
+def written(item: W) -> Edited[W]:
+    """A direct write's result for the doors (``usecases.audit.recorded``): the stored item and
+    its audit entry, ``item.add``, the subject a user's pseudonym, or the shared memory
+    (``agent``, ``session``) it went into; never its text."""
     kind = "facts" if isinstance(item, Fact) else "reflections"
     subject = (subject_digest(item.agent_id, item.user_id) if item.user_id
                else "session" if item.scope == "session" else "agent")
-    return Audited("item.add", item.agent_id, subject, {kind: 1})
+    return Edited(item, Audited("item.add", item.agent_id, subject, {kind: 1}))

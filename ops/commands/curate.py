@@ -186,30 +186,21 @@ def _replace_blob(deps, args) -> dict:
     return _blob_out(blob, "blob replaced")
 
 
-def _record(deps, done) -> None:
-    """A use case's audit entry, recorded as done by ``cli``."""
-    from usecases.audit import CLI, record
-
-    record(deps.store.access, deps.clock.now(), CLI, done)
-
-
 def _add_fact(deps, args) -> dict:
-    from usecases.writes import FactWrite, add_fact, audit_of
+    from usecases.writes import FactWrite, add_fact, written
 
-    fact = add_fact(deps, FactWrite(args.agent_id, args.text, "owner", user_id=args.user,
-                                    expires_at=_expiry(args.expires), categories=args.categories or [],
-                                    where="--text", categories_where="--category"))
-    _record(deps, audit_of(fact))
+    fact = _audited(deps, written(add_fact(deps, FactWrite(
+        args.agent_id, args.text, "owner", user_id=args.user, expires_at=_expiry(args.expires),
+        categories=args.categories or [], where="--text", categories_where="--category"))))
     return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
             "message": f"added {fact.fact_id} to {fact.scope_key}: {fact.content}"}
 
 
 def _add_reflection(deps, args) -> dict:
-    from usecases.writes import ReflectionWrite, add_reflection, audit_of
+    from usecases.writes import ReflectionWrite, add_reflection, written
 
-    reflection = add_reflection(deps, ReflectionWrite(args.agent_id, args.text, "owner", user_id=args.user,
-                                                      session_id=args.session, where="--text"))
-    _record(deps, audit_of(reflection))
+    reflection = _audited(deps, written(add_reflection(deps, ReflectionWrite(
+        args.agent_id, args.text, "owner", user_id=args.user, session_id=args.session, where="--text"))))
     return {"id": reflection.reflection_id, "scope_key": reflection.scope_key, "content": reflection.content,
             "message": f"added {reflection.reflection_id} to the {reflection.scope_key} buffer: {reflection.content}"}
 
