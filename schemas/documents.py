@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.context import ContextBlock
+from schemas.metadata import labels as fact_labels
 from schemas.owner import CategoryList, Instruction, Pause
 
 Scope = Literal["agent", "user", "session"]
@@ -91,6 +92,8 @@ class AgentSettings(_Doc):
     paused: list[Pause] = Field(default_factory=list)
     # every version of the agent's category list; none yet: the default list
     categories: list[CategoryList] = Field(default_factory=list)
+    # the event metadata keys facts keep, and filters may name (``schemas.metadata``)
+    metadata_keys: list[str] = Field(default_factory=list)
 
 
 class StoredMessage(_Doc):
@@ -110,6 +113,9 @@ class StoredMessage(_Doc):
     user_tier: int = 0
     preview: bool = False
     agent_name: str | None = None
+    # the event's metadata as the producer gave it (``schemas.metadata``); facts keep the
+    # agent's filterable keys of it
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class SessionState(_Doc):
@@ -258,6 +264,8 @@ class Fact(_Doc):
     expires_at: datetime | None = None
     # the agent's categories this fact is in (design §13 "Categories and metadata")
     categories: list[str] = Field(default_factory=list)
+    # the filterable metadata of the messages it came from (``schemas.metadata.FactMetadata``)
+    metadata: dict[str, Any] = Field(default_factory=dict)
     access_count: int = 0
     last_accessed_at: datetime | None = None
 
@@ -281,6 +289,11 @@ class Fact(_Doc):
         """What the text branch of search analyses: the content, the texts it replaced (a
         corrected "lives in Lisbon" stays findable by "live") and the source message."""
         return "\n".join([self.content, *(h.content for h in self.history), *filter(None, [self.source_text])])
+
+    @property
+    def labels(self) -> list[str]:
+        """Its categories and metadata pairs as the labels a filter matches (``schemas.metadata``)."""
+        return fact_labels(self.categories, self.metadata)
 
 
 class ReflectionEdit(_Doc):

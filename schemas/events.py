@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 # ``Id`` is imported from here too: an event's ids are the ids every door takes
+from schemas.metadata import EventMetadata
 from schemas.values import Id, InSpan, TextChars, check_instant
 
 SCHEMA_VERSION = 1
@@ -72,6 +73,9 @@ class MessageAdded(_Strict):
     session_users: list[Id] = Field(default_factory=list, max_length=1000)
     user_tier: Annotated[int, Field(ge=0, le=100)] = 0
     preview: bool = False
+    # what the platform knows of the message (channel, project, ...): facts keep the keys
+    # the agent's owner marks filterable (``schemas.metadata``)
+    metadata: EventMetadata = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _sender_in_session(self) -> "MessageAdded":
