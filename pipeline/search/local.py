@@ -217,6 +217,12 @@ class LocalFactSearch(FactSearch):
             self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model, pinned=pinned) for k in keys
         ]
 
+    def _allowed(self, agent_id: str, scope_keys: Sequence[str], having: Sequence[Sequence[str]]) -> set[str] | None:
+        """The facts a filter lets through, read from the store's label index (None: no filter).
+        A fact the segment holds but the index does not is filtered out: the index sees a
+        write before a stale segment does."""
+        return self._store.facts.labelled_fact_ids(agent_id, scope_keys, having) if having else None
+
     def clear(self) -> None:
         with self._lock:
             self._segments.clear()
@@ -225,18 +231,19 @@ class LocalFactSearch(FactSearch):
     # ----------------------------------------------------------------- semantic ------------
     def semantic(
         self, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
-        vector: Sequence[float], limit: int, min_score: float | None,
+        vector: Sequence[float], limit: int, min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         query = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         if norm == 0 or limit <= 0:
             return []
         query = query / norm
+        allowed = self._allowed(agent_id, scope_keys, having)
         pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
         for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
             if segment.dim != query.shape[0] or not segment.has_vector.any():
                 continue  # another model's dimension: never compared
-            rows, cosines = segment.cosines(query, limit, self._scan_threads)
+            rows, cosines = segment.cosines(query, limit, self._scan_threads, segment.mask(allowed))
             scores = scoring.semantic_score(cosines)
             top = _top(scores, limit, 0.0 if min_score is None else min_score)
             pools.append((rows[top], scores[top], segment))
@@ -245,11 +252,12 @@ class LocalFactSearch(FactSearch):
     # ----------------------------------------------------------------- text ----------------
     def text(
         self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
-        min_score: float | None,
+        min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         terms = list(dict.fromkeys(scoring.tokenize(query)))
         if not terms or limit <= 0:
             return []
+        allowed = self._allowed(agent_id, scope_keys, having)
         segments = self._segments_for(agent_id, scope_keys, None, any_model=True)
         n_docs = sum(s.size for s in segments)
         if n_docs == 0:
@@ -278,6 +286,9 @@ class LocalFactSearch(FactSearch):
                     contrib = weight * scoring.bm25_term_score(tfs, segment.text.doc_len[docs], avg_len, idf)
                     np.maximum.at(best, docs, contrib.astype(np.float32))
                 total += best
+            mask = segment.mask(allowed)
+            if mask is not None:
+                total[~mask] = 0  # BM25's statistics stay the whole segments', as Atlas's are its index's
             touched = np.flatnonzero(total > 0)
             if touched.size == 0:
                 continue

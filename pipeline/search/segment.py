@@ -121,21 +121,32 @@ class Segment:
         if self.vectors is not None:
             self.vectors.close()
 
-    def cosines(self, query: np.ndarray, limit: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def mask(self, allowed: set[str] | None) -> np.ndarray | None:
+        """The rows whose fact is in ``allowed`` (None: every row, no mask)."""
+        if allowed is None:
+            return None
+        return np.fromiter((fid in allowed for fid in self.ids), dtype=bool, count=self.size)
+
+    def cosines(
+        self, query: np.ndarray, limit: int, threads: int = 1, mask: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and their exact cosine to the unit ``query``: every row with a vector
-        for an exact segment, the rescored best rows of the int8 scan for a quantized one
-        (the scan split over ``threads``; the result does not depend on it)."""
+        (and in ``mask``, when given) for an exact segment, the rescored best such rows of the
+        int8 scan for a quantized one (the scan split over ``threads``; the result does not
+        depend on it). The mask applies before the best rows are picked: a filter never
+        empties a result that other facts filled."""
+        searched = self.has_vector if mask is None else self.has_vector & mask
         if self.codes is None:
-            rows = np.flatnonzero(self.has_vector)
+            rows = np.flatnonzero(searched)
             return rows, (self.matrix @ query)[rows]
         query_scale = float(np.abs(query).max()) / 127.0
         approx = _int8_dots(self.codes, np.rint(query / query_scale).astype(np.int8), threads) * self.scales
-        approx = np.where(self.has_vector, approx, -np.inf)
-        wanted = min(int(self.has_vector.sum()), max(RESCORE_FACTOR * limit, RESCORE_MIN))
+        approx = np.where(searched, approx, -np.inf)
+        wanted = min(int(searched.sum()), max(RESCORE_FACTOR * limit, RESCORE_MIN))
         if wanted <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         rows = np.argpartition(-approx, wanted - 1)[:wanted] if wanted < approx.shape[0] else np.arange(approx.shape[0])
-        rows = rows[self.has_vector[rows]]
+        rows = rows[searched[rows]]
         rows.sort()
         return rows, self.vectors.rows(rows) @ query
 
