@@ -17,6 +17,7 @@ from pipeline.clock import FrozenClock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.errors import InvalidInput
 from pipeline.search import atlas
+from pipeline.search.atlas_indexes import ensure_search_indexes
 from pipeline.search.local import LocalFactSearch
 from pipeline.service import MemoryService
 from pipeline.store.ports.facts import FactUpdate
@@ -226,3 +227,9 @@ def test_atlas_refuses_a_labels_filter_on_an_index_made_before_labels_were_a_fil
     with pytest.raises(OperationFailure, match="path 'labels' needs to be indexed as token"):
         search.text("a1", ["agent"], "venue", 10, None, having=[["category:finance"]])
     assert [h.fact_id for h in search.semantic("a1", ["agent"], EMB.model, vector, 10, None)] == ["f1"]
+    # ``memoryctl create-indexes`` updates the definitions that changed, and the filter runs
+    outcomes = ensure_search_indexes(facts, EMB.dim, wait_s=5, progress=lambda line: None)
+    assert [o.action for o in outcomes] == ["updated", "updated"]
+    assert [h.fact_id for h in search.semantic("a1", ["agent"], EMB.model, vector, 10, None,
+                                               having=[["category:finance"]])] == ["f1"]
+    assert [h.fact_id for h in search.text("a1", ["agent"], "venue", 10, None, having=[["category:finance"]])] == ["f1"]
