@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -32,6 +32,8 @@ QUANTIZE_MIN = 4096
 #: rows rescored exactly per query: max(RESCORE_FACTOR * limit, RESCORE_MIN)
 RESCORE_FACTOR = 4
 RESCORE_MIN = 100
+#: filters whose row masks a segment keeps (``Segment.mask_for``)
+MASKS_KEPT = 16
 
 
 class RowFile:
@@ -101,6 +103,8 @@ class Segment:
     codes: np.ndarray | None = None
     scales: np.ndarray | None = None
     vectors: VectorFile | None = None
+    #: the rows each recent filter lets through (``mask_for``)
+    masks: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -121,11 +125,19 @@ class Segment:
         if self.vectors is not None:
             self.vectors.close()
 
-    def mask(self, allowed: set[str] | None) -> np.ndarray | None:
-        """The rows whose fact is in ``allowed`` (None: every row, no mask)."""
-        if allowed is None:
-            return None
-        return np.fromiter((fid in allowed for fid in self.ids), dtype=bool, count=self.size)
+    def mask_for(self, having: Sequence[Sequence[str]], allowed: Callable[[], set[str]]) -> np.ndarray:
+        """The rows whose fact is in ``allowed()`` (the facts a filter's label groups ``having``
+        let through), computed once per filter and kept with the segment: the last
+        ``MASKS_KEPT`` filters, ``size`` bytes each."""
+        key = tuple(tuple(sorted(group)) for group in having)
+        held = self.masks.get(key)
+        if held is None:
+            ids = allowed()
+            held = np.fromiter((fid in ids for fid in self.ids), dtype=bool, count=self.size)
+            if len(self.masks) >= MASKS_KEPT:
+                self.masks.clear()  # racing searches may both compute one: never wrong, once more work
+            self.masks[key] = held
+        return held
 
     def cosines(
         self, query: np.ndarray, limit: int, threads: int = 1, mask: np.ndarray | None = None,
