@@ -2,7 +2,7 @@
 
 Reads a SQLite store (default: ``MEMORY_STORE_URL``, e.g. the one ``make demo`` leaves in
 ``.runtime/demo.db``), shapes every document the way ``pipeline.store.mongo`` writes it (the
-same ``to_doc`` and field additions: a fact's ``live`` and ``search_text``, a run's escaped
+same ``to_doc`` and field additions: a fact's ``live``, ``search_text`` and ``labels``, a run's escaped
 keys, a context's version pairs) and encodes it with pymongo's BSON encoder. Per collection it
 prints the count and the mean, median and largest size in bytes; for facts also the share of
 the embedding, stored as an array of doubles (what ``$vectorSearch`` indexes), beside what the
@@ -24,7 +24,7 @@ import sys
 import bson
 
 from pipeline.store.mongo.codec import escape_keys, to_doc
-from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT
+from pipeline.store.mongo.facts import LABELS, LIVE, SEARCH_TEXT
 from pipeline.store.sqlite import SQLiteStore
 from schemas.documents import (
     CachedContext, ConsolidatedBlob, Fact, FormationRun, Reflection, SessionState, StoredMessage, UsageRecord,
@@ -36,6 +36,7 @@ def _fact(data: dict) -> dict:
     doc = to_doc(fact, fact.fact_id)
     doc[LIVE] = fact.retired_at is None
     doc[SEARCH_TEXT] = fact.search_text
+    doc[LABELS] = fact.labels
     return doc
 
 

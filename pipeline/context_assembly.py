@@ -16,6 +16,7 @@ from functools import cached_property
 from pipeline import context, tracing, validity
 from pipeline.errors import InvalidInput
 from pipeline.packing import default_max_tokens, pack
+from pipeline.search.filters import MemoryFilter
 from schemas.hits import SearchHit
 from pipeline.store.port import Store
 from schemas.context import ContextBlock
@@ -75,13 +76,15 @@ class ContextAssembly:
 
     def build(
         self, view: context.Visibility, now: datetime, budget: int, *, as_of: datetime | None = None,
-        relevant: Sequence[SearchHit] = (),
+        relevant: Sequence[SearchHit] = (), where: MemoryFilter | None = None,
     ) -> ContextBlock:
         """The context at ``now``; with ``as_of`` (then ``now`` is ``as_of``) as it stood then
         (``pipeline.validity``). ``relevant`` (what a search for the current message found,
-        best first) is shown before the recent facts, and not again among them."""
+        best first) is shown before the recent facts, and not again among them. ``where``
+        narrows the recent facts to those it matches (``relevant`` comes filtered)."""
         found = [context.FactLine(hit.scope, hit.content, hit.aged_from) for hit in relevant]
-        return pack(self._scopes(view, as_of), self._recent_facts(view, now, as_of, found), now, budget, found)
+        recent = self._recent_facts(view, now, as_of, found, where)
+        return pack(self._scopes(view, as_of), recent, now, budget, found)
 
     def _scopes(self, view: context.Visibility, as_of: datetime | None) -> list[context.ScopeMemory]:
         """Each shown scope's blob and newest buffered reflections (as they stood at ``as_of``)."""
@@ -101,11 +104,12 @@ class ContextAssembly:
 
     def _recent_facts(
         self, view: context.Visibility, now: datetime, as_of: datetime | None, shown: Sequence[context.FactLine],
+        where: MemoryFilter | None = None,
     ) -> list[context.FactLine]:
-        """The ``<Facts>`` lines: the newest changes within the FIFO window and limit, less
-        those already ``shown``."""
+        """The ``<Facts>`` lines: the newest changes within the FIFO window and limit (of
+        those ``where`` matches), less those already ``shown``."""
         if as_of is None:
-            return self._fact_lines(self._live_facts(view, now), shown)
+            return self._fact_lines(self._live_facts(view, now, where), shown)
         if not view.show_facts:
             return []
         since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
@@ -113,18 +117,21 @@ class ContextAssembly:
         # a version is aged from when it became valid, its recording may come later
         # (a history replayed or imported today)
         changed = self.store.facts.recent_facts(self.agent_id, view.fact_scope_keys, since, None, include_retired=True)
+        if where:  # an audit path: the labels as they are now (they keep no history), read here
+            changed = [f for f in changed if where.matches(f.labels)]
         valid = sorted(validity.valid_at(changed, as_of), key=lambda v: v.valid_from, reverse=True)
         lines = [context.FactLine(v.fact.scope, v.content, v.valid_from) for v in valid if v.valid_from >= since]
         return _unshown(lines[:limit], shown)
 
-    def _live_facts(self, view: context.Visibility, now: datetime) -> list[Fact]:
-        """The live facts of the ``<Facts>`` window at ``now``, less those expired by then
-        (stamped by beat or not yet)."""
+    def _live_facts(self, view: context.Visibility, now: datetime, where: MemoryFilter | None = None) -> list[Fact]:
+        """The live facts of the ``<Facts>`` window at ``now`` (those ``where`` matches, found
+        through the store's label index), less those expired by then (stamped by beat or not yet)."""
         if not view.show_facts:
             return []
         since, limit = context.fifo_since(self.settings, now), self.settings.facts_fifo_limit
-        return validity.newest_unexpired(
-            lambda n: self.store.facts.recent_facts(self.agent_id, view.fact_scope_keys, since, n), now, limit)
+        having = where.groups() if where else ()
+        return validity.newest_unexpired(lambda n: self.store.facts.recent_facts(
+            self.agent_id, view.fact_scope_keys, since, n, having=having), now, limit)
 
     @staticmethod
     def _fact_lines(facts: Sequence[Fact], shown: Sequence[context.FactLine]) -> list[context.FactLine]:

@@ -244,18 +244,20 @@ def _ms(start: float) -> float:
 def rank_query(
     search: FactSearch, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
     text: str, vector: Sequence[float] | None, top_k: int, limits: Thresholds,
-    signals: Sequence[str] = ("semantic", "text"),
+    signals: Sequence[str] = ("semantic", "text"), having: Sequence[Sequence[str]] = (),
 ) -> tuple[list[scoring.Fused], dict[str, Any]]:
-    """One query: its branches (``signals``), thresholds, then RRF; best ``top_k`` first."""
+    """One query: its branches (``signals``), thresholds, then RRF; best ``top_k`` first.
+    ``having``: the label groups of a filter, applied inside each branch."""
     limit = max(MIN_BRANCH_LIMIT, BRANCH_DEPTH * top_k)
     t0 = time.perf_counter()
     semantic: list[Hit] = []
     if vector is not None and "semantic" in signals:
-        semantic = search.semantic(agent_id, scope_keys, embedding_model, vector, limit, limits.semantic)
+        semantic = search.semantic(agent_id, scope_keys, embedding_model, vector, limit, limits.semantic,
+                                   having=having)
     t1 = time.perf_counter()
     lexical: list[Hit] = []
     if "text" in signals:
-        lexical = search.text(agent_id, scope_keys, text, limit, limits.text)
+        lexical = search.text(agent_id, scope_keys, text, limit, limits.text, having=having)
     t2 = time.perf_counter()
     fused = scoring.rrf(
         {"semantic": [(h.fact_id, h.score) for h in semantic], "text": [(h.fact_id, h.score) for h in lexical]},
@@ -300,14 +302,16 @@ def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
     embedded = _embed(clients, asked.agent_id, queries, scope_keys, timings)
     limits = asked.thresholds or Thresholds.from_settings(clients.settings, embedded.model)
     with _timed(timings, "search"):
-        per_query = _rank_all(search, asked.agent_id, scope_keys, embedded, queries, top_k, limits)
+        having = asked.where.groups() if asked.where else []
+        per_query = _rank_all(search, asked.agent_id, scope_keys, embedded, queries, top_k, limits, having)
         merged = scoring.merge_best(fused for fused, _ in per_query)
     with _timed(timings, "fetch"):
         now = clients.clock.now()
         if as_of is None:
-            hits = live_hits(clients.store.facts, merged, asked.agent_id, scope_keys, now)
+            hits = live_hits(clients.store.facts, merged, asked.agent_id, scope_keys, now, asked.where)
         else:
-            hits = [version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions]
+            hits = [version_hit(versions[m.fact_id], m.score, as_of) for m in merged if m.fact_id in versions
+                    and (not asked.where or asked.where.matches(versions[m.fact_id].fact.labels))]
     if asked.track_access and hits and as_of is None:
         with _timed(timings, "access"):
             clients.store.facts.record_fact_access([hit.id for hit in hits], now)
@@ -320,7 +324,8 @@ def search_facts(clients: SearchClients, asked: FactQuery) -> Found:
         "agent_id": asked.agent_id, "scope_keys": list(scope_keys), "group_chat": view.group_chat,
         "offered": view.search_offered, "embedding_model": embedded.model,
         "embed_error": embedded.error or as_of_error, "as_of": as_of.isoformat() if as_of else None,
-        "thresholds": limits.describe(), "timings_ms": timings, "queries": [info for _, info in per_query],
+        "thresholds": limits.describe(), "where": asked.where.describe() if asked.where else None,
+        "timings_ms": timings, "queries": [info for _, info in per_query],
     })
 
 
@@ -365,12 +370,12 @@ def _embed(
 
 def _rank_all(
     search: FactSearch, agent_id: str, scope_keys: Sequence[str], embedded: _Embedded, queries: list[str],
-    top_k: int, limits: Thresholds,
+    top_k: int, limits: Thresholds, having: Sequence[Sequence[str]],
 ) -> list[tuple[list[scoring.Fused], dict[str, Any]]]:
     """Each query ranked (``rank_query``), in parallel when there are several."""
     if not scope_keys:
         return []
-    args = [(search, agent_id, scope_keys, embedded.model, q, v, top_k, limits)
+    args = [(search, agent_id, scope_keys, embedded.model, q, v, top_k, limits, ("semantic", "text"), having)
             for q, v in zip(queries, embedded.vectors)]
     if len(args) == 1:
         return [rank_query(*args[0])]

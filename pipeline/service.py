@@ -39,6 +39,7 @@ from pipeline.clock import Clock
 from pipeline.context_assembly import ContextAssembly
 from pipeline.errors import ConfigurationError, InvalidInput
 from pipeline.publisher import Publisher
+from pipeline.search.filters import MemoryFilter, check_filter
 from pipeline.search.hits import Found
 from pipeline.search.query import FactQuery, SearchClients
 from schemas.hits import SearchHit
@@ -126,7 +127,8 @@ class MemoryService:
     # ----------------------------------------------------------------- context -------------
     def get_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        as_of: datetime | None = None, query: str | None = None,
+        as_of: datetime | None = None, query: str | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """The ``<MemoryContext>`` XML for this session and user ("" when nothing shows),
         within ``max_tokens`` estimated tokens (None: ``MEMORY_CONTEXT_MAX_TOKENS``, by default
@@ -148,20 +150,36 @@ class MemoryService:
         (``pipeline.validity``): the facts valid then, aged at ``as_of``, a blob only if it
         was consolidated by then, the reflections buffered then. Such a context is never
         cached.
+
+        ``categories`` and ``metadata`` narrow the facts shown (``<Facts>``, ``<RelevantFacts>``)
+        to those filed under any of the categories and holding, per key, one of the values
+        given (``pipeline.search.filters``); blobs and reflections, which carry neither, are
+        shown as they are. Such a context is never cached.
         """
+        where = self._where(categories, metadata)
         with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
-            xml = context.render_xml(self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query))
+            xml = context.render_xml(
+                self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query, where))
             tracing.set_attributes({"memory.context_chars": len(xml)})
             return xml
 
     def memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        as_of: datetime | None = None, query: str | None = None,
+        as_of: datetime | None = None, query: str | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> ContextBlock:
         """``get_memory_context`` as the model it renders: the sections, relevant and recent
         facts and omissions the XML shows, for a door that shows the same memory as data."""
+        where = self._where(categories, metadata)
         with self._context_call(session_id, user_id, force_refresh, as_of, query) as as_of:
-            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query)
+            return self._memory_context(session_id, user_id, force_refresh, max_tokens, as_of, query, where)
+
+    def _where(self, categories: Sequence[str] | None, metadata: Mapping[str, Any] | None) -> MemoryFilter | None:
+        """The filter of a call, checked against the agent's categories and filterable keys
+        (``InvalidInput`` naming the bad part); None when the call names none (or empty ones)."""
+        if not categories and not metadata:
+            return None
+        return check_filter(self.store.ingest.get_agent_settings(self.agent_id), categories, metadata)
 
     @contextmanager
     def _context_call(
@@ -181,26 +199,28 @@ class MemoryService:
 
     def _memory_context(
         self, session_id: str, user_id: str | None, force_refresh: bool, max_tokens: int | None,
-        as_of: datetime | None, query: str | None,
+        as_of: datetime | None, query: str | None, where: MemoryFilter | None = None,
     ) -> ContextBlock:
         budget = self._assembly.budget(max_tokens)
         view = self._view(session_id, user_id)
         if not view.context_scope_keys:
             return ContextBlock()  # master toggle off
-        if as_of is None and query is None:
+        if as_of is None and query is None and where is None:
             return self._assembly.cached(view, session_id=session_id, user_id=user_id, now=self.clock.now(),
                                          budget=budget, force_refresh=force_refresh)
-        relevant = self._relevant(view, session_id, user_id, query, as_of) if query is not None else []
-        return self._assembly.build(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant)
+        relevant = self._relevant(view, session_id, user_id, query, as_of, where) if query is not None else []
+        return self._assembly.build(view, as_of or self.clock.now(), budget, as_of=as_of, relevant=relevant,
+                                    where=where)
 
     def _relevant(
         self, view: context.Visibility, session_id: str, user_id: str | None, query: str, as_of: datetime | None,
+        where: MemoryFilter | None,
     ) -> list[SearchHit]:
         """What ``search_facts`` finds for ``query`` here, best first, in the view already read."""
         if not self.settings.context_relevant_facts:
             return []
         return self._search(query, session_id, user_id, top_k=self.settings.context_relevant_facts, as_of=as_of,
-                            view=view, track_access=False).hits
+                            view=view, track_access=False, where=where).hits
 
     def _search(self, query: str | Sequence[str], session_id: str, user_id: str | None, **options: Any) -> Found:
         """``pipeline.retrieval.search_facts`` with this service's clients."""
@@ -210,27 +230,33 @@ class MemoryService:
     # ----------------------------------------------------------------- search --------------
     def search_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False, as_of: datetime | None = None,
+        debug: bool = False, as_of: datetime | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         """The ``search_facts`` tool: ``[{id, content, scope, formed_at, updated_at, age,
         score}]`` best first, or ``{"results": [...], "debug": {...}}`` with ``debug``. Empty
         when the tool is not offered here (rag off, or both memory toggles off). ``as_of`` (a
-        timezone-aware time; default now) searches the facts as they were valid then."""
+        timezone-aware time; default now) searches the facts as they were valid then.
+        ``categories`` (any of) and ``metadata`` (per key, any of its values) narrow the facts
+        searched (``pipeline.search.filters``)."""
         return self.find_facts(query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug,
-                               as_of=as_of).documented()
+                               as_of=as_of, categories=categories, metadata=metadata).documented()
 
     def find_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False, as_of: datetime | None = None,
+        debug: bool = False, as_of: datetime | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Found:
         """``search_facts`` typed: the hits as ``SearchHit`` models, for a door that answers
         with them as they are (the HTTP API's ``SearchResponse``, MCP)."""
         _require("session_id", session_id)
         _id("user_id", user_id)
+        where = self._where(categories, metadata)
         queries = 1 if isinstance(query, str) else len(query) if isinstance(query, (list, tuple)) else None
         with tracing.span("search_facts", {"memory.agent_id": self.agent_id, "memory.session_id": session_id,
-                                           "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k}):
-            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of)
+                                           "memory.user_id": user_id, "memory.queries": queries, "memory.top_k": top_k,
+                                           "memory.filtered": where is not None}):
+            return self._search(query, session_id, user_id, top_k=top_k, debug=debug, as_of=as_of, where=where)
 
     def tool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:
         """The JSON-schema tool to offer in this conversation, or None when it is not offered."""

@@ -12,6 +12,9 @@ nothing of theirs, so nothing that may quote them stays without their id:
   source messages goes; so does one whose run is no longer stored (it cannot be told);
 - ``source_text`` (the source message as said, one line, with no message id) goes: it may be
   theirs;
+- a fact's metadata (design §13 "Categories and metadata") keeps only the values one of its
+  other source messages, still stored, carries too: a value that may have come from theirs
+  goes (a metadata value can name them: an email, a customer id);
 - refused when nobody else rests on the item (then it is theirs to remove, not to withdraw
   from), and when the current text may itself be theirs (its writing run's range holds one of
   their source messages, or that run is gone): the others' part cannot stay without theirs, so
@@ -28,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.sources import message_sources
+from schemas import metadata
 from schemas.documents import Fact, Reflection, StoredMessage
 
 #: the run id prefix of a person's edit (``pipeline.owner.curation``): its text came from the
@@ -59,6 +63,7 @@ class Withdrawal:
     drop_history: tuple[int, ...]   # indexes into history of the texts that may quote them
     version: int                    # a fact's version (0 for a reflection)
     history_len: int
+    metadata: dict | None = None    # a fact's metadata without what may be theirs (None: a reflection)
 
 
 def writers(item: Fact) -> list[str | None]:
@@ -105,7 +110,22 @@ def plan(item: Fact | Reflection, user_id: str, run_messages: Mapping[str, Seque
         raise WithdrawRefused("the current text of this fact came (or may have come) from your message, so it "
                               f"cannot stay without you: {ASK_OWNER}")
     drop = tuple(i for i, run in enumerate(runs[:-1]) if _quotes(run, theirs, run_messages))
-    return Withdrawal("facts", item.fact_id, user_id, tuple(sorted(theirs)), drop, item.version, len(item.history))
+    return Withdrawal("facts", item.fact_id, user_id, tuple(sorted(theirs)), drop, item.version, len(item.history),
+                      _others_metadata(item, theirs, run_messages))
+
+
+def _others_metadata(item: Fact, theirs: set[str], run_messages: Mapping[str, Sequence[StoredMessage]]) -> dict:
+    """The fact's metadata values that a source message of someone else, still stored, carries."""
+    others = {m.message_id: m for messages in run_messages.values() for m in messages
+              if m.message_id in item.source_message_ids and m.message_id not in theirs}
+    carried: dict = {}
+    for message in others.values():
+        carried = metadata.merged(carried, message.metadata, item.metadata)
+    kept: dict = {}
+    for key, held in item.metadata.items():
+        also = {(type(v), v) for v in metadata.values_of(carried.get(key, []))}
+        kept = metadata.merged(kept, {key: [v for v in metadata.values_of(held) if (type(v), v) in also]})
+    return kept
 
 
 def applies(item: Fact | Reflection, w: Withdrawal) -> bool:
@@ -127,4 +147,5 @@ def withdrawn(item: Fact | Reflection, w: Withdrawal):
     }
     if isinstance(item, Fact):
         update["source_text"] = None
+        update["metadata"] = dict(w.metadata or {})
     return item.model_copy(update=update)

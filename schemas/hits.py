@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from schemas.documents import FactScope
 
@@ -42,6 +42,10 @@ class SearchHit(BaseModel):
     valid_to: Iso | None = None
     #: when the fact stops being true (design §13 "Expiry"); None: no end foreseen
     expires_at: Iso | None = None
+    #: the agent's categories it is filed under, and the filterable metadata of the messages it
+    #: came from (design §13 "Categories and metadata")
+    categories: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def aged_from(self) -> datetime:
@@ -52,10 +56,12 @@ class SearchHit(BaseModel):
     def as_result(self) -> dict[str, Any]:
         """The in-process facade's dict: ``{id, content, scope, formed_at, updated_at, age,
         score}``; a hit searched as of a past time adds ``valid_from`` and ``valid_to`` (None:
-        still valid), a fact that expires adds ``expires_at``."""
-        out = self.model_dump(exclude={"age", "score", "valid_from", "valid_to", "expires_at"})
+        still valid), a fact that expires adds ``expires_at``, one filed or carrying metadata
+        adds ``categories`` and ``metadata``."""
+        out = self.model_dump(exclude={"age", "score", "valid_from", "valid_to", "expires_at", "categories", "metadata"})
         if self.valid_from is not None:
             out |= self.model_dump(include={"valid_from", "valid_to"})
         if self.expires_at is not None:
             out |= self.model_dump(include={"expires_at"})
+        out |= {k: v for k, v in self.model_dump(include={"categories", "metadata"}).items() if v}
         return out | self.model_dump(include={"age", "score"})

@@ -28,9 +28,10 @@ log = logging.getLogger("memory.search")
 class _ValidThen:
     """What a ``LocalFactSearch`` reads from its store, holding only the versions of one time."""
 
-    def __init__(self, candidates: dict[str, list[FactCandidate]], model: str) -> None:
+    def __init__(self, candidates: dict[str, list[FactCandidate]], model: str, labels: dict[str, list[str]]) -> None:
         self._candidates = candidates
         self._model = model
+        self._labels = labels
         # the two repositories a ``SegmentSource`` has: this one object answers for both
         self.facts = self.leases = self
 
@@ -41,6 +42,11 @@ class _ValidThen:
                 vector = c.embedding if embedding_model is not None and embedding_model == self._model else None
                 out.append(FactCandidate(c.fact_id, c.scope, c.user_id, c.content, vector, c.formed_at))
         return out
+
+    def labelled_fact_ids(self, agent_id: str, scope_keys: Sequence[str], having: Sequence[Sequence[str]]) -> set[str]:
+        # a fact's labels as they are now: categories and metadata keep no history
+        return {c.fact_id for key in scope_keys for c in self._candidates.get(key, ())
+                if all(set(self._labels[c.fact_id]).intersection(group) for group in having)}
 
     def get_scope_versions(self, agent_id: str, scope_keys: Sequence[str]) -> dict[str, int]:
         return {key: 0 for key in scope_keys}
@@ -77,5 +83,6 @@ def search_as_of(
         candidates.setdefault(v.fact.scope_key, []).append(FactCandidate(
             fid, v.fact.scope, v.fact.user_id, v.content, vectors[fid], v.recorded_at,
         ))
-    search = LocalFactSearch(_ValidThen(candidates, model), cache=False)  # type: ignore[arg-type]
+    labels = {fid: v.fact.labels for fid, v in shown.items()}
+    search = LocalFactSearch(_ValidThen(candidates, model, labels), cache=False)  # type: ignore[arg-type]
     return search, shown, error

@@ -58,8 +58,10 @@ TEXT_PATH = "search_text"
 ANALYZER = "memoryText"
 #: the store's boolean "not retired" flag (``pipeline.store.mongo.facts.LIVE``)
 LIVE_PATH = "live"
+#: a fact's labels (``pipeline.store.mongo.facts.LABELS``): what filters by category and metadata match
+LABELS_PATH = "labels"
 #: every path either index is filtered on (the vector index declares each as ``filter``)
-FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", LIVE_PATH)
+FILTER_PATHS = ("agent_id", "user_id", "scope", "scope_key", "embedding_model", LIVE_PATH, LABELS_PATH)
 #: ANN breadth: candidates examined per wanted result (Atlas recommends 10-20x)
 CANDIDATES_PER_RESULT = 20
 MAX_CANDIDATES = 10_000
@@ -113,8 +115,10 @@ def search_index_definition() -> dict[str, Any]:
 
 def vector_pipeline(
     agent_id: str, scope_keys: Sequence[str], embedding_model: str, vector: Sequence[float],
-    limit: int, min_score: float | None,
+    limit: int, min_score: float | None, having: Sequence[Sequence[str]] = (),
 ) -> list[dict[str, Any]]:
+    """``having``: label groups, each a ``$in`` on the labels array (it matches any element;
+    an array of strings is a filterable type: https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-type/)."""
     pipeline: list[dict[str, Any]] = [
         {"$vectorSearch": {
             "index": VECTOR_INDEX,
@@ -127,6 +131,7 @@ def vector_pipeline(
                 {"scope_key": {"$in": list(scope_keys)}},
                 {"embedding_model": {"$eq": embedding_model}},
                 {LIVE_PATH: {"$eq": True}},
+                *({LABELS_PATH: {"$in": list(group)}} for group in having),
             ]},
         }},
         {"$project": {"_id": 0, "fact_id": 1, "score": {"$meta": "vectorSearchScore"}}},
@@ -174,9 +179,12 @@ def text_clauses(query: str) -> list[dict[str, Any]]:
 
 def text_pipeline(
     agent_id: str, scope_keys: Sequence[str], query: str, limit: int, min_score: float | None,
+    having: Sequence[Sequence[str]] = (),
 ) -> list[dict[str, Any]]:
     """``query`` must hold at least one term (``scoring.tokenize``): a query of stopwords only
-    matches nothing and is not sent."""
+    matches nothing and is not sent. ``having``: label groups, each an ``in`` on the labels
+    (a ``token`` field; on an array it matches any element:
+    https://www.mongodb.com/docs/atlas/atlas-search/in/)."""
     clauses = text_clauses(query)
     if not clauses:
         raise ValueError(f"text search: the query {query!r} has no searchable term")
@@ -190,6 +198,7 @@ def text_pipeline(
                     {"equals": {"path": "agent_id", "value": agent_id}},
                     {"in": {"path": "scope_key", "value": list(scope_keys)}},
                     {"equals": {"path": LIVE_PATH, "value": True}},
+                    *({"in": {"path": LABELS_PATH, "value": list(group)}} for group in having),
                 ],
             },
         }},
@@ -228,20 +237,20 @@ class AtlasFactSearch(FactSearch):
 
     def semantic(
         self, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
-        vector: Sequence[float], limit: int, min_score: float | None,
+        vector: Sequence[float], limit: int, min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         if not scope_keys or limit <= 0:
             return []
-        return self._run(vector_pipeline(agent_id, scope_keys, embedding_model, vector, limit, min_score))
+        return self._run(vector_pipeline(agent_id, scope_keys, embedding_model, vector, limit, min_score, having))
 
     def text(
         self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
-        min_score: float | None,
+        min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         if not scope_keys or limit <= 0 or not scoring.tokenize(query):
             return []
         floor = None if min_score is None else min_score / scoring.text_threshold_scale(self.searched(agent_id, scope_keys))
-        return self._run(text_pipeline(agent_id, scope_keys, query, limit, floor))
+        return self._run(text_pipeline(agent_id, scope_keys, query, limit, floor, having))
 
     def searched(self, agent_id: str, scope_keys: Sequence[str]) -> int:
         """How many live facts the text branch searches, up to ``scoring.TEXT_THRESHOLD_DOCS``

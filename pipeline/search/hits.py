@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline import context
 from pipeline.search import scoring
+from pipeline.search.filters import MemoryFilter
 from pipeline.store.port import FactStore
 from pipeline.validity import FactVersion, expired
 from schemas.hits import SearchHit
@@ -38,8 +39,10 @@ class Found(BaseModel):
 
 def live_hits(
     facts: FactStore, merged: Sequence[scoring.Fused], agent_id: str, scope_keys: Sequence[str], now: datetime,
+    where: MemoryFilter | None = None,
 ) -> list[SearchHit]:
-    """The hits of ``merged`` as the facts stand now, best first."""
+    """The hits of ``merged`` as the facts stand now, best first (and matching ``where``, which
+    the search already applied: a fact re-filed since is not shown)."""
     found = {f.fact_id: f for f in facts.get_facts([m.fact_id for m in merged])} if merged else {}
     hits = []
     for item in merged:
@@ -48,12 +51,12 @@ def live_hits(
         # an expired one is out now, whether beat has stamped it (moving the stamps) or not
         if fact is None or fact.retired_at is not None or fact.agent_id != agent_id or fact.scope_key not in scope_keys:
             continue
-        if expired(fact, now):
+        if expired(fact, now) or (where and not where.matches(fact.labels)):
             continue
         hits.append(SearchHit(
             id=fact.fact_id, content=fact.content, scope=fact.scope, formed_at=fact.formed_at,
             updated_at=fact.changed_at, age=context.format_age(fact.changed_at, now), score=round(item.score, 6),
-            expires_at=fact.expires_at,
+            expires_at=fact.expires_at, categories=fact.categories, metadata=fact.metadata,
         ))
     return hits
 
@@ -66,4 +69,5 @@ def version_hit(version: FactVersion, score: float, as_of: datetime) -> SearchHi
         updated_at=version.recorded_at, valid_from=version.valid_from, valid_to=version.valid_to,
         # aged from when the text became valid: it may have been recorded after as_of (a replay)
         age=context.format_age(version.valid_from, as_of), score=round(score, 6), expires_at=fact.expires_at,
+        categories=fact.categories, metadata=fact.metadata,
     )

@@ -203,7 +203,10 @@ class LocalFactSearch(FactSearch):
             time.sleep(0.01)
         return False
 
-    def _segments_for(self, agent_id: str, scope_keys: Sequence[str], model: str | None, any_model: bool) -> list[Segment]:
+    def _segments_for(
+        self, agent_id: str, scope_keys: Sequence[str], model: str | None, any_model: bool,
+    ) -> list[tuple[str, Segment]]:
+        """Each scope key's segment at its current stamp, with the key."""
         keys = list(dict.fromkeys(scope_keys))
         if not keys:
             return []
@@ -214,8 +217,17 @@ class LocalFactSearch(FactSearch):
             self._epoch = epoch
         pinned = frozenset((agent_id, k) for k in keys)
         return [
-            self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model, pinned=pinned) for k in keys
+            (k, self._segment(agent_id, k, model, _token(k, stamps), any_model=any_model, pinned=pinned)) for k in keys
         ]
+
+    def _mask(self, agent_id: str, key: str, segment: Segment, having: Sequence[Sequence[str]]) -> np.ndarray | None:
+        """The segment's rows a filter lets through (None: no filter), from the store's label
+        index, kept on the segment: the stamp that renews a segment also moves on every change
+        of a fact's labels (formation, an edit, a retirement), so a segment's masks live as
+        long as it does. A fact re-filed in between is still checked on the hit itself."""
+        if not having:
+            return None
+        return segment.mask_for(having, lambda: self._store.facts.labelled_fact_ids(agent_id, [key], having))
 
     def clear(self) -> None:
         with self._lock:
@@ -225,7 +237,7 @@ class LocalFactSearch(FactSearch):
     # ----------------------------------------------------------------- semantic ------------
     def semantic(
         self, agent_id: str, scope_keys: Sequence[str], embedding_model: str,
-        vector: Sequence[float], limit: int, min_score: float | None,
+        vector: Sequence[float], limit: int, min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         query = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
@@ -233,10 +245,11 @@ class LocalFactSearch(FactSearch):
             return []
         query = query / norm
         pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
-        for segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
+        for key, segment in self._segments_for(agent_id, scope_keys, embedding_model, any_model=False):
             if segment.dim != query.shape[0] or not segment.has_vector.any():
                 continue  # another model's dimension: never compared
-            rows, cosines = segment.cosines(query, limit, self._scan_threads)
+            mask = self._mask(agent_id, key, segment, having)
+            rows, cosines = segment.cosines(query, limit, self._scan_threads, mask)
             scores = scoring.semantic_score(cosines)
             top = _top(scores, limit, 0.0 if min_score is None else min_score)
             pools.append((rows[top], scores[top], segment))
@@ -245,12 +258,13 @@ class LocalFactSearch(FactSearch):
     # ----------------------------------------------------------------- text ----------------
     def text(
         self, agent_id: str, scope_keys: Sequence[str], query: str, limit: int,
-        min_score: float | None,
+        min_score: float | None, *, having: Sequence[Sequence[str]] = (),
     ) -> list[Hit]:
         terms = list(dict.fromkeys(scoring.tokenize(query)))
         if not terms or limit <= 0:
             return []
-        segments = self._segments_for(agent_id, scope_keys, None, any_model=True)
+        keyed = self._segments_for(agent_id, scope_keys, None, any_model=True)
+        segments = [segment for _, segment in keyed]
         n_docs = sum(s.size for s in segments)
         if n_docs == 0:
             return []
@@ -264,7 +278,7 @@ class LocalFactSearch(FactSearch):
             for term in {term for per_term in matches for term in per_term[index]}:
                 doc_freq[term] += segment.text.doc_freq(term)
         pools: list[tuple[np.ndarray, np.ndarray, Segment]] = []
-        for index, segment in enumerate(segments):
+        for index, (key, segment) in enumerate(keyed):
             total = np.zeros(segment.size, dtype=np.float32)
             for per_term in matches:
                 found = per_term[index]
@@ -278,6 +292,9 @@ class LocalFactSearch(FactSearch):
                     contrib = weight * scoring.bm25_term_score(tfs, segment.text.doc_len[docs], avg_len, idf)
                     np.maximum.at(best, docs, contrib.astype(np.float32))
                 total += best
+            mask = self._mask(agent_id, key, segment, having)
+            if mask is not None:
+                total[~mask] = 0  # BM25's statistics stay the whole segments', as Atlas's are its index's
             touched = np.flatnonzero(total > 0)
             if touched.size == 0:
                 continue

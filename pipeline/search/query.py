@@ -18,6 +18,7 @@ from schemas.settings import Settings
 if TYPE_CHECKING:  # both import this module's neighbours: only their names are needed here
     from pipeline.context import Visibility
     from pipeline.retrieval import Thresholds
+    from pipeline.search.filters import MemoryFilter
 
 
 class SearchReads(Protocol):
@@ -49,7 +50,8 @@ class FactQuery:
     valid then (no access is recorded); ``track_access`` False records none either (a context
     searching for its ``<RelevantFacts>``); ``thresholds`` overrides the production ones
     (benchmarks only); ``view`` is what this conversation may see when the caller already read
-    it for this call, else it is read by the search."""
+    it for this call, else it is read by the search; ``where`` narrows the facts searched to
+    some categories and metadata values (``pipeline.search.filters``), inside each branch."""
 
     agent_id: str
     session_id: str
@@ -61,3 +63,4 @@ class FactQuery:
     track_access: bool = True
     thresholds: Thresholds | None = None
     view: Visibility | None = None
+    where: MemoryFilter | None = None

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -32,6 +32,8 @@ QUANTIZE_MIN = 4096
 #: rows rescored exactly per query: max(RESCORE_FACTOR * limit, RESCORE_MIN)
 RESCORE_FACTOR = 4
 RESCORE_MIN = 100
+#: filters whose row masks a segment keeps (``Segment.mask_for``)
+MASKS_KEPT = 16
 
 
 class RowFile:
@@ -101,6 +103,8 @@ class Segment:
     codes: np.ndarray | None = None
     scales: np.ndarray | None = None
     vectors: VectorFile | None = None
+    #: the rows each recent filter lets through (``mask_for``)
+    masks: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -121,21 +125,40 @@ class Segment:
         if self.vectors is not None:
             self.vectors.close()
 
-    def cosines(self, query: np.ndarray, limit: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def mask_for(self, having: Sequence[Sequence[str]], allowed: Callable[[], set[str]]) -> np.ndarray:
+        """The rows whose fact is in ``allowed()`` (the facts a filter's label groups ``having``
+        let through), computed once per filter and kept with the segment: the last
+        ``MASKS_KEPT`` filters, ``size`` bytes each."""
+        key = tuple(tuple(sorted(group)) for group in having)
+        held = self.masks.get(key)
+        if held is None:
+            ids = allowed()
+            held = np.fromiter((fid in ids for fid in self.ids), dtype=bool, count=self.size)
+            if len(self.masks) >= MASKS_KEPT:
+                self.masks.clear()  # racing searches may both compute one: never wrong, once more work
+            self.masks[key] = held
+        return held
+
+    def cosines(
+        self, query: np.ndarray, limit: int, threads: int = 1, mask: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and their exact cosine to the unit ``query``: every row with a vector
-        for an exact segment, the rescored best rows of the int8 scan for a quantized one
-        (the scan split over ``threads``; the result does not depend on it)."""
+        (and in ``mask``, when given) for an exact segment, the rescored best such rows of the
+        int8 scan for a quantized one (the scan split over ``threads``; the result does not
+        depend on it). The mask applies before the best rows are picked: a filter never
+        empties a result that other facts filled."""
+        searched = self.has_vector if mask is None else self.has_vector & mask
         if self.codes is None:
-            rows = np.flatnonzero(self.has_vector)
+            rows = np.flatnonzero(searched)
             return rows, (self.matrix @ query)[rows]
         query_scale = float(np.abs(query).max()) / 127.0
         approx = _int8_dots(self.codes, np.rint(query / query_scale).astype(np.int8), threads) * self.scales
-        approx = np.where(self.has_vector, approx, -np.inf)
-        wanted = min(int(self.has_vector.sum()), max(RESCORE_FACTOR * limit, RESCORE_MIN))
+        approx = np.where(searched, approx, -np.inf)
+        wanted = min(int(searched.sum()), max(RESCORE_FACTOR * limit, RESCORE_MIN))
         if wanted <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         rows = np.argpartition(-approx, wanted - 1)[:wanted] if wanted < approx.shape[0] else np.arange(approx.shape[0])
-        rows = rows[self.has_vector[rows]]
+        rows = rows[searched[rows]]
         rows.sort()
         return rows, self.vectors.rows(rows) @ query
 

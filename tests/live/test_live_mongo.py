@@ -167,3 +167,41 @@ def test_a_formation_with_atlas_search_and_the_dedup_shortlist(live, tmp_path):
     assert first.fact_id in shortlist
     text_hits = env.search.text("agent-1", [first.scope_key], "alice emial", 10, None)
     assert [h.fact_id for h in text_hits] == [first.fact_id]  # a typo is tolerated on the server too
+
+
+def test_a_filtered_search_runs_on_the_server_inside_both_branches(live):
+    """The label filter path as the server takes it: declared as a vector ``filter`` field and a
+    ``token`` field, an array matched by ``$in`` / ``in``, inside both stages."""
+    from pipeline.embeddings.hashing import HashingEmbedder
+    from pipeline.search.atlas import AtlasFactSearch
+    from pipeline.search.atlas_indexes import ensure_search_indexes
+    from pipeline.text import text_hash
+    from schemas.documents import Fact
+    from testkit.documents import T0
+
+    embedder = HashingEmbedder(64)
+    store = live.open()
+    store.create_indexes()
+    assert [o.status for o in ensure_search_indexes(store.col("facts"), embedder.dim, wait_s=SEARCH_WAIT_S,
+                                                    progress=print)] == \
+        ["READY", "READY"]
+    texts = {"f1": ("the festival budget for the Lisbon venue", ["finance"], {"project": "apollo"}),
+             "f2": ("the festival budget for the Porto venue", ["travel"], {"project": ["zeus", "apollo"]}),
+             "f3": ("the festival budget for the Faro venue", ["finance"], {"project": "zeus", "tier": 2})}
+    for fact_id, (text, categories, metadata) in texts.items():
+        store.facts.insert_fact(Fact(
+            fact_id=fact_id, agent_id="a1", scope="agent", scope_key="agent", content=text, hash=text_hash(text),
+            embedding=embedder.embed([text]).vectors[0], embedding_model=embedder.model, formed_at=T0,
+            categories=categories, metadata=metadata))
+    search = AtlasFactSearch.from_store(store)
+    vector = embedder.embed(["festival budget"]).vectors[0]
+
+    def both(having):
+        semantic = {h.fact_id for h in search.semantic("a1", ["agent"], embedder.model, vector, 10, None, having=having)}
+        text = {h.fact_id for h in search.text("a1", ["agent"], "festival budget", 10, None, having=having)}
+        return semantic, text
+
+    _wait_until(lambda: both([]) == ({"f1", "f2", "f3"},) * 2, "the three facts in both Atlas indexes")
+    assert both([["category:finance"]]) == ({"f1", "f3"},) * 2
+    assert both([['meta:project="apollo"']]) == ({"f1", "f2"},) * 2
+    assert both([["category:finance"], ['meta:project="zeus"'], ["meta:tier=2"]]) == ({"f3"},) * 2

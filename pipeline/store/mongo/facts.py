@@ -26,8 +26,16 @@ _CAS_ATTEMPTS = 50
 LIVE = "live"
 # ``Fact.search_text``, stored: the Atlas search index analyses it (``pipeline.search.atlas``)
 SEARCH_TEXT = "search_text"
+# ``Fact.labels``, stored: filters by category and metadata match it, through the
+# (agent_id, labels, scope_key) index here and as a filter path of the Atlas indexes
+LABELS = "labels"
 _NEWEST = [("formed_at", DESCENDING), ("_id", DESCENDING)]
 _CHANGED = [("updated_at", DESCENDING), ("_id", DESCENDING)]
+
+
+def _labelled(having: Sequence[Sequence[str]]) -> list[dict]:
+    """A label of every group: ``$in`` on an array field matches any element of it."""
+    return [{LABELS: {"$in": list(group)}} for group in having]
 
 
 class MongoFacts(MongoRepository, FactStore):
@@ -38,6 +46,7 @@ class MongoFacts(MongoRepository, FactStore):
         doc = to_doc(fact, fact.fact_id)
         doc[LIVE] = fact.retired_at is None
         doc[SEARCH_TEXT] = fact.search_text
+        doc[LABELS] = fact.labels
         for _ in range(_CAS_ATTEMPTS):
             try:
                 facts.insert_one(doc)
@@ -58,13 +67,13 @@ class MongoFacts(MongoRepository, FactStore):
                 return None  # this run's UPDATE is already applied
             entry, opened = c.closed_version(fact, change.now, change.valid_from, change.run_id)
             said = change.source_text or fact.source_text
-            updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
-                                              "source_text": said})
             optional = {"expires_at": None} if change.clear_expiry else \
                 {"expires_at": c.utc(change.expires_at)} if change.expires_at else {}
             if change.categories is not None:
                 optional["categories"] = list(change.categories)
-            return {"$set": {**optional, "content": change.content, "hash": change.hash,
+            updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
+                                              "source_text": said, **optional})
+            return {"$set": {**optional, LABELS: updated.labels, "content": change.content, "hash": change.hash,
                              "embedding": None if change.embedding is None else [float(x) for x in change.embedding],
                              "embedding_model": change.embedding_model, "updated_at": c.utc(change.now),
                              "valid_from": opened,
@@ -148,14 +157,26 @@ class MongoFacts(MongoRepository, FactStore):
 
     def recent_facts(
         self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
-        include_retired: bool = False,
+        include_retired: bool = False, having: Sequence[Sequence[str]] = (),
     ) -> list[Fact]:
         query: dict = {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)},
                        "updated_at": {"$gte": c.utc(since)}}
-        if not include_retired:
+        if not include_retired or having:
             query["retired_at"] = None
+        if having:
+            query["$and"] = _labelled(having)
         docs = self.col("facts").find(query, sort=_CHANGED, limit=limit or 0)
         return [from_doc(Fact, d) for d in docs]
+
+    def labelled_fact_ids(
+        self, agent_id: str, scope_keys: Sequence[str], having: Sequence[Sequence[str]],
+    ) -> set[str]:
+        if not scope_keys or not having or not all(having):
+            return set()
+        docs = self.col("facts").find(
+            {"agent_id": agent_id, "scope_key": {"$in": list(scope_keys)}, LIVE: True, "$and": _labelled(having)},
+            {"_id": 1})
+        return {d["_id"] for d in docs}
 
     def recent_fact_ids(
         self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int

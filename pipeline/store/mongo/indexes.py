@@ -6,7 +6,7 @@ from __future__ import annotations
 from pymongo import ASCENDING, DESCENDING
 
 from pipeline.store import _common as c
-from pipeline.store.mongo.facts import LIVE
+from pipeline.store.mongo.facts import LABELS, LIVE
 from pipeline.store.mongo.provenance import IDS, UNPARSED
 from pipeline.store.mongo.rollups import KEY as ROLLUP_KEY, ROLLUPS
 
@@ -40,6 +40,9 @@ INDEXES: tuple[tuple[str, list, str, bool], ...] = (
     # date brackets by type, so the facts with no expiry (null) are outside its bounds
     # (https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/)
     ("facts", [("live", _A), ("expires_at", _A)], "live_expires", False),
+    # filters by category and metadata (``labelled_fact_ids``, a filtered ``recent_facts``):
+    # multikey on the labels array, one seek per label
+    ("facts", [("agent_id", _A), (LABELS, _A), ("scope_key", _A)], "agent_labels_scope", False),
     ("reflections", [("agent_id", _A), ("scope_key", _A), ("absorbed", _A), ("formed_at", _A)], "agent_scope_buffer", False),
     ("consolidated", [("agent_id", _A), ("scope_key", _A)], "agent_scope_unique", True),
     ("rejected", [("received_at", _D)], "received", False),

@@ -13,7 +13,7 @@ from pipeline.footprint import Footprint, Resting
 from pipeline.store import _common as c
 from pipeline import withdrawal as w
 from pipeline.store.mongo.codec import from_doc, to_doc
-from pipeline.store.mongo.facts import SEARCH_TEXT
+from pipeline.store.mongo.facts import LABELS, SEARCH_TEXT
 from pipeline.store.mongo.parts import MongoRepository
 from pipeline.store.mongo.reflections import OLDEST
 from pipeline.store.mongo.runs import run_from
@@ -141,7 +141,8 @@ class MongoProvenance(MongoRepository, ProvenanceStore):
         # retires it; a reflection's edit changes its text, a consolidation absorbs it
         guard = ({"version": item.version, "retired_at": None} if facts else {"absorbed": False, "content": item.content})
         if facts:
-            fields.update(source_text=None, **{SEARCH_TEXT: updated.search_text})
+            fields.update(source_text=None, metadata=doc["metadata"], **{SEARCH_TEXT: updated.search_text,
+                                                                        LABELS: updated.labels})
         won = col.update_one({"_id": withdrawal.item_id, "source_user_ids": withdrawal.user_id, **guard},
                              {"$set": fields})
         return updated if won.matched_count else None

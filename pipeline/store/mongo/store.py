@@ -19,7 +19,7 @@ from pipeline.store.mongo.blobs import MongoBlobs
 from pipeline.store.mongo.caps import MongoCaps
 from pipeline.store.mongo.contexts import MongoContexts
 from pipeline.store.mongo.erasure import MongoErasure
-from pipeline.store.mongo.facts import LIVE, SEARCH_TEXT, MongoFacts
+from pipeline.store.mongo.facts import LABELS, LIVE, SEARCH_TEXT, MongoFacts
 from pipeline.store.mongo.indexes import INDEXES, PARTIAL
 from pipeline.store.mongo.ingest import MongoIngest
 from pipeline.store.mongo.leases import MongoLeases
@@ -93,12 +93,15 @@ class MongoStore(Store):
         """Facts stored before the ``live`` flag existed get it, so the partial key holds them;
         facts stored before ``updated_at`` was always set get their ``formed_at`` there, so
         that ``recent_facts`` (<Facts>) finds them; facts stored before ``search_text`` get
-        their content there, which the text search index reads."""
+        their content there, which the text search index reads; facts stored before ``labels``
+        get their categories' labels (the only ones they could hold), which filters match."""
         facts = self.col("facts")
         facts.update_many({LIVE: {"$exists": False}, "retired_at": None}, {"$set": {LIVE: True}})
         facts.update_many({LIVE: {"$exists": False}}, {"$set": {LIVE: False}})
         facts.update_many({"updated_at": None}, [{"$set": {"updated_at": "$formed_at"}}])
         facts.update_many({SEARCH_TEXT: {"$exists": False}}, [{"$set": {SEARCH_TEXT: "$content"}}])
+        facts.update_many({LABELS: {"$exists": False}}, [{"$set": {LABELS: {"$map": {
+            "input": {"$ifNull": ["$categories", []]}, "in": {"$concat": ["category:", "$$this"]}}}}}])
 
     def close(self) -> None:
         if self._client is not None:

@@ -109,11 +109,20 @@ class FactStore(Protocol):
     @abc.abstractmethod
     def recent_facts(
         self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
-        include_retired: bool = False,
+        include_retired: bool = False, having: Sequence[Sequence[str]] = (),
     ) -> list[Fact]:
         """Live facts (and retired ones with ``include_retired``) whose latest change
         (``updated_at``) is at or after ``since``, latest change first, at most ``limit``
-        (None: all)."""
+        (None: all). ``having``: label groups (``MemoryFilter.groups``), each of which a fact
+        must hold a label of; with it, only live facts."""
+
+    @abc.abstractmethod
+    def labelled_fact_ids(
+        self, agent_id: str, scope_keys: Sequence[str], having: Sequence[Sequence[str]],
+    ) -> set[str]:
+        """Ids of the live facts of the agent in ``scope_keys`` holding a label of every group
+        of ``having`` (design §13 "Categories and metadata"), read through an index of the
+        labels, never by reading the agent's facts."""
 
     @abc.abstractmethod
     def recent_fact_ids(

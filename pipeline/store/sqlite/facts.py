@@ -14,6 +14,7 @@ from pipeline import vectors
 from pipeline.store import _common as c
 from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.sqlite.db import Database, qmarks
+from pipeline.store.sqlite.labels import labelled_query
 from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import Fact
 
@@ -34,12 +35,12 @@ class SQLiteFacts(SQLiteRepository, FactStore):
             fact.fact_id, fact.agent_id, fact.scope_key, fact.hash, fact.scope, fact.user_id,
             fact.content, vectors.to_bytes(fact.embedding), fact.embedding_model,
             c.ts(fact.formed_at), c.ts(fact.retired_at), fact.model_dump_json(exclude={"embedding"}),
-            c.ts(fact.changed_at), fact.search_text, c.ts(fact.expires_at),
+            c.ts(fact.changed_at), fact.search_text, c.ts(fact.expires_at), json.dumps(fact.labels),
         )
 
     #: the columns ``_fact_values`` fills, in its order
     _fact_columns = ("fact_id, agent_id, scope_key, hash, scope, user_id, content, embedding, "
-                     "embedding_model, formed_at, retired_at, doc, updated_at, search_text, expires_at")
+                     "embedding_model, formed_at, retired_at, doc, updated_at, search_text, expires_at, labels")
 
     def _put_fact(self, conn: sqlite3.Connection, fact: Fact, *, insert: bool) -> None:
         columns = self._fact_columns
@@ -162,18 +163,28 @@ class SQLiteFacts(SQLiteRepository, FactStore):
 
     def recent_facts(
         self, agent_id: str, scope_keys: Sequence[str], since: datetime, limit: int | None, *,
-        include_retired: bool = False,
+        include_retired: bool = False, having: Sequence[Sequence[str]] = (),
     ) -> list[Fact]:
         if not scope_keys:
             return []
-        live = "" if include_retired else "AND retired_at IS NULL "
+        live = "" if include_retired and not having else "AND retired_at IS NULL "
+        labelled, label_args = labelled_query(self.db.t, agent_id, scope_keys, having) if having else ("", [])
+        only = f"AND fact_id IN ({labelled}) " if having else ""
         rows = self.db.conn().execute(
             f"SELECT doc, embedding FROM {self.db.t('facts')} WHERE agent_id = ? AND scope_key IN "
-            f"({qmarks(scope_keys)}) {live}AND updated_at >= ? "
+            f"({qmarks(scope_keys)}) {live}{only}AND updated_at >= ? "
             "ORDER BY updated_at DESC, rowid DESC LIMIT ?",
-            (agent_id, *scope_keys, c.ts(since), -1 if limit is None else limit),
+            (agent_id, *scope_keys, *label_args, c.ts(since), -1 if limit is None else limit),
         ).fetchall()
         return [fact_from_row(doc, emb) for doc, emb in rows]
+
+    def labelled_fact_ids(
+        self, agent_id: str, scope_keys: Sequence[str], having: Sequence[Sequence[str]],
+    ) -> set[str]:
+        if not scope_keys or not having or not all(having):
+            return set()
+        query, args = labelled_query(self.db.t, agent_id, scope_keys, having)
+        return {row[0] for row in self.db.conn().execute(query, args)}
 
     def recent_fact_ids(
         self, agent_id: str, scope_key: str, embedding_model: str, since: datetime, limit: int

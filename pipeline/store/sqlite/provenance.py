@@ -266,8 +266,9 @@ class SQLiteProvenance(SQLiteRepository, ProvenanceStore):
                 return None
             updated = w.withdrawn(item, withdrawal)
             if isinstance(updated, Fact):  # the search text holds the history and the source text
-                conn.execute(f"UPDATE {t('facts')} SET doc = ?, search_text = ? WHERE fact_id = ?",
-                             (updated.model_dump_json(exclude={"embedding"}), updated.search_text, updated.fact_id))
+                conn.execute(f"UPDATE {t('facts')} SET doc = ?, search_text = ?, labels = ? WHERE fact_id = ?",
+                             (updated.model_dump_json(exclude={"embedding"}), updated.search_text,
+                              json.dumps(updated.labels), updated.fact_id))
             else:
                 conn.execute(f"UPDATE {t('reflections')} SET doc = ? WHERE reflection_id = ?",
                              (updated.model_dump_json(), updated.reflection_id))

@@ -10,6 +10,7 @@ from pipeline.store._common import ts
 from pipeline.store.sqlite.db import Database
 from pipeline.store.sqlite.provenance import create_provenance_schema
 from pipeline.store.sqlite.caps import DDL as CAPS_DDL, TABLE as CAPS
+from pipeline.store.sqlite.labels import DDL as LABELS_DDL, TABLE as LABELS, create_label_triggers
 from pipeline.store.sqlite.rollups import DDL as ROLLUPS_DDL, TABLE as ROLLUPS
 from pipeline.store.sqlite.stats import BACKFILL
 
@@ -67,6 +68,8 @@ _TABLES: tuple[tuple[str, str], ...] = (
     ("webhook_subjects", "user_id TEXT NOT NULL, delivery_id TEXT NOT NULL, PRIMARY KEY (user_id, delivery_id)"),
     # spend caps set at run time (``caps``), one row per agent and one global
     (CAPS, CAPS_DDL),
+    # each live fact's labels, for filters by category and metadata (``labels``)
+    (LABELS, LABELS_DDL),
 )
 
 # (index name suffix, table, columns, unique). A unique key that holds only some rows says so
@@ -120,6 +123,8 @@ _INDEXES: tuple[tuple[str, str, str, bool], ...] = (
     ("usage_rollups_day", ROLLUPS, "scope, day", False),
     # live facts that expire, soonest first (``expired_fact_ids``: beat's expiry task)
     ("facts_expiring", "facts", "expires_at", False),
+    # a fact's label rows, dropped when it is rewritten (``labels``' triggers)
+    ("fact_labels_fact", LABELS, "fact_id", False),
 )
 
 # Only live facts hold their text exclusively: a retired fact must not block the same text
@@ -144,13 +149,15 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs", "user_ids", "TEXT"),
     # Fact.expires_at; NULL on a fact written before, which had none
     ("facts", "expires_at", "TEXT"),
+    # Fact.labels as a JSON array (``labels``); filled from the categories when added
+    ("facts", "labels", "TEXT"),
 )
 
 
 def create_schema(db: Database) -> list[str]:
     """Create every table and index (and the provenance triggers), idempotently; a file made
     by an older version gets the columns added since, filled from its documents."""
-    names = []
+    names, added = [], set()
     with db.write() as conn:
         for table, body in _TABLES:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {db.t(table)} ({body})")
@@ -158,6 +165,7 @@ def create_schema(db: Database) -> list[str]:
             present = {row[1] for row in conn.execute(f"PRAGMA table_info({db.t(table)})").fetchall()}
             if column not in present:
                 conn.execute(f"ALTER TABLE {db.t(table)} ADD COLUMN {column} {kind}")
+                added.add((table, column))
         for suffix, table, columns, unique in _INDEXES:
             name = f"{db.prefix}{suffix}"
             kind = "UNIQUE INDEX" if unique else "INDEX"
@@ -169,6 +177,7 @@ def create_schema(db: Database) -> list[str]:
             conn.execute(f'CREATE {kind} IF NOT EXISTS "{name}" ON {db.t(table)} ({columns}){where}')
             names.append(name)
         _backfill(db, conn)
+        create_label_triggers(conn, db.t, db.prefix, backfill=("facts", "labels") in added)
         names += create_provenance_schema(conn, db.t, db.prefix)
     return names
 

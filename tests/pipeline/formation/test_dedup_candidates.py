@@ -174,11 +174,11 @@ class RecordingSearch(FactSearch):
     def __init__(self, semantic_ids, text_ids) -> None:
         self.semantic_ids, self.text_ids, self.calls = semantic_ids, text_ids, []
 
-    def semantic(self, agent_id, scope_keys, embedding_model, vector, limit, min_score):
+    def semantic(self, agent_id, scope_keys, embedding_model, vector, limit, min_score, *, having=()):
         self.calls.append(("semantic", agent_id, list(scope_keys), embedding_model, limit, min_score))
         return [Hit(f, 0.5) for f in self.semantic_ids][:limit]
 
-    def text(self, agent_id, scope_keys, query, limit, min_score):
+    def text(self, agent_id, scope_keys, query, limit, min_score, *, having=()):
         self.calls.append(("text", agent_id, list(scope_keys), query, limit, min_score))
         return [Hit(f, 2.0) for f in self.text_ids][:limit]
 

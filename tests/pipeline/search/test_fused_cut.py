@@ -29,10 +29,10 @@ class Lists(FactSearch):
         self._semantic = [Hit(fid, 0.9 - i * 1e-3) for i, fid in enumerate(semantic)]
         self._text = [Hit(fid, 9.0 - i * 1e-3) for i, fid in enumerate(text)]
 
-    def semantic(self, agent_id, scope_keys, embedding_model, vector, limit, min_score):
+    def semantic(self, agent_id, scope_keys, embedding_model, vector, limit, min_score, *, having=()):
         return self._semantic[:limit]
 
-    def text(self, agent_id, scope_keys, query, limit, min_score):
+    def text(self, agent_id, scope_keys, query, limit, min_score, *, having=()):
         return self._text[:limit]
 
 

@@ -95,5 +95,6 @@ def test_the_wire_answer_is_the_hit_itself_written_in_the_documented_shape(forme
     hit = SearchHit(id="f1", content="x", scope="user", formed_at=formed, updated_at=updated, age="1h ago",
                     score=0.5, valid_from=valid_from, expires_at=expires)
     [wire] = json.loads(SearchResponse(results=[hit]).model_dump_json())["results"]
-    assert wire == {"valid_from": None, "valid_to": None, "expires_at": None, **hit.as_result()}
+    assert wire == {"valid_from": None, "valid_to": None, "expires_at": None, "categories": [], "metadata": {},
+                    **hit.as_result()}
     assert datetime.fromisoformat(wire["formed_at"]) == formed and wire["formed_at"] == formed.isoformat()

@@ -198,6 +198,37 @@ def test_recent_facts_newest_first_since_and_limited(store):
     assert [f.fact_id for f in store.facts.list_facts("a1", "agent", limit=2)] == ["f4", "f3"]
 
 
+def test_labelled_facts_hold_a_label_of_every_group_and_follow_a_refiling_and_a_retirement(store):
+    def filed(fact_id, categories, metadata, *, user=None, minutes=0):
+        f = fact(fact_id, f"fact {fact_id}", user=user, formed=at(minutes * 60))
+        return f.model_copy(update={"categories": categories, "metadata": metadata})
+
+    store.facts.insert_fact(filed("f1", ["travel"], {"project": "apollo", "tier": 2}))
+    store.facts.insert_fact(filed("f2", ["finance"], {"project": ["apollo", "zeus"]}, minutes=1))
+    store.facts.insert_fact(filed("f3", ["travel"], {"project": "zeus"}, user="u1", minutes=2))
+    both = ["agent", "user:u1"]
+    assert store.facts.labelled_fact_ids("a1", both, [["category:travel"]]) == {"f1", "f3"}
+    assert store.facts.labelled_fact_ids("a1", ["agent"], [["category:travel"]]) == {"f1"}
+    assert store.facts.labelled_fact_ids("a1", both, [['meta:project="apollo"', 'meta:project="zeus"']]) == \
+        {"f1", "f2", "f3"}
+    assert store.facts.labelled_fact_ids("a1", both, [["category:travel"], ['meta:project="zeus"']]) == {"f3"}
+    assert store.facts.labelled_fact_ids("a1", both, [["meta:tier=2"]]) == {"f1"}
+    assert store.facts.labelled_fact_ids("a1", both, [['meta:tier="2"']]) == set()
+    assert store.facts.labelled_fact_ids("a2", both, [["category:travel"]]) == set()
+    recent = store.facts.recent_facts("a1", both, at(0), None, having=[["category:travel"]])
+    assert [f.fact_id for f in recent] == ["f3", "f1"]
+    (f1,) = store.facts.get_facts(["f1"])
+    assert store.facts.update_fact("f1", FactUpdate(content="fact f1 again", hash=text_hash("fact f1 again"),
+                                                    embedding=None, embedding_model=None, run_id="r-refile",
+                                                    now=at(600), categories=["finance"]))
+    assert store.facts.labelled_fact_ids("a1", both, [["category:travel"]]) == {"f3"}
+    assert store.facts.labelled_fact_ids("a1", both, [["category:finance"]]) == {"f1", "f2"}
+    assert store.facts.retire_fact("f2", at(700), "r-retire")
+    assert store.facts.labelled_fact_ids("a1", both, [["category:finance"]]) == {"f1"}
+    assert [f.fact_id for f in store.facts.recent_facts(
+        "a1", both, at(0), None, include_retired=True, having=[["category:finance"]])] == ["f1"]
+
+
 def test_recent_facts_follow_the_latest_change_so_an_old_fact_corrected_today_comes_first(store):
     month_ago = at(-30 * 86400)
     store.facts.insert_fact(fact("home", "Alice lives in city A", user="u1", formed=month_ago))

@@ -105,3 +105,20 @@ def test_the_port_applies_a_withdrawal_only_to_the_state_it_was_planned_on(share
     _update(shared, "f1", "The venue is Ibis Hall", "r3", "m2", "bob", "Bob: Ibis")
     assert shared.provenance.withdraw_user(planned) is None
     assert shared.facts.get_facts(["f1"])[0].source_user_ids == ["ann", "bob"]
+
+
+def test_withdraw_keeps_only_the_metadata_someone_elses_message_carries_too(store):
+    for n, user, meta in ((1, "ann", {"email": "ann@example.com", "project": "apollo"}), (2, "bob", {"project": "apollo"})):
+        said = message(n, user=user, users=["ann", "bob"], content=f"said {n} by {user}")
+        store.ingest.ingest_message(said.model_copy(update={"metadata": meta}), at(n))
+    _run(store, "r1", 1, 2)
+    store.facts.insert_fact(fact("f1", "The venue is Okapi Hall").model_copy(update={
+        "source_message_ids": ["m1", "m2"], "source_user_ids": ["ann", "bob"], "source_run_id": "r1",
+        "categories": ["travel"], "metadata": {"email": "ann@example.com", "project": "apollo"}}))
+    _update(store, "f1", "The venue is Okapi Hall, room 2", "edit:owner", "m2", "bob", "Bob: room 2")
+    assert store.facts.labelled_fact_ids("a1", ["agent"], [['meta:email="ann@example.com"']]) == {"f1"}
+    withdraw(store, _in("ann"))
+    [kept] = store.facts.get_facts(["f1"])
+    assert kept.metadata == {"project": "apollo"} and kept.categories == ["travel"]
+    assert store.facts.labelled_fact_ids("a1", ["agent"], [['meta:email="ann@example.com"']]) == set()
+    assert store.facts.labelled_fact_ids("a1", ["agent"], [['meta:project="apollo"'], ["category:travel"]]) == {"f1"}
