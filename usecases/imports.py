@@ -11,6 +11,10 @@ Idempotent by a key, so that a file can be imported again after an interruption:
   row's id), or the normalized text when it has none: the same line imported twice is one
   fact, and a fact an owner edited since is not brought back beside the edit.
 
+Each fact written live is announced to the agent's webhooks as ``fact.created`` (``source``
+import), and each blob line that adds bullets as ``memory.consolidated``, as formation announces
+the same changes; a reflection, as formation's, when a merge takes it into the blob.
+
 An item whose text its scope already holds live (formed from messages, written by an owner) is
 reported as already there, naming the holder. Imported items are stamped ``source: import`` and
 rest on the line's person (``source_user_ids``), so that ``forget-user`` erases them as it
@@ -35,6 +39,7 @@ from pipeline.owner.blobs import merge_sections
 from pipeline.owner.curation import checked_line
 from pipeline.prompts.consolidation import BlobSection, parse_blob
 from pipeline.text import text_hash
+from pipeline.webhooks import outbox
 from schemas.documents import Fact, FactHistoryEntry, Reflection, scope_key
 from schemas.imports import EXPORTED, SKIPPED_KINDS, ExportedBlob, ExportedFact, ExportedReflection, \
     ExportedSection, SimpleLine
@@ -212,6 +217,10 @@ class Importer:
         results = [self._insert(o.line, o.fact) if isinstance(o, _Pending) else o for o in batch]
         for result in results:
             self.summary.count(result)
+        # a fact that came back already retired changed nothing live: formation announces none either
+        added = {r.item_id for r in results if r.outcome == "added" and r.kind == "fact"}
+        live = [p.fact for p in pending if p.fact.fact_id in added and p.fact.retired_at is None]
+        outbox.announce_changed(self.deps.store.webhooks, live, "fact.created", "import", self.deps.clock.now())
         return results
 
     def _one(self, raw: bytes | str) -> LineResult | _Pending | None:

@@ -7,7 +7,10 @@ shared memory), is embedded by the configured embedder (a fact), and is stamped 
 came from (``source``: ``owner``, ``user`` or ``import``). An exact duplicate (the same
 normalized-text hash, per agent and scope key, as formation's dedup uses) is refused with
 ``Duplicate`` naming the item that holds it. The scope's version stamp moves, so cached
-contexts and searches see the new item at once.
+contexts and searches see the new item at once. A new fact is announced to the agent's webhooks
+as ``fact.created`` with its ``source``, as a run announces the facts it forms; a reflection is
+announced when a consolidation merges it into the blob (``memory.consolidated``), as formation's
+are.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pipeline.errors import Duplicate, InvalidInput
 from pipeline.owner import categories as filing
 from pipeline.owner.curation import checked_line
 from pipeline.text import text_hash
+from pipeline.webhooks import outbox
 from schemas.access import subject_digest
 from schemas.documents import Fact, Reflection, Scope, scope_key
 from schemas.settings import Settings
@@ -135,6 +139,7 @@ def add_fact(deps: WriteDeps, write: FactWrite) -> Fact:
     if not inserted:
         raise Duplicate(write.where, holder)
     deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    outbox.announce_changed(deps.store.webhooks, [fact], "fact.created", write.source, deps.clock.now())
     return fact
 
 
