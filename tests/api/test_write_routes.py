@@ -120,7 +120,7 @@ def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_t
     [seats] = [f for f in api.deps.store.facts.list_facts("A", "user:u2") if "twelve" in f.content]
     assert seats.source == "import" and seats.expires_at is not None and seats.source_user_ids == ["u2"]
     second = client.post("/v1/agents/A/import", content=body, headers=headers).json()
-    assert (second["added"], second["exists"]) == (0, 2)
+    assert (second["added"], second["unchanged"]) == (0, 2)
 
 
 def test_an_import_of_the_export_format_names_a_line_of_another_agent(api, client, owner):
@@ -131,7 +131,7 @@ def test_an_import_of_the_export_format_names_a_line_of_another_agent(api, clien
     report = client.post("/v1/agents/A/import", content=_lines(*exported, moved), headers=owner).json()
     assert report["rejects"] == [{"line": len(exported) + 1, "field": "agent_id",
                                   "why": "this line is of agent 'B', the import is into 'A'"}]
-    assert report["added"] == 0 and report["exists"] >= len(facts)  # every item is still there
+    assert report["added"] == 0 and report["unchanged"] >= len(facts)  # every item is still there
 
 
 def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):

@@ -42,11 +42,12 @@ def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothin
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("line 3: text: the text carries an access code")
     assert out[1].startswith("line 4: user_id: ") and out[2].startswith("line 5: line: not JSON")
-    assert out[3] == f"imported {path}: 2 added (2 fact), 0 already there, 0 skipped (not memory), 3 rejected"
+    assert out[3] == (f"imported {path}: 2 added (2 fact), 0 updated, 0 unchanged, 0 held by another item, "
+                      "0 skipped, 3 rejected")
     assert [f.content for f in store.facts.list_facts("A", "user:tom")] == ["Tom's team has twelve seats"]
     assert cli.main(["import", str(path), "--agent", "A", "--json"]) == 1
     again = json.loads(capsys.readouterr().out)
-    assert (again["added"], again["exists"], again["rejected"]) == (0, 2, 3)
+    assert (again["added"], again["unchanged"], again["rejected"]) == (0, 2, 3)
     assert [r["line"] for r in again["rejects"]] == [3, 4, 5]
     assert "import" in {e.action for e in store.access.list_audit()}
 

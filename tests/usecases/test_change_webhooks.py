@@ -134,3 +134,11 @@ def test_a_withdrawal_is_an_update_by_the_user_and_about_them_too(env, receiver)
     assert delivered(env, receiver) == ordered([
         ("fact.updated", {"fact_id": "f-crew", "scope": "agent", "version": 1, "source": "user",
                           "reason": "withdrawn"})])
+
+
+def test_an_import_line_newer_than_its_keys_fact_announces_an_update(env, receiver):
+    row = {"user_id": "u-1", "text": "Ana renews in June", "import_key": "crm-1"}
+    import_file(env, [(json.dumps(row) + "\n").encode()], "agent-1", by="test")
+    [(_, created)] = delivered(env, receiver)
+    import_file(env, [(json.dumps({**row, "text": "Ana renews in July"}) + "\n").encode()], "agent-1", by="test")
+    assert delivered(env, receiver) == [("fact.updated", {**created, "version": 2})]
