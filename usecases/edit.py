@@ -27,6 +27,7 @@ from pipeline.webhooks import outbox
 from schemas.access import subject_digest
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, scope_key
 from usecases.audit import Audited
+from usecases.lookup import known_session
 
 T = TypeVar("T")
 AGENT = scope_key("agent")
@@ -86,11 +87,15 @@ def delete_agent_item(deps, item: Fact | Reflection, holder: str) -> Edited[dict
 
 
 def edit_section(store: Store, settings, agent_id: str, key: str, section: str, bullets: Sequence[str], *, by: str,
-                 now: datetime, subject: str, people: Sequence[str] = (), source: str = "owner"
-                 ) -> Edited[ConsolidatedBlob]:
+                 now: datetime, subject: str, people: Sequence[str] = (), source: str = "owner",
+                 session_where: str = "session_id") -> Edited[ConsolidatedBlob]:
     """One section of a scope's blob rewritten (none: removed) by ``source`` (owner, or the
     user of the blob): a new version, screened. ``subject`` is what the audit names
-    (``agent``, ``session``, a user's pseudonym)."""
+    (``agent``, ``session``, a user's pseudonym). A session's blob is only the agent's own
+    sessions' (``NotStored`` naming ``session_where`` otherwise)."""
+    kind, _, session_id = key.partition(":")
+    if kind == "session":
+        known_session(store.ingest, agent_id, session_id, session_where)
     blob = blobs.edit_section(store, settings, agent_id, key, section, bullets, by=by, now=now, people=people,
                               source=source)
     return Edited(blob, Audited("blob.edit", agent_id, subject, {"version": blob.version}))

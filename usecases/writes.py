@@ -32,6 +32,7 @@ from schemas.documents import Fact, Reflection, Scope, scope_key
 from schemas.settings import Settings
 from usecases.audit import Audited
 from usecases.edit import Edited
+from usecases.lookup import known_session
 
 W = TypeVar("W", Fact, Reflection)
 
@@ -74,6 +75,7 @@ class ReflectionWrite:
     user_id: str | None = None
     session_id: str | None = None
     where: str = "content"
+    session_where: str = "session_id"   # the field the caller named the session in (the CLI's --session)
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,11 @@ def add_fact(deps: WriteDeps, write: FactWrite) -> Fact:
 
 def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     """Store ``write`` in its scope's buffer; ``Duplicate`` when a reflection waiting there
-    already says it (the same normalized text)."""
+    already says it (the same normalized text), ``NotStored`` when it names a session the agent
+    does not have."""
     to = target(write.user_id, write.session_id)
+    if to.session_id:
+        known_session(deps.store.ingest, write.agent_id, to.session_id, write.session_where)
     check_writable(deps, write.agent_id, to)
     text = checked_line(write.content, to.scope, settings=deps.settings,
                         word_limit=deps.settings.reflection_word_limit, people=to.people, where=write.where)

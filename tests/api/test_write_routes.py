@@ -87,10 +87,27 @@ def test_an_owner_adds_reflections_to_the_agent_buffer_and_a_repeat_is_refused(a
     again = client.post("/v1/agents/A/memory/reflections", json={"content": "the team wants a recap after each call"},
                         headers=owner)
     assert again.status_code == 409 and added.json()["id"] in again.json()["why"]
-    session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s9"},
+    session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s1"},
                           headers=owner)
     assert session.status_code == 201
-    assert [r.content for r in api.deps.store.reflections.unabsorbed_reflections("A", "session:s9")] == ["Keep it short"]
+    assert [r.content for r in api.deps.store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep it short"]
+
+
+def test_a_write_into_a_session_the_agent_does_not_have_is_a_404_naming_the_session(api, client, owner):
+    store = api.deps.store
+    store.ingest.declare_session_users("s-b", "B", ["u2"])   # another agent's session is none of A's
+    for session_id in ("s9", "s-b"):
+        added = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short",
+                                                                     "session_id": session_id}, headers=owner)
+        assert added.status_code == 404, added.text
+        assert added.json()["where"] == "body session_id"
+        assert added.json()["why"].startswith("no such session (erased, or never stored)")
+        assert f"{session_id!r}" in added.json()["why"]
+        section = client.put("/v1/agents/A/memory/blob/sections/tone", headers=owner,
+                             json={"scope": "session", "session_id": session_id, "bullets": ["Keep it short"]})
+        assert section.status_code == 404 and section.json()["where"] == "body session_id", section.text
+        assert store.reflections.unabsorbed_reflections("A", f"session:{session_id}") == []
+        assert store.blobs.get_blob("A", f"session:{session_id}") is None
 
 
 def _lines(*rows) -> bytes:

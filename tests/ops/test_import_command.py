@@ -27,6 +27,13 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
     assert "--expires" in capsys.readouterr().err
     assert cli.main(["curate", "add-fact", "A", "--text", "x is z", "--category", "billing"]) == 2
     assert "--category[0]: 'billing' is not one of the agent's categories" in capsys.readouterr().err
+    capsys.readouterr()
+    assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 2
+    assert "memoryctl curate: --session: no such session (erased, or never stored): 's1'" in capsys.readouterr().err
+    assert cli.main(["curate", "edit-section", "A", "tone", "--session", "s1", "--line", "Short"]) == 2
+    assert "--session: no such session" in capsys.readouterr().err
+    assert store.reflections.unabsorbed_reflections("A", "session:s1") == [] and store.blobs.get_blob("A", "session:s1") is None
+    store.ingest.declare_session_users("s1", "A", ["maya"])   # the platform started it
     assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 0
     assert [r.content for r in store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
