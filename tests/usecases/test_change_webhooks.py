@@ -62,10 +62,16 @@ def test_a_direct_write_announces_its_fact_as_formation_does_and_its_reflection_
     ])
 
 
-def test_an_owner_edit_and_a_user_edit_are_updates_naming_who_made_them(env, receiver):
-    shared = add_fact(env, FactWrite("agent-1", "The venue is Riverside Park", "owner"))
-    mine = add_fact(env, FactWrite("agent-1", "Maya lives in Porto", "user", user_id="u-1"))
+def written_and_told(env, receiver, shared_text: str, user_text: str):
+    """An owner's agent fact and u-1's own fact, their creation delivered already."""
+    shared = add_fact(env, FactWrite("agent-1", shared_text, "owner"))
+    mine = add_fact(env, FactWrite("agent-1", user_text, "user", user_id="u-1"))
     delivered(env, receiver)
+    return shared, mine
+
+
+def test_an_owner_edit_and_a_user_edit_are_updates_naming_who_made_them(env, receiver):
+    shared, mine = written_and_told(env, receiver, "The venue is Riverside Park", "Maya lives in Porto")
     env.clock.advance(seconds=60)
     assert edit.edit_agent_fact(env, shared, "The venue is Riverside Park, hall B") is not None
     user_memory.edit_fact(env, "agent-1", "u-1", mine.fact_id, "Maya lives in Lisbon")
@@ -76,9 +82,7 @@ def test_an_owner_edit_and_a_user_edit_are_updates_naming_who_made_them(env, rec
 
 
 def test_a_deleted_fact_is_retired_with_the_reason_deleted_and_its_content_is_gone(env, receiver):
-    shared = add_fact(env, FactWrite("agent-1", "The budget is 12,000 euros", "owner"))
-    mine = add_fact(env, FactWrite("agent-1", "Maya's dog is called Rex", "user", user_id="u-1"))
-    delivered(env, receiver)
+    shared, mine = written_and_told(env, receiver, "The budget is 12,000 euros", "Maya's dog is called Rex")
     env.store.webhooks.put_subscription(env.store.webhooks.list_subscriptions("agent-1")[0].model_copy(
         update={"include_content": True}))
     edit.delete_agent_item(env, shared, holder="test")
