@@ -62,3 +62,21 @@ def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothin
 def test_an_import_of_a_missing_file_is_one_clear_line(store, capsys, tmp_path):
     assert cli.main(["import", str(tmp_path / "nope.jsonl"), "--agent", "A"]) == 2
     assert "FILE: cannot read" in capsys.readouterr().err
+
+
+def test_an_import_says_which_lines_met_a_retired_fact_and_counts_updates(store, capsys, tmp_path):
+    path = tmp_path / "crm.jsonl"
+    row = {"user_id": "maya", "text": "Maya renews in June", "import_key": "crm-1"}
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A"]) == 0
+    path.write_text(json.dumps({**row, "text": "Maya renews in July"}) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["updated"] == 1
+    [fact] = [f for f in store.facts.list_facts("A", "user:maya") if "renews" in f.content]
+    assert store.facts.retire_fact(fact.fact_id, fact.updated_at, "r-later", reason="contradicted")
+    path.write_text(json.dumps({**row, "text": "Maya renews in August"}) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("line 1: skipped: the fact under this key was retired (contradicted)")
+    assert out[1].endswith("0 held by another item, 1 skipped, 0 rejected")
+    assert "August" not in " ".join(f.content for f in store.facts.list_facts("A", "user:maya", include_retired=True))
