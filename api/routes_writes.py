@@ -134,4 +134,5 @@ def report(agent_id: str, summary: ImportSummary) -> w.ImportReport:
                           unchanged=summary.unchanged, exists=summary.exists, skipped=summary.skipped,
                           rejected=summary.rejected, added_by_kind=summary.by_kind,
                           rejects=[w.ImportReject(line=r.line, field=r.field or "line", why=r.why or "")
-                                   for r in summary.rejects])
+                                   for r in summary.rejects],
+                          skips=[w.ImportSkip(line=r.line, why=r.why or "") for r in summary.skips])

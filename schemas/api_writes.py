@@ -30,6 +30,11 @@ class ImportReject(BaseModel):
     why: str
 
 
+class ImportSkip(BaseModel):
+    line: int = Field(description="the line's number in the body, from 1")
+    why: str
+
+
 class ImportReport(BaseModel):
     agent_id: str
     added: int = Field(description="lines whose item was stored")
@@ -43,3 +48,5 @@ class ImportReport(BaseModel):
     rejected: int
     added_by_kind: dict[str, int]
     rejects: list[ImportReject] = Field(description="the first 1,000 rejected lines, in order")
+    skips: list[ImportSkip] = Field(description="the first 1,000 fact lines skipped because the fact under their "
+                                                "key is retired, in order, with why")

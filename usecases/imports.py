@@ -83,6 +83,8 @@ class ImportSummary:
     skipped: int = 0
     rejected: int = 0
     rejects: list[LineResult] = field(default_factory=list)
+    #: fact lines skipped because the fact under their key is retired, with why (as many as rejects)
+    skips: list[LineResult] = field(default_factory=list)
     by_kind: dict[str, int] = field(default_factory=dict)   # added, per kind
 
     def count(self, result: LineResult) -> None:
@@ -91,6 +93,8 @@ class ImportSummary:
             self.by_kind[result.kind] = self.by_kind.get(result.kind, 0) + 1
         if result.outcome == "rejected" and len(self.rejects) < KEPT_REJECTS:
             self.rejects.append(result)
+        if result.outcome == "skipped" and result.kind == "fact" and len(self.skips) < KEPT_REJECTS:
+            self.skips.append(result)
 
 
 @dataclass

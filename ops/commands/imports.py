@@ -100,7 +100,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"file": args.file, "agent": args.agent, "added": summary.added, "updated": summary.updated,
                           "unchanged": summary.unchanged, "exists": summary.exists,
                           "skipped": summary.skipped, "rejected": summary.rejected, "added_by_kind": summary.by_kind,
-                          "rejects": [{"line": r.line, "field": r.field, "why": r.why} for r in summary.rejects]},
+                          "rejects": [{"line": r.line, "field": r.field, "why": r.why} for r in summary.rejects],
+                          "skips": [{"line": r.line, "why": r.why} for r in summary.skips]},
                          sort_keys=True))
     else:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.by_kind.items())) or "nothing new"

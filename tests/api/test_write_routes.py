@@ -169,3 +169,21 @@ def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
 def test_an_empty_import_is_a_422(client, owner):
     answer = client.post("/v1/agents/A/import", content=b"", headers=owner)
     assert answer.status_code == 422 and answer.json()["where"] == "body"
+
+
+def test_an_import_updates_a_known_key_and_names_each_line_that_met_a_retired_fact(api, client, owner):
+    headers = {**owner, "Content-Type": "application/x-ndjson"}
+    row = {"user_id": "u2", "text": "Bob renews in June", "import_key": "crm-7"}
+    assert client.post("/v1/agents/A/import", content=_lines(row), headers=headers).json()["added"] == 1
+    newer = client.post("/v1/agents/A/import", content=_lines({**row, "text": "Bob renews in July"}),
+                        headers=headers).json()
+    assert (newer["added"], newer["updated"], newer["unchanged"], newer["skips"]) == (0, 1, 0, [])
+    store = api.deps.store
+    [fact] = [f for f in store.facts.list_facts("A", "user:u2") if "renews" in f.content]
+    assert (fact.content, [h.content for h in fact.history]) == ("Bob renews in July", ["Bob renews in June"])
+    assert store.facts.retire_fact(fact.fact_id, api.deps.clock.now(), "r-later", reason="contradicted")
+    late = client.post("/v1/agents/A/import", content=_lines({**row, "text": "Bob renews in May"}),
+                       headers=headers).json()
+    assert (late["updated"], late["skipped"]) == (0, 1)
+    assert [s["line"] for s in late["skips"]] == [1]
+    assert late["skips"][0]["why"].startswith("the fact under this key was retired (contradicted)")
