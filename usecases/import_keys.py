@@ -9,8 +9,8 @@ becomes of the fact under that key (``usecases.imports`` reads the lines; this d
 - Otherwise the line is newer: an UPDATE with history, as an owner's edit makes one
   (``pipeline.owner.curation.edit_fact``: screened, embedded again, announced as
   ``fact.updated`` by ``import``), reported ``updated``.
-- The fact under the key is retired (contradicted, expired, deleted by its erasure's
-  rebuild...): the line is ``skipped``, naming why. An import never brings back what memory
+- The fact under the key is retired (contradicted by newer memory, expired): the line is
+  ``skipped``, naming why. An import never brings back what memory
   retired, and never retires (a line of a retired fact over a live one is skipped too); an
   export line of a retired fact over the same retired fact is ``unchanged``.
 """
@@ -44,7 +44,8 @@ def verdict(stored: Fact, wanted: Fact, now: datetime) -> tuple[Verdict, str | N
     if stored.retired_at is not None or expired(stored, now):
         if wanted.retired_at is not None and stored.hash == text_hash(wanted.content):
             return "unchanged", None
-        return "skipped", RETIRED.format(reason=stored.retired_reason or "expired")
+        why = stored.retired_reason or ("expired" if stored.retired_at is None else "no reason recorded")
+        return "skipped", RETIRED.format(reason=why)
     if wanted.retired_at is not None:
         return "skipped", RETIRES_NOTHING
     if _same(stored, wanted):
