@@ -1,7 +1,8 @@
 """What a person changes by hand, and what an import writes, reaches the agent's webhooks as
 formation's changes do (design §13 "Operator controls"): the same kinds and ``data``, no
 content, and who made it (``source``) where a run's event names the run. Each over a real
-subscription on SQLite, delivered to a real receiver that verifies every signature."""
+subscription on SQLite and on the strict Mongo emulation, delivered to a real receiver that
+verifies every signature."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from api import user_memory
 from schemas.documents import scope_key
 from testkit.documents import fact
-from testkit.formation import make_env
+from testkit.formation import make_atlas_env, make_env
 from testkit.webhook_receiver import Receiver
 from tests.pipeline.webhooks.test_webhook_outbox import send_due, subscribe
 from usecases import edit
@@ -23,9 +24,9 @@ from usecases.writes import FactWrite, ReflectionWrite, add_fact, add_reflection
 KINDS = ("fact.created", "fact.updated", "fact.retired", "memory.consolidated")
 
 
-@pytest.fixture
-def env(tmp_path):
-    e = make_env(tmp_path)
+@pytest.fixture(params=["sqlite", "mongo"])
+def env(request, tmp_path):
+    e = make_env(tmp_path) if request.param == "sqlite" else make_atlas_env(tmp_path)
     yield e
     e.store.close()
 
