@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipeline.errors import ConfigurationError, Duplicate, InvalidInput, StoreFileMissing, TransientError
+from pipeline.errors import ConfigurationError, Duplicate, InvalidInput, NotStored, StoreFileMissing, TransientError
 from schemas.api import Problem
 
 log = logging.getLogger("memory.api")
@@ -189,7 +189,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidInput)
     async def _input(request: Request, exc: InvalidInput) -> Response:
-        status = 409 if isinstance(exc, Duplicate) else 422  # the same text already stored: a conflict
+        # the same text already stored: a conflict; a named item not stored: not found
+        status = 409 if isinstance(exc, Duplicate) else 404 if isinstance(exc, NotStored) else 422
         return answer(request, status, getattr(exc, "what", "invalid request"), place(request, exc.field), exc.reason)
 
     @app.exception_handler(TransientError)

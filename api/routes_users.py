@@ -114,7 +114,8 @@ def edit_blob_section(agent_id: AgentId, user_id: UserId, section: Annotated[str
     user = _user(caller, agent_id, user_id)
     blob = audited(ctx, caller, edit.edit_section(
         ctx.store, ctx.settings, agent_id, scope_key("user", user_id=user), section, body.bullets,
-        by=caller.credential_id, now=ctx.clock.now(), subject=subject_digest(agent_id, user), people=[user])).item
+        by=caller.credential_id, now=ctx.clock.now(), subject=subject_digest(agent_id, user), people=[user],
+        source="user")).item
     return m.MyBlob(content=blob.consolidated_content, version=blob.version,
                     last_consolidated_at=blob.last_consolidated_at)
 

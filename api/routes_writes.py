@@ -31,7 +31,8 @@ from schemas import api as m
 from schemas import api_writes as w
 from schemas.imports import SimpleLine
 from usecases import writes
-from usecases.imports import ImportSummary, Importer, LineSplitter
+from usecases.import_lines import LineSplitter
+from usecases.imports import ImportSummary, Importer
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["owner"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
@@ -117,7 +118,7 @@ async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx:
         if seen > limit:
             audited(ctx, caller, importer)
             raise ApiError("request too large", "body", f"more than {limit} bytes; the first {importer.line} lines "
-                           "were imported (importing them again adds nothing): send the rest apart", status=413)
+                           "were imported (importing them again changes nothing): send the rest apart", status=413)
         if lines := splitter.feed(chunk):
             await run_in_threadpool(importer.feed, lines)
     if not seen:
@@ -129,7 +130,9 @@ async def import_lines(agent_id: AgentId, request: Request, caller: Caller, ctx:
 
 
 def report(agent_id: str, summary: ImportSummary) -> w.ImportReport:
-    return w.ImportReport(agent_id=agent_id, added=summary.added, exists=summary.exists, skipped=summary.skipped,
+    return w.ImportReport(agent_id=agent_id, added=summary.added, updated=summary.updated,
+                          unchanged=summary.unchanged, exists=summary.exists, skipped=summary.skipped,
                           rejected=summary.rejected, added_by_kind=summary.by_kind,
                           rejects=[w.ImportReject(line=r.line, field=r.field or "line", why=r.why or "")
-                                   for r in summary.rejects])
+                                   for r in summary.rejects],
+                          skips=[w.ImportSkip(line=r.line, why=r.why or "") for r in summary.skips])

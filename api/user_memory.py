@@ -124,7 +124,8 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
         raise NotFound("no such fact among this user's own facts (shared facts are not editable)",
                        "path fact_id")
     updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where,
-                                 expires_at=expires_at, clear_expiry=clear_expiry, categories=categories)
+                                 expires_at=expires_at, clear_expiry=clear_expiry, categories=categories,
+                                 source="user")
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)
@@ -162,7 +163,7 @@ def delete_item(deps, agent_id: str, user_id: str, kind: str, item_id: str, hold
     if item is None:
         raise NotFound(f"no such {kind} among this user's items or the shared items resting only on them",
                        "path item_id")
-    delete_items(deps, deletion_plan(deps.store, item), holder)
+    delete_items(deps, deletion_plan(deps.store, item), holder, source="user")
     return Edited(m.Deleted(deleted=item_id, kind=kind),  # type: ignore[arg-type]
                   Audited("item.delete", agent_id, subject_digest(agent_id, user_id), {kind + "s": 1}))
 

@@ -100,5 +100,12 @@ class Duplicate(InvalidInput):
         self.existing_id = existing_id
 
 
+class NotStored(InvalidInput):
+    """Input naming something the store does not hold (a session that never was, or was
+    erased): the doors answer it as not found (404), naming the field."""
+
+    what = "not found"
+
+
 class LeaseLost(TransientError):
     """Another worker took over this run or scope; this one must stop without side effects."""

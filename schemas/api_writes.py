@@ -30,11 +30,23 @@ class ImportReject(BaseModel):
     why: str
 
 
+class ImportSkip(BaseModel):
+    line: int = Field(description="the line's number in the body, from 1")
+    why: str
+
+
 class ImportReport(BaseModel):
     agent_id: str
     added: int = Field(description="lines whose item was stored")
-    exists: int = Field(description="lines whose key or text is stored already (importing again adds nothing)")
-    skipped: int = Field(description="export lines that hold no memory (message, run_cost)")
+    updated: int = Field(description="fact lines whose key was stored with another text, categories or expiry: "
+                                     "the fact now says the line (a new version, with history)")
+    unchanged: int = Field(description="lines whose key holds what they say already, or said it before "
+                                       "(importing again changes nothing)")
+    exists: int = Field(description="lines whose text another item of the scope holds")
+    skipped: int = Field(description="export lines that hold no memory (message, run_cost), and fact lines whose "
+                                     "key holds a retired fact (an import brings none back)")
     rejected: int
     added_by_kind: dict[str, int]
     rejects: list[ImportReject] = Field(description="the first 1,000 rejected lines, in order")
+    skips: list[ImportSkip] = Field(description="the first 1,000 fact lines skipped because the fact under their "
+                                                "key is retired, in order, with why")

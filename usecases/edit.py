@@ -5,6 +5,12 @@ the item a caller may touch stays with the door, which words "not found" its own
 
 Every deletion goes through ``deletion_plan`` and ``delete_items``, so a change to what deleting
 one item removes is a change here only.
+
+Each change is announced to the agent's webhooks as formation announces the same change
+(``pipeline.webhooks.outbox.announce_changed``), naming who made it (``source``: owner or
+user): an edited fact ``fact.updated``, a deleted one ``fact.retired`` with the reason
+``deleted``, a blob's new version ``memory.consolidated``. A reflection waiting in a buffer is
+announced by no one, as formation announces none: the merge that takes it into the blob is.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from typing import Generic, TypeVar
 from pipeline import erasure
 from pipeline.owner import blobs, curation
 from pipeline.store.port import Store
+from pipeline.webhooks import outbox
 from schemas.access import subject_digest
 from schemas.documents import ConsolidatedBlob, Fact, Reflection, scope_key
 from usecases.audit import Audited
+from usecases.lookup import known_session
 
 T = TypeVar("T")
 AGENT = scope_key("agent")
@@ -74,15 +82,22 @@ def edit_agent_reflection(store: Store, settings, found: Reflection, content: st
 def delete_agent_item(deps, item: Fact | Reflection, holder: str) -> Edited[dict[str, int]]:
     """Delete an agent-scope fact or pending reflection, with its history."""
     kind = "facts" if isinstance(item, Fact) else "reflections"
-    counts = delete_items(deps, deletion_plan(deps.store, item), holder)
+    counts = delete_items(deps, deletion_plan(deps.store, item), holder, source="owner")
     return Edited(counts, Audited("item.delete", item.agent_id, "agent", {kind: 1}))
 
 
 def edit_section(store: Store, settings, agent_id: str, key: str, section: str, bullets: Sequence[str], *, by: str,
-                 now: datetime, subject: str, people: Sequence[str] = ()) -> Edited[ConsolidatedBlob]:
-    """One section of a scope's blob rewritten (none: removed): a new version, screened.
-    ``subject`` is what the audit names (``agent``, ``session``, a user's pseudonym)."""
-    blob = blobs.edit_section(store, settings, agent_id, key, section, bullets, by=by, now=now, people=people)
+                 now: datetime, subject: str, people: Sequence[str] = (), source: str = "owner",
+                 session_where: str = "session_id") -> Edited[ConsolidatedBlob]:
+    """One section of a scope's blob rewritten (none: removed) by ``source`` (owner, or the
+    user of the blob): a new version, screened. ``subject`` is what the audit names
+    (``agent``, ``session``, a user's pseudonym). A session's blob is only the agent's own
+    sessions' (``NotStored`` naming ``session_where`` otherwise)."""
+    kind, _, session_id = key.partition(":")
+    if kind == "session":
+        known_session(store.ingest, agent_id, session_id, session_where)
+    blob = blobs.edit_section(store, settings, agent_id, key, section, bullets, by=by, now=now, people=people,
+                              source=source)
     return Edited(blob, Audited("blob.edit", agent_id, subject, {"version": blob.version}))
 
 
@@ -125,14 +140,21 @@ def deletion_plan(store: Store, item: Fact | Reflection) -> erasure.Plan:
     return plan
 
 
-def delete_items(deps, plan: erasure.Plan, holder: str) -> dict[str, int]:
+def delete_items(deps, plan: erasure.Plan, holder: str, *, source: str) -> dict[str, int]:
     """Execute a deletion plan: blobs merged again first (under the consolidation leases of
-    their scope keys), then the items removed (``Store.erase_memory``)."""
+    their scope keys), then the items removed (``Store.erase_memory``); each deleted fact and
+    each new blob version announced as made by ``source`` (owner or user)."""
     from pipeline.formation.rebuild import holding, rebuild_blob
 
+    store, now = deps.store, deps.clock.now()
+    facts = store.facts.get_facts(plan.fact_ids)   # read before they go: the notice names their scope
     with holding(deps, plan.lease_keys(), holder):
-        for target in plan.rebuild:
-            rebuild_blob(deps, target, holder)
-        deps.store.admin.erase_memory(plan)
+        rebuilt = [rebuild_blob(deps, target, holder) for target in plan.rebuild]
+        store.admin.erase_memory(plan)
+    outbox.announce_changed(store.webhooks, facts, "fact.retired", source, now, reason="deleted")
+    for target, done in zip(plan.rebuild, rebuilt):
+        blob = store.blobs.get_blob(target.agent_id, target.scope_key) if done["status"] == "rebuilt" else None
+        if blob is not None:
+            outbox.announce_blob(store.webhooks, blob, source, now)
     return {"facts": len(plan.fact_ids), "reflections": len(plan.reflection_ids),
             "blobs_rebuilt": len(plan.rebuild), "blobs_deleted": len(plan.drop_blobs)}

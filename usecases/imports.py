@@ -4,27 +4,33 @@ reported with its number, the field as the line spells it, and why.
 
 Idempotent by a key, so that a file can be imported again after an interruption:
 
-- an export line keeps the id it was exported with (``fact_id``, ``reflection_id``): importing
-  it again finds that id and adds nothing, even after the fact was edited since. A blob line
-  adds the bullets its blob does not hold yet, and nothing when it holds them all.
-- a simple line's fact id is derived from the agent, the user and its ``import_key`` (a CRM
-  row's id), or the normalized text when it has none: the same line imported twice is one
-  fact, and a fact an owner edited since is not brought back beside the edit.
+- an export line keeps the id it was exported with (``fact_id``, ``reflection_id``); a simple
+  line's fact id is derived from the agent, the user and its ``import_key`` (a CRM row's id),
+  or the normalized text when it has none. A fact line whose key is stored already leaves the
+  fact ``unchanged`` when it says the same, ``updated`` (a new version, with history) when it
+  says something newer, and is ``skipped`` when the fact is retired (``usecases.import_keys``
+  decides). A reflection whose id is stored is kept as it is (``unchanged``).
+- a blob line adds the bullets its blob does not hold yet, and nothing (``unchanged``) when it
+  holds them all.
+
+Each fact written live is announced to the agent's webhooks as ``fact.created`` (``source``
+import), and each blob line that adds bullets as ``memory.consolidated``, as formation announces
+the same changes; a reflection, as formation's, when a merge takes it into the blob.
 
 An item whose text its scope already holds live (formed from messages, written by an owner) is
 reported as already there, naming the holder. Imported items are stamped ``source: import`` and
 rest on the line's person (``source_user_ids``), so that ``forget-user`` erases them as it
 erases memory formed from their messages.
 
-Streamed: ``LineSplitter`` cuts the bytes into lines as they arrive, with a bound on one line,
-and ``Importer.feed`` takes lines as they come; neither holds the whole file.
+Streamed: ``usecases.import_lines`` cuts the bytes into lines as they arrive, with a bound on
+one line, and ``Importer.feed`` takes lines as they come; neither holds the whole file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,14 +41,15 @@ from pipeline.owner.blobs import merge_sections
 from pipeline.owner.curation import checked_line
 from pipeline.prompts.consolidation import BlobSection, parse_blob
 from pipeline.text import text_hash
+from pipeline.webhooks import outbox
 from schemas.documents import Fact, FactHistoryEntry, Reflection, scope_key
 from schemas.imports import EXPORTED, SKIPPED_KINDS, ExportedBlob, ExportedFact, ExportedReflection, \
     ExportedSection, SimpleLine
+from usecases import import_keys
+from usecases.import_lines import MAX_LINE_BYTES, TooLong, split_lines
 from usecases.writes import FactWrite, WriteDeps, check_writable, new_fact, target
 from usecases.audit import Audited
 
-#: the longest line read (a fact with a long history fits many times over)
-MAX_LINE_BYTES = 1_048_576
 #: the facts embedded in one call: an import in batches of 64 ran 2.5x faster than one text at
 #: a time (35.0 vs 14.2 lines/s, all-MiniLM-L6-v2 int8, load 10.6; docs/benchmarks.md)
 EMBED_BATCH = 64
@@ -51,12 +58,13 @@ KEPT_REJECTS = 1000
 #: history texts were screened when stored; their word limit is the one they had then
 _HISTORY_WORDS = 10_000
 
-Outcome = Literal["added", "exists", "skipped", "rejected"]
+Outcome = Literal["added", "updated", "unchanged", "exists", "skipped", "rejected"]
 
 
 @dataclass(frozen=True)
 class LineResult:
-    """What became of one line: ``item_id`` the item added (or the one already holding it)."""
+    """What became of one line: ``item_id`` the item added or updated (or the one already
+    holding it); ``why`` a reject's reason, or why a line changed nothing."""
 
     line: int
     outcome: Outcome
@@ -69,10 +77,14 @@ class LineResult:
 @dataclass
 class ImportSummary:
     added: int = 0
-    exists: int = 0
+    updated: int = 0     # facts whose key was stored, now saying the newer line
+    unchanged: int = 0   # lines whose key holds what they say already (imported before)
+    exists: int = 0      # lines whose text another item of the scope holds
     skipped: int = 0
     rejected: int = 0
     rejects: list[LineResult] = field(default_factory=list)
+    #: fact lines skipped because the fact under their key is retired, with why (as many as rejects)
+    skips: list[LineResult] = field(default_factory=list)
     by_kind: dict[str, int] = field(default_factory=dict)   # added, per kind
 
     def count(self, result: LineResult) -> None:
@@ -81,6 +93,8 @@ class ImportSummary:
             self.by_kind[result.kind] = self.by_kind.get(result.kind, 0) + 1
         if result.outcome == "rejected" and len(self.rejects) < KEPT_REJECTS:
             self.rejects.append(result)
+        if result.outcome == "skipped" and result.kind == "fact" and len(self.skips) < KEPT_REJECTS:
+            self.skips.append(result)
 
 
 @dataclass
@@ -89,53 +103,17 @@ class _Pending:
 
     line: int
     fact: Fact
+    where: str   # the field the line gives the text in
 
 
-class TooLong(bytes):
-    """A line past ``MAX_LINE_BYTES``: only its first bytes, the rest skipped to its end."""
+@dataclass(frozen=True)
+class _Update:
+    """A line newer than the live fact under its key: applied after the lines before it."""
 
-
-class LineSplitter:
-    """Bytes in, lines out, as they arrive: no line is held past ``max_bytes``."""
-
-    def __init__(self, max_bytes: int = MAX_LINE_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self._buffer = bytearray()
-        self._overflow = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        out: list[bytes] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            out.append(self._take(chunk[start:end]))
-            start = end + 1
-        self._add(chunk[start:])
-        return out
-
-    def end(self) -> list[bytes]:
-        return [self._take(b"")] if self._buffer or self._overflow else []
-
-    def _add(self, part: bytes) -> None:
-        if self._overflow:
-            return
-        self._buffer += part
-        if len(self._buffer) > self.max_bytes:
-            self._overflow = True
-            del self._buffer[64:]
-
-    def _take(self, tail: bytes) -> bytes:
-        self._add(tail)
-        line: bytes = TooLong(bytes(self._buffer)) if self._overflow else bytes(self._buffer)
-        self._buffer.clear()
-        self._overflow = False
-        return line
-
-
-def split_lines(chunks: Iterable[bytes], max_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes]:
-    splitter = LineSplitter(max_bytes)
-    for chunk in chunks:
-        yield from splitter.feed(chunk)
-    yield from splitter.end()
+    line: int
+    stored: Fact
+    wanted: Fact
+    where: str
 
 
 def _where(loc: tuple) -> str:
@@ -168,8 +146,10 @@ class Importer:
     @property
     def audit(self) -> Audited:
         """The import's audit entry, with its counts so far (never a line's content)."""
-        return Audited("import", self.agent_id, "agent", {"added": self.summary.added, "exists": self.summary.exists,
-                                                         "rejected": self.summary.rejected})
+        done = self.summary
+        return Audited("import", self.agent_id, "agent", {"added": done.added, "updated": done.updated,
+                                                         "unchanged": done.unchanged, "exists": done.exists,
+                                                         "rejected": done.rejected})
 
     def feed(self, lines: Iterable[bytes | str]) -> list[LineResult]:
         """The results of ``lines`` (numbered on from the last call), in order; blank lines are
@@ -180,6 +160,10 @@ class Importer:
         for raw in lines:
             self.line += 1
             outcome = self._one(raw)
+            if isinstance(outcome, _Update):   # in order: a line before it may hold its new text
+                results += self._settle(batch)
+                batch = []
+                outcome = self._update(outcome)
             if outcome is not None:
                 batch.append(outcome)
             if sum(isinstance(o, _Pending) for o in batch) >= EMBED_BATCH:
@@ -209,12 +193,16 @@ class Importer:
             model = self.deps.embedder.model
             for p, vector in zip(pending, vectors):
                 p.fact = p.fact.model_copy(update={"embedding": vector, "embedding_model": model})
-        results = [self._insert(o.line, o.fact) if isinstance(o, _Pending) else o for o in batch]
+        results = [self._insert(o) if isinstance(o, _Pending) else o for o in batch]
         for result in results:
             self.summary.count(result)
+        # a fact that came back already retired changed nothing live: formation announces none either
+        added = {r.item_id for r in results if r.outcome == "added" and r.kind == "fact"}
+        live = [p.fact for p in pending if p.fact.fact_id in added and p.fact.retired_at is None]
+        outbox.announce_changed(self.deps.store.webhooks, live, "fact.created", "import", self.deps.clock.now())
         return results
 
-    def _one(self, raw: bytes | str) -> LineResult | _Pending | None:
+    def _one(self, raw: bytes | str) -> LineResult | _Pending | _Update | None:
         n = self.line
         if isinstance(raw, TooLong):
             return LineResult(n, "rejected", field="line", why=f"longer than {MAX_LINE_BYTES} bytes")
@@ -242,7 +230,7 @@ class Importer:
         except InvalidInput as exc:
             return LineResult(n, "rejected", str(data.get("kind", "fact")), field=exc.field, why=exc.reason)
 
-    def _record(self, n: int, data: dict[str, Any]) -> LineResult | _Pending:
+    def _record(self, n: int, data: dict[str, Any]) -> LineResult | _Pending | _Update:
         kind = data.get("kind")
         if kind is None:
             return self._simple(n, SimpleLine.model_validate(data))
@@ -266,21 +254,46 @@ class Importer:
                                            f"{self.agent_id!r}")
         return line_agent
 
-    def _simple(self, n: int, line: SimpleLine) -> _Pending:
+    def _simple(self, n: int, line: SimpleLine) -> _Pending | LineResult | _Update:
         if self.agent_id is None:
             raise InvalidInput("agent_id", "a simple line names no agent: give the agent to import into")
         key = line.import_key or text_hash(line.text)
         fact_id = "imp-" + hashlib.sha256(f"{self.agent_id}\x1f{line.user_id}\x1f{key}".encode()).hexdigest()[:32]
         write = FactWrite(self.agent_id, line.text, "import", user_id=line.user_id, expires_at=line.expires_at,
                           categories=line.categories, where="text")
-        return _Pending(n, new_fact(self.deps, write, fact_id=fact_id, embed=False))
+        return self._keyed(n, new_fact(self.deps, write, fact_id=fact_id, embed=False), "text")
 
-    def _insert(self, n: int, fact) -> LineResult:
+    def _keyed(self, n: int, fact: Fact, where: str) -> _Pending | LineResult | _Update:
+        """A checked fact line: new (to embed and insert), or meeting the fact under its key."""
+        stored = self.deps.store.facts.get_facts([fact.fact_id])
+        return self._meets(n, stored[0], fact, where) if stored else _Pending(n, fact, where)
+
+    def _meets(self, n: int, stored: Fact, wanted: Fact, where: str) -> LineResult | _Update:
+        outcome, why = import_keys.verdict(stored, wanted, self.deps.clock.now())
+        if outcome == "update":
+            return _Update(n, stored, wanted, where)
+        return LineResult(n, outcome, "fact", item_id=stored.fact_id, why=why)
+
+    def _update(self, u: _Update) -> LineResult:
+        try:
+            updated = import_keys.update(self.deps, u.stored, u.wanted, where=u.where)
+        except InvalidInput as exc:
+            return LineResult(u.line, "rejected", "fact", field=exc.field, why=exc.reason)
+        if updated is None:
+            return LineResult(u.line, "exists", "fact", item_id=u.stored.fact_id,
+                              why="another fact of its scope says this text, or the fact changed meanwhile")
+        return LineResult(u.line, "updated", "fact", item_id=updated.fact_id)
+
+    def _insert(self, p: _Pending) -> LineResult:
+        fact = p.fact
         inserted, holder = self.deps.store.facts.insert_fact(fact)
         if not inserted:
-            return LineResult(n, "exists", "fact", item_id=holder)
+            if found := self.deps.store.facts.get_facts([fact.fact_id]):   # a line before it stored its key
+                met = self._meets(p.line, found[0], fact, p.where)
+                return self._update(met) if isinstance(met, _Update) else met
+            return LineResult(p.line, "exists", "fact", item_id=holder)
         self.deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
-        return LineResult(n, "added", "fact", item_id=fact.fact_id)
+        return LineResult(p.line, "added", "fact", item_id=fact.fact_id)
 
     def _scope_key(self, scope: str, record) -> str:
         """The key an export line's item goes back to: the agent's, the person's own, or a
@@ -299,7 +312,7 @@ class Importer:
             raise InvalidInput("scope_key", "a session-scope line names its session (session:<id>)")
         return record.scope_key
 
-    def _fact(self, n: int, agent: str, r: ExportedFact) -> _Pending:
+    def _fact(self, n: int, agent: str, r: ExportedFact) -> _Pending | LineResult | _Update:
         key = self._scope_key(r.scope, r)
         people = [r.user_id]
         history = [FactHistoryEntry(content=checked_line(h.content, r.scope, settings=self.deps.settings,
@@ -314,7 +327,7 @@ class Importer:
                     valid_from=r.valid_from or r.updated_at or r.formed_at, valid_to=r.valid_to, retired_at=r.retired_at, retired_reason=r.retired_reason, version=r.version, history=history,
                     source_message_ids=r.source_message_ids, source_user_ids=people,
                     retired_by="import" if r.retired_at else None)
-        return _Pending(n, new_fact(self.deps, write, fact_id=r.fact_id, embed=False, **_set(kept)))
+        return self._keyed(n, new_fact(self.deps, write, fact_id=r.fact_id, embed=False, **_set(kept)), "content")
 
     def _reflection(self, n: int, agent: str, r: ExportedReflection) -> LineResult:
         key = self._scope_key(r.scope, r)
@@ -329,8 +342,8 @@ class Importer:
             source_message_ids=r.source_message_ids, source_user_ids=[r.user_id], source="import",
             formed_at=r.formed_at, absorbed=r.absorbed, absorbed_at=r.formed_at if r.absorbed else None,
             consolidated_into=r.consolidated_into)
-        if not self.deps.store.reflections.insert_reflections([reflection]):
-            return LineResult(n, "exists", "reflection", item_id=r.reflection_id)
+        if not self.deps.store.reflections.insert_reflections([reflection]):   # kept as it is
+            return LineResult(n, "unchanged", "reflection", item_id=r.reflection_id)
         self.deps.store.leases.bump_scope_versions(agent, [key])
         return LineResult(n, "added", "reflection", item_id=r.reflection_id)
 
@@ -349,7 +362,7 @@ class Importer:
                               now=self.deps.clock.now(), people=people,
                               where="content" if isinstance(r, ExportedBlob) else "bullets")
         if blob is None:
-            return LineResult(n, "exists", r.kind, item_id=key)
+            return LineResult(n, "unchanged", r.kind, item_id=key)
         return LineResult(n, "added", r.kind, item_id=key)
 
 

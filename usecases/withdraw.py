@@ -1,7 +1,10 @@
 """A user withdraws their part of a shared item (design §13 "Owner controls"): a live fact or a
 pending reflection that rests on their messages and on other people's keeps its text for the
 others, without the user (the rule: ``pipeline.withdrawal``). The scope's version stamp moves,
-so cached contexts and search caches built over the old provenance go stale.
+so cached contexts and search caches built over the old provenance go stale. A fact's change is
+announced to webhooks as ``fact.updated`` (``source`` user, ``reason`` withdrawn: its text and
+version stay, its sources and history change); a pending reflection's, like every change to a
+buffer, is announced by the merge that takes it into the blob.
 
 Identity is the caller's to give: the doors pass the user their credential names, never one a
 request chooses."""
@@ -14,8 +17,9 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from pipeline import withdrawal
-from pipeline.store.port import IngestStore, LeaseStore, ProvenanceStore, RunStore
+from pipeline.store.port import IngestStore, LeaseStore, ProvenanceStore, RunStore, WebhookStore
 from pipeline.validity import expired
+from pipeline.webhooks import outbox
 from pipeline.withdrawal import WithdrawRefused
 from schemas.documents import Fact, Reflection, StoredMessage
 
@@ -29,12 +33,13 @@ __all__ = ["Kind", "NotWithdrawable", "WithdrawIn", "WithdrawOut", "WithdrawRefu
 
 class WithdrawStore(Protocol):
     """What a withdrawal reads and writes: what rests on the user, the runs and messages that
-    wrote the item's texts, the item itself, and the scope's version stamp."""
+    wrote the item's texts, the item itself, the scope's version stamp and the webhook outbox."""
 
     provenance: ProvenanceStore
     ingest: IngestStore
     runs: RunStore
     leases: LeaseStore
+    webhooks: WebhookStore
 
 
 class NotWithdrawable(LookupError):
@@ -107,7 +112,10 @@ def withdraw(store: WithdrawStore, w: WithdrawIn) -> WithdrawOut:
         if item is None:
             raise NotWithdrawable(f"no live {w.kind} resting on this user's messages")
         plan = withdrawal.plan(item, w.user_id, _run_messages(store, item))
-        if store.provenance.withdraw_user(plan) is not None:
+        if (after := store.provenance.withdraw_user(plan)) is not None:
             store.leases.bump_scope_versions(item.agent_id, [item.scope_key])
+            if isinstance(after, Fact):
+                outbox.announce_changed(store.webhooks, [after], "fact.updated", "user", w.now, reason="withdrawn",
+                                        also=[w.user_id])
             return WithdrawOut(w.kind, w.item_id, len(plan.message_ids), len(plan.drop_history))
     raise WithdrawRefused("the item kept changing while your part was taken out: list your memory and try again")

@@ -7,7 +7,10 @@ shared memory), is embedded by the configured embedder (a fact), and is stamped 
 came from (``source``: ``owner``, ``user`` or ``import``). An exact duplicate (the same
 normalized-text hash, per agent and scope key, as formation's dedup uses) is refused with
 ``Duplicate`` naming the item that holds it. The scope's version stamp moves, so cached
-contexts and searches see the new item at once.
+contexts and searches see the new item at once. A new fact is announced to the agent's webhooks
+as ``fact.created`` with its ``source``, as a run announces the facts it forms; a reflection is
+announced when a consolidation merges it into the blob (``memory.consolidated``), as formation's
+are.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from pipeline.errors import Duplicate, InvalidInput
 from pipeline.owner import categories as filing
 from pipeline.owner.curation import checked_line
 from pipeline.text import text_hash
+from pipeline.webhooks import outbox
 from schemas.access import subject_digest
 from schemas.documents import Fact, Reflection, Scope, scope_key
 from schemas.settings import Settings
 from usecases.audit import Audited
 from usecases.edit import Edited
+from usecases.lookup import known_session
 
 W = TypeVar("W", Fact, Reflection)
 
@@ -70,6 +75,7 @@ class ReflectionWrite:
     user_id: str | None = None
     session_id: str | None = None
     where: str = "content"
+    session_where: str = "session_id"   # the field the caller named the session in (the CLI's --session)
 
 
 @dataclass(frozen=True)
@@ -135,13 +141,17 @@ def add_fact(deps: WriteDeps, write: FactWrite) -> Fact:
     if not inserted:
         raise Duplicate(write.where, holder)
     deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
+    outbox.announce_changed(deps.store.webhooks, [fact], "fact.created", write.source, deps.clock.now())
     return fact
 
 
 def add_reflection(deps: WriteDeps, write: ReflectionWrite) -> Reflection:
     """Store ``write`` in its scope's buffer; ``Duplicate`` when a reflection waiting there
-    already says it (the same normalized text)."""
+    already says it (the same normalized text), ``NotStored`` when it names a session the agent
+    does not have."""
     to = target(write.user_id, write.session_id)
+    if to.session_id:
+        known_session(deps.store.ingest, write.agent_id, to.session_id, write.session_where)
     check_writable(deps, write.agent_id, to)
     text = checked_line(write.content, to.scope, settings=deps.settings,
                         word_limit=deps.settings.reflection_word_limit, people=to.people, where=write.where)

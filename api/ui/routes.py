@@ -189,7 +189,7 @@ def _may_see_fact(who: Viewer, fact) -> bool:
 def message_page(request: Request, who: Who, ctx: Ctx, session_id: Id, message_id: Id):
     session = lookup.session(ctx.store, session_id)
     if session is None:
-        raise UiError(404, "not found", "path session_id", "no such session (erased, or never stored)")
+        raise UiError(404, "not found", "path session_id", lookup.NO_SESSION)
     reach(who.principal, session.agent_id, session_id=session_id, sessions=ctx.store)
     found = views.message_window(ctx.store, session_id, message_id)
     if found is None:

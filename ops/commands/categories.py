@@ -1,7 +1,7 @@
 """``memoryctl categories``: an agent's category list (design §13 "Categories and metadata").
 
     memoryctl categories show AGENT [--json]
-    memoryctl categories set AGENT NAME [NAME ...] | --default
+    memoryctl categories set AGENT NAME [NAME ...] | --default | --none
     memoryctl categories rollback AGENT --version N
 
 The same checks as ``PUT /v1/agents/{a}/categories`` (``usecases.categories``), audited as
@@ -44,14 +44,17 @@ def _change(args: argparse.Namespace) -> int:
     from pipeline.errors import InvalidInput
     from usecases import categories
 
-    if args.verb == "set" and bool(args.names) == bool(args.default):
-        raise InvalidInput("NAME", "give the category names, or --default for the default list (not both)")
+    if args.verb == "set" and bool(args.names) + args.default + args.none != 1:
+        raise InvalidInput("NAME", "give the category names, --default for the default list, or --none for no "
+                                   "category at all (one of the three)")
     store, now = _open(), Clock().now()
     try:
         if args.verb == "rollback":
             found = categories.rollback(store.ingest, args.agent_id, args.version, by="cli", now=now)
         elif args.default:
             found = categories.reset(store.ingest, args.agent_id, by="cli", now=now)
+        elif args.none:   # an empty list: extraction files no fact under any category
+            found = categories.set_list(store.ingest, args.agent_id, [], by="cli", now=now, where="--none")
         else:
             found = categories.set_list(store.ingest, args.agent_id, args.names, by="cli", now=now, where="NAME")
         _audited(store, found)
@@ -72,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     put.add_argument("agent_id")
     put.add_argument("names", nargs="*", metavar="NAME", help="a category: lower-case letters, digits and _")
     put.add_argument("--default", action="store_true", help="the default list")
+    put.add_argument("--none", action="store_true", help="no category at all: new facts are filed under none")
     put.add_argument("--json", action="store_true")
     put.set_defaults(func=_change)
     back = verbs.add_parser("rollback", help="bring back an earlier version's list")

@@ -170,7 +170,8 @@ def _edit_section(deps, args) -> dict:
 
     key = f"session:{args.session}" if args.session else "agent"
     blob = _audited(deps, edit_section(deps.store, deps.settings, args.agent_id, key, args.section, args.line or [],
-                                       by="cli", now=deps.clock.now(), subject=key.split(":")[0]))
+                                       by="cli", now=deps.clock.now(), subject=key.split(":")[0],
+                                       session_where="--session"))
     return _blob_out(blob, "section written")
 
 
@@ -200,7 +201,8 @@ def _add_reflection(deps, args) -> dict:
     from usecases.writes import ReflectionWrite, add_reflection, written
 
     reflection = _audited(deps, written(add_reflection(deps, ReflectionWrite(
-        args.agent_id, args.text, "owner", user_id=args.user, session_id=args.session, where="--text"))))
+        args.agent_id, args.text, "owner", user_id=args.user, session_id=args.session, where="--text",
+        session_where="--session"))))
     return {"id": reflection.reflection_id, "scope_key": reflection.scope_key, "content": reflection.content,
             "message": f"added {reflection.reflection_id} to the {reflection.scope_key} buffer: {reflection.content}"}
 

@@ -80,10 +80,12 @@ def _run(args: argparse.Namespace) -> int:
         importer = Importer(deps, args.agent, by="cli")
 
         def report(result) -> None:
-            if result.outcome == "rejected" and not args.json:
+            # a fact skipped says why (its key holds a retired fact); a skipped message is no news
+            told = result.outcome == "rejected" or (result.outcome == "skipped" and result.kind == "fact")
+            if told and not args.json:
                 if progress is not None:
-                    progress.close()   # the reject on a line of its own; the bar is drawn again below it
-                print(f"line {result.line}: {result.field}: {result.why}", flush=True)
+                    progress.close()   # the line on a line of its own; the bar is drawn again below it
+                print(f"line {result.line}: {result.field or result.outcome}: {result.why}", flush=True)
 
         summary = importer.run(_chunks(f, progress, importer), report)
         if progress is not None:
@@ -95,14 +97,17 @@ def _run(args: argparse.Namespace) -> int:
         if "store" in deps.__dict__:
             deps.store.close()
     if args.json:
-        print(json.dumps({"file": args.file, "agent": args.agent, "added": summary.added, "exists": summary.exists,
+        print(json.dumps({"file": args.file, "agent": args.agent, "added": summary.added, "updated": summary.updated,
+                          "unchanged": summary.unchanged, "exists": summary.exists,
                           "skipped": summary.skipped, "rejected": summary.rejected, "added_by_kind": summary.by_kind,
-                          "rejects": [{"line": r.line, "field": r.field, "why": r.why} for r in summary.rejects]},
+                          "rejects": [{"line": r.line, "field": r.field, "why": r.why} for r in summary.rejects],
+                          "skips": [{"line": r.line, "why": r.why} for r in summary.skips]},
                          sort_keys=True))
     else:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.by_kind.items())) or "nothing new"
-        print(f"imported {args.file}: {summary.added} added ({kinds}), {summary.exists} already there, "
-              f"{summary.skipped} skipped (not memory), {summary.rejected} rejected")
+        print(f"imported {args.file}: {summary.added} added ({kinds}), {summary.updated} updated, "
+              f"{summary.unchanged} unchanged, {summary.exists} held by another item, {summary.skipped} skipped, "
+              f"{summary.rejected} rejected")
     return 1 if summary.rejected else 0
 
 
@@ -110,7 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import", help="import JSON Lines (export-user records, or {user_id, text} lines) into an agent's memory",
         description="Each good line is kept and each bad one printed (line number, field, why); importing the "
-        "same file again adds nothing. See docs/owner.md \"Writing and importing memory\".",
+        "same file again changes nothing, and a line whose key holds another text updates that fact. See "
+        "docs/owner.md \"Writing and importing memory\".",
     )
     p.add_argument("file", metavar="FILE", help="a .jsonl file, or - for standard input")
     p.add_argument("--agent", help="the agent to import into (export lines name theirs: default, their own; "

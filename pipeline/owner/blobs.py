@@ -3,7 +3,8 @@ user's whole blob replaced (as v1's ``POST /agents/{a}/memory``).
 
 Each edit writes a new version by compare-and-set, with the editor as its source
 (``ConsolidatedBlob.edited_by``), within the scope's word limit, every line screened like any
-write (a secret anywhere; contact data in agent scope). The reflections waiting in the buffer
+write (a secret anywhere; contact data in agent scope), and announces it to webhooks as a merge
+does (``memory.consolidated``), naming who wrote it (``source``: owner, user, import). The reflections waiting in the buffer
 stay there: the next consolidation merges them into the edited version, told that a person
 wrote it (``prompts.consolidation``), and keeps those lines unless newer memory contradicts
 them.
@@ -21,15 +22,18 @@ from pipeline.owner.curation import checked_line, storable
 from pipeline.prompts.consolidation import SOURCE_SECTION, BlobSection, blob_words, parse_blob, render_blob, section_name
 from pipeline.store.ports.blobs import BlobStore
 from pipeline.store.ports.leases import LeaseStore
+from pipeline.store.ports.webhooks import WebhookStore
+from pipeline.webhooks import outbox
 from schemas.documents import ConsolidatedBlob, scope_key
 
 
 class BlobEdits(Protocol):
-    """What an edit of a blob writes: the blob, under its version, and its scope's stamp (so
-    that a cached memory context is rebuilt)."""
+    """What an edit of a blob writes: the blob, under its version, its scope's stamp (so
+    that a cached memory context is rebuilt), and the webhook outbox."""
 
     blobs: BlobStore
     leases: LeaseStore
+    webhooks: WebhookStore
 
 
 def _scope(key: str) -> tuple[str, str | None, str | None]:
@@ -43,7 +47,7 @@ def _scope(key: str) -> tuple[str, str | None, str | None]:
 
 
 def _save(store: BlobEdits, settings, agent_id: str, key: str, sections: list[BlobSection], *, by: str, now: datetime,
-          expected: ConsolidatedBlob | None, where: str) -> ConsolidatedBlob:
+          expected: ConsolidatedBlob | None, where: str, source: str) -> ConsolidatedBlob:
     scope, user_id, session_id = _scope(key)
     limit = settings.word_limit(scope)
     version = (expected.version if expected else 0) + 1
@@ -58,6 +62,7 @@ def _save(store: BlobEdits, settings, agent_id: str, key: str, sections: list[Bl
     if not store.blobs.save_blob(blob, expected_version=expected.version if expected else 0):
         raise InvalidInput(where, "the blob changed meanwhile (a consolidation ran); read it again and retry")
     store.leases.bump_scope_versions(agent_id, [key])
+    outbox.announce_blob(store.webhooks, blob, source, now)
     return blob
 
 
@@ -67,7 +72,7 @@ def _lines(bullets: Sequence[str], scope: str, settings, people: Sequence[str], 
 
 
 def edit_section(store: BlobEdits, settings, agent_id: str, key: str, name: str, bullets: Sequence[str], *, by: str,
-                 now: datetime, people: Sequence[str] = ()) -> ConsolidatedBlob:
+                 now: datetime, people: Sequence[str] = (), source: str = "owner") -> ConsolidatedBlob:
     """Replace one section's bullets (none: the section goes), adding it when new."""
     scope, _, _ = _scope(key)
     title = section_name(storable(name, "path section"))
@@ -83,7 +88,8 @@ def edit_section(store: BlobEdits, settings, agent_id: str, key: str, name: str,
     else:
         sections.append(BlobSection(name=title, bullets=lines))
     sections = [s for s in sections if s.bullets or s.name != title]
-    return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=current, where="bullets")
+    return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=current, where="bullets",
+                 source=source)
 
 
 def replace_user_blob(store: BlobEdits, settings, agent_id: str, user_id: str, content: str, *, by: str,
@@ -97,7 +103,7 @@ def replace_user_blob(store: BlobEdits, settings, agent_id: str, user_id: str, c
     if not sections:
         raise InvalidInput("content", "the new blob holds no line")
     return _save(store, settings, agent_id, key, sections, by=by, now=now, expected=store.blobs.get_blob(agent_id, key),
-                 where="content")
+                 where="content", source="owner")
 
 
 def merge_sections(store: BlobEdits, settings, agent_id: str, key: str, sections: Sequence[BlobSection], *, by: str,
@@ -122,4 +128,4 @@ def merge_sections(store: BlobEdits, settings, agent_id: str, key: str, sections
     if not added:
         return None
     out = [BlobSection(name=name, bullets=bullets) for name, bullets in merged.items() if bullets]
-    return _save(store, settings, agent_id, key, out, by=by, now=now, expected=current, where=where)
+    return _save(store, settings, agent_id, key, out, by=by, now=now, expected=current, where=where, source="import")

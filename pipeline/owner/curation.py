@@ -19,6 +19,7 @@ from pipeline.formation.secrets import KIND_NAMES
 from pipeline.owner import categories as filing
 from pipeline.store.port import FactUpdate, LeaseStore, ReflectionStore
 from pipeline.text import text_hash, word_count
+from pipeline.webhooks import outbox
 from schemas.documents import Fact, Reflection
 from schemas.values import text_problem
 
@@ -61,10 +62,11 @@ def check_expiry(expires_at: datetime | None, now: datetime, where: str = "expir
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
               expiry_where: str = "expires_at", categories: Sequence[str] | None = None,
-              categories_where: str = "categories") -> Fact | None:
+              categories_where: str = "categories", source: str = "owner") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
     ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``,
-    and ``categories`` (each from the agent's list; [] for none) as its categories if given.
+    and ``categories`` (each from the agent's list; [] for none) as its categories if given,
+    announced to webhooks as ``fact.updated`` by ``source`` (owner, user, import).
     None when the fact changed meanwhile, or another live fact of its scope already says this."""
     store, settings = service.store, service.settings
     now = service.clock.now()
@@ -84,7 +86,9 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     if not updated:
         return None
     store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
-    return store.facts.get_facts([fact.fact_id])[0]
+    stored = store.facts.get_facts([fact.fact_id])[0]
+    outbox.announce_changed(store.webhooks, [stored], "fact.updated", source, now)
+    return stored
 
 
 class ReflectionEdits(Protocol):

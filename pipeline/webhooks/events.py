@@ -69,14 +69,32 @@ def expired_event(fact: Fact, now: datetime) -> WebhookEvent:
     )
 
 
+def changed_fact_event(fact: Fact, kind: str, source: str, change_id: str, now: datetime, *,
+                       reason: str | None = None, also: Iterable[str] = ()) -> WebhookEvent:
+    """A change to a fact that no run made: a person's write, edit, deletion or withdrawal, or
+    an import's line. ``source`` (owner | user | import) says who made it, where a run's event
+    names the run; ``change_id`` is the change's own, since nothing reruns a person's request.
+    ``also`` names people the change was about who no longer appear in the fact (a withdrawal's
+    person), so that their erasure withdraws the notice too."""
+    why = {"reason": reason} if reason else {}
+    return WebhookEvent(
+        event_id=f"{change_id}:{kind}:{fact.fact_id}", kind=kind, agent_id=fact.agent_id, occurred_at=now,
+        data={"fact_id": fact.fact_id, "scope": fact.scope, "version": fact.version, "source": source, **why},
+        subjects=_people(fact.user_id, [*fact.source_user_ids, *also]), content_ref=f"fact:{fact.fact_id}",
+    )
+
+
 def consolidated_event(agent_id: str, scope_key: str, version: int, user_id: str | None, now: datetime,
-                       run_id: str | None = None) -> WebhookEvent:
-    """A blob merged to a new version. Its content (opt-in) is read when sent: an erasure
-    rebuilds the blob first, so what is sent never holds an erased person."""
+                       run_id: str | None = None, source: str | None = None) -> WebhookEvent:
+    """A blob merged to a new version (by a run; or written by a person or an import, who is
+    then its ``source``). Its content (opt-in) is read when sent: an erasure rebuilds the blob
+    first, so what is sent never holds an erased person."""
+    by = {"source": source} if source else {}
     return WebhookEvent(
         event_id=f"{agent_id}:memory.consolidated:{scope_key}:{version}", kind="memory.consolidated",
         agent_id=agent_id, occurred_at=now,
-        data={"scope": scope_key.split(":", 1)[0], "scope_key": scope_key, "version": version, "run_id": run_id},
+        data={"scope": scope_key.split(":", 1)[0], "scope_key": scope_key, "version": version, "run_id": run_id,
+              **by},
         subjects=_people(user_id, ()), content_ref=f"blob:{scope_key}",
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +27,7 @@ from pipeline.webhooks import events, signing
 from pipeline.webhooks.sender import WebhookSender
 from pipeline.formation.outputs import DecideFactsOutput, Merged
 from schemas.access import subject_digest
-from schemas.documents import FormationRun
+from schemas.documents import ConsolidatedBlob, Fact, FormationRun
 from schemas.webhooks import WebhookDelivery, WebhookEvent
 
 CLAIM_S = 60   # how long a claimed delivery is held from other senders: past the send's timeout
@@ -55,7 +56,8 @@ def announce(webhooks: WebhookStore, events: Sequence[WebhookEvent], now: dateti
                                    subscription_id=s.subscription_id, agent_id=event.agent_id, event=event,
                                    next_attempt_at=now, created_at=now)
                    for s in subscribers[event.agent_id] if event.kind in s.events]
-    webhooks.add_deliveries(queued)
+    if queued:   # most agents subscribe to nothing: a person's edit then writes nothing more
+        webhooks.add_deliveries(queued)
     return [d.delivery_id for d in queued]
 
 
@@ -168,6 +170,24 @@ class FailureReads(Protocol):
 
     webhooks: WebhookStore
     ingest: IngestStore
+
+
+def announce_changed(webhooks: WebhookStore, facts: Sequence[Fact], kind: str, source: str, now: datetime, *,
+                     reason: str | None = None, also: Iterable[str] = ()) -> list[str]:
+    """What a person (``source`` owner or user) or an import did to ``facts``, as stored after
+    it (a deleted fact: as it was), announced as a run announces the same change: the same kind
+    and ``data``, ``source`` in place of the run's ids (``events.changed_fact_event``)."""
+    if not facts:
+        return []
+    change = f"{source}:{uuid.uuid4().hex}"
+    return announce(webhooks, [events.changed_fact_event(f, kind, source, change, now, reason=reason, also=also)
+                               for f in facts], now)
+
+
+def announce_blob(webhooks: WebhookStore, blob: ConsolidatedBlob, source: str, now: datetime) -> list[str]:
+    """A blob version a person or an import wrote (``memory.consolidated``, as a merge's)."""
+    return announce(webhooks, [events.consolidated_event(blob.agent_id, blob.scope_key, blob.version, blob.user_id,
+                                                         now, source=source)], now)
 
 
 def announce_run_failed(store: FailureReads, run: FormationRun, now: datetime) -> list[str]:

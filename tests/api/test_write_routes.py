@@ -87,10 +87,27 @@ def test_an_owner_adds_reflections_to_the_agent_buffer_and_a_repeat_is_refused(a
     again = client.post("/v1/agents/A/memory/reflections", json={"content": "the team wants a recap after each call"},
                         headers=owner)
     assert again.status_code == 409 and added.json()["id"] in again.json()["why"]
-    session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s9"},
+    session = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short", "session_id": "s1"},
                           headers=owner)
     assert session.status_code == 201
-    assert [r.content for r in api.deps.store.reflections.unabsorbed_reflections("A", "session:s9")] == ["Keep it short"]
+    assert [r.content for r in api.deps.store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep it short"]
+
+
+def test_a_write_into_a_session_the_agent_does_not_have_is_a_404_naming_the_session(api, client, owner):
+    store = api.deps.store
+    store.ingest.declare_session_users("s-b", "B", ["u2"])   # another agent's session is none of A's
+    for session_id in ("s9", "s-b"):
+        added = client.post("/v1/agents/A/memory/reflections", json={"content": "Keep it short",
+                                                                     "session_id": session_id}, headers=owner)
+        assert added.status_code == 404, added.text
+        assert added.json()["where"] == "body session_id"
+        assert added.json()["why"].startswith("no such session (erased, or never stored)")
+        assert f"{session_id!r}" in added.json()["why"]
+        section = client.put("/v1/agents/A/memory/blob/sections/tone", headers=owner,
+                             json={"scope": "session", "session_id": session_id, "bullets": ["Keep it short"]})
+        assert section.status_code == 404 and section.json()["where"] == "body session_id", section.text
+        assert store.reflections.unabsorbed_reflections("A", f"session:{session_id}") == []
+        assert store.blobs.get_blob("A", f"session:{session_id}") is None
 
 
 def _lines(*rows) -> bytes:
@@ -120,7 +137,7 @@ def test_an_import_keeps_every_good_line_reports_each_bad_one_and_adds_nothing_t
     [seats] = [f for f in api.deps.store.facts.list_facts("A", "user:u2") if "twelve" in f.content]
     assert seats.source == "import" and seats.expires_at is not None and seats.source_user_ids == ["u2"]
     second = client.post("/v1/agents/A/import", content=body, headers=headers).json()
-    assert (second["added"], second["exists"]) == (0, 2)
+    assert (second["added"], second["unchanged"]) == (0, 2)
 
 
 def test_an_import_of_the_export_format_names_a_line_of_another_agent(api, client, owner):
@@ -131,7 +148,7 @@ def test_an_import_of_the_export_format_names_a_line_of_another_agent(api, clien
     report = client.post("/v1/agents/A/import", content=_lines(*exported, moved), headers=owner).json()
     assert report["rejects"] == [{"line": len(exported) + 1, "field": "agent_id",
                                   "why": "this line is of agent 'B', the import is into 'A'"}]
-    assert report["added"] == 0 and report["exists"] >= len(facts)  # every item is still there
+    assert report["added"] == 0 and report["unchanged"] >= len(facts)  # every item is still there
 
 
 def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
@@ -152,3 +169,21 @@ def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
 def test_an_empty_import_is_a_422(client, owner):
     answer = client.post("/v1/agents/A/import", content=b"", headers=owner)
     assert answer.status_code == 422 and answer.json()["where"] == "body"
+
+
+def test_an_import_updates_a_known_key_and_names_each_line_that_met_a_retired_fact(api, client, owner):
+    headers = {**owner, "Content-Type": "application/x-ndjson"}
+    row = {"user_id": "u2", "text": "Bob renews in June", "import_key": "crm-7"}
+    assert client.post("/v1/agents/A/import", content=_lines(row), headers=headers).json()["added"] == 1
+    newer = client.post("/v1/agents/A/import", content=_lines({**row, "text": "Bob renews in July"}),
+                        headers=headers).json()
+    assert (newer["added"], newer["updated"], newer["unchanged"], newer["skips"]) == (0, 1, 0, [])
+    store = api.deps.store
+    [fact] = [f for f in store.facts.list_facts("A", "user:u2") if "renews" in f.content]
+    assert (fact.content, [h.content for h in fact.history]) == ("Bob renews in July", ["Bob renews in June"])
+    assert store.facts.retire_fact(fact.fact_id, api.deps.clock.now(), "r-later", reason="contradicted")
+    late = client.post("/v1/agents/A/import", content=_lines({**row, "text": "Bob renews in May"}),
+                       headers=headers).json()
+    assert (late["updated"], late["skipped"]) == (0, 1)
+    assert [s["line"] for s in late["skips"]] == [1]
+    assert late["skips"][0]["why"].startswith("the fact under this key was retired (contradicted)")

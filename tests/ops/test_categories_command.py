@@ -45,5 +45,16 @@ def test_a_bad_name_is_refused_with_one_line_naming_it(store_url, capsys):
     assert cli.main(["categories", "set", "A", "venues", "Budget Plans"]) == 2
     assert "NAME[1]: 'Budget Plans' is not a category name" in capsys.readouterr().err
     assert cli.main(["categories", "set", "A"]) == 2
-    assert "give the category names, or --default" in capsys.readouterr().err
+    assert "give the category names, --default for the default list, or --none" in capsys.readouterr().err
+    assert cli.main(["categories", "set", "A", "venues", "--none"]) == 2
+    assert "(one of the three)" in capsys.readouterr().err
     assert _shown(capsys)["version"] == 0
+
+
+def test_none_sets_an_empty_list_and_new_facts_are_filed_under_no_category(store_url, capsys):
+    assert cli.main(["categories", "set", "A", "--none"]) == 0
+    assert "files new facts under (version 1): (no category)" in capsys.readouterr().out
+    shown = _shown(capsys)
+    assert (shown["categories"], shown["version"]) == ([], 1)
+    assert cli.main(["curate", "add-fact", "A", "--text", "The venue is Riverside Park", "--category", "venues"]) == 2
+    assert "--category[0]: 'venues' is not one of the agent's categories" in capsys.readouterr().err

@@ -27,6 +27,13 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
     assert "--expires" in capsys.readouterr().err
     assert cli.main(["curate", "add-fact", "A", "--text", "x is z", "--category", "billing"]) == 2
     assert "--category[0]: 'billing' is not one of the agent's categories" in capsys.readouterr().err
+    capsys.readouterr()
+    assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 2
+    assert "memoryctl curate: --session: no such session (erased, or never stored): 's1'" in capsys.readouterr().err
+    assert cli.main(["curate", "edit-section", "A", "tone", "--session", "s1", "--line", "Short"]) == 2
+    assert "--session: no such session" in capsys.readouterr().err
+    assert store.reflections.unabsorbed_reflections("A", "session:s1") == [] and store.blobs.get_blob("A", "session:s1") is None
+    store.ingest.declare_session_users("s1", "A", ["maya"])   # the platform started it
     assert cli.main(["curate", "add-reflection", "A", "--session", "s1", "--text", "Keep the recap short"]) == 0
     assert [r.content for r in store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
@@ -42,11 +49,12 @@ def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothin
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("line 3: text: the text carries an access code")
     assert out[1].startswith("line 4: user_id: ") and out[2].startswith("line 5: line: not JSON")
-    assert out[3] == f"imported {path}: 2 added (2 fact), 0 already there, 0 skipped (not memory), 3 rejected"
+    assert out[3] == (f"imported {path}: 2 added (2 fact), 0 updated, 0 unchanged, 0 held by another item, "
+                      "0 skipped, 3 rejected")
     assert [f.content for f in store.facts.list_facts("A", "user:tom")] == ["Tom's team has twelve seats"]
     assert cli.main(["import", str(path), "--agent", "A", "--json"]) == 1
     again = json.loads(capsys.readouterr().out)
-    assert (again["added"], again["exists"], again["rejected"]) == (0, 2, 3)
+    assert (again["added"], again["unchanged"], again["rejected"]) == (0, 2, 3)
     assert [r["line"] for r in again["rejects"]] == [3, 4, 5]
     assert "import" in {e.action for e in store.access.list_audit()}
 
@@ -54,3 +62,21 @@ def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothin
 def test_an_import_of_a_missing_file_is_one_clear_line(store, capsys, tmp_path):
     assert cli.main(["import", str(tmp_path / "nope.jsonl"), "--agent", "A"]) == 2
     assert "FILE: cannot read" in capsys.readouterr().err
+
+
+def test_an_import_says_which_lines_met_a_retired_fact_and_counts_updates(store, capsys, tmp_path):
+    path = tmp_path / "crm.jsonl"
+    row = {"user_id": "maya", "text": "Maya renews in June", "import_key": "crm-1"}
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A"]) == 0
+    path.write_text(json.dumps({**row, "text": "Maya renews in July"}) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["updated"] == 1
+    [fact] = [f for f in store.facts.list_facts("A", "user:maya") if "renews" in f.content]
+    assert store.facts.retire_fact(fact.fact_id, fact.updated_at, "r-later", reason="contradicted")
+    path.write_text(json.dumps({**row, "text": "Maya renews in August"}) + "\n", encoding="utf-8")
+    assert cli.main(["import", str(path), "--agent", "A"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("line 1: skipped: the fact under this key was retired (contradicted)")
+    assert out[1].endswith("0 held by another item, 1 skipped, 0 rejected")
+    assert "August" not in " ".join(f.content for f in store.facts.list_facts("A", "user:maya", include_retired=True))

@@ -1,7 +1,9 @@
 """Import is idempotent by its key, whatever happens between two imports (design §13): any
 sequence of imports of overlapping files and of owners' edits of imported facts, over the real
-store (both adapters), leaves exactly the facts a simple model says: one per (user, key) first
-seen with a text its scope did not hold, an edit never undone or doubled by a later import."""
+store (both adapters), leaves exactly the facts a simple model says, and reports each line as
+the model does: one fact per (user, key) first seen with a text its scope did not hold; a line
+whose key is stored updates its fact to a text that is new to the fact, and changes nothing
+when it says the fact's text or an older one (so an edit is never undone or doubled)."""
 
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ class ImportMachine(RuleBasedStateMachine):
         self.folder = tempfile.TemporaryDirectory()
         path = Path(self.folder.name)
         self.env = make_env(path) if self.adapter == "sqlite" else make_atlas_env(path)
-        self.keys: dict[tuple[str, str], str] = {}     # (user, key) -> the text it was stored with
-        self.texts: dict[tuple[str, str], str] = {}    # (user, key) -> its text now (after edits)
+        self.texts: dict[tuple[str, str], str] = {}        # (user, key) -> its text now
+        self.older: dict[tuple[str, str], set[str]] = {}   # (user, key) -> its earlier texts, normalized
 
     def teardown(self):
         if hasattr(self, "env"):
@@ -45,13 +47,29 @@ class ImportMachine(RuleBasedStateMachine):
     def import_a_file(self, lines):
         body = "".join(json.dumps({"user_id": u, "text": t, **({"import_key": k} if k else {})}) + "\n"
                        for u, t, k in lines).encode()
-        import_file(self.env, [body], "agent-1", by="test")
+        summary = import_file(self.env, [body], "agent-1", by="test")
+        expected = {"added": 0, "updated": 0, "unchanged": 0, "exists": 0}
         for user, text, key in lines:
-            known = (user, key or normalize(text))
-            held = {normalize(t) for (u, _), t in self.texts.items() if u == user}
-            if known in self.keys or normalize(text) in held:
-                continue
-            self.keys[known] = self.texts[known] = " ".join(text.split())  # stored on one line
+            expected[self._line(user, " ".join(text.split()), key or normalize(text))] += 1  # stored on one line
+        assert {k: getattr(summary, k) for k in expected} == expected
+
+    def _line(self, user: str, text: str, key: str) -> str:
+        """What the model says one line does, in file order."""
+        known = (user, key)
+        held = {normalize(t) for (u, _), t in self.texts.items() if u == user}
+        if known in self.texts:
+            now = self.texts[known]
+            if normalize(text) == normalize(now) or normalize(text) in self.older[known]:
+                return "unchanged"
+            if normalize(text) in held:
+                return "exists"
+            self.older[known].add(normalize(now))
+            self.texts[known] = text
+            return "updated"
+        if normalize(text) in held:
+            return "exists"
+        self.texts[known], self.older[known] = text, set()
+        return "added"
 
     @rule(data=st.data(), new=st.sampled_from(("Ana renews in July", "Ana has ten seats", "Ana left")))
     def an_owner_edits_an_imported_fact(self, data, new):
@@ -63,6 +81,7 @@ class ImportMachine(RuleBasedStateMachine):
             return
         assert edit_fact(self.env, fact, new, people=[fact.user_id]) is not None
         known = next(k for k, t in self.texts.items() if k[0] == fact.user_id and t == fact.content)
+        self.older[known].add(normalize(fact.content))
         self.texts[known] = new
 
     @invariant()
@@ -91,6 +110,6 @@ def test_a_fact_edited_since_its_import_is_not_brought_back_by_importing_again(t
     [fact] = env.store.facts.list_facts("agent-1", "user:u-1")
     edit_fact(env, fact, "Ana renews in July", people=["u-1"])
     again = import_file(env, [line], "agent-1", by="test")
-    assert (again.added, again.exists) == (0, 1)
+    assert (again.added, again.unchanged, again.updated) == (0, 1, 0)
     assert [f.content for f in env.store.facts.list_facts("agent-1", "user:u-1")] == ["Ana renews in July"]
     env.store.close()

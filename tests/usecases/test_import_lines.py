@@ -9,7 +9,8 @@ import json
 import pytest
 
 from testkit.formation import make_env
-from usecases.imports import Importer, LineSplitter, TooLong, split_lines
+from usecases.import_lines import LineSplitter, TooLong, split_lines
+from usecases.imports import Importer
 
 
 @pytest.mark.parametrize("pieces, lines", [
