@@ -61,6 +61,10 @@ MetaValue = Annotated[Any, PlainValidator(_checked_value), WithJsonSchema(_VALUE
 EventMetadata = Annotated[dict[MetaKey, MetaValue], Field(max_length=MAX_KEYS)]
 #: what a fact keeps per key: one value, or the values its messages disagreed on (a list)
 FactMetadata = dict[str, Any]
+#: a filter's metadata as a tool argument's JSON schema: per key, a value or a list of values (any
+#: of); the values themselves are checked against the agent by ``pipeline.search.filters``
+FILTER_METADATA_SCHEMA = {"type": "object", "maxProperties": MAX_KEYS, "additionalProperties": {"anyOf": [
+    *_VALUE_SCHEMA["anyOf"], {"type": "array", "items": _VALUE_SCHEMA, "minItems": 1, "maxItems": MAX_VALUES}]}}
 
 
 def value_problem(value: Any) -> str | None:
