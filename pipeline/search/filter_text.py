@@ -22,9 +22,10 @@ def metadata_object(text: str | None, where: str = "metadata") -> dict[str, Any]
     if text is None or not text.strip():
         return None
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        reason = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        value = _strict_json(text)
+    except (ValueError, RecursionError) as exc:
+        reason = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else \
+            "it nests deeper than a filter reads" if isinstance(exc, RecursionError) else str(exc)
         raise InvalidInput(where, f"is not JSON ({reason}); expected an object such as {EXAMPLE}") from None
     if not isinstance(value, dict):
         raise InvalidInput(where, f"is JSON {type(value).__name__}; expected an object such as {EXAMPLE}")
@@ -48,7 +49,17 @@ def pair_value(text: str) -> Any:
     text as it is. ``tier=2`` is the number 2, ``code="2"`` the string "2", ``project=apollo``
     the string apollo (a fraction is kept as one, for the filter check to refuse by name)."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = _strict_json(text)
+    except (ValueError, RecursionError):
         return text
     return value if isinstance(value, (str, int, float, bool)) else text
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as the standard has it: Python's reader also takes NaN and Infinity, which are not
+    JSON (RFC 8259 §6) and no metadata value."""
+    return json.loads(text, parse_constant=_not_json)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")

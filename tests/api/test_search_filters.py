@@ -94,6 +94,8 @@ def test_the_context_is_narrowed_by_repeated_category_and_a_json_metadata_parame
 @pytest.mark.parametrize(("params", "where", "why"), [
     ({"metadata": "{project: apollo}"}, "query metadata", "is not JSON"),
     ({"metadata": '["apollo"]'}, "query metadata", "is JSON list; expected an object"),
+    ({"metadata": "[" * 3000}, "query metadata", "nests deeper than a filter reads"),
+    ({"metadata": '{"tier": NaN}'}, "query metadata", "NaN is not a JSON value"),
     ({"metadata": '{"colour": "red"}'}, "query metadata.colour", "not a filterable metadata key"),
     ({"category": "travle"}, "query category[0]", "'travle' is not a category of agent 'A'"),
 ])

@@ -59,6 +59,7 @@ def _found(capsys, *options: str) -> set[str]:
     (("--meta", 'tier="2"'), set()),                                  # the string "2": no fact holds it
     (("--meta", 'code="2"'), {"zeus"}),
     (("--meta", "code=2"), set()),
+    (("--meta", "code=NaN"), set()),                                  # not JSON: the text "NaN", held by none
     (("--meta", "project=apollo", "--meta", "project=zeus"), {"apollo", "zeus"}),   # the same key: any of
     (("--meta", "project=apollo", "--meta", "tier=1"), set()),                      # two keys: both
     (("--category", "travel", "--meta", "tier=2"), {"hera"}),
@@ -86,6 +87,7 @@ def test_context_is_narrowed_by_the_same_options(db, capsys):
                                "its filterable keys: project, tier, code"),
     (("--meta", "tier=2.5"), "--meta tier: 2.5 is a fraction"),
     (("--meta", "tier"), "--meta: 'tier' is not KEY=VALUE"),
+    (("--meta", "code=" + "[" * 3000), "--meta code: has 3000 characters; a value has at most 200"),  # no traceback
 ])
 @pytest.mark.parametrize("command", [SEARCH, CONTEXT])
 def test_a_bad_filter_is_one_line_naming_the_option_and_exit_2(db, capsys, command, options, line):
