@@ -36,7 +36,7 @@ from api.identity import Identity
 from api.mcp_sdk import closed, quiet_server, refusing_undeclared
 from pipeline.errors import PipelineError
 from pipeline.owner.categories import MAX_CATEGORIES
-from schemas.metadata import FILTER_METADATA_SCHEMA
+from schemas.metadata import FILTER_CATEGORIES_HELP, FILTER_METADATA_SCHEMA
 from schemas.values import TextChars
 
 #: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
@@ -66,13 +66,8 @@ class FoundFact(BaseModel):
 
 # A filter narrows what the connection's identity reaches and never names whose memory it is: a
 # category or a metadata value matches labels of facts the connection already reads.
-Categories = Annotated[list[str] | None, Field(max_length=MAX_CATEGORIES, description=(
-    "Only facts filed under any of these categories, e.g. ['travel', 'finance']. The names are the "
-    "agent's own; an unknown name is an error that lists them."))]
-Metadata = Annotated[dict[str, Any] | None, WithJsonSchema({**FILTER_METADATA_SCHEMA, "description": (
-    "Only facts whose conversations carried these metadata values, e.g. {\"project\": \"apollo\"}; "
-    "every key must match, and a list matches any of its values ({\"tier\": [1, 2]}). Keys are the ones "
-    "the owner made filterable; an unknown key is an error that lists them.")})]
+Categories = Annotated[list[str] | None, Field(max_length=MAX_CATEGORIES, description=FILTER_CATEGORIES_HELP)]
+Metadata = Annotated[dict[str, Any] | None, WithJsonSchema(FILTER_METADATA_SCHEMA)]
 
 
 class SearchAnswer(BaseModel):
