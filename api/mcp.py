@@ -1,8 +1,10 @@
 """The MCP server (the official ``mcp`` SDK): memory as tools a model can call (design §12).
 
 Three tools, described for a model:
-- ``search_memory(query)``: ``search_facts`` over this user's and the agent's facts;
-- ``get_memory_context()``: the ``<MemoryContext>`` block the agent gets before a reply;
+- ``search_memory(query, categories?, metadata?)``: ``search_facts`` over this user's and the
+  agent's facts;
+- ``get_memory_context(categories?, metadata?)``: the ``<MemoryContext>`` block the agent gets
+  before a reply;
 - ``remember(text)``: publishes the text as a message from the bound user, through the
   normal chain (ingest, formation, screening), and ends the session so that it forms now.
 
@@ -28,11 +30,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from api.identity import Identity
 from api.mcp_sdk import closed, quiet_server, refusing_undeclared
 from pipeline.errors import PipelineError
+from pipeline.owner.categories import MAX_CATEGORIES
+from schemas.metadata import FILTER_CATEGORIES_HELP, FILTER_METADATA_SCHEMA
 from schemas.values import TextChars
 
 #: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
@@ -56,6 +60,14 @@ class FoundFact(BaseModel):
     scope: str = Field(description="'user': about this user; 'agent': your own shared knowledge")
     age: str = Field(description="how long ago it was last changed, e.g. '3d ago'")
     score: float
+    categories: list[str] = Field(default_factory=list, description="the categories it is filed under")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="metadata of the messages it came from")
+
+
+# A filter narrows what the connection's identity reaches and never names whose memory it is: a
+# category or a metadata value matches labels of facts the connection already reads.
+Categories = Annotated[list[str] | None, Field(max_length=MAX_CATEGORIES, description=FILTER_CATEGORIES_HELP)]
+Metadata = Annotated[dict[str, Any] | None, WithJsonSchema(FILTER_METADATA_SCHEMA)]
 
 
 class SearchAnswer(BaseModel):
@@ -95,24 +107,27 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         query: Annotated[str, Field(min_length=1, max_length=QUERY_MAX_CHARS,
                                     description="What to look for, in a few words, e.g. 'Maya's email address'"),
                          TextChars],
-        ctx: Context,
+        ctx: Context, categories: Categories = None, metadata: Metadata = None,
     ) -> SearchAnswer:
         """Search long-term memory for facts about this user and about your own work (names,
         numbers, dates, emails, decisions said in earlier conversations). Returns the best
-        matching facts, best first; an empty list means nothing relevant is remembered."""
+        matching facts, best first; an empty list means nothing relevant is remembered.
+        categories and metadata narrow the search; leave them out to search everything."""
         who = identity_of(ctx)
         found = await _call(service_for(who.agent_id).afind_facts(
-            query, session_id=who.session_id, user_id=who.user_id, top_k=SEARCH_TOP_K))
-        return SearchAnswer(facts=[FoundFact(content=h.content, scope=h.scope, age=h.age, score=h.score)
-                                   for h in found.hits])
+            query, session_id=who.session_id, user_id=who.user_id, top_k=SEARCH_TOP_K,
+            categories=categories, metadata=metadata))
+        return SearchAnswer(facts=[FoundFact(content=h.content, scope=h.scope, age=h.age, score=h.score,
+                                             categories=h.categories, metadata=h.metadata) for h in found.hits])
 
-    async def get_memory_context(ctx: Context) -> str:
+    async def get_memory_context(ctx: Context, categories: Categories = None, metadata: Metadata = None) -> str:
         """Everything remembered that belongs in mind right now, as one <MemoryContext> block:
         what is known about this user, your shared knowledge, this conversation's notes and the
-        newest facts. Empty when nothing is remembered yet."""
+        newest facts. Empty when nothing is remembered yet. categories and metadata narrow the
+        facts shown (the summaries stay whole); leave them out to see everything."""
         who = identity_of(ctx)
         xml = await _call(service_for(who.agent_id).aget_memory_context(
-            session_id=who.session_id, user_id=who.user_id))
+            session_id=who.session_id, user_id=who.user_id, categories=categories, metadata=metadata))
         return xml or "<MemoryContext/>"
 
     async def remember(

@@ -15,6 +15,7 @@ from api.context import AppContext, app_context
 from api.context_view import structured
 from api.errors import Forbidden
 from api.permissions import key, of_agent
+from pipeline.search.filter_text import metadata_object
 from schemas import api as m
 from schemas.events import Id
 
@@ -39,14 +40,21 @@ def get_context(
     format: Literal["xml", "json"] = "xml",
     max_tokens: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
     as_of: m.Instant | None = None, force_refresh: bool = False,
+    categories: Annotated[list[str] | None, Query(alias="category", description=(
+        "show only facts filed under this category of the agent; repeat for any of several"))] = None,
+    metadata: Annotated[str | None, Query(max_length=8000, description=(
+        'show only facts holding these metadata values: a JSON object, e.g. {"project": "apollo", '
+        '"tier": [1, 2]} (each key a filterable key of the agent; a list: any of its values)'))] = None,
 ) -> Response:
     where = reach(caller, agent_id, user_id=user_id, session_id=session_id, sessions=ctx.store)
+    narrowed = {"categories": categories, "metadata": metadata_object(metadata)}
     if format == "xml":
         return Response(ctx.service(agent_id).get_memory_context(
             session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens,
-            as_of=as_of), media_type="application/xml")
+            as_of=as_of, **narrowed), media_type="application/xml")
     block = ctx.service(agent_id).memory_context(
         session_id=session_id, user_id=where.user_id, force_refresh=force_refresh, max_tokens=max_tokens, as_of=as_of,
+        **narrowed,
     )
     data = structured(block, agent_id=agent_id, session_id=session_id, user_id=where.user_id)
     return Response(data.model_dump_json(), media_type="application/json")
@@ -59,6 +67,7 @@ def search(agent_id: AgentId, session_id: SessionId, body: m.SearchRequest, call
                   sessions=ctx.store)
     found = ctx.service(agent_id).find_facts(
         body.query, session_id=session_id, user_id=where.user_id, top_k=body.top_k, debug=body.debug, as_of=body.as_of,
+        categories=body.categories, metadata=body.metadata,
     )
     return m.SearchResponse(results=found.hits, debug=found.debug)
 

@@ -19,6 +19,7 @@ from typing import Any
 from pipeline import tracing
 from pipeline.embeddings.port import Embedder
 from pipeline.errors import InvalidInput, TransientError
+from pipeline.owner.categories import MAX_CATEGORIES
 from pipeline.search import scoring
 from pipeline.search.as_of import search_as_of
 from pipeline.search.defaults import model_defaults
@@ -29,6 +30,7 @@ from pipeline.search.query import FactQuery, SearchClients
 from pipeline.threads import shared_pool
 from pipeline.validity import check_as_of
 from pipeline.visibility import read_visibility
+from schemas.metadata import FILTER_CATEGORIES_HELP, FILTER_METADATA_SCHEMA
 from schemas.settings import Settings
 from schemas.values import text_problem
 
@@ -70,6 +72,9 @@ def tool_definition() -> dict[str, Any]:
                     "type": "boolean", "default": False,
                     "description": "Add timings and scores of each stage (for operators).",
                 },
+                "categories": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CATEGORIES,
+                               "description": FILTER_CATEGORIES_HELP},
+                "metadata": FILTER_METADATA_SCHEMA,
             },
             "required": ["query"],
             "additionalProperties": False,

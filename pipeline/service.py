@@ -389,27 +389,32 @@ class MemoryService:
     # ----------------------------------------------------------------- asyncio -------------
     async def aget_memory_context(
         self, *, session_id: str, user_id: str | None, force_refresh: bool = False, max_tokens: int | None = None,
-        as_of: datetime | None = None, query: str | None = None,
+        as_of: datetime | None = None, query: str | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str:
         return await asyncio.to_thread(
             self.get_memory_context, session_id=session_id, user_id=user_id, force_refresh=force_refresh,
-            max_tokens=max_tokens, as_of=as_of, query=query,
+            max_tokens=max_tokens, as_of=as_of, query=query, categories=categories, metadata=metadata,
         )
 
     async def asearch_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False, as_of: datetime | None = None,
+        debug: bool = False, as_of: datetime | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]] | dict[str, Any]:
         return await asyncio.to_thread(
             self.search_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
+            categories=categories, metadata=metadata,
         )
 
     async def afind_facts(
         self, query: str | Sequence[str], *, session_id: str, user_id: str | None, top_k: int = 10,
-        debug: bool = False, as_of: datetime | None = None,
+        debug: bool = False, as_of: datetime | None = None, categories: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Found:
         return await asyncio.to_thread(
             self.find_facts, query, session_id=session_id, user_id=user_id, top_k=top_k, debug=debug, as_of=as_of,
+            categories=categories, metadata=metadata,
         )
 
     async def atool_definition(self, *, session_id: str, user_id: str | None) -> dict[str, Any] | None:

@@ -75,6 +75,11 @@ class SearchRequest(_In):
     top_k: StrictInt = Field(default=10, ge=1, le=50)
     debug: StrictBool = False
     as_of: Instant | None = None
+    categories: list[str] | None = Field(
+        default=None, description="only facts filed under any of these categories of the agent (design §13)")
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="only facts holding, for every key named (a filterable key of the agent), "
+                                  "the value given or any of a list of values")
 
 
 class SearchResponse(BaseModel):

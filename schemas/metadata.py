@@ -61,6 +61,20 @@ MetaValue = Annotated[Any, PlainValidator(_checked_value), WithJsonSchema(_VALUE
 EventMetadata = Annotated[dict[MetaKey, MetaValue], Field(max_length=MAX_KEYS)]
 #: what a fact keeps per key: one value, or the values its messages disagreed on (a list)
 FactMetadata = dict[str, Any]
+#: a filter as tool arguments for a model (MCP, ``search_facts``'s tool definition): categories,
+#: any of; per metadata key a value or a list of values (any of), every key. The names and
+#: values are checked against the agent by ``pipeline.search.filters``, whose errors list the
+#: agent's own, so a model that guesses wrong reads what it may use.
+FILTER_CATEGORIES_HELP = ("Only facts filed under any of these categories, e.g. ['travel', 'finance']. The names "
+                          "are the agent's own; an unknown name is an error that lists them.")
+FILTER_METADATA_SCHEMA = {
+    "type": "object", "maxProperties": MAX_KEYS,
+    "additionalProperties": {"anyOf": [*_VALUE_SCHEMA["anyOf"],
+                                       {"type": "array", "items": _VALUE_SCHEMA, "minItems": 1, "maxItems": MAX_VALUES}]},
+    "description": ("Only facts whose conversations carried these metadata values, e.g. {\"project\": \"apollo\"}; "
+                    "every key must match, and a list matches any of its values ({\"tier\": [1, 2]}). Keys are the "
+                    "ones the owner made filterable; an unknown key is an error that lists them."),
+}
 
 
 def value_problem(value: Any) -> str | None:

@@ -18,6 +18,7 @@ from api.audit import audited
 from api.ui import views
 from api.ui.routes import Id, Who
 from api.ui.web import Ctx, FormId, QueryId, UiError, any_viewer, check_csrf, only_admin, page, parse_as_of
+from pipeline.search.filter_text import metadata_pairs
 from usecases import erase, export as exporting
 from usecases.caps import caps_report
 from usecases.cost import cost_report
@@ -32,28 +33,34 @@ RunStatus = Literal["", "claimed", "running", "done", "failed", "dead", "erased"
 
 # ------------------------------------------------------------------------ search ----------
 @router.get("/search", dependencies=[any_viewer("the form; searching is reached per request")])
-def search_form(request: Request, who: Who):
-    return page(request, "search.html", who, form={}, answer=None)
+def search_form(request: Request, who: Who, ctx: Ctx, agent_id: QueryId = ""):
+    agent = who.principal.agent_id or agent_id
+    return page(request, "search.html", who, form={"agent_id": agent}, answer=None,
+                category_names=views.category_choices(ctx.store, agent))
 
 
 @router.post("/search", dependencies=[Csrf, any_viewer("api.access.reach decides, by the form's ids")])
 def search(request: Request, who: Who, ctx: Ctx, agent_id: Field, session_id: Field,
            query: Annotated[str, Form(max_length=2000)],
            user_id: Field = "", as_of: Annotated[str, Form(max_length=40)] = "",
-           top_k: Annotated[int, Form(ge=1, le=50)] = 10):
+           top_k: Annotated[int, Form(ge=1, le=50)] = 10,
+           categories: Annotated[list[str], Form(max_length=50)] = [],  # noqa: B006 - FastAPI copies defaults
+           metadata: Annotated[str, Form(max_length=4000)] = ""):
     if not query.strip():
         raise UiError(422, "invalid request", "form query", "the query is blank")
     found = reach(who.principal, agent_id.strip(), user_id=user_id.strip() or None, session_id=session_id.strip(),
                   user_where="form user_id", session_where="form session_id", sessions=ctx.store)
     answer = ctx.service(found.agent_id).search_facts(
         query, session_id=found.session_id, user_id=found.user_id, top_k=top_k, debug=True,
-        as_of=parse_as_of(as_of, "form as_of"))
+        as_of=parse_as_of(as_of, "form as_of"), categories=categories or None,
+        metadata=metadata_pairs([line for line in metadata.splitlines() if line.strip()]))
     debug = answer["debug"]
     timings = {k: v for k, v in debug["timings_ms"].items() if isinstance(v, (int, float)) and k != "total"}
     return page(request, "search.html", who, answer=answer, debug=debug, branches=views.branch_rows(ctx.store, debug),
                 timing_bars=views.bars(timings, float), total_ms=debug["timings_ms"].get("total"),
+                category_names=views.category_choices(ctx.store, found.agent_id),
                 form={"agent_id": agent_id, "session_id": session_id, "user_id": user_id, "query": query,
-                      "as_of": as_of, "top_k": top_k})
+                      "as_of": as_of, "top_k": top_k, "categories": categories, "metadata": metadata})
 
 
 # ------------------------------------------------------------------------ runs ------------

@@ -13,6 +13,8 @@ from typing import Any
 from api.context_view import structured
 from pipeline import validity
 from pipeline.prompts.consolidation import parse_blob
+from pipeline.owner.categories import DEFAULT_CATEGORIES
+from pipeline.search.filters import named_categories
 from schemas.documents import Fact, FormationRun, scope_key
 
 #: how many of the newest runs the agents page reads to find agents, people and sessions (a run
@@ -216,6 +218,12 @@ def message_window(store, session_id: str, message_id: str, around: int = 3) -> 
     runs = [r for r in store.runs.list_runs(session_id=session_id, limit=1000)
             if target.seq is not None and r.seq_from <= target.seq <= r.seq_to]
     return {"message": target, "window": messages[max(0, index - around): index + around + 1], "runs": runs}
+
+
+def category_choices(store, agent_id: str) -> list[str]:
+    """The categories a search of ``agent_id`` may be filtered by (the defaults while no agent
+    is named): its list now, and the names its facts may still be filed under."""
+    return named_categories(store.ingest.get_agent_settings(agent_id)) if agent_id else list(DEFAULT_CATEGORIES)
 
 
 def branch_rows(store, debug: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """``memoryctl context|search|stats|status``: read an agent's memory as the runtime sees it (design §6).
 
     memoryctl context --agent a1 --session s1 --user u1 [--force-refresh] [--max-tokens N] [--as-of ISO]
-                      [--query TEXT] [--json]
+                      [--query TEXT] [--category NAME ...] [--meta KEY=VALUE ...] [--json]
     memoryctl search  --agent a1 --session s1 --user u1 -q "alice email" [-q ...] [--top-k 10] [--debug]
-                      [--as-of ISO] [--json]
+                      [--as-of ISO] [--category NAME ...] [--meta KEY=VALUE ...] [--json]
     memoryctl stats   --agent a1 [--user u1] [--session s1] [--json]
     memoryctl status  --agent a1 [--user u1] [--session s1] [--json]
 """
@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ops.commands import positive_int
+from ops.filter_args import add_filter_args, filter_of, flag_named
 from schemas.settings import get_settings
 
 
@@ -47,10 +48,11 @@ def _iso_time(text: str) -> datetime:
 
 
 def _context(args: argparse.Namespace) -> int:
-    xml = _with_service(args, lambda s: s.get_memory_context(
+    narrowed = filter_of(args)
+    xml = _with_service(args, lambda s: flag_named(lambda: s.get_memory_context(
         session_id=args.session, user_id=args.user, force_refresh=args.force_refresh, max_tokens=args.max_tokens,
-        as_of=args.as_of, query=args.query,
-    ))
+        as_of=args.as_of, query=args.query, **narrowed,
+    )))
     if args.json:
         print(json.dumps({"agent_id": args.agent, "session_id": args.session, "user_id": args.user, "context": xml}))
     else:
@@ -60,9 +62,11 @@ def _context(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     query = args.query[0] if len(args.query) == 1 else args.query
-    answer = _with_service(args, lambda s: s.search_facts(
+    narrowed = filter_of(args)
+    answer = _with_service(args, lambda s: flag_named(lambda: s.search_facts(
         query, session_id=args.session, user_id=args.user, top_k=args.top_k, debug=args.debug, as_of=args.as_of,
-    ))
+        **narrowed,
+    )))
     if args.json:
         print(json.dumps(answer))
         return 0
@@ -70,10 +74,18 @@ def _search(args: argparse.Namespace) -> int:
     if not results:
         print("no facts found")
     for r in results:
-        print(f"{r['score']:.4f}  [{r['scope']}] {r['content']}  ({r['age']}, {r['id']})")
+        print(f"{r['score']:.4f}  [{r['scope']}] {r['content']}  ({r['age']}, {r['id']}){_labels(r)}")
     if args.debug:
         print(json.dumps(answer["debug"], indent=2))
     return 0
+
+
+def _labels(hit: dict) -> str:
+    """A hit's categories and metadata, as the filter options write them."""
+    shown = [*hit.get("categories", []),
+             *(f"{k}={json.dumps(v)}" for k, held in hit.get("metadata", {}).items()
+               for v in (held if isinstance(held, list) else [held]))]
+    return f"  {{{', '.join(shown)}}}" if shown else ""
 
 
 def _table(title: str, payload: dict) -> None:
@@ -131,6 +143,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
     p.add_argument("--query", default=None,
                    help="the current message: the facts a search for it finds are shown first (<RelevantFacts>)")
+    add_filter_args(p)
     p.set_defaults(func=_context)
 
     p = sub.add_parser("search", help="run search_facts as the agent would")
@@ -139,6 +152,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=10, help="results per query (1-50)")
     p.add_argument("--debug", action="store_true", help="add timings and scores of each stage")
     p.add_argument("--as-of", type=_iso_time, default=None, help=AS_OF_HELP)
+    add_filter_args(p)
     p.set_defaults(func=_search)
 
     p = sub.add_parser("stats", help="words, reflections and facts per scope, with timestamps")

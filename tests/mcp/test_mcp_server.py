@@ -32,7 +32,7 @@ def test_every_tool_schema_refuses_unknown_arguments_and_names_no_identity():
     assert {t.name for t in tools} == {"search_memory", "get_memory_context", "remember"}
     for tool in tools:
         assert tool.input_schema["additionalProperties"] is False
-        assert set(tool.input_schema.get("properties", {})) <= {"query", "text"}
+        assert set(tool.input_schema.get("properties", {})) <= {"query", "text", "categories", "metadata"}
         assert tool.description and len(tool.description) > 60  # described for a model
 
 

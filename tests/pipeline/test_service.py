@@ -210,6 +210,23 @@ def test_tool_definition_is_a_json_schema_with_one_to_three_queries(memory, cloc
     assert tool["parameters"]["required"] == ["query"]
 
 
+def test_a_models_filter_arguments_from_the_tool_definition_pass_straight_to_the_search(store, clock):
+    store.ingest.put_agent_settings(AgentSettings(agent_id="a1", metadata_keys=["project"]))
+    for fid, text, categories, project in (("f1", "The venue budget is 50,000 euros", ["finance"], "apollo"),
+                                           ("f2", "The venue is in Lisbon", ["travel"], "apollo"),
+                                           ("f3", "The venue budget for Zeus is 9,000 euros", ["finance"], "zeus")):
+        f = fact(fid, text, embedding=EMB.embed([text]).vectors[0], model=EMB.model, formed=T0)
+        store.facts.insert_fact(f.model_copy(update={"categories": categories, "metadata": {"project": project}}))
+    store.leases.bump_scope_versions("a1", ["agent"])
+    service = _service(store, clock)[0]
+    properties = service.tool_definition(session_id="s1", user_id="u1")["parameters"]["properties"]
+    assert properties["categories"]["items"] == {"type": "string"} and "categories" in properties["categories"]["description"]
+    assert properties["metadata"]["type"] == "object" and "filterable" in properties["metadata"]["description"]
+    arguments = {"query": "venue budget", "categories": ["finance"], "metadata": {"project": ["apollo"]}}
+    hits = service.search_facts(**arguments, session_id="s1", user_id="u1")
+    assert [(h["id"], h["categories"], h["metadata"]) for h in hits] == [("f1", ["finance"], {"project": "apollo"})]
+
+
 @pytest.mark.parametrize(
     ("query", "top_k", "field"),
     [([], 10, "query"), (["a", "b", "c", "d"], 10, "query"), ("   ", 10, "query"), (42, 10, "query"),

@@ -210,6 +210,31 @@ def test_a_search_shows_each_branchs_rank_and_score_against_the_cut(driver, serv
     browser.shot(driver, "search-result")
 
 
+def test_a_search_narrowed_to_a_category_shows_only_facts_filed_under_it(driver, served):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _open(driver, served, f"/ui/search?agent_id={AGENT}")
+    for field, value in (("session_id", "s3-maya-followup"), ("user_id", MAYA), ("query", "event budget euros")):
+        driver.find_element(By.ID, field).send_keys(value)
+    choices = Select(driver.find_element(By.ID, "s_categories"))
+    assert {"finance", "projects", "travel"} <= {o.text for o in choices.options}
+    choices.select_by_visible_text("finance")
+    driver.find_element(By.CSS_SELECTOR, "form[action='/ui/search'] button").click()
+    browser.wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, "table#results tbody tr"), 15)
+    rows = [[c.text for c in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "table#results tbody tr")]
+    assert any("12,000 euros" in row[1] for row in rows), rows
+    assert all("finance" in row[3].split(", ") for row in rows), rows
+    # the filter stays chosen on the answer, and a key the agent does not mark is named
+    assert [o.text for o in Select(driver.find_element(By.ID, "s_categories")).all_selected_options] == ["finance"]
+    driver.find_element(By.ID, "s_metadata").send_keys("colour=red")
+    driver.find_element(By.CSS_SELECTOR, "form[action='/ui/search'] button").click()
+    alert = browser.wait_until(lambda: driver.find_element(By.CSS_SELECTOR, "[role=alert]").text, 10)
+    assert "form metadata.colour" in alert and "not a filterable metadata key" in alert, alert
+    browser.shot(driver, "search-filtered")
+
+
 def test_hostile_values_in_the_forms_get_an_error_page_naming_the_field(driver, served):
     """``testkit.hostile``'s values put into the search form (set by script: a keyboard cannot
     type a control character) and into the memory page's as-of: an error page naming the field

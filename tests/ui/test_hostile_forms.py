@@ -18,7 +18,9 @@ from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
 #: (method, path, valid fields, {field: kind}) of every form and filter; kind picks the values
 FORMS = [
     ("post", "/ui/search", {"agent_id": "A", "session_id": "s1", "user_id": "u1", "query": "Mars", "top_k": "5"},
-     {"agent_id": "id", "session_id": "id", "user_id": "id", "query": "text", "as_of": "time", "top_k": "number"}),
+     {"agent_id": "id", "session_id": "id", "user_id": "id", "query": "text", "as_of": "time", "top_k": "number",
+      "categories": "text", "metadata": "text"}),
+    ("get", "/ui/search", {}, {"agent_id": "id"}),
     ("get", "/ui/agents/A/users/u1", {}, {"as_of": "time"}),
     ("get", "/ui/agents/A/sessions/s1", {}, {"as_of": "time"}),
     ("get", "/ui/agents/A/facts", {}, {"scope": "id", "page": "number"}),
