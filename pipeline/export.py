@@ -61,7 +61,7 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
     for m in store.provenance.user_messages(user_id, agent_id):
         yield {"kind": "message", "agent_id": m.agent_id, "session_id": m.session_id, "message_id": m.message_id,
                "role": m.role, "sender_id": m.sender_id, "sender_name": m.sender_name, "content": m.content,
-               "created_at": _iso(m.created_at)}
+               "created_at": _iso(m.created_at), "metadata": m.metadata}
     resting = store.provenance.resting_on(user_id, agent_id)
     own = f"user:{user_id}"
     for f in resting.facts:

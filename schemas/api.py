@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, St
 from schemas.context import ContextFact, ContextSection
 from schemas.events import Role
 from schemas.hits import SearchHit
+from schemas.metadata import EventMetadata
 from schemas.values import Id, Instant, TextChars
 
 Scope = Literal["agent", "user", "session"]
@@ -89,6 +90,9 @@ class MessageIn(_In):
     sender_name: text(256) | None = None
     content: Annotated[str, TextChars]
     created_at: Instant | None = None
+    # what the platform knows of the message (channel, project, ...); facts keep the keys the
+    # agent's owner marks filterable (``schemas.metadata``)
+    metadata: EventMetadata = Field(default_factory=dict)
 
 
 class PublishRequest(_In):
