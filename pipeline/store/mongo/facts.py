@@ -18,6 +18,7 @@ from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import Fact
+from schemas.metadata import merged
 
 _CAS_ATTEMPTS = 50
 # ``live: true`` marks a fact that is not retired. The unique (agent, scope key, hash) index is
@@ -64,6 +65,9 @@ class MongoFacts(MongoRepository, FactStore):
                 {"expires_at": c.utc(change.expires_at)} if change.expires_at else {}
             if change.categories is not None:
                 optional["categories"] = list(change.categories)
+            if change.metadata is not None:
+                # joined on the version read: the write below holds only while it is the live one
+                optional["metadata"] = merged(fact.metadata, change.metadata)
             return {"$set": {**optional, "content": change.content, "hash": change.hash,
                              "embedding": None if change.embedding is None else [float(x) for x in change.embedding],
                              "embedding_model": change.embedding_model, "updated_at": c.utc(change.now),
