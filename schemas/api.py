@@ -158,6 +158,8 @@ class MyFact(BaseModel):
     history: list[FactVersionOut]
     expires_at: datetime | None = None
     categories: list[str] = Field(default_factory=list, description="the agent's categories it is filed under")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the agent's filterable metadata keys of the "
+                                     "messages it came from: a value, or the list of values they disagreed on")
 
 
 class ReflectionVersionOut(BaseModel):

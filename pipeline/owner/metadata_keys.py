@@ -50,11 +50,13 @@ def check_given(metadata: Mapping[str, Any], allowed: Sequence[str], where: str 
     ``InvalidInput`` naming ``where.<key>`` (and, for a key, the keys it must come from)."""
     if not isinstance(metadata, Mapping):
         raise InvalidInput(where, f"expected an object of key/value pairs, got {type(metadata).__name__}")
+    # a field's key is a path (``metadata.tier``); an option's, a word after it (``--meta tier``)
+    joint = " " if where.startswith("--") else "."
     for key, value in metadata.items():
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "(the agent has none; set them with metadata-keys)"
-            raise InvalidInput(f"{where}.{str(key)[:64]}", f"is not one of the agent's filterable keys: {listed}")
+            raise InvalidInput(f"{where}{joint}{str(key)[:64]}", f"is not one of the agent's filterable keys: {listed}")
         problem = value_problem(value)
         if problem:
-            raise InvalidInput(f"{where}.{key}", problem)
+            raise InvalidInput(f"{where}{joint}{key}", problem)
     return dict(metadata)

@@ -152,3 +152,18 @@ def test_an_import_larger_than_its_limit_is_a_413_naming_the_limit(store):
 def test_an_empty_import_is_a_422(client, owner):
     answer = client.post("/v1/agents/A/import", content=b"", headers=owner)
     assert answer.status_code == 422 and answer.json()["where"] == "body"
+
+
+def test_a_written_fact_keeps_metadata_of_the_agents_filterable_keys_and_any_other_key_is_a_422(api, client, owner):
+    client.put("/v1/agents/A/metadata-keys", json={"metadata_keys": ["project", "tier"]}, headers=owner)
+    added = client.post("/v1/agents/A/memory/facts", json={"content": "The launch party is on the roof terrace",
+                                                           "metadata": {"project": "apollo", "tier": 2}}, headers=owner)
+    assert added.status_code == 201 and added.json()["metadata"] == {"project": "apollo", "tier": 2}, added.text
+    assert api.deps.store.facts.get_facts([added.json()["id"]])[0].metadata == {"project": "apollo", "tier": 2}
+    other = client.post("/v1/agents/A/memory/facts", json={"content": "The venue has a lift",
+                                                           "metadata": {"plan": "pro"}}, headers=owner)
+    assert other.status_code == 422 and other.json()["where"] == "body metadata.plan", other.text
+    assert "not one of the agent's filterable keys: project, tier" in other.json()["why"]
+    fraction = client.post("/v1/agents/A/memory/facts", json={"content": "The venue has a lift",
+                                                              "metadata": {"tier": 1.5}}, headers=owner)
+    assert fraction.status_code == 422 and fraction.json()["where"] == "body metadata.tier", fraction.text
