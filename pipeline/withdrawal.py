@@ -12,6 +12,9 @@ nothing of theirs, so nothing that may quote them stays without their id:
   source messages goes; so does one whose run is no longer stored (it cannot be told);
 - ``source_text`` (the source message as said, one line, with no message id) goes: it may be
   theirs;
+- a fact's metadata loses each value their source messages gave and no other source message
+  of it did (a value is the message's, as its text is: the person's email as a metadata value
+  must not stay on the others' fact);
 - refused when nobody else rests on the item (then it is theirs to remove, not to withdraw
   from), and when the current text may itself be theirs (its writing run's range holds one of
   their source messages, or that run is gone): the others' part cannot stay without theirs, so
@@ -26,9 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.sources import message_sources
 from schemas.documents import Fact, Reflection, StoredMessage
+from schemas.metadata import merged, metadata_label, values_of
 
 #: the run id prefix of a person's edit (``pipeline.owner.curation``): its text came from the
 #: person editing, not from a message
@@ -59,6 +64,7 @@ class Withdrawal:
     drop_history: tuple[int, ...]   # indexes into history of the texts that may quote them
     version: int                    # a fact's version (0 for a reflection)
     history_len: int
+    metadata: Mapping[str, Any] | None = None   # a fact's metadata without their values; None: unchanged
 
 
 def writers(item: Fact) -> list[str | None]:
@@ -105,7 +111,29 @@ def plan(item: Fact | Reflection, user_id: str, run_messages: Mapping[str, Seque
         raise WithdrawRefused("the current text of this fact came (or may have come) from your message, so it "
                               f"cannot stay without you: {ASK_OWNER}")
     drop = tuple(i for i, run in enumerate(runs[:-1]) if _quotes(run, theirs, run_messages))
-    return Withdrawal("facts", item.fact_id, user_id, tuple(sorted(theirs)), drop, item.version, len(item.history))
+    return Withdrawal("facts", item.fact_id, user_id, tuple(sorted(theirs)), drop, item.version, len(item.history),
+                      _metadata_without(item, theirs, run_messages))
+
+
+def _metadata_without(item: Fact, theirs: set[str], run_messages: Mapping[str, Sequence[StoredMessage]]):
+    """The fact's metadata less each value the person's source messages gave and no other source
+    message did; None when nothing changes."""
+    if not item.metadata or not theirs:
+        return None
+    given: dict[bool, dict[str, Any]] = {True: {}, False: {}}   # by theirs or not
+    sources = set(item.source_message_ids)
+    for messages in run_messages.values():
+        for m in messages:
+            if m.message_id in sources and m.metadata:
+                mine = m.message_id in theirs
+                given[mine] = merged(given[mine], m.metadata, item.metadata)
+    only_theirs = {metadata_label(k, v) for k, held in given[True].items() for v in values_of(held)} - {
+        metadata_label(k, v) for k, held in given[False].items() for v in values_of(held)}
+    if not only_theirs:
+        return None
+    kept = {k: [v for v in values_of(held) if metadata_label(k, v) not in only_theirs]
+            for k, held in item.metadata.items()}
+    return {k: (values[0] if len(values) == 1 else values) for k, values in kept.items() if values}
 
 
 def applies(item: Fact | Reflection, w: Withdrawal) -> bool:
@@ -127,4 +155,6 @@ def withdrawn(item: Fact | Reflection, w: Withdrawal):
     }
     if isinstance(item, Fact):
         update["source_text"] = None
+        if w.metadata is not None:
+            update["metadata"] = dict(w.metadata)
     return item.model_copy(update=update)

@@ -141,7 +141,7 @@ class MongoProvenance(MongoRepository, ProvenanceStore):
         # retires it; a reflection's edit changes its text, a consolidation absorbs it
         guard = ({"version": item.version, "retired_at": None} if facts else {"absorbed": False, "content": item.content})
         if facts:
-            fields.update(source_text=None, **{SEARCH_TEXT: updated.search_text})
+            fields.update(source_text=None, metadata=doc["metadata"], **{SEARCH_TEXT: updated.search_text})
         won = col.update_one({"_id": withdrawal.item_id, "source_user_ids": withdrawal.user_id, **guard},
                              {"$set": fields})
         return updated if won.matched_count else None
