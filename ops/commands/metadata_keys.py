@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ops.commands.owner import _audited, _open
+from ops.commands.owner import _audited, agent_verb, on_store
 
 
 def _print(found, as_json: bool) -> None:
@@ -27,11 +27,7 @@ def _print(found, as_json: bool) -> None:
 def _show(args: argparse.Namespace) -> int:
     from usecases import metadata_keys
 
-    store = _open()
-    try:
-        _print(metadata_keys.show(store.ingest, args.agent_id), args.json)
-    finally:
-        store.close()
+    _print(on_store(lambda store: metadata_keys.show(store.ingest, args.agent_id)), args.json)
     return 0
 
 
@@ -42,12 +38,8 @@ def _set(args: argparse.Namespace) -> int:
 
     if bool(args.keys) == bool(args.none):
         raise InvalidInput("KEY", "give the keys facts keep, or --none for no key (not both)")
-    store = _open()
-    try:
-        found = _audited(store, metadata_keys.set_keys(store.ingest, args.agent_id, args.keys, now=Clock().now(),
-                                                       where="KEY"))
-    finally:
-        store.close()
+    found = on_store(lambda store: _audited(store, metadata_keys.set_keys(
+        store.ingest, args.agent_id, args.keys, now=Clock().now(), where="KEY")))
     _print(found, args.json)
     return 0
 
@@ -55,13 +47,8 @@ def _set(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metadata-keys", help="the event metadata keys an agent's facts keep: show, set")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
-    show = verbs.add_parser("show", help="the keys facts keep now")
-    show.add_argument("agent_id")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=_show)
-    put = verbs.add_parser("set", help="the keys facts formed from now on keep (facts formed before keep theirs)")
-    put.add_argument("agent_id")
-    put.add_argument("keys", nargs="*", metavar="KEY", help="a metadata key: a letter, then letters, digits, _, . or -")
-    put.add_argument("--none", action="store_true", help="keep no metadata key")
-    put.add_argument("--json", action="store_true")
-    put.set_defaults(func=_set)
+    agent_verb(verbs, "show", "the keys facts keep now", _show)
+    agent_verb(verbs, "set", "the keys facts formed from now on keep (facts formed before keep theirs)", _set,
+               (("keys",), dict(nargs="*", metavar="KEY", help="a metadata key: a letter, then letters, digits, _, . "
+                                                               "or -")),
+               (("--none",), dict(action="store_true", help="keep no metadata key")))

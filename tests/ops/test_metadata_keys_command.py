@@ -8,16 +8,8 @@ import json
 import pytest
 
 from ops import cli
-from schemas.settings import get_settings
-
-
-@pytest.fixture
-def store_url(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMORY_STORE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
-    get_settings.cache_clear()
-    assert cli.main(["create-indexes"]) == 0
-    yield
-    get_settings.cache_clear()
+# a fresh SQLite store named by MEMORY_STORE_URL, as the categories commands' tests use it
+from tests.ops.test_categories_command import store_url  # noqa: F401
 
 
 def _shown(capsys) -> list[str]:
