@@ -5,7 +5,7 @@ Three tools, described for a model:
   agent's facts;
 - ``get_memory_context(categories?, metadata?)``: the ``<MemoryContext>`` block the agent gets
   before a reply;
-- ``remember(text)``: publishes the text as a message from the bound user, through the
+- ``remember(text, metadata?)``: publishes the text as a message from the bound user, through the
   normal chain (ingest, formation, screening), and ends the session so that it forms now.
 
 Agent, user and session come from the connection, never from the arguments: the tools have
@@ -36,7 +36,7 @@ from api.identity import Identity
 from api.mcp_sdk import closed, quiet_server, refusing_undeclared
 from pipeline.errors import PipelineError
 from pipeline.owner.categories import MAX_CATEGORIES
-from schemas.metadata import FILTER_CATEGORIES_HELP, FILTER_METADATA_SCHEMA
+from schemas.metadata import FILTER_CATEGORIES_HELP, FILTER_METADATA_SCHEMA, EventMetadata
 from schemas.values import TextChars
 
 #: where an authenticating HTTP wrapper leaves the request's identity (the ASGI scope)
@@ -53,6 +53,12 @@ INSTRUCTIONS = (
     "remember when the user asks you to keep something. The memory is always this user's: it is "
     "chosen by the connection, and no tool takes a user or session."
 )
+
+
+#: a note's metadata, as a platform gives a message's (``schemas.metadata``): a label, never an identity
+NoteMetadata = Annotated[EventMetadata | None, Field(
+    description="What the platform knows of this note, as key/value pairs, e.g. {\"project\": \"apollo\"}; "
+                "it labels the note, it never chooses whose memory it goes to")]
 
 
 class FoundFact(BaseModel):
@@ -134,6 +140,7 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         text: Annotated[str, Field(min_length=1, description="What the user asked you to remember, in their words"),
                         TextChars],
         ctx: Context,
+        metadata: NoteMetadata = None,
     ) -> Remembered:
         """Keep something the user asked you to remember. It is stored as a message from the user
         and formed into memory shortly after, like anything they say; secrets (passwords, keys,
@@ -144,7 +151,8 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         service = service_for(who.agent_id)
         message_id = f"mcp-{uuid.uuid4().hex}"
         await _call(service.amaybe_form_memories(
-            [{"message_id": message_id, "role": "user", "sender_id": who.user_id, "content": text}],
+            [{"message_id": message_id, "role": "user", "sender_id": who.user_id, "content": text,
+              **({"metadata": metadata} if metadata else {})}],
             session_id=who.session_id, session_users=[who.user_id]))
         # a note alone would wait for three more messages (§4): ending the session forms it now,
         # and the next message reopens the session (§11)

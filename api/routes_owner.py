@@ -1,5 +1,6 @@
 """An owner's routes (design §13 "Owner controls"), under ``/v1/agents/{agent_id}``: Memory
-Instructions (read, set, clear, roll back), pause and resume, and the category list. Reached by an admin key or
+Instructions (read, set, clear, roll back), pause and resume, the category list and the filterable metadata
+keys. Reached by an admin key or
 an agent key with the ``curate`` scope (``api.permissions.curator``, declared on each route); every change is
 audited without its text."""
 
@@ -18,7 +19,7 @@ from api.strict import known_query_only
 from schemas import api as m
 from schemas import api_owner as o
 from schemas.owner import InstructionScope, InstructionStage
-from usecases import categories, instructions, pauses
+from usecases import categories, instructions, metadata_keys, pauses
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["owner"], responses=m.ERRORS,
                    dependencies=[Depends(known_query_only)])
@@ -122,3 +123,19 @@ def set_categories(agent_id: AgentId, body: o.CategoryNames, caller: Caller, ctx
 def rollback_categories(agent_id: AgentId, body: o.InstructionRollback, caller: Caller, ctx: Ctx) -> o.CategoriesOut:
     return _categories(audited(ctx, caller, categories.rollback(ctx.store.ingest, agent_id, body.version,
                                                                 by=caller.credential_id, now=ctx.clock.now())))
+
+
+@router.get("/metadata-keys", response_model=o.MetadataKeysOut,
+            summary="The event metadata keys the agent's facts keep", dependencies=[curator("reading metadata keys")])
+def get_metadata_keys(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.MetadataKeysOut:
+    found = metadata_keys.show(ctx.store.ingest, agent_id)
+    return o.MetadataKeysOut(agent_id=found.agent_id, metadata_keys=found.keys)
+
+
+@router.put("/metadata-keys", response_model=o.MetadataKeysOut,
+            summary="Set the event metadata keys facts formed from now on keep",
+            dependencies=[curator("setting metadata keys")])
+def set_metadata_keys(agent_id: AgentId, body: o.MetadataKeyNames, caller: Caller, ctx: Ctx) -> o.MetadataKeysOut:
+    found = audited(ctx, caller, metadata_keys.set_keys(ctx.store.ingest, agent_id, body.metadata_keys,
+                                                        now=ctx.clock.now()))
+    return o.MetadataKeysOut(agent_id=found.agent_id, metadata_keys=found.keys)

@@ -55,7 +55,7 @@ def _fact(ctx: AppContext, who: Principal, agent_id: str, user_id: str | None, b
           source: writes.WriteSource) -> m.MyFact:
     fact = audited(ctx, who, writes.written(writes.add_fact(ctx.service(agent_id), writes.FactWrite(
         agent_id, body.content, source, user_id=user_id, expires_at=body.expires_at,
-        categories=body.categories)))).item
+        categories=body.categories, metadata=body.metadata)))).item
     return user_memory.fact_out(fact, True)
 
 

@@ -34,7 +34,7 @@ def fact_out(f: Fact, editable: bool) -> m.MyFact:
                                 valid_from=h.valid_from, valid_to=h.valid_to) for h in f.history]
     return m.MyFact(id=f.fact_id, scope=f.scope, content=f.content, version=f.version, formed_at=f.formed_at,
                     updated_at=f.updated_at, editable=editable, source=_source(f), history=history,
-                    expires_at=f.expires_at, categories=f.categories)
+                    expires_at=f.expires_at, categories=f.categories, metadata=f.metadata)
 
 
 def reflection_out(r: Reflection, editable: bool) -> m.MyReflection:

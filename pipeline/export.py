@@ -4,11 +4,11 @@
 
 Records, in this order, each with its ``kind``:
 
-- ``message``: every message the person sent (without the session's user list, which names
-  other people);
+- ``message``: every message the person sent, with its ``metadata`` (without the session's
+  user list, which names other people);
 - ``fact``: every fact, in any scope, resting on their messages (``source_user_ids``) or of
-  their own scope, retired ones included, with its history and validity; ``shared`` when it
-  rests on other people's messages too;
+  their own scope, retired ones included, with its history, validity, categories and
+  metadata; ``shared`` when it rests on other people's messages too;
 - ``reflection``: the same for reflections, with ``absorbed`` and the blob version;
 - ``blob``: a consolidated blob all of whose absorbed reflections rest on the person alone
   (their own scope, a one-to-one session), whole;
@@ -61,7 +61,7 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
     for m in store.provenance.user_messages(user_id, agent_id):
         yield {"kind": "message", "agent_id": m.agent_id, "session_id": m.session_id, "message_id": m.message_id,
                "role": m.role, "sender_id": m.sender_id, "sender_name": m.sender_name, "content": m.content,
-               "created_at": _iso(m.created_at)}
+               "created_at": _iso(m.created_at), "metadata": m.metadata}
     resting = store.provenance.resting_on(user_id, agent_id)
     own = f"user:{user_id}"
     for f in resting.facts:
@@ -70,7 +70,8 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
                "shared": set(f.source_user_ids) - {user_id} != set(), "source_message_ids": f.source_message_ids,
                "formed_at": _iso(f.formed_at), "updated_at": _iso(f.updated_at), "valid_from": _iso(f.valid_from),
                "valid_to": _iso(f.valid_to), "retired_at": _iso(f.retired_at), "retired_reason": f.retired_reason,
-               "expires_at": _iso(f.expires_at), "categories": f.categories, "version": f.version,
+               "expires_at": _iso(f.expires_at), "categories": f.categories, "metadata": f.metadata,
+               "version": f.version,
                "history": [{"content": h.content, "version": h.version, "changed_at": _iso(h.changed_at),
                             "valid_from": _iso(h.valid_from), "valid_to": _iso(h.valid_to)} for h in f.history]}
     for r in resting.reflections:

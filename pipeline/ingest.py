@@ -69,6 +69,7 @@ def to_stored_message(event: MessageAdded, now: datetime) -> StoredMessage:
         user_tier=event.user_tier,
         preview=event.preview,
         agent_name=event.agent_name,
+        metadata=dict(event.metadata),
     )
 
 

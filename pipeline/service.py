@@ -271,7 +271,8 @@ class MemoryService:
         """Publish the conversation's new messages; the ingest workers decide whether a
         formation is due (§4), so this never waits for one. Each message is a dict with
         ``message_id``, ``role``, ``content``, ``sender_id`` (for user messages),
-        optionally ``sender_name`` and ``created_at``. Event ids derive from the message ids,
+        optionally ``sender_name``, ``created_at`` and ``metadata`` (what the platform knows
+        of it: ``schemas.metadata``; facts keep the keys the owner marks filterable). Event ids derive from the message ids,
         so publishing the same message twice is harmless. Every message is validated first:
         one bad message rejects the call before anything is published. Returns how many
         events were published."""
@@ -297,14 +298,17 @@ class MemoryService:
         where = f"messages[{index}]"
         if not isinstance(message, Mapping):
             raise InvalidInput(where, f"expected a dict, got {type(message).__name__}")
-        unknown = set(message) - set(MESSAGE_FIELDS)
+        unknown = set(message) - {*MESSAGE_FIELDS, "metadata"}
         if unknown:
-            raise InvalidInput(where, f"unknown field(s) {sorted(unknown)}; allowed {sorted(MESSAGE_FIELDS)}")
+            raise InvalidInput(where, f"unknown field(s) {sorted(unknown)}; allowed {sorted({*MESSAGE_FIELDS, 'metadata'})}")
         if not message.get("message_id"):
             raise InvalidInput(f"{where}.message_id", "required (it makes re-publishing idempotent)")
+        # a message's metadata travels beside it, on the event (``schemas.events.MessageAdded``)
+        body = {k: v for k, v in message.items() if k != "metadata"}
         event = events.message_added(
             event_id=events.stable_event_id("message", self.agent_id, session_id, str(message["message_id"])),
-            agent_id=self.agent_id, session_id=session_id, message=message, now=now, **fields,
+            agent_id=self.agent_id, session_id=session_id, message=body, now=now, metadata=message.get("metadata"),
+            **fields,
         )
         parsed = parse_event(event, max_message_bytes=self.settings.max_message_bytes)
         if isinstance(parsed, Rejection):
@@ -461,7 +465,7 @@ def _message_field(where: str, field: str) -> str:
     """An event's field path (``message.content``, ``session_users.1``) as the caller of
     ``maybe_form_memories`` spelled it (``messages[0].content``, ``session_users[1]``)."""
     parts = field.split(".")
-    path = where if parts[0] == "message" else parts[0]
+    path = {"message": where, "metadata": f"{where}.metadata"}.get(parts[0], parts[0])
     for part in parts[1:]:
         path += f"[{part}]" if part.isdigit() else f".{part}"
     return path

@@ -27,7 +27,7 @@ AuditAction = Literal[
     "webhook.create", "webhook.delete", "webhook.rotate", "webhook.enable", "webhook.redeliver",
     "instructions.set", "instructions.clear", "instructions.rollback",
     "memory.pause", "memory.resume", "blob.edit", "blob.replace",
-    "caps.set", "cap.reached", "categories.set", "categories.rollback",
+    "caps.set", "cap.reached", "categories.set", "categories.rollback", "metadata_keys.set",
 ]
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, St
 from schemas.context import ContextFact, ContextSection
 from schemas.events import Role
 from schemas.hits import SearchHit
+from schemas.metadata import EventMetadata
 from schemas.values import Id, Instant, TextChars
 
 Scope = Literal["agent", "user", "session"]
@@ -94,6 +95,9 @@ class MessageIn(_In):
     sender_name: text(256) | None = None
     content: Annotated[str, TextChars]
     created_at: Instant | None = None
+    # what the platform knows of the message (channel, project, ...); facts keep the keys the
+    # agent's owner marks filterable (``schemas.metadata``)
+    metadata: EventMetadata = Field(default_factory=dict)
 
 
 class PublishRequest(_In):
@@ -159,6 +163,8 @@ class MyFact(BaseModel):
     history: list[FactVersionOut]
     expires_at: datetime | None = None
     categories: list[str] = Field(default_factory=list, description="the agent's categories it is filed under")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the agent's filterable metadata keys of the "
+                                     "messages it came from: a value, or the list of values they disagreed on")
 
 
 class ReflectionVersionOut(BaseModel):

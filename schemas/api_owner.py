@@ -119,3 +119,16 @@ class CategoriesOut(BaseModel):
     categories: list[str] = Field(description="the list extraction files new facts under now")
     version: int = Field(description="the current version; 0: the default list, never changed")
     history: list[CategoryVersionOut] = Field(description="every version, oldest first")
+
+
+class MetadataKeyNames(_In):
+    #: each key is checked by the pipeline, which names the first bad one (``metadata_keys[i]``)
+    metadata_keys: list[str] = Field(max_length=16, description="the event metadata keys facts keep from now on; "
+                                                                "[] keeps none")
+
+
+class MetadataKeysOut(BaseModel):
+    agent_id: str
+    metadata_keys: list[str] = Field(description="the keys of a message's metadata that the facts formed from it "
+                                                 "keep, and filters may name; facts formed before a change keep "
+                                                 "what they have")

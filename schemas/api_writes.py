@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from schemas.api import _In, text
 from schemas.events import Id
-from schemas.imports import Category
+from schemas.imports import Category, FactMetadataIn
 from schemas.values import Instant
 
 
@@ -17,6 +17,8 @@ class FactAdd(_In):
     expires_at: Instant | None = Field(None, description="when the fact stops being true; past it, out of reads")
     categories: list[Category] = Field(default_factory=list, max_length=20,
                                        description="short labels, stored as given")
+    metadata: FactMetadataIn = Field(default_factory=dict, description="values of the agent's filterable metadata "
+                                                                       "keys, as a message's metadata gives them")
 
 
 class ReflectionAdd(_In):

@@ -132,9 +132,11 @@ def _iso(value: Any) -> Any:
 def message_added(
     *, event_id: str, agent_id: str, session_id: str, message: Mapping[str, Any], now: datetime | None = None,
     session_users: Iterable[str] = (), user_tier: int = 0, preview: bool = False, agent_name: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``message.added`` event as the JSON-ready dict that travels. ``message`` holds
-    ``MESSAGE_FIELDS``; a missing (or None) ``created_at`` is ``now`` (default: the wall clock).
+    ``MESSAGE_FIELDS``; a missing (or None) ``created_at`` is ``now`` (default: the wall clock);
+    ``metadata``: what the platform knows of the message (``schemas.metadata``).
     Not validated here: ``parse_event`` judges the result exactly as the worker will, so a
     field that does not belong is kept for it to name."""
     body = dict(message)
@@ -148,6 +150,9 @@ def message_added(
     }
     if agent_name is not None:
         event["agent_name"] = agent_name
+    if metadata is not None:
+        # kept as given (not copied key by key): ``parse_event`` names what is wrong in it
+        event["metadata"] = dict(metadata) if isinstance(metadata, Mapping) else metadata
     return event
 
 
@@ -183,8 +188,9 @@ class Rejection(BaseModel):
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
-    # Drop the discriminator tag pydantic inserts ("message.added") from the path.
-    parts = [str(p) for p in loc if p not in ("message.added", "session.ended")]
+    # Drop the discriminator tag pydantic inserts ("message.added") from the path, and the
+    # "[key]" it appends when a dict's key (not its value) is wrong: the key is the field.
+    parts = [str(p) for p in loc if p not in ("message.added", "session.ended", "[key]")]
     return ".".join(parts) or "<event>"
 
 

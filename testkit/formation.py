@@ -34,8 +34,8 @@ class Env:
     def agent(self, agent_id: str = "agent-1", **toggles) -> None:
         self.store.ingest.put_agent_settings(AgentSettings(agent_id=agent_id, **toggles))
 
-    def add_messages(self, rows, *, session_id="s-1", agent_id="agent-1", users=("u-1",), tier=0):
-        """rows: (role, sender_id or None, text)."""
+    def add_messages(self, rows, *, session_id="s-1", agent_id="agent-1", users=("u-1",), tier=0, metadata=None):
+        """rows: (role, sender_id or None, text); ``metadata``: every message's (``schemas.metadata``)."""
         for role, sender, text in rows:
             self.counter["msg"] += 1
             n = self.counter["msg"]
@@ -45,6 +45,7 @@ class Env:
                 role=role, sender_id=sender, sender_name=sender.title() if sender else None,
                 content=text, created_at=self.clock.now(), ingested_at=self.clock.now(),
                 weighted_tokens=trigger.estimate_tokens(text), session_users=list(users), user_tier=tier,
+                metadata=dict(metadata or {}),
             ), self.clock.now())
 
     def claim(self, session_id="s-1", agent_id="agent-1", reason="session_end") -> str:

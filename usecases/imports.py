@@ -120,6 +120,8 @@ def _where(loc: tuple) -> str:
     """A pydantic error location as the line spells the field: ``history[0].content``."""
     out = ""
     for part in loc:
+        if part == "[key]":
+            continue  # pydantic's mark of a dict's key that is wrong: the key is the field
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "line"
 
@@ -260,7 +262,7 @@ class Importer:
         key = line.import_key or text_hash(line.text)
         fact_id = "imp-" + hashlib.sha256(f"{self.agent_id}\x1f{line.user_id}\x1f{key}".encode()).hexdigest()[:32]
         write = FactWrite(self.agent_id, line.text, "import", user_id=line.user_id, expires_at=line.expires_at,
-                          categories=line.categories, where="text")
+                          categories=line.categories, metadata=line.metadata, where="text")
         return self._keyed(n, new_fact(self.deps, write, fact_id=fact_id, embed=False), "text")
 
     def _keyed(self, n: int, fact: Fact, where: str) -> _Pending | LineResult | _Update:
@@ -325,7 +327,7 @@ class Importer:
                           expires_at=r.expires_at, categories=r.categories)
         kept = dict(formed_at=r.formed_at, updated_at=r.updated_at,
                     valid_from=r.valid_from or r.updated_at or r.formed_at, valid_to=r.valid_to, retired_at=r.retired_at, retired_reason=r.retired_reason, version=r.version, history=history,
-                    source_message_ids=r.source_message_ids, source_user_ids=people,
+                    source_message_ids=r.source_message_ids, source_user_ids=people, metadata=r.metadata,
                     retired_by="import" if r.retired_at else None)
         return self._keyed(n, new_fact(self.deps, write, fact_id=r.fact_id, embed=False, **_set(kept)), "content")
 

@@ -16,14 +16,15 @@ are.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pipeline.clock import Clock
 from pipeline.errors import Duplicate, InvalidInput
 from pipeline.owner import categories as filing
+from pipeline.owner import metadata_keys as labelling
 from pipeline.owner.curation import checked_line
 from pipeline.text import text_hash
 from pipeline.webhooks import outbox
@@ -60,8 +61,11 @@ class FactWrite:
     user_id: str | None = None
     expires_at: datetime | None = None
     categories: Sequence[str] = ()
+    # metadata of the agent's filterable keys (``pipeline.owner.metadata_keys``), as a message's
+    metadata: Mapping[str, Any] | None = None
     where: str = "content"             # the field the caller sent the text in, for errors
     categories_where: str = "categories"   # and the categories (the CLI's --category)
+    metadata_where: str = "metadata"   # and the metadata (the CLI's --meta)
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,15 @@ def checked_categories(deps: WriteDeps, agent_id: str, categories: Sequence[str]
     return filing.check_filed(categories, filing.current(deps.store.ingest.get_agent_settings(agent_id)), where)
 
 
+def checked_metadata(deps: WriteDeps, agent_id: str, metadata: Mapping[str, Any] | None,
+                     where: str = "metadata") -> dict[str, Any]:
+    """``metadata`` as stored: each key one of the agent's filterable keys, each value a metadata
+    value (``pipeline.owner.metadata_keys.check_given``), else ``InvalidInput`` naming it."""
+    if not metadata:
+        return {}
+    return labelling.check_given(metadata, deps.store.ingest.get_agent_settings(agent_id).metadata_keys, where)
+
+
 def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, embed: bool = True, **kept) -> Fact:
     """The fact ``write`` describes, checked and embedded (without ``embed``: its vector left to
     the caller, who embeds a batch at once), not yet stored; ``kept`` carries the fields of a
@@ -130,7 +143,8 @@ def new_fact(deps: WriteDeps, write: FactWrite, *, fact_id: str | None = None, e
                   scope=to.scope, user_id=to.user_id, scope_key=to.key, content=text, hash=text_hash(text),
                   embedding=vector, embedding_model=deps.embedder.model if embed else None, source=write.source,
                   source_user_ids=to.people, formed_at=now, valid_from=now, expires_at=write.expires_at,
-                  categories=checked_categories(deps, write.agent_id, write.categories, write.categories_where))
+                  categories=checked_categories(deps, write.agent_id, write.categories, write.categories_where),
+                  metadata=checked_metadata(deps, write.agent_id, write.metadata, write.metadata_where))
     return Fact.model_validate({**values, **kept})
 
 

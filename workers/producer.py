@@ -61,6 +61,7 @@ def message_event(
     session_users: Sequence[str] | None = None,
     user_tier: int = 0,
     preview: bool = False,
+    metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``message.added`` event as a JSON-ready dict (``schemas.events.message_added``), with
     generated ids where none is given."""
@@ -71,6 +72,7 @@ def message_event(
     return events.message_added(
         event_id=event_id, agent_id=agent_id, session_id=session_id, message=message,
         session_users=session_users or (), user_tier=user_tier, preview=preview, agent_name=agent_name,
+        metadata=metadata,
     )
 
 

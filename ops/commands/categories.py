@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ops.commands.owner import _audited, _open
+from ops.commands.owner import _audited, _open, agent_verb, on_store
 
 
 def _print(found, as_json: bool) -> None:
@@ -31,11 +31,7 @@ def _print(found, as_json: bool) -> None:
 def _show(args: argparse.Namespace) -> int:
     from usecases import categories
 
-    store = _open()
-    try:
-        _print(categories.show(store.ingest, args.agent_id), args.json)
-    finally:
-        store.close()
+    _print(on_store(lambda store: categories.show(store.ingest, args.agent_id)), args.json)
     return 0
 
 
@@ -67,19 +63,10 @@ def _change(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("categories", help="an agent's categories: show, set, roll back")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
-    show = verbs.add_parser("show", help="the current list and every version")
-    show.add_argument("agent_id")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=_show)
-    put = verbs.add_parser("set", help="set a new version of the list (new facts are filed under it)")
-    put.add_argument("agent_id")
-    put.add_argument("names", nargs="*", metavar="NAME", help="a category: lower-case letters, digits and _")
-    put.add_argument("--default", action="store_true", help="the default list")
-    put.add_argument("--none", action="store_true", help="no category at all: new facts are filed under none")
-    put.add_argument("--json", action="store_true")
-    put.set_defaults(func=_change)
-    back = verbs.add_parser("rollback", help="bring back an earlier version's list")
-    back.add_argument("agent_id")
-    back.add_argument("--version", type=int, required=True)
-    back.add_argument("--json", action="store_true")
-    back.set_defaults(func=_change)
+    agent_verb(verbs, "show", "the current list and every version", _show)
+    agent_verb(verbs, "set", "set a new version of the list (new facts are filed under it)", _change,
+               (("names",), dict(nargs="*", metavar="NAME", help="a category: lower-case letters, digits and _")),
+               (("--default",), dict(action="store_true", help="the default list")),
+               (("--none",), dict(action="store_true", help="no category at all: new facts are filed under none")))
+    agent_verb(verbs, "rollback", "bring back an earlier version's list", _change,
+               (("--version",), dict(type=int, required=True)))

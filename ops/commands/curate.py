@@ -10,7 +10,7 @@ checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
     memoryctl curate delete-reflection AGENT REFLECTION_ID
     memoryctl curate edit-section AGENT SECTION --line L [--line L2 ...] [--session S]   # none: remove it
     memoryctl curate replace-blob AGENT --user U --file F    # a user's whole blob
-    memoryctl curate add-fact AGENT --text T [--user U] [--expires WHEN] [--category C ...]
+    memoryctl curate add-fact AGENT --text T [--user U] [--expires WHEN] [--category C ...] [--meta K=V ...]
     memoryctl curate add-reflection AGENT --text T [--user U | --session S]   # into that buffer
 """
 
@@ -21,6 +21,7 @@ import json
 from functools import cached_property
 from pathlib import Path
 
+from ops.commands import meta_dict, meta_pair
 from pipeline.errors import InvalidInput
 from pipeline.validity import expired
 from schemas.settings import get_settings
@@ -192,7 +193,8 @@ def _add_fact(deps, args) -> dict:
 
     fact = _audited(deps, written(add_fact(deps, FactWrite(
         args.agent_id, args.text, "owner", user_id=args.user, expires_at=_expiry(args.expires),
-        categories=args.categories or [], where="--text", categories_where="--category"))))
+        categories=args.categories or [], metadata=meta_dict(args.meta), where="--text", categories_where="--category",
+        metadata_where="--meta"))))
     return {"id": fact.fact_id, "scope_key": fact.scope_key, "content": fact.content,
             "message": f"added {fact.fact_id} to {fact.scope_key}: {fact.content}"}
 
@@ -252,6 +254,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 "with its offset")
             a.add_argument("--category", action="append", dest="categories", metavar="NAME",
                            help="file it under this category of the agent's list (repeat for more)")
+            a.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
+                           help="a value of one of the agent's filterable metadata keys (repeat for more), read as "
+                                "memoryctl publish --meta reads it")
         if name == "add-reflection":
             a.add_argument("--session", help="a session's buffer instead of the agent's")
         if name == "edit-section":

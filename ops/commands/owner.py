@@ -37,6 +37,26 @@ def _audited(store, result):
     return recorded(store.access, Clock().now(), CLI, result)
 
 
+def on_store(act):
+    """What ``act`` returns of the configured store, closed after."""
+    store = _open()
+    try:
+        return act(store)
+    finally:
+        store.close()
+
+
+def agent_verb(verbs: argparse._SubParsersAction, name: str, text: str, func, *arguments: tuple[tuple, dict]) -> None:
+    """A verb on one of an agent's settings: the agent's id, ``arguments`` (each the positional
+    and keyword arguments of one ``add_argument``), then ``--json``."""
+    verb = verbs.add_parser(name, help=text)
+    verb.add_argument("agent_id")
+    for args, kwargs in arguments:
+        verb.add_argument(*args, **kwargs)
+    verb.add_argument("--json", action="store_true")
+    verb.set_defaults(func=func)
+
+
 def _line(i) -> str:
     text = " / ".join(i.text.splitlines()) if i.text else "(cleared)"
     back = f" (rollback to v{i.rolled_back_to})" if i.rolled_back_to else ""

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ops.commands import positive_float, positive_int
+from ops.commands import meta_dict, meta_pair, positive_float, positive_int
 from ops.replay import RERUN_IS_SAFE, replay
 from pipeline.errors import InvalidInput
 from schemas.settings import get_settings
@@ -45,7 +45,7 @@ def _as_option(exc: InvalidInput) -> InvalidInput:
     field = exc.field
     if field in ("message", "<event>") and "sender_id" in exc.reason:
         field = "message.sender_id"  # a model-level rule about the sender
-    option = _OPTION_OF.get(field)
+    option = "--meta" if field.startswith("metadata") else _OPTION_OF.get(field)
     return InvalidInput(f"{option} ({exc.field})", exc.reason) if option else exc
 
 
@@ -59,7 +59,7 @@ def _publish(args: argparse.Namespace) -> int:
             sender_name=args.sender_name, content=args.content, message_id=args.message_id,
             event_id=args.event_id, created_at=args.created_at, agent_name=args.agent_name,
             session_users=args.users.split(",") if args.users else None, user_tier=args.tier,
-            preview=args.preview,
+            preview=args.preview, metadata=meta_dict(args.meta),
         )
     except InvalidInput as exc:
         raise _as_option(exc) from None
@@ -127,6 +127,9 @@ def register(sub) -> None:
     p.add_argument("--users", help="comma-separated humans of the session")
     p.add_argument("--tier", type=int, default=0, help="user tier: 0 free, >= 1 premium")
     p.add_argument("--preview", action="store_true")
+    p.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
+                   help="the message's metadata (repeat for more keys): a whole number or true/false is "
+                   "read as such, '\"2\"' as the text 2, anything else as text")
     p.add_argument("--json", action="store_true", help="print {event_id, type}")
     p.set_defaults(func=_publish)
 

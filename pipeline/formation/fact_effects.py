@@ -42,6 +42,7 @@ from pipeline.formation.secrets import SecretGuard
 from pipeline.store.port import FactStore, FactUpdate, IngestStore, LeaseStore, RunStore
 from pipeline.sources import message_sources
 from schemas.documents import Fact, FormationRun, StoredMessage
+from schemas.metadata import merged as joined_metadata
 
 
 class EffectStore(Protocol):
@@ -57,16 +58,17 @@ class EffectStore(Protocol):
 def apply(
     store: EffectStore, run: FormationRun, output: DecideFactsOutput, *, now: datetime, plan: ScopePlan,
     new_facts: Sequence[NewFact], vectors: Sequence[Sequence[float]], sources: Sequence[Provenance],
-    message_ids: Sequence[str], guard: SecretGuard,
+    message_ids: Sequence[str], guard: SecretGuard, metadata_keys: Sequence[str] = (),
 ) -> None:
     """Apply ``output.effects`` (see the module docstring), record notes, bump the stamps.
-    ``guard``: the run's secret patterns, which a fact's stored source line must pass too."""
+    ``guard``: the run's secret patterns, which a fact's stored source line must pass too;
+    ``metadata_keys``: the agent's filterable keys, which a fact keeps of its messages' metadata."""
     claimed = store.ingest.get_messages(run.session_id, run.seq_from, run.seq_to) if output.effects else []
     run_effects = _RunEffects(
         store=store, run=run, output=output, now=now, plan=plan, vectors=vectors, sources=sources,
         message_ids=message_ids, guard=guard, claimed=claimed, said={f.index: f for f in new_facts},
         said_at=_said_at(claimed, sources, now), people=session_user_ids(run, plan, claimed),
-        absorbed=_absorbed(output),
+        absorbed=_absorbed(output), metadata_keys=list(metadata_keys),
     )
     for effect in output.effects:
         if isinstance(effect, Retire):
@@ -115,6 +117,7 @@ class _RunEffects:
     said_at: Callable[[int], datetime]
     people: list[str]
     absorbed: dict[str, list[int]]
+    metadata_keys: list[str]
     notes: list[dict] = field(default_factory=list)
     # new fact index -> when the newer stored text became valid
     superseded: dict[int, datetime] = field(default_factory=dict)
@@ -137,6 +140,16 @@ class _RunEffects:
         """The categories the answer gave the new fact ``index``."""
         return list(self.said[index].categories) if index in self.said else []
 
+    def kept_metadata(self, message_ids: Sequence[str]) -> dict:
+        """The filterable keys of the metadata of these messages (those the run still holds: an
+        erased one has none), their values joined in the order the messages were said."""
+        kept: dict = {}
+        wanted = set(message_ids) if self.metadata_keys else set()
+        for message in self.claimed:
+            if message.message_id in wanted and message.metadata:
+                kept = joined_metadata(kept, message.metadata, self.metadata_keys)
+        return kept
+
     def insert(self, fact_id: str, index: int, text: str, scope: str, key: str, digest: str, vector=None) -> str:
         # A merged text holds what each merged statement said: it is valid from the latest of
         # them (as an UPDATE's text is), its source line is that one's, and its sources are
@@ -155,6 +168,7 @@ class _RunEffects:
             source_run_id=run.run_id, formed_at=self.now, valid_from=self.said_at(latest),
             expires_at=self.deadline(index),
             categories=list(dict.fromkeys(c for i in merged for c in self.filed(i))),
+            metadata=self.kept_metadata(ids),
         ))[1]
 
     def insert_as_said(self, index: int) -> str:
@@ -197,6 +211,7 @@ class _RunEffects:
             source_user_ids=message_sources(self.source_ids(index), self.claimed),
             source_text=self.source_text(index, effect.scope_key), expires_at=self.deadline(index),
             categories=self.filed(index) or None,
+            metadata=self.kept_metadata(self.source_ids(index)) or None,
         )):
             return
         note = _changed_meanwhile(self.store.facts, run, effect, "update")

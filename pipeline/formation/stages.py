@@ -304,6 +304,7 @@ def _apply_fact_effects(deps: Deps, run: FormationRun, output: DecideFactsOutput
         deps.store, run, output, now=deps.clock.now(), plan=extracted.plan.scope_plan(),
         new_facts=extracted.facts, vectors=embedded.fact_vectors(), sources=embedded.sources,
         message_ids=extracted.message_ids, guard=guard_for(deps.settings),
+        metadata_keys=deps.store.ingest.get_agent_settings(run.agent_id).metadata_keys,
     )
 
 

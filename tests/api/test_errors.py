@@ -29,6 +29,12 @@ def agent(api):
      {"json": {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "x" * 40_000}]}},
      "body messages[0].content"),
     ("POST", "/v1/agents/A/sessions/s1/messages", {"json": {"messages": []}}, "body messages"),
+    ("POST", "/v1/agents/A/sessions/s1/messages",
+     {"json": {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "hi",
+                             "metadata": {"tier": 1.5}}]}}, "body messages[0].metadata.tier"),
+    ("POST", "/v1/agents/A/sessions/s1/messages",
+     {"json": {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "hi",
+                             "metadata": {"project": ["a", "b"]}}]}}, "body messages[0].metadata.project"),
 ])
 def test_bad_input_is_a_422_naming_where_and_why(client, agent, method, path, kwargs, where):
     headers = {**agent, **kwargs.pop("headers", {})}
@@ -45,6 +51,15 @@ def test_an_oversized_message_publishes_nothing(api, client, agent):
     big = {"message_id": "m1", "role": "user", "sender_id": "u1", "content": "x" * 40_000}
     response = client.post("/v1/agents/A/sessions/s1/messages", json={"messages": [ok, big]}, headers=agent)
     assert response.status_code == 422 and api.publisher.events == []
+
+
+def test_published_metadata_reaches_the_event_of_its_message(api, client, agent):
+    body = {"messages": [{"message_id": "m0", "role": "user", "sender_id": "u1", "content": "fine",
+                          "metadata": {"project": "apollo", "tier": 2, "beta": True}},
+                         {"message_id": "m1", "role": "assistant", "content": "ok"}]}
+    response = client.post("/v1/agents/A/sessions/s1/messages", json=body, headers=agent)
+    assert response.status_code == 202, response.text
+    assert [e.get("metadata") for e in api.publisher.events] == [{"project": "apollo", "tier": 2, "beta": True}, {}]
 
 
 def test_an_unknown_route_and_a_wrong_method_answer_in_the_same_shape(client, agent):

@@ -25,7 +25,8 @@ BODIES = {
         {"query": "Mars launch", "user_id": "u1", "top_k": 5, "as_of": "2026-05-01T12:00:00Z"},
     ("post", "/v1/agents/{agent_id}/sessions/{session_id}/messages"):
         {"messages": [{"message_id": "m1", "role": "user", "sender_id": "u1", "sender_name": "Alice",
-                       "content": "I moved to Porto", "created_at": "2026-05-01T12:00:00Z"}],
+                       "content": "I moved to Porto", "created_at": "2026-05-01T12:00:00Z",
+                       "metadata": {"project": "apollo", "tier": 2, "beta": True}}],
          "session_users": ["u1"], "user_tier": 1, "agent_name": "Juniper"},
     ("post", "/v1/agents/{agent_id}/sessions/{session_id}/start"): {"user_ids": ["u1"]},
     ("patch", "/v1/agents/{agent_id}/users/{user_id}/memory/facts/{item_id}"):
@@ -40,6 +41,7 @@ BODIES = {
         {"content": "The Mars budget is $60,000", "categories": ["finance"]},
     ("put", "/v1/agents/{agent_id}/categories"): {"categories": ["projects", "venues"]},
     ("post", "/v1/agents/{agent_id}/categories/rollback"): {"version": 1},
+    ("put", "/v1/agents/{agent_id}/metadata-keys"): {"metadata_keys": ["project", "deal.stage"]},
     ("patch", "/v1/agents/{agent_id}/memory/reflections/{item_id}"): {"content": "The team meets Mondays"},
     ("post", "/v1/agents/{agent_id}/pause"): {"target": "agent"},
     ("post", "/v1/agents/{agent_id}/resume"): {"target": "session", "session_id": "s1"},

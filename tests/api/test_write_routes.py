@@ -187,3 +187,18 @@ def test_an_import_updates_a_known_key_and_names_each_line_that_met_a_retired_fa
     assert (late["updated"], late["skipped"]) == (0, 1)
     assert [s["line"] for s in late["skips"]] == [1]
     assert late["skips"][0]["why"].startswith("the fact under this key was retired (contradicted)")
+
+
+def test_a_written_fact_keeps_metadata_of_the_agents_filterable_keys_and_any_other_key_is_a_422(api, client, owner):
+    client.put("/v1/agents/A/metadata-keys", json={"metadata_keys": ["project", "tier"]}, headers=owner)
+    added = client.post("/v1/agents/A/memory/facts", json={"content": "The launch party is on the roof terrace",
+                                                           "metadata": {"project": "apollo", "tier": 2}}, headers=owner)
+    assert added.status_code == 201 and added.json()["metadata"] == {"project": "apollo", "tier": 2}, added.text
+    assert api.deps.store.facts.get_facts([added.json()["id"]])[0].metadata == {"project": "apollo", "tier": 2}
+    other = client.post("/v1/agents/A/memory/facts", json={"content": "The venue has a lift",
+                                                           "metadata": {"plan": "pro"}}, headers=owner)
+    assert other.status_code == 422 and other.json()["where"] == "body metadata.plan", other.text
+    assert "not one of the agent's filterable keys: project, tier" in other.json()["why"]
+    fraction = client.post("/v1/agents/A/memory/facts", json={"content": "The venue has a lift",
+                                                              "metadata": {"tier": 1.5}}, headers=owner)
+    assert fraction.status_code == 422 and fraction.json()["where"] == "body metadata.tier", fraction.text

@@ -49,3 +49,37 @@ def test_the_stdio_server_refuses_to_start_in_another_users_own_session():
     environ = {"MEMORY_MCP_AGENT": "a", "MEMORY_MCP_USER": "user-tom", "MEMORY_MCP_SESSION": "mcp:a:user-maya"}
     with pytest.raises(ConfigurationError, match="MEMORY_MCP_SESSION: .*'user-tom' cannot be one of its humans"):
         from_environment(environ)
+
+
+def _remembering(tmp_path):
+    from pipeline.clock import FrozenClock
+    from pipeline.embeddings.hashing import HashingEmbedder
+    from pipeline.service import MemoryService
+    from pipeline.store.sqlite import SQLiteStore
+    from schemas.settings import Settings
+    from testkit.documents import T0
+    from testkit.publishers import RecordingPublisher
+
+    publisher = RecordingPublisher()
+    service = MemoryService("a", settings=Settings(_env_file=None), store=SQLiteStore(str(tmp_path / "m.db")),
+                            embedder=HashingEmbedder(64), publisher=publisher, clock=FrozenClock(T0))
+    return build_server(lambda agent: service, connection_identity(Identity("a", "u", "s"))), publisher
+
+
+def test_remember_publishes_the_metadata_given_on_the_users_own_message(tmp_path):
+    server, publisher = _remembering(tmp_path)
+    [schema] = [t.input_schema for t in asyncio.run(server.list_tools()) if t.name == "remember"]
+    assert schema["properties"]["metadata"]["anyOf"][0]["type"] == "object"  # declared for the model
+    asyncio.run(server.call_tool("remember", {"text": "Ship Apollo on Friday", "metadata": {"project": "apollo"}}))
+    note = publisher.events[0]
+    assert note["metadata"] == {"project": "apollo"}
+    assert (note["agent_id"], note["session_id"], note["message"]["sender_id"]) == ("a", "s", "u")
+
+
+def test_remember_refuses_bad_metadata_naming_the_key_and_publishes_nothing(tmp_path):
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server, publisher = _remembering(tmp_path)
+    with pytest.raises(ToolError, match="metadata.tier"):
+        asyncio.run(server.call_tool("remember", {"text": "Ship Apollo on Friday", "metadata": {"tier": 0.5}}))
+    assert publisher.events == []

@@ -38,6 +38,16 @@ def test_an_owner_adds_facts_and_reflections_verbatim_and_a_repeat_names_the_hol
     assert [r.content for r in store.reflections.unabsorbed_reflections("A", "session:s1")] == ["Keep the recap short"]
 
 
+def test_an_owner_adds_a_fact_with_metadata_of_the_agents_filterable_keys(store, capsys):
+    assert cli.main(["metadata-keys", "set", "A", "project", "tier"]) == 0
+    assert cli.main(["curate", "add-fact", "A", "--text", "The venue has a roof terrace", "--meta", "project=apollo",
+                     "--meta", "tier=2", "--json"]) == 0
+    added = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert store.facts.get_facts([added["id"]])[0].metadata == {"project": "apollo", "tier": 2}
+    assert cli.main(["curate", "add-fact", "A", "--text", "The venue has a lift", "--meta", "plan=pro"]) == 2
+    assert "--meta plan: is not one of the agent's filterable keys: project, tier" in capsys.readouterr().err
+
+
 def test_an_import_prints_each_rejected_line_keeps_the_good_ones_and_adds_nothing_twice(store, capsys, tmp_path):
     path = tmp_path / "crm.jsonl"
     rows = [{"user_id": "maya", "text": "Maya renews her contract in June", "import_key": "crm-1"},

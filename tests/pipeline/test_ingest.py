@@ -537,3 +537,28 @@ def test_an_unexpected_error_fails_only_its_event_which_is_recorded_for_replay(t
     store.ingest.poison = None  # the cause is fixed: the recorded payload ingests as it was sent
     assert ingest(recorded.raw, store, clock).seq == 4
     store.close()
+
+
+def test_a_messages_metadata_is_stored_with_it(store, clock):
+    metadata = {"project": "apollo", "tier": 2, "beta": False, "deal.stage": "won"}
+    assert ingest(message(1, metadata=metadata), store, clock).status == "accepted"
+    assert ingest(message(2), store, clock).status == "accepted"
+    first, second = store.ingest.get_messages("s1", 1, 2)
+    assert first.metadata == metadata and second.metadata == {}
+
+
+def test_a_redelivered_message_with_other_metadata_keeps_what_was_stored_first(store, clock):
+    # as with a changed content: the first delivery is the message, a later one a duplicate
+    ingest(message(1, metadata={"project": "apollo"}), store, clock)
+    again = ingest(message(1, metadata={"project": "zeus"}, event_id="another-event"), store, clock)
+    assert again.status == "duplicate"
+    [stored] = store.ingest.get_messages("s1", 1, 1)
+    assert stored.metadata == {"project": "apollo"}
+
+
+def test_bad_metadata_is_rejected_naming_the_key_and_nothing_is_stored(store, clock):
+    result = ingest(message(1, metadata={"tier": 2.5}), store, clock)
+    assert result.status == "rejected"
+    assert result.errors == [{"field": "metadata.tier", "reason": "2.5 is a fraction; a value is a string, "
+                                                                  "a whole number or a boolean"}]
+    assert store.ingest.count_messages("s1") == 0

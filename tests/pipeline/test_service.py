@@ -250,10 +250,25 @@ def test_maybe_form_memories_publishes_validated_idempotent_events(store, clock)
     assert events[0]["agent_id"] == "a1" and events[0]["session_users"] == ["u1"]
 
 
+def test_a_messages_metadata_travels_on_its_event(store, clock):
+    service, publisher, _ = _service(store, clock)
+    msgs = [{"message_id": "m1", "role": "user", "sender_id": "u1", "content": "Ship it Friday",
+             "metadata": {"project": "apollo", "urgent": True}},
+            {"message_id": "m2", "role": "assistant", "content": "Noted."}]
+    service.maybe_form_memories(msgs, session_id="s1", session_users=["u1"])
+    first, second = (parse_event(e, max_message_bytes=32768) for e in publisher.events)
+    assert first.metadata == {"project": "apollo", "urgent": True} and second.metadata == {}
+    assert "metadata" not in publisher.events[0]["message"]
+
+
 @pytest.mark.parametrize(
     ("bad", "field"),
     [
         ({"message_id": "m2", "role": "user", "content": "no sender"}, "messages[1].sender_id"),
+        ({"message_id": "m2", "role": "assistant", "content": "x", "metadata": {"tier": 1.5}},
+         "messages[1].metadata.tier"),
+        ({"message_id": "m2", "role": "assistant", "content": "x", "metadata": {"no spaces": 1}},
+         "messages[1].metadata.no spaces"),
         ({"message_id": "m2", "role": "user", "sender_id": "u1", "content": "x", "colour": "red"}, "messages[1]"),
         ({"role": "assistant", "content": "no id"}, "messages[1].message_id"),
         ("just text", "messages[1]"),

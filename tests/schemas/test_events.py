@@ -46,6 +46,8 @@ def test_a_valid_message_and_a_session_end_parse_to_their_models():
     (_with(message__sender_id=KeyError), "message.sender_id", "required when role is 'user'"),
     (_with(session_id="s\x00"), "session_id", "a NUL character, at character 1"),
     (_with(schema_version=2), "schema_version", "unsupported version 2"),
+    # a bad key is named as the field itself (pydantic appends "[key]" to the path)
+    (_with(metadata={"2fast": 1}), "metadata.2fast", "is not a metadata key"),
     ("{not json", "<event>", "not JSON"),
     (b"\xff\xfe", "<event>", "not UTF-8"),
     ([1, 2], "<event>", "expected a JSON object, got list"),
@@ -62,4 +64,16 @@ def test_the_http_api_takes_exactly_the_fields_of_an_events_message():
     from schemas.api import MessageIn
     from schemas.events import MESSAGE_FIELDS
 
-    assert set(MessageIn.model_fields) == set(MESSAGE_FIELDS)
+    # ... and the message's metadata, which the event carries beside the message
+    assert set(MessageIn.model_fields) == {*MESSAGE_FIELDS, "metadata"}
+
+
+def test_an_event_built_with_metadata_carries_it_to_the_model():
+    from schemas.events import message_added
+
+    event = message_added(event_id="e1", agent_id="a1", session_id="s1", metadata={"project": "apollo", "tier": 2,
+                                                                                   "beta": True},
+                          message={"message_id": "m1", "role": "assistant", "content": "hi"})
+    parsed = parse_event(json.loads(json.dumps(event)), max_message_bytes=LIMIT)
+    assert parsed.metadata == {"project": "apollo", "tier": 2, "beta": True}
+    assert parse_event(GOOD, max_message_bytes=LIMIT).metadata == {}

@@ -318,3 +318,23 @@ def test_the_cost_page_shows_the_spend_caps_against_the_spend(api):
     section = shown.text[shown.text.index('id="caps"'):]
     assert "<td>A <span class=\"muted\">(set)</span></td><td>day</td><td>0.0000</td>" in section
     assert "<td>4.00</td>\n<td>5.00</td>" in section and "only priced spend counts" in section
+
+
+def test_a_fact_page_and_a_message_page_show_their_metadata(api):
+    from testkit.documents import fact, message
+
+    store, now = api.deps.store, api.deps.clock.now()
+    store.ingest.ingest_message(message(1, agent="A", session="s1", user="u1", content="Ship it").model_copy(
+        update={"metadata": {"project": "apollo", "tier": 2, "note": "<b>bold</b>"}}), now)
+    store.facts.insert_fact(fact("f-meta", "Apollo ships on Friday", agent="A").model_copy(update={
+        "source_session_id": "s1", "source_message_ids": ["m1"], "source_user_ids": ["u1"],
+        "metadata": {"project": ["apollo", "zeus"], "urgent": True}}))
+    with _client(api) as client:
+        _sign_in(client, api.keys["admin"])
+        shown = client.get("/ui/facts/f-meta").text.split("Metadata kept from its messages")[1]
+        assert "<td>project</td><td>\"apollo\", \"zeus\"</td>" in shown
+        assert "<td>urgent</td><td>true</td>" in shown
+        said = client.get("/ui/messages/s1/m1").text.split("Its metadata")[1]
+        assert "<td>project</td><td>\"apollo\"</td>" in said and "<td>tier</td><td>2</td>" in said
+        assert "<b>bold</b>" not in said  # a producer's value is text, never markup
+        assert "Its metadata" not in client.get("/ui/facts/f-agent-u1").text

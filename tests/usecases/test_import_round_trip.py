@@ -16,6 +16,7 @@ from pipeline.owner.curation import edit_fact
 # the formation env on each store (SQLite; Mongo over the Atlas emulation), as erasure's tests use it
 from tests.pipeline.formation.test_erasure import env  # noqa: F401
 from testkit.formation import facts, merge_all, reflections
+from usecases import metadata_keys
 from usecases.erase import forget_user
 from usecases.imports import import_file
 from usecases.verify import traces
@@ -30,8 +31,10 @@ def _memory(env):
     env.llm.on("extract_facts", facts(("user", "Maya lives in Lisbon"), ("agent", "The launch venue is Quokka Hall")),
                times=1)
     env.llm.on("extract_reflections", reflections(user=["Maya prefers short answers"]), times=1)
+    metadata_keys.set_keys(env.store.ingest, "agent-1", ["project"], now=env.clock.now())
     env.through_reflections(env.new_run([("user", GONE, "I live in Lisbon and like short answers"),
-                                         ("assistant", None, "Noted.")], session_id="s-maya", users=(GONE,)))
+                                         ("assistant", None, "Noted.")], session_id="s-maya", users=(GONE,),
+                                        metadata={"project": "apollo", "channel": "web"}))
     env.llm.on("extract_facts", facts(), times=1)
     env.llm.on("extract_reflections", reflections(agent=[("Maya wants the launch on a Tuesday", [0]),
                                                          ("Tom handles audio and video", [2])]), times=1)
@@ -80,6 +83,7 @@ def test_export_forget_import_gives_back_the_same_memory_and_forget_still_erases
     porto = next(r for r in again if r["kind"] == "fact" and r["scope"] == "user")
     assert porto["content"] == "Maya lives in Porto" and [h["content"] for h in porto["history"]] == [
         "Maya lives in Lisbon"]
+    assert porto["metadata"] == {"project": "apollo"}  # the marked key of its message, back with it
     assert {r["source"] for r in again if r["kind"] in ("fact", "reflection")} == {"import"}
     assert "Tom handles audio and video" in env.store.blobs.get_blob("agent-1", "agent").consolidated_content
 

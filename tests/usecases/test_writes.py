@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.errors import Duplicate, Refused
+from pipeline.errors import Duplicate, InvalidInput, Refused
 from pipeline.forgetting import verify_erasure
 from testkit.formation import make_env
+from usecases import metadata_keys
 from usecases.writes import FactWrite, ReflectionWrite, add_fact, add_reflection
 
 
@@ -38,3 +39,19 @@ def test_a_duplicate_names_the_holder_and_a_secret_names_its_kind(env):
     assert add_fact(env, FactWrite("agent-1", "Maya lives in Porto", "owner", user_id="u-2")).scope_key == "user:u-2"
     with pytest.raises(Refused, match="password"):
         add_fact(env, FactWrite("agent-1", "Maya's password is Tr0ub4dor&3xq", "owner", user_id="u-1"))
+
+
+def test_a_direct_write_keeps_metadata_of_the_agents_filterable_keys_and_names_any_other(env):
+    metadata_keys.set_keys(env.store.ingest, "agent-1", ["project", "tier"], now=env.clock.now())
+    fact = add_fact(env, FactWrite("agent-1", "The venue has a roof terrace", "owner",
+                                   metadata={"project": "apollo", "tier": 2}))
+    assert env.store.facts.get_facts([fact.fact_id])[0].metadata == {"project": "apollo", "tier": 2}
+    with pytest.raises(InvalidInput) as other:
+        add_fact(env, FactWrite("agent-1", "The venue has a lift", "owner", metadata={"channel": "web"}))
+    assert other.value.field == "metadata.channel"
+    assert other.value.reason == "is not one of the agent's filterable keys: project, tier"
+    with pytest.raises(InvalidInput) as bad:
+        add_fact(env, FactWrite("agent-1", "The venue has a lift", "owner", metadata={"tier": [1, 2]}))
+    assert (bad.value.field, bad.value.reason) == ("metadata.tier", "is a list; a value is a string, a whole number "
+                                                                    "or a boolean")
+    assert len(env.live_facts()) == 1

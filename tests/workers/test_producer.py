@@ -58,6 +58,21 @@ def test_given_ids_and_times_are_kept():
     assert (event.user_tier, event.preview) == (2, True)
 
 
+def test_a_messages_metadata_is_published_with_it_and_bad_metadata_is_refused_by_field():
+    pub = RecordingPublisher()
+    producer.publish_message(publisher=pub, agent_id="a1", session_id="s1", sender_id="u1", content="hi",
+                             metadata={"project": "apollo", "tier": 2})
+    producer.publish_messages([{"agent_id": "a1", "session_id": "s1", "sender_id": "u1", "content": "yo",
+                                "metadata": {"channel": "#ops"}}], publisher=pub)
+    assert parsed(pub.singles[0]).metadata == {"project": "apollo", "tier": 2}
+    assert parsed(pub.batches[0][0]).metadata == {"channel": "#ops"}
+    with pytest.raises(InvalidInput) as refused:
+        producer.publish_message(publisher=pub, agent_id="a1", session_id="s1", sender_id="u1", content="hi",
+                                 metadata={"tier": 0.5})
+    assert refused.value.field == "metadata.tier" and "fraction" in refused.value.reason
+    assert len(pub.singles) == 1
+
+
 def test_publish_messages_sends_one_batch_of_models_dicts_and_keyword_fields():
     pub = RecordingPublisher()
     model = parsed(producer.message_event(agent_id="a1", session_id="s1", sender_id="u1", content="model", event_id="e-m"))

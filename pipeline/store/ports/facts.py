@@ -8,10 +8,10 @@ What formation, the read side and ``memoryctl reembed`` need; part of
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from schemas.documents import Fact
 
@@ -53,6 +53,9 @@ class FactUpdate:
     expires_at: datetime | None = None       # a new expiry (design §13 "Expiry"); None: keep the fact's
     clear_expiry: bool = False               # True: the fact no longer expires (an edit took its expiry away)
     categories: Sequence[str] | None = None  # the new categories (design §13); None: keep the fact's
+    # the filterable metadata of the new text's messages, joined to the fact's by the store on the
+    # version it writes over (``schemas.metadata.merged``); None: keep the fact's
+    metadata: Mapping[str, Any] | None = None
 
 
 class FactStore(Protocol):

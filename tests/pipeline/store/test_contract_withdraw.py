@@ -122,3 +122,21 @@ def test_withdraw_keeps_only_the_metadata_someone_elses_message_carries_too(stor
     assert kept.metadata == {"project": "apollo"} and kept.categories == ["travel"]
     assert store.facts.labelled_fact_ids("a1", ["agent"], [['meta:email="ann@example.com"']]) == set()
     assert store.facts.labelled_fact_ids("a1", ["agent"], [['meta:project="apollo"'], ["category:travel"]]) == {"f1"}
+
+
+def test_withdraw_takes_out_the_metadata_values_only_their_messages_gave(store):
+    ann, bob = ({"contact": "ann@example.org", "project": "apollo"}, {"project": "apollo", "tier": 2})
+    for n, user, metadata in ((1, "ann", ann), (2, "bob", bob)):
+        store.ingest.ingest_message(message(n, user=user, users=["ann", "bob"], content=f"said {n}").model_copy(
+            update={"metadata": metadata}), at(n))
+    _run(store, "r1", 1, 1)
+    _run(store, "r2", 2, 2)
+    store.facts.insert_fact(fact("f1", "The venue is Quokka Hall").model_copy(update={
+        "source_message_ids": ["m1"], "source_user_ids": ["ann"], "source_run_id": "r1", "metadata": ann}))
+    assert store.facts.update_fact("f1", FactUpdate(
+        content="The venue is Okapi Hall", hash=text_hash("The venue is Okapi Hall"), embedding=None,
+        embedding_model=None, run_id="r2", now=at(60), source_message_ids=["m2"], source_user_ids=["bob"],
+        metadata=bob))
+    withdraw(store, _in("ann"))
+    [kept] = store.facts.get_facts(["f1"])
+    assert kept.metadata == {"project": "apollo", "tier": 2}
