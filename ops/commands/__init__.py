@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pipeline.errors import InvalidInput
+from pipeline.search.filter_text import pair_value
 
 
 def positive_int(text: str) -> int:
@@ -33,26 +32,15 @@ def positive_float(text: str) -> float:
     return value
 
 
-_WHOLE = re.compile(r"-?(0|[1-9][0-9]*)")
-
-
 def meta_pair(text: str) -> tuple[str, Any]:
-    """An argparse type for ``--meta KEY=VALUE`` (``schemas.metadata``): a whole number and
-    ``true``/``false`` are read as such, a JSON string in quotes (``'"2"'``) as that string,
-    anything else as the text typed; the key and value are judged where they are used."""
+    """An argparse type for ``--meta KEY=VALUE`` (``schemas.metadata``): VALUE read as the
+    filters of ``memoryctl search --meta`` read it (``pipeline.search.filter_text.pair_value``),
+    so that a value typed the same way means the same value when published and when searched;
+    the key and value are judged where they are used."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    if _WHOLE.fullmatch(raw):
-        return key, int(raw)
-    if raw in ("true", "false"):
-        return key, raw == "true"
-    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
-        try:
-            return key, str(json.loads(raw))
-        except ValueError:
-            pass
-    return key, raw
+    return key, pair_value(raw)
 
 
 def meta_dict(pairs: Sequence[tuple[str, Any]] | None) -> dict[str, Any] | None:

@@ -128,8 +128,8 @@ def register(sub) -> None:
     p.add_argument("--tier", type=int, default=0, help="user tier: 0 free, >= 1 premium")
     p.add_argument("--preview", action="store_true")
     p.add_argument("--meta", action="append", type=meta_pair, metavar="KEY=VALUE",
-                   help="the message's metadata (repeat for more keys): a whole number or true/false is "
-                   "read as such, '\"2\"' as the text 2, anything else as text")
+                   help="the message's metadata (repeat for more keys): VALUE is JSON when it is a number, "
+                   "true/false or a quoted string (tier=2 the number, code='\"2\"' the string), else the text itself")
     p.add_argument("--json", action="store_true", help="print {event_id, type}")
     p.set_defaults(func=_publish)
 

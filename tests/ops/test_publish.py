@@ -153,16 +153,19 @@ def test_publish_command_sends_the_metadata_given_with_meta(monkeypatch, capsys)
     monkeypatch.setattr(publish_cmd, "_publisher", lambda: publisher)
     code = cli.main(["publish", "--agent", "a1", "--session", "s1", "--sender", "u1", "--content", "hi",
                      "--meta", "project=apollo", "--meta", "tier=2", "--meta", "beta=true", "--meta", 'zip="02134"',
-                     "--meta", "version=1.5"])
+                     "--meta", 'version="1.5"', "--meta", "code=02134"])
     assert code == 0
     parsed = parse_event(publisher.singles[0], max_message_bytes=32768)
-    assert parsed.metadata == {"project": "apollo", "tier": 2, "beta": True, "zip": "02134", "version": "1.5"}
+    assert parsed.metadata == {"project": "apollo", "tier": 2, "beta": True, "zip": "02134", "version": "1.5",
+                               "code": "02134"}
 
 
 @pytest.mark.parametrize(("meta", "field"), [
     (["--meta", "2fast=x"], "--meta (metadata.2fast)"),
     (["--meta", "tier=1", "--meta", "tier=2"], "--meta tier"),
     (["--meta", f"note={'x' * 201}"], "--meta (metadata.note)"),
+    # read as memoryctl search --meta reads it: a fraction, which no metadata value is
+    (["--meta", "version=1.5"], "--meta (metadata.version)"),
 ])
 def test_publish_refuses_bad_metadata_naming_the_option_and_sends_nothing(monkeypatch, capsys, meta, field):
     publisher = RecordingPublisher()
