@@ -80,7 +80,7 @@ def export_user(store: ExportReads, user_id: str, agent_id: str | None = None) -
                "shared": set(r.source_user_ids) - {user_id} != set(),
                "source_message_ids": r.source_message_ids, "formed_at": _iso(r.formed_at), "absorbed": r.absorbed,
                "consolidated_into": r.consolidated_into}
-    yield from _blobs(store, user_id, resting)
+    yield from _blobs(store, user_id, resting, agent_id)
     for run in store.provenance.user_runs(user_id, agent_id):
         yield _run_cost(run)
 
@@ -90,16 +90,23 @@ def _key(key: str, own: str) -> str | None:
     return None if key.startswith("user:") and key != own else key
 
 
-def _blobs(store: ExportReads, user_id: str, resting: Resting) -> Iterator[dict[str, Any]]:
+def _blobs(store: ExportReads, user_id: str, resting: Resting, agent_id: str | None) -> Iterator[dict[str, Any]]:
+    """The user's own blobs whole, whatever wrote them (an owner's replace absorbs no
+    reflection), then each blob of another scope that absorbed their reflections: whole when
+    only theirs went in, else the sections that took theirs."""
+    for blob in store.provenance.own_blobs(user_id, agent_id):
+        if blob.consolidated_content.strip():
+            yield {"kind": "blob", "agent_id": blob.agent_id, "user_id": user_id, "scope_key": blob.scope_key,
+                   "version": blob.version, "content": blob.consolidated_content}
     mine: dict[tuple[str, str], list[str]] = {}
     for r in resting.reflections:
-        if r.absorbed:
+        if r.absorbed and not r.scope_key.startswith("user:"):
             mine.setdefault((r.agent_id, r.scope_key), []).append(r.content)
     for (agent, key), texts in sorted(mine.items()):
         blob = store.blobs.get_blob(agent, key)
         if blob is None or not blob.consolidated_content.strip():
             continue
-        if key.startswith("user:") or not store.provenance.absorbed_from_others(agent, key, user_id):
+        if not store.provenance.absorbed_from_others(agent, key, user_id):
             yield {"kind": "blob", "agent_id": agent, "user_id": user_id, "scope_key": key,
                    "version": blob.version, "content": blob.consolidated_content}
             continue

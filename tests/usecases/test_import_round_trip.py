@@ -97,3 +97,20 @@ def test_export_forget_import_gives_back_the_same_memory_and_forget_still_erases
     assert traces(env.store.admin.dump_all(), GONE) == []
     assert "Porto" not in json.dumps(env.store.admin.dump_all(), default=str)
     assert "Tuesday" not in env.store.blobs.get_blob("agent-1", "agent").consolidated_content
+
+
+def test_a_blob_an_owner_wrote_whole_is_exported_and_comes_back(env):
+    """A user's blob replaced by an owner absorbed no reflection of theirs: the export still
+    carries it, since it is theirs, and the round trip brings it back."""
+    from usecases.edit import replace_user_blob
+
+    replace_user_blob(env.store, env.settings, "agent-1", GONE, "[WORKING STYLE]\n- Maya prefers short answers",
+                      by="owner", now=env.clock.now())
+    exported = [r for r in export_user(env.store, GONE, "agent-1") if r["kind"] == "blob"]
+    assert [(r["scope_key"], r["content"].split("\n", 1)[1]) for r in exported] == [
+        (f"user:{GONE}", "[WORKING STYLE]\n- Maya prefers short answers")]
+    _erase(env)
+    assert env.store.blobs.get_blob("agent-1", f"user:{GONE}") is None
+    summary = import_file(env, [("\n".join(json.dumps(r) for r in exported) + "\n").encode()], "agent-1", by="test")
+    assert summary.rejected == 0, summary.rejects
+    assert "Maya prefers short answers" in env.store.blobs.get_blob("agent-1", f"user:{GONE}").consolidated_content

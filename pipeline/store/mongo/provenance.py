@@ -72,6 +72,11 @@ class MongoProvenance(MongoRepository, ProvenanceStore):
         blobs = [from_doc(ConsolidatedBlob, d) for d in found if not str(d.get("scope_key")).startswith("user:")]
         return [b for b in blobs if b.consolidated_content.strip() and not b.absorbing_ids]
 
+    def own_blobs(self, user_id: str, agent_id: str | None = None) -> list[ConsolidatedBlob]:
+        found = self.col("consolidated").find({"scope_key": scope_key("user", user_id=user_id), **_scoped(agent_id)},
+                                              sort=[("agent_id", 1)])
+        return [from_doc(ConsolidatedBlob, d) for d in found]
+
     def footprint(self, user_id: str, agent_id: str | None = None) -> Footprint:
         col, scoped, key = self.col, _scoped(agent_id), scope_key("user", user_id=user_id)
         found = {

@@ -32,6 +32,11 @@ class ProvenanceStore(Protocol):
         ``last_run_id``, no ``absorbing_ids``: v1 shard text)."""
 
     @abc.abstractmethod
+    def own_blobs(self, user_id: str, agent_id: str | None = None) -> list[ConsolidatedBlob]:
+        """The blobs of the user's own scope (``user:<id>``), by agent, whatever wrote them (a
+        consolidation, an owner's replace, an import): read by the consolidated scope-key index."""
+
+    @abc.abstractmethod
     def reflection_ids(self, agent_id: str, scope_key: str, *, absorbed_only: bool = False) -> list[str]:
         """The ids of the reflections stored at the key (only those absorbed into its blob, with
         ``absorbed_only``), oldest first, read without their documents: what an erasure plan

@@ -180,6 +180,13 @@ class SQLiteProvenance(SQLiteRepository, ProvenanceStore):
         blobs = [ConsolidatedBlob.model_validate_json(doc) for (doc,) in rows]
         return [b for b in blobs if b.consolidated_content.strip() and not b.absorbing_ids]
 
+    def own_blobs(self, user_id: str, agent_id: str | None = None) -> list[ConsolidatedBlob]:
+        agent_clause, args = ("AND agent_id = ?", [agent_id]) if agent_id else ("", [])
+        rows = self.db.conn().execute(  # consolidated_scope_key
+            f"SELECT doc FROM {self.db.t('consolidated')} WHERE scope_key = ? {agent_clause} ORDER BY agent_id",
+            [scope_key("user", user_id=user_id), *args]).fetchall()
+        return [ConsolidatedBlob.model_validate_json(doc) for (doc,) in rows]
+
     def footprint(self, user_id: str, agent_id: str | None = None) -> Footprint:
         conn, t = self.db.conn(), self.db.t
         key = scope_key("user", user_id=user_id)
