@@ -10,8 +10,9 @@ Records, in this order, each with its ``kind``:
   their own scope, retired ones included, with its history, validity, categories and
   metadata; ``shared`` when it rests on other people's messages too;
 - ``reflection``: the same for reflections, with ``absorbed`` and the blob version;
-- ``blob``: a consolidated blob all of whose absorbed reflections rest on the person alone
-  (their own scope, a one-to-one session), whole;
+- ``blob``: the blob of their own scope, whatever wrote it (a consolidation, an owner's
+  replace), and a consolidated blob all of whose absorbed reflections rest on the person alone
+  (a one-to-one session), whole;
 - ``blob_section``: in a blob shared with others, the bullets that absorbed one of their
   reflections (the bullet nearest each of them, by shared words), under their section name;
 - ``run_cost``: what each formation run over their messages cost, per stage and model.
