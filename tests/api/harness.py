@@ -72,6 +72,15 @@ class Api:
 
         return TestClient(self.app, raise_server_exceptions=False)
 
+    def forget_recorded(self) -> None:
+        """Empty the recorders (published events, queued jobs, started runs) and drop the
+        search's cached segments, for a test that puts the store back as it was (a cached
+        segment is only as good as the scope versions, which go back too)."""
+        self.publisher.events.clear()
+        self.jobs.clear()
+        self.runs.clear()
+        self.deps.__dict__.pop("search", None)
+
 
 def build(store, *, rate_limiter=None, api_settings=None, **settings) -> Api:
     config = Settings(_env_file=None, store_url="sqlite:///unused.db", **settings)

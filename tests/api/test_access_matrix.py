@@ -10,8 +10,10 @@ import time
 import jwt
 import pytest
 
+from pipeline.store.sqlite import SQLiteStore
 from schemas.access import Job, subject_digest
-from tests.api.harness import SECRET
+from tests.api.harness import SECRET, build, seed_memory
+from testkit.stores import snapshot
 
 ADMIN, AGENT_A, AGENT_B, U1, U2 = "admin", "agent A", "agent B", "token A/u1", "token A/u2"
 CURATOR_A, CURATOR_B = "curator A", "curator B"
@@ -105,6 +107,29 @@ ROUTES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """One store and app for the module, seeded as tests/api/conftest.py's ``api``, and the
+    function that puts the store back as seeded."""
+    store = SQLiteStore(str(tmp_path_factory.mktemp("matrix") / "memory.db"))
+    store.create_indexes()
+    built = build(store)
+    seed_memory(store, built.deps.clock.now())
+    yield built, snapshot(store)
+    store.close()
+
+
+@pytest.fixture
+def api(seeded):
+    """The module's app, over its store put back as seeded and with its recorders emptied:
+    every test starts from what a new store and app would hold, so an edit or deletion of one
+    test never reaches the next."""
+    built, restore = seeded
+    restore()
+    built.forget_recorded()
+    return built
+
+
 def _header(api, credential: str) -> dict[str, str]:
     now = int(time.time())
     token = {
@@ -158,7 +183,7 @@ def _owner_state(api):
     categories.set_list(store.ingest, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
 
 
-# an edit or deletion by one credential changes what the next one finds: each runs on its own store
+# an edit or deletion by one credential changes what the next one finds: each credential is a test of its own
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "withdraw fact", "withdraw reflection",
             "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",
