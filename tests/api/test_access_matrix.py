@@ -10,10 +10,10 @@ import time
 import jwt
 import pytest
 
-from pipeline.store.sqlite import SQLiteStore
 from schemas.access import Job, subject_digest
-from tests.api.harness import SECRET, build, seed_memory
-from testkit.stores import snapshot
+from tests.api.harness import SECRET
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 ADMIN, AGENT_A, AGENT_B, U1, U2 = "admin", "agent A", "agent B", "token A/u1", "token A/u2"
 CURATOR_A, CURATOR_B = "curator A", "curator B"
@@ -105,29 +105,6 @@ ROUTES = [
     ("import", "POST", "/v1/agents/A/import", {"user_id": "u1", "text": "Alice renews her contract in June"},
      {ADMIN: 200, CURATOR_A: 200}),
 ]
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory):
-    """One store and app for the module, seeded as tests/api/conftest.py's ``api``, and the
-    function that puts the store back as seeded."""
-    store = SQLiteStore(str(tmp_path_factory.mktemp("matrix") / "memory.db"))
-    store.create_indexes()
-    built = build(store)
-    seed_memory(store, built.deps.clock.now())
-    yield built, snapshot(store)
-    store.close()
-
-
-@pytest.fixture
-def api(seeded):
-    """The module's app, over its store put back as seeded and with its recorders emptied:
-    every test starts from what a new store and app would hold, so an edit or deletion of one
-    test never reaches the next."""
-    built, restore = seeded
-    restore()
-    built.forget_recorded()
-    return built
 
 
 def _header(api, credential: str) -> dict[str, str]:
