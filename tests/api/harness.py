@@ -78,16 +78,18 @@ class Api:
         return TestClient(self.app, raise_server_exceptions=False)
 
     def forget_recorded(self) -> None:
-        """Empty what the app holds in memory besides the store: the recorders (published
-        events, queued jobs, started runs), the inspector's sign-in links and sessions, and
-        the search's cached segments (one is only as good as its scope versions, which go back
-        with the store), for a test that puts the store back as it was."""
+        """Empty what the app holds in memory besides the store, for a test that puts the
+        store back as it was: the recorders (published events, queued jobs, started runs), the
+        inspector's sign-in links and sessions, and the caches a new app starts without (the
+        services per agent with their context caches, the search's segments), which would
+        otherwise answer from what an earlier test changed."""
         from api.ui.sessions import LoginSessions
 
         self.publisher.events.clear()
         self.jobs.clear()
         self.runs.clear()
         self.app.state.ui_sessions = LoginSessions()
+        self.app.state.ctx._services.clear()
         self.deps.__dict__.pop("search", None)
 
 
