@@ -77,7 +77,7 @@ class Api:
 
         return TestClient(self.app, raise_server_exceptions=False)
 
-    def forget_recorded(self) -> None:
+    def reset_in_memory(self) -> None:
         """Empty what the app holds in memory besides the store, for a test that puts the
         store back as it was: the recorders (published events, queued jobs, started runs), the
         inspector's sign-in links and sessions, and the caches a new app starts without (the
@@ -142,7 +142,7 @@ def seeded_api(seeded):
     the app's wiring as it was (a test that replaces a part of the app builds its own)."""
     built, restore = seeded
     restore()
-    built.forget_recorded()
+    built.reset_in_memory()
     return built
 
 
