@@ -74,8 +74,12 @@ demo: $(STAMP)
 # The test modules are spread over two processes (pytest-xdist; a module stays on one, so its
 # fixtures are built once and its tests keep their order): most of the time goes to waiting on
 # real servers and workers, which the other process fills.
+# The suite starts many Python processes (workers, servers, memoryctl, the demo). Where
+# PYTHONDONTWRITEBYTECODE is set, as containers often do, each compiled the project again (about
+# a second of CPU apiece); the run keeps its bytecode under .runtime/pycache instead, never
+# beside the sources.
 test: $(STAMP) redis-server node browser
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
+	PYTHONPYCACHEPREFIX=$(CURDIR)/.runtime/pycache PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 # The same code against real services; each part runs only when its variable is set and
 # otherwise prints one skip line naming it (docs/providers.md "Running against real services").

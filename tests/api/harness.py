@@ -3,7 +3,8 @@
 The app is the one ``memoryctl serve`` runs (``api.app.create_app``); only the queues are
 replaced by recorders (published events, started runs, queued jobs), and the embedder by the
 deterministic hashing one. Keys are made with ``usecases.keys.create_key``, tokens with
-``usecases.tokens.issue_user_token``, as a platform would.
+``usecases.tokens.issue_user_token``, as a platform would. A module whose tests share one app
+imports ``seeded_module`` and ``seeded_api``: the store is put back as seeded before each test.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
 
+import pytest
+
 from api.app import create_app
 from usecases.keys import create_key, revoke_key
 from api.limits import RateLimiter
@@ -20,12 +23,14 @@ from usecases.tokens import issue_user_token
 from pipeline.clock import Clock
 from pipeline.embeddings.hashing import HashingEmbedder
 from pipeline.service import MemoryService
+from pipeline.store.sqlite import SQLiteStore
 from schemas.api_settings import ApiSettings
 from schemas.documents import ConsolidatedBlob, Reflection
 from schemas.settings import Settings
 from schemas.webhooks import WebhookSubscription
 from testkit.documents import fact
 from testkit.publishers import RecordingPublisher
+from testkit.stores import snapshot
 
 SECRET = "s" * 40
 OLD_SECRET = "o" * 40
@@ -72,6 +77,21 @@ class Api:
 
         return TestClient(self.app, raise_server_exceptions=False)
 
+    def reset_in_memory(self) -> None:
+        """Empty what the app holds in memory besides the store, for a test that puts the
+        store back as it was: the recorders (published events, queued jobs, started runs), the
+        inspector's sign-in links and sessions, and the caches a new app starts without (the
+        services per agent with their context caches, the search's segments), which would
+        otherwise answer from what an earlier test changed."""
+        from api.ui.sessions import LoginSessions
+
+        self.publisher.events.clear()
+        self.jobs.clear()
+        self.runs.clear()
+        self.app.state.ui_sessions = LoginSessions()
+        self.app.state.ctx._services.clear()
+        self.deps.__dict__.pop("search", None)
+
 
 def build(store, *, rate_limiter=None, api_settings=None, **settings) -> Api:
     config = Settings(_env_file=None, store_url="sqlite:///unused.db", **settings)
@@ -99,6 +119,31 @@ def build(store, *, rate_limiter=None, api_settings=None, **settings) -> Api:
     revoke_key(store.access, key.key_id, now)
     keys["revoked"] = revoked
     return Api(app, deps, publisher, jobs, runs, keys)
+
+
+@pytest.fixture(scope="module", name="seeded")
+def seeded_module(tmp_path_factory):
+    """One store and app for a module, seeded (``seed_memory``), and the function that puts
+    the store back as seeded. A new app costs far more than its store: FastAPI builds each
+    route's models at the app's first requests."""
+    store = SQLiteStore(str(tmp_path_factory.mktemp("seeded") / "memory.db"))
+    store.create_indexes()
+    built = build(store)
+    seed_memory(store, built.deps.clock.now())
+    yield built, snapshot(store)
+    store.close()
+
+
+@pytest.fixture(name="api")
+def seeded_api(seeded):
+    """The module's app, its store put back as seeded and what it holds in memory forgotten:
+    each test starts from what a new store and app would hold, so that what one test changes
+    never reaches the next. Import it with ``seeded_module`` into a module whose tests leave
+    the app's wiring as it was (a test that replaces a part of the app builds its own)."""
+    built, restore = seeded
+    restore()
+    built.reset_in_memory()
+    return built
 
 
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -12,6 +12,8 @@ import pytest
 
 from schemas.access import Job, subject_digest
 from tests.api.harness import SECRET
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 ADMIN, AGENT_A, AGENT_B, U1, U2 = "admin", "agent A", "agent B", "token A/u1", "token A/u2"
 CURATOR_A, CURATOR_B = "curator A", "curator B"
@@ -161,7 +163,7 @@ def _owner_state(api):
     categories.set_list(store.ingest, "A", ["projects"], by="test", now=now)   # version 1 to roll back to
 
 
-# an edit or deletion by one credential changes what the next one finds: each runs on its own store
+# an edit or deletion by one credential changes what the next one finds: each credential is a test of its own
 STATEFUL = {"edit fact", "delete fact", "delete shared", "delete reflection", "withdraw fact", "withdraw reflection",
             "clear instruction",
             "rollback instruction", "resume", "edit agent fact", "delete agent fact", "delete agent reflection",

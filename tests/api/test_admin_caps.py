@@ -9,6 +9,8 @@ import json
 import pytest
 
 from schemas.documents import UsageRecord
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.owner.categories import DEFAULT_CATEGORIES
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 @pytest.fixture

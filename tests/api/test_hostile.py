@@ -13,6 +13,8 @@ from urllib.parse import quote
 import pytest
 
 from testkit import hostile
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
 PATH_VALUES = {"agent_id": "A", "session_id": "s1", "user_id": "u1", "item_id": "f-u1", "job_id": "j1",

@@ -12,6 +12,8 @@ import pytest
 
 from usecases.jobs import finish_job, start_job
 from pipeline.errors import TransientError
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 @pytest.fixture

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
+
 
 @pytest.fixture
 def owner(api):

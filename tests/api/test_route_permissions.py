@@ -9,6 +9,8 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import Mount, Route
 
 from api.permissions import MARK
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 #: routes any browser or client may call without a credential, and why
 PUBLIC = {

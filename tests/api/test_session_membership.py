@@ -11,6 +11,8 @@ from __future__ import annotations
 from pipeline.ingest import ingest_raw_event
 from schemas import events
 from tests.api.harness import ingest_published, mcp_call, ui_sign_in
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 INES, MALLORY = "u1", "u2"
 INES_OWN = "mcp:A:u1"     # Ines's own MCP session with agent A

@@ -9,6 +9,8 @@ from datetime import timedelta
 import pytest
 
 from pipeline.store.port import FactUpdate
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 @pytest.fixture

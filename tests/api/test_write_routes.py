@@ -11,6 +11,8 @@ import pytest
 
 from schemas.api_settings import ApiSettings
 from tests.api.harness import SECRET, build, seed_memory
+# one app for the module, its store put back as seeded before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from testkit import hostile
 from tests.ui.test_pages import _client, _sign_in
-from tests.api.harness import build, seed_memory
-from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+# one app for the module, its store put back as seeded (agent A's memory) before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 #: (method, path, valid fields, {field: kind}) of every form and filter; kind picks the values
 FORMS = [
@@ -45,13 +45,6 @@ FORMS = [
 ]
 VALUES = {"id": hostile.URL_TEXT, "text": hostile.URL_TEXT, "time": hostile.FORM_TIMES + hostile.TIMES,
           "number": tuple(str(n) for n in hostile.NUMBERS)}
-
-
-@pytest.fixture
-def api(store):
-    built = build(store)
-    seed_memory(store, built.deps.clock.now())
-    return built
 
 
 def test_no_form_answers_500_to_a_hostile_field_and_a_refusal_names_it(api):

@@ -10,8 +10,9 @@ import re
 import pytest
 
 from tests.api.harness import ui_sign_in
-from tests.ui.test_pages import _client, api  # noqa: F401  (the `api` fixture: agent A's seeded memory)
-from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from tests.ui.test_pages import _client
+# one app for the module, its store put back as seeded (agent A's memory) before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 #: names from the code, the store and the API that mean nothing to the person reading
 INTERNAL = ["scope_key", "scope key", "scope:", "user:", "session:", "agent:", "rrf", "blobs_deleted", "blob",

@@ -12,8 +12,9 @@ import pytest
 
 from pipeline.store.port import FactUpdate
 from tests.api.harness import ui_sign_in
-from tests.ui.test_pages import _client, api  # noqa: F401  (the `api` fixture: agent A's seeded memory)
-from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
+from tests.ui.test_pages import _client
+# one app for the module, its store put back as seeded (agent A's memory) before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 def _signed_in(api, credential: str):

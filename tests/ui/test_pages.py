@@ -10,15 +10,9 @@ import pytest
 
 from usecases.keys import revoke_key
 from api.ui.sessions import COOKIE
-from tests.api.harness import build, seed_memory, ui_sign_in
-from testkit.stores import sqlite_store  # noqa: F401  (the `store` fixture)
-
-
-@pytest.fixture
-def api(store):
-    built = build(store)
-    seed_memory(store, built.deps.clock.now())
-    return built
+from tests.api.harness import ui_sign_in
+# one app for the module, its store put back as seeded (agent A's memory) before each test
+from tests.api.harness import seeded_api, seeded_module  # noqa: F401  (the `api` fixture)
 
 
 def _client(api, base_url="http://testserver"):
