@@ -160,6 +160,12 @@ def build_server(service_for: ServiceFor, identity_of: IdentityOf) -> MCPServer:
         return Remembered(accepted=True, message_id=message_id,
                           note="Queued: it is screened and formed into memory within moments.")
 
+    return _server(search_memory, get_memory_context, remember)
+
+
+def _server(search_memory, get_memory_context, remember) -> MCPServer:
+    """The server of the three tools: annotated for a client (two read, one writes) and
+    refusing an argument a tool does not declare."""
     readonly = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     tools = [
         closed(Tool.from_function(search_memory, annotations=readonly)),
