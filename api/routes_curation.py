@@ -63,7 +63,8 @@ def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Call
         raise ApiError("conflict", "path item_id", f"the fact expired at {fact.expires_at.isoformat()}; delete it, "
                        "or write the text anew", status=409)
     edited = edit.edit_agent_fact(ctx.service(agent_id), fact, body.content, expires_at=body.expires_at,
-                                  clear_expiry=body.clears_expiry, categories=body.categories)
+                                  clear_expiry=body.clears_expiry, categories=body.categories,
+                                  metadata=body.metadata_change)
     if edited is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or another agent fact already "
                        "says this; list the facts and try again", status=409)

@@ -49,7 +49,8 @@ def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactE
     user = _user(caller, agent_id, user_id)
     return audited(ctx, caller, user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
                                                       expires_at=body.expires_at, clear_expiry=body.clears_expiry,
-                                                      categories=body.categories)).item
+                                                      categories=body.categories,
+                                                      metadata=body.metadata_change)).item
 
 
 @router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete one fact, with its history",

@@ -82,6 +82,18 @@ def test_an_owner_edit_and_a_user_edit_are_updates_naming_who_made_them(env, rec
     ])
 
 
+def test_a_correction_of_metadata_alone_is_an_update_naming_who_made_it(env, receiver):
+    env.store.ingest.put_agent_settings(env.store.ingest.get_agent_settings("agent-1").model_copy(
+        update={"metadata_keys": ["project"]}))
+    shared, mine = written_and_told(env, receiver, "The venue is Riverside Park", "Maya lives in Porto")
+    assert edit.edit_agent_fact(env, shared, shared.content, metadata={"project": "zeus"}) is not None
+    user_memory.edit_fact(env, "agent-1", "u-1", mine.fact_id, mine.content, metadata={"project": "hera"})
+    assert delivered(env, receiver) == ordered([
+        ("fact.updated", {"fact_id": shared.fact_id, "scope": "agent", "version": 2, "source": "owner"}),
+        ("fact.updated", {"fact_id": mine.fact_id, "scope": "user", "version": 2, "source": "user"}),
+    ])
+
+
 def test_a_deleted_fact_is_retired_with_the_reason_deleted_and_its_content_is_gone(env, receiver):
     shared, mine = written_and_told(env, receiver, "The budget is 12,000 euros", "Maya's dog is called Rex")
     env.store.webhooks.put_subscription(env.store.webhooks.list_subscriptions("agent-1")[0].model_copy(
