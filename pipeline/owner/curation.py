@@ -65,13 +65,15 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
               expiry_where: str = "expires_at", categories: Sequence[str] | None = None,
               categories_where: str = "categories", metadata: Mapping[str, Any] | None = None,
-              metadata_where: str = "metadata", source: str = "owner") -> Fact | None:
+              metadata_where: str = "metadata", metadata_checked: bool = False,
+              source: str = "owner") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
     ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``,
     ``categories`` (each from the agent's list; [] for none) as its categories if given, and
     ``metadata`` (keys from the agent's filterable ones; {} for none) as its whole metadata if
-    given: it replaces the fact's, where formation joins. Announced to webhooks as
-    ``fact.updated`` by ``source`` (owner, user, import).
+    given: it replaces the fact's, where formation joins (``metadata_checked``: an import line's,
+    which its own rules checked; an export line restores keys no longer marked). Announced to
+    webhooks as ``fact.updated`` by ``source`` (owner, user, import).
     None when the fact changed meanwhile, or another live fact of its scope already says this."""
     store, settings = service.store, service.settings
     now = service.clock.now()
@@ -80,8 +82,10 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
     if categories is not None:
         categories = filing.check_filed(categories, filing.current(agent), categories_where)
     if metadata is not None:
+        if not metadata_checked:
+            metadata = labelling.check_given(metadata, agent.metadata_keys, metadata_where, held=True)
         # one value stays a value and repeats go, as formation stores a key's values
-        metadata = merged({}, labelling.check_given(metadata, agent.metadata_keys, metadata_where, held=True))
+        metadata = merged({}, metadata)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])

@@ -159,3 +159,16 @@ def test_an_import_line_newer_than_its_keys_fact_announces_an_update(env, receiv
     [(_, created)] = delivered(env, receiver)
     import_file(env, [(json.dumps({**row, "text": "Ana renews in July"}) + "\n").encode()], "agent-1", by="test")
     assert delivered(env, receiver) == [("fact.updated", {**created, "version": 2})]
+
+
+def test_an_import_line_whose_metadata_alone_differs_announces_an_update(env, receiver):
+    env.store.ingest.put_agent_settings(env.store.ingest.get_agent_settings("agent-1").model_copy(
+        update={"metadata_keys": ["project"]}))
+    row = {"user_id": "u-1", "text": "Ana renews in June", "import_key": "crm-1", "metadata": {"project": "apollo"}}
+    import_file(env, [(json.dumps(row) + "\n").encode()], "agent-1", by="test")
+    [(_, created)] = delivered(env, receiver)
+    changed = {**row, "metadata": {"project": "zeus"}}
+    import_file(env, [(json.dumps(changed) + "\n").encode()], "agent-1", by="test")
+    assert delivered(env, receiver) == [("fact.updated", {**created, "version": 2})]
+    assert env.store.facts.labelled_fact_ids("agent-1", ["user:u-1"], [['meta:project="zeus"']]) == {
+        created["fact_id"]}
