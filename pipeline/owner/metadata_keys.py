@@ -56,9 +56,13 @@ def check_given(metadata: Mapping[str, Any], allowed: Sequence[str], where: str 
     # a field's key is a path (``metadata.tier``); an option's, a word after it (``--meta tier``)
     joint = " " if where.startswith("--") else "."
     for key, value in metadata.items():
+        if not isinstance(key, str) or not KEY.match(key):
+            # named by its repr: a key such as a lone surrogate cannot be part of an answer's ``where``
+            raise InvalidInput(where, f"{repr(key)[:70]} is not a metadata key: a letter, then letters, digits, "
+                                      "_, . or -, at most 64 characters")
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "(the agent has none; set them with metadata-keys)"
-            raise InvalidInput(f"{where}{joint}{str(key)[:64]}", f"is not one of the agent's filterable keys: {listed}")
+            raise InvalidInput(f"{where}{joint}{key}", f"is not one of the agent's filterable keys: {listed}")
         if held and isinstance(value, list):
             _check_values(value, f"{where}{joint}{key}")
         elif problem := value_problem(value):

@@ -97,3 +97,13 @@ def test_a_bad_metadata_value_or_key_is_a_422_naming_it_and_changes_nothing(keye
     assert why in refused.json()["why"]
     stored = keyed.deps.store.facts.get_facts(["f-apollo"])[0]
     assert (stored.version, stored.metadata) == (1, {"project": "apollo"})
+
+
+@pytest.mark.parametrize("method, path", [("PATCH", "/v1/agents/A/memory/facts/f-apollo"),
+                                          ("POST", "/v1/agents/A/memory/facts")])
+def test_a_key_that_is_no_text_is_a_422_naming_it_by_its_escape_not_a_500(keyed, client, owner, method, path):
+    body = b'{"content": "The Venus budget is $9,500", "metadata": {"\\ud800x": 1}}'
+    refused = client.request(method, path, content=body, headers={**owner, "Content-Type": "application/json"})
+    assert refused.status_code == 422 and refused.json()["where"] == "body metadata", refused.text
+    assert "'\\ud800x' is not a metadata key" in refused.json()["why"]
+    assert keyed.deps.store.facts.get_facts(["f-apollo"])[0].version == 1
