@@ -1,7 +1,7 @@
 """The inspector's owner pages (design §13 "Owner controls"): an agent's overview and its
 curation page, whose forms edit and delete shared facts (with their expiry and metadata) and
-pending shared reflections, rewrite the shared blob's sections, set, clear and roll back Memory Instructions,
-and pause and resume formation (backfill chosen explicitly).
+pending shared reflections, rewrite the shared blob's sections, set, clear and roll back Memory
+Instructions, and pause and resume formation (backfill chosen explicitly).
 
 Reach is the owner routes' (``api.permissions.curator``, declared on each route): an admin key, or an agent key of
 that agent with the ``curate`` scope. Every form carries the CSRF token and passes the origin
