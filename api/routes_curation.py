@@ -82,7 +82,8 @@ def list_reflections(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CuratedRe
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
               summary="Edit an agent-scope reflection waiting for consolidation, with history",
               dependencies=[curator("curating memory")])
-def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyReflection:
+def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.ReflectionEdit, caller: Caller,
+                    ctx: Ctx) -> m.MyReflection:
     edited = edit.edit_agent_reflection(ctx.store, ctx.settings, _pending(ctx, agent_id, item_id), body.content,
                                         by=caller.credential_id, now=ctx.clock.now())
     if edited is None:

@@ -239,6 +239,12 @@ class FactEdit(_In):
         return {} if self.metadata is None else self.metadata
 
 
+class ReflectionEdit(_In):
+    # a reflection waiting for consolidation has a text only: a fact's fields (expires_at,
+    # categories, metadata) are refused as unknown rather than taken and dropped
+    content: text(2000, min_length=1)
+
+
 class Deleted(BaseModel):
     deleted: str
     kind: Literal["fact", "reflection"]

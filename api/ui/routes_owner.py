@@ -116,8 +116,8 @@ def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, kind: Litera
 
 @router.post("/curate/reflections/{item_id}/edit", dependencies=[Csrf, only_curator("curating memory")])
 def edit_reflection(request: Request, who: Who, ctx: Ctx, agent_id: Id, item_id: Id, content: Text):
-    _call(routes_curation.edit_reflection, agent_id=agent_id, item_id=item_id, body=_body(m.FactEdit, content=content),
-          caller=who.principal, ctx=ctx)
+    _call(routes_curation.edit_reflection, agent_id=agent_id, item_id=item_id,
+          body=_body(m.ReflectionEdit, content=content), caller=who.principal, ctx=ctx)
     return _done(agent_id, "reflection")
 
 

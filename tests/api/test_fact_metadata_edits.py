@@ -107,3 +107,12 @@ def test_a_key_that_is_no_text_is_a_422_naming_it_by_its_escape_not_a_500(keyed,
     assert refused.status_code == 422 and refused.json()["where"] == "body metadata", refused.text
     assert "'\\ud800x' is not a metadata key" in refused.json()["why"]
     assert keyed.deps.store.facts.get_facts(["f-apollo"])[0].version == 1
+
+
+def test_a_reflection_edit_refuses_a_facts_fields_rather_than_dropping_them(keyed, client, owner):
+    pending = client.get("/v1/agents/A/memory/reflections", headers=owner).json()["reflections"]
+    path = f"/v1/agents/A/memory/reflections/{pending[0]['id']}"
+    refused = client.patch(path, json={"content": "The team wants weekly recaps", "metadata": {"project": "zeus"}},
+                           headers=owner)
+    assert refused.status_code == 422 and refused.json()["where"] == "body metadata", refused.text
+    assert client.get("/v1/agents/A/memory/reflections", headers=owner).json()["reflections"] == pending
