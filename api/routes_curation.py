@@ -63,7 +63,8 @@ def edit_fact(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Call
         raise ApiError("conflict", "path item_id", f"the fact expired at {fact.expires_at.isoformat()}; delete it, "
                        "or write the text anew", status=409)
     edited = edit.edit_agent_fact(ctx.service(agent_id), fact, body.content, expires_at=body.expires_at,
-                                  clear_expiry=body.clears_expiry, categories=body.categories)
+                                  clear_expiry=body.clears_expiry, categories=body.categories,
+                                  metadata=body.metadata_change)
     if edited is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or another agent fact already "
                        "says this; list the facts and try again", status=409)
@@ -81,7 +82,8 @@ def list_reflections(agent_id: AgentId, caller: Caller, ctx: Ctx) -> o.CuratedRe
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
               summary="Edit an agent-scope reflection waiting for consolidation, with history",
               dependencies=[curator("curating memory")])
-def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.FactEdit, caller: Caller, ctx: Ctx) -> m.MyReflection:
+def edit_reflection(agent_id: AgentId, item_id: ItemId, body: m.ReflectionEdit, caller: Caller,
+                    ctx: Ctx) -> m.MyReflection:
     edited = edit.edit_agent_reflection(ctx.store, ctx.settings, _pending(ctx, agent_id, item_id), body.content,
                                         by=caller.credential_id, now=ctx.clock.now())
     if edited is None:

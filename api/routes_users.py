@@ -49,7 +49,8 @@ def edit_fact(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactE
     user = _user(caller, agent_id, user_id)
     return audited(ctx, caller, user_memory.edit_fact(ctx.service(agent_id), agent_id, user, item_id, body.content,
                                                       expires_at=body.expires_at, clear_expiry=body.clears_expiry,
-                                                      categories=body.categories)).item
+                                                      categories=body.categories,
+                                                      metadata=body.metadata_change)).item
 
 
 @router.delete("/memory/facts/{item_id}", response_model=m.Deleted, summary="Delete one fact, with its history",
@@ -98,7 +99,7 @@ def _withdraw(agent_id: str, user_id: str, kind: Literal["fact", "reflection"], 
 @router.patch("/memory/reflections/{item_id}", response_model=m.MyReflection,
               summary="Edit one of the user's reflections waiting for consolidation, with history",
               dependencies=[not_agent_key("editing memory")])
-def edit_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.FactEdit, caller: Caller,
+def edit_reflection(agent_id: AgentId, user_id: UserId, item_id: ItemId, body: m.ReflectionEdit, caller: Caller,
                     ctx: Ctx) -> m.MyReflection:
     user = _user(caller, agent_id, user_id)
     return audited(ctx, caller, user_memory.edit_reflection(ctx.store, ctx.settings, agent_id, user, item_id,

@@ -12,6 +12,7 @@ version stamp, so cached contexts and search caches built over the old text go s
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from api.errors import ApiError, NotFound
 from pipeline.owner import curation
@@ -111,12 +112,13 @@ def list_memory(store, agent_id: str, user_id: str, now: datetime) -> m.MyMemory
 
 def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
-              categories: list[str] | None = None) -> Edited[m.MyFact]:
+              categories: list[str] | None = None, metadata: dict[str, Any] | None = None) -> Edited[m.MyFact]:
     """UPDATE one of my user-scope facts (``pipeline.owner.curation.edit_fact``): free text as
     every door takes it, screened like any write (a secret refused by its kind), at most the
     fact word limit, with the old text kept in its history; ``expires_at`` (if given, in the
-    future) becomes its expiry, ``clear_expiry`` removes it, and ``categories`` become its
-    categories. ``where`` names the field in errors."""
+    future) becomes its expiry, ``clear_expiry`` removes it, ``categories`` become its
+    categories and ``metadata`` (the agent's filterable keys only, as for an owner) its whole
+    metadata. ``where`` names the field in errors."""
     store, now = service.store, service.clock.now()
     fact = next((f for f in store.facts.get_facts([fact_id])
                  if f.agent_id == agent_id and f.retired_at is None and not expired(f, now)), None)
@@ -125,7 +127,7 @@ def edit_fact(service, agent_id: str, user_id: str, fact_id: str, content: str,
                        "path fact_id")
     updated = curation.edit_fact(service, fact, content, people=[user_id], source_user_ids=[user_id], where=where,
                                  expires_at=expires_at, clear_expiry=clear_expiry, categories=categories,
-                                 source="user")
+                                 metadata=metadata, source="user")
     if updated is None:
         raise ApiError("conflict", "body content", "the fact changed meanwhile, or this text is already one "
                        "of your facts; list your memory and try again", status=409)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, St
 from schemas.context import ContextFact, ContextSection
 from schemas.events import Role
 from schemas.hits import SearchHit
-from schemas.metadata import EventMetadata
+from schemas.metadata import EventMetadata, HeldMetadata
 from schemas.values import Id, Instant, TextChars
 
 Scope = Literal["agent", "user", "session"]
@@ -222,11 +222,27 @@ class FactEdit(_In):
     # the agent's categories it is in (design §13), each from the agent's list; omitted: the
     # fact's stay, []: none
     categories: list[str] | None = Field(None, max_length=50)
+    # its filterable metadata (design §13), replacing the fact's: omitted keeps it, {} or null
+    # takes every value off (null, as for expires_at)
+    metadata: HeldMetadata | None = None
 
     @property
     def clears_expiry(self) -> bool:
         """The body sent ``"expires_at": null``: the fact no longer expires."""
         return "expires_at" in self.model_fields_set and self.expires_at is None
+
+    @property
+    def metadata_change(self) -> dict[str, Any] | None:
+        """The fact's metadata from now on, or None to keep it (the field omitted)."""
+        if "metadata" not in self.model_fields_set:
+            return None
+        return {} if self.metadata is None else self.metadata
+
+
+class ReflectionEdit(_In):
+    # a reflection waiting for consolidation has a text only: a fact's fields (expires_at,
+    # categories, metadata) are refused as unknown rather than taken and dropped
+    content: text(2000, min_length=1)
 
 
 class Deleted(BaseModel):

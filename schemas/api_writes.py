@@ -40,8 +40,8 @@ class ImportSkip(BaseModel):
 class ImportReport(BaseModel):
     agent_id: str
     added: int = Field(description="lines whose item was stored")
-    updated: int = Field(description="fact lines whose key was stored with another text, categories or expiry: "
-                                     "the fact now says the line (a new version, with history)")
+    updated: int = Field(description="fact lines whose key was stored with another text, categories, expiry or "
+                                     "metadata: the fact now says the line (a new version, with history)")
     unchanged: int = Field(description="lines whose key holds what they say already, or said it before "
                                        "(importing again changes nothing)")
     exists: int = Field(description="lines whose text another item of the scope holds")

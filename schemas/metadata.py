@@ -76,6 +76,15 @@ FILTER_METADATA_SCHEMA = {
                     "ones the owner made filterable; an unknown key is an error that lists them."),
 }
 
+#: a fact's whole metadata as a person sets it (an edit): per key a value, or the list of values
+#: a fact holds for it. Read as given and judged against the agent by the edit
+#: (``pipeline.owner.metadata_keys.check_given``), which names ``metadata.<key>`` and lists the
+#: agent's keys; here only its shape, for the API's document.
+HeldMetadata = Annotated[dict[str, Any], Field(max_length=MAX_KEYS), WithJsonSchema({
+    **{k: v for k, v in FILTER_METADATA_SCHEMA.items() if k != "description"},
+    "description": ("the fact's metadata from now on, replacing what it holds: per filterable key of the agent a "
+                    "value or a list of values, e.g. {\"project\": \"apollo\", \"tier\": [1, 2]}; {} for none")})]
+
 
 def value_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a metadata value, or None when it can."""

@@ -1,8 +1,10 @@
 """An import line whose key is stored already (design §13 "Direct writes and import"): what
 becomes of the fact under that key (``usecases.imports`` reads the lines; this decides).
 
-- The live fact says what the line says (the same normalized text, categories and expiry):
-  ``unchanged``. Importing a file twice changes nothing the second time.
+- The live fact says what the line says (the same normalized text, categories, expiry and
+  metadata): ``unchanged``. Importing a file twice changes nothing the second time. A line
+  without ``metadata`` leaves the fact's as it is (``Importer`` reads it so); a line with it
+  replaces the fact's, as an edit does.
 - The line says what the fact said before (a text in its history): ``unchanged``, the line
   taken as older than the fact. An import run again after someone edited the fact does not undo
   the edit; whoever wants the older text back edits the fact.
@@ -24,6 +26,7 @@ from pipeline.owner import curation
 from pipeline.text import text_hash
 from pipeline.validity import expired
 from schemas.documents import Fact
+from schemas.metadata import labels
 
 Verdict = Literal["unchanged", "skipped", "update"]
 
@@ -34,8 +37,9 @@ OLDER = "an older text of the fact under this key: it was changed since, and the
 
 
 def _same(stored: Fact, wanted: Fact) -> bool:
+    # metadata compared by its labels: typed values (1 is not true), a key's values in any order
     return (stored.hash == text_hash(wanted.content) and list(stored.categories) == list(wanted.categories)
-            and stored.expires_at == wanted.expires_at)
+            and stored.expires_at == wanted.expires_at and labels([], stored.metadata) == labels([], wanted.metadata))
 
 
 def verdict(stored: Fact, wanted: Fact, now: datetime) -> tuple[Verdict, str | None]:
@@ -57,10 +61,11 @@ def verdict(stored: Fact, wanted: Fact, now: datetime) -> tuple[Verdict, str | N
 
 
 def update(deps, stored: Fact, wanted: Fact, *, where: str) -> Fact | None:
-    """``stored`` made to say ``wanted``: its text, categories and expiry (none when the line
-    gives none), resting also on the line's person. None when it changed meanwhile or another
-    live fact of its scope says this text. Raises ``InvalidInput`` naming the line's field."""
+    """``stored`` made to say ``wanted``: its text, categories, expiry (none when the line
+    gives none) and metadata (replaced, as the line checked it), resting also on the line's
+    person. None when it changed meanwhile or another live fact of its scope says this text.
+    Raises ``InvalidInput`` naming the line's field."""
     return curation.edit_fact(
         deps, stored, wanted.content, people=wanted.source_user_ids, source_user_ids=wanted.source_user_ids,
         where=where, expires_at=wanted.expires_at, clear_expiry=wanted.expires_at is None,
-        categories=wanted.categories, source="import")
+        categories=wanted.categories, metadata=wanted.metadata, metadata_checked=True, source="import")

@@ -104,6 +104,7 @@ class _Pending:
     line: int
     fact: Fact
     where: str   # the field the line gives the text in
+    keeps_metadata: bool = False   # the line gives no ``metadata``: a stored fact's stays
 
 
 @dataclass(frozen=True)
@@ -263,14 +264,19 @@ class Importer:
         fact_id = "imp-" + hashlib.sha256(f"{self.agent_id}\x1f{line.user_id}\x1f{key}".encode()).hexdigest()[:32]
         write = FactWrite(self.agent_id, line.text, "import", user_id=line.user_id, expires_at=line.expires_at,
                           categories=line.categories, metadata=line.metadata, where="text")
-        return self._keyed(n, new_fact(self.deps, write, fact_id=fact_id, embed=False), "text")
+        return self._keyed(n, new_fact(self.deps, write, fact_id=fact_id, embed=False), "text",
+                           "metadata" not in line.model_fields_set)
 
-    def _keyed(self, n: int, fact: Fact, where: str) -> _Pending | LineResult | _Update:
+    def _keyed(self, n: int, fact: Fact, where: str, keeps_metadata: bool) -> _Pending | LineResult | _Update:
         """A checked fact line: new (to embed and insert), or meeting the fact under its key."""
         stored = self.deps.store.facts.get_facts([fact.fact_id])
-        return self._meets(n, stored[0], fact, where) if stored else _Pending(n, fact, where)
+        if stored:
+            return self._meets(n, stored[0], fact, where, keeps_metadata)
+        return _Pending(n, fact, where, keeps_metadata)
 
-    def _meets(self, n: int, stored: Fact, wanted: Fact, where: str) -> LineResult | _Update:
+    def _meets(self, n: int, stored: Fact, wanted: Fact, where: str, keeps_metadata: bool) -> LineResult | _Update:
+        if keeps_metadata:
+            wanted = wanted.model_copy(update={"metadata": stored.metadata})
         outcome, why = import_keys.verdict(stored, wanted, self.deps.clock.now())
         if outcome == "update":
             return _Update(n, stored, wanted, where)
@@ -291,7 +297,7 @@ class Importer:
         inserted, holder = self.deps.store.facts.insert_fact(fact)
         if not inserted:
             if found := self.deps.store.facts.get_facts([fact.fact_id]):   # a line before it stored its key
-                met = self._meets(p.line, found[0], fact, p.where)
+                met = self._meets(p.line, found[0], fact, p.where, p.keeps_metadata)
                 return self._update(met) if isinstance(met, _Update) else met
             return LineResult(p.line, "exists", "fact", item_id=holder)
         self.deps.store.leases.bump_scope_versions(fact.agent_id, [fact.scope_key])
@@ -329,7 +335,8 @@ class Importer:
                     valid_from=r.valid_from or r.updated_at or r.formed_at, valid_to=r.valid_to, retired_at=r.retired_at, retired_reason=r.retired_reason, version=r.version, history=history,
                     source_message_ids=r.source_message_ids, source_user_ids=people, metadata=r.metadata,
                     retired_by="import" if r.retired_at else None)
-        return self._keyed(n, new_fact(self.deps, write, fact_id=r.fact_id, embed=False, **_set(kept)), "content")
+        return self._keyed(n, new_fact(self.deps, write, fact_id=r.fact_id, embed=False, **_set(kept)), "content",
+                           "metadata" not in r.model_fields_set)
 
     def _reflection(self, n: int, agent: str, r: ExportedReflection) -> LineResult:
         key = self._scope_key(r.scope, r)

@@ -14,6 +14,7 @@ from api.ui.views import EPOCH, PAGE_SIZE, sections
 from usecases.cost import cost_report
 from pipeline import cost, validity
 from pipeline.owner import controls
+from pipeline.search.filter_text import pair_lines
 from schemas.documents import Fact, scope_key
 from schemas.owner import INSTRUCTION_SCOPES, INSTRUCTION_STAGES
 
@@ -74,7 +75,9 @@ def curation(store, agent_id: str, now: datetime) -> dict[str, Any]:
     history = controls.list_instructions(store.ingest, agent_id)
     return {
         "agent_id": agent_id, "agent_name": settings.name,
-        "facts": [{"fact": f, "expired": validity.expired(f, now)} for f in facts],
+        "facts": [{"fact": f, "expired": validity.expired(f, now), "metadata": pair_lines(f.metadata)}
+                  for f in facts],
+        "metadata_keys": settings.metadata_keys,
         "total": store.facts.count_facts(agent_id, AGENT),
         "reflections": store.reflections.unabsorbed_reflections(agent_id, AGENT),
         "sections": sections(blob.consolidated_content if blob else ""),

@@ -1,7 +1,7 @@
 """The inspector's owner pages (design §13 "Owner controls"): an agent's overview and its
-curation page, whose forms edit and delete shared facts (with their expiry) and pending shared
-reflections, rewrite the shared blob's sections, set, clear and roll back Memory Instructions,
-and pause and resume formation (backfill chosen explicitly).
+curation page, whose forms edit and delete shared facts (with their expiry and metadata) and
+pending shared reflections, rewrite the shared blob's sections, set, clear and roll back Memory
+Instructions, and pause and resume formation (backfill chosen explicitly).
 
 Reach is the owner routes' (``api.permissions.curator``, declared on each route): an admin key, or an agent key of
 that agent with the ``curate`` scope. Every form carries the CSRF token and passes the origin
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from api import routes_curation, routes_owner
 from api.errors import ApiError
 from api.ui import owner_views
-from api.ui.forms import expiry_change
+from api.ui.forms import expiry_change, metadata_change
 from api.ui.routes import Id, Who
 from api.ui.web import Ctx, FormId, UiError, check_csrf, only_curator, page
 from pipeline.errors import InvalidInput
@@ -98,8 +98,11 @@ def curate(request: Request, who: Who, ctx: Ctx, agent_id: Id, done: Annotated[s
 # ------------------------------------------------------------------------ facts -----------
 @router.post("/curate/facts/{item_id}/edit", dependencies=[Csrf, only_curator("curating memory")])
 def edit_fact(request: Request, who: Who, ctx: Ctx, agent_id: Id, item_id: Id, content: Text,
-              expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False):
-    body = _body(m.FactEdit, content=content, **expiry_change(expires, no_expiry))
+              expires: Annotated[str, Form(max_length=40)] = "", no_expiry: Annotated[bool, Form()] = False,
+              metadata: Annotated[str, Form(max_length=4000)] = "",
+              metadata_shown: Annotated[str, Form(max_length=4000)] = ""):
+    body = _body(m.FactEdit, content=content, **expiry_change(expires, no_expiry),
+                 **metadata_change(metadata, metadata_shown))
     _call(routes_curation.edit_fact, agent_id=agent_id, item_id=item_id, body=body, caller=who.principal, ctx=ctx)
     return _done(agent_id, "fact")
 
@@ -113,8 +116,8 @@ def delete_item(request: Request, who: Who, ctx: Ctx, agent_id: Id, kind: Litera
 
 @router.post("/curate/reflections/{item_id}/edit", dependencies=[Csrf, only_curator("curating memory")])
 def edit_reflection(request: Request, who: Who, ctx: Ctx, agent_id: Id, item_id: Id, content: Text):
-    _call(routes_curation.edit_reflection, agent_id=agent_id, item_id=item_id, body=_body(m.FactEdit, content=content),
-          caller=who.principal, ctx=ctx)
+    _call(routes_curation.edit_reflection, agent_id=agent_id, item_id=item_id,
+          body=_body(m.ReflectionEdit, content=content), caller=who.principal, ctx=ctx)
     return _done(agent_id, "reflection")
 
 

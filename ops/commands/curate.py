@@ -3,6 +3,7 @@ checks as the HTTP routes (``pipeline.owner``), audited as done by ``cli``.
 
     memoryctl curate facts AGENT [--limit 50] [--json]
     memoryctl curate edit-fact AGENT FACT_ID --text T [--expires WHEN | --no-expiry] [--category C ...]
+                               [--meta K=V ... | --no-meta]   # metadata replaced
                                                              # an UPDATE with history, screened
     memoryctl curate delete-fact AGENT FACT_ID
     memoryctl curate reflections AGENT                       # agent-scope, waiting for consolidation
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from ops.commands import meta_dict, meta_pair
 from pipeline.errors import InvalidInput
+from pipeline.search.filter_text import metadata_pairs
 from pipeline.validity import expired
 from schemas.settings import get_settings
 
@@ -87,7 +89,9 @@ def _text(out) -> str:
 
 
 def _filed(row: dict) -> str:
-    return f"  [{', '.join(row['categories'])}]" if row.get("categories") else ""
+    """A fact's categories and metadata after its text, as much as it has."""
+    filed = f"  [{', '.join(row['categories'])}]" if row.get("categories") else ""
+    return filed + (f"  {json.dumps(row['metadata'], ensure_ascii=False)}" if row.get("metadata") else "")
 
 
 def _facts(deps, args) -> list[dict]:
@@ -98,7 +102,8 @@ def _facts(deps, args) -> list[dict]:
     now = deps.clock.now()
     facts, _ = agent_facts(deps.store, args.agent_id, limit=args.limit)
     return [{"id": f.fact_id, "content": f.content + (" (expired)" if expired(f, now) else ""), "version": f.version,
-             "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now), "categories": f.categories}
+             "formed_at": f.formed_at, "expires_at": f.expires_at, "expired": expired(f, now), "categories": f.categories,
+             "metadata": f.metadata}
             for f in facts]
 
 
@@ -132,12 +137,23 @@ def _edit_fact(deps, args) -> dict:
                                       "or write the text anew")
     edited = edit_agent_fact(deps, fact, args.text, where="--text", expires_at=_expiry(args.expires),
                              clear_expiry=args.no_expiry, expiry_where="--expires", categories=args.categories,
-                             categories_where="--category")
+                             categories_where="--category", metadata=_metadata_change(args),
+                             metadata_where="--meta")
     if edited is None:
         raise InvalidInput("--text", "the fact changed meanwhile, or another agent fact already says this")
     updated = _audited(deps, edited)
-    row = {"id": updated.fact_id, "version": updated.version, "categories": updated.categories}
+    row = {"id": updated.fact_id, "version": updated.version, "categories": updated.categories,
+           "metadata": updated.metadata}
     return {**row, "message": f"{updated.fact_id} is now version {updated.version}: {updated.content}{_filed(row)}"}
+
+
+def _metadata_change(args):
+    """The fact's metadata from now on: ``--meta`` pairs read as ``memoryctl search --meta``
+    reads them (a key repeated holds each value), {} with ``--no-meta``, None (kept) without
+    either."""
+    if args.no_meta:
+        return {}
+    return metadata_pairs(args.meta or [], "--meta")
 
 
 def _edit_reflection(deps, args) -> dict:
@@ -246,6 +262,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--category", action="append", dest="categories", metavar="NAME",
                            help="file it under this category of the agent's list (repeat for more); "
                                 "none given: its categories stay")
+            meta = a.add_mutually_exclusive_group()
+            meta.add_argument("--meta", action="append", metavar="KEY=VALUE",
+                              help="its metadata from now on, replacing what it holds: a value of one of the agent's "
+                                   "filterable keys, read as memoryctl search --meta reads it (repeat for more; a "
+                                   "key repeated holds each value); none given: its metadata stays")
+            meta.add_argument("--no-meta", action="store_true", help="take every metadata value off the fact")
         if name in ("add-fact", "add-reflection"):
             a.add_argument("--user", help="a user's memory instead of the agent's")
         if name == "add-fact":

@@ -9,18 +9,20 @@ stamp moves so cached contexts and searches built over the old text go stale.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.errors import InvalidInput, Refused
 from pipeline.formation.screening import guard_for, screen_write
 from pipeline.formation.secrets import KIND_NAMES
 from pipeline.owner import categories as filing
+from pipeline.owner import metadata_keys as labelling
 from pipeline.store.port import FactUpdate, LeaseStore, ReflectionStore
 from pipeline.text import text_hash, word_count
 from pipeline.webhooks import outbox
 from schemas.documents import Fact, Reflection
+from schemas.metadata import merged
 from schemas.values import text_problem
 
 def storable(text: str, where: str) -> str:
@@ -62,18 +64,28 @@ def check_expiry(expires_at: datetime | None, now: datetime, where: str = "expir
 def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), source_user_ids: Sequence[str] = (),
               where: str = "content", expires_at: datetime | None = None, clear_expiry: bool = False,
               expiry_where: str = "expires_at", categories: Sequence[str] | None = None,
-              categories_where: str = "categories", source: str = "owner") -> Fact | None:
+              categories_where: str = "categories", metadata: Mapping[str, Any] | None = None,
+              metadata_where: str = "metadata", metadata_checked: bool = False,
+              source: str = "owner") -> Fact | None:
     """UPDATE ``fact`` to ``content`` (checked), as an edit by a person rather than a run, with
     ``expires_at`` (in the future) as its new expiry if given, or none with ``clear_expiry``,
-    and ``categories`` (each from the agent's list; [] for none) as its categories if given,
-    announced to webhooks as ``fact.updated`` by ``source`` (owner, user, import).
+    ``categories`` (each from the agent's list; [] for none) as its categories if given, and
+    ``metadata`` (keys from the agent's filterable ones; {} for none) as its whole metadata if
+    given: it replaces the fact's, where formation joins (``metadata_checked``: an import line's,
+    which its own rules checked; an export line restores keys no longer marked). Announced to
+    webhooks as ``fact.updated`` by ``source`` (owner, user, import).
     None when the fact changed meanwhile, or another live fact of its scope already says this."""
     store, settings = service.store, service.settings
     now = service.clock.now()
     check_expiry(expires_at, now, expiry_where)
+    agent = store.ingest.get_agent_settings(fact.agent_id) if categories is not None or metadata is not None else None
     if categories is not None:
-        listed = filing.current(store.ingest.get_agent_settings(fact.agent_id))
-        categories = filing.check_filed(categories, listed, categories_where)
+        categories = filing.check_filed(categories, filing.current(agent), categories_where)
+    if metadata is not None:
+        if not metadata_checked:
+            metadata = labelling.check_given(metadata, agent.metadata_keys, metadata_where, held=True)
+        # one value stays a value and repeats go, as formation stores a key's values
+        metadata = merged({}, metadata)
     text = checked_line(content, fact.scope, settings=settings, word_limit=settings.fact_word_limit, people=people,
                         where=where)
     vector = service.embedder.embed([text])
@@ -81,7 +93,7 @@ def edit_fact(service, fact: Fact, content: str, *, people: Sequence[str] = (), 
         content=text, hash=text_hash(text), embedding=vector.vectors[0], embedding_model=service.embedder.model,
         run_id=f"edit:{uuid.uuid4().hex}", now=now, valid_from=now, expected_version=fact.version,
         source_user_ids=tuple(source_user_ids), source_text="", expires_at=expires_at, clear_expiry=clear_expiry,
-        categories=categories,
+        categories=categories, replace_metadata=metadata,
     ))
     if not updated:
         return None

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.errors import InvalidInput
 from schemas.documents import AgentSettings
-from schemas.metadata import KEY, MAX_KEYS, value_problem
+from schemas.metadata import KEY, MAX_KEYS, MAX_VALUES, value_problem
 
 #: as many keys as one message may carry: more could never all come from one message
 MAX_FILTERABLE = MAX_KEYS
@@ -44,19 +44,35 @@ def set_keys(agent: AgentSettings, keys: Sequence[object], *, now: datetime,
     return agent.model_copy(update={"metadata_keys": check_keys(keys, where), "updated_at": now})
 
 
-def check_given(metadata: Mapping[str, Any], allowed: Sequence[str], where: str = "metadata") -> dict[str, Any]:
+def check_given(metadata: Mapping[str, Any], allowed: Sequence[str], where: str = "metadata", *,
+                held: bool = False) -> dict[str, Any]:
     """The metadata a person gives a fact directly (a direct write, an import line): each key
     one of the agent's filterable ``allowed`` keys and each value a metadata value, else
-    ``InvalidInput`` naming ``where.<key>`` (and, for a key, the keys it must come from)."""
+    ``InvalidInput`` naming ``where.<key>`` (and, for a key, the keys it must come from). With
+    ``held`` (a correction of a fact's metadata), a key may hold a list of values, as a fact
+    holds those its messages disagreed on: 1 to ``MAX_VALUES`` of them."""
     if not isinstance(metadata, Mapping):
         raise InvalidInput(where, f"expected an object of key/value pairs, got {type(metadata).__name__}")
     # a field's key is a path (``metadata.tier``); an option's, a word after it (``--meta tier``)
     joint = " " if where.startswith("--") else "."
     for key, value in metadata.items():
+        if not isinstance(key, str) or not KEY.match(key):
+            # named by its repr: a key such as a lone surrogate cannot be part of an answer's ``where``
+            raise InvalidInput(where, f"{repr(key)[:70]} is not a metadata key: a letter, then letters, digits, "
+                                      "_, . or -, at most 64 characters")
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "(the agent has none; set them with metadata-keys)"
-            raise InvalidInput(f"{where}{joint}{str(key)[:64]}", f"is not one of the agent's filterable keys: {listed}")
-        problem = value_problem(value)
-        if problem:
+            raise InvalidInput(f"{where}{joint}{key}", f"is not one of the agent's filterable keys: {listed}")
+        if held and isinstance(value, list):
+            _check_values(value, f"{where}{joint}{key}")
+        elif problem := value_problem(value):
             raise InvalidInput(f"{where}{joint}{key}", problem)
     return dict(metadata)
+
+
+def _check_values(values: list[Any], where: str) -> None:
+    if not 1 <= len(values) <= MAX_VALUES:
+        raise InvalidInput(where, f"holds {len(values)} values; a key holds 1 to {MAX_VALUES}")
+    for i, value in enumerate(values):
+        if problem := value_problem(value):
+            raise InvalidInput(f"{where}[{i}]", problem)

@@ -8,7 +8,7 @@ so that a typo is refused where it was typed instead of read as "no memory".
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipeline.errors import InvalidInput
@@ -42,6 +42,18 @@ def metadata_pairs(pairs: Iterable[str], where: str = "metadata") -> dict[str, A
             raise InvalidInput(where, f"{pair[:80]!r} is not KEY=VALUE, e.g. project=apollo or tier=2")
         values.setdefault(key.strip(), []).append(pair_value(text))
     return {k: (v[0] if len(v) == 1 else v) for k, v in values.items()} or None
+
+
+def pair_lines(metadata: Mapping[str, Any]) -> str:
+    """``metadata`` as ``KEY=VALUE`` lines that ``metadata_pairs`` reads back as it is: one line a
+    value (a key holding a list, one line each), a string quoted only where ``pair_value``
+    would read it as something else (``code="2"``)."""
+    lines = []
+    for key, held in sorted(metadata.items()):
+        for value in held if isinstance(held, list) else [held]:
+            plain = isinstance(value, str) and value == value.strip() and pair_value(value) == value
+            lines.append(f"{key}={value if plain else json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines)
 
 
 def pair_value(text: str) -> Any:

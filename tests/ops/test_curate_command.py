@@ -84,3 +84,22 @@ def test_a_fact_whose_expiry_passed_is_listed_as_expired_and_not_edited(store, c
     assert "The venue is booked until May (expired)" in capsys.readouterr().out
     assert cli.main(["curate", "edit-fact", "A", "f-old", "--text", "The venue is booked until June"]) == 2
     assert "expired at" in capsys.readouterr().err
+
+
+def test_an_owner_corrects_a_facts_metadata_from_the_command_line(store, capsys):
+    text = "The launch budget is 12,000 euros"
+    store.ingest.put_agent_settings(store.ingest.get_agent_settings("A").model_copy(
+        update={"metadata_keys": ["project", "tier"]}))
+    edit = ["curate", "edit-fact", "A", "f1", "--text", text]
+    assert cli.main([*edit, "--meta", "project=zeus", "--meta", "project=hera", "--meta", "tier=2"]) == 0
+    assert '{"project": ["zeus", "hera"], "tier": 2}' in capsys.readouterr().out
+    assert store.facts.labelled_fact_ids("A", ["agent"], [["meta:tier=2"]]) == {"f1"}
+    assert cli.main([*edit, "--meta", "tier=3"]) == 0
+    assert store.facts.get_facts(["f1"])[0].metadata == {"tier": 3}
+    assert store.facts.labelled_fact_ids("A", ["agent"], [['meta:project="zeus"']]) == set()
+    assert cli.main([*edit, "--meta", "plan=pro"]) == 2
+    assert "--meta plan: is not one of the agent's filterable keys: project, tier" in capsys.readouterr().err
+    assert cli.main([*edit]) == 0
+    assert store.facts.get_facts(["f1"])[0].metadata == {"tier": 3}
+    assert cli.main([*edit, "--no-meta"]) == 0
+    assert store.facts.get_facts(["f1"])[0].metadata == {}

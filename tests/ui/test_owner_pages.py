@@ -85,7 +85,38 @@ def test_an_owner_edits_a_shared_fact_with_an_expiry_then_clears_it_and_the_audi
     assert "60,000" not in "".join(e.model_dump_json() for e in entries)
 
 
+def test_an_owner_corrects_a_shared_facts_metadata_in_the_curation_form(api):
+    store = api.deps.store
+    store.ingest.put_agent_settings(store.ingest.get_agent_settings("A").model_copy(
+        update={"metadata_keys": ["project", "code"]}))
+    fact = store.facts.get_facts(["f-agent-both"])[0]
+    store.facts.update_fact("f-agent-both", FactUpdate(content=fact.content, hash=fact.hash, embedding=None,
+                                                       embedding_model=None, run_id="r-meta", now=api.deps.clock.now(),
+                                                       metadata={"project": "apollo", "code": "2"}))
+    edit, text = "/ui/agents/A/curate/facts/f-agent-both/edit", "The Mars budget is $50,000"
+    with _signed_in(api, api.keys["curator_a"]) as client:
+        html = client.get("/ui/agents/A/curate").text
+        assert 'code=&#34;2&#34;\nproject=apollo</textarea>' in html and "keys: project, code" in html
+        shown = 'code="2"\nproject=apollo'
+        done = _post(client, edit, {"content": text, "metadata": "project=zeus\r\nproject=hera", "metadata_shown": shown})
+        assert done.status_code == 200 and "Saved" in done.text
+        assert store.facts.get_facts(["f-agent-both"])[0].metadata == {"project": ["zeus", "hera"]}
+        assert store.facts.labelled_fact_ids("A", ["agent"], [['meta:project="apollo"']]) == set()
+        # left as shown, the field keeps the fact's, even a key the agent no longer marks
+        store.ingest.put_agent_settings(store.ingest.get_agent_settings("A").model_copy(update={"metadata_keys": []}))
+        kept = _post(client, edit, {"content": text, "metadata": "project=zeus\nproject=hera",
+                                    "metadata_shown": "project=zeus\nproject=hera"})
+        assert kept.status_code == 200 and store.facts.get_facts(["f-agent-both"])[0].metadata == {
+            "project": ["zeus", "hera"]}
+        refused = _post(client, edit, {"content": text, "metadata": "project=zeus", "metadata_shown": "project=hera"})
+        assert refused.status_code == 422 and "form metadata.project" in refused.text
+        assert "(the agent has none; set them with metadata-keys)" in refused.text
+        cleared = _post(client, edit, {"content": text, "metadata": "", "metadata_shown": "project=zeus"})
+        assert cleared.status_code == 200 and store.facts.get_facts(["f-agent-both"])[0].metadata == {}
+
+
 @pytest.mark.parametrize("data, where, why", [
+    ({"content": "The Mars budget is $60,000", "metadata": "project apollo"}, "form metadata", "is not KEY=VALUE"),
     ({"content": "The Mars budget is $60,000", "expires": "2020-01-01"}, "form expires", "not in the future"),
     ({"content": "The Mars budget is $60,000", "expires": "soon"}, "form expires", "expected a date"),
     ({"content": "Write to alice@example.com for the budget"}, "form content", "email"),

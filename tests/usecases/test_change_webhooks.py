@@ -82,6 +82,18 @@ def test_an_owner_edit_and_a_user_edit_are_updates_naming_who_made_them(env, rec
     ])
 
 
+def test_a_correction_of_metadata_alone_is_an_update_naming_who_made_it(env, receiver):
+    env.store.ingest.put_agent_settings(env.store.ingest.get_agent_settings("agent-1").model_copy(
+        update={"metadata_keys": ["project"]}))
+    shared, mine = written_and_told(env, receiver, "The venue is Riverside Park", "Maya lives in Porto")
+    assert edit.edit_agent_fact(env, shared, shared.content, metadata={"project": "zeus"}) is not None
+    user_memory.edit_fact(env, "agent-1", "u-1", mine.fact_id, mine.content, metadata={"project": "hera"})
+    assert delivered(env, receiver) == ordered([
+        ("fact.updated", {"fact_id": shared.fact_id, "scope": "agent", "version": 2, "source": "owner"}),
+        ("fact.updated", {"fact_id": mine.fact_id, "scope": "user", "version": 2, "source": "user"}),
+    ])
+
+
 def test_a_deleted_fact_is_retired_with_the_reason_deleted_and_its_content_is_gone(env, receiver):
     shared, mine = written_and_told(env, receiver, "The budget is 12,000 euros", "Maya's dog is called Rex")
     env.store.webhooks.put_subscription(env.store.webhooks.list_subscriptions("agent-1")[0].model_copy(
@@ -147,3 +159,16 @@ def test_an_import_line_newer_than_its_keys_fact_announces_an_update(env, receiv
     [(_, created)] = delivered(env, receiver)
     import_file(env, [(json.dumps({**row, "text": "Ana renews in July"}) + "\n").encode()], "agent-1", by="test")
     assert delivered(env, receiver) == [("fact.updated", {**created, "version": 2})]
+
+
+def test_an_import_line_whose_metadata_alone_differs_announces_an_update(env, receiver):
+    env.store.ingest.put_agent_settings(env.store.ingest.get_agent_settings("agent-1").model_copy(
+        update={"metadata_keys": ["project"]}))
+    row = {"user_id": "u-1", "text": "Ana renews in June", "import_key": "crm-1", "metadata": {"project": "apollo"}}
+    import_file(env, [(json.dumps(row) + "\n").encode()], "agent-1", by="test")
+    [(_, created)] = delivered(env, receiver)
+    changed = {**row, "metadata": {"project": "zeus"}}
+    import_file(env, [(json.dumps(changed) + "\n").encode()], "agent-1", by="test")
+    assert delivered(env, receiver) == [("fact.updated", {**created, "version": 2})]
+    assert env.store.facts.labelled_fact_ids("agent-1", ["user:u-1"], [['meta:project="zeus"']]) == {
+        created["fact_id"]}

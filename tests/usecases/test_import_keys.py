@@ -104,3 +104,34 @@ def test_an_export_line_newer_than_the_stored_fact_updates_it(env):
     assert imported(env, line).updated == 1
     assert [(f.fact_id, f.content) for f in maya(env)] == [(fact.fact_id, "Maya likes green tea")]
     assert imported(env, line).unchanged == 1
+
+
+def test_a_line_whose_metadata_differs_replaces_the_facts_and_a_line_without_metadata_keeps_it(env):
+    env.store.ingest.put_agent_settings(env.store.ingest.get_agent_settings("agent-1").model_copy(
+        update={"metadata_keys": ["project", "tier"]}))
+    row = {"user_id": "u-1", "text": "Maya runs the launch", "import_key": "crm-30",
+           "metadata": {"project": "apollo", "tier": 1}}
+    imported(env, row)
+    [fact] = maya(env)
+    assert imported(env, row).unchanged == 1
+    assert imported(env, {**row, "metadata": {"project": "apollo", "tier": True}}).updated == 1   # true is not 1
+    done = imported(env, {**row, "metadata": {"project": "zeus"}})
+    assert (done.updated, maya(env)[0].metadata, maya(env)[0].version) == (1, {"project": "zeus"}, 3)
+    assert env.store.facts.labelled_fact_ids("agent-1", ["user:u-1"], [['meta:project="apollo"']]) == set()
+    assert env.store.facts.labelled_fact_ids("agent-1", ["user:u-1"], [['meta:project="zeus"']]) == {fact.fact_id}
+    without = {k: v for k, v in row.items() if k != "metadata"}
+    assert imported(env, without).unchanged == 1 and maya(env)[0].metadata == {"project": "zeus"}
+    party = {**without, "text": "Maya runs the launch party"}
+    assert imported(env, party).updated == 1 and maya(env)[0].metadata == {"project": "zeus"}
+    assert imported(env, {**party, "metadata": {}}).updated == 1 and maya(env)[0].metadata == {}
+
+
+def test_an_export_line_restores_its_metadata_over_the_facts_whatever_keys_are_marked(env):
+    imported(env, {"user_id": "u-1", "text": "Maya likes tea", "import_key": "crm-31"})
+    [fact] = maya(env)
+    line = {"kind": "fact", "agent_id": "agent-1", "user_id": "u-1", "fact_id": fact.fact_id, "scope": "user",
+            "scope_key": "user:u-1", "content": "Maya likes tea", "formed_at": fact.formed_at.isoformat(),
+            "metadata": {"project": ["zeus", "apollo"]}}
+    assert imported(env, line).updated == 1
+    assert maya(env)[0].metadata == {"project": ["zeus", "apollo"]}
+    assert imported(env, {**line, "metadata": {"project": ["apollo", "zeus"]}}).unchanged == 1

@@ -18,7 +18,6 @@ from pipeline.store.mongo.codec import DuplicateKeyError, from_doc, to_doc
 from pipeline.store.ports.facts import FactCandidate, FactStore, FactUpdate
 from pipeline.store.mongo.parts import MongoRepository
 from schemas.documents import Fact
-from schemas.metadata import merged
 
 _CAS_ATTEMPTS = 50
 # ``live: true`` marks a fact that is not retired. The unique (agent, scope key, hash) index is
@@ -72,9 +71,9 @@ class MongoFacts(MongoRepository, FactStore):
                 {"expires_at": c.utc(change.expires_at)} if change.expires_at else {}
             if change.categories is not None:
                 optional["categories"] = list(change.categories)
-            if change.metadata is not None:
+            if change.metadata is not None or change.replace_metadata is not None:
                 # joined on the version read: the write below holds only while it is the live one
-                optional["metadata"] = merged(fact.metadata, change.metadata)
+                optional["metadata"] = change.metadata_over(fact.metadata)
             updated = fact.model_copy(update={"content": change.content, "history": [*fact.history, entry],
                                               "source_text": said, **optional})
             return {"$set": {**optional, LABELS: updated.labels, "content": change.content, "hash": change.hash,

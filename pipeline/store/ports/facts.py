@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from schemas.documents import Fact
+from schemas.metadata import merged
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,15 @@ class FactUpdate:
     # the filterable metadata of the new text's messages, joined to the fact's by the store on the
     # version it writes over (``schemas.metadata.merged``); None: keep the fact's
     metadata: Mapping[str, Any] | None = None
+    # the fact's whole metadata from now on, as a person corrects it (an edit, an import line):
+    # it replaces the fact's rather than joining it ({}: none); None: ``metadata`` decides
+    replace_metadata: Mapping[str, Any] | None = None
+
+    def metadata_over(self, kept: Mapping[str, Any]) -> dict[str, Any]:
+        """The metadata of the version written over ``kept`` (the fact's, as the store read it)."""
+        if self.replace_metadata is not None:
+            return dict(self.replace_metadata)
+        return dict(kept) if self.metadata is None else merged(kept, self.metadata)
 
 
 class FactStore(Protocol):

@@ -17,7 +17,6 @@ from pipeline.store.sqlite.db import Database, qmarks
 from pipeline.store.sqlite.labels import labelled_query
 from pipeline.store.sqlite.parts import SQLiteRepository
 from schemas.documents import Fact
-from schemas.metadata import merged
 
 _FACT_COLUMNS = "fact_id, doc, embedding"
 _DATETIME = TypeAdapter(datetime)
@@ -97,7 +96,7 @@ class SQLiteFacts(SQLiteRepository, FactStore):
                 "expires_at": None if change.clear_expiry else c.utc(change.expires_at) if change.expires_at
                 else fact.expires_at,
                 "categories": fact.categories if change.categories is None else list(change.categories),
-                "metadata": fact.metadata if change.metadata is None else merged(fact.metadata, change.metadata),
+                "metadata": change.metadata_over(fact.metadata),
             }), insert=False)
             return True
 
