@@ -75,9 +75,18 @@ def render_pages(app: FastAPI, prefix: str, render: PageRenderer) -> None:
     app.state.error_pages = [*getattr(app.state, "error_pages", []), (prefix.rstrip("/"), render)]
 
 
+def _sayable(text: str) -> str:
+    """``text`` as an answer can carry it: a lone surrogate a caller sent (a JSON ``\\ud800``),
+    which no UTF-8 encoder writes, escaped as ``\\ud800``; any other text as it is."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def answer(request: Request, status: int, what: str, where: str, why: str,
            headers: dict[str, str] | None = None) -> Response:
-    """An error as the door asked presents it: the page of a registered prefix, else JSON."""
+    """An error as the door asked presents it: the page of a registered prefix, else JSON.
+    Where and why may quote what the caller sent, a key or a value: they are made sayable
+    here, once for every route, so that a refusal of bad input is never a 500 itself."""
+    where, why = _sayable(where), _sayable(why)
     path = request.url.path
     for prefix, render in getattr(request.app.state, "error_pages", ()):
         if path == prefix or path.startswith(prefix + "/"):

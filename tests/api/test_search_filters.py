@@ -118,3 +118,16 @@ def test_a_filter_never_shows_a_user_token_another_users_facts(filed, client, na
     params += [("metadata", json.dumps(narrowing["metadata"]))] if "metadata" in narrowing else []
     context = client.get(CONTEXT, params=params, headers=headers)
     assert context.status_code == 200 and "Lisbon venue" in context.text and "Porto venue" not in context.text
+
+
+def test_a_filter_key_that_is_a_lone_surrogate_is_a_422_that_names_it_escaped(filed, client):
+    """A JSON ``\\ud800`` key reaches the filter check as a lone surrogate, which the error
+    names; the answer escapes it rather than failing to encode it (a 500)."""
+    headers = {**_agent(filed), "Content-Type": "application/json"}
+    answer = client.post(SEARCH, content='{"query": "venue", "user_id": "u1", "metadata": {"\\ud800": 1}}',
+                         headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["where"] == "body metadata.\\ud800"
+    assert "not a filterable metadata key" in answer.json()["why"]
+    context = client.get(CONTEXT, params={"user_id": "u1", "metadata": '{"\\ud800": 1}'}, headers=_agent(filed))
+    assert context.status_code == 422 and context.json()["where"] == "query metadata.\\ud800", context.text
